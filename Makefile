@@ -1,0 +1,200 @@
+# Makefile for compiled. See README.md for the two commands a newcomer needs.
+#
+#   make            build everything into $(BUILD) (default build/)
+#   make test       run every test (Criterion and Python); non-zero on failure
+#   make check      tests + clang-format check + cppcheck on our own sources
+#   make asan       build with ASan+UBSan into build/asan and run the tests
+#   make fuzz       build the libFuzzer targets (clang) and run each for
+#                   FUZZ_SECONDS (default 60)
+#   make bootstrap  install missing Debian packages (deploy/bootstrap.sh)
+#
+# Sources are found by wildcard: a new compiler/*.c joins libcompiler, a new
+# tests/test_*.c becomes a Criterion binary. Header dependencies are tracked
+# with -MMD. Several builds can coexist: BUILD=somewhere make.
+
+BUILD   ?= build
+CC      ?= gcc
+PYTHON  ?= /usr/bin/python3
+SAN     ?=
+FUZZ_SECONDS ?= 60
+
+PKGS     := grpc gpr libprotobuf-c libuv sqlite3 libcrypto libzstd jansson
+PKG_CFLAGS := $(shell pkg-config --cflags $(PKGS) 2>/dev/null)
+PKG_LIBS   := $(shell pkg-config --libs $(PKGS) 2>/dev/null)
+
+WARN     := -Wall -Wextra -Wshadow -Wstrict-prototypes -Wmissing-prototypes \
+            -Wno-unused-parameter -Wvla
+CFLAGS   ?= -O2 -g
+CFLAGS   += -std=c11 $(WARN) -D_GNU_SOURCE -fno-strict-aliasing -pthread
+CPPFLAGS += -I. -I$(BUILD)/gen $(PKG_CFLAGS) -MMD -MP
+LDLIBS   += $(PKG_LIBS) -lm -pthread
+
+ifeq ($(SAN),1)
+CFLAGS  += -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined
+LDFLAGS += -fsanitize=address,undefined
+endif
+
+# ---- generated protobuf code ----
+PROTOS     := $(wildcard proto/*.proto)
+PROTO_C    := $(patsubst proto/%.proto,$(BUILD)/gen/proto/%.pb-c.c,$(PROTOS))
+PROTO_H    := $(PROTO_C:.c=.h)
+PY_PB_DIR  := client/python/compiled/_pb
+PY_PB      := $(patsubst proto/%.proto,$(PY_PB_DIR)/%_pb2.py,$(PROTOS))
+
+# ---- libraries ----
+COMPILER_SRC := $(wildcard compiler/*.c)
+CACHE_SRC    := $(wildcard cache/*.c)
+DAEMON_SRC   := $(wildcard daemon/*.c)
+CTL_SRC      := $(wildcard client/ctl/*.c)
+CLIENT_SRC   := $(wildcard client/lib/*.c)
+TEST_SRC     := $(wildcard tests/test_*.c)
+TESTLIB_SRC  := $(wildcard tests/lib/*.c)
+FUZZ_SRC     := $(wildcard tests/fuzz/fuzz_*.c)
+
+obj = $(patsubst %.c,$(BUILD)/obj/%.o,$(1))
+
+LIB_PROTO    := $(BUILD)/lib/libcdproto.a
+LIB_COMPILER := $(BUILD)/lib/libcdcompiler.a
+LIB_CACHE    := $(BUILD)/lib/libcdcache.a
+LIB_CLIENT   := $(BUILD)/lib/libcdclient.a
+LIBS := $(LIB_CLIENT) $(LIB_COMPILER) $(LIB_CACHE) $(LIB_PROTO)
+
+BINS := $(BUILD)/bin/compilectl
+ifneq ($(DAEMON_SRC),)
+BINS += $(BUILD)/bin/compiled
+endif
+TESTS := $(patsubst tests/%.c,$(BUILD)/tests/%,$(TEST_SRC))
+BUILD_ID_H := $(BUILD)/gen/build_id.h
+
+.PHONY: all test test-c test-py check format format-check lint asan fuzz \
+        fuzz-build bootstrap clean py-proto
+.DEFAULT_GOAL := all
+
+all: $(BUILD)/.bootstrap $(BINS) py-proto
+
+# The bootstrap runs once per build tree, and again whenever the script
+# changes; `make bootstrap` forces it.
+$(BUILD)/.bootstrap: deploy/bootstrap.sh
+	@mkdir -p $(BUILD)
+	@deploy/bootstrap.sh
+	@touch $@
+
+bootstrap:
+	deploy/bootstrap.sh
+
+# Everything compiled depends on the generated headers being present.
+$(BUILD)/gen/proto/%.pb-c.c $(BUILD)/gen/proto/%.pb-c.h: proto/%.proto | $(BUILD)/.bootstrap
+	@mkdir -p $(BUILD)/gen
+	protoc-c --c_out=$(BUILD)/gen $<
+
+# The compiler's build id: a digest of every source that shapes an artifact.
+# Rewritten only when it changes, so it does not force rebuilds.
+$(BUILD_ID_H): FORCE
+	@mkdir -p $(dir $@)
+	@id=$$(cat $(sort $(wildcard compiler/*.c compiler/*.h proto/*.proto)) | sha256sum | cut -c1-32); \
+	  printf '#define GC_BUILD_ID "%s"\n' "$$id" > $@.tmp; \
+	  if cmp -s $@.tmp $@; then rm -f $@.tmp; else mv $@.tmp $@; fi
+FORCE:
+
+$(BUILD)/obj/%.o: %.c $(PROTO_H) $(BUILD_ID_H) | $(BUILD)/.bootstrap
+	@mkdir -p $(dir $@)
+	$(CC) $(CPPFLAGS) $(CFLAGS) -c $< -o $@
+
+# Generated code is not ours: compile it without our warning set.
+$(BUILD)/obj/gen/%.o: $(BUILD)/gen/%.c $(PROTO_H)
+	@mkdir -p $(dir $@)
+	$(CC) $(CPPFLAGS) $(filter-out $(WARN),$(CFLAGS)) -c $< -o $@
+
+$(LIB_PROTO): $(patsubst $(BUILD)/gen/%.c,$(BUILD)/obj/gen/%.o,$(PROTO_C))
+	@mkdir -p $(dir $@)
+	rm -f $@ && ar rcs $@ $^
+$(LIB_COMPILER): $(call obj,$(COMPILER_SRC))
+	@mkdir -p $(dir $@)
+	rm -f $@ && ar rcs $@ $^
+$(LIB_CACHE): $(call obj,$(CACHE_SRC))
+	@mkdir -p $(dir $@)
+	rm -f $@ && ar rcs $@ $^
+$(LIB_CLIENT): $(call obj,$(CLIENT_SRC))
+	@mkdir -p $(dir $@)
+	rm -f $@ && ar rcs $@ $^
+
+$(BUILD)/bin/compilectl: $(call obj,$(CTL_SRC)) $(LIBS)
+	@mkdir -p $(dir $@)
+	$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS)
+$(BUILD)/bin/compiled: $(call obj,$(DAEMON_SRC)) $(LIBS)
+	@mkdir -p $(dir $@)
+	$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS)
+
+# ---- Python protobuf modules (generated with Debian's grpc_tools) ----
+py-proto: $(PY_PB)
+$(PY_PB_DIR)/%_pb2.py: proto/%.proto | $(BUILD)/.bootstrap
+	@mkdir -p $(PY_PB_DIR)
+	$(PYTHON) -m grpc_tools.protoc -Iproto --python_out=$(PY_PB_DIR) \
+	  --grpc_python_out=$(PY_PB_DIR) $<
+	@# generated modules import each other as top-level names; make them relative
+	sed -i -E 's/^import ([a-z_]+_pb2) as/from . import \1 as/' $(PY_PB_DIR)/$*_pb2.py $(PY_PB_DIR)/$*_pb2_grpc.py
+	@touch $(PY_PB_DIR)/__init__.py
+
+# ---- tests ----
+$(BUILD)/tests/%: tests/%.c $(call obj,$(TESTLIB_SRC)) $(LIBS) $(PROTO_H)
+	@mkdir -p $(dir $@)
+	$(CC) $(CPPFLAGS) $(CFLAGS) $(LDFLAGS) -o $@ $< $(call obj,$(TESTLIB_SRC)) $(LIBS) $(LDLIBS) -lcriterion
+
+# Test binaries find data and binaries through these variables.
+TEST_ENV := COMPILED_SRC=$(CURDIR) COMPILED_BUILD=$(abspath $(BUILD)) \
+            PYTHONPATH=$(CURDIR)/client/python
+
+test: test-c test-py
+
+test-c: all $(TESTS)
+	@fail=0; for t in $(TESTS); do \
+	  echo "== $$t"; \
+	  $(TEST_ENV) $$t --jobs 2 || fail=1; \
+	done; exit $$fail
+
+test-py: all
+	$(TEST_ENV) $(PYTHON) -m pytest -q -p no:cacheprovider tests/python
+
+# ---- quality gates ----
+OUR_C := $(sort $(wildcard compiler/*.[ch] cache/*.[ch] daemon/*.[ch] client/ctl/*.[ch] client/lib/*.[ch] \
+           tests/*.c tests/lib/*.[ch] tests/fuzz/*.c bench/*.c))
+
+format:
+	clang-format -i $(OUR_C)
+format-check:
+	clang-format --dry-run --Werror $(OUR_C)
+lint: $(PROTO_H) $(BUILD_ID_H)
+	cppcheck --quiet --error-exitcode=1 --enable=warning,portability,performance \
+	  --std=c11 --inline-suppr --suppress=missingIncludeSystem \
+	  -I. -I$(BUILD)/gen -D__GNUC__ compiler cache daemon client/ctl client/lib
+
+check: test format-check lint
+
+asan:
+	$(MAKE) BUILD=build/asan SAN=1 CFLAGS="-O1 -g" test
+
+# ---- fuzzing (clang + libFuzzer) ----
+FUZZ_BUILD := build/fuzz
+fuzz-build:
+	$(MAKE) BUILD=$(FUZZ_BUILD) CC=clang \
+	  CFLAGS="-O1 -g -fsanitize=fuzzer-no-link,address,undefined -fno-omit-frame-pointer" \
+	  LDFLAGS="-fsanitize=address,undefined" $(FUZZ_BUILD)/lib/libcdcompiler.a $(FUZZ_BUILD)/lib/libcdproto.a
+	@mkdir -p $(FUZZ_BUILD)/fuzz
+	@for f in $(FUZZ_SRC); do \
+	  n=$$(basename $$f .c); \
+	  echo "CC $$n"; \
+	  clang -O1 -g -std=c11 -D_GNU_SOURCE -fsanitize=fuzzer,address,undefined \
+	    -I. -I$(FUZZ_BUILD)/gen $(PKG_CFLAGS) -o $(FUZZ_BUILD)/fuzz/$$n $$f \
+	    $(FUZZ_BUILD)/lib/libcdcompiler.a $(FUZZ_BUILD)/lib/libcdproto.a $(LDLIBS) || exit 1; \
+	done
+
+fuzz: fuzz-build
+	@for f in $(FUZZ_SRC); do \
+	  n=$$(basename $$f .c); \
+	  tests/fuzz/run.sh $(FUZZ_BUILD)/fuzz/$$n $(FUZZ_SECONDS) || exit 1; \
+	done
+
+clean:
+	rm -rf build $(PY_PB_DIR)
+
+-include $(shell find $(BUILD)/obj $(BUILD)/tests -name '*.d' 2>/dev/null)

@@ -1,0 +1,86 @@
+/*
+ * arg.h: an argument value, the in-memory form of graph.proto's Argument.
+ *
+ * Used for node arguments and outputs, graph inputs and outputs, and for the
+ * defaults of operator schemas (so an explicit default and an omitted one can
+ * be compared and hashed alike). Every list lives in the owning arena.
+ */
+#ifndef GC_ARG_H
+#define GC_ARG_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+/* The argument kinds, in graph.proto's order. X(NAME, json/text name). */
+#define GC_ARG_KINDS(X)                                                        \
+  X(NONE, "none")                                                              \
+  X(TENSOR, "tensor")                                                          \
+  X(TENSORS, "tensors")                                                        \
+  X(OPT_TENSORS, "optional_tensors")                                           \
+  X(INT, "int")                                                                \
+  X(INTS, "ints")                                                              \
+  X(FLOAT, "float")                                                            \
+  X(FLOATS, "floats")                                                          \
+  X(BOOL, "bool")                                                              \
+  X(BOOLS, "bools")                                                            \
+  X(STRING, "string")                                                          \
+  X(STRINGS, "strings")                                                        \
+  X(SYM_INT, "sym_int")                                                        \
+  X(SYM_INTS, "sym_ints")                                                      \
+  X(SYM_FLOAT, "sym_float")                                                    \
+  X(SYM_FLOATS, "sym_floats")                                                  \
+  X(SYM_BOOL, "sym_bool")                                                      \
+  X(SYM_BOOLS, "sym_bools")                                                    \
+  X(SCALAR_TYPE, "scalar_type")                                                \
+  X(MEMORY_FORMAT, "memory_format")                                            \
+  X(LAYOUT, "layout")                                                          \
+  X(DEVICE, "device")
+
+typedef enum gc_arg_kind {
+#define X(name, text) GC_ARG_##name,
+  GC_ARG_KINDS(X)
+#undef X
+      GC_ARG_KIND_COUNT
+} gc_arg_kind;
+
+typedef struct gc_value gc_value;
+
+/* A device: type ("cpu", "cuda", ...) and index, -1 when none was given. */
+typedef struct gc_device {
+  const char *type;
+  int index;
+} gc_device;
+
+/* A symbolic scalar argument: a named value, or a literal when v is NULL. */
+typedef struct gc_symarg {
+  gc_value *v; /* the named SymInt/SymFloat/SymBool value; NULL: literal */
+  union {
+    int64_t i; /* literal of a SymInt */
+    double f;  /* literal of a SymFloat */
+    bool b;    /* literal of a SymBool */
+  };
+} gc_symarg;
+
+typedef struct gc_arg {
+  gc_arg_kind kind;
+  int n; /* element count of the list kinds */
+  union {
+    int64_t i;         /* INT; BOOL (0/1); SCALAR_TYPE, MEMORY_FORMAT, LAYOUT
+                          (the enum numbers of graph.proto) */
+    double f;          /* FLOAT */
+    const char *s;     /* STRING */
+    gc_value *v;       /* TENSOR */
+    gc_symarg sym;     /* SYM_INT, SYM_FLOAT, SYM_BOOL */
+    gc_device dev;     /* DEVICE */
+    int64_t *ints;     /* INTS; BOOLS (0/1 each) */
+    double *floats;    /* FLOATS */
+    const char **strs; /* STRINGS */
+    gc_value **vals;   /* TENSORS; OPT_TENSORS (NULL items are None) */
+    gc_symarg *syms;   /* SYM_INTS, SYM_FLOATS, SYM_BOOLS */
+  };
+} gc_arg;
+
+/* "tensor", "ints", ...: the name of a kind as JSON and messages spell it. */
+const char *gc_arg_kind_name(gc_arg_kind k);
+
+#endif

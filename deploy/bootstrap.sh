@@ -1,0 +1,61 @@
+#!/usr/bin/env bash
+# deploy/bootstrap.sh: install every Debian package that building, testing and
+# running compiled needs. Idempotent: packages already installed are skipped,
+# and when nothing is missing the script touches neither apt nor the network.
+#
+# Usage: deploy/bootstrap.sh [--check]
+#   --check   only report what is missing; exit 1 if anything is.
+#
+# Runs apt-get as root, or through sudo when it is available. PyPI is never
+# used: every Python dependency comes from Debian packages.
+set -euo pipefail
+
+PACKAGES=(
+  # toolchain and build
+  build-essential pkg-config make git
+  # protobuf, protobuf-c and the gRPC C core
+  protobuf-compiler protobuf-c-compiler libprotobuf-c-dev
+  libgrpc-dev protobuf-compiler-grpc
+  # daemon, cache and compiler libraries
+  libuv1-dev libsqlite3-dev sqlite3 libssl-dev libzstd-dev libjansson-dev
+  libhiredis-dev
+  # tests, analysis and fuzzing
+  libcriterion-dev clang libclang-rt-14-dev clang-format clang-tidy cppcheck
+  valgrind
+  # the Python client and its tests
+  python3-torch python3-torchvision python3-grpcio python3-grpc-tools
+  python3-protobuf python3-numpy python3-pytest
+  # benchmarks
+  hyperfine
+)
+
+missing=()
+for p in "${PACKAGES[@]}"; do
+  if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed'; then
+    missing+=("$p")
+  fi
+done
+
+if [ "${#missing[@]}" -eq 0 ]; then
+  echo "bootstrap: all ${#PACKAGES[@]} packages present"
+  exit 0
+fi
+
+if [ "${1:-}" = "--check" ]; then
+  echo "bootstrap: missing: ${missing[*]}"
+  exit 1
+fi
+
+SUDO=""
+if [ "$(id -u)" -ne 0 ]; then
+  if command -v sudo >/dev/null 2>&1; then SUDO="sudo"; else
+    echo "bootstrap: need root (or sudo) to install: ${missing[*]}" >&2
+    exit 1
+  fi
+fi
+
+echo "bootstrap: installing ${missing[*]}"
+export DEBIAN_FRONTEND=noninteractive
+$SUDO apt-get update -qq
+$SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}"
+echo "bootstrap: done"
