@@ -13,7 +13,7 @@
   X(OK, 0, "success")                                                          \
   X(MALFORMED, -1, "malformed bytes")                                          \
   X(VERSION, -2, "unsupported schema version")                                 \
-  X(INVALID, -3, "invalid graph")                                              \
+  X(INVAL, -3, "invalid graph")                                              \
   X(LIMIT, -4, "graph exceeds a limit")                                        \
   X(NOMEM, -5, "out of memory")                                                \
   X(SCHEMA, -6, "malformed operator schema")                                   \
@@ -50,7 +50,7 @@ int gc_error_at(gc_error *err, int code, int node, const char *arg,
 /* A short description of a GC_E* code. Never NULL. */
 const char *gc_strerror(int code);
 
-/* The symbolic name of a code ("GC_EINVAL"-style, without the prefix). */
+/* The symbolic name of a code ("INVAL"-style, without the prefix). */
 const char *gc_errname(int code);
 
 #endif

@@ -1,0 +1,376 @@
+/*
+ * graph_cmd.c: `compilectl graph validate|hash|fmt|convert`, the local tools
+ * for graph files (.pb or .json). Nothing here talks to a server: they use
+ * the same decoder, validator and key code as the daemon.
+ */
+#include <errno.h>
+#include <getopt.h>
+#include <jansson.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "client/ctl/ctl.h"
+#include "client/lib/pbjson.h"
+#include "compiler/graph.h"
+#include "compiler/key.h"
+#include "compiler/print.h"
+#include "compiler/target.h"
+
+static const char graph_usage[] =
+    "usage: compilectl graph COMMAND [OPTIONS] FILE...\n"
+    "\n"
+    "Graph files are GraphModule messages, binary (.pb) or JSON (.json);\n"
+    "other names are recognised by content. \"-\" reads standard input.\n"
+    "\n"
+    "commands:\n"
+    "  validate FILE...   check each graph; print precise errors, exit 1 if any\n"
+    "  hash FILE...       print the cache key a daemon on this machine computes\n"
+    "      --json                 also print the component hashes (JSON lines)\n"
+    "      --opt-level N          compile option (default 2)\n"
+    "      --training             training instead of inference\n"
+    "      --no-keep-input-mutations\n"
+    "      --arch A, --isa LIST, --toolchain ID, --cflags FLAGS\n"
+    "                             override the detected target\n"
+    "      --cc CC                C compiler whose identity enters the key\n"
+    "                             (default $CC, else cc)\n"
+    "  fmt FILE           print the graph as readable text\n"
+    "      --json                 print it as JSON instead\n"
+    "  convert FILE       turn .pb into .json or back, losslessly\n"
+    "      -o, --output OUT       write to OUT (default: standard output)\n"
+    "      --to json|pb           output format (default: by OUT's extension,\n"
+    "                             else the other one)\n";
+
+/* A graph file loaded and validated, with the arena that owns it. */
+typedef struct loaded {
+  Compiled__V1__GraphModule *msg;
+  gc_arena *arena;
+  gc_graph *graph;
+} loaded;
+
+static void loaded_free(loaded *l) {
+  if (l->msg)
+    protobuf_c_message_free_unpacked(&l->msg->base, NULL);
+  gc_arena_free(l->arena);
+  memset(l, 0, sizeof *l);
+}
+
+/* Loads and validates `path`. Prints the error and returns an exit code on
+ * failure. */
+static int load_valid(const char *path, loaded *l) {
+  char err[1024];
+  memset(l, 0, sizeof *l);
+  int rc = ctl_load_graph(path, &l->msg, err, sizeof err);
+  if (rc) {
+    ctl_errorf("%s", err);
+    return rc;
+  }
+  gc_limits lim;
+  gc_limits_default(&lim);
+  l->arena = gc_arena_new(lim.max_memory);
+  if (!l->arena) {
+    ctl_errorf("out of memory");
+    loaded_free(l);
+    return CTL_EIO;
+  }
+  gc_error gerr;
+  if (gc_graph_from_message(l->arena, l->msg, &lim, &l->graph, &gerr) != 0) {
+    fprintf(stderr, "%s: error: %s\n", path, gerr.msg);
+    loaded_free(l);
+    return CTL_EGRAPH;
+  }
+  return CTL_OK;
+}
+
+static int cmd_validate(int argc, char **argv) {
+  if (argc < 2) {
+    fputs(graph_usage, stderr);
+    return CTL_EUSAGE;
+  }
+  int worst = CTL_OK;
+  for (int i = 1; i < argc; i++) {
+    loaded l;
+    int rc = load_valid(argv[i], &l);
+    if (rc) {
+      if (worst == CTL_OK || rc == CTL_EIO)
+        worst = rc;
+      continue;
+    }
+    printf("%s: ok (%d inputs, %d nodes, %d outputs, %d operators)\n", argv[i],
+           l.graph->ninputs, l.graph->nnodes, l.graph->noutputs,
+           l.graph->nops);
+    loaded_free(&l);
+  }
+  return worst;
+}
+
+static void print_key_json(const char *path, const gc_key *k) {
+  char hex[GC_HEX_LEN];
+  json_t *comp = json_object();
+  for (int c = 0; c < GC_KEY_NCOMPONENTS; c++) {
+    gc_digest_hex(k->part[c], hex);
+    json_object_set_new(comp, gc_key_component_name((gc_key_component)c),
+                        json_string(hex));
+  }
+  gc_digest_hex(k->key, hex);
+  json_t *o = json_pack("{s:s, s:s, s:o}", "file", path, "key", hex,
+                        "components", comp);
+  char *text = json_dumps(o, JSON_PRESERVE_ORDER | JSON_COMPACT);
+  if (text)
+    puts(text);
+  free(text);
+  json_decref(o);
+}
+
+static int cmd_hash(int argc, char **argv) {
+  enum { O_JSON = 256, O_OPT, O_TRAIN, O_NOKEEP, O_ARCH, O_ISA, O_TC, O_CFLAGS, O_CC };
+  static const struct option opts[] = {
+      {"json", no_argument, NULL, O_JSON},
+      {"opt-level", required_argument, NULL, O_OPT},
+      {"training", no_argument, NULL, O_TRAIN},
+      {"no-keep-input-mutations", no_argument, NULL, O_NOKEEP},
+      {"arch", required_argument, NULL, O_ARCH},
+      {"isa", required_argument, NULL, O_ISA},
+      {"toolchain", required_argument, NULL, O_TC},
+      {"cflags", required_argument, NULL, O_CFLAGS},
+      {"cc", required_argument, NULL, O_CC},
+      {NULL, 0, NULL, 0}};
+  gc_options o;
+  gc_options_default(&o);
+  gc_arena *ta = gc_arena_new(0);
+  gc_target t;
+  if (!ta || gc_target_host(ta, &t) != 0) {
+    ctl_errorf("out of memory");
+    gc_arena_free(ta);
+    return CTL_EIO;
+  }
+  bool json = false;
+  const char *cc = getenv("CC") && *getenv("CC") ? getenv("CC") : "cc";
+  int c, rc = CTL_OK;
+  optind = 1;
+  while ((c = getopt_long(argc, argv, "", opts, NULL)) != -1) {
+    char *end;
+    switch (c) {
+    case O_JSON:
+      json = true;
+      break;
+    case O_OPT:
+      o.opt_level = (int)strtol(optarg, &end, 10);
+      if (*end || o.opt_level < 0 || o.opt_level > 3) {
+        ctl_errorf("--opt-level wants 0..3, got '%s'", optarg);
+        rc = CTL_EUSAGE;
+      }
+      break;
+    case O_TRAIN:
+      o.training = true;
+      break;
+    case O_NOKEEP:
+      o.keep_input_mutations = false;
+      break;
+    case O_ARCH:
+      t.arch = optarg;
+      break;
+    case O_ISA:
+      t.isa = optarg;
+      break;
+    case O_TC:
+      t.toolchain = optarg;
+      break;
+    case O_CFLAGS:
+      t.cflags = optarg;
+      break;
+    case O_CC:
+      cc = optarg;
+      break;
+    default:
+      rc = CTL_EUSAGE;
+    }
+  }
+  if (rc == CTL_OK && optind >= argc) {
+    fputs(graph_usage, stderr);
+    rc = CTL_EUSAGE;
+  }
+  if (rc == CTL_OK && !t.toolchain) {
+    gc_error err;
+    if (gc_toolchain_identity(ta, cc, &t.toolchain, &err) != 0) {
+      ctl_errorf("%s (the toolchain is part of the key: pass --cc or "
+                 "--toolchain)",
+                 err.msg);
+      rc = CTL_EIO;
+    }
+  }
+  for (int i = optind; rc == CTL_OK && i < argc; i++) {
+    loaded l;
+    int lrc = load_valid(argv[i], &l);
+    if (lrc) {
+      rc = lrc;
+      break;
+    }
+    gc_key key;
+    gc_error err;
+    if (gc_key_compute(l.graph, &o, &t, &key, &err) != 0) {
+      ctl_errorf("%s: %s", argv[i], err.msg);
+      rc = CTL_EGRAPH;
+    } else if (json) {
+      print_key_json(argv[i], &key);
+    } else {
+      char hex[GC_HEX_LEN];
+      gc_digest_hex(key.key, hex);
+      if (argc - optind > 1)
+        printf("%s  %s\n", hex, argv[i]);
+      else
+        puts(hex);
+    }
+    loaded_free(&l);
+  }
+  gc_arena_free(ta);
+  return rc;
+}
+
+/* The message as pretty JSON text ending in a newline (malloc'd), or NULL
+ * after printing why. */
+static char *message_json(const ProtobufCMessage *m) {
+  char err[512];
+  char *text = pbjson_encode_text(m, err, sizeof err);
+  if (!text)
+    ctl_errorf("%s", err);
+  return text;
+}
+
+static int cmd_fmt(int argc, char **argv) {
+  bool json = false;
+  const char *path = NULL;
+  for (int i = 1; i < argc; i++) {
+    if (strcmp(argv[i], "--json") == 0)
+      json = true;
+    else if (!path)
+      path = argv[i];
+    else {
+      fputs(graph_usage, stderr);
+      return CTL_EUSAGE;
+    }
+  }
+  if (!path) {
+    fputs(graph_usage, stderr);
+    return CTL_EUSAGE;
+  }
+  loaded l;
+  int rc = load_valid(path, &l);
+  if (rc)
+    return rc;
+  if (json) {
+    char *text = message_json(&l.msg->base);
+    if (text)
+      fputs(text, stdout);
+    else
+      rc = CTL_EIO;
+    free(text);
+  } else {
+    gc_buf out = GC_BUF_INIT;
+    gc_graph_print(l.graph, &out);
+    if (out.failed)
+      rc = CTL_EIO;
+    else
+      fputs(out.data, stdout);
+    gc_buf_free(&out);
+  }
+  loaded_free(&l);
+  return rc;
+}
+
+static int cmd_convert(int argc, char **argv) {
+  static const struct option opts[] = {{"output", required_argument, NULL, 'o'},
+                                       {"to", required_argument, NULL, 't'},
+                                       {NULL, 0, NULL, 0}};
+  const char *out = "-", *to = NULL;
+  int c;
+  optind = 1;
+  while ((c = getopt_long(argc, argv, "o:", opts, NULL)) != -1) {
+    if (c == 'o')
+      out = optarg;
+    else if (c == 't')
+      to = optarg;
+    else
+      return CTL_EUSAGE;
+  }
+  if (optind != argc - 1) {
+    fputs(graph_usage, stderr);
+    return CTL_EUSAGE;
+  }
+  const char *in = argv[optind];
+  char err[1024];
+  Compiled__V1__GraphModule *msg;
+  int rc = ctl_load_graph(in, &msg, err, sizeof err);
+  if (rc) {
+    ctl_errorf("%s", err);
+    return rc;
+  }
+  uint8_t *head;
+  size_t hlen;
+  ctl_format from = CTL_FMT_PB;
+  if (ctl_read_file(in, &head, &hlen) == 0) {
+    from = ctl_guess_format(in, head, hlen);
+    free(head);
+  }
+  ctl_format dest;
+  if (to && strcmp(to, "json") == 0)
+    dest = CTL_FMT_JSON;
+  else if (to && strcmp(to, "pb") == 0)
+    dest = CTL_FMT_PB;
+  else if (to) {
+    ctl_errorf("--to wants json or pb, got '%s'", to);
+    protobuf_c_message_free_unpacked(&msg->base, NULL);
+    return CTL_EUSAGE;
+  } else if (strcmp(out, "-") != 0)
+    dest = ctl_guess_format(out, NULL, 0);
+  else
+    dest = from == CTL_FMT_JSON ? CTL_FMT_PB : CTL_FMT_JSON;
+  if (dest == CTL_FMT_PB && strcmp(out, "-") == 0 && isatty(STDOUT_FILENO)) {
+    ctl_errorf("refusing to write binary protobuf to a terminal; use -o FILE");
+    protobuf_c_message_free_unpacked(&msg->base, NULL);
+    return CTL_EUSAGE;
+  }
+  int wrc;
+  if (dest == CTL_FMT_JSON) {
+    char *text = message_json(&msg->base);
+    wrc = text ? ctl_write_file(out, text, strlen(text)) : -1;
+    free(text);
+    if (!text) {
+      protobuf_c_message_free_unpacked(&msg->base, NULL);
+      return CTL_EIO;
+    }
+  } else {
+    size_t n = protobuf_c_message_get_packed_size(&msg->base);
+    uint8_t *buf = malloc(n ? n : 1);
+    wrc = buf ? (protobuf_c_message_pack(&msg->base, buf),
+                 ctl_write_file(out, buf, n))
+              : -1;
+    free(buf);
+  }
+  protobuf_c_message_free_unpacked(&msg->base, NULL);
+  if (wrc != 0) {
+    ctl_errorf("%s: %s", out, strerror(errno));
+    return CTL_EIO;
+  }
+  return CTL_OK;
+}
+
+int ctl_cmd_graph(int argc, char **argv) {
+  if (argc < 2 || strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0) {
+    fputs(graph_usage, argc < 2 ? stderr : stdout);
+    return argc < 2 ? CTL_EUSAGE : CTL_OK;
+  }
+  const char *cmd = argv[1];
+  if (strcmp(cmd, "validate") == 0)
+    return cmd_validate(argc - 1, argv + 1);
+  if (strcmp(cmd, "hash") == 0)
+    return cmd_hash(argc - 1, argv + 1);
+  if (strcmp(cmd, "fmt") == 0)
+    return cmd_fmt(argc - 1, argv + 1);
+  if (strcmp(cmd, "convert") == 0)
+    return cmd_convert(argc - 1, argv + 1);
+  ctl_errorf("unknown graph command '%s'", cmd);
+  fputs(graph_usage, stderr);
+  return CTL_EUSAGE;
+}

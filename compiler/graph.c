@@ -1,0 +1,1051 @@
+/*
+ * graph.c: from GraphModule bytes to a resolved in-memory graph.
+ *
+ * Decoding runs in four steps, each refusing bad input with a message that
+ * says where it is:
+ *
+ *   1. unpack     protobuf-c unpacks the bytes into the job's arena. The
+ *                 message schema has no recursion, so unpacking cannot be
+ *                 driven into deep recursion.
+ *   2. tables     the operator table (every schema parsed) and the value side
+ *                 tables: every name unique, every tensor's metadata sound
+ *                 (known dtype, sizes and strides non-negative, element count
+ *                 and byte extent within int64).
+ *   3. defs       inputs, then node outputs, define values; a value defined
+ *                 twice, a definition of an unknown name, or a table entry
+ *                 nobody defines is an error.
+ *   4. args       every argument is converted to a gc_arg with its value
+ *                 references resolved to gc_value pointers.
+ *
+ * validate.c then checks what needs the whole graph: arguments against
+ * operator schemas, topological order and cycles, storage groups.
+ *
+ * Every count and string length is checked against gc_limits before it is
+ * trusted, so a hostile graph is refused instead of exhausting memory.
+ */
+#include "compiler/graph.h"
+
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "compiler/graph_internal.h"
+#include "compiler/strmap.h"
+#include "compiler/symexpr.h"
+
+typedef Compiled__V1__Argument PbArg;
+typedef Compiled__V1__TensorMeta PbMeta;
+typedef Compiled__V1__SymInt PbSymInt;
+
+void gc_limits_default(gc_limits *l) {
+  l->max_bytes = (size_t)256 << 20;
+  l->max_memory = (size_t)1 << 30;
+  l->max_nodes = 1000000;
+  l->max_values = 4000000;
+  l->max_rank = 64;
+  l->max_list = 1000000;
+  l->max_string = (size_t)1 << 20;
+  l->max_nesting = 64;
+}
+
+int gc_dtype_size(gc_dtype d) {
+  switch (d) {
+#define X(name, num, size, torch)                                              \
+  case GC_DTYPE_##name:                                                        \
+    return size;
+    GC_DTYPES(X)
+#undef X
+  case GC_DTYPE_UNKNOWN:
+    break;
+  }
+  return 0;
+}
+
+const char *gc_dtype_name(gc_dtype d) {
+  switch (d) {
+#define X(name, num, size, torch)                                              \
+  case GC_DTYPE_##name:                                                        \
+    return torch;
+    GC_DTYPES(X)
+#undef X
+  case GC_DTYPE_UNKNOWN:
+    break;
+  }
+  return NULL;
+}
+
+/* Device types torch knows; anything else is refused. */
+static const char *const device_types[] = {
+    "cpu", "cuda", "meta", "mps", "xpu", "hip", "xla", "lazy", "vulkan",
+    "ipu", "hpu", "mtia", "ort", "privateuseone", "mkldnn", "opengl", "opencl",
+    "ideep", "fpga", "ve"};
+
+bool gc__device_type_known(const char *type) {
+  for (size_t i = 0; i < sizeof device_types / sizeof device_types[0]; i++)
+    if (strcmp(type, device_types[i]) == 0)
+      return true;
+  return false;
+}
+
+const char *gc_node_describe(const gc_graph *g, int node, char *buf,
+                             size_t size) {
+  if (node < 0 || node >= g->nnodes) {
+    snprintf(buf, size, "node %d", node);
+    return buf;
+  }
+  const gc_node *n = &g->nodes[node];
+  if (n->label)
+    snprintf(buf, size, "node %d (%%%s = %s)", node, n->label,
+             n->target ? n->target : "?");
+  else
+    snprintf(buf, size, "node %d (%s)", node, n->target ? n->target : "?");
+  return buf;
+}
+
+/* ---- the decoder and its error reporting ---- */
+
+/* Formats "<where>: [argument 'x': ]<msg>" into the error. `where` is the
+ * current node's description, or the context string outside nodes. */
+int gc__fail(gc_decoder *d, int code, const char *arg, const char *fmt, ...) {
+  char where[256], msg[768];
+  if (d->node >= 0)
+    gc_node_describe(d->g, d->node, where, sizeof where);
+  else
+    snprintf(where, sizeof where, "%s", d->where ? d->where : "graph");
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(msg, sizeof msg, fmt, ap);
+  va_end(ap);
+  if (arg && *arg)
+    return gc_error_at(d->err, code, d->node, arg, "%s: argument '%s': %s",
+                       where, arg, msg);
+  return gc_error_at(d->err, code, d->node, arg, "%s: %s", where, msg);
+}
+
+static int nomem(gc_decoder *d) {
+  return gc_errorf(d->err, GC_ENOMEM,
+                   "out of memory decoding the graph (arena limit %zu bytes)",
+                   d->lim->max_memory);
+}
+
+/* Checks a string from the message against the length limit. */
+static int check_str(gc_decoder *d, const char *s, const char *what) {
+  if (!s)
+    return 0;
+  size_t n = strnlen(s, d->lim->max_string + 1);
+  if (n > d->lim->max_string)
+    return gc__fail(d, GC_ELIMIT, NULL,
+                    "%s is longer than the string limit of %zu bytes", what,
+                    d->lim->max_string);
+  return 0;
+}
+
+static int check_count(gc_decoder *d, size_t n, int64_t limit,
+                       const char *what, const char *arg) {
+  if ((int64_t)n > limit)
+    return gc__fail(d, GC_ELIMIT, arg, "%s has %zu elements; the limit is %lld",
+                    what, n, (long long)limit);
+  return 0;
+}
+
+/* ---- step 2: operator table ---- */
+
+static int decode_operators(gc_decoder *d, const Compiled__V1__GraphModule *m) {
+  gc_graph *g = d->g;
+  if (check_count(d, m->n_operators, d->lim->max_nodes, "the operator table",
+                  NULL))
+    return d->err->code;
+  g->nops = (int)m->n_operators;
+  g->ops = gc_arena_calloc(d->a, m->n_operators, sizeof *g->ops);
+  if (m->n_operators && !g->ops)
+    return nomem(d);
+  if (gc_strmap_init(&d->ops, d->a, m->n_operators))
+    return nomem(d);
+  for (size_t i = 0; i < m->n_operators; i++) {
+    const Compiled__V1__Operator *pm = m->operators[i];
+    char ctx[96];
+    snprintf(ctx, sizeof ctx, "operators[%zu]", i);
+    d->where = ctx;
+    if (check_str(d, pm->name, "the operator name") ||
+        check_str(d, pm->schema, "the schema string"))
+      return d->err->code;
+    gc_op *op = &g->ops[i];
+    op->name = pm->name;
+    op->text = pm->schema;
+    if (!*pm->name)
+      return gc__fail(d, GC_EINVAL, NULL, "operator has no name");
+    gc_error serr;
+    gc_error_clear(&serr);
+    int rc = gc_schema_parse(d->a, pm->schema, &op->schema, &serr);
+    if (rc == GC_ENOMEM)
+      return nomem(d);
+    if (rc)
+      return gc__fail(d, GC_EINVAL, NULL, "operator '%.200s': bad schema: %s",
+                      pm->name, serr.msg);
+    if (strcmp(op->schema->qualified, pm->name) != 0)
+      return gc__fail(d, GC_EINVAL, NULL,
+                      "operator '%.200s' has the schema of '%.200s'", pm->name,
+                      op->schema->qualified);
+    void *old;
+    int put = gc_strmap_put(&d->ops, op->name, op, &old);
+    if (put < 0)
+      return nomem(d);
+    if (put == 1)
+      return gc__fail(d, GC_EINVAL, NULL,
+                      "operator '%.200s' appears twice in the operator table "
+                      "(operators[%d] and operators[%zu])",
+                      pm->name, (int)((gc_op *)old - g->ops), i);
+  }
+  d->where = NULL;
+  return 0;
+}
+
+/* ---- step 2: value side tables ---- */
+
+static int decode_symint(gc_decoder *d, const PbSymInt *s, gc_symint *out,
+                         const char *what) {
+  if (!s)
+    return gc__fail(d, GC_EINVAL, NULL, "%s is missing", what);
+  switch (s->kind_case) {
+  case COMPILED__V1__SYM_INT__KIND_AS_INT:
+    out->v = s->as_int;
+    out->expr = NULL;
+    out->has_hint = false;
+    return 0;
+  case COMPILED__V1__SYM_INT__KIND_AS_EXPR: {
+    const Compiled__V1__SymExpr *e = s->as_expr;
+    if (check_str(d, e->expr, what))
+      return d->err->code;
+    gc_symexpr *tree;
+    gc_error serr;
+    gc_error_clear(&serr);
+    int rc = gc_symexpr_parse(d->a, e->expr, d->lim->max_nesting, &tree, &serr);
+    if (rc == GC_ENOMEM)
+      return nomem(d);
+    if (rc)
+      return gc__fail(d, rc, NULL, "%s: %s", what, serr.msg);
+    out->expr = e->expr;
+    out->has_hint = e->has_hint;
+    out->v = e->has_hint ? e->hint : 0;
+    return 0;
+  }
+  default:
+    return gc__fail(d, GC_EINVAL, NULL, "%s has neither a value nor an expression",
+                    what);
+  }
+}
+
+/* Sizes, strides, offset: non-negative; element count and byte extent must
+ * fit in int64 (checked on concrete values and on hints). */
+static int check_extent(gc_decoder *d, const gc_tensor_meta *t) {
+  int64_t numel = 1, extent = 0;
+  bool overflow = false;
+  for (int i = 0; i < t->rank; i++) {
+    const gc_symint *sz = &t->sizes[i], *st = &t->strides[i];
+    if (sz->v < 0 && (!sz->expr || sz->has_hint))
+      return gc__fail(d, GC_EINVAL, NULL, "size %d is negative (%lld)", i,
+                      (long long)sz->v);
+    if (st->v < 0 && (!st->expr || st->has_hint))
+      return gc__fail(d, GC_EINVAL, NULL, "stride %d is negative (%lld)", i,
+                      (long long)st->v);
+    int64_t span;
+    overflow |= __builtin_mul_overflow(numel, sz->v, &numel);
+    if (sz->v > 0) {
+      overflow |= __builtin_mul_overflow(sz->v - 1, st->v, &span);
+      overflow |= __builtin_add_overflow(extent, span, &extent);
+    }
+  }
+  if (t->offset.v < 0 && (!t->offset.expr || t->offset.has_hint))
+    return gc__fail(d, GC_EINVAL, NULL, "storage offset is negative (%lld)",
+                    (long long)t->offset.v);
+  if (overflow)
+    return gc__fail(d, GC_EINVAL, NULL, "element count overflows int64");
+  int64_t bytes;
+  if (numel > 0 &&
+      (__builtin_add_overflow(extent, t->offset.v + 1, &extent) ||
+       __builtin_mul_overflow(extent, (int64_t)gc_dtype_size(t->dtype), &bytes)))
+    return gc__fail(d, GC_EINVAL, NULL,
+                    "byte size of the storage it spans overflows int64");
+  return 0;
+}
+
+static int decode_device(gc_decoder *d, const Compiled__V1__Device *pm,
+                         gc_device *out, const char *arg) {
+  if (!pm)
+    return gc__fail(d, GC_EINVAL, arg, "device is missing");
+  if (check_str(d, pm->type, "device type"))
+    return d->err->code;
+  if (!gc__device_type_known(pm->type))
+    return gc__fail(d, GC_EINVAL, arg, "unknown device type '%.64s'", pm->type);
+  if (pm->has_index && pm->index < 0)
+    return gc__fail(d, GC_EINVAL, arg, "device index %d is negative",
+                    (int)pm->index);
+  out->type = pm->type;
+  out->index = pm->has_index ? pm->index : -1;
+  return 0;
+}
+
+static int decode_meta(gc_decoder *d, const PbMeta *pm, gc_tensor_meta *t) {
+  if (!pm)
+    return gc__fail(d, GC_EINVAL, NULL, "tensor has no metadata");
+  t->dtype = (gc_dtype)pm->dtype;
+  if (!gc_dtype_size(t->dtype))
+    return gc__fail(d, GC_EINVAL, NULL, "unknown dtype %d", (int)pm->dtype);
+  if (pm->n_sizes > (size_t)d->lim->max_rank)
+    return gc__fail(d, GC_ELIMIT, NULL,
+                    "rank %zu is over the limit of %d dimensions", pm->n_sizes,
+                    d->lim->max_rank);
+  if (pm->n_strides != pm->n_sizes)
+    return gc__fail(d, GC_EINVAL, NULL, "has %zu sizes but %zu strides",
+                    pm->n_sizes, pm->n_strides);
+  t->rank = (int)pm->n_sizes;
+  t->sizes = gc_arena_calloc(d->a, pm->n_sizes + 1, sizeof *t->sizes);
+  t->strides = gc_arena_calloc(d->a, pm->n_sizes + 1, sizeof *t->strides);
+  if (!t->sizes || !t->strides)
+    return nomem(d);
+  for (int i = 0; i < t->rank; i++) {
+    char what[48];
+    snprintf(what, sizeof what, "size %d", i);
+    if (decode_symint(d, pm->sizes[i], &t->sizes[i], what))
+      return d->err->code;
+    snprintf(what, sizeof what, "stride %d", i);
+    if (decode_symint(d, pm->strides[i], &t->strides[i], what))
+      return d->err->code;
+  }
+  if (pm->storage_offset) {
+    if (decode_symint(d, pm->storage_offset, &t->offset, "storage offset"))
+      return d->err->code;
+  }
+  if (decode_device(d, pm->device, &t->device, NULL))
+    return d->err->code;
+  t->requires_grad = pm->requires_grad;
+  t->layout = pm->layout == 0 ? GC_LAYOUT_STRIDED : (gc_layout)pm->layout;
+  if (t->layout < GC_LAYOUT_SPARSE_COO || t->layout > GC_LAYOUT_STRIDED)
+    return gc__fail(d, GC_EINVAL, NULL, "unknown layout %d", (int)pm->layout);
+  return check_extent(d, t);
+}
+
+static const char *kind_table(gc_value_kind k) {
+  switch (k) {
+  case GC_VALUE_TENSOR:
+    return "tensor_values";
+  case GC_VALUE_SYM_INT:
+    return "sym_int_values";
+  case GC_VALUE_SYM_FLOAT:
+    return "sym_float_values";
+  case GC_VALUE_SYM_BOOL:
+    return "sym_bool_values";
+  }
+  return "?";
+}
+
+/* Allocates value `g->values[idx]` named `name` of kind `k` and enters it in
+ * the name map. `ti` is its index in its table, for messages. */
+static gc_value *new_value(gc_decoder *d, const char *name, gc_value_kind k,
+                           size_t ti) {
+  char ctx[96];
+  snprintf(ctx, sizeof ctx, "%s[%zu]", kind_table(k), ti);
+  d->where = gc_arena_strdup(d->a, ctx);
+  if (!d->where) {
+    nomem(d);
+    return NULL;
+  }
+  if (check_str(d, name, "the value name"))
+    return NULL;
+  if (!*name) {
+    gc__fail(d, GC_EINVAL, NULL, "value has an empty name");
+    return NULL;
+  }
+  gc_value *v = gc_arena_zalloc(d->a, sizeof *v);
+  if (!v) {
+    nomem(d);
+    return NULL;
+  }
+  v->name = name;
+  v->kind = k;
+  v->id = d->g->nvalues;
+  v->def_node = GC__UNDEFINED;
+  v->def_item = -1;
+  void *old;
+  int put = gc_strmap_put(&d->values, name, v, &old);
+  if (put < 0) {
+    nomem(d);
+    return NULL;
+  }
+  if (put == 1) {
+    gc__fail(d, GC_EINVAL, NULL, "duplicate value name '%.200s' (already in %s)",
+             name, kind_table(((gc_value *)old)->kind));
+    return NULL;
+  }
+  d->g->values[d->g->nvalues++] = v;
+  return v;
+}
+
+static int decode_values(gc_decoder *d, const Compiled__V1__Graph *pg) {
+  gc_graph *g = d->g;
+  size_t total = pg->n_tensor_values + pg->n_sym_int_values +
+                 pg->n_sym_float_values + pg->n_sym_bool_values;
+  if (check_count(d, total, d->lim->max_values, "the value tables", NULL))
+    return d->err->code;
+  g->values = gc_arena_calloc(d->a, total + 1, sizeof *g->values);
+  if (!g->values || gc_strmap_init(&d->values, d->a, total))
+    return nomem(d);
+  for (size_t i = 0; i < pg->n_tensor_values; i++) {
+    const Compiled__V1__TensorValue *tv = pg->tensor_values[i];
+    gc_value *v = new_value(d, tv->name, GC_VALUE_TENSOR, i);
+    if (!v)
+      return d->err->code;
+    d->where = gc_arena_printf(d->a, "tensor_values[%zu] '%.200s'", i, tv->name);
+    if (!d->where)
+      return nomem(d);
+    if (decode_meta(d, tv->meta, &v->meta))
+      return d->err->code;
+  }
+  for (size_t i = 0; i < pg->n_sym_int_values; i++) {
+    const Compiled__V1__SymIntValue *sv = pg->sym_int_values[i];
+    gc_value *v = new_value(d, sv->name, GC_VALUE_SYM_INT, i);
+    if (!v || decode_symint(d, sv->value, &v->sym, "value"))
+      return d->err->code;
+  }
+  for (size_t i = 0; i < pg->n_sym_float_values; i++) {
+    const Compiled__V1__SymFloatValue *sv = pg->sym_float_values[i];
+    gc_value *v = new_value(d, sv->name, GC_VALUE_SYM_FLOAT, i);
+    if (!v)
+      return d->err->code;
+    if (sv->value && sv->value->kind_case == COMPILED__V1__SYM_FLOAT__KIND_AS_EXPR &&
+        check_str(d, sv->value->as_expr->expr, "expression"))
+      return d->err->code;
+    if (sv->value && sv->value->kind_case == COMPILED__V1__SYM_FLOAT__KIND_AS_EXPR)
+      v->sym.expr = sv->value->as_expr->expr;
+  }
+  for (size_t i = 0; i < pg->n_sym_bool_values; i++) {
+    const Compiled__V1__SymBoolValue *sv = pg->sym_bool_values[i];
+    gc_value *v = new_value(d, sv->name, GC_VALUE_SYM_BOOL, i);
+    if (!v)
+      return d->err->code;
+    if (sv->value && sv->value->kind_case == COMPILED__V1__SYM_BOOL__KIND_AS_EXPR &&
+        check_str(d, sv->value->as_expr->expr, "expression"))
+      return d->err->code;
+    if (sv->value && sv->value->kind_case == COMPILED__V1__SYM_BOOL__KIND_AS_EXPR)
+      v->sym.expr = sv->value->as_expr->expr;
+  }
+  d->where = NULL;
+  return 0;
+}
+
+/* ---- steps 3 and 4: definitions and references ---- */
+
+static const char *value_kind_name(gc_value_kind k) {
+  switch (k) {
+  case GC_VALUE_TENSOR:
+    return "a tensor";
+  case GC_VALUE_SYM_INT:
+    return "a SymInt";
+  case GC_VALUE_SYM_FLOAT:
+    return "a SymFloat";
+  case GC_VALUE_SYM_BOOL:
+    return "a SymBool";
+  }
+  return "?";
+}
+
+/* Looks up a referenced name. `want` is the kind the reference needs. */
+static gc_value *lookup(gc_decoder *d, const char *name, gc_value_kind want,
+                        const char *arg) {
+  if (check_str(d, name, "a value name"))
+    return NULL;
+  gc_value *v = gc_strmap_get(&d->values, name);
+  if (!v) {
+    gc__fail(d, GC_EINVAL, arg,
+             "refers to '%.200s', which is not in any value table (dangling "
+             "name)",
+             name);
+    return NULL;
+  }
+  if (v->kind != want) {
+    gc__fail(d, GC_EINVAL, arg, "'%.200s' is %s, expected %s", name,
+             value_kind_name(v->kind), value_kind_name(want));
+    return NULL;
+  }
+  return v;
+}
+
+/* Records that `v` is defined by `node` (-1: graph input) at output `slot`,
+ * list item `item`. */
+static int define(gc_decoder *d, gc_value *v, int node, int slot, int item,
+                  const char *arg) {
+  if (v->def_node != GC__UNDEFINED) {
+    char prev[160];
+    if (v->def_node < 0)
+      snprintf(prev, sizeof prev, "input %d", v->def_slot);
+    else
+      gc_node_describe(d->g, v->def_node, prev, sizeof prev);
+    return gc__fail(d, GC_EINVAL, arg, "value '%.200s' is defined twice (also by %s)",
+                    v->name, prev);
+  }
+  v->def_node = node;
+  v->def_slot = slot;
+  v->def_item = item;
+  return 0;
+}
+
+static gc_value *resolve_symarg(gc_decoder *d, const char *name,
+                                gc_value_kind k, const char *arg) {
+  return lookup(d, name, k, arg);
+}
+
+/* Converts a list's elements, checking the list length limit first. */
+#define LIST_CHECK(n, what)                                                    \
+  do {                                                                         \
+    if (check_count(d, (n), d->lim->max_list, what, arg))                      \
+      return d->err->code;                                                     \
+  } while (0)
+
+static int conv_sym_list(gc_decoder *d, gc_arg *out, size_t n, void **items,
+                         gc_value_kind k, const char *arg) {
+  LIST_CHECK(n, "the list");
+  out->n = (int)n;
+  out->syms = gc_arena_calloc(d->a, n + 1, sizeof *out->syms);
+  if (!out->syms)
+    return nomem(d);
+  for (size_t i = 0; i < n; i++) {
+    gc_symarg *s = &out->syms[i];
+    const char *name = NULL;
+    bool literal = false;
+    if (k == GC_VALUE_SYM_INT) {
+      const Compiled__V1__SymIntArgument *p = items[i];
+      if (p->kind_case == COMPILED__V1__SYM_INT_ARGUMENT__KIND_AS_NAME)
+        name = p->as_name;
+      else if (p->kind_case == COMPILED__V1__SYM_INT_ARGUMENT__KIND_AS_INT)
+        literal = true, s->i = p->as_int;
+    } else if (k == GC_VALUE_SYM_FLOAT) {
+      const Compiled__V1__SymFloatArgument *p = items[i];
+      if (p->kind_case == COMPILED__V1__SYM_FLOAT_ARGUMENT__KIND_AS_NAME)
+        name = p->as_name;
+      else if (p->kind_case == COMPILED__V1__SYM_FLOAT_ARGUMENT__KIND_AS_FLOAT)
+        literal = true, s->f = p->as_float;
+    } else {
+      const Compiled__V1__SymBoolArgument *p = items[i];
+      if (p->kind_case == COMPILED__V1__SYM_BOOL_ARGUMENT__KIND_AS_NAME)
+        name = p->as_name;
+      else if (p->kind_case == COMPILED__V1__SYM_BOOL_ARGUMENT__KIND_AS_BOOL)
+        literal = true, s->b = p->as_bool;
+    }
+    if (name) {
+      if (!(s->v = resolve_symarg(d, name, k, arg)))
+        return d->err->code;
+    } else if (!literal) {
+      return gc__fail(d, GC_EINVAL, arg, "list item %zu has neither a name nor a value",
+                      i);
+    }
+  }
+  return 0;
+}
+
+static int check_enum(gc_decoder *d, int v, int lo, int hi, const char *what,
+                      const char *arg) {
+  if (v < lo || v > hi)
+    return gc__fail(d, GC_EINVAL, arg, "unknown %s %d", what, v);
+  return 0;
+}
+
+int gc__conv_arg(gc_decoder *d, const PbArg *m, gc_arg *out, const char *arg) {
+  memset(out, 0, sizeof *out);
+  if (!m)
+    return gc__fail(d, GC_EINVAL, arg, "has no value");
+  switch (m->kind_case) {
+  case COMPILED__V1__ARGUMENT__KIND_AS_NONE:
+    out->kind = GC_ARG_NONE;
+    return 0;
+  case COMPILED__V1__ARGUMENT__KIND_AS_TENSOR:
+    out->kind = GC_ARG_TENSOR;
+    out->v = lookup(d, m->as_tensor->name, GC_VALUE_TENSOR, arg);
+    return out->v ? 0 : d->err->code;
+  case COMPILED__V1__ARGUMENT__KIND_AS_TENSORS: {
+    const Compiled__V1__TensorList *l = m->as_tensors;
+    LIST_CHECK(l->n_items, "the tensor list");
+    out->kind = GC_ARG_TENSORS;
+    out->n = (int)l->n_items;
+    out->vals = gc_arena_calloc(d->a, l->n_items + 1, sizeof *out->vals);
+    if (!out->vals)
+      return nomem(d);
+    for (size_t i = 0; i < l->n_items; i++)
+      if (!(out->vals[i] = lookup(d, l->items[i]->name, GC_VALUE_TENSOR, arg)))
+        return d->err->code;
+    return 0;
+  }
+  case COMPILED__V1__ARGUMENT__KIND_AS_OPTIONAL_TENSORS: {
+    const Compiled__V1__OptionalTensorList *l = m->as_optional_tensors;
+    LIST_CHECK(l->n_items, "the tensor list");
+    out->kind = GC_ARG_OPT_TENSORS;
+    out->n = (int)l->n_items;
+    out->vals = gc_arena_calloc(d->a, l->n_items + 1, sizeof *out->vals);
+    if (!out->vals)
+      return nomem(d);
+    for (size_t i = 0; i < l->n_items; i++) {
+      const Compiled__V1__OptionalTensorArgument *it = l->items[i];
+      if (it->kind_case == COMPILED__V1__OPTIONAL_TENSOR_ARGUMENT__KIND_AS_TENSOR) {
+        if (!(out->vals[i] = lookup(d, it->as_tensor->name, GC_VALUE_TENSOR, arg)))
+          return d->err->code;
+      } else if (it->kind_case != COMPILED__V1__OPTIONAL_TENSOR_ARGUMENT__KIND_AS_NONE) {
+        return gc__fail(d, GC_EINVAL, arg, "list item %zu is neither a tensor nor None",
+                        i);
+      }
+    }
+    return 0;
+  }
+  case COMPILED__V1__ARGUMENT__KIND_AS_INT:
+    out->kind = GC_ARG_INT;
+    out->i = m->as_int;
+    return 0;
+  case COMPILED__V1__ARGUMENT__KIND_AS_INTS:
+    LIST_CHECK(m->as_ints->n_items, "the int list");
+    out->kind = GC_ARG_INTS;
+    out->n = (int)m->as_ints->n_items;
+    out->ints = m->as_ints->items;
+    return 0;
+  case COMPILED__V1__ARGUMENT__KIND_AS_FLOAT:
+    out->kind = GC_ARG_FLOAT;
+    out->f = m->as_float;
+    return 0;
+  case COMPILED__V1__ARGUMENT__KIND_AS_FLOATS:
+    LIST_CHECK(m->as_floats->n_items, "the float list");
+    out->kind = GC_ARG_FLOATS;
+    out->n = (int)m->as_floats->n_items;
+    out->floats = m->as_floats->items;
+    return 0;
+  case COMPILED__V1__ARGUMENT__KIND_AS_BOOL:
+    out->kind = GC_ARG_BOOL;
+    out->i = m->as_bool ? 1 : 0;
+    return 0;
+  case COMPILED__V1__ARGUMENT__KIND_AS_BOOLS: {
+    const Compiled__V1__BoolList *l = m->as_bools;
+    LIST_CHECK(l->n_items, "the bool list");
+    out->kind = GC_ARG_BOOLS;
+    out->n = (int)l->n_items;
+    out->ints = gc_arena_calloc(d->a, l->n_items + 1, sizeof *out->ints);
+    if (!out->ints)
+      return nomem(d);
+    for (size_t i = 0; i < l->n_items; i++)
+      out->ints[i] = l->items[i] ? 1 : 0;
+    return 0;
+  }
+  case COMPILED__V1__ARGUMENT__KIND_AS_STRING:
+    if (check_str(d, m->as_string, "the string"))
+      return d->err->code;
+    out->kind = GC_ARG_STRING;
+    out->s = m->as_string;
+    return 0;
+  case COMPILED__V1__ARGUMENT__KIND_AS_STRINGS:
+    LIST_CHECK(m->as_strings->n_items, "the string list");
+    for (size_t i = 0; i < m->as_strings->n_items; i++)
+      if (check_str(d, m->as_strings->items[i], "a string"))
+        return d->err->code;
+    out->kind = GC_ARG_STRINGS;
+    out->n = (int)m->as_strings->n_items;
+    out->strs = (const char **)m->as_strings->items;
+    return 0;
+  case COMPILED__V1__ARGUMENT__KIND_AS_SYM_INT: {
+    const Compiled__V1__SymIntArgument *p = m->as_sym_int;
+    out->kind = GC_ARG_SYM_INT;
+    if (p->kind_case == COMPILED__V1__SYM_INT_ARGUMENT__KIND_AS_INT) {
+      out->sym.i = p->as_int;
+      return 0;
+    }
+    if (p->kind_case != COMPILED__V1__SYM_INT_ARGUMENT__KIND_AS_NAME)
+      return gc__fail(d, GC_EINVAL, arg, "SymInt has neither a name nor a value");
+    out->sym.v = resolve_symarg(d, p->as_name, GC_VALUE_SYM_INT, arg);
+    return out->sym.v ? 0 : d->err->code;
+  }
+  case COMPILED__V1__ARGUMENT__KIND_AS_SYM_INTS:
+    out->kind = GC_ARG_SYM_INTS;
+    return conv_sym_list(d, out, m->as_sym_ints->n_items,
+                         (void **)m->as_sym_ints->items, GC_VALUE_SYM_INT, arg);
+  case COMPILED__V1__ARGUMENT__KIND_AS_SYM_FLOAT: {
+    const Compiled__V1__SymFloatArgument *p = m->as_sym_float;
+    out->kind = GC_ARG_SYM_FLOAT;
+    if (p->kind_case == COMPILED__V1__SYM_FLOAT_ARGUMENT__KIND_AS_FLOAT) {
+      out->sym.f = p->as_float;
+      return 0;
+    }
+    if (p->kind_case != COMPILED__V1__SYM_FLOAT_ARGUMENT__KIND_AS_NAME)
+      return gc__fail(d, GC_EINVAL, arg, "SymFloat has neither a name nor a value");
+    out->sym.v = resolve_symarg(d, p->as_name, GC_VALUE_SYM_FLOAT, arg);
+    return out->sym.v ? 0 : d->err->code;
+  }
+  case COMPILED__V1__ARGUMENT__KIND_AS_SYM_FLOATS:
+    out->kind = GC_ARG_SYM_FLOATS;
+    return conv_sym_list(d, out, m->as_sym_floats->n_items,
+                         (void **)m->as_sym_floats->items, GC_VALUE_SYM_FLOAT,
+                         arg);
+  case COMPILED__V1__ARGUMENT__KIND_AS_SYM_BOOL: {
+    const Compiled__V1__SymBoolArgument *p = m->as_sym_bool;
+    out->kind = GC_ARG_SYM_BOOL;
+    if (p->kind_case == COMPILED__V1__SYM_BOOL_ARGUMENT__KIND_AS_BOOL) {
+      out->sym.b = p->as_bool;
+      return 0;
+    }
+    if (p->kind_case != COMPILED__V1__SYM_BOOL_ARGUMENT__KIND_AS_NAME)
+      return gc__fail(d, GC_EINVAL, arg, "SymBool has neither a name nor a value");
+    out->sym.v = resolve_symarg(d, p->as_name, GC_VALUE_SYM_BOOL, arg);
+    return out->sym.v ? 0 : d->err->code;
+  }
+  case COMPILED__V1__ARGUMENT__KIND_AS_SYM_BOOLS:
+    out->kind = GC_ARG_SYM_BOOLS;
+    return conv_sym_list(d, out, m->as_sym_bools->n_items,
+                         (void **)m->as_sym_bools->items, GC_VALUE_SYM_BOOL, arg);
+  case COMPILED__V1__ARGUMENT__KIND_AS_SCALAR_TYPE:
+    out->kind = GC_ARG_SCALAR_TYPE;
+    out->i = m->as_scalar_type;
+    if (!gc_dtype_size((gc_dtype)m->as_scalar_type))
+      return gc__fail(d, GC_EINVAL, arg, "unknown scalar type %d",
+                      (int)m->as_scalar_type);
+    return 0;
+  case COMPILED__V1__ARGUMENT__KIND_AS_MEMORY_FORMAT:
+    out->kind = GC_ARG_MEMORY_FORMAT;
+    out->i = m->as_memory_format;
+    return check_enum(d, (int)out->i, 1, 4, "memory format", arg);
+  case COMPILED__V1__ARGUMENT__KIND_AS_LAYOUT:
+    out->kind = GC_ARG_LAYOUT;
+    out->i = m->as_layout;
+    return check_enum(d, (int)out->i, 1, 7, "layout", arg);
+  case COMPILED__V1__ARGUMENT__KIND_AS_DEVICE:
+    out->kind = GC_ARG_DEVICE;
+    return decode_device(d, m->as_device, &out->dev, arg);
+  default:
+    return gc__fail(d, GC_EINVAL, arg, "argument has no kind set");
+  }
+}
+
+static int decode_inputs(gc_decoder *d, const Compiled__V1__Graph *pg) {
+  gc_graph *g = d->g;
+  if (check_count(d, pg->n_inputs, d->lim->max_values, "the input list", NULL))
+    return d->err->code;
+  g->ninputs = (int)pg->n_inputs;
+  g->inputs = gc_arena_calloc(d->a, pg->n_inputs + 1, sizeof *g->inputs);
+  if (!g->inputs)
+    return nomem(d);
+  for (size_t i = 0; i < pg->n_inputs; i++) {
+    const Compiled__V1__InputSpec *ps = pg->inputs[i];
+    gc_input *in = &g->inputs[i];
+    char ctx[48];
+    snprintf(ctx, sizeof ctx, "input %zu", i);
+    d->where = ctx;
+    if (check_str(d, ps->target, "the input target"))
+      return d->err->code;
+    in->kind = (gc_input_kind)ps->kind;
+    in->target = ps->target;
+    in->persistent = ps->persistent;
+    in->storage_group = -1;
+    if (in->kind < GC_INPUT_USER || in->kind > GC_INPUT_CONSTANT)
+      return gc__fail(d, GC_EINVAL, NULL, "unknown input kind %d", (int)ps->kind);
+    if (gc__conv_arg(d, ps->arg, &in->arg, NULL))
+      return d->err->code;
+    gc_value *v = NULL;
+    switch (in->arg.kind) {
+    case GC_ARG_TENSOR:
+      v = in->arg.v;
+      break;
+    case GC_ARG_SYM_INT:
+    case GC_ARG_SYM_FLOAT:
+    case GC_ARG_SYM_BOOL:
+      v = in->arg.sym.v;
+      break;
+    case GC_ARG_NONE:
+    case GC_ARG_INT:
+    case GC_ARG_FLOAT:
+    case GC_ARG_BOOL:
+    case GC_ARG_STRING:
+      break;
+    default:
+      return gc__fail(d, GC_EINVAL, NULL,
+                      "an input must be a tensor, a symbolic scalar or a "
+                      "literal, not %s",
+                      gc_arg_kind_name(in->arg.kind));
+    }
+    if (in->kind != GC_INPUT_USER && in->arg.kind != GC_ARG_TENSOR)
+      return gc__fail(d, GC_EINVAL, NULL,
+                      "a parameter, buffer or constant input must be a tensor");
+    if (v && define(d, v, -1, (int)i, -1, NULL))
+      return d->err->code;
+  }
+  d->where = NULL;
+  return 0;
+}
+
+static int decode_storage_groups(gc_decoder *d, const Compiled__V1__Graph *pg) {
+  gc_graph *g = d->g;
+  if (check_count(d, pg->n_storage_groups, d->lim->max_values,
+                  "the storage group list", NULL))
+    return d->err->code;
+  g->ngroups = (int)pg->n_storage_groups;
+  for (size_t gi = 0; gi < pg->n_storage_groups; gi++) {
+    const Compiled__V1__StorageGroup *sg = pg->storage_groups[gi];
+    char ctx[40];
+    snprintf(ctx, sizeof ctx, "storage_groups[%zu]", gi);
+    d->where = ctx;
+    if (sg->n_inputs < 2)
+      return gc__fail(d, GC_EINVAL, NULL,
+                      "a storage group needs at least two inputs, it has %zu",
+                      sg->n_inputs);
+    const gc_device *dev = NULL;
+    for (size_t k = 0; k < sg->n_inputs; k++) {
+      int idx = sg->inputs[k];
+      if (idx < 0 || idx >= g->ninputs)
+        return gc__fail(d, GC_EINVAL, NULL,
+                        "input index %d is out of range (the graph has %d "
+                        "inputs)",
+                        idx, g->ninputs);
+      gc_input *in = &g->inputs[idx];
+      if (in->arg.kind != GC_ARG_TENSOR)
+        return gc__fail(d, GC_EINVAL, NULL, "input %d is not a tensor", idx);
+      if (in->storage_group == (int)gi)
+        return gc__fail(d, GC_EINVAL, NULL, "input %d is listed twice", idx);
+      if (in->storage_group >= 0)
+        return gc__fail(d, GC_EINVAL, NULL,
+                        "input %d is also in storage_groups[%d]", idx,
+                        in->storage_group);
+      const gc_device *idev = &in->arg.v->meta.device;
+      if (dev && strcmp(dev->type, idev->type) != 0)
+        return gc__fail(d, GC_EINVAL, NULL,
+                        "inputs on different devices (%s, %s) cannot share "
+                        "storage",
+                        dev->type, idev->type);
+      dev = idev;
+      in->storage_group = (int)gi;
+    }
+  }
+  d->where = NULL;
+  return 0;
+}
+
+/* Defines the values named by node `ni`'s outputs and sets its label. */
+static int define_outputs(gc_decoder *d, const Compiled__V1__Node *pn, int ni) {
+  gc_node *n = &d->g->nodes[ni];
+  if (check_count(d, pn->n_outputs, d->lim->max_list, "the output list", NULL))
+    return d->err->code;
+  n->noutputs = (int)pn->n_outputs;
+  n->outputs = gc_arena_calloc(d->a, pn->n_outputs + 1, sizeof *n->outputs);
+  if (!n->outputs)
+    return nomem(d);
+  for (size_t k = 0; k < pn->n_outputs; k++) {
+    char arg[48];
+    snprintf(arg, sizeof arg, "output %zu", k);
+    gc_arg *o = &n->outputs[k];
+    if (gc__conv_arg(d, pn->outputs[k], o, arg))
+      return d->err->code;
+    switch (o->kind) {
+    case GC_ARG_TENSOR:
+      if (define(d, o->v, ni, (int)k, -1, arg))
+        return d->err->code;
+      break;
+    case GC_ARG_TENSORS:
+      for (int j = 0; j < o->n; j++)
+        if (define(d, o->vals[j], ni, (int)k, j, arg))
+          return d->err->code;
+      break;
+    case GC_ARG_SYM_INT:
+    case GC_ARG_SYM_FLOAT:
+    case GC_ARG_SYM_BOOL:
+      if (!o->sym.v)
+        return gc__fail(d, GC_EINVAL, arg, "a node output must be named");
+      if (define(d, o->sym.v, ni, (int)k, -1, arg))
+        return d->err->code;
+      break;
+    case GC_ARG_NONE:
+      break;
+    default:
+      return gc__fail(d, GC_EINVAL, arg,
+                      "a node output must be a tensor, a tensor list, a "
+                      "symbolic scalar or none, not %s",
+                      gc_arg_kind_name(o->kind));
+    }
+    if (!n->label) {
+      if (o->kind == GC_ARG_TENSOR)
+        n->label = o->v->name;
+      else if (o->kind == GC_ARG_TENSORS && o->n > 0)
+        n->label = o->vals[0]->name;
+      else if (o->kind >= GC_ARG_SYM_INT && o->kind <= GC_ARG_SYM_BOOLS && o->sym.v)
+        n->label = o->sym.v->name;
+    }
+  }
+  return 0;
+}
+
+static int decode_nodes(gc_decoder *d, const Compiled__V1__Graph *pg) {
+  gc_graph *g = d->g;
+  if (check_count(d, pg->n_nodes, d->lim->max_nodes, "the graph's node list",
+                  NULL))
+    return d->err->code;
+  g->nnodes = (int)pg->n_nodes;
+  g->nodes = gc_arena_calloc(d->a, pg->n_nodes + 1, sizeof *g->nodes);
+  if (!g->nodes)
+    return nomem(d);
+  /* Targets and outputs first: every definition is known before any use. */
+  for (int i = 0; i < g->nnodes; i++) {
+    const Compiled__V1__Node *pn = pg->nodes[i];
+    gc_node *n = &g->nodes[i];
+    n->id = i;
+    d->node = i;
+    if (check_str(d, pn->target, "the target"))
+      return d->err->code;
+    n->target = pn->target;
+    if (define_outputs(d, pn, i))
+      return d->err->code;
+    n->stack_trace = "";
+    n->module_path = "";
+    if (pn->metadata) {
+      const Compiled__V1__NodeMetadata *md = pn->metadata;
+      if (check_str(d, md->stack_trace, "the stack trace") ||
+          check_str(d, md->module_path, "the module path"))
+        return d->err->code;
+      for (size_t k = 0; k < md->n_extra; k++)
+        if (check_str(d, md->extra[k]->key, "a metadata key") ||
+            check_str(d, md->extra[k]->value, "a metadata value"))
+          return d->err->code;
+      n->stack_trace = md->stack_trace;
+      n->module_path = md->module_path;
+    }
+    if (!*pn->target)
+      return gc__fail(d, GC_EINVAL, NULL, "node has no target");
+    n->op = gc_strmap_get(&d->ops, pn->target);
+    if (!n->op)
+      return gc__fail(d, GC_EINVAL, NULL,
+                      "operator '%.200s' is missing from the operator table",
+                      pn->target);
+  }
+  for (int i = 0; i < g->nnodes; i++) {
+    const Compiled__V1__Node *pn = pg->nodes[i];
+    gc_node *n = &g->nodes[i];
+    d->node = i;
+    if (check_count(d, pn->n_inputs, d->lim->max_list, "the argument list", NULL))
+      return d->err->code;
+    n->nargs = (int)pn->n_inputs;
+    n->args = gc_arena_calloc(d->a, pn->n_inputs + 1, sizeof *n->args);
+    if (!n->args)
+      return nomem(d);
+    for (size_t k = 0; k < pn->n_inputs; k++) {
+      const Compiled__V1__NamedArgument *na = pn->inputs[k];
+      gc_named_arg *a = &n->args[k];
+      if (check_str(d, na->name, "an argument name"))
+        return d->err->code;
+      a->name = na->name;
+      a->keyword = na->kind != COMPILED__V1__ARGUMENT_KIND__ARGUMENT_KIND_POSITIONAL;
+      a->param = -1;
+      if (!*na->name)
+        return gc__fail(d, GC_EINVAL, NULL, "argument %zu has no name", k);
+      if (na->kind > COMPILED__V1__ARGUMENT_KIND__ARGUMENT_KIND_KEYWORD)
+        return gc__fail(d, GC_EINVAL, na->name, "unknown argument kind %d",
+                        (int)na->kind);
+      if (gc__conv_arg(d, na->arg, &a->arg, na->name))
+        return d->err->code;
+    }
+  }
+  d->node = -1;
+  return 0;
+}
+
+static int decode_graph_outputs(gc_decoder *d, const Compiled__V1__Graph *pg) {
+  gc_graph *g = d->g;
+  if (check_count(d, pg->n_outputs, d->lim->max_list, "the graph output list",
+                  NULL))
+    return d->err->code;
+  g->noutputs = (int)pg->n_outputs;
+  g->outputs = gc_arena_calloc(d->a, pg->n_outputs + 1, sizeof *g->outputs);
+  if (!g->outputs)
+    return nomem(d);
+  for (size_t i = 0; i < pg->n_outputs; i++) {
+    char ctx[48];
+    snprintf(ctx, sizeof ctx, "graph output %zu", i);
+    d->where = ctx;
+    if (gc__conv_arg(d, pg->outputs[i], &g->outputs[i], NULL))
+      return d->err->code;
+  }
+  d->where = NULL;
+  return 0;
+}
+
+/* Every value in a side table must be defined by an input or a node. */
+static int check_all_defined(gc_decoder *d) {
+  const gc_graph *g = d->g;
+  for (int i = 0; i < g->nvalues; i++) {
+    const gc_value *v = g->values[i];
+    if (v->def_node == GC__UNDEFINED) {
+      d->where = kind_table(v->kind);
+      return gc__fail(d, GC_EINVAL, NULL,
+                      "value '%.200s' is not defined by any input or node",
+                      v->name);
+    }
+  }
+  return 0;
+}
+
+int gc_graph_from_message(gc_arena *a, const Compiled__V1__GraphModule *m,
+                          const gc_limits *lim, gc_graph **out,
+                          gc_error *err) {
+  gc_limits deflim;
+  if (!lim) {
+    gc_limits_default(&deflim);
+    lim = &deflim;
+  }
+  gc_error_clear(err);
+  gc_error scratch;
+  if (!err)
+    err = &scratch;
+  gc_error_clear(err);
+  gc_graph *g = gc_arena_zalloc(a, sizeof *g);
+  if (!g)
+    return gc_errorf(err, GC_ENOMEM, "out of memory");
+  gc_decoder d = {.a = a, .lim = lim, .err = err, .g = g, .node = -1};
+  g->arena = a;
+  if (!m->schema_version)
+    return gc_errorf(err, GC_EVERSION,
+                     "graph has no schema_version (this build reads %d.x)",
+                     GC_SCHEMA_MAJOR);
+  g->schema_major = m->schema_version->major;
+  g->schema_minor = m->schema_version->minor;
+  if (g->schema_major != GC_SCHEMA_MAJOR)
+    return gc_errorf(err, GC_EVERSION,
+                     "graph schema version %d.%d is not supported (this build "
+                     "reads %d.x)",
+                     g->schema_major, g->schema_minor, GC_SCHEMA_MAJOR);
+  if (!m->graph)
+    return gc_errorf(err, GC_EINVAL, "GraphModule has no graph");
+  d.where = "graph";
+  if (check_str(&d, m->torch_version, "torch_version") ||
+      check_str(&d, m->producer, "producer"))
+    return err->code;
+  g->torch_version = m->torch_version;
+  const Compiled__V1__Graph *pg = m->graph;
+  if (decode_operators(&d, m) || decode_values(&d, pg) ||
+      decode_inputs(&d, pg) || decode_storage_groups(&d, pg) ||
+      decode_nodes(&d, pg) || decode_graph_outputs(&d, pg) ||
+      check_all_defined(&d) || gc__validate(&d))
+    return err->code ? err->code : GC_EINTERNAL;
+  *out = g;
+  return 0;
+}
+
+int gc_graph_decode(gc_arena *a, const uint8_t *buf, size_t len,
+                    const gc_limits *lim, gc_graph **out, gc_error *err) {
+  gc_limits deflim;
+  if (!lim) {
+    gc_limits_default(&deflim);
+    lim = &deflim;
+  }
+  gc_error_clear(err);
+  if (len > lim->max_bytes)
+    return gc_errorf(err, GC_ELIMIT,
+                     "graph is %zu bytes; the limit is %zu bytes", len,
+                     lim->max_bytes);
+  ProtobufCAllocator al = gc_arena_pb_allocator(a);
+  Compiled__V1__GraphModule *m =
+      compiled__v1__graph_module__unpack(&al, len, buf);
+  if (!m)
+    return gc_errorf(err, GC_EMALFORMED,
+                     "graph bytes are not a valid GraphModule message (%zu "
+                     "bytes; protobuf decoding failed)",
+                     len);
+  return gc_graph_from_message(a, m, lim, out, err);
+}
