@@ -25,6 +25,7 @@ struct gc_arena {
   chunk *head;  /* chunk being filled; NULL before the first allocation */
   size_t limit; /* refuse to hand out more than this; 0: no limit */
   size_t total; /* bytes handed out, alignment padding included */
+  bool exhausted; /* an allocation was refused */
 };
 
 gc_arena *gc_arena_new(size_t limit) {
@@ -52,14 +53,18 @@ void *gc_arena_alloc(gc_arena *a, size_t n) {
   if (n > SIZE_MAX / 2)
     return NULL;
   size_t need = (n + ALIGN - 1) & ~(size_t)(ALIGN - 1);
-  if (a->limit && (need > a->limit || a->total > a->limit - need))
+  if (a->limit && (need > a->limit || a->total > a->limit - need)) {
+    a->exhausted = true;
     return NULL;
+  }
   chunk *c = a->head;
   if (!c || c->size - c->used < need) {
     size_t size = need > CHUNK_SIZE ? need : CHUNK_SIZE;
     c = malloc(sizeof(chunk) + size);
-    if (!c)
+    if (!c) {
+      a->exhausted = true;
       return NULL;
+    }
     c->size = size;
     c->used = 0;
     /* A big private chunk goes behind the current one so the current one
@@ -121,6 +126,8 @@ char *gc_arena_printf(gc_arena *a, const char *fmt, ...) {
 }
 
 size_t gc_arena_used(const gc_arena *a) { return a->total; }
+
+bool gc_arena_exhausted(const gc_arena *a) { return a->exhausted; }
 
 static void *pb_alloc(void *data, size_t size) {
   return gc_arena_alloc(data, size);

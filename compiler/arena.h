@@ -12,6 +12,7 @@
 #define GC_ARENA_H
 
 #include <stdarg.h>
+#include <stdbool.h>
 #include <stddef.h>
 #include <protobuf-c/protobuf-c.h>
 
@@ -43,6 +44,9 @@ char *gc_arena_strdup(gc_arena *a, const char *s);
 /* printf into the arena. */
 char *gc_arena_printf(gc_arena *a, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));
+
+/* True once an allocation was refused (limit reached or malloc failed). */
+bool gc_arena_exhausted(const gc_arena *a);
 
 /* Bytes handed out so far (for limits and statistics). */
 size_t gc_arena_used(const gc_arena *a);

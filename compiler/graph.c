@@ -820,6 +820,30 @@ static int decode_storage_groups(gc_decoder *d, const Compiled__V1__Graph *pg) {
   return 0;
 }
 
+/* The name of a node's first named output, for messages; NULL if none. */
+static const char *output_label(const Compiled__V1__Node *pn) {
+  for (size_t k = 0; k < pn->n_outputs; k++) {
+    const PbArg *o = pn->outputs[k];
+    if (!o)
+      continue;
+    switch (o->kind_case) {
+    case COMPILED__V1__ARGUMENT__KIND_AS_TENSOR:
+      return o->as_tensor->name;
+    case COMPILED__V1__ARGUMENT__KIND_AS_TENSORS:
+      if (o->as_tensors->n_items)
+        return o->as_tensors->items[0]->name;
+      break;
+    case COMPILED__V1__ARGUMENT__KIND_AS_SYM_INT:
+      if (o->as_sym_int->kind_case == COMPILED__V1__SYM_INT_ARGUMENT__KIND_AS_NAME)
+        return o->as_sym_int->as_name;
+      break;
+    default:
+      break;
+    }
+  }
+  return NULL;
+}
+
 /* Defines the values named by node `ni`'s outputs and sets its label. */
 static int define_outputs(gc_decoder *d, const Compiled__V1__Node *pn, int ni) {
   gc_node *n = &d->g->nodes[ni];
@@ -829,6 +853,7 @@ static int define_outputs(gc_decoder *d, const Compiled__V1__Node *pn, int ni) {
   n->outputs = gc_arena_calloc(d->a, pn->n_outputs + 1, sizeof *n->outputs);
   if (!n->outputs)
     return nomem(d);
+  n->label = output_label(pn);
   for (size_t k = 0; k < pn->n_outputs; k++) {
     char arg[48];
     snprintf(arg, sizeof arg, "output %zu", k);
@@ -860,14 +885,6 @@ static int define_outputs(gc_decoder *d, const Compiled__V1__Node *pn, int ni) {
                       "a node output must be a tensor, a tensor list, a "
                       "symbolic scalar or none, not %s",
                       gc_arg_kind_name(o->kind));
-    }
-    if (!n->label) {
-      if (o->kind == GC_ARG_TENSOR)
-        n->label = o->v->name;
-      else if (o->kind == GC_ARG_TENSORS && o->n > 0)
-        n->label = o->vals[0]->name;
-      else if (o->kind >= GC_ARG_SYM_INT && o->kind <= GC_ARG_SYM_BOOLS && o->sym.v)
-        n->label = o->sym.v->name;
     }
   }
   return 0;
@@ -1018,6 +1035,9 @@ int gc_graph_from_message(gc_arena *a, const Compiled__V1__GraphModule *m,
     return err->code;
   g->torch_version = m->torch_version;
   const Compiled__V1__Graph *pg = m->graph;
+  if (check_count(&d, pg->n_nodes, lim->max_nodes, "the graph's node list",
+                  NULL))
+    return err->code;
   if (decode_operators(&d, m) || decode_values(&d, pg) ||
       decode_inputs(&d, pg) || decode_storage_groups(&d, pg) ||
       decode_nodes(&d, pg) || decode_graph_outputs(&d, pg) ||
@@ -1042,6 +1062,11 @@ int gc_graph_decode(gc_arena *a, const uint8_t *buf, size_t len,
   ProtobufCAllocator al = gc_arena_pb_allocator(a);
   Compiled__V1__GraphModule *m =
       compiled__v1__graph_module__unpack(&al, len, buf);
+  if (!m && gc_arena_exhausted(a))
+    return gc_errorf(err, GC_ENOMEM,
+                     "graph of %zu bytes needs more memory than the decode "
+                     "limit allows",
+                     len);
   if (!m)
     return gc_errorf(err, GC_EMALFORMED,
                      "graph bytes are not a valid GraphModule message (%zu "

@@ -3,24 +3,36 @@
  *
  * Every operator a graph uses comes with its schema string, for example
  *
- *   aten::add_.Tensor(Tensor(a!) self, Tensor other, *, Scalar alpha=1) -> Tensor(a!)
+ *   aten::add_.Tensor(Tensor(a!) self, Tensor other, *, Scalar alpha=1) ->
+ * Tensor(a!)
  *
  * The parser turns it into a gc_schema: the qualified name and overload,
  * arguments (type, default, keyword-only), returns, and the alias annotations
  * that tell the compiler what an operator writes and which outputs alias
  * which inputs. It parses every schema torch 1.13 ships (tests/data/schemas).
  *
- * Grammar (as TorchScript's own parser accepts it):
+ * Grammar (as TorchScript's own parser accepts it; blanks between tokens):
  *   schema    := qualname ['.' overload] '(' args ')' '->' returns
+ *   qualname  := [ns '::'] name           (no blanks inside qualname.overload)
  *   args      := [arg (',' arg)*]    with '*' marking keyword-only and '...'
- *   arg       := type [name] ['=' default]
- *   returns   := type | '(' [ret (',' ret)*] ')' | '...'
+ *                (varargs) allowed as the last item
+ *   arg       := type name ['=' default]
+ *   returns   := ret | '(' [ret (',' ret)*] [',' '...'] ')' | '...'
+ *   ret       := type [name]
  *   type      := base ['(' alias ')'] ('[' [N] ']' ['(' alias ')'] | '?')*
  *   base      := Tensor | int | SymInt | float | bool | str | Scalar | ...
- *              | Dict(type, type) | Future(type) | Union(type, ...) | '(' tuple ')'
+ *              | Dict(type, type) | Future(type) | RRef(type) | Await(type)
+ *              | Union(type, ...) | '(' [type (',' type)*] ')'
+ *              | a dotted class name (__torch__.torch.classes.ns.Name)
+ *              | a type variable (an unknown name starting in lower case: t)
  *   alias     := sets ['!'] ['->' sets]    sets := name ('|' name)* | '*'
+ *   default   := literal | '[' [literal (',' literal)*] ']'
  *
- * All memory comes from the caller's arena.
+ * Types nest at most GC_SCHEMA_MAX_DEPTH deep (counting every list, optional
+ * and composite level) and a fixed list length N is at most
+ * GC_SCHEMA_MAX_FIXED_LEN; deeper or longer is refused with GC_ESCHEMA.
+ *
+ * All memory comes from the caller's arena. Nothing here has global state.
  */
 #ifndef GC_SCHEMA_H
 #define GC_SCHEMA_H
@@ -31,6 +43,12 @@
 #include "compiler/arena.h"
 #include "compiler/arg.h"
 #include "compiler/error.h"
+
+/* The deepest a type may nest: "int[][]" is 3 deep, "Dict(str, t?)" 3. */
+#define GC_SCHEMA_MAX_DEPTH 32
+
+/* The largest N of a fixed-size list type "int[N]". */
+#define GC_SCHEMA_MAX_FIXED_LEN 65536
 
 /* The type kinds. X(NAME, spelling in schema strings; NULL for composites). */
 #define GC_TYPE_KINDS(X)                                                       \
@@ -55,6 +73,8 @@
   X(ANY, "Any")                                                                \
   X(NONE, "NoneType")                                                          \
   X(CAPSULE, "Capsule")                                                        \
+  X(ANY_ENUM, "AnyEnumType")                                                   \
+  X(ANY_CLASS, "AnyClassType")                                                 \
   X(LIST, NULL)                                                                \
   X(OPTIONAL, NULL)                                                            \
   X(TUPLE, NULL)                                                               \
@@ -85,8 +105,8 @@ typedef struct gc_alias {
 typedef struct gc_type gc_type;
 struct gc_type {
   gc_type_kind kind;
-  gc_type *elem;    /* LIST, OPTIONAL, FUTURE, RREF, AWAIT: the element */
-  gc_type **items;  /* TUPLE and UNION members; DICT: key then value */
+  gc_type *elem;   /* LIST, OPTIONAL, FUTURE, RREF, AWAIT: the element */
+  gc_type **items; /* TUPLE and UNION members; DICT: key then value */
   int nitems;
   int fixed_len;    /* LIST: N of "int[N]"; -1 when unsized */
   const char *name; /* VAR: "t"; CLASS: "__torch__.torch.classes.x.Y" */
@@ -94,7 +114,7 @@ struct gc_type {
 };
 
 typedef struct gc_schema_arg {
-  const char *name;         /* "self"; NULL for an unnamed return */
+  const char *name; /* "self"; NULL for an unnamed return */
   gc_type *type;
   bool has_default;         /* a default is given */
   const char *default_text; /* the default as written; NULL when none */
@@ -116,17 +136,34 @@ typedef struct gc_schema {
 } gc_schema;
 
 /*
- * Parses `text` into *out (arena-owned). On failure returns GC_ESCHEMA and
- * the error says where (byte offset and what was expected).
+ * Parses the NUL-terminated `text` into *out (arena-owned). On failure
+ * returns GC_ESCHEMA (GC_ENOMEM when the arena refuses) and the error says
+ * where: "schema: at offset 17: expected ')' after the arguments, found '-'".
+ * *out is only set on success. Never crashes and never recurses deeper than
+ * GC_SCHEMA_MAX_DEPTH, whatever the text.
  *
- * Defaults are converted to gc_arg by the declared type:
- *   None -> NONE; int/SymInt -> INT; float -> FLOAT (inf, -inf, nan too);
- *   bool -> BOOL; str -> STRING; Scalar -> INT, FLOAT or BOOL as written;
- *   int[]/SymInt[] -> INTS (a single int for int[N] is repeated N times);
- *   float[] -> FLOATS; bool[] -> BOOLS; ScalarType -> SCALAR_TYPE (graph.proto
- *   enum number; `long`, `float`, ... accepted); MemoryFormat -> MEMORY_FORMAT;
- *   Layout -> LAYOUT; Device -> DEVICE; reduction names Mean/Sum/None for int
- *   -> INT 1/2/0; str[] -> STRINGS; an empty list takes its type's list kind.
+ * Defaults are kept as written (default_text, so that printing is exact) and
+ * converted to gc_arg by the declared type (an optional type converts as its
+ * element):
+ *   None -> NONE, for every type; int/SymInt -> INT, and the reduction names
+ *   Mean/Sum -> INT 1/2; float/complex -> FLOAT (an int, inf, -inf, nan too);
+ *   bool -> BOOL (True/False); str -> STRING (escapes decoded);
+ *   Scalar/number -> INT, FLOAT or BOOL as written;
+ *   int[]/SymInt[] -> INTS (a single int for int[N] is repeated N times, as
+ *   for float[N] and bool[N]); float[] -> FLOATS; bool[] -> BOOLS;
+ *   str[] -> STRINGS; Scalar[] -> INTS, or FLOATS when any item is not an int;
+ *   Tensor[] -> TENSORS and Tensor?[] -> OPT_TENSORS (only "[]");
+ *   ScalarType -> SCALAR_TYPE, MemoryFormat -> MEMORY_FORMAT, Layout -> LAYOUT,
+ *   all as graph.proto enum numbers. These come either as names (long, float,
+ *   int64, bfloat16, Long, ...; contiguous_format, channels_last,
+ *   channels_last_3d, preserve_format; strided, sparse_coo, sparse_csr, ...)
+ *   or as the c10 enum numbers torch prints (`ScalarType? dtype=4` is long and
+ *   becomes 5; `memory_format=0` is contiguous_format and becomes 1;
+ *   `layout=0` is strided and becomes 7). A dtype graph.proto cannot name
+ *   (qint8, ...) becomes 0 (unknown).
+ *   Device -> DEVICE, from "cuda:1" or the unquoted cuda:1 torch prints.
+ * Any other default (a value of the wrong type, or one for Tensor, t, ...)
+ * is refused with GC_ESCHEMA. Numbers are read in the "C" locale.
  */
 int gc_schema_parse(gc_arena *a, const char *text, gc_schema **out,
                     gc_error *err);
@@ -145,14 +182,18 @@ bool gc_schema_arg_is_write(const gc_schema *s, int i);
 
 /* The index of the argument whose alias set return `r` shares (Tensor(a) on
  * both sides, or an element of a list annotated a -> *), or -1 when the
- * return is fresh. */
+ * return is fresh. The return's own annotation counts, else that of its list
+ * or optional element (Tensor(a)[]); the first argument with the set anywhere
+ * in its type wins. A return in the wildcard set only (t(*)) names no
+ * argument and gives -1: look at its alias if that matters. */
 int gc_schema_return_alias(const gc_schema *s, int r);
 
 /* True when any argument is written. */
 bool gc_schema_is_mutating(const gc_schema *s);
 
 /* True for an out= variant: it writes keyword-only arguments and returns
- * them. */
+ * them: every return aliases a written keyword-only argument (an out variant
+ * of a void operator returns "()"). */
 bool gc_schema_is_out_variant(const gc_schema *s);
 
 /* The index of the argument called `name`, or -1. */

@@ -85,7 +85,9 @@ static bool accepts(const gc_type *t, const gc_arg *a) {
   case GC_TY_OPTIONAL:
     return k == GC_ARG_NONE || accepts(t->elem, a);
   case GC_TY_TENSOR:
-    return k == GC_ARG_TENSOR;
+    /* A Python number where a Tensor is declared is a "wrapped number"
+     * (x.add_(1) traces as aten::add_.Tensor(x, 1)). */
+    return k == GC_ARG_TENSOR || is_scalar_kind(k);
   case GC_TY_INT:
   case GC_TY_SYMINT:
     return k == GC_ARG_INT || k == GC_ARG_SYM_INT;

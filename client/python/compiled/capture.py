@@ -1,0 +1,1070 @@
+"""Capture a PyTorch program as an ATen-level ``compiled.v1.GraphModule``.
+
+How a capture runs
+------------------
+1. **Flatten.** The program's inputs are laid out in one flat list, in this
+   order (the order of ``Graph.inputs``):
+
+   a. parameters of the module, in ``named_parameters()`` order, kind
+      PARAMETER, ``target`` = the state_dict path (tied parameters appear
+      once, under their first path);
+   b. buffers of the module, in ``named_buffers()`` order, kind BUFFER,
+      ``target`` = the state_dict path, ``persistent`` = whether the buffer is
+      part of the state_dict;
+   c. tensor constants the trace created (``torch.tensor(...)`` literals,
+      tensors the program reaches that are neither inputs nor module state),
+      in order of first use, kind CONSTANT, ``target`` = the attribute of the
+      traced FX module holding them (``_tensor_constant0``, ...);
+   d. the user's example inputs, kind USER_INPUT, flattened with
+      ``torch.utils._pytree`` (so lists, tuples and dicts of tensors work).
+
+   A plain function has no (a) and (b). Non-tensor user inputs (int, float,
+   bool, str, None) are *specialized*: the trace is taken with their concrete
+   value baked into the graph, and their InputSpec carries that value as a
+   literal (``as_int``, ``as_float``, ...) instead of a tensor reference, so
+   the graph keeps one input per argument but a different value means a
+   different graph.
+
+2. **Copy.** Tracing and replay run on copies of every tensor input and of
+   the module state, never on the caller's tensors. The copies keep object
+   identity (the same tensor passed twice stays one object), storage sharing
+   (two views of one base become two views of one cloned storage, with the
+   same sizes, strides and offsets), dtype, ``requires_grad`` and, where
+   possible, leaf-ness. The module runs through
+   ``torch.nn.utils.stateless.functional_call`` with the copied state.
+
+3. **Trace.** ``make_fx`` in "real" mode, no decomposition table: in-place
+   and view ops stay what they are (nothing is functionalized). While it
+   traces, a dispatch mode layered above make_fx's own records for every new
+   FX node the user-level stack trace (paths made relative to the longest
+   ``sys.path`` entry, so they do not depend on the machine) and the path of
+   the innermost module running (collected with forward hooks).
+
+4. **Replay.** The FX graph runs node by node on a second set of copies; the
+   metadata of every tensor value (dtype, sizes, strides, storage offset,
+   device, requires_grad, layout) is recorded the moment it is produced, so an
+   input mutated later in the graph (``x.t_()``) keeps its entry metadata.
+   ``node.meta`` of torch 1.13 is not trusted.
+
+5. **Encode.** One Node per operator call; ``operator.getitem`` nodes are
+   folded into the outputs of the multi-output node they read from. FX node
+   arguments are bound to the operator schema's argument names; see
+   :func:`_encode_value` for the mapping from Python values to ``Argument``.
+
+Things the graph inherits from make_fx (torch 1.13) that a reader should know:
+
+- after an in-place or ``out=`` op, later uses of the mutated tensor refer to
+  the op's output value (``add_``), not to the input it aliases; the alias is
+  stated by the schema's annotations (``Tensor(a!)``);
+- a Python number passed where the schema says ``Tensor`` (``x.add_(1)`` is
+  ``aten::add_.Tensor(x, 1)``) is encoded as a literal (``as_int``): the
+  daemon must treat it as a wrapped-number scalar;
+- ``torch.tensor(...)`` literals become a CONSTANT input followed by
+  ``aten::lift_fresh_copy``;
+- grad-mode switches inside the program are not recorded by make_fx; replay
+  runs under the grad mode active when :func:`capture` was called.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import inspect
+import linecache
+import os
+import sys
+import traceback
+import operator
+from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple, Union
+
+import torch
+import torch.fx
+import torch.utils._pytree as pytree
+from torch.fx.experimental.proxy_tensor import make_fx
+from torch.utils._python_dispatch import TorchDispatchMode
+
+from . import CaptureError, __version__
+from ._pb import graph_pb2
+
+__all__ = ["Captured", "capture", "trace", "export_graph"]
+
+SCHEMA_VERSION = (1, 0)
+PRODUCER = "compiled.capture " + __version__
+
+_INT64_MIN = -(2**63)
+_INT64_MAX = 2**63 - 1
+
+# ---------------------------------------------------------------------------
+# Enum tables: torch objects -> graph.proto enums. Written out explicitly;
+# never derived from torch's internal numbering.
+# ---------------------------------------------------------------------------
+
+
+def _build_table(pairs):
+    """Keep the (torch attribute name, enum) pairs this torch build knows."""
+    table = {}
+    for attr, value in pairs:
+        obj = getattr(torch, attr, None)
+        if obj is not None:
+            table[obj] = value
+    return table
+
+
+_SCALAR_TYPES = _build_table([
+    ("uint8", graph_pb2.SCALAR_TYPE_BYTE),
+    ("int8", graph_pb2.SCALAR_TYPE_CHAR),
+    ("int16", graph_pb2.SCALAR_TYPE_SHORT),
+    ("int32", graph_pb2.SCALAR_TYPE_INT),
+    ("int64", graph_pb2.SCALAR_TYPE_LONG),
+    ("float16", graph_pb2.SCALAR_TYPE_HALF),
+    ("float32", graph_pb2.SCALAR_TYPE_FLOAT),
+    ("float64", graph_pb2.SCALAR_TYPE_DOUBLE),
+    ("complex32", graph_pb2.SCALAR_TYPE_COMPLEXHALF),
+    ("complex64", graph_pb2.SCALAR_TYPE_COMPLEXFLOAT),
+    ("complex128", graph_pb2.SCALAR_TYPE_COMPLEXDOUBLE),
+    ("bool", graph_pb2.SCALAR_TYPE_BOOL),
+    ("bfloat16", graph_pb2.SCALAR_TYPE_BFLOAT16),
+    ("uint16", graph_pb2.SCALAR_TYPE_UINT16),  # torch >= 2.3 only
+])
+
+_LAYOUTS = _build_table([
+    ("sparse_coo", graph_pb2.LAYOUT_SPARSE_COO),
+    ("sparse_csr", graph_pb2.LAYOUT_SPARSE_CSR),
+    ("sparse_csc", graph_pb2.LAYOUT_SPARSE_CSC),
+    ("sparse_bsr", graph_pb2.LAYOUT_SPARSE_BSR),
+    ("sparse_bsc", graph_pb2.LAYOUT_SPARSE_BSC),
+    ("_mkldnn", graph_pb2.LAYOUT_MKLDNN),
+    ("strided", graph_pb2.LAYOUT_STRIDED),
+])
+
+_MEMORY_FORMATS = _build_table([
+    ("contiguous_format", graph_pb2.MEMORY_FORMAT_CONTIGUOUS),
+    ("channels_last", graph_pb2.MEMORY_FORMAT_CHANNELS_LAST),
+    ("channels_last_3d", graph_pb2.MEMORY_FORMAT_CHANNELS_LAST_3D),
+    ("preserve_format", graph_pb2.MEMORY_FORMAT_PRESERVE),
+])
+
+
+def _scalar_type(dtype: torch.dtype, where: str) -> int:
+    try:
+        return _SCALAR_TYPES[dtype]
+    except KeyError:
+        raise CaptureError(f"{where}: dtype {dtype} has no graph.proto ScalarType") from None
+
+
+def _layout(layout: torch.layout, where: str) -> int:
+    try:
+        return _LAYOUTS[layout]
+    except KeyError:
+        raise CaptureError(f"{where}: layout {layout} has no graph.proto Layout") from None
+
+
+def _set_device(msg: graph_pb2.Device, device: torch.device) -> None:
+    msg.type = device.type
+    if device.index is not None:
+        msg.has_index = True
+        msg.index = device.index
+
+
+# ---------------------------------------------------------------------------
+# Tensor metadata and storage identity.
+# ---------------------------------------------------------------------------
+
+
+def _untyped_storage(t: torch.Tensor):
+    """The untyped storage of ``t``: ``untyped_storage()`` when this torch has
+    it (>= 2.0), else the untyped storage inside 1.13's TypedStorage."""
+    if hasattr(t, "untyped_storage"):
+        return t.untyped_storage()
+    return t.storage()._storage
+
+
+def _storage_key(t: torch.Tensor) -> Tuple[str, int]:
+    """An identity for the storage of ``t``, valid while ``t`` is alive.
+
+    ``_cdata`` is the address of the StorageImpl, shared by every tensor
+    viewing the storage (whatever their dtype), and, unlike ``data_ptr()``,
+    distinct for two empty storages.
+    """
+    return (str(t.device), _untyped_storage(t)._cdata)
+
+
+def _tensor_meta(t: torch.Tensor, where: str) -> graph_pb2.TensorMeta:
+    """TensorMeta of ``t`` as it is right now (static shapes)."""
+    meta = graph_pb2.TensorMeta()
+    meta.dtype = _scalar_type(t.dtype, where)
+    for size in t.shape:
+        meta.sizes.add(as_int=int(size))
+    if t.layout == torch.strided:
+        for stride in t.stride():
+            meta.strides.add(as_int=int(stride))
+        meta.storage_offset.as_int = int(t.storage_offset())
+    _set_device(meta.device, t.device)
+    meta.requires_grad = bool(t.requires_grad)
+    meta.layout = _layout(t.layout, where)
+    return meta
+
+
+def _check_copyable(t: torch.Tensor, where: str) -> None:
+    if t.layout != torch.strided:
+        raise CaptureError(f"{where}: only strided tensors can be captured, got layout {t.layout}")
+    if t.is_conj() or t.is_neg():
+        raise CaptureError(
+            f"{where}: tensors with a lazy conjugate/negative bit cannot be described "
+            "by TensorMeta; call .resolve_conj()/.resolve_neg() first")
+    _scalar_type(t.dtype, where)
+
+
+def _copy_tensors(values: Sequence[Any]) -> List[Any]:
+    """Copy the tensors among ``values`` (other values are returned as is).
+
+    Storage sharing is preserved: every distinct storage is cloned once, and
+    each tensor becomes a tensor over the clone with its own sizes, strides,
+    storage offset and dtype. Object identity is preserved too (a tensor that
+    occurs twice is copied once). ``requires_grad`` is preserved; a non-leaf
+    tensor becomes a non-leaf copy when that can be done without changing its
+    values, so that in-place ops behave as they would in eager mode.
+    """
+    storages: Dict[Tuple[str, int], Any] = {}
+    by_id: Dict[int, torch.Tensor] = {}
+    out = []
+    for value in values:
+        if not isinstance(value, torch.Tensor):
+            out.append(value)
+            continue
+        if id(value) in by_id:
+            out.append(by_id[id(value)])
+            continue
+        key = _storage_key(value)
+        with torch.no_grad():
+            if key not in storages:
+                storages[key] = _untyped_storage(value).clone()
+            copy = torch.empty(0, dtype=value.dtype, device=value.device)
+            copy.set_(storages[key], value.storage_offset(), value.size(), value.stride())
+        if value.requires_grad:
+            copy = _with_grad(copy, leaf=value.is_leaf)
+        by_id[id(value)] = copy
+        out.append(copy)
+    return out
+
+
+def _with_grad(copy: torch.Tensor, leaf: bool) -> torch.Tensor:
+    """Make ``copy`` require grad; as a non-leaf if ``leaf`` is false.
+
+    A non-leaf is made by copying the tensor's own values into itself from a
+    leaf that requires grad: same storage, same values, a grad_fn. Tensors
+    whose elements overlap cannot be written; they stay leaves.
+    """
+    if not leaf:
+        source = copy.detach().clone().requires_grad_(True)
+        try:
+            with torch.enable_grad():
+                copy.copy_(source)
+            return copy
+        except RuntimeError:
+            pass
+    return copy.requires_grad_(True)
+
+
+# ---------------------------------------------------------------------------
+# Node metadata collected while tracing: stack traces and module paths.
+# ---------------------------------------------------------------------------
+
+_TORCH_DIR = os.path.dirname(os.path.abspath(torch.__file__))
+_THIS_FILE = os.path.abspath(__file__)
+_META_STACK = "compiled.stack_trace"
+_META_MODULE = "compiled.module_path"
+
+
+def _torch_frame_is_user_level(relpath: str) -> bool:
+    """Frames inside torch worth showing: the nn modules and functionals a
+    user calls, not the dispatch, tracing and hook machinery."""
+    relpath = relpath.replace(os.sep, "/")
+    if relpath in ("functional.py", "nn/functional.py"):
+        return True
+    return relpath.startswith("nn/modules/") and relpath != "nn/modules/module.py"
+
+
+class _FrameFormatter:
+    """Formats Python frames as stack-trace text with machine-independent
+    paths: each file is shown relative to the longest ``sys.path`` entry that
+    contains it (``torch/nn/modules/linear.py``, ``regen.py``)."""
+
+    def __init__(self):
+        roots = {os.path.abspath(entry or os.curdir) for entry in sys.path}
+        self._roots = sorted(roots, key=len, reverse=True)
+        self._paths: Dict[str, Optional[str]] = {}
+
+    def display_path(self, filename: str) -> Optional[str]:
+        """The path to show for ``filename``, or None to hide the frame."""
+        if filename not in self._paths:
+            self._paths[filename] = self._compute(filename)
+        return self._paths[filename]
+
+    def _compute(self, filename: str) -> Optional[str]:
+        if filename.startswith("<"):
+            return filename
+        path = os.path.abspath(filename)
+        if path == _THIS_FILE:
+            return None
+        if path.startswith(_TORCH_DIR + os.sep):
+            if not _torch_frame_is_user_level(os.path.relpath(path, _TORCH_DIR)):
+                return None
+        for root in self._roots:
+            if path.startswith(root + os.sep):
+                return os.path.relpath(path, root).replace(os.sep, "/")
+        return path
+
+    def format(self, frame, stop_code) -> str:
+        """The stack from just inside the frame running ``stop_code`` down to
+        ``frame``, outermost first, like a Python traceback."""
+        summaries = []
+        while frame is not None and frame.f_code is not stop_code:
+            path = self.display_path(frame.f_code.co_filename)
+            if path is not None:
+                summaries.append(traceback.FrameSummary(path, frame.f_lineno, frame.f_code.co_name,
+                                                        lookup_line=False,
+                                                        line=_source_line(frame)))
+            frame = frame.f_back
+        summaries.reverse()
+        return "".join(traceback.format_list(summaries))
+
+
+def _source_line(frame) -> str:
+    return linecache.getline(frame.f_code.co_filename, frame.f_lineno).strip()
+
+
+class _NodeAnnotator(TorchDispatchMode):
+    """A dispatch mode pushed above make_fx's proxy mode while tracing.
+
+    Every ATen call reaches this mode first; it lets the call go on to the
+    proxy mode (which records one or more FX nodes) and then tags the FX
+    nodes that appeared with the current stack trace and module path.
+    """
+
+    def __init__(self, graph: torch.fx.Graph, stop_code, module_stack: List[str]):
+        super().__init__()
+        self.graph = graph
+        self.stop_code = stop_code
+        self.module_stack = module_stack
+        self.frames = _FrameFormatter()
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        last = next(iter(reversed(self.graph.nodes)), None)
+        out = func(*args, **(kwargs or {}))
+        new_nodes = []
+        for node in reversed(self.graph.nodes):
+            if node is last:
+                break
+            new_nodes.append(node)
+        if new_nodes:
+            stack = self.frames.format(sys._getframe(1), self.stop_code)
+            module_path = self.module_stack[-1] if self.module_stack else ""
+            for node in new_nodes:
+                node.meta.setdefault(_META_STACK, stack)
+                node.meta.setdefault(_META_MODULE, module_path)
+        return out
+
+
+def _tracing_graph() -> Optional[torch.fx.Graph]:
+    """The FX graph make_fx is recording into, found on the dispatch mode
+    stack (None if this torch lays it out differently: no metadata then)."""
+    try:
+        from torch.utils._python_dispatch import _get_current_dispatch_mode_stack
+        modes = _get_current_dispatch_mode_stack()
+    except Exception:  # private API; metadata is optional
+        return None
+    for mode in reversed(modes):
+        graph = getattr(getattr(mode, "tracer", None), "graph", None)
+        if isinstance(graph, torch.fx.Graph):
+            return graph
+    return None
+
+
+class _ModulePathHooks:
+    """Forward hooks that keep a stack of the qualified names of the modules
+    currently running inside ``root`` ("" for the root itself)."""
+
+    def __init__(self, root: Optional[torch.nn.Module]):
+        self.stack: List[str] = []
+        self._handles = []
+        self._root = root
+
+    def __enter__(self):
+        if self._root is not None:
+            for name, module in self._root.named_modules():
+                self._handles.append(module.register_forward_pre_hook(self._pre(name)))
+                self._handles.append(module.register_forward_hook(self._post))
+        return self
+
+    def __exit__(self, *exc):
+        for handle in self._handles:
+            handle.remove()
+        self._handles.clear()
+
+    def _pre(self, name):
+        def hook(module, inputs):
+            self.stack.append(name)
+        return hook
+
+    def _post(self, module, inputs, output):
+        if self.stack:
+            self.stack.pop()
+
+
+# ---------------------------------------------------------------------------
+# The traced program: inputs, the make_fx trace, the replay.
+# ---------------------------------------------------------------------------
+
+
+@dataclasses.dataclass
+class _Input:
+    """One graph input before encoding."""
+    kind: int                    # graph_pb2.INPUT_KIND_*
+    value: Any                   # the caller's tensor, or a literal
+    name: str                    # value name in the graph
+    target: str = ""             # parameter/buffer path, constant attribute
+    persistent: bool = False     # buffers only
+    fx_node: Optional[torch.fx.Node] = None  # placeholder or first get_attr
+
+
+@dataclasses.dataclass
+class Captured:
+    """The result of :func:`trace`.
+
+    Attributes:
+        graph_module: the ``graph_pb2.GraphModule`` message.
+        constants: the value of every CONSTANT input, by its ``target``, in
+            input order: tensors the trace created (``torch.tensor``
+            literals) or, for tensors the program reached from outside
+            (closure variables, plain tensor attributes), those very objects.
+            A runtime passes them where the graph expects them.
+        fx_graph: the ``torch.fx.GraphModule`` make_fx produced, for
+            debugging.
+    """
+    graph_module: graph_pb2.GraphModule
+    constants: Dict[str, torch.Tensor]
+    fx_graph: torch.fx.GraphModule
+
+
+def _module_state(module: torch.nn.Module):
+    """Parameters and buffers of ``module``.
+
+    Returns (params, buffers, aliases): params and buffers are lists of
+    (path, tensor, persistent) with each tensor once, under its first path;
+    aliases maps every path under which a tensor is reachable (tied weights
+    included) to the index of its entry in params + buffers.
+    """
+    params = [(path, p, True) for path, p in module.named_parameters()]
+    buffers = []
+    for path, b in module.named_buffers():
+        owner_path, _, attr = path.rpartition(".")
+        owner = module.get_submodule(owner_path)
+        buffers.append((path, b, attr not in owner._non_persistent_buffers_set))
+    index_of = {id(t): i for i, (_, t, _) in enumerate(params + buffers)}
+    aliases: Dict[str, int] = {}
+    for mod_path, mod in module.named_modules(remove_duplicate=False):
+        prefix = mod_path + "." if mod_path else ""
+        for table in (mod._parameters, mod._buffers):
+            for attr, t in table.items():
+                if t is not None and id(t) in index_of:
+                    aliases.setdefault(prefix + attr, index_of[id(t)])
+    return params, buffers, aliases
+
+
+def _user_input_names(fn: Callable, example_inputs: Sequence[Any]) -> List[str]:
+    """A readable name for every flattened user input: the parameter name of
+    ``fn``'s signature when an argument is a single leaf, ``name_<i>`` for the
+    leaves of a nested argument, ``arg<i>`` when the signature does not say."""
+    try:
+        target = fn.forward if isinstance(fn, torch.nn.Module) else fn
+        params = [p.name for p in inspect.signature(target).parameters.values()
+                  if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
+    except (TypeError, ValueError):
+        params = []
+    names = []
+    for i, arg in enumerate(example_inputs):
+        base = params[i] if i < len(params) else f"arg{i}"
+        leaves, spec = pytree.tree_flatten(arg)
+        if len(leaves) == 1 and not spec.children_specs:
+            names.append(base)
+        else:
+            names.extend(f"{base}_{j}" for j in range(len(leaves)))
+    return names
+
+
+class _Names:
+    """Hands out unique value names."""
+
+    def __init__(self):
+        self.used = set()
+
+    def take(self, base: str) -> str:
+        name, i = base, 1
+        while name in self.used:
+            name, i = f"{base}_{i}", i + 1
+        self.used.add(name)
+        return name
+
+
+def _describe(fn) -> str:
+    if isinstance(fn, torch.nn.Module):
+        return type(fn).__name__
+    return getattr(fn, "__qualname__", None) or getattr(fn, "__name__", None) or repr(fn)
+
+
+def _trace_fx(fn, module, state_paths, n_state, user_spec, flat_copies):
+    """Run make_fx over ``fn`` on ``flat_copies`` (state then user leaves)."""
+    hooks = _ModulePathHooks(module)
+
+    def flat_fn(*flat):
+        user_args = pytree.tree_unflatten(list(flat[n_state:]), user_spec)
+        graph = _tracing_graph()
+        annotator = (_NodeAnnotator(graph, flat_fn.__code__, hooks.stack)
+                     if graph is not None else None)
+        with hooks, (annotator if annotator is not None else contextlib.nullcontext()):
+            if module is None:
+                return fn(*user_args)
+            state = {path: flat[i] for path, i in state_paths.items()}
+            return torch.nn.utils.stateless.functional_call(module, state, tuple(user_args))
+
+    try:
+        return make_fx(flat_fn)(*flat_copies)
+    except CaptureError:
+        raise
+    except Exception as e:
+        raise CaptureError(f"tracing {_describe(fn)} with make_fx failed: "
+                           f"{type(e).__name__}: {e}") from e
+
+
+def _fetch_attr(gm: torch.fx.GraphModule, target: str):
+    obj = gm
+    for atom in target.split("."):
+        obj = getattr(obj, atom)
+    return obj
+
+
+def _replay(gm: torch.fx.GraphModule, env_inputs: Dict[torch.fx.Node, Any]):
+    """Run ``gm``'s graph node by node, recording metadata as values appear.
+
+    ``env_inputs`` gives the value of every placeholder and get_attr node.
+    Returns ``{value path: TensorMeta}`` where a value path is ``(node,)``
+    for a node's result and ``(node, i, ...)`` for an element of a tuple or
+    list result.
+    """
+    env: Dict[torch.fx.Node, Any] = {}
+    metas: Dict[tuple, graph_pb2.TensorMeta] = {}
+
+    def record(path, value):
+        if isinstance(value, torch.Tensor):
+            metas[path] = _tensor_meta(value, f"node '{path[0].name}'")
+        elif isinstance(value, (list, tuple)):
+            for i, item in enumerate(value):
+                record(path + (i,), item)
+
+    for node in gm.graph.nodes:
+        if node.op in ("placeholder", "get_attr"):
+            env[node] = env_inputs[node]
+            record((node,), env[node])
+        elif node.op == "call_function":
+            args = torch.fx.node.map_arg(node.args, env.__getitem__)
+            kwargs = torch.fx.node.map_arg(node.kwargs, env.__getitem__)
+            env[node] = node.target(*args, **kwargs)
+            if node.target is not operator.getitem:
+                record((node,), env[node])
+        elif node.op != "output":
+            raise CaptureError(f"node '{node.name}': unexpected FX op {node.op!r} in a make_fx graph")
+    return metas
+
+
+# ---------------------------------------------------------------------------
+# Encoding FX values as graph.proto Arguments.
+# ---------------------------------------------------------------------------
+
+
+def _strip_optional(jit_type):
+    while jit_type is not None and jit_type.kind() == "OptionalType":
+        jit_type = jit_type.getElementType()
+    return jit_type
+
+
+def _list_element_kind(jit_type) -> Optional[str]:
+    """For a (possibly optional) list schema type, the element kind:
+    "Tensor", "OptionalTensor", "int", "float", "bool", "str", "Scalar", or
+    None when the schema gives no usable element type."""
+    jit_type = _strip_optional(jit_type)
+    if jit_type is None or jit_type.kind() != "ListType":
+        return None
+    elem = jit_type.getElementType()
+    kind = elem.kind()
+    if kind == "OptionalType" and _strip_optional(elem).kind() == "TensorType":
+        return "OptionalTensor"
+    return {
+        "TensorType": "Tensor",
+        "IntType": "int",
+        "SymIntType": "int",
+        "FloatType": "float",
+        "BoolType": "bool",
+        "StringType": "str",
+        "NumberType": "Scalar",
+    }.get(kind)
+
+
+def _scalar_kind(jit_type) -> Optional[str]:
+    jit_type = _strip_optional(jit_type)
+    if jit_type is None:
+        return None
+    return {"IntType": "int", "SymIntType": "int", "FloatType": "float"}.get(jit_type.kind())
+
+
+class _Encoder:
+    """Turns FX argument values into ``graph_pb2.Argument`` messages.
+
+    ``tensor_name(node)`` returns the value name of an FX node that holds a
+    tensor (or None if it does not hold one).
+    """
+
+    def __init__(self, tensor_name: Callable[[torch.fx.Node], Optional[str]]):
+        self.tensor_name = tensor_name
+
+    def encode(self, msg: graph_pb2.Argument, value: Any, jit_type, where: str) -> None:
+        """Fill ``msg`` with ``value``; ``jit_type`` is the schema type of
+        the argument (None if unknown). Python value -> Argument:
+
+        - FX node of a tensor -> as_tensor; None -> as_none;
+        - bool -> as_bool (as_int in an ``int`` slot); int -> as_int (as_float
+          in a ``float`` slot, so ``eps=1`` and ``eps=1.0`` encode alike);
+          float -> as_float (inf/nan kept); str -> as_string;
+        - torch.dtype/layout/memory_format/device -> their enum kinds;
+        - lists by the schema's element type: Tensor[] -> as_tensors,
+          Tensor?[] -> as_optional_tensors (always, None or not), int[] ->
+          as_ints, float[] -> as_floats, bool[] -> as_bools, str[] ->
+          as_strings; without a usable schema type, by the values.
+
+        A Python number in a ``Tensor`` slot (a wrapped number) is encoded as
+        the number. Anything else raises CaptureError naming ``where``.
+        """
+        if isinstance(value, torch.fx.Node):
+            msg.as_tensor.name = self._tensor(value, where)
+        elif value is None:
+            msg.as_none = True
+        elif isinstance(value, (list, tuple)):
+            self._encode_list(msg, list(value), _list_element_kind(jit_type), where)
+        else:
+            self._encode_scalar(msg, value, _scalar_kind(jit_type), where)
+
+    def _tensor(self, node: torch.fx.Node, where: str) -> str:
+        name = self.tensor_name(node)
+        if name is None:
+            raise CaptureError(f"{where}: refers to FX node '{node.name}', which holds no tensor")
+        return name
+
+    def _encode_scalar(self, msg, value, kind, where):
+        if isinstance(value, bool):
+            if kind == "int":
+                msg.as_int = int(value)
+            else:
+                msg.as_bool = value
+        elif isinstance(value, int):
+            if kind == "float":
+                msg.as_float = float(value)
+            else:
+                msg.as_int = _check_int64(value, where)
+        elif isinstance(value, float):
+            msg.as_float = value
+        elif isinstance(value, str):
+            msg.as_string = value
+        elif isinstance(value, torch.dtype):
+            msg.as_scalar_type = _scalar_type(value, where)
+        elif isinstance(value, torch.layout):
+            msg.as_layout = _layout(value, where)
+        elif isinstance(value, torch.memory_format):
+            try:
+                msg.as_memory_format = _MEMORY_FORMATS[value]
+            except KeyError:
+                raise CaptureError(f"{where}: memory format {value} has no graph.proto MemoryFormat") from None
+        elif isinstance(value, torch.device):
+            _set_device(msg.as_device, value)
+        elif isinstance(value, complex):
+            raise CaptureError(f"{where}: cannot encode a complex scalar {value!r} "
+                               "(graph.proto has no complex literal)")
+        else:
+            raise CaptureError(f"{where}: cannot encode a value of type {type(value).__name__}: {value!r}")
+
+    def _encode_list(self, msg, items, kind, where):
+        if kind is None:
+            kind = _infer_list_kind(items, where)
+        if kind == "Tensor":
+            out = msg.as_tensors
+            for item in items:
+                if not isinstance(item, torch.fx.Node):
+                    raise CaptureError(f"{where}: Tensor[] element {item!r} is not a tensor")
+                out.items.add(name=self._tensor(item, where))
+        elif kind == "OptionalTensor":
+            out = msg.as_optional_tensors
+            for item in items:
+                if item is None:
+                    out.items.add(as_none=True)
+                elif isinstance(item, torch.fx.Node):
+                    out.items.add().as_tensor.name = self._tensor(item, where)
+                else:
+                    raise CaptureError(f"{where}: Tensor?[] element {item!r} is neither a tensor nor None")
+        elif kind == "int":
+            if not all(isinstance(i, int) for i in items):
+                raise CaptureError(f"{where}: int[] holds non-integers {items!r}")
+            msg.as_ints.SetInParent()
+            msg.as_ints.items.extend(_check_int64(int(i), where) for i in items)
+        elif kind == "float":
+            if not all(isinstance(i, (int, float)) and not isinstance(i, bool) for i in items):
+                raise CaptureError(f"{where}: float[] holds non-numbers {items!r}")
+            msg.as_floats.SetInParent()
+            msg.as_floats.items.extend(float(i) for i in items)
+        elif kind == "bool":
+            if not all(isinstance(i, bool) for i in items):
+                raise CaptureError(f"{where}: bool[] holds non-booleans {items!r}")
+            msg.as_bools.SetInParent()
+            msg.as_bools.items.extend(items)
+        elif kind == "str":
+            if not all(isinstance(i, str) for i in items):
+                raise CaptureError(f"{where}: str[] holds non-strings {items!r}")
+            msg.as_strings.SetInParent()
+            msg.as_strings.items.extend(items)
+        elif kind == "Scalar":
+            self._encode_list(msg, items, _infer_list_kind(items, where), where)
+        else:
+            raise CaptureError(f"{where}: cannot encode a list of kind {kind}")
+
+
+def _infer_list_kind(items, where) -> str:
+    """The list kind of ``items`` when the schema does not say."""
+    if not items:
+        raise CaptureError(f"{where}: cannot tell the type of an empty list")
+    if all(isinstance(i, torch.fx.Node) for i in items):
+        return "Tensor"
+    if all(i is None or isinstance(i, torch.fx.Node) for i in items):
+        return "OptionalTensor"
+    if all(isinstance(i, bool) for i in items):
+        return "bool"
+    if all(isinstance(i, int) and not isinstance(i, bool) for i in items):
+        return "int"
+    if all(isinstance(i, (int, float)) and not isinstance(i, bool) for i in items):
+        return "float"
+    if all(isinstance(i, str) for i in items):
+        return "str"
+    raise CaptureError(f"{where}: cannot encode the list {items!r}")
+
+
+def _check_int64(value: int, where: str) -> int:
+    if not _INT64_MIN <= value <= _INT64_MAX:
+        raise CaptureError(f"{where}: integer {value} does not fit in int64")
+    return value
+
+
+def _encode_literal(msg: graph_pb2.Argument, value: Any, where: str) -> None:
+    """A non-tensor input or output value as an Argument literal."""
+    if isinstance(value, torch.fx.Node):
+        raise CaptureError(f"{where}: unexpected FX node {value.name}")
+    _Encoder(lambda node: None).encode(msg, value, None, where)
+
+
+def operator_name(op: torch._ops.OpOverload) -> str:
+    """``ns::name`` plus ``.overload`` unless the overload name is empty:
+    exactly the qualified name ``str(op._schema)`` begins with."""
+    schema = op._schema
+    return schema.name + ("." + schema.overload_name if schema.overload_name else "")
+
+
+# ---------------------------------------------------------------------------
+# The capture itself.
+# ---------------------------------------------------------------------------
+
+
+def _as_input_tuple(example_inputs) -> tuple:
+    if isinstance(example_inputs, (list, tuple)):
+        return tuple(example_inputs)
+    return (example_inputs,)
+
+
+def trace(fn_or_module: Union[Callable, torch.nn.Module], example_inputs) -> Captured:
+    """Capture ``fn_or_module(*example_inputs)``; see :func:`capture`.
+
+    Returns a :class:`Captured` holding the message, the values of the
+    CONSTANT inputs and the make_fx FX graph.
+    """
+    fn = fn_or_module
+    module = fn if isinstance(fn, torch.nn.Module) else None
+    if module is None and not callable(fn):
+        raise TypeError(f"capture expects a callable or an nn.Module, got {type(fn).__name__}")
+    example_inputs = _as_input_tuple(example_inputs)
+
+    # 1. Flatten: state (params then buffers) and user leaves.
+    if module is not None:
+        params, buffers, state_paths = _module_state(module)
+    else:
+        params, buffers, state_paths = [], [], {}
+    state = params + buffers
+    user_leaves, user_spec = pytree.tree_flatten(example_inputs)
+    user_names = _user_input_names(fn, example_inputs)
+    for i, leaf in enumerate(user_leaves):
+        if isinstance(leaf, torch.Tensor):
+            _check_copyable(leaf, f"input {user_names[i]}")
+        elif not (leaf is None or isinstance(leaf, (bool, int, float, str))):
+            raise CaptureError(f"input {user_names[i]}: cannot capture an input of type "
+                               f"{type(leaf).__name__} (tensors, numbers, strings and None only)")
+    for path, t, _ in state:
+        _check_copyable(t, f"module state '{path}'")
+    flat_real = [t for _, t, _ in state] + list(user_leaves)
+
+    # 2 + 3. Copy and trace.
+    gm = _trace_fx(fn, module, state_paths, len(state), user_spec, _copy_tensors(flat_real))
+
+    # Collect the graph's inputs in their final order.
+    placeholders = [n for n in gm.graph.nodes if n.op == "placeholder"]
+    if len(placeholders) != len(flat_real):
+        raise CaptureError(f"make_fx produced {len(placeholders)} placeholders for "
+                           f"{len(flat_real)} flattened inputs")
+    names = _Names()
+    inputs: List[_Input] = []
+    for (path, t, _), ph in zip(params, placeholders):
+        inputs.append(_Input(graph_pb2.INPUT_KIND_PARAMETER, t, "", path, False, ph))
+    for (path, t, persistent), ph in zip(buffers, placeholders[len(params):]):
+        inputs.append(_Input(graph_pb2.INPUT_KIND_BUFFER, t, "", path, persistent, ph))
+    constants: Dict[str, torch.Tensor] = {}
+    attr_nodes: Dict[torch.fx.Node, str] = {}
+    for node in gm.graph.nodes:
+        if node.op != "get_attr":
+            continue
+        if node.target not in constants:
+            value = _fetch_attr(gm, node.target)
+            if not isinstance(value, torch.Tensor):
+                raise CaptureError(f"node '{node.name}': attribute {node.target} is not a tensor")
+            _check_copyable(value, f"constant '{node.target}'")
+            constants[node.target] = value
+            inputs.append(_Input(graph_pb2.INPUT_KIND_CONSTANT, value, "", node.target, False, node))
+        attr_nodes[node] = node.target
+    for leaf, name, ph in zip(user_leaves, user_names, placeholders[len(state):]):
+        inputs.append(_Input(graph_pb2.INPUT_KIND_USER_INPUT, leaf, name, "", False, ph))
+
+    prefixes = {graph_pb2.INPUT_KIND_PARAMETER: "p_", graph_pb2.INPUT_KIND_BUFFER: "b_"}
+    for inp in inputs:
+        if inp.kind in prefixes:
+            inp.name = names.take(prefixes[inp.kind] + inp.target.replace(".", "_"))
+        elif inp.kind == graph_pb2.INPUT_KIND_CONSTANT:
+            inp.name = names.take(inp.target.replace(".", "_"))
+        else:
+            inp.name = names.take(inp.name)
+
+    # 4. Replay on fresh copies, recording metadata.
+    copies = _copy_tensors([inp.value for inp in inputs])
+    env_inputs: Dict[torch.fx.Node, Any] = {}
+    by_target = {inp.target: c for inp, c in zip(inputs, copies)
+                 if inp.kind == graph_pb2.INPUT_KIND_CONSTANT}
+    for inp, c in zip(inputs, copies):
+        if inp.kind != graph_pb2.INPUT_KIND_CONSTANT:
+            env_inputs[inp.fx_node] = c
+    for node, target in attr_nodes.items():
+        env_inputs[node] = by_target[target]
+    metas = _replay(gm, env_inputs)
+
+    # 5. Encode.
+    msg = _encode(gm, inputs, attr_nodes, metas, names)
+    return Captured(graph_module=msg, constants=constants, fx_graph=gm)
+
+
+def _value_path(node: torch.fx.Node) -> tuple:
+    """The value path of an FX node: getitem chains become index tuples."""
+    path = []
+    while node.op == "call_function" and node.target is operator.getitem:
+        path.append(node.args[1])
+        node = node.args[0]
+    return (node,) + tuple(reversed(path))
+
+
+def _encode(gm, inputs: List[_Input], attr_nodes, metas, names: _Names) -> graph_pb2.GraphModule:
+    msg = graph_pb2.GraphModule()
+    msg.schema_version.major, msg.schema_version.minor = SCHEMA_VERSION
+    msg.torch_version = torch.__version__
+    msg.producer = PRODUCER
+    graph = msg.graph
+
+    # Value names by value path. Inputs first (already named).
+    path_names: Dict[tuple, str] = {}
+    for inp in inputs:
+        if isinstance(inp.value, torch.Tensor):
+            path_names[(inp.fx_node,)] = inp.name
+    first_attr = {}
+    for node, target in attr_nodes.items():
+        first_attr.setdefault(target, node)
+        path_names[(node,)] = path_names[(first_attr[target],)]
+
+    call_nodes = [n for n in gm.graph.nodes if n.op == "call_function" and n.target is not operator.getitem]
+    for node in call_nodes:
+        if not isinstance(node.target, torch._ops.OpOverload):
+            raise CaptureError(f"node '{node.name}': target {node.target!r} is not an ATen operator overload")
+        for user in node.users:
+            if not (user.op == "call_function" and user.target is operator.getitem) and (node,) not in metas:
+                raise CaptureError(f"node '{node.name}': its {type(user.target).__name__} user "
+                                   f"'{user.name}' reads a multi-output result without getitem")
+        if (node,) in metas:
+            path_names[(node,)] = names.take(node.name)
+    for node in gm.graph.nodes:
+        if node.op == "call_function" and node.target is operator.getitem:
+            path = _value_path(node)
+            if path in metas:
+                path_names[path] = names.take(node.name)
+
+    def tensor_name(node: torch.fx.Node) -> Optional[str]:
+        return path_names.get(_value_path(node))
+
+    encoder = _Encoder(tensor_name)
+
+    # Inputs.
+    for inp in inputs:
+        spec = graph.inputs.add(kind=inp.kind, target=inp.target, persistent=inp.persistent)
+        where = f"input {inp.name}"
+        if isinstance(inp.value, torch.Tensor):
+            spec.arg.as_tensor.name = inp.name
+            graph.tensor_values.add(name=inp.name, meta=metas[(inp.fx_node,)])
+        else:
+            _encode_literal(spec.arg, inp.value, where)
+
+    # Storage groups, among the caller's real tensors.
+    groups: Dict[Tuple[str, int], List[int]] = {}
+    for i, inp in enumerate(inputs):
+        if isinstance(inp.value, torch.Tensor):
+            groups.setdefault(_storage_key(inp.value), []).append(i)
+    for members in groups.values():
+        if len(members) > 1:
+            graph.storage_groups.add(inputs=members)
+
+    # Nodes.
+    operators: Dict[str, str] = {}
+    for node in call_nodes:
+        op = node.target
+        schema = op._schema
+        target = operator_name(op)
+        operators[target] = str(schema)
+        out = graph.nodes.add(target=target)
+        _encode_node_inputs(out, node, schema, target, encoder)
+        _encode_node_outputs(out, graph, node, schema, target, metas, path_names, names)
+        stack = node.meta.get(_META_STACK)
+        if stack:
+            out.metadata.stack_trace = stack
+        module_path = node.meta.get(_META_MODULE)
+        if module_path:
+            out.metadata.module_path = module_path
+
+    for name in sorted(operators):
+        msg.operators.add(name=name, schema=operators[name])
+
+    # Outputs.
+    output_node = next(n for n in gm.graph.nodes if n.op == "output")
+    leaves, _ = pytree.tree_flatten(output_node.args[0])
+    for i, leaf in enumerate(leaves):
+        encoder.encode(graph.outputs.add(), leaf, None, f"output {i}")
+    return msg
+
+
+def _encode_node_inputs(out: graph_pb2.Node, node, schema, target: str, encoder: _Encoder) -> None:
+    """Bind the FX node's args/kwargs to the schema's argument names."""
+    arguments = list(schema.arguments)
+    by_name = {a.name: a for a in arguments}
+    if len(node.args) > len(arguments):
+        raise CaptureError(f"node '{node.name}' ({target}): {len(node.args)} positional arguments "
+                           f"for a schema with {len(arguments)}")
+    for arg, value in zip(arguments, node.args):
+        where = f"node '{node.name}' ({target}), argument '{arg.name}'"
+        named = out.inputs.add(name=arg.name, kind=graph_pb2.ARGUMENT_KIND_POSITIONAL)
+        encoder.encode(named.arg, value, arg.type, where)
+    for key in node.kwargs:
+        if key not in by_name:
+            raise CaptureError(f"node '{node.name}' ({target}): keyword argument '{key}' "
+                               "is not in the schema")
+    positional = {a.name for a in arguments[:len(node.args)]}
+    for arg in arguments:  # keywords in schema order
+        if arg.name in node.kwargs:
+            if arg.name in positional:
+                raise CaptureError(f"node '{node.name}' ({target}): argument '{arg.name}' "
+                                   "given both positionally and by keyword")
+            where = f"node '{node.name}' ({target}), argument '{arg.name}'"
+            named = out.inputs.add(name=arg.name, kind=graph_pb2.ARGUMENT_KIND_KEYWORD)
+            encoder.encode(named.arg, node.kwargs[arg.name], arg.type, where)
+
+
+def _encode_node_outputs(out: graph_pb2.Node, graph, node, schema, target, metas, path_names,
+                         names: _Names) -> None:
+    """One output Argument per schema return; fresh names for unused ones."""
+    returns = list(schema.returns)
+    where = f"node '{node.name}' ({target})"
+
+    def name_for(path):
+        if path not in path_names:
+            suffix = "_".join(str(i) for i in path[1:])
+            path_names[path] = names.take(f"{node.name}_{suffix}")
+        graph.tensor_values.add(name=path_names[path], meta=metas[path])
+        return path_names[path]
+
+    def encode_return(arg: graph_pb2.Argument, ret, path):
+        kind = _strip_optional(ret.type).kind()
+        if kind == "TensorType":
+            if path in metas:
+                arg.as_tensor.name = name_for(path)
+            else:
+                arg.as_none = True  # a Tensor? return that was None
+        elif _list_element_kind(ret.type) == "Tensor":
+            arg.as_tensors.SetInParent()
+            i = 0
+            while path + (i,) in metas:
+                arg.as_tensors.items.add(name=name_for(path + (i,)))
+                i += 1
+        else:
+            raise CaptureError(f"{where}: cannot encode a return of type {ret.type}")
+
+    if len(returns) == 1:
+        encode_return(out.outputs.add(), returns[0], (node,))
+    else:
+        for i, ret in enumerate(returns):
+            encode_return(out.outputs.add(), ret, (node, i))
+
+
+def capture(fn_or_module: Union[Callable, torch.nn.Module], example_inputs) -> graph_pb2.GraphModule:
+    """Capture ``fn_or_module(*example_inputs)`` as a ``graph_pb2.GraphModule``.
+
+    ``fn_or_module`` is a callable or an ``nn.Module`` (whose parameters and
+    buffers become graph inputs); ``example_inputs`` is a tuple or list of
+    positional arguments (a lone tensor is accepted too). The caller's
+    tensors are never modified: tracing runs on copies. The input order, the
+    handling of non-tensor inputs and the encoding are described in the
+    module docstring.
+
+    Raises:
+        CaptureError: the program cannot be traced, or the trace holds a
+            value graph.proto cannot express.
+    """
+    return trace(fn_or_module, example_inputs).graph_module
+
+
+def export_graph(fn_or_module: Union[Callable, torch.nn.Module], example_inputs,
+                 path: Union[str, os.PathLike]) -> graph_pb2.GraphModule:
+    """Capture and write the GraphModule to ``path``; return the message.
+
+    ``.pb`` writes the binary protobuf (deterministic serialization);
+    ``.json`` writes proto3 JSON with the original field names (int64 values
+    appear as strings, as proto3 JSON requires; NaN and infinities as
+    "NaN"/"Infinity"). Any other extension raises ValueError before tracing.
+    """
+    ext = os.path.splitext(os.fspath(path))[1].lower()
+    if ext not in (".pb", ".json"):
+        raise ValueError(f"export_graph: unknown extension {ext!r} for {os.fspath(path)!r} "
+                         "(use .pb or .json)")
+    msg = capture(fn_or_module, example_inputs)
+    if ext == ".pb":
+        data = msg.SerializeToString(deterministic=True)
+        with open(path, "wb") as f:
+            f.write(data)
+    else:
+        from google.protobuf import json_format
+        text = json_format.MessageToJson(msg, preserving_proto_field_name=True)
+        with open(path, "w", encoding="utf-8") as f:
+            f.write(text + "\n")
+    return msg
