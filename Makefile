@@ -1,6 +1,7 @@
 # Makefile for compiled. See README.md for the two commands a newcomer needs.
 #
 #   make            build everything into $(BUILD) (default build/)
+#   make demo       build, then run the main job on a shipped example graph
 #   make test       run every test (Criterion and Python); non-zero on failure
 #   make check      tests + clang-format check + cppcheck on our own sources
 #   make asan       build with ASan+UBSan into build/asan and run the tests
@@ -35,11 +36,14 @@ LDFLAGS += -fsanitize=address,undefined
 endif
 
 # ---- generated protobuf code ----
-PROTOS     := $(wildcard proto/*.proto)
-PROTO_C    := $(patsubst proto/%.proto,$(BUILD)/gen/proto/%.pb-c.c,$(PROTOS))
+# The protos live under proto/compiled/v1/ so they register as
+# "compiled/v1/*.proto": torch registers an unrelated "graph.proto" in
+# protobuf's shared descriptor pool, and names there must be unique.
+PROTOS     := $(wildcard proto/compiled/v1/*.proto)
+PROTO_C    := $(patsubst proto/%.proto,$(BUILD)/gen/%.pb-c.c,$(PROTOS))
 PROTO_H    := $(PROTO_C:.c=.h)
-PY_PB_DIR  := client/python/compiled/_pb
-PY_PB      := $(patsubst proto/%.proto,$(PY_PB_DIR)/%_pb2.py,$(PROTOS))
+PY_PB_DIR  := client/python/compiled/v1
+PY_PB      := $(patsubst proto/compiled/v1/%.proto,$(PY_PB_DIR)/%_pb2.py,$(PROTOS))
 
 # ---- libraries ----
 COMPILER_SRC := $(wildcard compiler/*.c)
@@ -66,7 +70,7 @@ endif
 TESTS := $(patsubst tests/%.c,$(BUILD)/tests/%,$(TEST_SRC))
 BUILD_ID_H := $(BUILD)/gen/build_id.h
 
-.PHONY: all test test-c test-py check format format-check lint asan fuzz \
+.PHONY: all demo test test-c test-py check format format-check lint asan fuzz \
         fuzz-build bootstrap clean py-proto
 .DEFAULT_GOAL := all
 
@@ -83,15 +87,15 @@ bootstrap:
 	deploy/bootstrap.sh
 
 # Everything compiled depends on the generated headers being present.
-$(BUILD)/gen/proto/%.pb-c.c $(BUILD)/gen/proto/%.pb-c.h: proto/%.proto | $(BUILD)/.bootstrap
+$(BUILD)/gen/%.pb-c.c $(BUILD)/gen/%.pb-c.h: proto/%.proto | $(BUILD)/.bootstrap
 	@mkdir -p $(BUILD)/gen
-	protoc-c --c_out=$(BUILD)/gen $<
+	protoc-c -Iproto --c_out=$(BUILD)/gen $<
 
 # The compiler's build id: a digest of every source that shapes an artifact.
 # Rewritten only when it changes, so it does not force rebuilds.
 $(BUILD_ID_H): FORCE
 	@mkdir -p $(dir $@)
-	@id=$$(cat $(sort $(wildcard compiler/*.c compiler/*.h proto/*.proto)) | sha256sum | cut -c1-32); \
+	@id=$$(cat $(sort $(wildcard compiler/*.c compiler/*.h) $(PROTOS)) | sha256sum | cut -c1-32); \
 	  printf '#define GC_BUILD_ID "%s"\n' "$$id" > $@.tmp; \
 	  if cmp -s $@.tmp $@; then rm -f $@.tmp; else mv $@.tmp $@; fi
 FORCE:
@@ -125,15 +129,23 @@ $(BUILD)/bin/compiled: $(call obj,$(DAEMON_SRC)) $(LIBS)
 	@mkdir -p $(dir $@)
 	$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS)
 
-# ---- Python protobuf modules (generated with Debian's grpc_tools) ----
+# ---- Python protobuf modules ----
+# Generated with the system protoc (3.21, matching python3-protobuf) into the
+# package itself, as compiled.v1.*_pb2; gRPC stubs with Debian's plugin.
 py-proto: $(PY_PB)
-$(PY_PB_DIR)/%_pb2.py: proto/%.proto | $(BUILD)/.bootstrap
+$(PY_PB_DIR)/%_pb2.py: proto/compiled/v1/%.proto | $(BUILD)/.bootstrap
 	@mkdir -p $(PY_PB_DIR)
-	$(PYTHON) -m grpc_tools.protoc -Iproto --python_out=$(PY_PB_DIR) \
-	  --grpc_python_out=$(PY_PB_DIR) $<
-	@# generated modules import each other as top-level names; make them relative
-	sed -i -E 's/^import ([a-z_]+_pb2) as/from . import \1 as/' $(PY_PB_DIR)/$*_pb2.py $(PY_PB_DIR)/$*_pb2_grpc.py
+	protoc -Iproto --python_out=client/python \
+	  --plugin=protoc-gen-grpc_python=/usr/bin/grpc_python_plugin \
+	  --grpc_python_out=client/python $<
 	@touch $(PY_PB_DIR)/__init__.py
+
+# ---- the demo: the main job on its embedded defaults ----
+DEMO_GRAPH ?= tests/data/graphs/mlp.pb
+demo: all
+	$(BUILD)/bin/compilectl graph validate $(DEMO_GRAPH)
+	$(BUILD)/bin/compilectl graph fmt $(DEMO_GRAPH)
+	$(BUILD)/bin/compilectl graph hash --json $(DEMO_GRAPH)
 
 # ---- tests ----
 $(BUILD)/tests/%: tests/%.c $(call obj,$(TESTLIB_SRC)) $(LIBS) $(PROTO_H)
@@ -178,14 +190,16 @@ FUZZ_BUILD := build/fuzz
 fuzz-build:
 	$(MAKE) BUILD=$(FUZZ_BUILD) CC=clang \
 	  CFLAGS="-O1 -g -fsanitize=fuzzer-no-link,address,undefined -fno-omit-frame-pointer" \
-	  LDFLAGS="-fsanitize=address,undefined" $(FUZZ_BUILD)/lib/libcdcompiler.a $(FUZZ_BUILD)/lib/libcdproto.a
+	  LDFLAGS="-fsanitize=address,undefined" $(FUZZ_BUILD)/lib/libcdcompiler.a \
+	  $(FUZZ_BUILD)/lib/libcdproto.a $(FUZZ_BUILD)/lib/libcdclient.a
 	@mkdir -p $(FUZZ_BUILD)/fuzz
 	@for f in $(FUZZ_SRC); do \
 	  n=$$(basename $$f .c); \
 	  echo "CC $$n"; \
 	  clang -O1 -g -std=c11 -D_GNU_SOURCE -fsanitize=fuzzer,address,undefined \
 	    -I. -I$(FUZZ_BUILD)/gen $(PKG_CFLAGS) -o $(FUZZ_BUILD)/fuzz/$$n $$f \
-	    $(FUZZ_BUILD)/lib/libcdcompiler.a $(FUZZ_BUILD)/lib/libcdproto.a $(LDLIBS) || exit 1; \
+	    $(FUZZ_BUILD)/lib/libcdclient.a $(FUZZ_BUILD)/lib/libcdcompiler.a \
+	    $(FUZZ_BUILD)/lib/libcdproto.a $(LDLIBS) || exit 1; \
 	done
 
 fuzz: fuzz-build
@@ -195,6 +209,6 @@ fuzz: fuzz-build
 	done
 
 clean:
-	rm -rf build $(PY_PB_DIR)
+	rm -rf build $(PY_PB_DIR) client/python/compiled/_pb
 
 -include $(shell find $(BUILD)/obj $(BUILD)/tests -name '*.d' 2>/dev/null)

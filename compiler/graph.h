@@ -22,7 +22,7 @@
 #include "compiler/arg.h"
 #include "compiler/error.h"
 #include "compiler/schema.h"
-#include "proto/graph.pb-c.h"
+#include "compiled/v1/graph.pb-c.h"
 
 /* The schema version this build reads and writes. */
 #define GC_SCHEMA_MAJOR 1

@@ -9,7 +9,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "proto/graph.pb-c.h"
+#include "compiled/v1/graph.pb-c.h"
 
 /* Exit codes: distinct so scripts can tell failures apart. */
 enum {

@@ -14,7 +14,7 @@
 #define GRAPHMUT_H
 
 #include "compiler/arena.h"
-#include "proto/graph.pb-c.h"
+#include "compiled/v1/graph.pb-c.h"
 #include "tests/lib/testutil.h"
 
 typedef Compiled__V1__GraphModule gm_module;

@@ -23,7 +23,7 @@
 #define TGRAPH_H
 
 #include "compiler/arena.h"
-#include "proto/graph.pb-c.h"
+#include "compiled/v1/graph.pb-c.h"
 
 /* Builds the message in the arena. Returns NULL with a message in err when
  * the text cannot be understood (a test bug, not a graph error). */

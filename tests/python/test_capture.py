@@ -16,13 +16,13 @@ import os
 import subprocess
 import sys
 
-import compiled  # before torch: see client/python/compiled/__init__.py
+import compiled
 import pytest
 import torch
 import torch.utils._pytree as pytree
 from google.protobuf import json_format
 
-from compiled._pb import graph_pb2
+from compiled.v1 import graph_pb2
 
 REPO = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
 DATA = os.path.join(REPO, "tests", "data", "graphs")

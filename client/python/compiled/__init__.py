@@ -2,7 +2,7 @@
 
 Today the package holds graph capture: it turns a PyTorch function or
 ``nn.Module`` into a ``compiled.v1.GraphModule`` protobuf message (see
-``proto/graph.proto`` and ``docs/graph-format.md``), the unit the daemon
+``proto/compiled/v1/graph.proto`` and ``docs/graph-format.md``), the unit the daemon
 hashes and compiles. The gRPC client and the artifact runtime will live here
 too; capture never depends on them (nor on grpc).
 
@@ -27,18 +27,15 @@ class CaptureError(Exception):
     """
 
 
-# The generated protobuf module is loaded before torch on purpose: the code
-# Debian's grpc_tools (libprotoc 3.5) generates looks its descriptors up by
-# name in the C++ default pool, where torch's libraries already register an
-# unrelated "graph.proto" (OpenCV's TensorFlow importer); loaded after torch,
-# it fails with KeyError "Couldn't find enum compiled.v1.ScalarType".
+# The generated protobuf modules live in compiled.v1 (made by `make`, from
+# proto/compiled/v1/*.proto). Their proto path is unique on purpose: torch
+# registers an unrelated "graph.proto" in protobuf's shared descriptor pool.
 try:
-    from ._pb import graph_pb2  # noqa: E402,F401
-except Exception as e:  # generated code missing or unloadable
+    from .v1 import graph_pb2  # noqa: E402,F401
+except ImportError as e:  # generated code missing
     raise ImportError(
-        "compiled: cannot load the generated module compiled._pb.graph_pb2 "
-        f"({type(e).__name__}: {e}); run `make py-proto`. If torch was imported "
-        "first, import compiled before torch (see compiled/__init__.py)."
+        "compiled: cannot load the generated module compiled.v1.graph_pb2 "
+        f"({e}); run `make` (or `make py-proto`) in the repository first."
     ) from e
 
 # Imported after CaptureError and __version__ on purpose: capture.py uses both.

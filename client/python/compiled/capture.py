@@ -84,7 +84,7 @@ from torch.fx.experimental.proxy_tensor import make_fx
 from torch.utils._python_dispatch import TorchDispatchMode
 
 from . import CaptureError, __version__
-from ._pb import graph_pb2
+from .v1 import graph_pb2
 
 __all__ = ["Captured", "capture", "trace", "export_graph"]
 

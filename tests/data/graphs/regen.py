@@ -20,7 +20,7 @@ import math
 import os
 import sys
 
-import compiled  # before torch: see client/python/compiled/__init__.py
+import compiled
 import torch
 import torch.nn as nn
 import torch.nn.functional as F

@@ -1,0 +1,44 @@
+/*
+ * fuzz_graph.c: libFuzzer target for everything that reads graph bytes from
+ * the network: unpack, resolve, validate; and, for graphs that pass, the
+ * cache key (computed twice: it must be deterministic) and the listing.
+ * Seeds: the captured graphs in tests/data/graphs.
+ */
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "compiler/graph.h"
+#include "compiler/key.h"
+#include "compiler/print.h"
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
+  gc_limits lim;
+  gc_limits_default(&lim);
+  lim.max_memory = (size_t)256 << 20;
+  gc_arena *a = gc_arena_new(lim.max_memory);
+  if (!a)
+    return 0;
+  gc_graph *g;
+  gc_error err;
+  if (gc_graph_decode(a, data, size, &lim, &g, &err) == 0) {
+    gc_options o;
+    gc_options_default(&o);
+    gc_target t = {.arch = "x86_64", .isa = "avx2", .toolchain = "cc",
+                   .cflags = "-O2"};
+    gc_key k1, k2;
+    int r1 = gc_key_compute(g, &o, &t, &k1, &err);
+    int r2 = gc_key_compute(g, &o, &t, &k2, &err);
+    if (r1 != r2 || (r1 == 0 && memcmp(&k1, &k2, sizeof k1) != 0))
+      abort(); /* the key must be deterministic */
+    gc_buf out = GC_BUF_INIT;
+    gc_graph_print(g, &out);
+    gc_buf_free(&out);
+  } else if (err.msg[0] == '\0') {
+    abort(); /* every failure must say why */
+  }
+  gc_arena_free(a);
+  return 0;
+}
