@@ -18,22 +18,28 @@ CC      ?= gcc
 PYTHON  ?= /usr/bin/python3
 SAN     ?=
 FUZZ_SECONDS ?= 60
+# V=1 shows full command lines.
+Q := $(if $(V),,@)
 
 PKGS     := grpc gpr libprotobuf-c libuv sqlite3 libcrypto libzstd jansson
 PKG_CFLAGS := $(shell pkg-config --cflags $(PKGS) 2>/dev/null)
 PKG_LIBS   := $(shell pkg-config --libs $(PKGS) 2>/dev/null)
 
+# OPT sets optimisation; SAN_FLAGS instrumentation; CFLAGS/LDFLAGS given on
+# the command line are added, never replace the project's own flags.
 WARN     := -Wall -Wextra -Wshadow -Wstrict-prototypes -Wmissing-prototypes \
             -Wno-unused-parameter -Wvla
-CFLAGS   ?= -O2 -g
-CFLAGS   += -std=c11 $(WARN) -D_GNU_SOURCE -fno-strict-aliasing -pthread
-CPPFLAGS += -I. -I$(BUILD)/gen $(PKG_CFLAGS) -MMD -MP
-LDLIBS   += $(PKG_LIBS) -lm -pthread
-
+OPT      ?= -O2 -g
 ifeq ($(SAN),1)
-CFLAGS  += -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined
-LDFLAGS += -fsanitize=address,undefined
+SAN_FLAGS ?= -fsanitize=address,undefined -fno-omit-frame-pointer \
+             -fno-sanitize-recover=undefined
+SAN_LDFLAGS ?= -fsanitize=address,undefined
 endif
+ALL_CFLAGS   = $(OPT) -std=c11 $(WARN) -D_GNU_SOURCE -fno-strict-aliasing \
+               -pthread $(SAN_FLAGS) $(CFLAGS)
+ALL_CPPFLAGS = -I. -I$(BUILD)/gen $(PKG_CFLAGS) -MMD -MP $(CPPFLAGS)
+ALL_LDFLAGS  = $(SAN_LDFLAGS) $(LDFLAGS)
+LDLIBS   += $(PKG_LIBS) -lm -pthread
 
 # ---- generated protobuf code ----
 # The protos live under proto/compiled/v1/ so they register as
@@ -89,7 +95,8 @@ bootstrap:
 # Everything compiled depends on the generated headers being present.
 $(BUILD)/gen/%.pb-c.c $(BUILD)/gen/%.pb-c.h: proto/%.proto | $(BUILD)/.bootstrap
 	@mkdir -p $(BUILD)/gen
-	protoc-c -Iproto --c_out=$(BUILD)/gen $<
+	@echo "  PROTOC  $<"
+	$(Q)protoc-c -Iproto --c_out=$(BUILD)/gen $<
 
 # The compiler's build id: a digest of every source that shapes an artifact.
 # Rewritten only when it changes, so it does not force rebuilds.
@@ -100,34 +107,45 @@ $(BUILD_ID_H): FORCE
 	  if cmp -s $@.tmp $@; then rm -f $@.tmp; else mv $@.tmp $@; fi
 FORCE:
 
-$(BUILD)/obj/%.o: %.c $(PROTO_H) $(BUILD_ID_H) | $(BUILD)/.bootstrap
+# Only the key includes the build id; the rest must not rebuild when it moves.
+$(BUILD)/obj/compiler/key.o: $(BUILD_ID_H)
+
+$(BUILD)/obj/%.o: %.c $(PROTO_H) | $(BUILD)/.bootstrap
 	@mkdir -p $(dir $@)
-	$(CC) $(CPPFLAGS) $(CFLAGS) -c $< -o $@
+	@echo "  CC      $<"
+	$(Q)$(CC) $(ALL_CPPFLAGS) $(ALL_CFLAGS) -c $< -o $@
 
 # Generated code is not ours: compile it without our warning set.
 $(BUILD)/obj/gen/%.o: $(BUILD)/gen/%.c $(PROTO_H)
 	@mkdir -p $(dir $@)
-	$(CC) $(CPPFLAGS) $(filter-out $(WARN),$(CFLAGS)) -c $< -o $@
+	@echo "  CC      $<"
+	$(Q)$(CC) $(ALL_CPPFLAGS) $(filter-out $(WARN),$(ALL_CFLAGS)) -c $< -o $@
 
 $(LIB_PROTO): $(patsubst $(BUILD)/gen/%.c,$(BUILD)/obj/gen/%.o,$(PROTO_C))
 	@mkdir -p $(dir $@)
-	rm -f $@ && ar rcs $@ $^
+	@echo "  AR      $@"
+	$(Q)rm -f $@ && ar rcs $@ $^
 $(LIB_COMPILER): $(call obj,$(COMPILER_SRC))
 	@mkdir -p $(dir $@)
-	rm -f $@ && ar rcs $@ $^
+	@echo "  AR      $@"
+	$(Q)rm -f $@ && ar rcs $@ $^
 $(LIB_CACHE): $(call obj,$(CACHE_SRC))
 	@mkdir -p $(dir $@)
-	rm -f $@ && ar rcs $@ $^
+	@echo "  AR      $@"
+	$(Q)rm -f $@ && ar rcs $@ $^
 $(LIB_CLIENT): $(call obj,$(CLIENT_SRC))
 	@mkdir -p $(dir $@)
-	rm -f $@ && ar rcs $@ $^
+	@echo "  AR      $@"
+	$(Q)rm -f $@ && ar rcs $@ $^
 
 $(BUILD)/bin/compilectl: $(call obj,$(CTL_SRC)) $(LIBS)
 	@mkdir -p $(dir $@)
-	$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS)
+	@echo "  LD      $@"
+	$(Q)$(CC) $(ALL_LDFLAGS) -o $@ $^ $(LDLIBS)
 $(BUILD)/bin/compiled: $(call obj,$(DAEMON_SRC)) $(LIBS)
 	@mkdir -p $(dir $@)
-	$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS)
+	@echo "  LD      $@"
+	$(Q)$(CC) $(ALL_LDFLAGS) -o $@ $^ $(LDLIBS)
 
 # ---- Python protobuf modules ----
 # Generated with the system protoc (3.21, matching python3-protobuf) into the
@@ -135,7 +153,8 @@ $(BUILD)/bin/compiled: $(call obj,$(DAEMON_SRC)) $(LIBS)
 py-proto: $(PY_PB)
 $(PY_PB_DIR)/%_pb2.py: proto/compiled/v1/%.proto | $(BUILD)/.bootstrap
 	@mkdir -p $(PY_PB_DIR)
-	protoc -Iproto --python_out=client/python \
+	@echo "  PROTOPY $<"
+	$(Q)protoc -Iproto --python_out=client/python \
 	  --plugin=protoc-gen-grpc_python=/usr/bin/grpc_python_plugin \
 	  --grpc_python_out=client/python $<
 	@touch $(PY_PB_DIR)/__init__.py
@@ -150,7 +169,8 @@ demo: all
 # ---- tests ----
 $(BUILD)/tests/%: tests/%.c $(call obj,$(TESTLIB_SRC)) $(LIBS) $(PROTO_H)
 	@mkdir -p $(dir $@)
-	$(CC) $(CPPFLAGS) $(CFLAGS) $(LDFLAGS) -o $@ $< $(call obj,$(TESTLIB_SRC)) $(LIBS) $(LDLIBS) -lcriterion
+	@echo "  CCLD    $@"
+	$(Q)$(CC) $(ALL_CPPFLAGS) $(ALL_CFLAGS) $(ALL_LDFLAGS) -o $@ $< $(call obj,$(TESTLIB_SRC)) $(LIBS) $(LDLIBS) -lcriterion
 
 # Test binaries find data and binaries through these variables.
 TEST_ENV := COMPILED_SRC=$(CURDIR) COMPILED_BUILD=$(abspath $(BUILD)) \
@@ -159,10 +179,7 @@ TEST_ENV := COMPILED_SRC=$(CURDIR) COMPILED_BUILD=$(abspath $(BUILD)) \
 test: test-c test-py
 
 test-c: all $(TESTS)
-	@fail=0; for t in $(TESTS); do \
-	  echo "== $$t"; \
-	  $(TEST_ENV) $$t --jobs 2 || fail=1; \
-	done; exit $$fail
+	@$(TEST_ENV) tests/run_c_tests.sh $(BUILD) $(TESTS)
 
 test-py: all
 	$(TEST_ENV) $(PYTHON) -m pytest -q -p no:cacheprovider tests/python
@@ -177,20 +194,20 @@ format-check:
 	clang-format --dry-run --Werror $(OUR_C)
 lint: $(PROTO_H) $(BUILD_ID_H)
 	cppcheck --quiet --error-exitcode=1 --enable=warning,portability,performance \
-	  --std=c11 --inline-suppr --suppress=missingIncludeSystem \
-	  -I. -I$(BUILD)/gen -D__GNUC__ compiler cache daemon client/ctl client/lib
+	  --std=c11 --inline-suppr --suppress=missingIncludeSystem --suppress=missingInclude \
+	  -I. -D__GNUC__ compiler cache daemon client/ctl client/lib
 
 check: test format-check lint
 
 asan:
-	$(MAKE) BUILD=build/asan SAN=1 CFLAGS="-O1 -g" test
+	$(MAKE) BUILD=build/asan SAN=1 OPT="-O1 -g" test
 
 # ---- fuzzing (clang + libFuzzer) ----
 FUZZ_BUILD := build/fuzz
 fuzz-build:
-	$(MAKE) BUILD=$(FUZZ_BUILD) CC=clang \
-	  CFLAGS="-O1 -g -fsanitize=fuzzer-no-link,address,undefined -fno-omit-frame-pointer" \
-	  LDFLAGS="-fsanitize=address,undefined" $(FUZZ_BUILD)/lib/libcdcompiler.a \
+	$(MAKE) BUILD=$(FUZZ_BUILD) CC=clang OPT="-O1 -g" \
+	  SAN_FLAGS="-fsanitize=fuzzer-no-link,address,undefined -fno-omit-frame-pointer" \
+	  SAN_LDFLAGS="-fsanitize=address,undefined" $(FUZZ_BUILD)/lib/libcdcompiler.a \
 	  $(FUZZ_BUILD)/lib/libcdproto.a $(FUZZ_BUILD)/lib/libcdclient.a
 	@mkdir -p $(FUZZ_BUILD)/fuzz
 	@for f in $(FUZZ_SRC); do \
@@ -210,5 +227,7 @@ fuzz: fuzz-build
 
 clean:
 	rm -rf build $(PY_PB_DIR) client/python/compiled/_pb
+
+.SECONDARY:
 
 -include $(shell find $(BUILD)/obj $(BUILD)/tests -name '*.d' 2>/dev/null)

@@ -22,9 +22,9 @@ typedef struct chunk {
 } chunk;
 
 struct gc_arena {
-  chunk *head;  /* chunk being filled; NULL before the first allocation */
-  size_t limit; /* refuse to hand out more than this; 0: no limit */
-  size_t total; /* bytes handed out, alignment padding included */
+  chunk *head;    /* chunk being filled; NULL before the first allocation */
+  size_t limit;   /* refuse to hand out more than this; 0: no limit */
+  size_t total;   /* bytes handed out, alignment padding included */
   bool exhausted; /* an allocation was refused */
 };
 
@@ -125,9 +125,13 @@ char *gc_arena_printf(gc_arena *a, const char *fmt, ...) {
   return p;
 }
 
-size_t gc_arena_used(const gc_arena *a) { return a->total; }
+size_t gc_arena_used(const gc_arena *a) {
+  return a->total;
+}
 
-bool gc_arena_exhausted(const gc_arena *a) { return a->exhausted; }
+bool gc_arena_exhausted(const gc_arena *a) {
+  return a->exhausted;
+}
 
 static void *pb_alloc(void *data, size_t size) {
   return gc_arena_alloc(data, size);
@@ -139,6 +143,7 @@ static void pb_free(void *data, void *p) {
 }
 
 ProtobufCAllocator gc_arena_pb_allocator(gc_arena *a) {
-  ProtobufCAllocator al = {.alloc = pb_alloc, .free = pb_free, .allocator_data = a};
+  ProtobufCAllocator al = {
+      .alloc = pb_alloc, .free = pb_free, .allocator_data = a};
   return al;
 }

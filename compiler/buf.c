@@ -38,7 +38,9 @@ void gc_buf_append(gc_buf *b, const char *s, size_t n) {
   b->data[b->len] = '\0';
 }
 
-void gc_buf_puts(gc_buf *b, const char *s) { gc_buf_append(b, s, strlen(s)); }
+void gc_buf_puts(gc_buf *b, const char *s) {
+  gc_buf_append(b, s, strlen(s));
+}
 
 void gc_buf_vprintf(gc_buf *b, const char *fmt, va_list ap) {
   va_list ap2;

@@ -19,7 +19,8 @@ typedef struct gc_buf {
   bool failed; /* an append ran out of memory */
 } gc_buf;
 
-#define GC_BUF_INIT {NULL, 0, 0, false}
+#define GC_BUF_INIT                                                            \
+  { NULL, 0, 0, false }
 
 void gc_buf_append(gc_buf *b, const char *s, size_t n);
 void gc_buf_puts(gc_buf *b, const char *s);

@@ -13,7 +13,7 @@
   X(OK, 0, "success")                                                          \
   X(MALFORMED, -1, "malformed bytes")                                          \
   X(VERSION, -2, "unsupported schema version")                                 \
-  X(INVAL, -3, "invalid graph")                                              \
+  X(INVAL, -3, "invalid graph")                                                \
   X(LIMIT, -4, "graph exceeds a limit")                                        \
   X(NOMEM, -5, "out of memory")                                                \
   X(SCHEMA, -6, "malformed operator schema")                                   \

@@ -77,9 +77,9 @@ const char *gc_dtype_name(gc_dtype d) {
 
 /* Device types torch knows; anything else is refused. */
 static const char *const device_types[] = {
-    "cpu", "cuda", "meta", "mps", "xpu", "hip", "xla", "lazy", "vulkan",
-    "ipu", "hpu", "mtia", "ort", "privateuseone", "mkldnn", "opengl", "opencl",
-    "ideep", "fpga", "ve"};
+    "cpu",    "cuda",   "meta",   "mps",   "xpu",  "hip", "xla",
+    "lazy",   "vulkan", "ipu",    "hpu",   "mtia", "ort", "privateuseone",
+    "mkldnn", "opengl", "opencl", "ideep", "fpga", "ve"};
 
 bool gc__device_type_known(const char *type) {
   for (size_t i = 0; i < sizeof device_types / sizeof device_types[0]; i++)
@@ -141,8 +141,8 @@ static int check_str(gc_decoder *d, const char *s, const char *what) {
   return 0;
 }
 
-static int check_count(gc_decoder *d, size_t n, int64_t limit,
-                       const char *what, const char *arg) {
+static int check_count(gc_decoder *d, size_t n, int64_t limit, const char *what,
+                       const char *arg) {
   if ((int64_t)n > limit)
     return gc__fail(d, GC_ELIMIT, arg, "%s has %zu elements; the limit is %lld",
                     what, n, (long long)limit);
@@ -231,8 +231,8 @@ static int decode_symint(gc_decoder *d, const PbSymInt *s, gc_symint *out,
     return 0;
   }
   default:
-    return gc__fail(d, GC_EINVAL, NULL, "%s has neither a value nor an expression",
-                    what);
+    return gc__fail(d, GC_EINVAL, NULL,
+                    "%s has neither a value nor an expression", what);
   }
 }
 
@@ -262,9 +262,9 @@ static int check_extent(gc_decoder *d, const gc_tensor_meta *t) {
   if (overflow)
     return gc__fail(d, GC_EINVAL, NULL, "element count overflows int64");
   int64_t bytes;
-  if (numel > 0 &&
-      (__builtin_add_overflow(extent, t->offset.v + 1, &extent) ||
-       __builtin_mul_overflow(extent, (int64_t)gc_dtype_size(t->dtype), &bytes)))
+  if (numel > 0 && (__builtin_add_overflow(extent, t->offset.v + 1, &extent) ||
+                    __builtin_mul_overflow(
+                        extent, (int64_t)gc_dtype_size(t->dtype), &bytes)))
     return gc__fail(d, GC_EINVAL, NULL,
                     "byte size of the storage it spans overflows int64");
   return 0;
@@ -374,8 +374,9 @@ static gc_value *new_value(gc_decoder *d, const char *name, gc_value_kind k,
     return NULL;
   }
   if (put == 1) {
-    gc__fail(d, GC_EINVAL, NULL, "duplicate value name '%.200s' (already in %s)",
-             name, kind_table(((gc_value *)old)->kind));
+    gc__fail(d, GC_EINVAL, NULL,
+             "duplicate value name '%.200s' (already in %s)", name,
+             kind_table(((gc_value *)old)->kind));
     return NULL;
   }
   d->g->values[d->g->nvalues++] = v;
@@ -396,7 +397,8 @@ static int decode_values(gc_decoder *d, const Compiled__V1__Graph *pg) {
     gc_value *v = new_value(d, tv->name, GC_VALUE_TENSOR, i);
     if (!v)
       return d->err->code;
-    d->where = gc_arena_printf(d->a, "tensor_values[%zu] '%.200s'", i, tv->name);
+    d->where =
+        gc_arena_printf(d->a, "tensor_values[%zu] '%.200s'", i, tv->name);
     if (!d->where)
       return nomem(d);
     if (decode_meta(d, tv->meta, &v->meta))
@@ -413,10 +415,12 @@ static int decode_values(gc_decoder *d, const Compiled__V1__Graph *pg) {
     gc_value *v = new_value(d, sv->name, GC_VALUE_SYM_FLOAT, i);
     if (!v)
       return d->err->code;
-    if (sv->value && sv->value->kind_case == COMPILED__V1__SYM_FLOAT__KIND_AS_EXPR &&
+    if (sv->value &&
+        sv->value->kind_case == COMPILED__V1__SYM_FLOAT__KIND_AS_EXPR &&
         check_str(d, sv->value->as_expr->expr, "expression"))
       return d->err->code;
-    if (sv->value && sv->value->kind_case == COMPILED__V1__SYM_FLOAT__KIND_AS_EXPR)
+    if (sv->value &&
+        sv->value->kind_case == COMPILED__V1__SYM_FLOAT__KIND_AS_EXPR)
       v->sym.expr = sv->value->as_expr->expr;
   }
   for (size_t i = 0; i < pg->n_sym_bool_values; i++) {
@@ -424,10 +428,12 @@ static int decode_values(gc_decoder *d, const Compiled__V1__Graph *pg) {
     gc_value *v = new_value(d, sv->name, GC_VALUE_SYM_BOOL, i);
     if (!v)
       return d->err->code;
-    if (sv->value && sv->value->kind_case == COMPILED__V1__SYM_BOOL__KIND_AS_EXPR &&
+    if (sv->value &&
+        sv->value->kind_case == COMPILED__V1__SYM_BOOL__KIND_AS_EXPR &&
         check_str(d, sv->value->as_expr->expr, "expression"))
       return d->err->code;
-    if (sv->value && sv->value->kind_case == COMPILED__V1__SYM_BOOL__KIND_AS_EXPR)
+    if (sv->value &&
+        sv->value->kind_case == COMPILED__V1__SYM_BOOL__KIND_AS_EXPR)
       v->sym.expr = sv->value->as_expr->expr;
   }
   d->where = NULL;
@@ -481,8 +487,9 @@ static int define(gc_decoder *d, gc_value *v, int node, int slot, int item,
       snprintf(prev, sizeof prev, "input %d", v->def_slot);
     else
       gc_node_describe(d->g, v->def_node, prev, sizeof prev);
-    return gc__fail(d, GC_EINVAL, arg, "value '%.200s' is defined twice (also by %s)",
-                    v->name, prev);
+    return gc__fail(d, GC_EINVAL, arg,
+                    "value '%.200s' is defined twice (also by %s)", v->name,
+                    prev);
   }
   v->def_node = node;
   v->def_slot = slot;
@@ -536,8 +543,8 @@ static int conv_sym_list(gc_decoder *d, gc_arg *out, size_t n, void **items,
       if (!(s->v = resolve_symarg(d, name, k, arg)))
         return d->err->code;
     } else if (!literal) {
-      return gc__fail(d, GC_EINVAL, arg, "list item %zu has neither a name nor a value",
-                      i);
+      return gc__fail(d, GC_EINVAL, arg,
+                      "list item %zu has neither a name nor a value", i);
     }
   }
   return 0;
@@ -585,12 +592,15 @@ int gc__conv_arg(gc_decoder *d, const PbArg *m, gc_arg *out, const char *arg) {
       return nomem(d);
     for (size_t i = 0; i < l->n_items; i++) {
       const Compiled__V1__OptionalTensorArgument *it = l->items[i];
-      if (it->kind_case == COMPILED__V1__OPTIONAL_TENSOR_ARGUMENT__KIND_AS_TENSOR) {
-        if (!(out->vals[i] = lookup(d, it->as_tensor->name, GC_VALUE_TENSOR, arg)))
+      if (it->kind_case ==
+          COMPILED__V1__OPTIONAL_TENSOR_ARGUMENT__KIND_AS_TENSOR) {
+        if (!(out->vals[i] =
+                  lookup(d, it->as_tensor->name, GC_VALUE_TENSOR, arg)))
           return d->err->code;
-      } else if (it->kind_case != COMPILED__V1__OPTIONAL_TENSOR_ARGUMENT__KIND_AS_NONE) {
-        return gc__fail(d, GC_EINVAL, arg, "list item %zu is neither a tensor nor None",
-                        i);
+      } else if (it->kind_case !=
+                 COMPILED__V1__OPTIONAL_TENSOR_ARGUMENT__KIND_AS_NONE) {
+        return gc__fail(d, GC_EINVAL, arg,
+                        "list item %zu is neither a tensor nor None", i);
       }
     }
     return 0;
@@ -654,7 +664,8 @@ int gc__conv_arg(gc_decoder *d, const PbArg *m, gc_arg *out, const char *arg) {
       return 0;
     }
     if (p->kind_case != COMPILED__V1__SYM_INT_ARGUMENT__KIND_AS_NAME)
-      return gc__fail(d, GC_EINVAL, arg, "SymInt has neither a name nor a value");
+      return gc__fail(d, GC_EINVAL, arg,
+                      "SymInt has neither a name nor a value");
     out->sym.v = resolve_symarg(d, p->as_name, GC_VALUE_SYM_INT, arg);
     return out->sym.v ? 0 : d->err->code;
   }
@@ -670,7 +681,8 @@ int gc__conv_arg(gc_decoder *d, const PbArg *m, gc_arg *out, const char *arg) {
       return 0;
     }
     if (p->kind_case != COMPILED__V1__SYM_FLOAT_ARGUMENT__KIND_AS_NAME)
-      return gc__fail(d, GC_EINVAL, arg, "SymFloat has neither a name nor a value");
+      return gc__fail(d, GC_EINVAL, arg,
+                      "SymFloat has neither a name nor a value");
     out->sym.v = resolve_symarg(d, p->as_name, GC_VALUE_SYM_FLOAT, arg);
     return out->sym.v ? 0 : d->err->code;
   }
@@ -687,14 +699,16 @@ int gc__conv_arg(gc_decoder *d, const PbArg *m, gc_arg *out, const char *arg) {
       return 0;
     }
     if (p->kind_case != COMPILED__V1__SYM_BOOL_ARGUMENT__KIND_AS_NAME)
-      return gc__fail(d, GC_EINVAL, arg, "SymBool has neither a name nor a value");
+      return gc__fail(d, GC_EINVAL, arg,
+                      "SymBool has neither a name nor a value");
     out->sym.v = resolve_symarg(d, p->as_name, GC_VALUE_SYM_BOOL, arg);
     return out->sym.v ? 0 : d->err->code;
   }
   case COMPILED__V1__ARGUMENT__KIND_AS_SYM_BOOLS:
     out->kind = GC_ARG_SYM_BOOLS;
     return conv_sym_list(d, out, m->as_sym_bools->n_items,
-                         (void **)m->as_sym_bools->items, GC_VALUE_SYM_BOOL, arg);
+                         (void **)m->as_sym_bools->items, GC_VALUE_SYM_BOOL,
+                         arg);
   case COMPILED__V1__ARGUMENT__KIND_AS_SCALAR_TYPE:
     out->kind = GC_ARG_SCALAR_TYPE;
     out->i = m->as_scalar_type;
@@ -739,7 +753,8 @@ static int decode_inputs(gc_decoder *d, const Compiled__V1__Graph *pg) {
     in->persistent = ps->persistent;
     in->storage_group = -1;
     if (in->kind < GC_INPUT_USER || in->kind > GC_INPUT_CONSTANT)
-      return gc__fail(d, GC_EINVAL, NULL, "unknown input kind %d", (int)ps->kind);
+      return gc__fail(d, GC_EINVAL, NULL, "unknown input kind %d",
+                      (int)ps->kind);
     if (gc__conv_arg(d, ps->arg, &in->arg, NULL))
       return d->err->code;
     gc_value *v = NULL;
@@ -834,7 +849,8 @@ static const char *output_label(const Compiled__V1__Node *pn) {
         return o->as_tensors->items[0]->name;
       break;
     case COMPILED__V1__ARGUMENT__KIND_AS_SYM_INT:
-      if (o->as_sym_int->kind_case == COMPILED__V1__SYM_INT_ARGUMENT__KIND_AS_NAME)
+      if (o->as_sym_int->kind_case ==
+          COMPILED__V1__SYM_INT_ARGUMENT__KIND_AS_NAME)
         return o->as_sym_int->as_name;
       break;
     default:
@@ -936,7 +952,8 @@ static int decode_nodes(gc_decoder *d, const Compiled__V1__Graph *pg) {
     const Compiled__V1__Node *pn = pg->nodes[i];
     gc_node *n = &g->nodes[i];
     d->node = i;
-    if (check_count(d, pn->n_inputs, d->lim->max_list, "the argument list", NULL))
+    if (check_count(d, pn->n_inputs, d->lim->max_list, "the argument list",
+                    NULL))
       return d->err->code;
     n->nargs = (int)pn->n_inputs;
     n->args = gc_arena_calloc(d->a, pn->n_inputs + 1, sizeof *n->args);
@@ -948,7 +965,8 @@ static int decode_nodes(gc_decoder *d, const Compiled__V1__Graph *pg) {
       if (check_str(d, na->name, "an argument name"))
         return d->err->code;
       a->name = na->name;
-      a->keyword = na->kind != COMPILED__V1__ARGUMENT_KIND__ARGUMENT_KIND_POSITIONAL;
+      a->keyword =
+          na->kind != COMPILED__V1__ARGUMENT_KIND__ARGUMENT_KIND_POSITIONAL;
       a->param = -1;
       if (!*na->name)
         return gc__fail(d, GC_EINVAL, NULL, "argument %zu has no name", k);
@@ -999,8 +1017,7 @@ static int check_all_defined(gc_decoder *d) {
 }
 
 int gc_graph_from_message(gc_arena *a, const Compiled__V1__GraphModule *m,
-                          const gc_limits *lim, gc_graph **out,
-                          gc_error *err) {
+                          const gc_limits *lim, gc_graph **out, gc_error *err) {
   gc_limits deflim;
   if (!lim) {
     gc_limits_default(&deflim);

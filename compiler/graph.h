@@ -111,13 +111,13 @@ typedef enum gc_value_kind {
 /* A named value of the graph. */
 struct gc_value {
   const char *name;
-  int id;               /* index in gc_graph.values */
+  int id; /* index in gc_graph.values */
   gc_value_kind kind;
-  gc_tensor_meta meta;  /* GC_VALUE_TENSOR */
-  gc_symint sym;        /* GC_VALUE_SYM_INT (SYM_FLOAT/BOOL: expr only) */
-  int def_node;         /* node that produces it; -1 for a graph input */
-  int def_slot;         /* that node's output index, or the input index */
-  int def_item;         /* index inside a list output; -1 otherwise */
+  gc_tensor_meta meta; /* GC_VALUE_TENSOR */
+  gc_symint sym;       /* GC_VALUE_SYM_INT (SYM_FLOAT/BOOL: expr only) */
+  int def_node;        /* node that produces it; -1 for a graph input */
+  int def_slot;        /* that node's output index, or the input index */
+  int def_item;        /* index inside a list output; -1 otherwise */
 };
 
 /* An argument bound to a schema parameter. */
@@ -130,22 +130,22 @@ typedef struct gc_named_arg {
 
 /* An operator of the graph's operator table. */
 typedef struct gc_op {
-  const char *name;      /* "aten::add.Tensor" */
-  const char *text;      /* the schema string as sent */
-  gc_schema *schema;     /* parsed */
+  const char *name;  /* "aten::add.Tensor" */
+  const char *text;  /* the schema string as sent */
+  gc_schema *schema; /* parsed */
 } gc_op;
 
 typedef struct gc_node {
-  int id;                /* index in gc_graph.nodes */
-  const char *target;    /* operator name */
+  int id;             /* index in gc_graph.nodes */
+  const char *target; /* operator name */
   const gc_op *op;
-  gc_named_arg *args;    /* in the order sent */
+  gc_named_arg *args; /* in the order sent */
   int nargs;
-  gc_arg *outputs;       /* one per schema return */
+  gc_arg *outputs; /* one per schema return */
   int noutputs;
   const char *stack_trace; /* "" when absent; never hashed */
   const char *module_path; /* "" when absent; never hashed */
-  const char *label;     /* name of its first output value, for messages */
+  const char *label;       /* name of its first output value, for messages */
 } gc_node;
 
 typedef enum gc_input_kind {
@@ -158,10 +158,10 @@ typedef enum gc_input_kind {
 
 typedef struct gc_input {
   gc_input_kind kind;
-  gc_arg arg;          /* TENSOR, SYM_*, or a literal */
-  const char *target;  /* module path of a parameter/buffer/constant */
+  gc_arg arg;         /* TENSOR, SYM_*, or a literal */
+  const char *target; /* module path of a parameter/buffer/constant */
   bool persistent;
-  int storage_group;   /* index into storage groups; -1 when alone */
+  int storage_group; /* index into storage groups; -1 when alone */
 } gc_input;
 
 typedef struct gc_graph {
@@ -178,7 +178,7 @@ typedef struct gc_graph {
   int noutputs;
   gc_op *ops;
   int nops;
-  int ngroups;       /* storage groups; members have storage_group set */
+  int ngroups; /* storage groups; members have storage_group set */
 } gc_graph;
 
 /*
@@ -193,8 +193,7 @@ int gc_graph_decode(gc_arena *a, const uint8_t *buf, size_t len,
 /* As gc_graph_decode, from a message already unpacked (which must outlive
  * the graph: strings are shared, not copied). */
 int gc_graph_from_message(gc_arena *a, const Compiled__V1__GraphModule *m,
-                          const gc_limits *lim, gc_graph **out,
-                          gc_error *err);
+                          const gc_limits *lim, gc_graph **out, gc_error *err);
 
 /* "node 3 (%add_1 = aten::add.Tensor)": how messages name a node. */
 const char *gc_node_describe(const gc_graph *g, int node, char *buf,

@@ -16,10 +16,10 @@ typedef struct gc_decoder {
   gc_arena *a;
   const gc_limits *lim;
   gc_error *err;
-  gc_graph *g;      /* the graph being filled */
-  gc_strmap values; /* value name -> gc_value* */
-  gc_strmap ops;    /* operator name -> gc_op* */
-  int node;         /* index of the node being decoded; -1 outside nodes */
+  gc_graph *g;       /* the graph being filled */
+  gc_strmap values;  /* value name -> gc_value* */
+  gc_strmap ops;     /* operator name -> gc_op* */
+  int node;          /* index of the node being decoded; -1 outside nodes */
   const char *where; /* what is being decoded, outside nodes ("input 2") */
 } gc_decoder;
 

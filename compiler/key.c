@@ -43,6 +43,7 @@
 #include <openssl/evp.h>
 
 #include "build_id.h"
+#include "compiler/ops.h"
 #include "compiler/strmap.h"
 #include "compiler/symexpr.h"
 
@@ -74,7 +75,9 @@ static void h_bytes(hasher *h, const void *p, size_t n) {
   h->len += n;
 }
 
-static void h_u8(hasher *h, uint8_t v) { h_bytes(h, &v, 1); }
+static void h_u8(hasher *h, uint8_t v) {
+  h_bytes(h, &v, 1);
+}
 
 static void h_i64(hasher *h, int64_t v) {
   uint8_t b[8];
@@ -117,7 +120,7 @@ typedef struct keyer {
   const gc_graph *g;
   gc_arena *a;
   hasher h;
-  gc_strmap syms;   /* symbol name -> 1 + first-appearance index */
+  gc_strmap syms; /* symbol name -> 1 + first-appearance index */
   int nsyms;
   uint8_t (*down)[GC_DIGEST_LEN]; /* per node, while ordering */
   int *pos;         /* node index -> canonical position (stream phase) */
@@ -233,7 +236,8 @@ static const gc_type *base_type(const gc_type *t) {
 }
 
 static bool is_float_type(const gc_type *t) {
-  return t && (t->kind == GC_TY_FLOAT || t->kind == GC_TY_COMPLEX);
+  return t && (t->kind == GC_TY_FLOAT || t->kind == GC_TY_SYMFLOAT ||
+               t->kind == GC_TY_COMPLEX);
 }
 
 /* An integer literal, as the declared type `t` reads it. */
@@ -312,8 +316,8 @@ static void h_arg(keyer *k, const gc_type *t, const gc_arg *a) {
   case GC_ARG_SYM_INT:
   case GC_ARG_SYM_FLOAT:
   case GC_ARG_SYM_BOOL:
-    if (!a->sym.v && a->kind == GC_ARG_SYM_INT && bt && bt->kind == GC_TY_LIST &&
-        bt->fixed_len > 0) {
+    if (!a->sym.v && a->kind == GC_ARG_SYM_INT && bt &&
+        bt->kind == GC_TY_LIST && bt->fixed_len > 0) {
       gc_arg lit = {.kind = GC_ARG_INT, .i = a->sym.i};
       h_arg(k, t, &lit);
       return;
@@ -455,10 +459,9 @@ static bool uses_rng(const gc_schema *s) {
     if (t && t->kind == GC_TY_GENERATOR)
       return true;
   }
-  static const char *const words[] = {"rand", "dropout", "bernoulli",
-                                      "multinomial", "normal", "uniform",
-                                      "poisson", "exponential", "cauchy",
-                                      "geometric", "random"};
+  static const char *const words[] = {
+      "rand",    "dropout",     "bernoulli", "multinomial", "normal", "uniform",
+      "poisson", "exponential", "cauchy",    "geometric",   "random"};
   for (size_t i = 0; i < sizeof words / sizeof words[0]; i++)
     if (strstr(s->name, words[i]))
       return true;
@@ -637,7 +640,7 @@ static int storage_edges(keyer *k, edges *e) {
       return GC_ENOMEM;
     for (int j = 0; j < n->nargs; j++) {
       const gc_named_arg *na = &n->args[j];
-      bool w = na->param >= 0 && gc_schema_arg_is_write(s, na->param);
+      bool w = na->param >= 0 && gc_op_writes(s, na->param);
       each_tensor(&na->arg, collect_class, w ? &wr : &rd);
     }
     for (int c = 0; c < rd.n; c++) {
@@ -657,8 +660,8 @@ static int storage_edges(keyer *k, edges *e) {
 }
 
 /* Calls fn for every value (tensor or symbolic) argument `a` refers to. */
-static void each_value(const gc_arg *a, void (*fn)(const gc_value *, int, void *),
-                       void *ctx) {
+static void each_value(const gc_arg *a,
+                       void (*fn)(const gc_value *, int, void *), void *ctx) {
   switch (a->kind) {
   case GC_ARG_TENSOR:
     fn(a->v, 0, ctx);
@@ -689,10 +692,10 @@ static void each_value(const gc_arg *a, void (*fn)(const gc_value *, int, void *
 
 /* One use of a node's output, for the up signatures. */
 typedef struct use {
-  int def;   /* producing node */
-  int user;  /* using node; -1 for a graph output */
-  int where; /* parameter index (node) or output index (graph output) */
-  int item;  /* position inside a list argument */
+  int def;       /* producing node */
+  int user;      /* using node; -1 for a graph output */
+  int where;     /* parameter index (node) or output index (graph output) */
+  int item;      /* position inside a list argument */
   int slot, sub; /* which output of the producer: slot and list item */
 } use;
 
@@ -720,9 +723,12 @@ static void add_use(const gc_value *v, int item, void *ctx) {
     ul->u = nu;
     ul->cap = cap;
   }
-  ul->u[ul->n++] = (use){.def = v->def_node, .user = ul->user,
-                         .where = ul->where, .item = item,
-                         .slot = v->def_slot, .sub = v->def_item};
+  ul->u[ul->n++] = (use){.def = v->def_node,
+                         .user = ul->user,
+                         .where = ul->where,
+                         .item = item,
+                         .slot = v->def_slot,
+                         .sub = v->def_item};
 }
 
 static int cmp_digest(const void *a, const void *b) {
@@ -864,7 +870,8 @@ static void add_def_edge(const gc_value *v, int item, void *ctx) {
 static int order_nodes(keyer *k, int *order) {
   const gc_graph *g = k->g;
   int n = g->nnodes;
-  uint8_t(*up)[GC_DIGEST_LEN] = gc_arena_calloc(k->a, (size_t)n + 1, GC_DIGEST_LEN);
+  uint8_t(*up)[GC_DIGEST_LEN] =
+      gc_arena_calloc(k->a, (size_t)n + 1, GC_DIGEST_LEN);
   if (!up)
     return GC_ENOMEM;
   int rc = compute_down(k);
@@ -927,12 +934,15 @@ static int keyer_init(keyer *k, const gc_graph *g) {
   return k->down && k->pos ? 0 : GC_ENOMEM;
 }
 
-static void keyer_close(keyer *k) { EVP_MD_CTX_free(k->h.ctx); }
+static void keyer_close(keyer *k) {
+  EVP_MD_CTX_free(k->h.ctx);
+}
 
 static void hash_inputs(keyer *k, uint8_t out[GC_DIGEST_LEN]);
 
 /* Orders the nodes after numbering the inputs' symbols. */
-static int canonical_order(keyer *k, int *order, uint8_t inputs[GC_DIGEST_LEN]) {
+static int canonical_order(keyer *k, int *order,
+                           uint8_t inputs[GC_DIGEST_LEN]) {
   hash_inputs(k, inputs);
   k->freeze_syms = true;
   int rc = order_nodes(k, order);
@@ -1074,7 +1084,8 @@ int gc_key_compute(const gc_graph *g, const gc_options *o, const gc_target *t,
                    gc_key *out, gc_error *err) {
   keyer k;
   int rc = keyer_init(&k, g);
-  int *order = rc ? NULL : gc_arena_calloc(k.a, (size_t)g->nnodes + 1, sizeof(int));
+  int *order =
+      rc ? NULL : gc_arena_calloc(k.a, (size_t)g->nnodes + 1, sizeof(int));
   if (!rc && !order)
     rc = GC_ENOMEM;
   if (!rc)
@@ -1150,4 +1161,6 @@ const char *gc_key_component_name(gc_key_component c) {
   return "?";
 }
 
-const char *gc_build_id(void) { return GC_BUILD_ID; }
+const char *gc_build_id(void) {
+  return GC_BUILD_ID;
+}

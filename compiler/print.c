@@ -238,8 +238,8 @@ void gc_graph_print(const gc_graph *g, gc_buf *out) {
     gc_buf_printf(out, "input %d ", i);
     if (in->arg.kind == GC_ARG_TENSOR)
       print_value_decl(in->arg.v, out);
-    else if (in->arg.kind >= GC_ARG_SYM_INT && in->arg.kind <= GC_ARG_SYM_BOOLS &&
-             in->arg.sym.v)
+    else if (in->arg.kind >= GC_ARG_SYM_INT &&
+             in->arg.kind <= GC_ARG_SYM_BOOLS && in->arg.sym.v)
       print_value_decl(in->arg.sym.v, out);
     else
       gc_arg_print(&in->arg, out);

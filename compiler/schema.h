@@ -3,8 +3,8 @@
  *
  * Every operator a graph uses comes with its schema string, for example
  *
- *   aten::add_.Tensor(Tensor(a!) self, Tensor other, *, Scalar alpha=1) ->
- * Tensor(a!)
+ *   aten::add_.Tensor(Tensor(a!) self, Tensor other, *, Scalar alpha=1)
+ *       -> Tensor(a!)
  *
  * The parser turns it into a gc_schema: the qualified name and overload,
  * arguments (type, default, keyword-only), returns, and the alias annotations
@@ -29,8 +29,11 @@
  *   default   := literal | '[' [literal (',' literal)*] ']'
  *
  * Types nest at most GC_SCHEMA_MAX_DEPTH deep (counting every list, optional
- * and composite level) and a fixed list length N is at most
- * GC_SCHEMA_MAX_FIXED_LEN; deeper or longer is refused with GC_ESCHEMA.
+ * and composite level), a fixed list length N is at most
+ * GC_SCHEMA_MAX_FIXED_LEN, and GC_SCHEMA_MAX_ARGS and GC_SCHEMA_MAX_ALIAS_SETS
+ * bound the rest; past a bound the text is refused with GC_ESCHEMA. So
+ * parsing takes time and memory in proportion to the text, and the queries
+ * below take constant time (their answers are computed while parsing).
  *
  * All memory comes from the caller's arena. Nothing here has global state.
  */
@@ -47,14 +50,27 @@
 /* The deepest a type may nest: "int[][]" is 3 deep, "Dict(str, t?)" 3. */
 #define GC_SCHEMA_MAX_DEPTH 32
 
-/* The largest N of a fixed-size list type "int[N]". */
-#define GC_SCHEMA_MAX_FIXED_LEN 65536
+/* The most arguments a schema may have, and the most returns (torch's
+ * longest has 27); keeps callers that look arguments up by name cheap. */
+#define GC_SCHEMA_MAX_ARGS 1024
 
-/* The type kinds. X(NAME, spelling in schema strings; NULL for composites). */
+/* The most alias sets on either side of an annotation (torch uses 2). */
+#define GC_SCHEMA_MAX_ALIAS_SETS 16
+
+/* The largest N of a fixed-size list type "int[N]" (torch uses up to 5; the
+ * bound keeps "int[N] x=1" from growing N values out of a few bytes). */
+#define GC_SCHEMA_MAX_FIXED_LEN 1024
+
+/* The type kinds. X(NAME, spelling in schema strings; NULL for composites).
+ * ANY_ENUM and ANY_CLASS are torch's AnyEnumType and AnyClassType, which
+ * prim:: and aten:: operators on enums and classes take (prim::EnumName);
+ * SYMFLOAT and SYMBOOL come with torch 2 schemas. */
 #define GC_TYPE_KINDS(X)                                                       \
   X(TENSOR, "Tensor")                                                          \
   X(INT, "int")                                                                \
   X(SYMINT, "SymInt")                                                          \
+  X(SYMFLOAT, "SymFloat")                                                      \
+  X(SYMBOOL, "SymBool")                                                        \
   X(FLOAT, "float")                                                            \
   X(COMPLEX, "complex")                                                        \
   X(BOOL, "bool")                                                              \
@@ -96,58 +112,69 @@ typedef enum gc_type_kind {
 /* An alias annotation such as (a), (a!), (a -> *), (a|b). */
 typedef struct gc_alias {
   const char **before; /* alias sets before "->", e.g. "a"; "*" is wildcard */
-  int nbefore;
-  const char **after; /* alias sets after "->"; NULL and 0 without an arrow */
-  int nafter;
-  bool is_write; /* "!": the value is written */
+  int nbefore;         /* at least 1 */
+  const char **after;  /* alias sets after "->"; NULL and 0 without an arrow */
+  int nafter;          /* entries of after */
+  bool is_write;       /* "!": the value is written */
 } gc_alias;
 
 typedef struct gc_type gc_type;
 struct gc_type {
-  gc_type_kind kind;
-  gc_type *elem;   /* LIST, OPTIONAL, FUTURE, RREF, AWAIT: the element */
-  gc_type **items; /* TUPLE and UNION members; DICT: key then value */
-  int nitems;
-  int fixed_len;    /* LIST: N of "int[N]"; -1 when unsized */
-  const char *name; /* VAR: "t"; CLASS: "__torch__.torch.classes.x.Y" */
-  gc_alias *alias;  /* annotation on this type; NULL when none */
+  gc_type_kind kind; /* what this node is */
+  gc_type *elem;     /* LIST, OPTIONAL, FUTURE, RREF, AWAIT: the element */
+  gc_type **items;   /* TUPLE and UNION members; DICT: key then value */
+  int nitems;        /* entries of items (DICT: 2; TUPLE: 0 for "()") */
+  int fixed_len;     /* LIST: N of "int[N]"; -1 when unsized */
+  const char *name;  /* VAR: "t"; CLASS: "__torch__.torch.classes.x.Y" */
+  gc_alias *alias;   /* annotation on this type; NULL when none. A LIST's is
+                        the one after "[]" (t[](a!)), while Tensor(a!)[] has
+                        it on elem; an OPTIONAL never has one ("Tensor(a)?"
+                        annotates the element) */
 };
 
 typedef struct gc_schema_arg {
-  const char *name; /* "self"; NULL for an unnamed return */
-  gc_type *type;
+  const char *name;         /* "self"; NULL for an unnamed return (an argument
+                               always has a name) */
+  gc_type *type;            /* never NULL */
   bool has_default;         /* a default is given */
-  const char *default_text; /* the default as written; NULL when none */
-  gc_arg def;               /* the default as a value (see gc_schema_parse) */
-  bool kwarg_only;          /* declared after "*" */
+  const char *default_text; /* the default as written ("1.", "[-2, -1]",
+                               "0" for a dtype); NULL when none */
+  gc_arg def;      /* the default as a value (see gc_schema_parse); zeroed when
+                      there is none */
+  bool kwarg_only; /* declared after "*" */
+  bool is_write;   /* an annotation in the type has "!" (what
+                      gc_schema_arg_is_write tells); set by the parser */
+  int alias_of;    /* returns: the argument gc_schema_return_alias names;
+                      -1 when fresh, and for arguments; set by the parser */
 } gc_schema_arg;
 
 typedef struct gc_schema {
-  const char *ns;        /* "aten" */
+  const char *ns;        /* "aten"; "" when the name has no "ns::" */
   const char *name;      /* "add_" */
   const char *overload;  /* "Tensor"; "" when there is none */
   const char *qualified; /* "aten::add_.Tensor" (".overload" only if any) */
-  gc_schema_arg *args;
-  int nargs;
-  gc_schema_arg *rets;
-  int nrets;
-  bool vararg; /* "..." ends the arguments */
-  bool varret; /* the returns are "..." */
+  gc_schema_arg *args;   /* the arguments, in order */
+  int nargs;             /* entries of args */
+  gc_schema_arg *rets;   /* the returns, in order; "-> ()" has none */
+  int nrets;             /* entries of rets */
+  bool vararg;           /* "..." ends the arguments */
+  bool varret;           /* "..." ends the returns: "-> ..." */
 } gc_schema;
 
 /*
  * Parses the NUL-terminated `text` into *out (arena-owned). On failure
  * returns GC_ESCHEMA (GC_ENOMEM when the arena refuses) and the error says
- * where: "schema: at offset 17: expected ')' after the arguments, found '-'".
- * *out is only set on success. Never crashes and never recurses deeper than
- * GC_SCHEMA_MAX_DEPTH, whatever the text.
+ * where, e.g. "schema: at offset 22: expected ',' or ')' after an argument,
+ * found '-'". *out is only set on success. Never crashes and never recurses
+ * deeper than GC_SCHEMA_MAX_DEPTH, whatever the text.
  *
  * Defaults are kept as written (default_text, so that printing is exact) and
  * converted to gc_arg by the declared type (an optional type converts as its
  * element):
  *   None -> NONE, for every type; int/SymInt -> INT, and the reduction names
- *   Mean/Sum -> INT 1/2; float/complex -> FLOAT (an int, inf, -inf, nan too);
- *   bool -> BOOL (True/False); str -> STRING (escapes decoded);
+ *   Mean/Sum -> INT 1/2; float/SymFloat/complex -> FLOAT (an int, inf, -inf,
+ *   nan too); bool/SymBool -> BOOL (True/False); str -> STRING (escapes
+ *   decoded);
  *   Scalar/number -> INT, FLOAT or BOOL as written;
  *   int[]/SymInt[] -> INTS (a single int for int[N] is repeated N times, as
  *   for float[N] and bool[N]); float[] -> FLOATS; bool[] -> BOOLS;
@@ -169,8 +196,10 @@ int gc_schema_parse(gc_arena *a, const char *text, gc_schema **out,
                     gc_error *err);
 
 /* Prints the schema back in TorchScript's own spelling; the result equals
- * str(schema) in torch for every schema torch ships. Returns the length it
- * needed (like snprintf). */
+ * str(schema) in torch for every schema torch ships (defaults print as
+ * written). What it prints parses back to a schema that prints the same.
+ * Writes at most `size` bytes, NUL included, and returns the length it
+ * needed (like snprintf; buf may be NULL when size is 0). */
 size_t gc_schema_format(const gc_schema *s, char *buf, size_t size);
 
 /* Prints a type in TorchScript's spelling, like gc_schema_format. */

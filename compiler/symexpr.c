@@ -14,19 +14,20 @@
 
 typedef struct parser {
   gc_arena *arena;
-  const char *text;  /* the whole expression */
-  const char *p;     /* next unread character */
-  int depth;         /* current nesting */
-  int max_depth;     /* refuse deeper nesting */
+  const char *text; /* the whole expression */
+  const char *p;    /* next unread character */
+  int depth;        /* current nesting */
+  int max_depth;    /* refuse deeper nesting */
   gc_error *err;
-  int rc;            /* first error; 0 while none */
+  int rc; /* first error; 0 while none */
 } parser;
 
 static gc_symexpr *parse_or(parser *ps);
 
 static gc_symexpr *fail(parser *ps, int code, const char *what) {
   if (!ps->rc)
-    ps->rc = gc_errorf(ps->err, code, "symbolic expression \"%.64s\": at offset %d: %s",
+    ps->rc = gc_errorf(ps->err, code,
+                       "symbolic expression \"%.64s\": at offset %d: %s",
                        ps->text, (int)(ps->p - ps->text), what);
   return NULL;
 }
@@ -120,7 +121,7 @@ static const struct {
   gc_sx_kind kind;
   int min_args, max_args;
 } funcs[] = {
-    {"max", GC_SX_MAX, 2, 64},   {"min", GC_SX_MIN, 2, 64},
+    {"max", GC_SX_MAX, 2, 64},    {"min", GC_SX_MIN, 2, 64},
     {"floor", GC_SX_FLOOR, 1, 1}, {"ceil", GC_SX_CEIL, 1, 1},
     {"abs", GC_SX_ABS, 1, 1},
 };
@@ -176,7 +177,8 @@ static gc_symexpr *parse_atom(parser *ps) {
           return parse_call(ps, funcs[i].kind, funcs[i].min_args,
                             funcs[i].max_args);
       ps->p = start;
-      return fail(ps, GC_EINVAL, "unknown function (max, min, floor, ceil, abs)");
+      return fail(ps, GC_EINVAL,
+                  "unknown function (max, min, floor, ceil, abs)");
     }
     gc_symexpr *e = node(ps, GC_SX_SYM, 0);
     if (e && !(e->name = gc_arena_strndup(ps->arena, start, n)))
@@ -297,8 +299,8 @@ static gc_symexpr *parse_or(parser *ps) {
 
 int gc_symexpr_parse(gc_arena *a, const char *text, int max_depth,
                      gc_symexpr **out, gc_error *err) {
-  parser ps = {.arena = a, .text = text, .p = text, .max_depth = max_depth,
-               .err = err};
+  parser ps = {
+      .arena = a, .text = text, .p = text, .max_depth = max_depth, .err = err};
   gc_symexpr *e = parse_or(&ps);
   if (e) {
     skip_space(&ps);

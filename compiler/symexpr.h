@@ -7,12 +7,11 @@
  *
  *   expr  := or
  *   or    := and ("or" and)*          and := not ("and" not)*
- *   not   := "not" not | cmp          cmp := sum [("=="|"!="|"<"|"<="|">"|">=") sum]
- *   sum   := prod (("+"|"-") prod)*   prod := unary (("*"|"/"|"//"|"%") unary)*
- *   unary := "-" unary | power        power := atom ["**" unary]
- *   atom  := INT | FLOAT | "True" | "False" | SYMBOL | FUNC "(" expr ("," expr)* ")"
- *          | "(" expr ")"
- *   FUNC  := max | min | floor | ceil | abs
+ *   not   := "not" not | cmp          cmp := sum [("=="|"!="|"<"|"<="|">"|">=")
+ * sum] sum   := prod (("+"|"-") prod)*   prod := unary (("*"|"/"|"//"|"%")
+ * unary)* unary := "-" unary | power        power := atom ["**" unary] atom  :=
+ * INT | FLOAT | "True" | "False" | SYMBOL | FUNC "(" expr ("," expr)* ")" | "("
+ * expr ")" FUNC  := max | min | floor | ceil | abs
  *
  * Parsing is depth-limited: a hostile expression cannot exhaust the stack.
  */

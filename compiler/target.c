@@ -22,8 +22,8 @@ static void host_isa(char *buf, size_t size) {
   __builtin_cpu_init();
 #define FEAT(name)                                                             \
   if (__builtin_cpu_supports(name) && used < size)                             \
-  used += (size_t)snprintf(buf + used, size - used, "%s%s", used ? "," : "",   \
-                           name)
+  used +=                                                                      \
+      (size_t)snprintf(buf + used, size - used, "%s%s", used ? "," : "", name)
   FEAT("sse4.2");
   FEAT("avx");
   FEAT("avx2");
@@ -59,7 +59,8 @@ int gc_toolchain_identity(gc_arena *a, const char *cc, const char **out,
   posix_spawn_file_actions_t fa;
   posix_spawn_file_actions_init(&fa);
   posix_spawn_file_actions_adddup2(&fa, fds[1], STDOUT_FILENO);
-  posix_spawn_file_actions_addopen(&fa, STDERR_FILENO, "/dev/null", O_WRONLY, 0);
+  posix_spawn_file_actions_addopen(&fa, STDERR_FILENO, "/dev/null", O_WRONLY,
+                                   0);
   char *argv[] = {(char *)cc, "--version", NULL};
   pid_t pid;
   int rc = posix_spawnp(&pid, cc, &fa, NULL, argv, environ);

@@ -92,11 +92,13 @@ static bool accepts(const gc_type *t, const gc_arg *a) {
   case GC_TY_SYMINT:
     return k == GC_ARG_INT || k == GC_ARG_SYM_INT;
   case GC_TY_FLOAT:
+  case GC_TY_SYMFLOAT:
     return k == GC_ARG_FLOAT || k == GC_ARG_INT || k == GC_ARG_SYM_FLOAT ||
            k == GC_ARG_SYM_INT;
   case GC_TY_COMPLEX:
     return k == GC_ARG_FLOAT || k == GC_ARG_INT;
   case GC_TY_BOOL:
+  case GC_TY_SYMBOOL:
     return k == GC_ARG_BOOL || k == GC_ARG_SYM_BOOL;
   case GC_TY_STR:
   case GC_TY_DIMNAME:
@@ -140,8 +142,10 @@ static bool returns_ok(const gc_type *t, const gc_arg *o) {
   case GC_TY_SYMINT:
     return k == GC_ARG_SYM_INT || k == GC_ARG_NONE;
   case GC_TY_FLOAT:
+  case GC_TY_SYMFLOAT:
     return k == GC_ARG_SYM_FLOAT || k == GC_ARG_NONE;
   case GC_TY_BOOL:
+  case GC_TY_SYMBOOL:
     return k == GC_ARG_SYM_BOOL || k == GC_ARG_NONE;
   case GC_TY_SCALAR:
   case GC_TY_NUMBER:
@@ -368,8 +372,9 @@ static int find_cycle(gc_decoder *d, const deps *dp) {
   int count = len - pos[u];
   for (int i = 0; i < count && i < 6; i++) {
     gc_node_describe(g, walk[pos[u] + i], nb, sizeof nb);
-    used += (size_t)snprintf(msg + used, used < sizeof msg ? sizeof msg - used : 0,
-                             "%s%s", i ? " uses " : "", nb);
+    used +=
+        (size_t)snprintf(msg + used, used < sizeof msg ? sizeof msg - used : 0,
+                         "%s%s", i ? " uses " : "", nb);
   }
   d->node = -1;
   d->where = "graph";
@@ -378,8 +383,8 @@ static int find_cycle(gc_decoder *d, const deps *dp) {
 }
 
 typedef struct order_ctx {
-  int node;               /* the node whose arguments are checked */
-  const gc_value *first;  /* first value used before its definition */
+  int node;              /* the node whose arguments are checked */
+  const gc_value *first; /* first value used before its definition */
 } order_ctx;
 
 static void check_ref(const gc_value *v, void *ctx) {

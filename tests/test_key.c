@@ -55,8 +55,9 @@ static char **corpus(int *n) {
   char dir[4096];
   snprintf(dir, sizeof dir, "%s/tests/data/graphs", tu_src_dir());
   char **list = tu_list(dir, ".pb", n);
-  cr_assert_geq(*n, MIN_CORPUS, "expected >= %d captured graphs in %s, found %d",
-                MIN_CORPUS, dir, *n);
+  cr_assert_geq(*n, MIN_CORPUS,
+                "expected >= %d captured graphs in %s, found %d", MIN_CORPUS,
+                dir, *n);
   return list;
 }
 
@@ -123,7 +124,8 @@ Test(key, sensitive_to_every_semantic_edit) {
     for (int e = 0; e < GM_NEDITS; e++) {
       for (int t = 0; t < EDIT_TRIALS; t++) {
         tu_rng r;
-        uint64_t seed = 7919ull * (uint64_t)f + 31ull * (uint64_t)e + (uint64_t)t;
+        uint64_t seed =
+            7919ull * (uint64_t)f + 31ull * (uint64_t)e + (uint64_t)t;
         tu_rng_seed(&r, seed);
         gm_module *m = gm_clone(a, orig);
         const char *what = gm_edit(a, m, &r, e);
@@ -155,8 +157,11 @@ Test(key, components_attribute_changes) {
   struct {
     int edit;
     gc_key_component comp;
-  } cases[] = {{0, GC_KEY_GRAPH}, {4, GC_KEY_INPUTS}, {6, GC_KEY_INPUTS},
-               {7, GC_KEY_INPUTS}, {13, GC_KEY_GRAPH}};
+  } cases[] = {{0, GC_KEY_GRAPH},
+               {4, GC_KEY_INPUTS},
+               {6, GC_KEY_INPUTS},
+               {7, GC_KEY_INPUTS},
+               {13, GC_KEY_GRAPH}};
   for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
     tu_rng r;
     tu_rng_seed(&r, 42 + i);
@@ -166,8 +171,7 @@ Test(key, components_attribute_changes) {
     gc_key k = key_default(a, m, what);
     for (int c = 0; c < GC_KEY_NCOMPONENTS; c++) {
       bool same = memcmp(k.part[c], k0.part[c], GC_DIGEST_LEN) == 0;
-      cr_assert_eq(same, c != (int)cases[i].comp,
-                   "%s: component %s %s", what,
+      cr_assert_eq(same, c != (int)cases[i].comp, "%s: component %s %s", what,
                    gc_key_component_name((gc_key_component)c),
                    same ? "unchanged" : "changed");
     }
@@ -341,8 +345,9 @@ Test(key, random_ops_keep_their_order) {
  * not; literals are normalized by the declared type. */
 Test(key, defaults_and_literal_normalization) {
   gc_arena *a = gc_arena_new(0);
-  gc_key omitted = key_spec(a, "x: f32[4]\ny: f32[4]\n"
-                               "z = aten::add.Tensor(x, y): f32[4]\nreturn z\n");
+  gc_key omitted =
+      key_spec(a, "x: f32[4]\ny: f32[4]\n"
+                  "z = aten::add.Tensor(x, y): f32[4]\nreturn z\n");
   gc_key explicit1 = key_spec(a, "x: f32[4]\ny: f32[4]\n"
                                  "z = aten::add.Tensor(x, y, alpha=1): f32[4]\n"
                                  "return z\n");
@@ -352,14 +357,17 @@ Test(key, defaults_and_literal_normalization) {
   cr_assert(same_key(omitted, explicit1));
   cr_assert(!same_key(omitted, two));
   /* A float parameter given an int: the same value. */
-  gc_key f1 = key_spec(a, "x: f32[4]\n"
-                          "z = aten::layer_norm(x, [4], eps=0.0): f32[4]\nreturn z\n");
-  gc_key f2 = key_spec(a, "x: f32[4]\n"
-                          "z = aten::layer_norm(x, [4], eps=0): f32[4]\nreturn z\n");
+  gc_key f1 =
+      key_spec(a, "x: f32[4]\n"
+                  "z = aten::layer_norm(x, [4], eps=0.0): f32[4]\nreturn z\n");
+  gc_key f2 =
+      key_spec(a, "x: f32[4]\n"
+                  "z = aten::layer_norm(x, [4], eps=0): f32[4]\nreturn z\n");
   cr_assert(same_key(f1, f2));
   /* -0.0 and 0.0 are different numbers. */
-  gc_key f3 = key_spec(a, "x: f32[4]\n"
-                          "z = aten::layer_norm(x, [4], eps=-0.0): f32[4]\nreturn z\n");
+  gc_key f3 =
+      key_spec(a, "x: f32[4]\n"
+                  "z = aten::layer_norm(x, [4], eps=-0.0): f32[4]\nreturn z\n");
   cr_assert(!same_key(f1, f3));
   /* A Scalar keeps its kind: 1 and 1.0 may promote differently. */
   gc_key s1 = key_spec(a, "x: f32[4]\n"
@@ -368,9 +376,10 @@ Test(key, defaults_and_literal_normalization) {
                           "z = aten::leaky_relu(x, 1.0): f32[4]\nreturn z\n");
   cr_assert(!same_key(s1, s2));
   /* int[2] given one int means that int twice. */
-  gc_key p1 = key_spec(a, "x: f32[1, 1, 8, 8]\n"
-                          "y = aten::avg_pool2d(x, [2, 2], [2, 2]): f32[1, 1, 4, 4]\n"
-                          "return y\n");
+  gc_key p1 =
+      key_spec(a, "x: f32[1, 1, 8, 8]\n"
+                  "y = aten::avg_pool2d(x, [2, 2], [2, 2]): f32[1, 1, 4, 4]\n"
+                  "return y\n");
   gc_key p2 = key_spec(a, "x: f32[1, 1, 8, 8]\n"
                           "y = aten::avg_pool2d(x, 2, 2): f32[1, 1, 4, 4]\n"
                           "return y\n");
@@ -397,5 +406,25 @@ Test(key, storage_sharing_pattern) {
                            "z: f32[4] group 1\nw: f32[4] group 1\n"
                            "s = aten::add.Tensor(x, y): f32[4]\nreturn s\n");
   cr_assert(same_key(xy2, xy3));
+  gc_arena_free(a);
+}
+
+/* native_batch_norm writes its running stats in training mode although
+ * torch 1.13's schema does not say so: reads of them stay ordered. */
+Test(key, unannotated_batch_norm_mutation_keeps_order) {
+  gc_arena *a = gc_arena_new(0);
+  gc_key k1 =
+      key_spec(a, "x: f32[2, 3]\nrm: f32[3] buffer\nrv: f32[3] buffer\n"
+                  "s = aten::sum(rm): f32[]\n"
+                  "o, m, v = aten::native_batch_norm(x, None, None, rm, "
+                  "rv, True, 0.1, 1e-5): f32[2, 3]\n"
+                  "return o, s\n");
+  gc_key k2 =
+      key_spec(a, "x: f32[2, 3]\nrm: f32[3] buffer\nrv: f32[3] buffer\n"
+                  "o, m, v = aten::native_batch_norm(x, None, None, rm, "
+                  "rv, True, 0.1, 1e-5): f32[2, 3]\n"
+                  "s = aten::sum(rm): f32[]\n"
+                  "return o, s\n");
+  cr_assert(!same_key(k1, k2));
   gc_arena_free(a);
 }

@@ -65,8 +65,12 @@ static void expect_fail(gc_arena *a, const module *m, const gc_limits *lim,
 #define CASE(name) Test(bad_graph, name, .init = setup, .fini = teardown)
 
 static gc_arena *a;
-static void setup(void) { a = gc_arena_new(0); }
-static void teardown(void) { gc_arena_free(a); }
+static void setup(void) {
+  a = gc_arena_new(0);
+}
+static void teardown(void) {
+  gc_arena_free(a);
+}
 
 /* ---- bytes and versions ---- */
 
@@ -150,7 +154,8 @@ CASE(node_redefines_input) {
   module *m = build(a, "x: f32[4]\n"
                        "x = aten::relu(x): f32[4]\n"
                        "return x\n");
-  EXPECT(m, NULL, GC_EINVAL, "node 0", "value 'x' is defined twice (also by input 0)");
+  EXPECT(m, NULL, GC_EINVAL, "node 0",
+         "value 'x' is defined twice (also by input 0)");
 }
 
 CASE(value_never_defined) {
@@ -164,7 +169,8 @@ CASE(value_never_defined) {
   memcpy(tv, m->graph->tensor_values, m->graph->n_tensor_values * sizeof *tv);
   tv[m->graph->n_tensor_values++] = extra;
   m->graph->tensor_values = tv;
-  EXPECT(m, NULL, GC_EINVAL, "value 'orphan' is not defined by any input or node");
+  EXPECT(m, NULL, GC_EINVAL,
+         "value 'orphan' is not defined by any input or node");
 }
 
 CASE(empty_value_name) {
@@ -207,7 +213,8 @@ CASE(self_cycle) {
   module *m = build(a, "x: f32[4]\n"
                        "a = aten::add.Tensor(x, a): f32[4]\n"
                        "return a\n");
-  EXPECT(m, NULL, GC_EINVAL, "cycle of 1 nodes", "node 0 (%a = aten::add.Tensor)");
+  EXPECT(m, NULL, GC_EINVAL, "cycle of 1 nodes",
+         "node 0 (%a = aten::add.Tensor)");
 }
 
 CASE(use_before_definition) {
@@ -244,7 +251,8 @@ CASE(malformed_operator_schema) {
 CASE(operator_name_does_not_match_schema) {
   module *m = build(a, BASE);
   m->operators[0]->schema = "aten::bmm(Tensor self, Tensor mat2) -> Tensor";
-  EXPECT(m, NULL, GC_EINVAL, "operator 'aten::mm' has the schema of 'aten::bmm'");
+  EXPECT(m, NULL, GC_EINVAL,
+         "operator 'aten::mm' has the schema of 'aten::bmm'");
 }
 
 CASE(duplicate_operator) {
@@ -261,7 +269,8 @@ CASE(unknown_argument_name) {
                        "z = aten::add.Tensor(x, y, alpah=2): f32[4]\n"
                        "return z\n");
   EXPECT(m, NULL, GC_EINVAL, "node 0 (%z = aten::add.Tensor)",
-         "argument 'alpah'", "has no such parameter (it takes: self, other, alpha)");
+         "argument 'alpah'",
+         "has no such parameter (it takes: self, other, alpha)");
 }
 
 CASE(argument_given_twice) {
@@ -296,7 +305,8 @@ CASE(positional_out_of_order) {
   m->graph->nodes[0]->inputs[0] = m->graph->nodes[0]->inputs[1];
   m->graph->nodes[0]->inputs[1] = t;
   EXPECT(m, NULL, GC_EINVAL, "argument 'other'",
-         "passed as positional argument 0 but it is parameter 1 of aten::add.Tensor");
+         "passed as positional argument 0 but it is parameter 1 of "
+         "aten::add.Tensor");
 }
 
 CASE(missing_required_argument) {
@@ -304,15 +314,16 @@ CASE(missing_required_argument) {
                        "z = aten::add.Tensor(x): f32[4]\n"
                        "return z\n");
   EXPECT(m, NULL, GC_EINVAL, "node 0 (%z = aten::add.Tensor)",
-         "argument 'other'", "is required by aten::add.Tensor (Tensor) but missing");
+         "argument 'other'",
+         "is required by aten::add.Tensor (Tensor) but missing");
 }
 
 CASE(string_for_tensor) {
   module *m = build(a, "x: f32[4]\n"
                        "z = aten::mul.Tensor(x, \"two\"): f32[4]\n"
                        "return z\n");
-  EXPECT(m, NULL, GC_EINVAL, "node 0 (%z = aten::mul.Tensor)", "argument 'other'",
-         "expected Tensor, got string");
+  EXPECT(m, NULL, GC_EINVAL, "node 0 (%z = aten::mul.Tensor)",
+         "argument 'other'", "expected Tensor, got string");
 }
 
 CASE(tensor_for_int_list) {
@@ -344,12 +355,14 @@ CASE(unknown_memory_format_argument) {
   Compiled__V1__Argument *arg = m->graph->nodes[0]->inputs[1]->arg;
   arg->kind_case = COMPILED__V1__ARGUMENT__KIND_AS_MEMORY_FORMAT;
   arg->as_memory_format = 9;
-  EXPECT(m, NULL, GC_EINVAL, "argument 'memory_format'", "unknown memory format 9");
+  EXPECT(m, NULL, GC_EINVAL, "argument 'memory_format'",
+         "unknown memory format 9");
 }
 
 CASE(argument_without_kind) {
   module *m = build(a, BASE);
-  m->graph->nodes[0]->inputs[1]->arg->kind_case = COMPILED__V1__ARGUMENT__KIND__NOT_SET;
+  m->graph->nodes[0]->inputs[1]->arg->kind_case =
+      COMPILED__V1__ARGUMENT__KIND__NOT_SET;
   EXPECT(m, NULL, GC_EINVAL, "node 0 (%mm = aten::mm)", "argument 'mat2'",
          "argument has no kind set");
 }
@@ -387,7 +400,8 @@ CASE(negative_size) {
 
 CASE(negative_stride) {
   module *m = build(a, "x: f32[4, 4] strides [4, -1]\nreturn x\n");
-  EXPECT(m, NULL, GC_EINVAL, "tensor_values[0] 'x'", "stride 1 is negative (-1)");
+  EXPECT(m, NULL, GC_EINVAL, "tensor_values[0] 'x'",
+         "stride 1 is negative (-1)");
 }
 
 CASE(negative_offset) {
@@ -402,14 +416,16 @@ CASE(sizes_and_strides_disagree) {
 }
 
 CASE(element_count_overflows) {
-  module *m = build(a, "x: f32[4294967296, 4294967296] strides [1, 1]\nreturn x\n");
+  module *m =
+      build(a, "x: f32[4294967296, 4294967296] strides [1, 1]\nreturn x\n");
   EXPECT(m, NULL, GC_EINVAL, "'x'", "element count overflows int64");
 }
 
 CASE(byte_size_overflows) {
   module *m = build(a, "x: f64[2, 3] strides [4611686018427387904, 1]\n"
                        "return x\n");
-  EXPECT(m, NULL, GC_EINVAL, "'x'", "byte size of the storage it spans overflows int64");
+  EXPECT(m, NULL, GC_EINVAL, "'x'",
+         "byte size of the storage it spans overflows int64");
 }
 
 CASE(unknown_device) {
@@ -430,8 +446,8 @@ CASE(bad_symbolic_size) {
   s->as_expr = gc_arena_zalloc(a, sizeof *s->as_expr);
   compiled__v1__sym_expr__init(s->as_expr);
   s->as_expr->expr = "s0 * (2 +";
-  EXPECT(m, NULL, GC_EINVAL, "'x'", "size 0", "symbolic expression \"s0 * (2 +\"",
-         "unexpected end of expression");
+  EXPECT(m, NULL, GC_EINVAL, "'x'", "size 0",
+         "symbolic expression \"s0 * (2 +\"", "unexpected end of expression");
 }
 
 /* ---- inputs and storage groups ---- */
@@ -479,7 +495,8 @@ CASE(too_many_nodes) {
   gc_limits lim;
   gc_limits_default(&lim);
   lim.max_nodes = 1;
-  EXPECT(m, &lim, GC_ELIMIT, "the graph's node list has 2 elements; the limit is 1");
+  EXPECT(m, &lim, GC_ELIMIT,
+         "the graph's node list has 2 elements; the limit is 1");
 }
 
 CASE(rank_over_limit) {
@@ -492,7 +509,8 @@ CASE(rank_over_limit) {
 
 CASE(string_over_limit) {
   module *m = build(a, BASE);
-  m->graph->nodes[0]->metadata = gc_arena_zalloc(a, sizeof(Compiled__V1__NodeMetadata));
+  m->graph->nodes[0]->metadata =
+      gc_arena_zalloc(a, sizeof(Compiled__V1__NodeMetadata));
   compiled__v1__node_metadata__init(m->graph->nodes[0]->metadata);
   char *trace = gc_arena_alloc(a, 5001);
   memset(trace, 'x', 5000);
@@ -501,7 +519,8 @@ CASE(string_over_limit) {
   gc_limits lim;
   gc_limits_default(&lim);
   lim.max_string = 4096;
-  EXPECT(m, &lim, GC_ELIMIT, "node 0", "the stack trace is longer than the string limit of 4096 bytes");
+  EXPECT(m, &lim, GC_ELIMIT, "node 0",
+         "the stack trace is longer than the string limit of 4096 bytes");
 }
 
 CASE(list_over_limit) {
@@ -511,7 +530,8 @@ CASE(list_over_limit) {
   gc_limits lim;
   gc_limits_default(&lim);
   lim.max_list = 4;
-  EXPECT(m, &lim, GC_ELIMIT, "argument 'dim'", "the int list has 5 elements; the limit is 4");
+  EXPECT(m, &lim, GC_ELIMIT, "argument 'dim'",
+         "the int list has 5 elements; the limit is 4");
 }
 
 CASE(symbolic_nesting_over_limit) {

@@ -40,8 +40,8 @@ ctl_format ctl_guess_format(const char *path, const uint8_t *data, size_t len);
 /* Loads a graph file of either format. On success *msg is a message to free
  * with protobuf_c_message_free_unpacked(&(*msg)->base, NULL). On failure
  * returns CTL_EIO or CTL_EGRAPH with a message in err. */
-int ctl_load_graph(const char *path, Compiled__V1__GraphModule **msg,
-                   char *err, size_t errlen);
+int ctl_load_graph(const char *path, Compiled__V1__GraphModule **msg, char *err,
+                   size_t errlen);
 
 /* `compilectl graph ...` */
 int ctl_cmd_graph(int argc, char **argv);

@@ -25,9 +25,12 @@ static const char graph_usage[] =
     "other names are recognised by content. \"-\" reads standard input.\n"
     "\n"
     "commands:\n"
-    "  validate FILE...   check each graph; print precise errors, exit 1 if any\n"
-    "  hash FILE...       print the cache key a daemon on this machine computes\n"
-    "      --json                 also print the component hashes (JSON lines)\n"
+    "  validate FILE...   check each graph; print precise errors, exit 1 if "
+    "any\n"
+    "  hash FILE...       print the cache key a daemon on this machine "
+    "computes\n"
+    "      --json                 also print the component hashes (JSON "
+    "lines)\n"
     "      --opt-level N          compile option (default 2)\n"
     "      --training             training instead of inference\n"
     "      --no-keep-input-mutations\n"
@@ -98,8 +101,7 @@ static int cmd_validate(int argc, char **argv) {
       continue;
     }
     printf("%s: ok (%d inputs, %d nodes, %d outputs, %d operators)\n", argv[i],
-           l.graph->ninputs, l.graph->nnodes, l.graph->noutputs,
-           l.graph->nops);
+           l.graph->ninputs, l.graph->nnodes, l.graph->noutputs, l.graph->nops);
     loaded_free(&l);
   }
   return worst;
@@ -124,7 +126,17 @@ static void print_key_json(const char *path, const gc_key *k) {
 }
 
 static int cmd_hash(int argc, char **argv) {
-  enum { O_JSON = 256, O_OPT, O_TRAIN, O_NOKEEP, O_ARCH, O_ISA, O_TC, O_CFLAGS, O_CC };
+  enum {
+    O_JSON = 256,
+    O_OPT,
+    O_TRAIN,
+    O_NOKEEP,
+    O_ARCH,
+    O_ISA,
+    O_TC,
+    O_CFLAGS,
+    O_CC
+  };
   static const struct option opts[] = {
       {"json", no_argument, NULL, O_JSON},
       {"opt-level", required_argument, NULL, O_OPT},
@@ -357,7 +369,8 @@ static int cmd_convert(int argc, char **argv) {
 }
 
 int ctl_cmd_graph(int argc, char **argv) {
-  if (argc < 2 || strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0) {
+  if (argc < 2 || strcmp(argv[1], "--help") == 0 ||
+      strcmp(argv[1], "-h") == 0) {
     fputs(graph_usage, argc < 2 ? stderr : stdout);
     return argc < 2 ? CTL_EUSAGE : CTL_OK;
   }

@@ -24,7 +24,8 @@ void ctl_errorf(const char *fmt, ...) {
 }
 
 int ctl_read_file(const char *path, uint8_t **data, size_t *len) {
-  int fd = strcmp(path, "-") == 0 ? STDIN_FILENO : open(path, O_RDONLY | O_CLOEXEC);
+  int fd =
+      strcmp(path, "-") == 0 ? STDIN_FILENO : open(path, O_RDONLY | O_CLOEXEC);
   if (fd < 0)
     return -1;
   size_t cap = 1 << 16, used = 0;
@@ -54,7 +55,7 @@ int ctl_read_file(const char *path, uint8_t **data, size_t *len) {
   *data = buf;
   *len = used;
   return 0;
-fail: {
+fail : {
   int saved = errno;
   free(buf);
   if (fd != STDIN_FILENO)
@@ -122,8 +123,8 @@ ctl_format ctl_guess_format(const char *path, const uint8_t *data, size_t len) {
   return CTL_FMT_PB;
 }
 
-int ctl_load_graph(const char *path, Compiled__V1__GraphModule **msg,
-                   char *err, size_t errlen) {
+int ctl_load_graph(const char *path, Compiled__V1__GraphModule **msg, char *err,
+                   size_t errlen) {
   uint8_t *data;
   size_t len;
   if (ctl_read_file(path, &data, &len) != 0) {

@@ -26,8 +26,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   if (gc_graph_decode(a, data, size, &lim, &g, &err) == 0) {
     gc_options o;
     gc_options_default(&o);
-    gc_target t = {.arch = "x86_64", .isa = "avx2", .toolchain = "cc",
-                   .cflags = "-O2"};
+    gc_target t = {
+        .arch = "x86_64", .isa = "avx2", .toolchain = "cc", .cflags = "-O2"};
     gc_key k1, k2;
     int r1 = gc_key_compute(g, &o, &t, &k1, &err);
     int r2 = gc_key_compute(g, &o, &t, &k2, &err);

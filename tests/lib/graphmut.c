@@ -54,13 +54,16 @@ static void visit_arg(pb_arg *a, name_fn fn, void *ctx) {
     break;
   case COMPILED__V1__ARGUMENT__KIND_AS_OPTIONAL_TENSORS:
     for (size_t i = 0; i < a->as_optional_tensors->n_items; i++) {
-      Compiled__V1__OptionalTensorArgument *o = a->as_optional_tensors->items[i];
-      if (o->kind_case == COMPILED__V1__OPTIONAL_TENSOR_ARGUMENT__KIND_AS_TENSOR)
+      Compiled__V1__OptionalTensorArgument *o =
+          a->as_optional_tensors->items[i];
+      if (o->kind_case ==
+          COMPILED__V1__OPTIONAL_TENSOR_ARGUMENT__KIND_AS_TENSOR)
         fn(&o->as_tensor->name, ctx);
     }
     break;
   case COMPILED__V1__ARGUMENT__KIND_AS_SYM_INT:
-    if (a->as_sym_int->kind_case == COMPILED__V1__SYM_INT_ARGUMENT__KIND_AS_NAME)
+    if (a->as_sym_int->kind_case ==
+        COMPILED__V1__SYM_INT_ARGUMENT__KIND_AS_NAME)
       fn(&a->as_sym_int->as_name, ctx);
     break;
   case COMPILED__V1__ARGUMENT__KIND_AS_SYM_INTS:
@@ -176,8 +179,10 @@ static int is_barrier(const gm_module *m, const pb_node *n) {
     if (strcmp(m->operators[i]->name, n->target) != 0)
       continue;
     const char *s = m->operators[i]->schema;
-    return strchr(s, '!') != NULL || strstr(s, "rand") || strstr(s, "dropout") ||
-           strstr(s, "bernoulli") || strstr(s, "normal") || strstr(s, "uniform");
+    return strchr(s, '!') != NULL || strstr(s, "batch_norm") ||
+           strstr(s, "rand") || strstr(s, "dropout") ||
+           strstr(s, "bernoulli") || strstr(s, "normal") ||
+           strstr(s, "uniform");
   }
   return 1;
 }
@@ -279,10 +284,11 @@ void gm_touch_metadata(gc_arena *a, gm_module *m, tu_rng *r) {
     pb_node *n = g->nodes[i];
     if (!n->metadata)
       n->metadata = new_metadata(a);
-    n->metadata->stack_trace = gc_arena_printf(
-        a, "File \"/home/rank%d/train.py\", line %d", tu_rng_below(r, 256),
-        tu_rng_below(r, 1000));
-    n->metadata->module_path = gc_arena_printf(a, "layer.%d", tu_rng_below(r, 9));
+    n->metadata->stack_trace =
+        gc_arena_printf(a, "File \"/home/rank%d/train.py\", line %d",
+                        tu_rng_below(r, 256), tu_rng_below(r, 1000));
+    n->metadata->module_path =
+        gc_arena_printf(a, "layer.%d", tu_rng_below(r, 9));
   }
   for (size_t i = 0; i < g->n_inputs; i++)
     if (*g->inputs[i]->target)
@@ -382,7 +388,8 @@ static int find_literal(gm_module *m, tu_rng *r, int kind_case, pb_arg **out) {
   for (int k = 0; k < n; k++) {
     pb_node *node = g->nodes[(start + k) % n];
     for (size_t j = 0; j < node->n_inputs; j++)
-      if (node->inputs[j]->arg && (int)node->inputs[j]->arg->kind_case == kind_case) {
+      if (node->inputs[j]->arg &&
+          (int)node->inputs[j]->arg->kind_case == kind_case) {
         *out = node->inputs[j]->arg;
         return (start + k) % n;
       }
@@ -427,9 +434,10 @@ static const char *edit_op(gc_arena *a, gm_module *m, tu_rng *r) {
   const char *paren = strchr(schema, '(');
   const char *dot = memchr(sep, '.', (size_t)(paren - sep));
   const char *cut = dot ? dot : paren;
-  char *nschema = gc_arena_printf(a, "%.*s_edited%s", (int)(cut - schema),
-                                  schema, cut);
-  char *nname = gc_arena_strndup(a, nschema, (size_t)(strchr(nschema, '(') - nschema));
+  char *nschema =
+      gc_arena_printf(a, "%.*s_edited%s", (int)(cut - schema), schema, cut);
+  char *nname =
+      gc_arena_strndup(a, nschema, (size_t)(strchr(nschema, '(') - nschema));
   Compiled__V1__Operator *op = gc_arena_zalloc(a, sizeof *op);
   compiled__v1__operator__init(op);
   op->name = nname;
@@ -460,7 +468,8 @@ static const char *edit_outputs(gc_arena *a, gm_module *m, tu_rng *r) {
     }
   /* Else return one more value: the first tensor input. */
   for (size_t i = 0; i < g->n_inputs; i++)
-    if (g->inputs[i]->arg->kind_case == COMPILED__V1__ARGUMENT__KIND_AS_TENSOR) {
+    if (g->inputs[i]->arg->kind_case ==
+        COMPILED__V1__ARGUMENT__KIND_AS_TENSOR) {
       pb_arg **outs = gc_arena_calloc(a, g->n_outputs + 1, sizeof *outs);
       memcpy(outs, g->outputs, g->n_outputs * sizeof *outs);
       outs[g->n_outputs++] = g->inputs[i]->arg;
@@ -480,7 +489,8 @@ static const char *edit_aliasing(gc_arena *a, gm_module *m, tu_rng *r) {
   }
   int first = -1, second = -1;
   for (size_t i = 0; i < g->n_inputs && second < 0; i++)
-    if (g->inputs[i]->arg->kind_case == COMPILED__V1__ARGUMENT__KIND_AS_TENSOR) {
+    if (g->inputs[i]->arg->kind_case ==
+        COMPILED__V1__ARGUMENT__KIND_AS_TENSOR) {
       if (first < 0)
         first = (int)i;
       else
@@ -498,7 +508,8 @@ static const char *edit_aliasing(gc_arena *a, gm_module *m, tu_rng *r) {
   g->storage_groups[0] = sg;
   g->n_storage_groups = 1;
   (void)r;
-  return gc_arena_printf(a, "inputs %d and %d now share storage", first, second);
+  return gc_arena_printf(a, "inputs %d and %d now share storage", first,
+                         second);
 }
 
 /* Points one tensor argument of a node at a different earlier value with
@@ -527,7 +538,8 @@ static const char *edit_rewire(gc_arena *a, gm_module *m, tu_rng *r) {
           size_t l1 = compiled__v1__tensor_meta__get_packed_size(want);
           size_t l2 = compiled__v1__tensor_meta__get_packed_size(
               g->tensor_values[t]->meta);
-          uint8_t *b1 = gc_arena_alloc(a, l1 + 1), *b2 = gc_arena_alloc(a, l2 + 1);
+          uint8_t *b1 = gc_arena_alloc(a, l1 + 1),
+                  *b2 = gc_arena_alloc(a, l2 + 1);
           compiled__v1__tensor_meta__pack(want, b1);
           compiled__v1__tensor_meta__pack(g->tensor_values[t]->meta, b2);
           if (l1 == l2 && memcmp(b1, b2, l1) == 0 && tu_rng_below(r, 4) != 0) {
@@ -555,18 +567,21 @@ const char *gm_edit(gc_arena *a, gm_module *m, tu_rng *r, int which) {
   case 0:
     return edit_op(a, m, r);
   case 1:
-    if ((idx = find_literal(m, r, COMPILED__V1__ARGUMENT__KIND_AS_INT, &lit)) < 0)
+    if ((idx = find_literal(m, r, COMPILED__V1__ARGUMENT__KIND_AS_INT, &lit)) <
+        0)
       return NULL;
     lit->as_int += 1 + tu_rng_below(r, 3);
     return gc_arena_printf(a, "int literal of node %d", idx);
   case 2:
-    if ((idx = find_literal(m, r, COMPILED__V1__ARGUMENT__KIND_AS_FLOAT, &lit)) < 0)
+    if ((idx = find_literal(m, r, COMPILED__V1__ARGUMENT__KIND_AS_FLOAT,
+                            &lit)) < 0)
       return NULL;
     lit->as_float = lit->as_float + 1.0 == lit->as_float ? lit->as_float * 2 + 1
-                                                          : lit->as_float + 1.0;
+                                                         : lit->as_float + 1.0;
     return gc_arena_printf(a, "float literal of node %d", idx);
   case 3:
-    if ((idx = find_literal(m, r, COMPILED__V1__ARGUMENT__KIND_AS_BOOL, &lit)) < 0)
+    if ((idx = find_literal(m, r, COMPILED__V1__ARGUMENT__KIND_AS_BOOL, &lit)) <
+        0)
       return NULL;
     lit->as_bool = !lit->as_bool;
     return gc_arena_printf(a, "bool literal of node %d", idx);
@@ -600,9 +615,10 @@ const char *gm_edit(gc_arena *a, gm_module *m, tu_rng *r, int which) {
     int i = tu_rng_below(r, (int)g->n_inputs);
     if (g->inputs[i]->arg->kind_case != COMPILED__V1__ARGUMENT__KIND_AS_TENSOR)
       return NULL;
-    g->inputs[i]->kind = g->inputs[i]->kind == COMPILED__V1__INPUT_KIND__INPUT_KIND_USER_INPUT
-                             ? COMPILED__V1__INPUT_KIND__INPUT_KIND_BUFFER
-                             : COMPILED__V1__INPUT_KIND__INPUT_KIND_USER_INPUT;
+    g->inputs[i]->kind =
+        g->inputs[i]->kind == COMPILED__V1__INPUT_KIND__INPUT_KIND_USER_INPUT
+            ? COMPILED__V1__INPUT_KIND__INPUT_KIND_BUFFER
+            : COMPILED__V1__INPUT_KIND__INPUT_KIND_USER_INPUT;
     return gc_arena_printf(a, "kind of input %d", i);
   }
   case 10:

@@ -9,7 +9,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-
 const char *tu_src_dir(void) {
   const char *s = getenv("COMPILED_SRC");
   return s && *s ? s : ".";

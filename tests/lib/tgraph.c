@@ -133,12 +133,12 @@ static int split_top(char *s, char **parts, int max) {
 static const struct {
   const char *name;
   int value;
-} dtypes[] = {{"u8", 1},   {"uint8", 1},     {"i8", 2},    {"int8", 2},
-              {"i16", 3},  {"int16", 3},     {"i32", 4},   {"int32", 4},
-              {"i64", 5},  {"int64", 5},     {"f16", 7},   {"float16", 7},
-              {"f32", 8},  {"float32", 8},   {"f64", 9},   {"float64", 9},
-              {"c32", 10}, {"c64", 11},      {"complex64", 11},
-              {"c128", 12}, {"bool", 13},    {"bf16", 14}, {"bfloat16", 14}};
+} dtypes[] = {{"u8", 1},    {"uint8", 1},   {"i8", 2},         {"int8", 2},
+              {"i16", 3},   {"int16", 3},   {"i32", 4},        {"int32", 4},
+              {"i64", 5},   {"int64", 5},   {"f16", 7},        {"float16", 7},
+              {"f32", 8},   {"float32", 8}, {"f64", 9},        {"float64", 9},
+              {"c32", 10},  {"c64", 11},    {"complex64", 11}, {"c128", 12},
+              {"bool", 13}, {"bf16", 14},   {"bfloat16", 14}};
 
 static int dtype_of(const char *s) {
   for (size_t i = 0; i < sizeof dtypes / sizeof dtypes[0]; i++)
@@ -276,8 +276,9 @@ static Compiled__V1__TensorArgument *tensor_ref(builder *b, const char *name) {
 static int is_number(const char *s) {
   if (*s == '-' || *s == '+')
     s++;
-  return isdigit((unsigned char)*s) || (*s == '.' && isdigit((unsigned char)s[1])) ||
-         strcmp(s, "inf") == 0 || strcmp(s, "nan") == 0;
+  return isdigit((unsigned char)*s) ||
+         (*s == '.' && isdigit((unsigned char)s[1])) || strcmp(s, "inf") == 0 ||
+         strcmp(s, "nan") == 0;
 }
 
 static int is_float_text(const char *s) {
@@ -380,7 +381,8 @@ static pb_arg *parse_value(builder *b, char *s) {
   if (*s == '"') {
     char *end = strrchr(s, '"');
     x->kind_case = COMPILED__V1__ARGUMENT__KIND_AS_STRING;
-    x->as_string = gc_arena_strndup(b->a, s + 1, end > s ? (size_t)(end - s - 1) : 0);
+    x->as_string =
+        gc_arena_strndup(b->a, s + 1, end > s ? (size_t)(end - s - 1) : 0);
   } else if (strcmp(s, "None") == 0) {
     x->kind_case = COMPILED__V1__ARGUMENT__KIND_AS_NONE;
     x->as_none = 1;
@@ -423,10 +425,11 @@ static int parse_input(builder *b, char *name, char *rest) {
   add_value(b, name, meta);
   Compiled__V1__InputSpec *in = gc_arena_zalloc(b->a, sizeof *in);
   compiled__v1__input_spec__init(in);
-  in->kind = strstr(rest, "param")    ? COMPILED__V1__INPUT_KIND__INPUT_KIND_PARAMETER
-             : strstr(rest, "buffer") ? COMPILED__V1__INPUT_KIND__INPUT_KIND_BUFFER
-             : strstr(rest, "const")  ? COMPILED__V1__INPUT_KIND__INPUT_KIND_CONSTANT
-                                      : COMPILED__V1__INPUT_KIND__INPUT_KIND_USER_INPUT;
+  in->kind =
+      strstr(rest, "param")    ? COMPILED__V1__INPUT_KIND__INPUT_KIND_PARAMETER
+      : strstr(rest, "buffer") ? COMPILED__V1__INPUT_KIND__INPUT_KIND_BUFFER
+      : strstr(rest, "const")  ? COMPILED__V1__INPUT_KIND__INPUT_KIND_CONSTANT
+                              : COMPILED__V1__INPUT_KIND__INPUT_KIND_USER_INPUT;
   if (in->kind != COMPILED__V1__INPUT_KIND__INPUT_KIND_USER_INPUT)
     in->target = gc_arena_printf(b->a, "mod.%s", name);
   in->arg = new_arg(b);
@@ -521,7 +524,8 @@ static int parse_node(builder *b, char *lhs, char *rhs) {
       n->outputs[n->n_outputs++] = x;
     }
   }
-  if (n->n_outputs && !meta && n->outputs[0]->kind_case != COMPILED__V1__ARGUMENT__KIND_AS_NONE)
+  if (n->n_outputs && !meta &&
+      n->outputs[0]->kind_case != COMPILED__V1__ARGUMENT__KIND_AS_NONE)
     return fail(b, "node outputs need ': dtype[sizes]'");
   b->nodes[b->nnodes++] = n;
   return 0;
@@ -601,7 +605,8 @@ Compiled__V1__GraphModule *tg_build(gc_arena *a, const char *spec, char *err,
     maxg = b.group_of[i] > maxg ? b.group_of[i] : maxg;
   if (maxg >= 0) {
     g->n_storage_groups = (size_t)maxg + 1;
-    g->storage_groups = gc_arena_calloc(a, (size_t)maxg + 1, sizeof *g->storage_groups);
+    g->storage_groups =
+        gc_arena_calloc(a, (size_t)maxg + 1, sizeof *g->storage_groups);
     for (int k = 0; k <= maxg; k++) {
       Compiled__V1__StorageGroup *sg = gc_arena_zalloc(a, sizeof *sg);
       compiled__v1__storage_group__init(sg);
