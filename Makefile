@@ -8,6 +8,7 @@
 #   make fuzz       build the libFuzzer targets (clang) and run each for
 #                   FUZZ_SECONDS (default 60)
 #   make bootstrap  install missing Debian packages (deploy/bootstrap.sh)
+#   make bench-hit  cache-hit benchmark against a bare gRPC echo (not a test)
 #
 # Sources are found by wildcard: a new compiler/*.c joins libcompiler, a new
 # tests/test_*.c becomes a Criterion binary. Header dependencies are tracked
@@ -60,6 +61,7 @@ CLIENT_SRC   := $(wildcard client/lib/*.c)
 TEST_SRC     := $(wildcard tests/test_*.c)
 TESTLIB_SRC  := $(wildcard tests/lib/*.c)
 FUZZ_SRC     := $(wildcard tests/fuzz/fuzz_*.c)
+BENCH_SRC    := $(wildcard bench/*.c)
 
 obj = $(patsubst %.c,$(BUILD)/obj/%.o,$(1))
 
@@ -74,9 +76,10 @@ ifneq ($(DAEMON_SRC),)
 BINS += $(BUILD)/bin/compiled
 endif
 TESTS := $(patsubst tests/%.c,$(BUILD)/tests/%,$(TEST_SRC))
+BENCHES := $(patsubst bench/%.c,$(BUILD)/bench/%,$(BENCH_SRC))
 BUILD_ID_H := $(BUILD)/gen/build_id.h
 
-.PHONY: all demo test test-c test-py check format format-check lint asan fuzz \
+.PHONY: all demo bench-build bench-hit test test-c test-py check format format-check lint asan fuzz \
         fuzz-build bootstrap clean py-proto
 .DEFAULT_GOAL := all
 
@@ -172,6 +175,18 @@ $(BUILD)/tests/%: tests/%.c $(call obj,$(TESTLIB_SRC)) $(LIBS) $(PROTO_H)
 	@echo "  CCLD    $@"
 	$(Q)$(CC) $(ALL_CPPFLAGS) $(ALL_CFLAGS) $(ALL_LDFLAGS) -o $@ $< $(call obj,$(TESTLIB_SRC)) $(LIBS) $(LDLIBS) -lcriterion
 
+# ---- benchmarks (never part of the tests) ----
+$(BUILD)/bench/%: bench/%.c $(LIBS) $(PROTO_H)
+	@mkdir -p $(dir $@)
+	@echo "  CCLD    $@"
+	$(Q)$(CC) $(ALL_CPPFLAGS) $(ALL_CFLAGS) $(ALL_LDFLAGS) -o $@ $< $(LIBS) $(LDLIBS)
+
+bench-build: all $(BENCHES)
+
+# Cache-hit latency/throughput vs a bare gRPC echo (docs/performance.md).
+bench-hit: bench-build
+	COMPILED_BUILD=$(abspath $(BUILD)) $(BUILD)/bench/hitbench $(BENCH_ARGS)
+
 # Test binaries find data and binaries through these variables.
 TEST_ENV := COMPILED_SRC=$(CURDIR) COMPILED_BUILD=$(abspath $(BUILD)) \
             PYTHONPATH=$(CURDIR)/client/python
@@ -230,4 +245,4 @@ clean:
 
 .SECONDARY:
 
--include $(shell find $(BUILD)/obj $(BUILD)/tests -name '*.d' 2>/dev/null)
+-include $(shell find $(BUILD)/obj $(BUILD)/tests $(BUILD)/bench -name '*.d' 2>/dev/null)

@@ -20,7 +20,8 @@
   X(IO, -7, "input/output error")                                              \
   X(JSON, -8, "malformed JSON")                                                \
   X(UNSUPPORTED, -9, "unsupported")                                            \
-  X(INTERNAL, -10, "internal error")
+  X(INTERNAL, -10, "internal error")                                           \
+  X(CANCELED, -11, "canceled")
 
 enum {
 #define X(name, code, text) GC_E##name = code,

@@ -1,0 +1,106 @@
+/*
+ * pipeline.c: the passes of a compile, in order. See pipeline.h.
+ */
+#include "compiler/pipeline.h"
+
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "compiled/v1/artifact.pb-c.h"
+#include "compiler/emit.h"
+
+int64_t gc_now_us(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (int64_t)ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
+}
+
+static void record(gc_compiled *t, const char *stage, int64_t micros) {
+  if (t && t->ntimings < GC_MAX_STAGES) {
+    t->timings[t->ntimings].stage = stage;
+    t->timings[t->ntimings].micros = micros;
+    t->ntimings++;
+  }
+}
+
+int gc_prepare(gc_arena *a, const Compiled__V1__GraphModule *m,
+               const gc_limits *lim, const gc_options *o,
+               const gc_target *target, gc_graph **g, gc_key *key,
+               gc_compiled *t, gc_error *err) {
+  int64_t t0 = gc_now_us();
+  int rc = gc_graph_from_message(a, m, lim, g, err);
+  int64_t t1 = gc_now_us();
+  record(t, "validate", t1 - t0);
+  if (rc)
+    return rc;
+  rc = gc_key_compute(*g, o, target, key, err);
+  record(t, "key", gc_now_us() - t1);
+  return rc;
+}
+
+/* Wraps the program into an Artifact and packs it with malloc. */
+static int package(gc_arena *a, const gc_key *key, Compiled__V1__Program *p,
+                   gc_compiled *out, gc_error *err) {
+  Compiled__V1__Artifact art;
+  Compiled__V1__ArtifactVersion ver;
+  compiled__v1__artifact__init(&art);
+  compiled__v1__artifact_version__init(&ver);
+  ver.major = GC_ARTIFACT_MAJOR;
+  ver.minor = GC_ARTIFACT_MINOR;
+  char *hex = gc_arena_alloc(a, GC_HEX_LEN);
+  if (!hex)
+    return gc_errorf(err, GC_ENOMEM, "package: out of memory");
+  gc_digest_hex(key->key, hex);
+  art.version = &ver;
+  art.key = hex;
+  art.compiler_build_id = (char *)gc_build_id();
+  art.program = p;
+  /* Timings stay out of the artifact (they travel in the CompileResult):
+   * an artifact is a deterministic function of its key, so two daemons that
+   * compile the same key produce the same bytes and the same digest. */
+  size_t len = compiled__v1__artifact__get_packed_size(&art);
+  uint8_t *buf = malloc(len ? len : 1);
+  if (!buf)
+    return gc_errorf(err, GC_ENOMEM, "package: out of memory (%zu bytes)", len);
+  compiled__v1__artifact__pack(&art, buf);
+  out->artifact = buf;
+  out->len = len;
+  return 0;
+}
+
+/* Runs one stage: hooks before and after, timing, abandonment. */
+#define STAGE(name, call)                                                      \
+  do {                                                                         \
+    if (hooks && hooks->abandoned && hooks->abandoned(hooks->ctx))             \
+      return gc_errorf(err, GC_ECANCELED, "compile abandoned before %s",       \
+                       name);                                                  \
+    if (hooks && hooks->stage)                                                 \
+      hooks->stage(hooks->ctx, name, false, 0);                                \
+    int64_t t0_ = gc_now_us();                                                 \
+    int rc_ = (call);                                                          \
+    int64_t dt_ = gc_now_us() - t0_;                                           \
+    record(out, name, dt_);                                                    \
+    if (rc_)                                                                   \
+      return rc_;                                                              \
+    if (hooks && hooks->stage)                                                 \
+      hooks->stage(hooks->ctx, name, true, dt_);                               \
+  } while (0)
+
+int gc_compile(gc_arena *a, const gc_graph *g, const gc_key *key,
+               const gc_options *o, const gc_hooks *hooks, gc_compiled *out,
+               gc_error *err) {
+  (void)o; /* options select passes once there is more than one backend */
+  int64_t start = gc_now_us();
+  int *order = gc_arena_calloc(a, (size_t)g->nnodes + 1, sizeof *order);
+  Compiled__V1__Program *program = NULL;
+  if (!order)
+    return gc_errorf(err, GC_ENOMEM, "out of memory");
+
+  STAGE("order", gc_canonical_order(g, order, err));
+  STAGE("emit", gc_emit_program(g, order, a, &program, err));
+  out->micros = gc_now_us() - start;
+  STAGE("package", package(a, key, program, out, err));
+  out->micros = gc_now_us() - start;
+  return 0;
+}

@@ -1,0 +1,834 @@
+/*
+ * compile.c: the Compile RPC: cache hits, single-flight compiles, workers.
+ *
+ * A request goes through three places:
+ *
+ *   completion-queue thread   unpack, validate, compute the key; answer a
+ *                             cache hit or a remembered failure right there
+ *   loop                      a miss joins the flight for its key, or starts
+ *                             one; flights wait in a FIFO for a worker
+ *                             (RESOURCE_EXHAUSTED when the FIFO is full)
+ *   worker (libuv pool)       look in the cache again (another daemon
+ *                             thread may have stored it meanwhile), compile,
+ *                             store; stage events and the result are posted
+ *                             back to the loop, which fans them out
+ *
+ * Single flight: every concurrent request for one key waits on one flight
+ * and gets its result. A waiter whose call ends early (cancel, deadline)
+ * leaves the flight; a flight with no waiters left is dropped from the
+ * queue, or, if running, told to stop at the next stage boundary.
+ *
+ * Ordering: stage events and the final "done" are posted from the worker in
+ * order through one queue, so waiters see stages before the result. A flight
+ * is freed when both the loop (after delivering) and libuv (after the work
+ * request's after-callback) are done with it.
+ */
+#include <grpc/support/time.h>
+#include <openssl/evp.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "compiled/v1/artifact.pb-c.h"
+#include "compiler/pipeline.h"
+#include "daemon/daemon.h"
+#include "daemon/log.h"
+
+#define COMPILE_PATH "/compiled.v1.Compiler/Compile"
+
+typedef struct waiter {
+  srv_call *call;
+  uint64_t max_inline;
+  bool owner;            /* created the flight */
+  int64_t validate_us, key_us;
+  struct waiter *next;
+} waiter;
+
+typedef enum { F_QUEUED, F_RUNNING, F_DONE } flight_state;
+
+struct flight {
+  daemon_ctx *d;
+  uint8_t key[GC_DIGEST_LEN];
+  char hex[GC_HEX_LEN];
+  gc_key fullkey;
+  gc_arena *arena;        /* the job's: request, graph, everything */
+  gc_graph *graph;
+  gc_options opts;
+  bool force;
+  waiter *waiters;
+  flight_state state;
+  flight *next;           /* d->flights */
+  flight *qnext;          /* d->queue_* FIFO */
+  atomic_int refs;        /* the list, the work request, posted events */
+  int64_t queued_at, started_at;
+  atomic_bool abandoned;
+  uv_work_t work;
+  /* written by the worker before it posts "done" */
+  int rc;
+  gc_error err;
+  gc_compiled out;        /* artifact and timings */
+  bool from_cache;        /* found in the cache by the worker */
+  bool stored;
+  uint8_t digest[GC_DIGEST_LEN];
+};
+
+/* A request between the completion-queue thread and the loop. */
+typedef struct request {
+  daemon_ctx *d;
+  srv_call *call;
+  gc_arena *arena;
+  gc_graph *graph;
+  gc_key key;
+  char hex[GC_HEX_LEN];
+  gc_options opts;
+  bool force;
+  uint64_t max_inline;
+  gc_compiled prep; /* validate/key timings */
+} request;
+
+void daemon_hex(const uint8_t *digest, char *out) { gc_digest_hex(digest, out); }
+
+void daemon_components(const uint8_t parts[][GC_DIGEST_LEN],
+                       Compiled__V1__KeyComponents *kc, char *hex) {
+  char *h[GC_KEY_NCOMPONENTS];
+  for (int i = 0; i < GC_KEY_NCOMPONENTS; i++) {
+    h[i] = hex + i * GC_HEX_LEN;
+    gc_digest_hex(parts[i], h[i]);
+  }
+  kc->graph = h[GC_KEY_GRAPH];
+  kc->inputs = h[GC_KEY_INPUTS];
+  kc->options = h[GC_KEY_OPTIONS];
+  kc->target = h[GC_KEY_TARGET];
+  kc->compiler = h[GC_KEY_COMPILER];
+  kc->schema = h[GC_KEY_SCHEMA];
+}
+
+static grpc_status_code status_of(int gc_code) {
+  switch (gc_code) {
+  case GC_EMALFORMED:
+  case GC_EVERSION:
+  case GC_EINVAL:
+  case GC_ELIMIT:
+  case GC_ESCHEMA:
+  case GC_EJSON:
+    return GRPC_STATUS_INVALID_ARGUMENT;
+  case GC_ENOMEM:
+    return GRPC_STATUS_RESOURCE_EXHAUSTED;
+  case GC_EUNSUPPORTED:
+    return GRPC_STATUS_UNIMPLEMENTED;
+  case GC_ECANCELED:
+    return GRPC_STATUS_CANCELLED;
+  default:
+    return GRPC_STATUS_INTERNAL;
+  }
+}
+
+/* Ends a call with a graph error: status, message, and the details as a
+ * GraphError in the "compiled-error-bin" trailer. */
+static void finish_graph_error(srv_call *c, int code, const gc_error *err) {
+  Compiled__V1__GraphError ge;
+  compiled__v1__graph_error__init(&ge);
+  ge.message = (char *)err->msg;
+  ge.node = err->node;
+  ge.argument = (char *)err->arg;
+  ge.code = (char *)gc_errname(code);
+  srv_finish_bin(c, status_of(code), err->msg, "compiled-error-bin", &ge.base);
+}
+
+static void log_done(srv_call *c, const char *hex, const char *outcome,
+                     int status, int64_t validate_us, int64_t key_us,
+                     int64_t queue_us, int64_t compile_us, uint64_t bytes,
+                     const char *error) {
+  log_req r = {.method = "Compile",
+               .key = hex,
+               .outcome = outcome,
+               .status = status,
+               .peer = srv_call_peer(c),
+               .total_us = srv_call_age_us(c),
+               .validate_us = validate_us,
+               .key_us = key_us,
+               .queue_us = queue_us,
+               .compile_us = compile_us,
+               .bytes = bytes,
+               .error = error};
+  log_request(&r);
+}
+
+static void sha256(const uint8_t *data, size_t len, uint8_t out[GC_DIGEST_LEN]) {
+  unsigned int n = 0;
+  EVP_Digest(data, len, out, &n, EVP_sha256(), NULL);
+}
+
+/* Everything a result message needs. */
+typedef struct result {
+  const char *hex;
+  const gc_key *key;
+  Compiled__V1__Served served;
+  const uint8_t *artifact;
+  size_t len;
+  const uint8_t *digest;
+  bool must_inline;      /* not in the cache: Fetch could not serve it */
+  uint64_t max_inline;
+  int64_t compile_us;
+  const gc_timing *timings;
+  int ntimings;
+} result;
+
+static void send_result(srv_call *c, const result *r) {
+  Compiled__V1__CompileResult res;
+  Compiled__V1__KeyComponents kc;
+  Compiled__V1__CompileEvent ev;
+  char comp_hex[GC_KEY_NCOMPONENTS * GC_HEX_LEN], digest_hex[GC_HEX_LEN];
+  compiled__v1__compile_result__init(&res);
+  compiled__v1__key_components__init(&kc);
+  compiled__v1__compile_event__init(&ev);
+  daemon_components(r->key->part, &kc, comp_hex);
+  gc_digest_hex(r->digest, digest_hex);
+  res.key = (char *)r->hex;
+  res.components = &kc;
+  res.served = r->served;
+  res.artifact_size = r->len;
+  res.artifact_digest = digest_hex;
+  res.compile_micros = r->compile_us;
+  if (r->must_inline || r->len <= r->max_inline) {
+    res.artifact_inline = 1;
+    res.artifact.data = (uint8_t *)r->artifact;
+    res.artifact.len = r->len;
+  }
+  Compiled__V1__StageTiming tim[GC_MAX_STAGES];
+  Compiled__V1__StageTiming *tp[GC_MAX_STAGES];
+  int n = r->ntimings < GC_MAX_STAGES ? r->ntimings : GC_MAX_STAGES;
+  for (int i = 0; i < n; i++) {
+    compiled__v1__stage_timing__init(&tim[i]);
+    tim[i].stage = (char *)r->timings[i].stage;
+    tim[i].micros = r->timings[i].micros;
+    tp[i] = &tim[i];
+  }
+  res.n_timings = (size_t)n;
+  res.timings = tp;
+  ev.event_case = COMPILED__V1__COMPILE_EVENT__EVENT_RESULT;
+  ev.result = &res;
+  srv_send_msg(c, &ev.base);
+  srv_finish(c, GRPC_STATUS_OK, "");
+}
+
+/* ---- the completion-queue half ---- */
+
+static void request_free(request *r) {
+  if (!r)
+    return;
+  gc_arena_free(r->arena);
+  free(r);
+}
+
+/* Options from the request; an unknown enum value is refused. */
+static int read_options(const Compiled__V1__CompileOptions *po, gc_options *o,
+                        bool *force, gc_error *err) {
+  gc_options_default(o);
+  *force = false;
+  if (!po)
+    return 0;
+  switch (po->opt_level) {
+  case COMPILED__V1__OPT_LEVEL__OPT_LEVEL_DEFAULT:
+    break;
+  case COMPILED__V1__OPT_LEVEL__OPT_LEVEL_O0:
+  case COMPILED__V1__OPT_LEVEL__OPT_LEVEL_O1:
+  case COMPILED__V1__OPT_LEVEL__OPT_LEVEL_O2:
+  case COMPILED__V1__OPT_LEVEL__OPT_LEVEL_O3:
+    o->opt_level = (int)po->opt_level - 1;
+    break;
+  default:
+    return gc_errorf(err, GC_EINVAL, "options.opt_level: unknown value %d",
+                     (int)po->opt_level);
+  }
+  if (po->mode != COMPILED__V1__MODE__MODE_INFERENCE &&
+      po->mode != COMPILED__V1__MODE__MODE_TRAINING)
+    return gc_errorf(err, GC_EINVAL, "options.mode: unknown value %d",
+                     (int)po->mode);
+  o->training = po->mode == COMPILED__V1__MODE__MODE_TRAINING;
+  o->keep_input_mutations = !po->return_input_mutations;
+  *force = po->force;
+  return 0;
+}
+
+/* The daemon's target with the client's overrides. */
+static int read_target(daemon_ctx *d, gc_arena *a, const Compiled__V1__Target *pt,
+                       gc_target *t) {
+  *t = d->target;
+  if (!pt)
+    return 0;
+  if (pt->arch && *pt->arch)
+    t->arch = pt->arch;
+  if (pt->n_isa) {
+    size_t len = 1;
+    for (size_t i = 0; i < pt->n_isa; i++)
+      len += strlen(pt->isa[i]) + 1;
+    char *isa = gc_arena_alloc(a, len);
+    if (!isa)
+      return GC_ENOMEM;
+    isa[0] = '\0';
+    for (size_t i = 0; i < pt->n_isa; i++) {
+      if (i)
+        strcat(isa, ",");
+      strcat(isa, pt->isa[i]);
+    }
+    t->isa = isa;
+  }
+  return 0;
+}
+
+static void submit_on_loop(void *arg);
+
+/* Serves a hit from the cache; returns true when the call was answered. */
+static bool try_cache(daemon_ctx *d, request *r) {
+  cache_conn *conn = daemon_conn(d);
+  if (!conn)
+    return false;
+  uint8_t *data = NULL;
+  size_t len = 0;
+  cache_info info;
+  cache_error cerr;
+  int rc = cache_get(conn, r->key.key, &data, &len, &info, &cerr);
+  if (rc == 0) {
+    atomic_fetch_add(&d->stats.hits, 1);
+    result res = {.hex = r->hex,
+                  .key = &r->key,
+                  .served = COMPILED__V1__SERVED__SERVED_L1_HIT,
+                  .artifact = data,
+                  .len = len,
+                  .digest = info.digest,
+                  .max_inline = r->max_inline,
+                  .compile_us = (int64_t)info.compile_us,
+                  .timings = r->prep.timings,
+                  .ntimings = r->prep.ntimings};
+    log_done(r->call, r->hex, "hit", 0, r->prep.timings[0].micros,
+             r->prep.timings[1].micros, -1, -1, len, NULL);
+    send_result(r->call, &res);
+    free(data);
+    return true;
+  }
+  if (rc == CACHE_ECORRUPT)
+    LOG(LOG_WARN, "cache entry %s was corrupt; dropped, recompiling", r->hex);
+  else if (rc != CACHE_EMISS)
+    LOG(LOG_WARN, "cache read of %s failed: %s", r->hex, cerr.msg);
+  char msg[1024];
+  if (cache_fail_get(conn, r->key.key, msg, sizeof msg, &cerr) == 0) {
+    atomic_fetch_add(&d->stats.failure_hits, 1);
+    gc_error ge;
+    gc_error_clear(&ge);
+    snprintf(ge.msg, sizeof ge.msg, "%s", msg);
+    log_done(r->call, r->hex, "failed-remembered", GRPC_STATUS_INVALID_ARGUMENT,
+             -1, -1, -1, -1, 0, msg);
+    finish_graph_error(r->call, GC_EINVAL, &ge);
+    return true;
+  }
+  return false;
+}
+
+static void handle_compile(srv_call *c) {
+  daemon_ctx *d = srv_call_user(c);
+  atomic_fetch_add(&d->stats.requests, 1);
+  request *r = calloc(1, sizeof *r);
+  gc_error err;
+  gc_error_clear(&err);
+  if (!r || !(r->arena = gc_arena_new(d->limits.max_memory))) {
+    srv_finish(c, GRPC_STATUS_RESOURCE_EXHAUSTED, "out of memory");
+    srv_call_unref(c);
+    free(r);
+    return;
+  }
+  r->d = d;
+  r->call = c;
+  size_t len;
+  const uint8_t *bytes = srv_call_request(c, &len);
+  ProtobufCAllocator al = gc_arena_pb_allocator(r->arena);
+  Compiled__V1__CompileRequest *req =
+      srv_call_has_request(c)
+          ? compiled__v1__compile_request__unpack(&al, len, bytes)
+          : NULL;
+  const char *bad = NULL;
+  if (!req)
+    bad = gc_arena_exhausted(r->arena)
+              ? "request needs more memory than the decode limit"
+              : "request bytes are not a valid CompileRequest message";
+  else if (!req->graph)
+    bad = "CompileRequest has no graph";
+  if (bad) {
+    gc_errorf(&err, GC_EMALFORMED, "%s (%zu bytes)", bad, len);
+    log_done(c, NULL, "invalid", GRPC_STATUS_INVALID_ARGUMENT, -1, -1, -1, -1, 0,
+             err.msg);
+    finish_graph_error(c, GC_EMALFORMED, &err);
+    goto done;
+  }
+  gc_target target;
+  int rc = read_options(req->options, &r->opts, &r->force, &err);
+  if (!rc && read_target(d, r->arena, req->target, &target) != 0)
+    rc = gc_errorf(&err, GC_ENOMEM, "out of memory");
+  if (!rc)
+    rc = gc_prepare(r->arena, req->graph, &d->limits, &r->opts, &target,
+                    &r->graph, &r->key, &r->prep, &err);
+  if (rc) {
+    log_done(c, NULL, "invalid", (int)status_of(rc), -1, -1, -1, -1, 0, err.msg);
+    finish_graph_error(c, rc, &err);
+    goto done;
+  }
+  gc_digest_hex(r->key.key, r->hex);
+  r->max_inline = req->max_inline_bytes ? req->max_inline_bytes
+                                        : d->cfg.max_inline_bytes;
+  if (!r->force && try_cache(d, r))
+    goto done;
+  atomic_fetch_add(&d->stats.misses, 1);
+  srv_post(d->server, submit_on_loop, r); /* the loop takes r and the ref */
+  return;
+done:
+  srv_call_unref(c);
+  request_free(r);
+}
+
+/* ---- the loop half: flights ---- */
+
+static flight *find_flight(daemon_ctx *d, const uint8_t *key) {
+  for (flight *f = d->flights; f; f = f->next)
+    if (memcmp(f->key, key, GC_DIGEST_LEN) == 0)
+      return f;
+  return NULL;
+}
+
+static void flight_ref(flight *f) { atomic_fetch_add(&f->refs, 1); }
+
+static void flight_unref(flight *f) {
+  if (atomic_fetch_sub(&f->refs, 1) > 1)
+    return;
+  free(f->out.artifact);
+  gc_arena_free(f->arena);
+  free(f);
+}
+
+static void unlink_flight(daemon_ctx *d, flight *f) {
+  for (flight **p = &d->flights; *p; p = &(*p)->next)
+    if (*p == f) {
+      *p = f->next;
+      break;
+    }
+}
+
+static void unqueue(daemon_ctx *d, flight *f) {
+  flight *prev = NULL;
+  for (flight *q = d->queue_head; q; prev = q, q = q->qnext)
+    if (q == f) {
+      if (prev)
+        prev->qnext = q->qnext;
+      else
+        d->queue_head = q->qnext;
+      if (d->queue_tail == q)
+        d->queue_tail = prev;
+      d->nqueued--;
+      atomic_store(&d->stats.queued, d->nqueued);
+      return;
+    }
+}
+
+static void send_queued(srv_call *c, int position) {
+  Compiled__V1__Queued q;
+  Compiled__V1__CompileEvent ev;
+  compiled__v1__queued__init(&q);
+  compiled__v1__compile_event__init(&ev);
+  q.position = (uint32_t)position;
+  ev.event_case = COMPILED__V1__COMPILE_EVENT__EVENT_QUEUED;
+  ev.queued = &q;
+  srv_send_msg(c, &ev.base);
+}
+
+/* Tells every waiter of a queued flight where it stands. */
+static void announce_positions(daemon_ctx *d) {
+  int pos = 0;
+  for (flight *f = d->queue_head; f; f = f->qnext, pos++)
+    for (waiter *w = f->waiters; w; w = w->next)
+      send_queued(w->call, pos);
+}
+
+static void run_flight(uv_work_t *w);
+static void after_flight(uv_work_t *w, int status);
+static void send_stage(flight *f, const char *name, bool done, int64_t micros);
+
+/* Starts queued flights while workers are free. */
+static void dispatch(daemon_ctx *d) {
+  bool moved = false;
+  while (d->queue_head && d->nrunning < d->cfg.workers) {
+    flight *f = d->queue_head;
+    unqueue(d, f);
+    f->state = F_RUNNING;
+    f->started_at = gc_now_us();
+    d->nrunning++;
+    atomic_store(&d->stats.running, d->nrunning);
+    flight_ref(f); /* the work request */
+    f->work.data = f;
+    uv_queue_work(d->loop, &f->work, run_flight, after_flight);
+    send_stage(f, "compile", false, 0);
+    moved = true;
+  }
+  if (moved)
+    announce_positions(d);
+}
+
+static void on_waiter_cancel(srv_call *c, void *arg);
+
+static void add_waiter(flight *f, request *r, bool owner) {
+  waiter *w = calloc(1, sizeof *w);
+  if (!w) {
+    srv_finish(r->call, GRPC_STATUS_RESOURCE_EXHAUSTED, "out of memory");
+    srv_call_unref(r->call);
+    return;
+  }
+  w->call = r->call; /* the request's reference moves to the waiter */
+  w->max_inline = r->max_inline;
+  w->owner = owner;
+  w->validate_us = r->prep.timings[0].micros;
+  w->key_us = r->prep.timings[1].micros;
+  w->next = f->waiters;
+  f->waiters = w;
+  srv_call_on_cancel(r->call, on_waiter_cancel, f->d);
+}
+
+static void submit_on_loop(void *arg) {
+  request *r = arg;
+  daemon_ctx *d = r->d;
+  flight *f = find_flight(d, r->key.key);
+  if (f) {
+    atomic_fetch_add(&d->stats.joins, 1);
+    /* A running flight whose waiters all left was told to stop; it has one
+     * again. If it stops anyway, deliver_on_loop queues it again. */
+    atomic_store(&f->abandoned, false);
+    add_waiter(f, r, false);
+    if (f->state == F_QUEUED) {
+      int pos = 0;
+      for (flight *q = d->queue_head; q && q != f; q = q->qnext)
+        pos++;
+      send_queued(r->call, pos);
+    }
+    request_free(r);
+    return;
+  }
+  bool draining = atomic_load(&d->draining);
+  if (draining || d->nqueued >= d->cfg.max_queue) {
+    atomic_fetch_add(&d->stats.rejected_busy, 1);
+    char msg[160];
+    if (draining)
+      snprintf(msg, sizeof msg, "the daemon is shutting down");
+    else
+      snprintf(msg, sizeof msg,
+               "compile queue is full (%d waiting, --max-queue %d); retry later",
+               d->nqueued, d->cfg.max_queue);
+    log_done(r->call, r->hex, "rejected", GRPC_STATUS_RESOURCE_EXHAUSTED,
+             r->prep.timings[0].micros, r->prep.timings[1].micros, -1, -1, 0,
+             msg);
+    srv_finish(r->call, draining ? GRPC_STATUS_UNAVAILABLE
+                                    : GRPC_STATUS_RESOURCE_EXHAUSTED,
+               msg);
+    srv_call_unref(r->call);
+    request_free(r);
+    return;
+  }
+  f = calloc(1, sizeof *f);
+  if (!f) {
+    srv_finish(r->call, GRPC_STATUS_RESOURCE_EXHAUSTED, "out of memory");
+    srv_call_unref(r->call);
+    request_free(r);
+    return;
+  }
+  f->d = d;
+  memcpy(f->key, r->key.key, GC_DIGEST_LEN);
+  memcpy(f->hex, r->hex, GC_HEX_LEN);
+  f->fullkey = r->key;
+  f->arena = r->arena; /* the job takes the request's arena */
+  r->arena = NULL;
+  f->graph = r->graph;
+  f->opts = r->opts;
+  f->force = r->force;
+  f->state = F_QUEUED;
+  atomic_init(&f->refs, 1); /* the flight list */
+  f->queued_at = gc_now_us();
+  atomic_init(&f->abandoned, false);
+  f->next = d->flights;
+  d->flights = f;
+  if (d->queue_tail)
+    d->queue_tail->qnext = f;
+  else
+    d->queue_head = f;
+  d->queue_tail = f;
+  d->nqueued++;
+  atomic_store(&d->stats.queued, d->nqueued);
+  add_waiter(f, r, true);
+  request_free(r);
+  if (d->nrunning >= d->cfg.workers)
+    send_queued(f->waiters->call, d->nqueued - 1);
+  dispatch(d);
+}
+
+/* A waiter's call ended early: take it off its flight (loop thread). */
+typedef struct leave {
+  daemon_ctx *d;
+  srv_call *call;
+} leave;
+
+static void leave_on_loop(void *arg) {
+  leave *l = arg;
+  daemon_ctx *d = l->d;
+  for (flight *f = d->flights; f; f = f->next) {
+    for (waiter **p = &f->waiters; *p; p = &(*p)->next) {
+      if ((*p)->call != l->call)
+        continue;
+      waiter *w = *p;
+      *p = w->next;
+      log_done(w->call, f->hex, "cancelled", GRPC_STATUS_CANCELLED,
+               w->validate_us, w->key_us, -1, -1, 0, NULL);
+      srv_call_unref(w->call); /* the waiter's reference */
+      free(w);
+      if (!f->waiters) {
+        if (f->state == F_QUEUED) {
+          LOG(LOG_INFO, "flight %.16s dropped: no waiter left", f->hex);
+          unqueue(d, f);
+          unlink_flight(d, f);
+          flight_unref(f);
+          announce_positions(d);
+          daemon_maybe_stop(d);
+        } else {
+          LOG(LOG_INFO, "flight %.16s abandoned: no waiter left", f->hex);
+          atomic_store(&f->abandoned, true);
+        }
+      }
+      goto out;
+    }
+  }
+out:
+  srv_call_unref(l->call); /* the cancel callback's reference */
+  free(l);
+}
+
+/* Runs on a completion-queue thread while the call's close still holds it;
+ * the posted message takes its own reference. */
+static void on_waiter_cancel(srv_call *c, void *arg) {
+  leave *l = malloc(sizeof *l);
+  if (!l)
+    return;
+  srv_call_ref(c);
+  l->d = arg;
+  l->call = c;
+  srv_post(l->d->server, leave_on_loop, l);
+}
+
+/* ---- the worker half ---- */
+
+typedef struct stage_event {
+  flight *f;
+  const char *name;
+  bool done;
+  int64_t micros;
+} stage_event;
+
+/* Sends a stage event to every waiter of `f` (loop thread). */
+static void send_stage(flight *f, const char *name, bool done, int64_t micros) {
+  Compiled__V1__Stage st;
+  Compiled__V1__CompileEvent ev;
+  compiled__v1__stage__init(&st);
+  compiled__v1__compile_event__init(&ev);
+  st.name = (char *)name;
+  st.done = done;
+  st.micros = micros;
+  ev.event_case = COMPILED__V1__COMPILE_EVENT__EVENT_STAGE;
+  ev.stage = &st;
+  for (waiter *w = f->waiters; w; w = w->next)
+    srv_send_msg(w->call, &ev.base);
+}
+
+static void stage_on_loop(void *arg) {
+  stage_event *e = arg;
+  send_stage(e->f, e->name, e->done, e->micros);
+  flight_unref(e->f);
+  free(e);
+}
+
+static void hook_stage(void *ctx, const char *stage, bool done, int64_t micros) {
+  flight *f = ctx;
+  stage_event *e = malloc(sizeof *e);
+  if (!e)
+    return;
+  e->f = f;
+  e->name = stage;
+  e->done = done;
+  e->micros = micros;
+  flight_ref(f); /* the event's; dropped on the loop */
+  srv_post(f->d->server, stage_on_loop, e);
+}
+
+static bool hook_abandoned(void *ctx) {
+  flight *f = ctx;
+  return atomic_load(&f->abandoned);
+}
+
+static void deliver_on_loop(void *arg);
+
+static void run_flight(uv_work_t *work) {
+  flight *f = work->data;
+  daemon_ctx *d = f->d;
+  cache_conn *conn = daemon_conn(d);
+  cache_error cerr;
+  gc_error_clear(&f->err);
+  if (atomic_load(&f->abandoned)) {
+    f->rc = gc_errorf(&f->err, GC_ECANCELED, "abandoned before it started");
+    goto out;
+  }
+  /* Another thread may have stored it since the request missed. */
+  if (!f->force && conn) {
+    cache_info info;
+    if (cache_get(conn, f->key, &f->out.artifact, &f->out.len, &info, &cerr) == 0) {
+      f->from_cache = true;
+      f->stored = true;
+      f->out.micros = (int64_t)info.compile_us;
+      memcpy(f->digest, info.digest, GC_DIGEST_LEN);
+      f->rc = 0;
+      goto out;
+    }
+  }
+  atomic_fetch_add(&d->stats.compiles, 1);
+  /* Tests make compiles slow to exercise joining, cancelling, queueing. */
+  for (int waited = 0; waited < d->cfg.debug_compile_delay_ms; waited += 5) {
+    if (atomic_load(&f->abandoned))
+      break;
+    uv_sleep(5);
+  }
+  gc_hooks hooks = {.stage = hook_stage, .abandoned = hook_abandoned, .ctx = f};
+  f->rc = gc_compile(f->arena, f->graph, &f->fullkey, &f->opts, &hooks, &f->out,
+                     &f->err);
+  if (f->rc == 0) {
+    sha256(f->out.artifact, f->out.len, f->digest);
+    cache_part parts[GC_KEY_NCOMPONENTS];
+    for (int i = 0; i < GC_KEY_NCOMPONENTS; i++) {
+      snprintf(parts[i].name, sizeof parts[i].name, "%s",
+               gc_key_component_name((gc_key_component)i));
+      memcpy(parts[i].digest, f->fullkey.part[i], GC_DIGEST_LEN);
+    }
+    int64_t t0 = gc_now_us();
+    if (conn && cache_put(conn, f->key, parts, GC_KEY_NCOMPONENTS, f->out.artifact,
+                          f->out.len, (uint64_t)f->out.micros, &cerr) == 0)
+      f->stored = true;
+    else
+      LOG(LOG_WARN, "storing %s failed: %s", f->hex,
+          conn ? cerr.msg : "no cache connection");
+    if (f->out.ntimings < GC_MAX_STAGES) {
+      f->out.timings[f->out.ntimings].stage = "store";
+      f->out.timings[f->out.ntimings].micros = gc_now_us() - t0;
+      f->out.ntimings++;
+    }
+  } else if (f->rc != GC_ECANCELED) {
+    atomic_fetch_add(&d->stats.compile_failures, 1);
+    if (f->rc != GC_EINTERNAL && f->rc != GC_ENOMEM && conn)
+      cache_fail_put(conn, f->key, f->err.msg, &cerr);
+  }
+out:
+  flight_ref(f); /* the delivery's */
+  srv_post(d->server, deliver_on_loop, f);
+}
+
+static void after_flight(uv_work_t *work, int status) {
+  (void)status;
+  flight_unref(work->data);
+}
+
+/* A flight that stopped because it was abandoned, but gained waiters
+ * meanwhile, goes back to the queue instead of failing them. */
+static bool requeue_if_wanted(daemon_ctx *d, flight *f) {
+  if (f->rc != GC_ECANCELED || !f->waiters)
+    return false;
+  LOG(LOG_INFO, "flight %.16s was abandoned but has waiters again; requeued",
+      f->hex);
+  f->rc = 0;
+  gc_error_clear(&f->err);
+  free(f->out.artifact);
+  memset(&f->out, 0, sizeof f->out);
+  atomic_store(&f->abandoned, false);
+  f->state = F_QUEUED;
+  f->queued_at = gc_now_us();
+  f->qnext = NULL;
+  if (d->queue_tail)
+    d->queue_tail->qnext = f;
+  else
+    d->queue_head = f;
+  d->queue_tail = f;
+  d->nqueued++;
+  atomic_store(&d->stats.queued, d->nqueued);
+  d->nrunning--;
+  atomic_store(&d->stats.running, d->nrunning);
+  flight_unref(f); /* the delivery reference; the list keeps it */
+  dispatch(d);
+  return true;
+}
+
+static void deliver_on_loop(void *arg) {
+  flight *f = arg;
+  daemon_ctx *d = f->d;
+  if (requeue_if_wanted(d, f))
+    return;
+  f->state = F_DONE;
+  int64_t queue_us = f->started_at - f->queued_at;
+  for (waiter *w = f->waiters; w;) {
+    waiter *next = w->next;
+    if (f->rc == 0) {
+      gc_timing tim[GC_MAX_STAGES + 2];
+      int nt = 0;
+      tim[nt++] = (gc_timing){"validate", w->validate_us};
+      tim[nt++] = (gc_timing){"key", w->key_us};
+      tim[nt++] = (gc_timing){"queue", queue_us};
+      for (int i = 0; i < f->out.ntimings && nt < GC_MAX_STAGES; i++)
+        tim[nt++] = f->out.timings[i];
+      Compiled__V1__Served served =
+          f->from_cache ? COMPILED__V1__SERVED__SERVED_L1_HIT
+          : w->owner    ? COMPILED__V1__SERVED__SERVED_COMPILED
+                        : COMPILED__V1__SERVED__SERVED_JOINED;
+      result res = {.hex = f->hex,
+                    .key = &f->fullkey,
+                    .served = served,
+                    .artifact = f->out.artifact,
+                    .len = f->out.len,
+                    .digest = f->digest,
+                    .must_inline = !f->stored,
+                    .max_inline = w->max_inline,
+                    .compile_us = f->out.micros,
+                    .timings = tim,
+                    .ntimings = nt};
+      log_done(w->call, f->hex,
+               served == COMPILED__V1__SERVED__SERVED_COMPILED ? "compiled"
+               : served == COMPILED__V1__SERVED__SERVED_JOINED ? "joined"
+                                                               : "hit",
+               0, w->validate_us, w->key_us, queue_us, f->out.micros, f->out.len,
+               NULL);
+      send_result(w->call, &res);
+    } else {
+      log_done(w->call, f->hex, "failed", (int)status_of(f->rc), w->validate_us,
+               w->key_us, queue_us, -1, 0, f->err.msg);
+      finish_graph_error(w->call, f->rc, &f->err);
+    }
+    srv_call_unref(w->call);
+    free(w);
+    w = next;
+  }
+  f->waiters = NULL;
+  unlink_flight(d, f);
+  d->nrunning--;
+  atomic_store(&d->stats.running, d->nrunning);
+  flight_unref(f); /* the worker's delivery reference */
+  flight_unref(f); /* the flight list's */
+  dispatch(d);
+  daemon_maybe_stop(d);
+}
+
+int compile_inflight(daemon_ctx *d) { return d->nqueued + d->nrunning; }
+
+void compile_abandon_all(daemon_ctx *d) {
+  for (flight *f = d->flights; f; f = f->next)
+    atomic_store(&f->abandoned, true);
+}
+
+void compile_register(daemon_ctx *d) {
+  srv_add_method(d->server, COMPILE_PATH, handle_compile);
+}

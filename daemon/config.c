@@ -1,0 +1,335 @@
+/*
+ * config.c: defaults, config file and flags. See config.h.
+ *
+ * The config file holds `name = value` lines with the flag names (without
+ * the dashes); '#' starts a comment. Every setting has one table entry, so
+ * the flag, the file key and the --help line cannot drift apart.
+ */
+#include "daemon/config.h"
+
+#include <ctype.h>
+#include <errno.h>
+#include <getopt.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "compiler/key.h"
+
+typedef enum { T_STR, T_SIZE, T_INT, T_LEVEL, T_FORMAT, T_BOOL } opt_type;
+
+typedef struct opt {
+  const char *name;  /* flag and config-file key */
+  opt_type type;
+  size_t offset;     /* into config */
+  size_t size;       /* T_STR: buffer size */
+  const char *arg;   /* argument name for --help */
+  const char *help;
+} opt;
+
+#define F(field) offsetof(config, field)
+
+static const opt opts[] = {
+    {"listen", T_STR, F(listen), sizeof(((config *)0)->listen), "ADDR",
+     "address to serve gRPC on (default 127.0.0.1:7421)"},
+    {"cache-dir", T_STR, F(cache_dir), sizeof(((config *)0)->cache_dir), "DIR",
+     "cache directory (default $XDG_CACHE_HOME/compiled, else ./var)"},
+    {"cache-max-bytes", T_SIZE, F(cache_max_bytes), 0, "SIZE",
+     "cap on cached bytes, e.g. 10G (default 10G)"},
+    {"workers", T_INT, F(workers), 0, "N",
+     "compile worker threads (default: number of CPUs)"},
+    {"max-queue", T_INT, F(max_queue), 0, "N",
+     "compiles allowed to wait for a worker; more misses get\n"
+     "                          RESOURCE_EXHAUSTED (default 64)"},
+    {"max-message-bytes", T_SIZE, F(max_message_bytes), 0, "SIZE",
+     "largest request accepted (default 64M)"},
+    {"max-inline-bytes", T_SIZE, F(max_inline_bytes), 0, "SIZE",
+     "largest artifact returned inline unless the client asks\n"
+     "                          otherwise; larger ones are fetched (default 1M)"},
+    {"cq-threads", T_INT, F(cq_threads), 0, "N",
+     "gRPC completion-queue threads (default 2)"},
+    {"grace-seconds", T_INT, F(grace_seconds), 0, "N",
+     "on SIGTERM/SIGINT, time given to running compiles (default 30)"},
+    {"failure-ttl", T_INT, F(failure_ttl), 0, "SECONDS",
+     "how long a failing graph is remembered (default 600)"},
+    {"log-level", T_LEVEL, F(log_level), 0, "LEVEL",
+     "error, warn, info or debug (default info)"},
+    {"log-format", T_FORMAT, F(log_format), 0, "FORMAT",
+     "text or json (default text)"},
+    {"log-file", T_STR, F(log_file), sizeof(((config *)0)->log_file), "FILE",
+     "log to FILE (reopened on SIGHUP; default stderr)"},
+    {"port-file", T_STR, F(port_file), sizeof(((config *)0)->port_file), "FILE",
+     "write the bound port to FILE once listening (useful with\n"
+     "                          --listen 127.0.0.1:0)"},
+    {"debug-compile-delay-ms", T_INT, F(debug_compile_delay_ms), 0, "MS",
+     "for tests: make every compile wait MS first (it still\n"
+     "                          stops early when abandoned)"},
+    {"check-cache", T_BOOL, F(check_cache), 0, NULL,
+     "verify the cache (integrity check, every digest) and exit"},
+};
+
+#define NOPTS (sizeof opts / sizeof opts[0])
+
+static void usage(FILE *f) {
+  fprintf(f, "usage: compiled [OPTIONS]\n"
+             "\n"
+             "The compiled daemon: compiles PyTorch graphs sent over gRPC and "
+             "caches them.\n"
+             "\n"
+             "options:\n");
+  for (size_t i = 0; i < NOPTS; i++) {
+    char left[64];
+    snprintf(left, sizeof left, "--%s%s%s", opts[i].name, opts[i].arg ? " " : "",
+             opts[i].arg ? opts[i].arg : "");
+    fprintf(f, "  %-24s%s\n", left, opts[i].help);
+  }
+  fprintf(f, "  %-24s%s\n", "--config FILE",
+          "read settings from FILE (lines `name = value`, names as\n"
+          "                          the options above); flags override it");
+  fprintf(f, "  %-24s%s\n", "--help", "this text");
+  fprintf(f, "  %-24s%s\n", "--version", "print the version");
+  fprintf(f, "\nSignals: SIGTERM/SIGINT drain and stop; SIGHUP reopens the log "
+             "file.\n");
+}
+
+int config_parse_size(const char *s, uint64_t *out) {
+  char *end;
+  errno = 0;
+  double v = strtod(s, &end);
+  if (end == s || errno || v < 0)
+    return -1;
+  while (isspace((unsigned char)*end))
+    end++;
+  double mult = 1;
+  switch (toupper((unsigned char)*end)) {
+  case 'K':
+    mult = 1024.0;
+    break;
+  case 'M':
+    mult = 1024.0 * 1024;
+    break;
+  case 'G':
+    mult = 1024.0 * 1024 * 1024;
+    break;
+  case 'T':
+    mult = 1024.0 * 1024 * 1024 * 1024;
+    break;
+  case '\0':
+    break;
+  default:
+    return -1;
+  }
+  if (*end) {
+    end++;
+    if (toupper((unsigned char)*end) == 'B' || toupper((unsigned char)*end) == 'I')
+      end++;
+    if (toupper((unsigned char)*end) == 'B')
+      end++;
+    if (*end)
+      return -1;
+  }
+  if (v * mult > 1.8e19)
+    return -1;
+  *out = (uint64_t)(v * mult);
+  return 0;
+}
+
+/* Applies one setting; `where` names its origin for messages. */
+static int set(config *c, const opt *o, const char *value, const char *where) {
+  char *field = (char *)c + o->offset;
+  char *end;
+  switch (o->type) {
+  case T_STR:
+    if (strlen(value) >= o->size) {
+      fprintf(stderr, "compiled: %s: %s is too long\n", where, o->name);
+      return -1;
+    }
+    strcpy(field, value);
+    return 0;
+  case T_SIZE:
+    if (config_parse_size(value, (uint64_t *)field) != 0) {
+      fprintf(stderr, "compiled: %s: %s wants a size like 512M, got '%s'\n",
+              where, o->name, value);
+      return -1;
+    }
+    return 0;
+  case T_INT: {
+    long v = strtol(value, &end, 10);
+    if (*end || end == value || v < 0 || v > 1000000) {
+      fprintf(stderr, "compiled: %s: %s wants a non-negative integer, got '%s'\n",
+              where, o->name, value);
+      return -1;
+    }
+    *(int *)field = (int)v;
+    return 0;
+  }
+  case T_LEVEL: {
+    int l = log_level_parse(value);
+    if (l < 0) {
+      fprintf(stderr, "compiled: %s: log-level wants error|warn|info|debug, got '%s'\n",
+              where, value);
+      return -1;
+    }
+    *(log_level *)field = (log_level)l;
+    return 0;
+  }
+  case T_FORMAT:
+    if (strcmp(value, "text") == 0)
+      *(log_format *)field = LOG_TEXT;
+    else if (strcmp(value, "json") == 0)
+      *(log_format *)field = LOG_JSON;
+    else {
+      fprintf(stderr, "compiled: %s: log-format wants text|json, got '%s'\n",
+              where, value);
+      return -1;
+    }
+    return 0;
+  case T_BOOL:
+    if (!strcmp(value, "") || !strcmp(value, "true") || !strcmp(value, "1") ||
+        !strcmp(value, "yes"))
+      *(bool *)field = true;
+    else if (!strcmp(value, "false") || !strcmp(value, "0") || !strcmp(value, "no"))
+      *(bool *)field = false;
+    else {
+      fprintf(stderr, "compiled: %s: %s wants true|false, got '%s'\n", where,
+              o->name, value);
+      return -1;
+    }
+    return 0;
+  }
+  return -1;
+}
+
+static const opt *find(const char *name) {
+  for (size_t i = 0; i < NOPTS; i++)
+    if (strcmp(opts[i].name, name) == 0)
+      return &opts[i];
+  return NULL;
+}
+
+static char *trim(char *s) {
+  while (isspace((unsigned char)*s))
+    s++;
+  char *e = s + strlen(s);
+  while (e > s && isspace((unsigned char)e[-1]))
+    *--e = '\0';
+  return s;
+}
+
+static int read_file(config *c, const char *path) {
+  FILE *f = fopen(path, "r");
+  if (!f) {
+    fprintf(stderr, "compiled: --config %s: %s\n", path, strerror(errno));
+    return -1;
+  }
+  char line[2048];
+  int lineno = 0, rc = 0;
+  while (rc == 0 && fgets(line, sizeof line, f)) {
+    lineno++;
+    char *hash = strchr(line, '#');
+    if (hash)
+      *hash = '\0';
+    char *s = trim(line);
+    if (!*s)
+      continue;
+    char *sep = strpbrk(s, "= \t");
+    char *value = "";
+    if (sep) {
+      *sep = '\0';
+      value = trim(sep + 1);
+      if (*value == '=')
+        value = trim(value + 1);
+    }
+    char where[1100];
+    snprintf(where, sizeof where, "%s:%d", path, lineno);
+    const opt *o = find(trim(s));
+    if (!o) {
+      fprintf(stderr, "compiled: %s: unknown setting '%s'\n", where, s);
+      rc = -1;
+    } else {
+      rc = set(c, o, value, where);
+    }
+  }
+  fclose(f);
+  return rc;
+}
+
+static void defaults(config *c) {
+  memset(c, 0, sizeof *c);
+  snprintf(c->listen, sizeof c->listen, "127.0.0.1:7421");
+  const char *xdg = getenv("XDG_CACHE_HOME");
+  if (xdg && *xdg)
+    snprintf(c->cache_dir, sizeof c->cache_dir, "%s/compiled", xdg);
+  else
+    snprintf(c->cache_dir, sizeof c->cache_dir, "./var");
+  c->cache_max_bytes = (uint64_t)10 << 30;
+  long n = sysconf(_SC_NPROCESSORS_ONLN);
+  c->workers = n > 0 ? (int)n : 2;
+  c->max_queue = 64;
+  c->max_message_bytes = (uint64_t)64 << 20;
+  c->max_inline_bytes = (uint64_t)1 << 20;
+  c->cq_threads = 2;
+  c->grace_seconds = 30;
+  c->failure_ttl = 600;
+  c->log_level = LOG_INFO;
+  c->log_format = LOG_TEXT;
+}
+
+int config_load(config *c, int argc, char **argv) {
+  defaults(c);
+  /* The config file first, wherever --config appears. */
+  for (int i = 1; i < argc; i++) {
+    const char *file = NULL;
+    if (strcmp(argv[i], "--config") == 0 && i + 1 < argc)
+      file = argv[i + 1];
+    else if (strncmp(argv[i], "--config=", 9) == 0)
+      file = argv[i] + 9;
+    if (file && read_file(c, file) != 0)
+      return -1;
+  }
+  struct option lopts[NOPTS + 4];
+  for (size_t i = 0; i < NOPTS; i++) {
+    lopts[i].name = opts[i].name;
+    lopts[i].has_arg = opts[i].type == T_BOOL ? optional_argument : required_argument;
+    lopts[i].flag = NULL;
+    lopts[i].val = 1000 + (int)i;
+  }
+  lopts[NOPTS] = (struct option){"config", required_argument, NULL, 'c'};
+  lopts[NOPTS + 1] = (struct option){"help", no_argument, NULL, 'h'};
+  lopts[NOPTS + 2] = (struct option){"version", no_argument, NULL, 'v'};
+  lopts[NOPTS + 3] = (struct option){NULL, 0, NULL, 0};
+  optind = 1;
+  int ch;
+  while ((ch = getopt_long(argc, argv, "h", lopts, NULL)) != -1) {
+    if (ch == 'h') {
+      usage(stdout);
+      return 1;
+    }
+    if (ch == 'v') {
+      printf("compiled 0.1.0 (compiler build %s)\n", gc_build_id());
+      return 1;
+    }
+    if (ch == 'c')
+      continue;
+    if (ch < 1000 || ch >= 1000 + (int)NOPTS) {
+      usage(stderr);
+      return -1;
+    }
+    const opt *o = &opts[ch - 1000];
+    char where[64];
+    snprintf(where, sizeof where, "--%s", o->name);
+    if (set(c, o, optarg ? optarg : "", where) != 0)
+      return -1;
+  }
+  if (optind < argc) {
+    fprintf(stderr, "compiled: unexpected argument '%s'\n", argv[optind]);
+    usage(stderr);
+    return -1;
+  }
+  if (c->workers < 1 || c->cq_threads < 1) {
+    fprintf(stderr, "compiled: --workers and --cq-threads must be at least 1\n");
+    return -1;
+  }
+  return 0;
+}

@@ -1,0 +1,40 @@
+/*
+ * config.h: the daemon's settings, from defaults, an optional config file
+ * and command-line flags (flags win over the file, the file over defaults).
+ */
+#ifndef DAEMON_CONFIG_H
+#define DAEMON_CONFIG_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "daemon/log.h"
+
+typedef struct config {
+  char listen[256];        /* host:port */
+  char cache_dir[1024];
+  uint64_t cache_max_bytes;
+  int workers;             /* compile worker threads */
+  int max_queue;           /* compiles waiting for a worker before refusing */
+  uint64_t max_message_bytes;
+  uint64_t max_inline_bytes; /* default inline artifact limit */
+  int cq_threads;          /* gRPC completion-queue threads */
+  int grace_seconds;       /* drain time on SIGTERM/SIGINT */
+  int failure_ttl;         /* seconds a failed graph is remembered */
+  log_level log_level;
+  log_format log_format;
+  char log_file[1024];     /* "" or "-": stderr */
+  char port_file[1024];    /* write the bound port here ("": don't) */
+  bool check_cache;        /* verify the cache and exit */
+  int debug_compile_delay_ms; /* tests: each compile first waits this long */
+} config;
+
+/* Fills defaults, reads --config FILE if given, then applies the flags.
+ * Returns 0 to run, 1 when it printed --help/--version (exit 0), or -1
+ * after printing a usage error (exit 2). */
+int config_load(config *c, int argc, char **argv);
+
+/* "64M" -> bytes. Returns 0 or -1. Suffixes K, M, G, T (powers of 1024). */
+int config_parse_size(const char *s, uint64_t *out);
+
+#endif

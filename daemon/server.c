@@ -1,0 +1,622 @@
+/*
+ * server.c: gRPC C core plumbing. See server.h for the model.
+ *
+ * Every asynchronous operation carries a tag: a small struct whose first
+ * member is the function to run when it completes. The completion-queue
+ * threads do nothing but take completions and run those functions.
+ *
+ * A call's life:
+ *   arm      a srv_call is allocated and a request is posted for its method
+ *            (registered: with the request payload; generic: unknown paths)
+ *   matched  the request tag completes: re-arm the method, start the
+ *            RECV_CLOSE_ON_SERVER batch (it completes when the call ends and
+ *            says whether it was cancelled), run the handler
+ *   sending  srv_send/srv_finish queue work; pump() starts one batch at a
+ *            time (initial metadata with the first message, the status with
+ *            the last)
+ *   end      when the references (handler, pending batches, pending close)
+ *            are gone, the call is unreffed and freed
+ *
+ * Live calls are counted from arming to freeing, so shutdown knows when no
+ * call can touch the completion queue any more (shutting a queue down under
+ * a live call aborts inside gRPC).
+ */
+#include "daemon/server.h"
+
+#include <grpc/byte_buffer.h>
+#include <grpc/byte_buffer_reader.h>
+#include <grpc/grpc_security.h>
+#include <grpc/support/alloc.h>
+#include <grpc/support/time.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "daemon/log.h"
+
+/* Requests kept armed per method, so bursts do not wait for re-arming. */
+#define ARMED_PER_METHOD 8
+#define MAX_METHODS 32
+
+typedef struct srv_tag {
+  void (*fn)(struct srv_tag *t, bool ok);
+} srv_tag;
+
+typedef struct method {
+  char *path;
+  srv_handler handler;
+  void *registered; /* grpc_server_register_method's handle */
+} method;
+
+typedef struct post {
+  void (*fn)(void *arg);
+  void *arg;
+  struct post *next;
+} post;
+
+struct srv {
+  uv_loop_t *loop;
+  grpc_server *server;
+  grpc_completion_queue *cq;
+  srv_options opts;
+  char listen[256];
+  method methods[MAX_METHODS];
+  int nmethods;
+  pthread_t *threads;
+  int nthreads;
+  /* loop bridge */
+  uv_async_t async;
+  pthread_mutex_t post_mu;
+  post *post_head, *post_tail;
+  /* shutdown */
+  atomic_int live;           /* calls armed and not yet freed */
+  atomic_bool shutting_down;
+  bool shutdown_notified;    /* grpc's shutdown tag completed (loop) */
+  bool done_called;
+  srv_tag t_shutdown;
+  void (*done)(void *arg);
+  void *done_arg;
+};
+
+/* One queued outgoing message. */
+typedef struct out {
+  grpc_byte_buffer *bb;
+  struct out *next;
+} out;
+
+struct srv_call {
+  srv *s;
+  method *m;                 /* NULL: generic (unknown method) */
+  grpc_call *call;
+  gpr_timespec deadline;
+  grpc_metadata_array md;
+  grpc_call_details details; /* generic requests */
+  grpc_byte_buffer *payload; /* registered requests */
+  grpc_slice request;        /* the payload, contiguous */
+  bool has_request;
+  char *peer;
+  int64_t start_us;
+  srv_tag t_request, t_close, t_send;
+  int cancelled;             /* written by gRPC when the close completes */
+  atomic_int refs;
+  pthread_mutex_t mu;        /* guards everything below */
+  out *head, *tail;          /* queued messages */
+  grpc_byte_buffer *inflight; /* message of the batch in flight */
+  bool sending;              /* a send batch is in flight */
+  bool md_sent;              /* initial metadata went out */
+  bool finish_queued, finish_started, finished;
+  grpc_status_code status;
+  grpc_slice status_details;
+  grpc_metadata trailing;    /* at most one trailing entry */
+  size_t ntrailing;
+  bool closed;
+  void (*on_cancel)(srv_call *c, void *arg);
+  void *on_cancel_arg;
+};
+
+static int64_t now_us(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (int64_t)ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
+}
+
+/* ---- the loop bridge ---- */
+
+static void drain_posts(uv_async_t *a) {
+  srv *s = a->data;
+  pthread_mutex_lock(&s->post_mu);
+  post *p = s->post_head;
+  s->post_head = s->post_tail = NULL;
+  pthread_mutex_unlock(&s->post_mu);
+  while (p) {
+    post *next = p->next;
+    p->fn(p->arg);
+    free(p);
+    p = next;
+  }
+}
+
+void srv_post(srv *s, void (*fn)(void *arg), void *arg) {
+  post *p = malloc(sizeof *p);
+  if (!p) {
+    LOG(LOG_ERROR, "out of memory posting to the loop");
+    abort(); /* losing a loop message would strand a call */
+  }
+  p->fn = fn;
+  p->arg = arg;
+  p->next = NULL;
+  pthread_mutex_lock(&s->post_mu);
+  if (s->post_tail)
+    s->post_tail->next = p;
+  else
+    s->post_head = p;
+  s->post_tail = p;
+  pthread_mutex_unlock(&s->post_mu);
+  uv_async_send(&s->async);
+}
+
+/* ---- completion-queue threads ---- */
+
+static void *cq_thread(void *arg) {
+  srv *s = arg;
+  for (;;) {
+    grpc_event ev = grpc_completion_queue_next(
+        s->cq, gpr_inf_future(GPR_CLOCK_REALTIME), NULL);
+    if (ev.type == GRPC_QUEUE_SHUTDOWN)
+      break;
+    if (ev.type == GRPC_OP_COMPLETE) {
+      srv_tag *t = ev.tag;
+      t->fn(t, ev.success != 0);
+    }
+  }
+  return NULL;
+}
+
+/* ---- calls ---- */
+
+static void maybe_done(void *arg);
+
+static void call_free(srv_call *c) {
+  srv *s = c->s;
+  if (c->call)
+    grpc_call_unref(c->call);
+  grpc_metadata_array_destroy(&c->md);
+  if (!c->m)
+    grpc_call_details_destroy(&c->details);
+  if (c->payload)
+    grpc_byte_buffer_destroy(c->payload);
+  grpc_slice_unref(c->request);
+  grpc_slice_unref(c->status_details);
+  if (c->ntrailing) {
+    grpc_slice_unref(c->trailing.key);
+    grpc_slice_unref(c->trailing.value);
+  }
+  for (out *o = c->head; o;) {
+    out *next = o->next;
+    grpc_byte_buffer_destroy(o->bb);
+    free(o);
+    o = next;
+  }
+  if (c->inflight)
+    grpc_byte_buffer_destroy(c->inflight);
+  if (c->peer)
+    gpr_free(c->peer);
+  pthread_mutex_destroy(&c->mu);
+  free(c);
+  if (atomic_fetch_sub(&s->live, 1) == 1 && atomic_load(&s->shutting_down))
+    srv_post(s, maybe_done, s);
+}
+
+void srv_call_ref(srv_call *c) { atomic_fetch_add(&c->refs, 1); }
+
+void srv_call_unref(srv_call *c) {
+  if (atomic_fetch_sub(&c->refs, 1) == 1)
+    call_free(c);
+}
+
+/* Starts the next send batch if none is in flight. Called with c->mu held. */
+static void pump(srv_call *c) {
+  if (c->sending || c->finish_started || !c->call)
+    return;
+  grpc_op ops[3];
+  memset(ops, 0, sizeof ops);
+  size_t n = 0;
+  out *o = c->head;
+  if (!o && !c->finish_queued)
+    return;
+  if (!c->md_sent) {
+    ops[n].op = GRPC_OP_SEND_INITIAL_METADATA;
+    ops[n].data.send_initial_metadata.count = 0;
+    n++;
+    c->md_sent = true;
+  }
+  if (o) {
+    c->head = o->next;
+    if (!c->head)
+      c->tail = NULL;
+    c->inflight = o->bb;
+    free(o);
+    ops[n].op = GRPC_OP_SEND_MESSAGE;
+    ops[n].data.send_message.send_message = c->inflight;
+    n++;
+  }
+  if (!c->head && c->finish_queued) {
+    ops[n].op = GRPC_OP_SEND_STATUS_FROM_SERVER;
+    ops[n].data.send_status_from_server.status = c->status;
+    ops[n].data.send_status_from_server.status_details = &c->status_details;
+    ops[n].data.send_status_from_server.trailing_metadata_count = c->ntrailing;
+    ops[n].data.send_status_from_server.trailing_metadata =
+        c->ntrailing ? &c->trailing : NULL;
+    n++;
+    c->finish_started = true;
+  }
+  c->sending = true;
+  srv_call_ref(c);
+  grpc_call_error err = grpc_call_start_batch(c->call, ops, n, &c->t_send, NULL);
+  if (err != GRPC_CALL_OK) {
+    LOG(LOG_ERROR, "grpc_call_start_batch (send): error %d", (int)err);
+    c->sending = false;
+    c->finish_started = true;
+    atomic_fetch_sub(&c->refs, 1); /* the caller still holds one */
+  }
+}
+
+static void on_send(srv_tag *t, bool ok) {
+  srv_call *c = (srv_call *)((char *)t - offsetof(srv_call, t_send));
+  pthread_mutex_lock(&c->mu);
+  c->sending = false;
+  if (c->inflight) {
+    grpc_byte_buffer_destroy(c->inflight);
+    c->inflight = NULL;
+  }
+  if (!ok) {
+    /* The call is broken (cancelled): nothing more will go out. */
+    for (out *o = c->head; o;) {
+      out *next = o->next;
+      grpc_byte_buffer_destroy(o->bb);
+      free(o);
+      o = next;
+    }
+    c->head = c->tail = NULL;
+    c->finish_started = true;
+  }
+  if (c->finish_started && !c->sending)
+    c->finished = true;
+  pump(c);
+  pthread_mutex_unlock(&c->mu);
+  srv_call_unref(c);
+}
+
+void srv_send(srv_call *c, grpc_byte_buffer *bb) {
+  out *o = malloc(sizeof *o);
+  if (!o) {
+    grpc_byte_buffer_destroy(bb);
+    return;
+  }
+  o->bb = bb;
+  o->next = NULL;
+  pthread_mutex_lock(&c->mu);
+  if (c->finish_queued || c->finish_started) {
+    pthread_mutex_unlock(&c->mu);
+    grpc_byte_buffer_destroy(bb);
+    free(o);
+    return;
+  }
+  if (c->tail)
+    c->tail->next = o;
+  else
+    c->head = o;
+  c->tail = o;
+  pump(c);
+  pthread_mutex_unlock(&c->mu);
+}
+
+grpc_byte_buffer *srv_pack(const ProtobufCMessage *m) {
+  size_t len = protobuf_c_message_get_packed_size(m);
+  grpc_slice slice = grpc_slice_malloc(len);
+  protobuf_c_message_pack(m, GRPC_SLICE_START_PTR(slice));
+  grpc_byte_buffer *bb = grpc_raw_byte_buffer_create(&slice, 1);
+  grpc_slice_unref(slice);
+  return bb;
+}
+
+void srv_send_msg(srv_call *c, const ProtobufCMessage *m) {
+  srv_send(c, srv_pack(m));
+}
+
+void srv_finish_bin(srv_call *c, grpc_status_code code, const char *details,
+                    const char *md_key, const ProtobufCMessage *md_value) {
+  pthread_mutex_lock(&c->mu);
+  if (c->finish_queued || c->finish_started) {
+    pthread_mutex_unlock(&c->mu);
+    return;
+  }
+  c->finish_queued = true;
+  c->status = code;
+  grpc_slice_unref(c->status_details);
+  c->status_details = grpc_slice_from_copied_string(details ? details : "");
+  if (md_key && md_value) {
+    size_t len = protobuf_c_message_get_packed_size(md_value);
+    grpc_slice v = grpc_slice_malloc(len);
+    protobuf_c_message_pack(md_value, GRPC_SLICE_START_PTR(v));
+    c->trailing.key = grpc_slice_from_copied_string(md_key);
+    c->trailing.value = v;
+    c->ntrailing = 1;
+  }
+  pump(c);
+  pthread_mutex_unlock(&c->mu);
+}
+
+void srv_finish(srv_call *c, grpc_status_code code, const char *details) {
+  srv_finish_bin(c, code, details, NULL, NULL);
+}
+
+static void on_close(srv_tag *t, bool ok) {
+  (void)ok;
+  srv_call *c = (srv_call *)((char *)t - offsetof(srv_call, t_close));
+  pthread_mutex_lock(&c->mu);
+  c->closed = true;
+  void (*fn)(srv_call *, void *) = c->cancelled ? c->on_cancel : NULL;
+  void *arg = c->on_cancel_arg;
+  c->on_cancel = NULL;
+  pthread_mutex_unlock(&c->mu);
+  if (fn)
+    fn(c, arg);
+  srv_call_unref(c);
+}
+
+bool srv_call_cancelled(srv_call *c) {
+  pthread_mutex_lock(&c->mu);
+  bool r = c->closed && c->cancelled;
+  pthread_mutex_unlock(&c->mu);
+  return r;
+}
+
+void srv_call_on_cancel(srv_call *c, void (*fn)(srv_call *c, void *arg),
+                        void *arg) {
+  pthread_mutex_lock(&c->mu);
+  bool now = c->closed && c->cancelled;
+  if (!now) {
+    c->on_cancel = fn;
+    c->on_cancel_arg = arg;
+  }
+  pthread_mutex_unlock(&c->mu);
+  if (now)
+    fn(c, arg);
+}
+
+const uint8_t *srv_call_request(srv_call *c, size_t *len) {
+  *len = GRPC_SLICE_LENGTH(c->request);
+  return GRPC_SLICE_START_PTR(c->request);
+}
+
+bool srv_call_has_request(srv_call *c) { return c->has_request; }
+
+const char *srv_call_method(srv_call *c) {
+  return c->m ? c->m->path : "(unknown)";
+}
+
+const char *srv_call_peer(srv_call *c) { return c->peer ? c->peer : "?"; }
+
+void *srv_call_user(srv_call *c) { return c->s->opts.user; }
+
+gpr_timespec srv_call_deadline(srv_call *c) { return c->deadline; }
+
+int64_t srv_call_age_us(srv_call *c) { return now_us() - c->start_us; }
+
+/* ---- arming and matching ---- */
+
+static void arm(srv *s, method *m);
+
+static void unimplemented(srv_call *c) {
+  char msg[512];
+  char *path = grpc_slice_to_c_string(c->details.method);
+  snprintf(msg, sizeof msg, "unknown method %s", path);
+  LOG(LOG_DEBUG, "unimplemented method %s from %s", path, srv_call_peer(c));
+  gpr_free(path);
+  srv_finish(c, GRPC_STATUS_UNIMPLEMENTED, msg);
+  srv_call_unref(c);
+}
+
+static void on_request(srv_tag *t, bool ok) {
+  srv_call *c = (srv_call *)((char *)t - offsetof(srv_call, t_request));
+  srv *s = c->s;
+  if (!ok) {
+    /* The server is shutting down: this request will never match. */
+    c->call = NULL;
+    srv_call_unref(c);
+    return;
+  }
+  if (!atomic_load(&s->shutting_down))
+    arm(s, c->m);
+  c->start_us = now_us();
+  c->peer = grpc_call_get_peer(c->call);
+  if (c->payload) {
+    grpc_byte_buffer_reader r;
+    if (grpc_byte_buffer_reader_init(&r, c->payload)) {
+      c->request = grpc_byte_buffer_reader_readall(&r);
+      grpc_byte_buffer_reader_destroy(&r);
+      c->has_request = true;
+    }
+  }
+  /* The close batch holds a reference until the call is over. */
+  grpc_op op;
+  memset(&op, 0, sizeof op);
+  op.op = GRPC_OP_RECV_CLOSE_ON_SERVER;
+  op.data.recv_close_on_server.cancelled = &c->cancelled;
+  srv_call_ref(c);
+  if (grpc_call_start_batch(c->call, &op, 1, &c->t_close, NULL) != GRPC_CALL_OK) {
+    LOG(LOG_ERROR, "grpc_call_start_batch (close) failed");
+    atomic_fetch_sub(&c->refs, 1);
+  }
+  if (c->m)
+    c->m->handler(c);
+  else
+    unimplemented(c);
+}
+
+static srv_call *call_new(srv *s, method *m) {
+  srv_call *c = calloc(1, sizeof *c);
+  if (!c)
+    return NULL;
+  c->s = s;
+  c->m = m;
+  c->t_request.fn = on_request;
+  c->t_close.fn = on_close;
+  c->t_send.fn = on_send;
+  c->request = grpc_empty_slice();
+  c->status_details = grpc_empty_slice();
+  atomic_init(&c->refs, 1);
+  pthread_mutex_init(&c->mu, NULL);
+  grpc_metadata_array_init(&c->md);
+  if (!m)
+    grpc_call_details_init(&c->details);
+  atomic_fetch_add(&s->live, 1);
+  return c;
+}
+
+/* Posts one request for method m (NULL: generic). */
+static void arm(srv *s, method *m) {
+  srv_call *c = call_new(s, m);
+  if (!c) {
+    LOG(LOG_ERROR, "out of memory arming a request");
+    return;
+  }
+  grpc_call_error err;
+  if (m)
+    err = grpc_server_request_registered_call(
+        s->server, m->registered, &c->call, &c->deadline, &c->md, &c->payload,
+        s->cq, s->cq, &c->t_request);
+  else
+    err = grpc_server_request_call(s->server, &c->call, &c->details, &c->md,
+                                   s->cq, s->cq, &c->t_request);
+  if (err != GRPC_CALL_OK) {
+    if (!atomic_load(&s->shutting_down))
+      LOG(LOG_ERROR, "requesting a call failed: error %d", (int)err);
+    c->call = NULL;
+    srv_call_unref(c);
+  }
+}
+
+/* ---- server ---- */
+
+srv *srv_new(uv_loop_t *loop, const srv_options *o) {
+  srv *s = calloc(1, sizeof *s);
+  if (!s)
+    return NULL;
+  s->loop = loop;
+  s->opts = *o;
+  snprintf(s->listen, sizeof s->listen, "%s", o->listen);
+  s->opts.listen = s->listen;
+  pthread_mutex_init(&s->post_mu, NULL);
+  atomic_init(&s->live, 0);
+  atomic_init(&s->shutting_down, false);
+  s->cq = grpc_completion_queue_create_for_next(NULL);
+  grpc_arg args[2];
+  args[0].type = GRPC_ARG_INTEGER;
+  args[0].key = GRPC_ARG_MAX_RECEIVE_MESSAGE_LENGTH;
+  args[0].value.integer = o->max_message_bytes > INT32_MAX
+                              ? INT32_MAX
+                              : (int)o->max_message_bytes;
+  args[1].type = GRPC_ARG_INTEGER;
+  args[1].key = GRPC_ARG_MAX_SEND_MESSAGE_LENGTH;
+  args[1].value.integer = -1;
+  grpc_channel_args ca = {2, args};
+  s->server = grpc_server_create(&ca, NULL);
+  grpc_server_register_completion_queue(s->server, s->cq, NULL);
+  uv_async_init(loop, &s->async, drain_posts);
+  s->async.data = s;
+  return s;
+}
+
+int srv_add_method(srv *s, const char *path, srv_handler h) {
+  if (s->nmethods == MAX_METHODS)
+    return -1;
+  method *m = &s->methods[s->nmethods++];
+  m->path = strdup(path);
+  m->handler = h;
+  m->registered = grpc_server_register_method(
+      s->server, path, NULL, GRPC_SRM_PAYLOAD_READ_INITIAL_BYTE_BUFFER, 0);
+  return m->registered ? 0 : -1;
+}
+
+int srv_start(srv *s, char *err, size_t errlen) {
+  grpc_server_credentials *creds = grpc_insecure_server_credentials_create();
+  int port = grpc_server_add_http2_port(s->server, s->listen, creds);
+  grpc_server_credentials_release(creds);
+  if (port <= 0) {
+    snprintf(err, errlen, "cannot listen on %s (address in use or invalid)",
+             s->listen);
+    return -1;
+  }
+  grpc_server_start(s->server);
+  for (int i = 0; i < s->nmethods; i++)
+    for (int k = 0; k < ARMED_PER_METHOD; k++)
+      arm(s, &s->methods[i]);
+  for (int k = 0; k < 2; k++)
+    arm(s, NULL);
+  s->nthreads = s->opts.cq_threads;
+  s->threads = calloc((size_t)s->nthreads, sizeof *s->threads);
+  for (int i = 0; i < s->nthreads; i++)
+    pthread_create(&s->threads[i], NULL, cq_thread, s);
+  return port;
+}
+
+static void maybe_done(void *arg) {
+  srv *s = arg;
+  if (s->done_called || !s->shutdown_notified || atomic_load(&s->live) > 0)
+    return;
+  s->done_called = true;
+  if (s->done)
+    s->done(s->done_arg);
+}
+
+static void shutdown_notified(void *arg) {
+  srv *s = arg;
+  s->shutdown_notified = true;
+  maybe_done(s);
+}
+
+static void on_shutdown(srv_tag *t, bool ok) {
+  (void)ok;
+  srv *s = (srv *)((char *)t - offsetof(srv, t_shutdown));
+  srv_post(s, shutdown_notified, s);
+}
+
+void srv_shutdown(srv *s, void (*done)(void *arg), void *arg) {
+  if (atomic_exchange(&s->shutting_down, true))
+    return;
+  s->done = done;
+  s->done_arg = arg;
+  s->t_shutdown.fn = on_shutdown;
+  grpc_server_shutdown_and_notify(s->server, s->cq, &s->t_shutdown);
+}
+
+void srv_cancel_all(srv *s) { grpc_server_cancel_all_calls(s->server); }
+
+int srv_live_calls(srv *s) { return atomic_load(&s->live); }
+
+/* The async handle is the last thing alive; its close callback frees. */
+static void close_async(uv_handle_t *h) {
+  srv *s = h->data;
+  for (int i = 0; i < s->nmethods; i++)
+    free(s->methods[i].path);
+  free(s->threads);
+  pthread_mutex_destroy(&s->post_mu);
+  free(s);
+}
+
+void srv_free(srv *s) {
+  if (!s)
+    return;
+  grpc_server_destroy(s->server);
+  grpc_completion_queue_shutdown(s->cq);
+  for (int i = 0; i < s->nthreads; i++)
+    pthread_join(s->threads[i], NULL);
+  grpc_completion_queue_destroy(s->cq);
+  drain_posts(&s->async);
+  uv_close((uv_handle_t *)&s->async, close_async);
+}
