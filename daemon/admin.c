@@ -159,8 +159,7 @@ static void handle_lookup(srv_call *c) {
     goto out;
   }
   log_admin(c, "Lookup", req->key, 0, NULL);
-  srv_send_msg(c, &resp.base);
-  srv_finish(c, GRPC_STATUS_OK, "");
+  srv_reply(c, srv_pack(&resp.base));
   free(data);
 out:
   gc_arena_free(a);
@@ -249,10 +248,12 @@ static void handle_stats(srv_call *c) {
   r.raw_bytes = cs.raw_bytes;
   r.compile_micros_saved = (int64_t)cs.compile_us_saved;
   r.uptime_seconds = (int64_t)time(NULL) - d->started_unix;
+  r.hot_hits = atomic_load(&d->stats.hot_hits);
+  r.memo_hits = atomic_load(&d->stats.memo_hits);
+  r.hot_bytes = d->hot.bytes;
   r.version = DAEMON_VERSION;
   r.build_id = (char *)gc_build_id();
-  srv_send_msg(c, &r.base);
-  srv_finish(c, GRPC_STATUS_OK, "");
+  srv_reply(c, srv_pack(&r.base));
   srv_call_unref(c);
 }
 
@@ -294,8 +295,7 @@ static void handle_list(srv_call *c) {
   compiled__v1__list_response__init(&resp);
   resp.n_entries = l.n;
   resp.entries = l.items;
-  srv_send_msg(c, &resp.base);
-  srv_finish(c, GRPC_STATUS_OK, "");
+  srv_reply(c, srv_pack(&resp.base));
 out:
   gc_arena_free(a);
   srv_call_unref(c);
@@ -322,6 +322,7 @@ static void handle_evict(srv_call *c) {
     uint8_t key[GC_DIGEST_LEN];
     if (!parse_key(c, "Evict", req->key, key))
       goto out;
+    compile_forget(d, key); /* not served from memory either */
     rc = conn ? cache_evict_key(conn, key, &freed, &cerr) : CACHE_EIO;
     if (rc == 0)
       count = 1;
@@ -331,10 +332,13 @@ static void handle_evict(srv_call *c) {
     break;
   }
   case COMPILED__V1__EVICT_REQUEST__WHAT_ALL:
+    compile_forget(d, NULL);
     rc = conn ? cache_evict_older(conn, INT64_MAX, &count, &freed, &cerr) : CACHE_EIO;
     snprintf(what, sizeof what, "all");
     break;
   case COMPILED__V1__EVICT_REQUEST__WHAT_OLDER_THAN_SECONDS:
+    compile_forget(d, NULL);
+
     if (req->older_than_seconds < 0) {
       fail(c, "Evict", NULL, GRPC_STATUS_INVALID_ARGUMENT,
            "older_than_seconds must not be negative");
@@ -356,10 +360,10 @@ static void handle_evict(srv_call *c) {
   }
   resp.evicted = count;
   resp.bytes_freed = freed;
+
   LOG(LOG_INFO, "evicted %s: %" PRIu64 " entries, %" PRIu64 " bytes", what,
       count, freed);
-  srv_send_msg(c, &resp.base);
-  srv_finish(c, GRPC_STATUS_OK, "");
+  srv_reply(c, srv_pack(&resp.base));
 out:
   gc_arena_free(a);
   srv_call_unref(c);
@@ -482,8 +486,7 @@ static void handle_explain(srv_call *c) {
   }
   resp.summary = summary;
   log_admin(c, "Explain", hex, 0, NULL);
-  srv_send_msg(c, &resp.base);
-  srv_finish(c, GRPC_STATUS_OK, "");
+  srv_reply(c, srv_pack(&resp.base));
 out:
   gc_arena_free(a);
   srv_call_unref(c);
@@ -508,8 +511,7 @@ static void handle_health(srv_call *c) {
       atomic_load(&d->draining)
           ? GRPC__HEALTH__V1__HEALTH_CHECK_RESPONSE__SERVING_STATUS__NOT_SERVING
           : GRPC__HEALTH__V1__HEALTH_CHECK_RESPONSE__SERVING_STATUS__SERVING;
-  srv_send_msg(c, &resp.base);
-  srv_finish(c, GRPC_STATUS_OK, "");
+  srv_reply(c, srv_pack(&resp.base));
 out:
   gc_arena_free(a);
   srv_call_unref(c);

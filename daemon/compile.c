@@ -174,7 +174,8 @@ typedef struct result {
   int ntimings;
 } result;
 
-static void send_result(srv_call *c, const result *r) {
+/* Packs a CompileEvent holding the result into a new slice. */
+static grpc_slice pack_result(const result *r) {
   Compiled__V1__CompileResult res;
   Compiled__V1__KeyComponents kc;
   Compiled__V1__CompileEvent ev;
@@ -208,9 +209,137 @@ static void send_result(srv_call *c, const result *r) {
   res.timings = tp;
   ev.event_case = COMPILED__V1__COMPILE_EVENT__EVENT_RESULT;
   ev.result = &res;
-  srv_send_msg(c, &ev.base);
-  srv_finish(c, GRPC_STATUS_OK, "");
+  size_t len = compiled__v1__compile_event__get_packed_size(&ev);
+  grpc_slice s = grpc_slice_malloc(len);
+  compiled__v1__compile_event__pack(&ev, GRPC_SLICE_START_PTR(s));
+  return s;
 }
+
+/* Sends a packed result (the call takes its own reference) and finishes. */
+static void send_slice(srv_call *c, grpc_slice s) {
+  srv_reply(c, grpc_raw_byte_buffer_create(&s, 1));
+}
+
+
+static void send_result(srv_call *c, const result *r) {
+  grpc_slice s = pack_result(r);
+  send_slice(c, s);
+  grpc_slice_unref(s);
+}
+
+/* ---- the in-memory tiers ---- */
+
+#define MEMO_BYTES (16u << 20)
+
+/* Request memo: the digest of a request's bytes -> its key. Requests with
+ * the same bytes have the same key for the life of the process (same build,
+ * target and limits), so a repeated request skips decoding, validation and
+ * hashing. Forced compiles are never memoized. */
+typedef struct memo_entry {
+  gc_key key;
+  uint64_t max_inline;
+} memo_entry;
+
+/* Hot tier: key -> the prebuilt response of a hit (artifact inline, served
+ * as L1_HIT, no per-request timings), with what a non-inline answer needs.
+ * Filled from artifacts just verified on a disk read or just compiled and
+ * stored; dropped on eviction. */
+typedef struct hot_entry {
+  grpc_slice response; /* packed CompileEvent, artifact inline */
+  gc_key key;
+  uint64_t size;
+  uint8_t digest[GC_DIGEST_LEN];
+  int64_t compile_us;
+} hot_entry;
+
+static void memo_release(void *v) { free(v); }
+
+static void memo_copy(const void *v, void *out) {
+  *(memo_entry *)out = *(const memo_entry *)v;
+}
+
+static void hot_release(void *v) {
+  hot_entry *h = v;
+  grpc_slice_unref(h->response);
+  free(h);
+}
+
+/* Copies the entry, taking a reference to its response slice. */
+static void hot_copy(const void *v, void *out) {
+  const hot_entry *h = v;
+  hot_entry *o = out;
+  *o = *h;
+  o->response = grpc_slice_ref(h->response);
+}
+
+int compile_init(daemon_ctx *d) {
+  if (lru_init(&d->memo, MEMO_BYTES, memo_release) != 0 ||
+      lru_init(&d->hot, d->cfg.hot_cache_bytes, hot_release) != 0)
+    return -1;
+  return 0;
+}
+
+void compile_cleanup(daemon_ctx *d) {
+  lru_destroy(&d->memo);
+  lru_destroy(&d->hot);
+}
+
+void compile_forget(daemon_ctx *d, const uint8_t *key) {
+  lru_remove(&d->hot, key);
+}
+
+/* Keeps the hit response of a verified artifact in memory. */
+static void hot_remember(daemon_ctx *d, const gc_key *key, const char *hex,
+                         const uint8_t *artifact, size_t len,
+                         const uint8_t *digest, int64_t compile_us) {
+  if (!d->hot.budget || len > d->hot.budget)
+    return;
+  hot_entry *h = malloc(sizeof *h);
+  if (!h)
+    return;
+  result res = {.hex = hex,
+                .key = key,
+                .served = COMPILED__V1__SERVED__SERVED_L1_HIT,
+                .artifact = artifact,
+                .len = len,
+                .digest = digest,
+                .must_inline = true,
+                .compile_us = compile_us};
+  h->response = pack_result(&res);
+  h->key = *key;
+  h->size = len;
+  memcpy(h->digest, digest, GC_DIGEST_LEN);
+  h->compile_us = compile_us;
+  lru_put(&d->hot, key->key, h, GRPC_SLICE_LENGTH(h->response) + sizeof *h);
+}
+
+/* Answers from the hot tier; true when it did. */
+static bool try_hot(daemon_ctx *d, srv_call *c, const gc_key *key,
+                    uint64_t max_inline, int64_t validate_us, int64_t key_us) {
+  hot_entry h;
+  if (!lru_get(&d->hot, key->key, hot_copy, &h))
+    return false;
+  char hex[GC_HEX_LEN];
+  gc_digest_hex(key->key, hex);
+  atomic_fetch_add(&d->stats.hits, 1);
+  atomic_fetch_add(&d->stats.hot_hits, 1);
+  log_done(c, hex, "hit", 0, validate_us, key_us, -1, -1, h.size, NULL);
+  if (h.size <= max_inline) {
+    send_slice(c, h.response);
+  } else {
+    result res = {.hex = hex,
+                  .key = &h.key,
+                  .served = COMPILED__V1__SERVED__SERVED_L1_HIT,
+                  .len = h.size,
+                  .digest = h.digest,
+                  .max_inline = max_inline,
+                  .compile_us = h.compile_us};
+    send_result(c, &res);
+  }
+  grpc_slice_unref(h.response);
+  return true;
+}
+
 
 /* ---- the completion-queue half ---- */
 
@@ -304,6 +433,8 @@ static bool try_cache(daemon_ctx *d, request *r) {
     log_done(r->call, r->hex, "hit", 0, r->prep.timings[0].micros,
              r->prep.timings[1].micros, -1, -1, len, NULL);
     send_result(r->call, &res);
+    hot_remember(d, &r->key, r->hex, data, len, info.digest,
+                 (int64_t)info.compile_us);
     free(data);
     return true;
   }
@@ -341,6 +472,16 @@ static void handle_compile(srv_call *c) {
   r->call = c;
   size_t len;
   const uint8_t *bytes = srv_call_request(c, &len);
+  /* Fast path: these exact bytes were seen before, and the hit response is
+   * in memory. */
+  uint8_t digest[GC_DIGEST_LEN];
+  memo_entry me;
+  sha256(bytes, len, digest);
+  if (srv_call_has_request(c) && lru_get(&d->memo, digest, memo_copy, &me)) {
+    atomic_fetch_add(&d->stats.memo_hits, 1);
+    if (try_hot(d, c, &me.key, me.max_inline, 0, 0))
+      goto done;
+  }
   ProtobufCAllocator al = gc_arena_pb_allocator(r->arena);
   Compiled__V1__CompileRequest *req =
       srv_call_has_request(c)
@@ -375,8 +516,18 @@ static void handle_compile(srv_call *c) {
   gc_digest_hex(r->key.key, r->hex);
   r->max_inline = req->max_inline_bytes ? req->max_inline_bytes
                                         : d->cfg.max_inline_bytes;
-  if (!r->force && try_cache(d, r))
-    goto done;
+  if (!r->force) {
+    memo_entry *m = malloc(sizeof *m);
+    if (m) {
+      m->key = r->key;
+      m->max_inline = r->max_inline;
+      lru_put(&d->memo, digest, m, sizeof *m + 64);
+    }
+    if (try_hot(d, c, &r->key, r->max_inline, r->prep.timings[0].micros,
+                r->prep.timings[1].micros) ||
+        try_cache(d, r))
+      goto done;
+  }
   atomic_fetch_add(&d->stats.misses, 1);
   srv_post(d->server, submit_on_loop, r); /* the loop takes r and the ref */
   return;
@@ -687,6 +838,8 @@ static void run_flight(uv_work_t *work) {
       f->out.micros = (int64_t)info.compile_us;
       memcpy(f->digest, info.digest, GC_DIGEST_LEN);
       f->rc = 0;
+      hot_remember(d, &f->fullkey, f->hex, f->out.artifact, f->out.len,
+                   f->digest, f->out.micros);
       goto out;
     }
   }
@@ -710,9 +863,12 @@ static void run_flight(uv_work_t *work) {
     }
     int64_t t0 = gc_now_us();
     if (conn && cache_put(conn, f->key, parts, GC_KEY_NCOMPONENTS, f->out.artifact,
-                          f->out.len, (uint64_t)f->out.micros, &cerr) == 0)
+                          f->out.len, (uint64_t)f->out.micros, &cerr) == 0) {
       f->stored = true;
-    else
+      hot_remember(d, &f->fullkey, f->hex, f->out.artifact, f->out.len,
+                   f->digest, f->out.micros);
+    } else
+
       LOG(LOG_WARN, "storing %s failed: %s", f->hex,
           conn ? cerr.msg : "no cache connection");
     if (f->out.ntimings < GC_MAX_STAGES) {

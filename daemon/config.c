@@ -47,6 +47,10 @@ static const opt opts[] = {
     {"max-inline-bytes", T_SIZE, F(max_inline_bytes), 0, "SIZE",
      "largest artifact returned inline unless the client asks\n"
      "                          otherwise; larger ones are fetched (default 1M)"},
+    {"hot-cache-bytes", T_SIZE, F(hot_cache_bytes), 0, "SIZE",
+     "memory for prebuilt hit responses of recently used entries\n"
+     "                          (verified when read from disk); 0 disables\n"
+     "                          (default 256M)"},
     {"cq-threads", T_INT, F(cq_threads), 0, "N",
      "gRPC completion-queue threads (default 2)"},
     {"grace-seconds", T_INT, F(grace_seconds), 0, "N",
@@ -269,6 +273,8 @@ static void defaults(config *c) {
   c->max_queue = 64;
   c->max_message_bytes = (uint64_t)64 << 20;
   c->max_inline_bytes = (uint64_t)1 << 20;
+  c->hot_cache_bytes = (uint64_t)256 << 20;
+
   c->cq_threads = 2;
   c->grace_seconds = 30;
   c->failure_ttl = 600;

@@ -18,6 +18,8 @@ typedef struct config {
   int max_queue;           /* compiles waiting for a worker before refusing */
   uint64_t max_message_bytes;
   uint64_t max_inline_bytes; /* default inline artifact limit */
+  uint64_t hot_cache_bytes;  /* in-memory tier of hit responses; 0: off */
+
   int cq_threads;          /* gRPC completion-queue threads */
   int grace_seconds;       /* drain time on SIGTERM/SIGINT */
   int failure_ttl;         /* seconds a failed graph is remembered */

@@ -18,6 +18,7 @@
 #include "compiler/graph.h"
 #include "compiler/key.h"
 #include "daemon/config.h"
+#include "daemon/lru.h"
 #include "daemon/server.h"
 
 #define DAEMON_VERSION "0.1.0"
@@ -33,6 +34,8 @@ typedef struct daemon_stats {
   atomic_uint_fast64_t compile_failures;
   atomic_uint_fast64_t failure_hits; /* answered from remembered failures */
   atomic_uint_fast64_t rejected_busy;
+  atomic_uint_fast64_t hot_hits;   /* hits from the in-memory tier */
+  atomic_uint_fast64_t memo_hits;  /* keys known from the request bytes */
   atomic_int queued;               /* mirrors of loop state, for Stats */
   atomic_int running;
 } daemon_stats;
@@ -47,6 +50,8 @@ typedef struct daemon_ctx {
   gc_target target;         /* the host's, toolchain identity included */
   gc_limits limits;
   daemon_stats stats;
+  lru memo;                 /* request digest -> key (memo_entry) */
+  lru hot;                  /* key -> prebuilt hit response (hot_entry) */
   int64_t started_us;
   int64_t started_unix;
 
@@ -72,6 +77,14 @@ cache_conn *daemon_conn(daemon_ctx *d);
 
 /* Registers the RPC handlers (compile.c, admin.c). */
 void compile_register(daemon_ctx *d);
+
+/* Sets up and tears down the request memo and the hot tier (compile.c). */
+int compile_init(daemon_ctx *d);
+void compile_cleanup(daemon_ctx *d);
+
+/* Forgets hot responses: one key, or all (NULL). After evictions. */
+void compile_forget(daemon_ctx *d, const uint8_t *key);
+
 void admin_register(daemon_ctx *d);
 
 /* Called on the loop when the last compile ended, during a drain. */

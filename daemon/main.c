@@ -224,7 +224,8 @@ int main(int argc, char **argv) {
     cache_store_close(d->cache);
     return rc;
   }
-  if (detect_target(d) != 0) {
+  if (compile_init(d) != 0 || detect_target(d) != 0) {
+
     fprintf(stderr, "compiled: out of memory\n");
     return 1;
   }
@@ -265,7 +266,9 @@ int main(int argc, char **argv) {
   uv_loop_close(d->loop);
   close_conns(d);
   cache_store_close(d->cache);
+  compile_cleanup(d);
   grpc_shutdown();
+
   gc_arena_free(d->target_arena);
   LOG(LOG_INFO, "stopped");
   log_close();

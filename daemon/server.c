@@ -290,7 +290,9 @@ static void on_send(srv_tag *t, bool ok) {
   srv_call_unref(c);
 }
 
-void srv_send(srv_call *c, grpc_byte_buffer *bb) {
+/* Appends to the send queue; with `last`, queues status OK too before
+ * pumping, so both go in one batch. */
+static void enqueue(srv_call *c, grpc_byte_buffer *bb, bool last) {
   out *o = malloc(sizeof *o);
   if (!o) {
     grpc_byte_buffer_destroy(bb);
@@ -310,9 +312,18 @@ void srv_send(srv_call *c, grpc_byte_buffer *bb) {
   else
     c->head = o;
   c->tail = o;
+  if (last) {
+    c->finish_queued = true;
+    c->status = GRPC_STATUS_OK;
+  }
   pump(c);
   pthread_mutex_unlock(&c->mu);
 }
+
+void srv_send(srv_call *c, grpc_byte_buffer *bb) { enqueue(c, bb, false); }
+
+void srv_reply(srv_call *c, grpc_byte_buffer *bb) { enqueue(c, bb, true); }
+
 
 grpc_byte_buffer *srv_pack(const ProtobufCMessage *m) {
   size_t len = protobuf_c_message_get_packed_size(m);

@@ -98,6 +98,11 @@ void srv_send(srv_call *c, grpc_byte_buffer *bb);
 /* Packs and queues a protobuf message. */
 void srv_send_msg(srv_call *c, const ProtobufCMessage *m);
 
+/* Queues a last message and status OK together, so they leave in one batch
+ * with the initial metadata when nothing else is pending (takes `bb`). */
+void srv_reply(srv_call *c, grpc_byte_buffer *bb);
+
+
 /* Queues the final status. `details` is copied. A trailing binary metadata
  * entry (key ending in "-bin") may be attached with srv_finish_bin. */
 void srv_finish(srv_call *c, grpc_status_code code, const char *details);
