@@ -138,7 +138,6 @@ static void handle_lookup(srv_call *c) {
   if (req->include_artifact) {
     rc = cache_get(conn, key, &data, &len, &info, &cerr);
     if (rc == 0) {
-      atomic_fetch_add(&d->stats.hits, 1);
       uint64_t limit =
           req->max_inline_bytes ? req->max_inline_bytes : d->cfg.max_inline_bytes;
       if (len <= limit) {
@@ -192,7 +191,6 @@ static void handle_fetch(srv_call *c) {
     fail(c, "Fetch", req->key, GRPC_STATUS_INTERNAL, conn ? cerr.msg : "no cache");
     goto out;
   }
-  atomic_fetch_add(&d->stats.hits, 1);
   size_t chunk = req->chunk_bytes ? req->chunk_bytes : FETCH_DEFAULT_CHUNK;
   if (chunk > FETCH_MAX_CHUNK)
     chunk = FETCH_MAX_CHUNK;
@@ -241,12 +239,12 @@ static void handle_stats(srv_call *c) {
   r.queued = (uint32_t)atomic_load(&d->stats.queued);
   r.running = (uint32_t)atomic_load(&d->stats.running);
   r.workers = (uint32_t)d->cfg.workers;
-  r.evictions = cs.evictions;
+  r.evictions = cs.evictions + atomic_load(&d->stats.evicted);
   r.corrupt_dropped = cs.corrupt_dropped;
   r.entries = cs.entries;
   r.bytes = cs.bytes;
   r.raw_bytes = cs.raw_bytes;
-  r.compile_micros_saved = (int64_t)cs.compile_us_saved;
+  r.compile_micros_saved = (int64_t)atomic_load(&d->stats.saved_us);
   r.uptime_seconds = (int64_t)time(NULL) - d->started_unix;
   r.hot_hits = atomic_load(&d->stats.hot_hits);
   r.memo_hits = atomic_load(&d->stats.memo_hits);
@@ -358,6 +356,7 @@ static void handle_evict(srv_call *c) {
     fail(c, "Evict", NULL, GRPC_STATUS_INTERNAL, conn ? cerr.msg : "no cache");
     goto out;
   }
+  atomic_fetch_add(&d->stats.evicted, count);
   resp.evicted = count;
   resp.bytes_freed = freed;
 
@@ -441,9 +440,11 @@ static void handle_explain(srv_call *c) {
   gc_error err;
   int rc = gc_prepare(a, req->graph, &d->limits, &o, &t, &g, &key, NULL, &err);
   if (rc) {
-    fail(c, "Explain", NULL, GRPC_STATUS_INVALID_ARGUMENT, err.msg);
+    log_admin(c, "Explain", NULL, GRPC_STATUS_INVALID_ARGUMENT, err.msg);
+    daemon_finish_graph_error(c, rc, &err);
     goto out;
   }
+
   Compiled__V1__ExplainResponse resp;
   Compiled__V1__KeyComponents kc;
   compiled__v1__explain_response__init(&resp);

@@ -125,7 +125,7 @@ static grpc_status_code status_of(int gc_code) {
 
 /* Ends a call with a graph error: status, message, and the details as a
  * GraphError in the "compiled-error-bin" trailer. */
-static void finish_graph_error(srv_call *c, int code, const gc_error *err) {
+void daemon_finish_graph_error(srv_call *c, int code, const gc_error *err) {
   Compiled__V1__GraphError ge;
   compiled__v1__graph_error__init(&ge);
   ge.message = (char *)err->msg;
@@ -323,6 +323,7 @@ static bool try_hot(daemon_ctx *d, srv_call *c, const gc_key *key,
   gc_digest_hex(key->key, hex);
   atomic_fetch_add(&d->stats.hits, 1);
   atomic_fetch_add(&d->stats.hot_hits, 1);
+  atomic_fetch_add(&d->stats.saved_us, (uint64_t)h.compile_us);
   log_done(c, hex, "hit", 0, validate_us, key_us, -1, -1, h.size, NULL);
   if (h.size <= max_inline) {
     send_slice(c, h.response);
@@ -420,6 +421,7 @@ static bool try_cache(daemon_ctx *d, request *r) {
   int rc = cache_get(conn, r->key.key, &data, &len, &info, &cerr);
   if (rc == 0) {
     atomic_fetch_add(&d->stats.hits, 1);
+    atomic_fetch_add(&d->stats.saved_us, info.compile_us);
     result res = {.hex = r->hex,
                   .key = &r->key,
                   .served = COMPILED__V1__SERVED__SERVED_L1_HIT,
@@ -450,7 +452,7 @@ static bool try_cache(daemon_ctx *d, request *r) {
     snprintf(ge.msg, sizeof ge.msg, "%s", msg);
     log_done(r->call, r->hex, "failed-remembered", GRPC_STATUS_INVALID_ARGUMENT,
              -1, -1, -1, -1, 0, msg);
-    finish_graph_error(r->call, GC_EINVAL, &ge);
+    daemon_finish_graph_error(r->call, GC_EINVAL, &ge);
     return true;
   }
   return false;
@@ -498,7 +500,7 @@ static void handle_compile(srv_call *c) {
     gc_errorf(&err, GC_EMALFORMED, "%s (%zu bytes)", bad, len);
     log_done(c, NULL, "invalid", GRPC_STATUS_INVALID_ARGUMENT, -1, -1, -1, -1, 0,
              err.msg);
-    finish_graph_error(c, GC_EMALFORMED, &err);
+    daemon_finish_graph_error(c, GC_EMALFORMED, &err);
     goto done;
   }
   gc_target target;
@@ -510,7 +512,7 @@ static void handle_compile(srv_call *c) {
                     &r->graph, &r->key, &r->prep, &err);
   if (rc) {
     log_done(c, NULL, "invalid", (int)status_of(rc), -1, -1, -1, -1, 0, err.msg);
-    finish_graph_error(c, rc, &err);
+    daemon_finish_graph_error(c, rc, &err);
     goto done;
   }
   gc_digest_hex(r->key.key, r->hex);
@@ -927,6 +929,8 @@ static void deliver_on_loop(void *arg) {
     return;
   f->state = F_DONE;
   int64_t queue_us = f->started_at - f->queued_at;
+  send_stage(f, "compile", true, gc_now_us() - f->started_at);
+
   for (waiter *w = f->waiters; w;) {
     waiter *next = w->next;
     if (f->rc == 0) {
@@ -962,7 +966,7 @@ static void deliver_on_loop(void *arg) {
     } else {
       log_done(w->call, f->hex, "failed", (int)status_of(f->rc), w->validate_us,
                w->key_us, queue_us, -1, 0, f->err.msg);
-      finish_graph_error(w->call, f->rc, &f->err);
+      daemon_finish_graph_error(w->call, f->rc, &f->err);
     }
     srv_call_unref(w->call);
     free(w);

@@ -41,16 +41,16 @@ static const opt opts[] = {
      "compile worker threads (default: number of CPUs)"},
     {"max-queue", T_INT, F(max_queue), 0, "N",
      "compiles allowed to wait for a worker; more misses get\n"
-     "                          RESOURCE_EXHAUSTED (default 64)"},
+     "                            RESOURCE_EXHAUSTED (default 64)"},
     {"max-message-bytes", T_SIZE, F(max_message_bytes), 0, "SIZE",
      "largest request accepted (default 64M)"},
     {"max-inline-bytes", T_SIZE, F(max_inline_bytes), 0, "SIZE",
      "largest artifact returned inline unless the client asks\n"
-     "                          otherwise; larger ones are fetched (default 1M)"},
+     "                            otherwise; larger ones are fetched (default 1M)"},
     {"hot-cache-bytes", T_SIZE, F(hot_cache_bytes), 0, "SIZE",
      "memory for prebuilt hit responses of recently used entries\n"
-     "                          (verified when read from disk); 0 disables\n"
-     "                          (default 256M)"},
+     "                            (verified when read from disk); 0 disables\n"
+     "                            (default 256M)"},
     {"cq-threads", T_INT, F(cq_threads), 0, "N",
      "gRPC completion-queue threads (default 2)"},
     {"grace-seconds", T_INT, F(grace_seconds), 0, "N",
@@ -65,10 +65,10 @@ static const opt opts[] = {
      "log to FILE (reopened on SIGHUP; default stderr)"},
     {"port-file", T_STR, F(port_file), sizeof(((config *)0)->port_file), "FILE",
      "write the bound port to FILE once listening (useful with\n"
-     "                          --listen 127.0.0.1:0)"},
+     "                            --listen 127.0.0.1:0)"},
     {"debug-compile-delay-ms", T_INT, F(debug_compile_delay_ms), 0, "MS",
      "for tests: make every compile wait MS first (it still\n"
-     "                          stops early when abandoned)"},
+     "                            stops early when abandoned)"},
     {"check-cache", T_BOOL, F(check_cache), 0, NULL,
      "verify the cache (integrity check, every digest) and exit"},
 };
@@ -86,13 +86,17 @@ static void usage(FILE *f) {
     char left[64];
     snprintf(left, sizeof left, "--%s%s%s", opts[i].name, opts[i].arg ? " " : "",
              opts[i].arg ? opts[i].arg : "");
-    fprintf(f, "  %-24s%s\n", left, opts[i].help);
+    if (strlen(left) < 26)
+      fprintf(f, "  %-26s%s\n", left, opts[i].help);
+    else /* too long for the column: help on the next line */
+      fprintf(f, "  %s\n  %-26s%s\n", left, "", opts[i].help);
+
   }
-  fprintf(f, "  %-24s%s\n", "--config FILE",
+  fprintf(f, "  %-26s%s\n", "--config FILE",
           "read settings from FILE (lines `name = value`, names as\n"
-          "                          the options above); flags override it");
-  fprintf(f, "  %-24s%s\n", "--help", "this text");
-  fprintf(f, "  %-24s%s\n", "--version", "print the version");
+          "                            the options above); flags override it");
+  fprintf(f, "  %-26s%s\n", "--help", "this text");
+  fprintf(f, "  %-26s%s\n", "--version", "print the version");
   fprintf(f, "\nSignals: SIGTERM/SIGINT drain and stop; SIGHUP reopens the log "
              "file.\n");
 }

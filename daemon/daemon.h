@@ -34,6 +34,8 @@ typedef struct daemon_stats {
   atomic_uint_fast64_t compile_failures;
   atomic_uint_fast64_t failure_hits; /* answered from remembered failures */
   atomic_uint_fast64_t rejected_busy;
+  atomic_uint_fast64_t saved_us;   /* compile time the hits saved */
+  atomic_uint_fast64_t evicted;    /* entries removed by Evict calls */
   atomic_uint_fast64_t hot_hits;   /* hits from the in-memory tier */
   atomic_uint_fast64_t memo_hits;  /* keys known from the request bytes */
   atomic_int queued;               /* mirrors of loop state, for Stats */
@@ -96,7 +98,12 @@ int compile_inflight(daemon_ctx *d);
 /* Tells every running compile to stop at its next stage (loop thread). */
 void compile_abandon_all(daemon_ctx *d);
 
+/* Ends a call refusing a graph: the status for `code`, the message, and a
+ * GraphError in the "compiled-error-bin" trailer (compile.c). */
+void daemon_finish_graph_error(srv_call *c, int code, const gc_error *err);
+
 /* Hex of a digest into a buffer of GC_HEX_LEN. */
+
 void daemon_hex(const uint8_t *digest, char *out);
 
 /* Fills a KeyComponents message from key parts (strings in `hex`, which must

@@ -1,6 +1,6 @@
 /*
  * ctl.h: what the parts of compilectl share: exit codes, output helpers,
- * loading graph files.
+ * loading graph files, and (net.c) talking to a daemon.
  */
 #ifndef CTL_H
 #define CTL_H
@@ -9,6 +9,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "client/lib/rpc.h"
 #include "compiled/v1/graph.pb-c.h"
 
 /* Exit codes: distinct so scripts can tell failures apart. */
@@ -18,6 +19,9 @@ enum {
   CTL_EUSAGE = 2,       /* bad command line */
   CTL_EUNREACHABLE = 3, /* the server cannot be reached */
   CTL_EIO = 4,          /* a local file could not be read or written */
+  CTL_ESERVER = 5,      /* the server failed the request (busy, internal
+                           error, timed out mid-call, bad response) */
+  CTL_ENOTFOUND = 6,    /* the key is not in the cache */
 };
 
 /* Prints "compilectl: <msg>" on stderr. */
@@ -45,5 +49,81 @@ int ctl_load_graph(const char *path, Compiled__V1__GraphModule **msg, char *err,
 
 /* `compilectl graph ...` */
 int ctl_cmd_graph(int argc, char **argv);
+
+/* ---- net.c: talking to a daemon ---- */
+
+#define CTL_DEFAULT_SERVER "127.0.0.1:7421"
+#define CTL_DEFAULT_TIMEOUT_MS 60000
+
+/* The daemon's address: --server, else $COMPILED_SERVER, else the default.
+ * Set by main() before any command runs. */
+extern const char *ctl_server;
+
+/* A client for ctl_server, or NULL after printing why. Free with
+ * rpc_close. */
+rpc_client *ctl_connect(void);
+
+/* The exit code for a failed call's status (see the enum above). */
+int ctl_status_exit(const rpc_status *st);
+
+/* Prints "compilectl: <what>: <why>" for a failed call and returns its exit
+ * code. A GraphError's message is printed as it is (it names the node and
+ * argument); otherwise the status message and code name. */
+int ctl_rpc_error(const char *what, const rpc_status *st);
+
+/* Parses seconds ("60", "0.5") into milliseconds. Returns 0, or -1 after
+ * printing an error naming `opt`. */
+int ctl_parse_timeout(const char *opt, const char *s, int64_t *ms);
+
+/* Parses a byte count with an optional K, M, G suffix (powers of 1024). */
+int ctl_parse_size(const char *opt, const char *s, uint64_t *out);
+
+/* Parses a duration such as 90s, 30m, 12h, 7d, 2w, 1h30m or a plain number
+ * of seconds. */
+int ctl_parse_duration(const char *opt, const char *s, int64_t *seconds);
+
+/* Human forms: "12.3 KiB"; "850 us", "12.3 ms", "4.21 s", "3m 12s";
+ * "5m ago". Each writes at most `len` bytes into `buf` and returns it. */
+char *ctl_fmt_bytes(uint64_t n, char *buf, size_t len);
+char *ctl_fmt_micros(int64_t us, char *buf, size_t len);
+char *ctl_fmt_ago(int64_t unix_seconds, char *buf, size_t len);
+/* Whole seconds as "45s", "3m 12s", "2h 5m", "3d 4h". */
+char *ctl_fmt_seconds(int64_t s, char *buf, size_t len);
+
+/* Prints message `m` as one line of JSON on stdout. Returns 0, or CTL_EIO
+ * after printing why. */
+int ctl_print_json(const ProtobufCMessage *m);
+
+/* A monotonic clock in microseconds. */
+int64_t ctl_now_us(void);
+
+/* The SHA-256 of `len` bytes as 64 lowercase hex digits plus NUL. */
+void ctl_sha256_hex(const void *data, size_t len, char out[65]);
+
+/* Resolves a key given on the command line: 64 hex digits as they are, a
+ * shorter prefix (at least 4 digits) through the server's entry list.
+ * Writes the full key to `out`. Returns CTL_OK or an exit code after
+ * printing why (usage for a malformed or ambiguous prefix, not-found). */
+int ctl_resolve_key(rpc_client *c, const char *arg, int64_t timeout_ms,
+                    char out[65]);
+
+/* Fetches the artifact of `key` in chunks, reassembles it and checks its
+ * SHA-256 against the digest the server sends. On success *data (malloc'd)
+ * and *len hold it, and `digest` (may be NULL) the hex digest. Returns
+ * CTL_OK or an exit code after printing why. */
+int ctl_fetch_artifact(rpc_client *c, const char *key, int64_t timeout_ms,
+                       uint8_t **data, size_t *len, char *digest);
+
+/* ---- the commands that talk to a daemon ---- */
+
+int ctl_cmd_submit(int argc, char **argv);  /* submit.c */
+int ctl_cmd_explain(int argc, char **argv); /* submit.c */
+int ctl_cmd_lookup(int argc, char **argv);  /* admin_cmd.c */
+int ctl_cmd_fetch(int argc, char **argv);
+int ctl_cmd_stats(int argc, char **argv);
+int ctl_cmd_ls(int argc, char **argv);
+int ctl_cmd_evict(int argc, char **argv);
+int ctl_cmd_health(int argc, char **argv);
+int ctl_cmd_bench(int argc, char **argv); /* bench.c */
 
 #endif

@@ -52,6 +52,7 @@ def test_compile_then_hit(daemon):
     assert r1.served == SERVED.SERVED_COMPILED
     stages = [(e.stage.name, e.stage.done) for e in events if e.WhichOneof("event") == "stage"]
     assert ("emit", True) in stages and ("emit", False) in stages
+    assert stages[0] == ("compile", False) and ("compile", True) in stages
     assert r1.artifact_inline and len(r1.artifact) == r1.artifact_size > 0
     assert hashlib.sha256(r1.artifact).hexdigest() == r1.artifact_digest
     art = artifact_pb2.Artifact()
@@ -63,6 +64,10 @@ def test_compile_then_hit(daemon):
     assert r2.key == r1.key and r2.artifact == r1.artifact
     s = d.stats()
     assert (s.compiles, s.hits, s.misses, s.entries) == (1, 1, 1, 1)
+    assert s.compile_micros_saved == r1.compile_micros > 0
+    _, r3 = run_compile(stub, compile_request(gm))  # a memory-tier hit
+    s = d.stats()
+    assert s.hot_hits >= 1 and s.compile_micros_saved == 2 * r1.compile_micros
     # One log line per request, with the key and the outcome.
     log = d.log()
     assert "Compile compiled key=%s" % r1.key[:16] in log
@@ -309,6 +314,15 @@ def test_explain_names_the_differing_component(daemon):
     resp = stub.Explain(compiled_pb2.ExplainRequest(graph=other), timeout=10)
     assert not resp.cached and not resp.has_nearest
     assert "no cached entry has this graph" in resp.summary
+    bad = load_graph("mlp")
+    bad.graph.nodes[0].target = "aten::nope"
+    with pytest.raises(grpc.RpcError) as e:
+        stub.Explain(compiled_pb2.ExplainRequest(graph=bad), timeout=10)
+    assert e.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+    err = compiled_pb2.GraphError()
+    err.ParseFromString(dict(e.value.trailing_metadata())["compiled-error-bin"])
+    assert err.node == 0 and "aten::nope" in err.message
+
 
 
 def test_lookup_fetch_list_evict(daemon):
@@ -326,6 +340,8 @@ def test_lookup_fetch_list_evict(daemon):
     assert [e.key for e in ls.entries] == [r.key]
     ev = stub.Evict(compiled_pb2.EvictRequest(key=r.key), timeout=10)
     assert ev.evicted == 1
+    s = d.stats()
+    assert s.evictions == 1 and s.hits == 0  # Fetch and Lookup are not hits
     assert not stub.Lookup(compiled_pb2.LookupRequest(key=r.key), timeout=10).found
     with pytest.raises(grpc.RpcError) as e:
         list(stub.Fetch(compiled_pb2.FetchRequest(key=r.key), timeout=10))

@@ -1,0 +1,572 @@
+/*
+ * admin_cmd.c: the compilectl commands that inspect and manage a daemon's
+ * cache: lookup, fetch, stats, ls, evict, and the standard health check.
+ *
+ * Each is one unary call (fetch: one stream) printed either for people
+ * (aligned key/value lines or a table) or, with --json, as the response
+ * message in protobuf's JSON form on one line. Keys may be abbreviated to
+ * a unique prefix; ctl_resolve_key expands them through the entry list.
+ */
+#include <errno.h>
+#include <getopt.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "client/ctl/ctl.h"
+#include "compiled/v1/health.pb-c.h"
+
+#define EXIT_CODES_HELP                                                        \
+  "Exit codes: 0 ok, 2 usage, 3 server unreachable, 4 local I/O, 5 server\n"   \
+  "error (internal, busy, bad answer), 6 key not in the cache.\n"
+
+static const char lookup_usage[] =
+    "usage: compilectl [--server ADDR] lookup [--json] [--timeout SECONDS] "
+    "KEY\n"
+    "\n"
+    "Prints what the cache holds for KEY (64 hex digits, or a unique prefix\n"
+    "of at least 4): sizes, hits, compile time, when it was created and last\n"
+    "used, its digest and key components. Does not count as a use.\n"
+    "  --json             print the compiled.v1.LookupResponse as JSON\n"
+    "  --timeout SECONDS  give up after this long (default "
+    "60)\n" EXIT_CODES_HELP;
+
+static const char fetch_usage[] =
+    "usage: compilectl [--server ADDR] fetch [--timeout SECONDS] KEY -o FILE\n"
+    "\n"
+    "Downloads the artifact (a compiled.v1.Artifact message) of KEY in\n"
+    "chunks, checks its SHA-256 against the server's digest and writes it to\n"
+    "FILE (\"-\": standard output, not a terminal).\n"
+    "  -o, --output FILE  where to write it (required)\n"
+    "  --timeout SECONDS  give up after this long (default "
+    "60)\n" EXIT_CODES_HELP "A digest mismatch exits 5 and writes nothing.\n";
+
+static const char stats_usage[] =
+    "usage: compilectl [--server ADDR] stats [--json] [--timeout SECONDS]\n"
+    "\n"
+    "Prints the daemon's counters: requests, cache hits, misses, joins\n"
+    "(requests that waited for a compile already running), compiles,\n"
+    "failures, evictions, corrupt entries dropped, entries and bytes cached,\n"
+    "compile time saved by hits, the compile queue, uptime and version.\n"
+    "  --json             print the compiled.v1.StatsResponse as JSON\n"
+    "  --timeout SECONDS  give up after this long (default "
+    "60)\n" EXIT_CODES_HELP;
+
+static const char ls_usage[] =
+    "usage: compilectl [--server ADDR] ls [--limit N] [--json] "
+    "[--timeout SECONDS]\n"
+    "\n"
+    "Lists cached entries, most recently used first: key prefix, artifact\n"
+    "size, stored (compressed) size, hits, compile time, last use.\n"
+    "  --limit N          at most N entries (default 100)\n"
+    "  --json             print the compiled.v1.ListResponse as JSON\n"
+    "  --timeout SECONDS  give up after this long (default "
+    "60)\n" EXIT_CODES_HELP;
+
+static const char evict_usage[] =
+    "usage: compilectl [--server ADDR] evict KEY | --all | --older-than "
+    "DURATION\n"
+    "\n"
+    "Removes entries from the cache and prints how many and how many bytes.\n"
+    "  KEY                   one entry (64 hex digits or a unique prefix)\n"
+    "  --all                 every entry\n"
+    "  --older-than DURATION entries last used longer ago than DURATION:\n"
+    "                        90s, 30m, 12h, 7d, 2w, 1h30m, or seconds\n"
+    "  --json                print the compiled.v1.EvictResponse as JSON\n"
+    "  --timeout SECONDS     give up after this long (default 60)\n"
+    "" EXIT_CODES_HELP;
+
+static const char health_usage[] =
+    "usage: compilectl [--server ADDR] health [--service NAME] [--json] "
+    "[--timeout SECONDS]\n"
+    "\n"
+    "Asks grpc.health.v1.Health/Check and prints the status: SERVING,\n"
+    "NOT_SERVING (e.g. the daemon is draining), UNKNOWN or SERVICE_UNKNOWN.\n"
+    "  --service NAME     a service to check (default: the server as a "
+    "whole;\n"
+    "                     the daemon knows compiled.v1.Compiler)\n"
+    "  --json             print the grpc.health.v1.HealthCheckResponse as "
+    "JSON\n"
+    "  --timeout SECONDS  give up after this long (default 60)\n"
+    "Exit codes: 0 SERVING, 2 usage, 3 server unreachable, 5 any other "
+    "status.\n";
+
+/* What the command lines of these commands can say. */
+typedef struct admin_opts {
+  bool json;
+  int64_t timeout_ms;
+  const char *out;     /* fetch -o */
+  uint32_t limit;      /* ls --limit */
+  bool all;            /* evict --all */
+  int64_t older_than;  /* evict --older-than, seconds; -1: not given */
+  const char *service; /* health --service */
+} admin_opts;
+
+enum { O_JSON = 256, O_TIMEOUT, O_LIMIT, O_ALL, O_OLDER, O_SERVICE };
+
+/* Handles one option of any of these commands. Returns 0, 1 for --help,
+ * or CTL_EUSAGE. */
+static int handle_opt(int c, admin_opts *o, const char *usage) {
+  char *end;
+  switch (c) {
+  case O_JSON:
+    o->json = true;
+    return 0;
+  case O_TIMEOUT:
+    return ctl_parse_timeout("--timeout", optarg, &o->timeout_ms) ? CTL_EUSAGE
+                                                                  : 0;
+  case 'o':
+    o->out = optarg;
+    return 0;
+  case O_LIMIT: {
+    unsigned long v = strtoul(optarg, &end, 10);
+    if (*end || end == optarg || optarg[0] == '-' || v == 0 || v > 100000) {
+      ctl_errorf("--limit wants 1..100000, got '%s'", optarg);
+      return CTL_EUSAGE;
+    }
+    o->limit = (uint32_t)v;
+    return 0;
+  }
+  case O_ALL:
+    o->all = true;
+    return 0;
+  case O_OLDER:
+    return ctl_parse_duration("--older-than", optarg, &o->older_than)
+               ? CTL_EUSAGE
+               : 0;
+  case O_SERVICE:
+    o->service = optarg;
+    return 0;
+  case 'h':
+    fputs(usage, stdout);
+    return 1;
+  default:
+    fputs(usage, stderr);
+    return CTL_EUSAGE;
+  }
+}
+
+/* Parses options with table `opts`, then checks that `npos` positional
+ * arguments remain (-1: any number). Returns 0, 1 for --help, or
+ * CTL_EUSAGE. */
+static int parse(int argc, char **argv, const struct option *opts,
+                 const char *shortopts, const char *usage, int npos,
+                 admin_opts *o) {
+  *o = (admin_opts){.timeout_ms = CTL_DEFAULT_TIMEOUT_MS, .older_than = -1};
+  int c;
+  optind = 1;
+  while ((c = getopt_long(argc, argv, shortopts, opts, NULL)) != -1) {
+    int rc = handle_opt(c, o, usage);
+    if (rc)
+      return rc;
+  }
+  if (npos >= 0 && argc - optind != npos) {
+    const char *name = strrchr(argv[0], ' ');
+    ctl_errorf("%s: wants %d argument%s, got %d", name ? name + 1 : argv[0],
+               npos, npos == 1 ? "" : "s", argc - optind);
+    fputs(usage, stderr);
+    return CTL_EUSAGE;
+  }
+  return 0;
+}
+
+/* One unary call; prints the error and returns its exit code on failure. */
+static int unary(rpc_client *c, const char *method, const ProtobufCMessage *req,
+                 const ProtobufCMessageDescriptor *desc,
+                 ProtobufCMessage **resp, int64_t timeout_ms,
+                 const char *what) {
+  rpc_status st;
+  rpc_status_init(&st);
+  int rc = CTL_OK;
+  if (rpc_unary(c, method, req, desc, resp, timeout_ms, &st) != 0)
+    rc = ctl_rpc_error(what, &st);
+  rpc_status_clear(&st);
+  return rc;
+}
+
+static char *fmt_time(int64_t unix_seconds, char *buf, size_t len) {
+  time_t t = (time_t)unix_seconds;
+  struct tm tm;
+  if (unix_seconds <= 0 || !localtime_r(&t, &tm) ||
+      strftime(buf, len, "%Y-%m-%d %H:%M:%S", &tm) == 0)
+    snprintf(buf, len, "-");
+  return buf;
+}
+
+/* ---- lookup ---- */
+
+static void print_entry(const Compiled__V1__EntryInfo *e) {
+  char a[32], b[32], c[32], d[32];
+  printf("key         %s\n", e->key);
+  printf("digest      %s\n", e->digest);
+  printf("size        %s (%" PRIu64 " bytes), stored %s\n",
+         ctl_fmt_bytes(e->size, a, sizeof a), e->size,
+         ctl_fmt_bytes(e->stored_size, b, sizeof b));
+  printf("hits        %" PRIu64 "\n", e->hits);
+  printf("compile     %s\n", ctl_fmt_micros(e->compile_micros, a, sizeof a));
+  printf("created     %s (%s)\n", fmt_time(e->created, c, sizeof c),
+         ctl_fmt_ago(e->created, a, sizeof a));
+  printf("last used   %s (%s)\n", fmt_time(e->last_used, d, sizeof d),
+         ctl_fmt_ago(e->last_used, b, sizeof b));
+  const Compiled__V1__KeyComponents *k = e->components;
+  if (!k)
+    return;
+  printf("components  graph    %s\n", k->graph);
+  printf("            inputs   %s\n", k->inputs);
+  printf("            options  %s\n", k->options);
+  printf("            target   %s\n", k->target);
+  printf("            compiler %s\n", k->compiler);
+  printf("            schema   %s\n", k->schema);
+}
+
+int ctl_cmd_lookup(int argc, char **argv) {
+  static const struct option opts[] = {
+      {"json", no_argument, NULL, O_JSON},
+      {"timeout", required_argument, NULL, O_TIMEOUT},
+      {"help", no_argument, NULL, 'h'},
+      {NULL, 0, NULL, 0}};
+  admin_opts o;
+  int rc = parse(argc, argv, opts, "h", lookup_usage, 1, &o);
+  if (rc)
+    return rc == 1 ? CTL_OK : rc;
+  rpc_client *c = ctl_connect();
+  if (!c)
+    return CTL_EIO;
+  char key[65];
+  rc = ctl_resolve_key(c, argv[optind], o.timeout_ms, key);
+  Compiled__V1__LookupRequest req = COMPILED__V1__LOOKUP_REQUEST__INIT;
+  req.key = key;
+  ProtobufCMessage *m = NULL;
+  if (rc == CTL_OK)
+    rc = unary(c, "/compiled.v1.Compiler/Lookup", &req.base,
+               &compiled__v1__lookup_response__descriptor, &m, o.timeout_ms,
+               "lookup");
+  if (rc == CTL_OK) {
+    Compiled__V1__LookupResponse *r = (Compiled__V1__LookupResponse *)m;
+    if (o.json)
+      rc = ctl_print_json(m);
+    else if (r->found && r->entry)
+      print_entry(r->entry);
+    if (rc == CTL_OK && !r->found) {
+      if (!o.json)
+        ctl_errorf("%s: not in the cache", key);
+      rc = CTL_ENOTFOUND;
+    }
+  }
+  if (m)
+    protobuf_c_message_free_unpacked(m, NULL);
+  rpc_close(c);
+  return rc;
+}
+
+/* ---- fetch ---- */
+
+int ctl_cmd_fetch(int argc, char **argv) {
+  static const struct option opts[] = {
+      {"output", required_argument, NULL, 'o'},
+      {"timeout", required_argument, NULL, O_TIMEOUT},
+      {"help", no_argument, NULL, 'h'},
+      {NULL, 0, NULL, 0}};
+  admin_opts o;
+  int rc = parse(argc, argv, opts, "o:h", fetch_usage, 1, &o);
+  if (rc)
+    return rc == 1 ? CTL_OK : rc;
+  if (!o.out) {
+    ctl_errorf("fetch: -o FILE is required");
+    return CTL_EUSAGE;
+  }
+  if (strcmp(o.out, "-") == 0 && isatty(STDOUT_FILENO)) {
+    ctl_errorf("refusing to write a binary artifact to a terminal");
+    return CTL_EUSAGE;
+  }
+  rpc_client *c = ctl_connect();
+  if (!c)
+    return CTL_EIO;
+  char key[65], digest[65];
+  uint8_t *data = NULL;
+  size_t len = 0;
+  rc = ctl_resolve_key(c, argv[optind], o.timeout_ms, key);
+  if (rc == CTL_OK)
+    rc = ctl_fetch_artifact(c, key, o.timeout_ms, &data, &len, digest);
+  if (rc == CTL_OK && ctl_write_file(o.out, data, len) != 0) {
+    ctl_errorf("%s: %s", o.out, strerror(errno));
+    rc = CTL_EIO;
+  }
+  if (rc == CTL_OK && strcmp(o.out, "-") != 0) {
+    char size[32];
+    printf("%s: %s (%zu bytes), sha256 %s verified\n", o.out,
+           ctl_fmt_bytes(len, size, sizeof size), len, digest);
+  }
+  free(data);
+  rpc_close(c);
+  return rc;
+}
+
+/* ---- stats ---- */
+
+static void row(const char *name, const char *value, const char *note) {
+  printf("%-24s %12s%s%s\n", name, value, *note ? "  " : "", note);
+}
+
+static void row_u(const char *name, uint64_t v, const char *note) {
+  char b[32];
+  snprintf(b, sizeof b, "%" PRIu64, v);
+  row(name, b, note);
+}
+
+static void print_stats(const Compiled__V1__StatsResponse *s) {
+  char a[64], b[64], note[96] = "";
+  uint64_t lookups = s->hits + s->misses;
+  row_u("requests", s->requests, "");
+  if (lookups)
+    snprintf(note, sizeof note, "(%.1f%% of hits+misses)",
+             100.0 * (double)s->hits / (double)lookups);
+  row_u("hits", s->hits, note);
+  row_u("  from memory", s->hot_hits, "(in-memory tier)");
+  row_u("  key memo hits", s->memo_hits, "(key known from request bytes)");
+  row_u("misses", s->misses, "");
+  row_u("joins", s->joins, "");
+  row_u("compiles", s->compiles, "");
+  row_u("compile failures", s->compile_failures, "");
+  row_u("failures remembered", s->failures_cached_hits, "(answered again)");
+  row_u("rejected busy", s->rejected_busy, "");
+  row_u("evictions", s->evictions, "");
+  row_u("corrupt dropped", s->corrupt_dropped, "");
+  row_u("entries", s->entries, "");
+  snprintf(note, sizeof note, "(raw %s)",
+           ctl_fmt_bytes(s->raw_bytes, b, sizeof b));
+  row("bytes", ctl_fmt_bytes(s->bytes, a, sizeof a), note);
+  row("in-memory bytes", ctl_fmt_bytes(s->hot_bytes, a, sizeof a), "");
+  row("compile time saved",
+      ctl_fmt_micros(s->compile_micros_saved, a, sizeof a), "");
+  snprintf(a, sizeof a, "%u/%u/%u", s->queued, s->running, s->workers);
+  row("queued/running/workers", a, "");
+  row("uptime", ctl_fmt_seconds(s->uptime_seconds, a, sizeof a), "");
+  snprintf(note, sizeof note, "(build %.16s)", s->build_id ? s->build_id : "");
+  row("version", s->version && *s->version ? s->version : "?", note);
+}
+
+int ctl_cmd_stats(int argc, char **argv) {
+  static const struct option opts[] = {
+      {"json", no_argument, NULL, O_JSON},
+      {"timeout", required_argument, NULL, O_TIMEOUT},
+      {"help", no_argument, NULL, 'h'},
+      {NULL, 0, NULL, 0}};
+  admin_opts o;
+  int rc = parse(argc, argv, opts, "h", stats_usage, 0, &o);
+  if (rc)
+    return rc == 1 ? CTL_OK : rc;
+  rpc_client *c = ctl_connect();
+  if (!c)
+    return CTL_EIO;
+  Compiled__V1__StatsRequest req = COMPILED__V1__STATS_REQUEST__INIT;
+  ProtobufCMessage *m = NULL;
+  rc = unary(c, "/compiled.v1.Compiler/Stats", &req.base,
+             &compiled__v1__stats_response__descriptor, &m, o.timeout_ms,
+             "stats");
+  if (rc == CTL_OK && o.json)
+    rc = ctl_print_json(m);
+  else if (rc == CTL_OK)
+    print_stats((Compiled__V1__StatsResponse *)m);
+  if (m)
+    protobuf_c_message_free_unpacked(m, NULL);
+  rpc_close(c);
+  return rc;
+}
+
+/* ---- ls ---- */
+
+static void print_list(const Compiled__V1__ListResponse *r) {
+  printf("%-16s  %10s  %10s  %6s  %10s  %s\n", "KEY", "SIZE", "STORED", "HITS",
+         "COMPILE", "LAST USED");
+  for (size_t i = 0; i < r->n_entries; i++) {
+    const Compiled__V1__EntryInfo *e = r->entries[i];
+    char size[32], stored[32], comp[32], ago[32];
+    printf("%-16.16s  %10s  %10s  %6" PRIu64 "  %10s  %s\n", e->key,
+           ctl_fmt_bytes(e->size, size, sizeof size),
+           ctl_fmt_bytes(e->stored_size, stored, sizeof stored), e->hits,
+           ctl_fmt_micros(e->compile_micros, comp, sizeof comp),
+           ctl_fmt_ago(e->last_used, ago, sizeof ago));
+  }
+}
+
+int ctl_cmd_ls(int argc, char **argv) {
+  static const struct option opts[] = {
+      {"limit", required_argument, NULL, O_LIMIT},
+      {"json", no_argument, NULL, O_JSON},
+      {"timeout", required_argument, NULL, O_TIMEOUT},
+      {"help", no_argument, NULL, 'h'},
+      {NULL, 0, NULL, 0}};
+  admin_opts o;
+  int rc = parse(argc, argv, opts, "h", ls_usage, 0, &o);
+  if (rc)
+    return rc == 1 ? CTL_OK : rc;
+  rpc_client *c = ctl_connect();
+  if (!c)
+    return CTL_EIO;
+  Compiled__V1__ListRequest req = COMPILED__V1__LIST_REQUEST__INIT;
+  req.limit = o.limit;
+  ProtobufCMessage *m = NULL;
+  rc = unary(c, "/compiled.v1.Compiler/List", &req.base,
+             &compiled__v1__list_response__descriptor, &m, o.timeout_ms, "ls");
+  if (rc == CTL_OK && o.json)
+    rc = ctl_print_json(m);
+  else if (rc == CTL_OK)
+    print_list((Compiled__V1__ListResponse *)m);
+  uint32_t limit = o.limit ? o.limit : 100;
+  if (rc == CTL_OK && !o.json &&
+      ((Compiled__V1__ListResponse *)m)->n_entries >= limit)
+    fprintf(stderr, "(the %u most recently used entries; see --limit)\n",
+            limit);
+  if (m)
+    protobuf_c_message_free_unpacked(m, NULL);
+  rpc_close(c);
+  return rc;
+}
+
+/* ---- evict ---- */
+
+/* Fills `req` from the command line. Returns CTL_OK or an exit code. */
+static int evict_request(rpc_client *c, const admin_opts *o, int npos,
+                         const char *arg, char key[65],
+                         Compiled__V1__EvictRequest *req) {
+  int given = (npos > 0) + o->all + (o->older_than >= 0);
+  if (given != 1 || npos > 1) {
+    ctl_errorf("evict: give exactly one of KEY, --all, --older-than");
+    fputs(evict_usage, stderr);
+    return CTL_EUSAGE;
+  }
+  if (o->all) {
+    req->what_case = COMPILED__V1__EVICT_REQUEST__WHAT_ALL;
+    req->all = 1;
+  } else if (o->older_than >= 0) {
+    req->what_case = COMPILED__V1__EVICT_REQUEST__WHAT_OLDER_THAN_SECONDS;
+    req->older_than_seconds = o->older_than;
+  } else {
+    int rc = ctl_resolve_key(c, arg, o->timeout_ms, key);
+    if (rc)
+      return rc;
+    req->what_case = COMPILED__V1__EVICT_REQUEST__WHAT_KEY;
+    req->key = key;
+  }
+  return CTL_OK;
+}
+
+int ctl_cmd_evict(int argc, char **argv) {
+  static const struct option opts[] = {
+      {"all", no_argument, NULL, O_ALL},
+      {"older-than", required_argument, NULL, O_OLDER},
+      {"json", no_argument, NULL, O_JSON},
+      {"timeout", required_argument, NULL, O_TIMEOUT},
+      {"help", no_argument, NULL, 'h'},
+      {NULL, 0, NULL, 0}};
+  admin_opts o;
+  int rc = parse(argc, argv, opts, "h", evict_usage, -1, &o);
+  if (rc)
+    return rc == 1 ? CTL_OK : rc;
+  int npos = argc - optind;
+  rpc_client *c = ctl_connect();
+  if (!c)
+    return CTL_EIO;
+  char key[65];
+  Compiled__V1__EvictRequest req = COMPILED__V1__EVICT_REQUEST__INIT;
+  ProtobufCMessage *m = NULL;
+  rc = evict_request(c, &o, npos, npos ? argv[optind] : "", key, &req);
+  if (rc == CTL_OK)
+    rc = unary(c, "/compiled.v1.Compiler/Evict", &req.base,
+               &compiled__v1__evict_response__descriptor, &m, o.timeout_ms,
+               "evict");
+  if (rc == CTL_OK) {
+    const Compiled__V1__EvictResponse *r = (Compiled__V1__EvictResponse *)m;
+    char freed[32];
+    if (o.json)
+      rc = ctl_print_json(m);
+    else
+      printf("evicted %" PRIu64 " entr%s, %s freed\n", r->evicted,
+             r->evicted == 1 ? "y" : "ies",
+             ctl_fmt_bytes(r->bytes_freed, freed, sizeof freed));
+    if (rc == CTL_OK &&
+        req.what_case == COMPILED__V1__EVICT_REQUEST__WHAT_KEY &&
+        r->evicted == 0) {
+      ctl_errorf("%s: not in the cache", key);
+      rc = CTL_ENOTFOUND;
+    }
+  }
+  if (m)
+    protobuf_c_message_free_unpacked(m, NULL);
+  rpc_close(c);
+  return rc;
+}
+
+/* ---- health ---- */
+
+static const char *serving_name(int status) {
+  switch (status) {
+  case GRPC__HEALTH__V1__HEALTH_CHECK_RESPONSE__SERVING_STATUS__SERVING:
+    return "SERVING";
+  case GRPC__HEALTH__V1__HEALTH_CHECK_RESPONSE__SERVING_STATUS__NOT_SERVING:
+    return "NOT_SERVING";
+  case GRPC__HEALTH__V1__HEALTH_CHECK_RESPONSE__SERVING_STATUS__SERVICE_UNKNOWN:
+    return "SERVICE_UNKNOWN";
+  default:
+    return "UNKNOWN";
+  }
+}
+
+/* Calls Health/Check; returns CTL_OK and the status, or an exit code. */
+static int health_check(rpc_client *c, const admin_opts *o, int *status,
+                        ProtobufCMessage **resp) {
+  Grpc__Health__V1__HealthCheckRequest req =
+      GRPC__HEALTH__V1__HEALTH_CHECK_REQUEST__INIT;
+  req.service = (char *)(o->service ? o->service : "");
+  rpc_status st;
+  rpc_status_init(&st);
+  int rc = CTL_OK;
+  if (rpc_unary(c, "/grpc.health.v1.Health/Check", &req.base,
+                &grpc__health__v1__health_check_response__descriptor, resp,
+                o->timeout_ms, &st) == 0)
+    *status = ((Grpc__Health__V1__HealthCheckResponse *)*resp)->status;
+  else if (st.code == GRPC_STATUS_NOT_FOUND)
+    *status =
+        GRPC__HEALTH__V1__HEALTH_CHECK_RESPONSE__SERVING_STATUS__SERVICE_UNKNOWN;
+  else
+    rc = ctl_rpc_error("health", &st);
+  rpc_status_clear(&st);
+  return rc;
+}
+
+int ctl_cmd_health(int argc, char **argv) {
+  static const struct option opts[] = {
+      {"service", required_argument, NULL, O_SERVICE},
+      {"json", no_argument, NULL, O_JSON},
+      {"timeout", required_argument, NULL, O_TIMEOUT},
+      {"help", no_argument, NULL, 'h'},
+      {NULL, 0, NULL, 0}};
+  admin_opts o;
+  int rc = parse(argc, argv, opts, "h", health_usage, 0, &o);
+  if (rc)
+    return rc == 1 ? CTL_OK : rc;
+  rpc_client *c = ctl_connect();
+  if (!c)
+    return CTL_EIO;
+  int status = 0;
+  ProtobufCMessage *m = NULL;
+  rc = health_check(c, &o, &status, &m);
+  if (rc == CTL_OK) {
+    if (o.json && m)
+      rc = ctl_print_json(m);
+    else
+      puts(serving_name(status));
+    if (rc == CTL_OK &&
+        status !=
+            GRPC__HEALTH__V1__HEALTH_CHECK_RESPONSE__SERVING_STATUS__SERVING)
+      rc = CTL_ESERVER;
+  }
+  if (m)
+    protobuf_c_message_free_unpacked(m, NULL);
+  rpc_close(c);
+  return rc;
+}
