@@ -1,5 +1,5 @@
 /*
- * cache.h: the artifact store, sqlite on the node (shared/DESIGN.md 4.4).
+ * cache.h: the artifact store, sqlite on the node (shared/DESIGN.md 1, 3).
  *
  * The store keeps opaque artifacts under 32-byte keys. It knows nothing about
  * graphs: besides the bytes it keeps, per entry, a few named 32-byte "parts"
@@ -68,13 +68,14 @@ typedef struct cache_error {
 
 const char *cache_strerror(int code);
 
+/* A field left 0 (other than dir and max_bytes) takes its default. */
 typedef struct cache_config {
-  const char *dir;         /* directory of the database (created if absent) */
-  uint64_t max_bytes;      /* cap on stored (compressed) bytes; 0: none */
-  int zstd_level;          /* compression level (default 3) */
-  uint32_t busy_timeout_ms;  /* sqlite busy timeout (default 5000) */
-  uint32_t failure_ttl_s;    /* how long failures are remembered (600) */
-  uint32_t touch_flush_ms;   /* last-used batching period (1000) */
+  const char *dir;          /* directory of the database (created if absent) */
+  uint64_t max_bytes;       /* cap on stored (compressed) bytes; 0: none */
+  int zstd_level;           /* compression level (default 3) */
+  uint32_t busy_timeout_ms; /* sqlite busy timeout (default 5000) */
+  uint32_t failure_ttl_s;   /* how long failures are remembered (600) */
+  uint32_t touch_flush_ms;  /* last-used batching period (1000) */
 } cache_config;
 
 /* Fills the defaults above (dir NULL, max_bytes 0). */
@@ -91,17 +92,17 @@ typedef struct cache_info {
   uint8_t key[CACHE_KEY_LEN];
   cache_part parts[CACHE_MAX_PARTS];
   int nparts;
-  uint64_t size;        /* artifact bytes, uncompressed */
-  uint64_t stored_size; /* bytes on disk, compressed */
-  uint64_t compile_us;  /* compile time the entry saves per hit */
-  int64_t created;      /* unix seconds */
-  int64_t last_used;    /* unix seconds */
-  uint64_t hits;
+  uint64_t size;                 /* artifact bytes, uncompressed */
+  uint64_t stored_size;          /* bytes on disk, compressed */
+  uint64_t compile_us;           /* compile time the entry saves per hit */
+  int64_t created;               /* unix seconds */
+  int64_t last_used;             /* unix seconds */
+  uint64_t hits;                 /* includes hits not yet flushed */
   uint8_t digest[CACHE_KEY_LEN]; /* SHA-256 of the artifact */
 } cache_info;
 
 typedef struct cache_stats {
-  uint64_t hits, misses;        /* cache_get outcomes */
+  uint64_t hits, misses;        /* cache_get outcomes (corrupt = miss) */
   uint64_t puts;                /* entries stored */
   uint64_t evictions;           /* entries evicted for the size cap */
   uint64_t corrupt_dropped;     /* entries dropped because they were corrupt */
@@ -109,7 +110,8 @@ typedef struct cache_stats {
   uint64_t bytes;               /* stored (compressed) bytes now */
   uint64_t raw_bytes;           /* uncompressed bytes now */
   uint64_t compile_us_saved;    /* sum of compile_us over hits */
-  uint64_t failures_remembered; /* failure records now */
+  uint64_t failures_remembered; /* failure records now (expired ones go
+                                   within touch_flush_ms) */
 } cache_stats;
 
 typedef struct cache_store cache_store;
@@ -117,7 +119,9 @@ typedef struct cache_conn cache_conn;
 
 /* Opens (creating or migrating) the database in cfg->dir and starts the
  * touch flusher. A database that sqlite reports as malformed is moved aside
- * (renamed with a timestamp) and a new one is created; err says so. */
+ * (renamed with a timestamp) and a new one is created; err says so: on
+ * success err->code is 0 and err->msg is empty unless it holds such a note.
+ * A database of a newer schema version is refused (CACHE_EIO), untouched. */
 int cache_store_open(const cache_config *cfg, cache_store **out,
                      cache_error *err);
 
@@ -130,9 +134,11 @@ int cache_conn_open(cache_store *s, cache_conn **out, cache_error *err);
 void cache_conn_close(cache_conn *c);
 
 /* Reads an entry: decompresses, verifies the digest. On success *data is a
- * malloc'd buffer the caller frees and *info (if not NULL) is filled.
- * Returns 0, CACHE_EMISS, CACHE_ECORRUPT (the entry is gone now), or an
- * error. A hit is counted and its touch queued. */
+ * malloc'd buffer the caller frees (never NULL, even for 0 bytes) and *info
+ * (if not NULL) is filled. Returns 0, CACHE_EMISS, CACHE_ECORRUPT (the
+ * entry is gone now), or an error (CACHE_EIO if sqlite finds the file itself
+ * malformed: the next cache_store_open checks it fully). A hit is counted
+ * and its touch queued. */
 int cache_get(cache_conn *c, const uint8_t key[CACHE_KEY_LEN], uint8_t **data,
               size_t *len, cache_info *info, cache_error *err);
 
@@ -140,8 +146,10 @@ int cache_get(cache_conn *c, const uint8_t key[CACHE_KEY_LEN], uint8_t **data,
 int cache_info_get(cache_conn *c, const uint8_t key[CACHE_KEY_LEN],
                    cache_info *info, cache_error *err);
 
-/* Stores (or replaces) an entry, then evicts to honour the cap. An artifact
- * larger than the cap is refused with CACHE_ETOOBIG. */
+/* Stores (or replaces) an entry, then evicts to honour the cap, in one
+ * transaction. An artifact larger than the cap (compressed, as the cap
+ * counts) is refused with CACHE_ETOOBIG. Part names must be non-empty,
+ * NUL-terminated and distinct. */
 int cache_put(cache_conn *c, const uint8_t key[CACHE_KEY_LEN],
               const cache_part *parts, int nparts, const uint8_t *data,
               size_t len, uint64_t compile_us, cache_error *err);
@@ -157,13 +165,15 @@ int cache_evict_older(cache_conn *c, int64_t before, uint64_t *count,
                       uint64_t *freed, cache_error *err);
 
 /* Calls fn for up to `limit` entries (0: all), most recently used first.
- * Stops early when fn returns non-zero. */
+ * Stops early when fn returns non-zero. fn may use the same connection
+ * (rows are fetched in pages, and no statement runs while fn does). */
 int cache_list(cache_conn *c, int limit,
                int (*fn)(const cache_info *info, void *ctx), void *ctx,
                cache_error *err);
 
 /* Calls fn for entries having part `name` equal to `digest` (most recently
- * used first, up to `limit`). */
+ * used first as of the last touch flush, up to `limit`; 0: all). It never
+ * writes, so it never waits for the write lock. fn may use the connection. */
 int cache_find_by_part(cache_conn *c, const char *name,
                        const uint8_t digest[CACHE_KEY_LEN], int limit,
                        int (*fn)(const cache_info *info, void *ctx), void *ctx,
