@@ -79,7 +79,7 @@ TESTS := $(patsubst tests/%.c,$(BUILD)/tests/%,$(TEST_SRC))
 BENCHES := $(patsubst bench/%.c,$(BUILD)/bench/%,$(BENCH_SRC))
 BUILD_ID_H := $(BUILD)/gen/build_id.h
 
-.PHONY: all demo bench-build bench-hit test test-c test-py check format format-check lint asan fuzz \
+.PHONY: all demo bench-build bench-hit test test-c test-py check valgrind format format-check lint asan fuzz \
         fuzz-build bootstrap clean py-proto
 .DEFAULT_GOAL := all
 
@@ -214,7 +214,14 @@ lint: $(PROTO_H) $(BUILD_ID_H)
 
 check: test format-check lint
 
+# The daemon's integration tests with the daemon under valgrind (slow).
+valgrind: all
+	$(TEST_ENV) COMPILED_DAEMON_WRAPPER="valgrind -q --leak-check=full \
+	  --errors-for-leak-kinds=definite --error-exitcode=99" \
+	  $(PYTHON) -m pytest -q -p no:cacheprovider tests/python/test_daemon.py
+
 asan:
+
 	$(MAKE) BUILD=build/asan SAN=1 OPT="-O1 -g" test
 
 # ---- fuzzing (clang + libFuzzer) ----

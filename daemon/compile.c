@@ -603,6 +603,9 @@ static void announce_positions(daemon_ctx *d) {
 static void run_flight(uv_work_t *w);
 static void after_flight(uv_work_t *w, int status);
 static void send_stage(flight *f, const char *name, bool done, int64_t micros);
+static void send_stage_to(srv_call *c, const char *name, bool done,
+                          int64_t micros);
+
 
 /* Starts queued flights while workers are free. */
 static void dispatch(daemon_ctx *d) {
@@ -658,26 +661,25 @@ static void submit_on_loop(void *arg) {
       for (flight *q = d->queue_head; q && q != f; q = q->qnext)
         pos++;
       send_queued(r->call, pos);
+    } else {
+      send_stage_to(r->call, "compile", false, 0); /* joined a running one */
     }
     request_free(r);
     return;
   }
-  bool draining = atomic_load(&d->draining);
-  if (draining || d->nqueued >= d->cfg.max_queue) {
+  /* While draining, gRPC refuses new calls; one that arrived before is in
+   * flight and may still start its compile. */
+  if (d->nqueued >= d->cfg.max_queue) {
     atomic_fetch_add(&d->stats.rejected_busy, 1);
     char msg[160];
-    if (draining)
-      snprintf(msg, sizeof msg, "the daemon is shutting down");
-    else
-      snprintf(msg, sizeof msg,
-               "compile queue is full (%d waiting, --max-queue %d); retry later",
-               d->nqueued, d->cfg.max_queue);
+    snprintf(msg, sizeof msg,
+             "compile queue is full (%d waiting, --max-queue %d); retry later",
+             d->nqueued, d->cfg.max_queue);
     log_done(r->call, r->hex, "rejected", GRPC_STATUS_RESOURCE_EXHAUSTED,
              r->prep.timings[0].micros, r->prep.timings[1].micros, -1, -1, 0,
              msg);
-    srv_finish(r->call, draining ? GRPC_STATUS_UNAVAILABLE
-                                    : GRPC_STATUS_RESOURCE_EXHAUSTED,
-               msg);
+    srv_finish(r->call, GRPC_STATUS_RESOURCE_EXHAUSTED, msg);
+
     srv_call_unref(r->call);
     request_free(r);
     return;
@@ -778,6 +780,21 @@ typedef struct stage_event {
   bool done;
   int64_t micros;
 } stage_event;
+
+/* Sends a stage event to one call. */
+static void send_stage_to(srv_call *c, const char *name, bool done,
+                          int64_t micros) {
+  Compiled__V1__Stage st;
+  Compiled__V1__CompileEvent ev;
+  compiled__v1__stage__init(&st);
+  compiled__v1__compile_event__init(&ev);
+  st.name = (char *)name;
+  st.done = done;
+  st.micros = micros;
+  ev.event_case = COMPILED__V1__COMPILE_EVENT__EVENT_STAGE;
+  ev.stage = &st;
+  srv_send_msg(c, &ev.base);
+}
 
 /* Sends a stage event to every waiter of `f` (loop thread). */
 static void send_stage(flight *f, const char *name, bool done, int64_t micros) {

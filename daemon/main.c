@@ -238,21 +238,8 @@ int main(int argc, char **argv) {
   d->server = srv_new(d->loop, &so);
   compile_register(d);
   admin_register(d);
-  char err[300];
-  d->port = srv_start(d->server, err, sizeof err);
-  if (d->port < 0) {
-    fprintf(stderr, "compiled: %s\n", err);
-    LOG(LOG_ERROR, "%s", err);
-    srv_shutdown(d->server, NULL, NULL);
-    return 1;
-  }
-  write_port_file(d);
-  LOG(LOG_INFO,
-      "compiled %s listening on %s (port %d); cache %s (cap %llu bytes); "
-      "%d workers; target %s [%s] %s",
-      DAEMON_VERSION, d->cfg.listen, d->port, d->cfg.cache_dir,
-      (unsigned long long)d->cfg.cache_max_bytes, d->cfg.workers, d->target.arch,
-      d->target.isa, d->target.toolchain);
+  /* Signal handlers first: a signal that arrives once the port is known
+   * must find them installed. */
   uv_timer_init(d->loop, &d->grace_timer);
   d->grace_timer.data = d;
   uv_signal_t *sigs[] = {&d->sig_term, &d->sig_int, &d->sig_hup};
@@ -262,7 +249,22 @@ int main(int argc, char **argv) {
     sigs[i]->data = d;
     uv_signal_start(sigs[i], on_signal, nums[i]);
   }
+  char err[300];
+  d->port = srv_start(d->server, err, sizeof err);
+  if (d->port < 0) {
+    fprintf(stderr, "compiled: %s\n", err);
+    LOG(LOG_ERROR, "%s", err);
+    return 1;
+  }
+  write_port_file(d);
+  LOG(LOG_INFO,
+      "compiled %s listening on %s (port %d); cache %s (cap %llu bytes); "
+      "%d workers; target %s [%s] %s",
+      DAEMON_VERSION, d->cfg.listen, d->port, d->cfg.cache_dir,
+      (unsigned long long)d->cfg.cache_max_bytes, d->cfg.workers, d->target.arch,
+      d->target.isa, d->target.toolchain);
   uv_run(d->loop, UV_RUN_DEFAULT);
+
   uv_loop_close(d->loop);
   close_conns(d);
   cache_store_close(d->cache);

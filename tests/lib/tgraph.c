@@ -197,7 +197,9 @@ static Compiled__V1__TensorMeta *parse_meta(builder *b, char *s, int input) {
   int64_t st = 1;
   for (int i = rank - 1; i >= 0; i--) {
     strides[i] = st;
-    st *= sizes[i] > 0 ? sizes[i] : 1;
+    /* Wrapping on purpose: tests build tensors whose sizes overflow. */
+    st = (int64_t)((uint64_t)st * (uint64_t)(sizes[i] > 0 ? sizes[i] : 1));
+
   }
   char *rest = close + 1;
   char *sp = strstr(rest, "strides");

@@ -104,8 +104,11 @@ def test_cancelled_waiter_does_not_disturb_the_others(daemon):
     gm = load_graph("mlp")
     stub = d.stub()
     calls = [stub.Compile(compile_request(gm), timeout=30) for _ in range(3)]
-    time.sleep(0.2)
+    firsts = [next(c) for c in calls]  # all three wait on the running compile
+    assert all(e.stage.name == "compile" and not e.stage.done for e in firsts)
     calls[1].cancel()
+
+
     with pytest.raises(grpc.RpcError) as e:
         list(calls[1])
     assert e.value.code() == grpc.StatusCode.CANCELLED
@@ -118,7 +121,7 @@ def test_compile_abandoned_when_every_waiter_left(daemon):
     d = daemon("--debug-compile-delay-ms", "3000")
     stub = d.stub()
     call = stub.Compile(compile_request(load_graph("mlp")), timeout=30)
-    time.sleep(0.3)
+    assert next(call).stage.name == "compile"  # running now
     call.cancel()
     deadline = time.time() + 5
     while time.time() < deadline and (d.stats().running or d.stats().queued):
@@ -256,7 +259,9 @@ def test_sigkill_while_storing_leaves_an_intact_cache(daemon, tmp_path):
     base = load_graph("resnet18")
     rng = random.Random(5)
     d = daemon("--workers", "2")
+    run_compile(d.stub(), compile_request(variant(base, "first")), timeout=120)
     for round_ in range(5):
+
         stub = d.stub()
         stop = threading.Event()
 
@@ -355,7 +360,7 @@ def test_sigterm_drains_in_flight_compiles(daemon):
     d = daemon("--debug-compile-delay-ms", "1000")
     stub = d.stub()
     call = stub.Compile(compile_request(load_graph("mlp")), timeout=30)
-    time.sleep(0.2)
+    assert next(call).stage.name == "compile"  # in flight now
     d.send_signal(signal.SIGTERM)
     events = list(call)
     assert events[-1].result.artifact_size > 0
