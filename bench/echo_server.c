@@ -133,9 +133,9 @@ static void arm(void) {
   c->t_request.fn = on_request;
   c->t_done.fn = on_done;
   grpc_metadata_array_init(&c->md);
-  if (grpc_server_request_registered_call(server, method, &c->call, &c->deadline,
-                                          &c->md, &c->payload, cq, cq,
-                                          &c->t_request) != GRPC_CALL_OK) {
+  if (grpc_server_request_registered_call(server, method, &c->call,
+                                          &c->deadline, &c->md, &c->payload, cq,
+                                          cq, &c->t_request) != GRPC_CALL_OK) {
     c->call = NULL;
     call_free(c);
   }
@@ -144,15 +144,16 @@ static void arm(void) {
 static void *cq_thread(void *arg) {
   (void)arg;
   for (;;) {
-    grpc_event ev =
-        grpc_completion_queue_next(cq, gpr_inf_future(GPR_CLOCK_REALTIME), NULL);
+    grpc_event ev = grpc_completion_queue_next(
+        cq, gpr_inf_future(GPR_CLOCK_REALTIME), NULL);
     if (ev.type == GRPC_QUEUE_SHUTDOWN)
       return NULL;
     if (ev.type == GRPC_OP_COMPLETE && ev.tag) {
       tag *t = ev.tag;
       /* tags are the first or second member of a call */
-      call *c = t->fn == on_request ? (call *)((char *)t - offsetof(call, t_request))
-                                    : (call *)((char *)t - offsetof(call, t_done));
+      call *c = t->fn == on_request
+                    ? (call *)((char *)t - offsetof(call, t_request))
+                    : (call *)((char *)t - offsetof(call, t_done));
       t->fn(c, ev.success != 0);
     }
   }
@@ -176,8 +177,8 @@ int main(int argc, char **argv) {
                 .value.integer = 64 << 20};
   grpc_channel_args args = {1, &a};
   server = grpc_server_create(&args, NULL);
-  method = grpc_server_register_method(server, PATH, NULL,
-                                       GRPC_SRM_PAYLOAD_READ_INITIAL_BYTE_BUFFER, 0);
+  method = grpc_server_register_method(
+      server, PATH, NULL, GRPC_SRM_PAYLOAD_READ_INITIAL_BYTE_BUFFER, 0);
   grpc_server_register_completion_queue(server, cq, NULL);
   grpc_server_credentials *creds = grpc_insecure_server_credentials_create();
   int port = grpc_server_add_http2_port(server, "127.0.0.1:0", creds);

@@ -46,12 +46,12 @@ static const char *const size_names[] = {"10 KB", "200 KB", "2 MB"};
 static const int clients[] = {1, 4};
 
 typedef struct run_cfg {
-  const char *target;   /* host:port */
-  const char *method;   /* path */
-  const uint8_t *req;   /* request bytes */
+  const char *target; /* host:port */
+  const char *method; /* path */
+  const uint8_t *req; /* request bytes */
   size_t req_len;
-  size_t expect;        /* reply bytes */
-  long reply_md;        /* x-size metadata to send, or -1 */
+  size_t expect; /* reply bytes */
+  long reply_md; /* x-size metadata to send, or -1 */
   double seconds;
 } run_cfg;
 
@@ -114,8 +114,9 @@ static int one_call(grpc_channel *ch, grpc_completion_queue *cq,
     /* A reply within a few bytes of the expected size: varint-coded
      * per-request fields may vary. */
     size_t got = reply ? grpc_byte_buffer_length(reply) : 0;
-    ok = ev.type == GRPC_OP_COMPLETE && ev.success && status == GRPC_STATUS_OK &&
-         got + 64 >= c->expect && got <= c->expect + 64;
+    ok = ev.type == GRPC_OP_COMPLETE && ev.success &&
+         status == GRPC_STATUS_OK && got + 64 >= c->expect &&
+         got <= c->expect + 64;
 
     grpc_slice_unref(details);
   }
@@ -157,8 +158,8 @@ static void *worker_main(void *arg) {
       w->lat[w->nlat++] = now_us() - t0;
   }
   grpc_completion_queue_shutdown(cq);
-  while (grpc_completion_queue_pluck(cq, NULL, gpr_inf_future(GPR_CLOCK_REALTIME),
-                                     NULL)
+  while (grpc_completion_queue_pluck(cq, NULL,
+                                     gpr_inf_future(GPR_CLOCK_REALTIME), NULL)
              .type != GRPC_QUEUE_SHUTDOWN)
     ;
   grpc_completion_queue_destroy(cq);
@@ -298,13 +299,15 @@ static int seed(Compiled__V1__GraphModule *m, const char *tag, size_t size,
   uint8_t *art = malloc(size);
   RAND_bytes(art, (int)size);
   cache_part parts[GC_KEY_NCOMPONENTS];
+  memset(parts, 0, sizeof parts);
   for (int i = 0; i < GC_KEY_NCOMPONENTS; i++) {
     snprintf(parts[i].name, sizeof parts[i].name, "%s",
              gc_key_component_name((gc_key_component)i));
     memcpy(parts[i].digest, key.part[i], GC_DIGEST_LEN);
   }
   cache_error cerr;
-  rc = cache_put(conn, key.key, parts, GC_KEY_NCOMPONENTS, art, size, 1000000, &cerr);
+  rc = cache_put(conn, key.key, parts, GC_KEY_NCOMPONENTS, art, size, 1000000,
+                 &cerr);
   if (rc)
     fprintf(stderr, "hitbench: cache_put: %s\n", cerr.msg);
   free(art);
@@ -322,8 +325,8 @@ static size_t probe(const char *target, variant *v) {
                                    gpr_time_from_seconds(30, GPR_TIMESPAN));
     grpc_call *call = grpc_channel_create_call(
         ch, NULL, GRPC_PROPAGATE_DEFAULTS, cq,
-        grpc_slice_from_static_string("/compiled.v1.Compiler/Compile"), NULL, dl,
-        NULL);
+        grpc_slice_from_static_string("/compiled.v1.Compiler/Compile"), NULL,
+        dl, NULL);
     grpc_slice s = grpc_slice_from_static_buffer(v->req, v->req_len);
     grpc_byte_buffer *bb = grpc_raw_byte_buffer_create(&s, 1), *reply = NULL;
     grpc_metadata_array im, tm;
@@ -346,7 +349,8 @@ static size_t probe(const char *target, variant *v) {
     ops[5].data.recv_status_on_client.status_details = &det;
     ops[5].data.recv_status_on_client.trailing_metadata = &tm;
     grpc_call_start_batch(call, ops, 6, (void *)1, NULL);
-    grpc_completion_queue_pluck(cq, (void *)1, gpr_inf_future(GPR_CLOCK_REALTIME), NULL);
+    grpc_completion_queue_pluck(cq, (void *)1,
+                                gpr_inf_future(GPR_CLOCK_REALTIME), NULL);
     if (st == GRPC_STATUS_OK && reply) {
       grpc_byte_buffer_reader r;
       grpc_byte_buffer_reader_init(&r, reply);
@@ -358,7 +362,8 @@ static size_t probe(const char *target, variant *v) {
           ev->result->artifact_inline)
         found = GRPC_SLICE_LENGTH(all);
       else
-        fprintf(stderr, "hitbench: the daemon did not answer with an inline hit\n");
+        fprintf(stderr,
+                "hitbench: the daemon did not answer with an inline hit\n");
       if (ev)
         compiled__v1__compile_event__free_unpacked(ev, NULL);
       grpc_slice_unref(all);
@@ -387,7 +392,8 @@ int main(int argc, char **argv) {
   int rounds = 2;
   const char *graph = "tests/data/graphs/mlp.pb";
   const char *hot = "256M"; /* the daemon's in-memory tier; "0": sqlite only */
-  const char *build = getenv("COMPILED_BUILD") ? getenv("COMPILED_BUILD") : "build";
+  const char *build =
+      getenv("COMPILED_BUILD") ? getenv("COMPILED_BUILD") : "build";
   for (int i = 1; i < argc; i++) {
     if (!strcmp(argv[i], "--seconds") && i + 1 < argc)
       seconds = atof(argv[++i]);
@@ -398,8 +404,9 @@ int main(int argc, char **argv) {
     else if (!strcmp(argv[i], "--no-hot"))
       hot = "0";
     else {
-      fprintf(stderr, "usage: hitbench [--seconds S] [--rounds R] [--graph FILE] "
-                      "[--no-hot]\n");
+      fprintf(stderr,
+              "usage: hitbench [--seconds S] [--rounds R] [--graph FILE] "
+              "[--no-hot]\n");
       return 2;
     }
   }
@@ -430,7 +437,8 @@ int main(int argc, char **argv) {
   cache_store *store;
   cache_conn *conn;
   cache_error cerr;
-  if (cache_store_open(&cc_cfg, &store, &cerr) || cache_conn_open(store, &conn, &cerr)) {
+  if (cache_store_open(&cc_cfg, &store, &cerr) ||
+      cache_conn_open(store, &conn, &cerr)) {
     fprintf(stderr, "hitbench: cache: %s\n", cerr.msg);
     return 1;
   }
@@ -441,21 +449,27 @@ int main(int argc, char **argv) {
   cache_conn_close(conn);
   cache_store_close(store);
 
-  char daemon_bin[512], echo_bin[512], dport[300], eport[300], dout[300], eout[300];
+  char daemon_bin[512], echo_bin[512], dport[300], eport[300], dout[300],
+      eout[300];
   snprintf(daemon_bin, sizeof daemon_bin, "%s/bin/compiled", build);
   snprintf(echo_bin, sizeof echo_bin, "%s/bench/echo_server", build);
   snprintf(dport, sizeof dport, "%s/daemon.port", dir);
   snprintf(eport, sizeof eport, "%s/echo.port", dir);
   snprintf(dout, sizeof dout, "%s/daemon.out", dir);
   snprintf(eout, sizeof eout, "%s/echo.out", dir);
-  char *dargv[] = {daemon_bin, "--listen", "127.0.0.1:0", "--port-file", dport,
-                   "--cache-dir", cache_dir, "--log-level", "warn",
-                   "--max-inline-bytes", "8M", "--hot-cache-bytes", (char *)hot, NULL};
+  char *dargv[] = {daemon_bin,    "--listen",
+                   "127.0.0.1:0", "--port-file",
+                   dport,         "--cache-dir",
+                   cache_dir,     "--log-level",
+                   "warn",        "--max-inline-bytes",
+                   "8M",          "--hot-cache-bytes",
+                   (char *)hot,   NULL};
   char *eargv[] = {echo_bin, eport, "2", NULL};
   pid_t dpid = spawn(dargv, dout), epid = spawn(eargv, eout);
   int dp = wait_port(dport, dpid), ep = wait_port(eport, epid);
   if (dp < 0 || ep < 0) {
-    fprintf(stderr, "hitbench: servers did not start (see %s, %s)\n", dout, eout);
+    fprintf(stderr, "hitbench: servers did not start (see %s, %s)\n", dout,
+            eout);
     return 1;
   }
   grpc_init();
@@ -466,9 +480,11 @@ int main(int argc, char **argv) {
     if (!(v[i].reply = probe(dtarget, &v[i])))
       return 1;
 
-  printf("# cache-hit benchmark: %s, %.1fs per run, %d rounds (medians of rounds), "
+  printf("# cache-hit benchmark: %s, %.1fs per run, %d rounds (medians of "
+         "rounds), "
          "hot tier %s\n",
-         graph, seconds, rounds, strcmp(hot, "0") ? "on" : "off (every hit reads sqlite)");
+         graph, seconds, rounds,
+         strcmp(hot, "0") ? "on" : "off (every hit reads sqlite)");
 
   printf("%-8s %-7s | %10s %10s %10s | %10s %10s %10s | %8s %8s %8s\n", "size",
          "clients", "hit p50", "hit p99", "hit req/s", "echo p50", "echo p99",
@@ -476,10 +492,12 @@ int main(int argc, char **argv) {
   for (int s = 0; s < 3; s++) {
     for (int ci = 0; ci < 2; ci++) {
       measure hm[8], em[8];
-      run_cfg hc = {dtarget, "/compiled.v1.Compiler/Compile", v[s].req, v[s].req_len,
-                    v[s].reply, -1, seconds};
-      run_cfg ec = {etarget, "/bench.Echo/Get", v[s].req, v[s].req_len, v[s].reply,
-                    (long)v[s].reply, seconds};
+      run_cfg hc = {dtarget,    "/compiled.v1.Compiler/Compile",
+                    v[s].req,   v[s].req_len,
+                    v[s].reply, -1,
+                    seconds};
+      run_cfg ec = {etarget,    "/bench.Echo/Get", v[s].req, v[s].req_len,
+                    v[s].reply, (long)v[s].reply,  seconds};
       for (int r = 0; r < rounds && r < 8; r++) {
         hm[r] = run(&hc, clients[ci]);
         em[r] = run(&ec, clients[ci]);
@@ -506,7 +524,8 @@ int main(int argc, char **argv) {
       int errs = 0;
       for (int r = 0; r < rounds; r++)
         errs += hm[r].errors + em[r].errors;
-      printf("%-8s %-7d | %8.0fus %8.0fus %10.0f | %8.0fus %8.0fus %10.0f | %7.2fx "
+      printf("%-8s %-7d | %8.0fus %8.0fus %10.0f | %8.0fus %8.0fus %10.0f | "
+             "%7.2fx "
              "%7.2fx %7.2fx%s\n",
              size_names[s], clients[ci], h50[mid], h99[mid], hr[mid], e50[mid],
              e99[mid], er[mid], h50[mid] / e50[mid], h99[mid] / e99[mid],

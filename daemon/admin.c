@@ -138,8 +138,8 @@ static void handle_lookup(srv_call *c) {
   if (req->include_artifact) {
     rc = cache_get(conn, key, &data, &len, &info, &cerr);
     if (rc == 0) {
-      uint64_t limit =
-          req->max_inline_bytes ? req->max_inline_bytes : d->cfg.max_inline_bytes;
+      uint64_t limit = req->max_inline_bytes ? req->max_inline_bytes
+                                             : d->cfg.max_inline_bytes;
       if (len <= limit) {
         resp.artifact.data = data;
         resp.artifact.len = len;
@@ -188,7 +188,8 @@ static void handle_fetch(srv_call *c) {
     goto out;
   }
   if (rc) {
-    fail(c, "Fetch", req->key, GRPC_STATUS_INTERNAL, conn ? cerr.msg : "no cache");
+    fail(c, "Fetch", req->key, GRPC_STATUS_INTERNAL,
+         conn ? cerr.msg : "no cache");
     goto out;
   }
   size_t chunk = req->chunk_bytes ? req->chunk_bytes : FETCH_DEFAULT_CHUNK;
@@ -285,7 +286,8 @@ static void handle_list(srv_call *c) {
   list_ctx l = {.a = a, .cap = limit};
   l.items = gc_arena_calloc(a, limit + 1, sizeof *l.items);
   cache_error cerr;
-  if (!conn || !l.items || cache_list(conn, (int)limit, list_one, &l, &cerr) != 0) {
+  if (!conn || !l.items ||
+      cache_list(conn, (int)limit, list_one, &l, &cerr) != 0) {
     fail(c, "List", NULL, GRPC_STATUS_INTERNAL, conn ? cerr.msg : "no cache");
     goto out;
   }
@@ -331,7 +333,8 @@ static void handle_evict(srv_call *c) {
   }
   case COMPILED__V1__EVICT_REQUEST__WHAT_ALL:
     compile_forget(d, NULL);
-    rc = conn ? cache_evict_older(conn, INT64_MAX, &count, &freed, &cerr) : CACHE_EIO;
+    rc = conn ? cache_evict_older(conn, INT64_MAX, &count, &freed, &cerr)
+              : CACHE_EIO;
     snprintf(what, sizeof what, "all");
     break;
   case COMPILED__V1__EVICT_REQUEST__WHAT_OLDER_THAN_SECONDS:
@@ -342,10 +345,12 @@ static void handle_evict(srv_call *c) {
            "older_than_seconds must not be negative");
       goto out;
     }
-    rc = conn ? cache_evict_older(conn, (int64_t)time(NULL) - req->older_than_seconds,
+    rc = conn ? cache_evict_older(conn,
+                                  (int64_t)time(NULL) - req->older_than_seconds,
                                   &count, &freed, &cerr)
               : CACHE_EIO;
-    snprintf(what, sizeof what, "older than %" PRId64 "s", req->older_than_seconds);
+    snprintf(what, sizeof what, "older than %" PRId64 "s",
+             req->older_than_seconds);
     break;
   default:
     fail(c, "Evict", NULL, GRPC_STATUS_INVALID_ARGUMENT,
@@ -373,7 +378,7 @@ out:
 typedef struct nearest {
   const gc_key *key;
   cache_info best;
-  int best_diff;  /* components that differ; INT_MAX before the first */
+  int best_diff; /* components that differ; INT_MAX before the first */
   bool found;
 } nearest;
 
@@ -414,7 +419,8 @@ static void handle_explain(srv_call *c) {
   if (!req)
     goto out;
   if (!req->graph) {
-    fail(c, "Explain", NULL, GRPC_STATUS_INVALID_ARGUMENT, "ExplainRequest has no graph");
+    fail(c, "Explain", NULL, GRPC_STATUS_INVALID_ARGUMENT,
+         "ExplainRequest has no graph");
     goto out;
   }
   gc_options o;
@@ -474,9 +480,10 @@ static void handle_explain(srv_call *c) {
       resp.nearest = entry_info(a, &nr.best);
       resp.n_differing = (size_t)n;
       resp.differing = (char **)names;
-      size_t used = (size_t)snprintf(summary, sizeof summary,
-                                     "miss: same graph as cached %.16s; differs in:",
-                                     resp.nearest ? resp.nearest->key : "?");
+      size_t used =
+          (size_t)snprintf(summary, sizeof summary,
+                           "miss: same graph as cached %.16s; differs in:",
+                           resp.nearest ? resp.nearest->key : "?");
       for (int i = 0; i < n && used < sizeof summary; i++)
         used += (size_t)snprintf(summary + used, sizeof summary - used, "%s %s",
                                  i ? "," : "", names[i]);
@@ -499,7 +506,8 @@ static void handle_health(srv_call *c) {
   daemon_ctx *d = srv_call_user(c);
   gc_arena *a = gc_arena_new(1 << 16);
   Grpc__Health__V1__HealthCheckRequest *req =
-      a ? unpack(c, a, &grpc__health__v1__health_check_request__descriptor) : NULL;
+      a ? unpack(c, a, &grpc__health__v1__health_check_request__descriptor)
+        : NULL;
   if (!req)
     goto out;
   if (*req->service && strcmp(req->service, "compiled.v1.Compiler") != 0) {

@@ -39,7 +39,7 @@
 typedef struct waiter {
   srv_call *call;
   uint64_t max_inline;
-  bool owner;            /* created the flight */
+  bool owner; /* created the flight */
   int64_t validate_us, key_us;
   struct waiter *next;
 } waiter;
@@ -51,23 +51,23 @@ struct flight {
   uint8_t key[GC_DIGEST_LEN];
   char hex[GC_HEX_LEN];
   gc_key fullkey;
-  gc_arena *arena;        /* the job's: request, graph, everything */
+  gc_arena *arena; /* the job's: request, graph, everything */
   gc_graph *graph;
   gc_options opts;
   bool force;
   waiter *waiters;
   flight_state state;
-  flight *next;           /* d->flights */
-  flight *qnext;          /* d->queue_* FIFO */
-  atomic_int refs;        /* the list, the work request, posted events */
+  flight *next;    /* d->flights */
+  flight *qnext;   /* d->queue_* FIFO */
+  atomic_int refs; /* the list, the work request, posted events */
   int64_t queued_at, started_at;
   atomic_bool abandoned;
   uv_work_t work;
   /* written by the worker before it posts "done" */
   int rc;
   gc_error err;
-  gc_compiled out;        /* artifact and timings */
-  bool from_cache;        /* found in the cache by the worker */
+  gc_compiled out; /* artifact and timings */
+  bool from_cache; /* found in the cache by the worker */
   bool stored;
   uint8_t digest[GC_DIGEST_LEN];
 };
@@ -86,7 +86,9 @@ typedef struct request {
   gc_compiled prep; /* validate/key timings */
 } request;
 
-void daemon_hex(const uint8_t *digest, char *out) { gc_digest_hex(digest, out); }
+void daemon_hex(const uint8_t *digest, char *out) {
+  gc_digest_hex(digest, out);
+}
 
 void daemon_components(const uint8_t parts[][GC_DIGEST_LEN],
                        Compiled__V1__KeyComponents *kc, char *hex) {
@@ -154,7 +156,8 @@ static void log_done(srv_call *c, const char *hex, const char *outcome,
   log_request(&r);
 }
 
-static void sha256(const uint8_t *data, size_t len, uint8_t out[GC_DIGEST_LEN]) {
+static void sha256(const uint8_t *data, size_t len,
+                   uint8_t out[GC_DIGEST_LEN]) {
   unsigned int n = 0;
   EVP_Digest(data, len, out, &n, EVP_sha256(), NULL);
 }
@@ -167,7 +170,7 @@ typedef struct result {
   const uint8_t *artifact;
   size_t len;
   const uint8_t *digest;
-  bool must_inline;      /* not in the cache: Fetch could not serve it */
+  bool must_inline; /* not in the cache: Fetch could not serve it */
   uint64_t max_inline;
   int64_t compile_us;
   const gc_timing *timings;
@@ -220,7 +223,6 @@ static void send_slice(srv_call *c, grpc_slice s) {
   srv_reply(c, grpc_raw_byte_buffer_create(&s, 1));
 }
 
-
 static void send_result(srv_call *c, const result *r) {
   grpc_slice s = pack_result(r);
   send_slice(c, s);
@@ -252,7 +254,9 @@ typedef struct hot_entry {
   int64_t compile_us;
 } hot_entry;
 
-static void memo_release(void *v) { free(v); }
+static void memo_release(void *v) {
+  free(v);
+}
 
 static void memo_copy(const void *v, void *out) {
   *(memo_entry *)out = *(const memo_entry *)v;
@@ -341,7 +345,6 @@ static bool try_hot(daemon_ctx *d, srv_call *c, const gc_key *key,
   return true;
 }
 
-
 /* ---- the completion-queue half ---- */
 
 static void request_free(request *r) {
@@ -382,8 +385,8 @@ static int read_options(const Compiled__V1__CompileOptions *po, gc_options *o,
 }
 
 /* The daemon's target with the client's overrides. */
-static int read_target(daemon_ctx *d, gc_arena *a, const Compiled__V1__Target *pt,
-                       gc_target *t) {
+static int read_target(daemon_ctx *d, gc_arena *a,
+                       const Compiled__V1__Target *pt, gc_target *t) {
   *t = d->target;
   if (!pt)
     return 0;
@@ -498,8 +501,8 @@ static void handle_compile(srv_call *c) {
     bad = "CompileRequest has no graph";
   if (bad) {
     gc_errorf(&err, GC_EMALFORMED, "%s (%zu bytes)", bad, len);
-    log_done(c, NULL, "invalid", GRPC_STATUS_INVALID_ARGUMENT, -1, -1, -1, -1, 0,
-             err.msg);
+    log_done(c, NULL, "invalid", GRPC_STATUS_INVALID_ARGUMENT, -1, -1, -1, -1,
+             0, err.msg);
     daemon_finish_graph_error(c, GC_EMALFORMED, &err);
     goto done;
   }
@@ -511,13 +514,14 @@ static void handle_compile(srv_call *c) {
     rc = gc_prepare(r->arena, req->graph, &d->limits, &r->opts, &target,
                     &r->graph, &r->key, &r->prep, &err);
   if (rc) {
-    log_done(c, NULL, "invalid", (int)status_of(rc), -1, -1, -1, -1, 0, err.msg);
+    log_done(c, NULL, "invalid", (int)status_of(rc), -1, -1, -1, -1, 0,
+             err.msg);
     daemon_finish_graph_error(c, rc, &err);
     goto done;
   }
   gc_digest_hex(r->key.key, r->hex);
-  r->max_inline = req->max_inline_bytes ? req->max_inline_bytes
-                                        : d->cfg.max_inline_bytes;
+  r->max_inline =
+      req->max_inline_bytes ? req->max_inline_bytes : d->cfg.max_inline_bytes;
   if (!r->force) {
     memo_entry *m = malloc(sizeof *m);
     if (m) {
@@ -547,7 +551,9 @@ static flight *find_flight(daemon_ctx *d, const uint8_t *key) {
   return NULL;
 }
 
-static void flight_ref(flight *f) { atomic_fetch_add(&f->refs, 1); }
+static void flight_ref(flight *f) {
+  atomic_fetch_add(&f->refs, 1);
+}
 
 static void flight_unref(flight *f) {
   if (atomic_fetch_sub(&f->refs, 1) > 1)
@@ -605,7 +611,6 @@ static void after_flight(uv_work_t *w, int status);
 static void send_stage(flight *f, const char *name, bool done, int64_t micros);
 static void send_stage_to(srv_call *c, const char *name, bool done,
                           int64_t micros);
-
 
 /* Starts queued flights while workers are free. */
 static void dispatch(daemon_ctx *d) {
@@ -818,7 +823,8 @@ static void stage_on_loop(void *arg) {
   free(e);
 }
 
-static void hook_stage(void *ctx, const char *stage, bool done, int64_t micros) {
+static void hook_stage(void *ctx, const char *stage, bool done,
+                       int64_t micros) {
   flight *f = ctx;
   stage_event *e = malloc(sizeof *e);
   if (!e)
@@ -851,7 +857,8 @@ static void run_flight(uv_work_t *work) {
   /* Another thread may have stored it since the request missed. */
   if (!f->force && conn) {
     cache_info info;
-    if (cache_get(conn, f->key, &f->out.artifact, &f->out.len, &info, &cerr) == 0) {
+    if (cache_get(conn, f->key, &f->out.artifact, &f->out.len, &info, &cerr) ==
+        0) {
       f->from_cache = true;
       f->stored = true;
       f->out.micros = (int64_t)info.compile_us;
@@ -875,14 +882,16 @@ static void run_flight(uv_work_t *work) {
   if (f->rc == 0) {
     sha256(f->out.artifact, f->out.len, f->digest);
     cache_part parts[GC_KEY_NCOMPONENTS];
+    memset(parts, 0, sizeof parts);
     for (int i = 0; i < GC_KEY_NCOMPONENTS; i++) {
       snprintf(parts[i].name, sizeof parts[i].name, "%s",
                gc_key_component_name((gc_key_component)i));
       memcpy(parts[i].digest, f->fullkey.part[i], GC_DIGEST_LEN);
     }
     int64_t t0 = gc_now_us();
-    if (conn && cache_put(conn, f->key, parts, GC_KEY_NCOMPONENTS, f->out.artifact,
-                          f->out.len, (uint64_t)f->out.micros, &cerr) == 0) {
+    if (conn &&
+        cache_put(conn, f->key, parts, GC_KEY_NCOMPONENTS, f->out.artifact,
+                  f->out.len, (uint64_t)f->out.micros, &cerr) == 0) {
       f->stored = true;
       hot_remember(d, &f->fullkey, f->hex, f->out.artifact, f->out.len,
                    f->digest, f->out.micros);
@@ -977,8 +986,8 @@ static void deliver_on_loop(void *arg) {
                served == COMPILED__V1__SERVED__SERVED_COMPILED ? "compiled"
                : served == COMPILED__V1__SERVED__SERVED_JOINED ? "joined"
                                                                : "hit",
-               0, w->validate_us, w->key_us, queue_us, f->out.micros, f->out.len,
-               NULL);
+               0, w->validate_us, w->key_us, queue_us, f->out.micros,
+               f->out.len, NULL);
       send_result(w->call, &res);
     } else {
       log_done(w->call, f->hex, "failed", (int)status_of(f->rc), w->validate_us,
@@ -999,7 +1008,9 @@ static void deliver_on_loop(void *arg) {
   daemon_maybe_stop(d);
 }
 
-int compile_inflight(daemon_ctx *d) { return d->nqueued + d->nrunning; }
+int compile_inflight(daemon_ctx *d) {
+  return d->nqueued + d->nrunning;
+}
 
 void compile_abandon_all(daemon_ctx *d) {
   for (flight *f = d->flights; f; f = f->next)

@@ -20,11 +20,11 @@
 typedef enum { T_STR, T_SIZE, T_INT, T_LEVEL, T_FORMAT, T_BOOL } opt_type;
 
 typedef struct opt {
-  const char *name;  /* flag and config-file key */
+  const char *name; /* flag and config-file key */
   opt_type type;
-  size_t offset;     /* into config */
-  size_t size;       /* T_STR: buffer size */
-  const char *arg;   /* argument name for --help */
+  size_t offset;   /* into config */
+  size_t size;     /* T_STR: buffer size */
+  const char *arg; /* argument name for --help */
   const char *help;
 } opt;
 
@@ -46,7 +46,8 @@ static const opt opts[] = {
      "largest request accepted (default 64M)"},
     {"max-inline-bytes", T_SIZE, F(max_inline_bytes), 0, "SIZE",
      "largest artifact returned inline unless the client asks\n"
-     "                            otherwise; larger ones are fetched (default 1M)"},
+     "                            otherwise; larger ones are fetched (default "
+     "1M)"},
     {"hot-cache-bytes", T_SIZE, F(hot_cache_bytes), 0, "SIZE",
      "memory for prebuilt hit responses of recently used entries\n"
      "                            (verified when read from disk); 0 disables\n"
@@ -84,13 +85,12 @@ static void usage(FILE *f) {
              "options:\n");
   for (size_t i = 0; i < NOPTS; i++) {
     char left[64];
-    snprintf(left, sizeof left, "--%s%s%s", opts[i].name, opts[i].arg ? " " : "",
-             opts[i].arg ? opts[i].arg : "");
+    snprintf(left, sizeof left, "--%s%s%s", opts[i].name,
+             opts[i].arg ? " " : "", opts[i].arg ? opts[i].arg : "");
     if (strlen(left) < 26)
       fprintf(f, "  %-26s%s\n", left, opts[i].help);
     else /* too long for the column: help on the next line */
       fprintf(f, "  %s\n  %-26s%s\n", left, "", opts[i].help);
-
   }
   fprintf(f, "  %-26s%s\n", "--config FILE",
           "read settings from FILE (lines `name = value`, names as\n"
@@ -130,7 +130,8 @@ int config_parse_size(const char *s, uint64_t *out) {
   }
   if (*end) {
     end++;
-    if (toupper((unsigned char)*end) == 'B' || toupper((unsigned char)*end) == 'I')
+    if (toupper((unsigned char)*end) == 'B' ||
+        toupper((unsigned char)*end) == 'I')
       end++;
     if (toupper((unsigned char)*end) == 'B')
       end++;
@@ -165,7 +166,8 @@ static int set(config *c, const opt *o, const char *value, const char *where) {
   case T_INT: {
     long v = strtol(value, &end, 10);
     if (*end || end == value || v < 0 || v > 1000000) {
-      fprintf(stderr, "compiled: %s: %s wants a non-negative integer, got '%s'\n",
+      fprintf(stderr,
+              "compiled: %s: %s wants a non-negative integer, got '%s'\n",
               where, o->name, value);
       return -1;
     }
@@ -175,7 +177,8 @@ static int set(config *c, const opt *o, const char *value, const char *where) {
   case T_LEVEL: {
     int l = log_level_parse(value);
     if (l < 0) {
-      fprintf(stderr, "compiled: %s: log-level wants error|warn|info|debug, got '%s'\n",
+      fprintf(stderr,
+              "compiled: %s: log-level wants error|warn|info|debug, got '%s'\n",
               where, value);
       return -1;
     }
@@ -197,7 +200,8 @@ static int set(config *c, const opt *o, const char *value, const char *where) {
     if (!strcmp(value, "") || !strcmp(value, "true") || !strcmp(value, "1") ||
         !strcmp(value, "yes"))
       *(bool *)field = true;
-    else if (!strcmp(value, "false") || !strcmp(value, "0") || !strcmp(value, "no"))
+    else if (!strcmp(value, "false") || !strcmp(value, "0") ||
+             !strcmp(value, "no"))
       *(bool *)field = false;
     else {
       fprintf(stderr, "compiled: %s: %s wants true|false, got '%s'\n", where,
@@ -301,7 +305,8 @@ int config_load(config *c, int argc, char **argv) {
   struct option lopts[NOPTS + 4];
   for (size_t i = 0; i < NOPTS; i++) {
     lopts[i].name = opts[i].name;
-    lopts[i].has_arg = opts[i].type == T_BOOL ? optional_argument : required_argument;
+    lopts[i].has_arg =
+        opts[i].type == T_BOOL ? optional_argument : required_argument;
     lopts[i].flag = NULL;
     lopts[i].val = 1000 + (int)i;
   }
@@ -338,7 +343,8 @@ int config_load(config *c, int argc, char **argv) {
     return -1;
   }
   if (c->workers < 1 || c->cq_threads < 1) {
-    fprintf(stderr, "compiled: --workers and --cq-threads must be at least 1\n");
+    fprintf(stderr,
+            "compiled: --workers and --cq-threads must be at least 1\n");
     return -1;
   }
   return 0;

@@ -11,23 +11,23 @@
 #include "daemon/log.h"
 
 typedef struct config {
-  char listen[256];        /* host:port */
+  char listen[256]; /* host:port */
   char cache_dir[1024];
   uint64_t cache_max_bytes;
-  int workers;             /* compile worker threads */
-  int max_queue;           /* compiles waiting for a worker before refusing */
+  int workers;   /* compile worker threads */
+  int max_queue; /* compiles waiting for a worker before refusing */
   uint64_t max_message_bytes;
   uint64_t max_inline_bytes; /* default inline artifact limit */
   uint64_t hot_cache_bytes;  /* in-memory tier of hit responses; 0: off */
 
-  int cq_threads;          /* gRPC completion-queue threads */
-  int grace_seconds;       /* drain time on SIGTERM/SIGINT */
-  int failure_ttl;         /* seconds a failed graph is remembered */
+  int cq_threads;    /* gRPC completion-queue threads */
+  int grace_seconds; /* drain time on SIGTERM/SIGINT */
+  int failure_ttl;   /* seconds a failed graph is remembered */
   log_level log_level;
   log_format log_format;
-  char log_file[1024];     /* "" or "-": stderr */
-  char port_file[1024];    /* write the bound port here ("": don't) */
-  bool check_cache;        /* verify the cache and exit */
+  char log_file[1024];        /* "" or "-": stderr */
+  char port_file[1024];       /* write the bound port here ("": don't) */
+  bool check_cache;           /* verify the cache and exit */
   int debug_compile_delay_ms; /* tests: each compile first waits this long */
 } config;
 

@@ -26,19 +26,19 @@
 typedef struct flight flight;
 
 typedef struct daemon_stats {
-  atomic_uint_fast64_t requests;   /* Compile requests */
-  atomic_uint_fast64_t hits;       /* served from the cache */
-  atomic_uint_fast64_t misses;     /* needed a compile (new or joined) */
-  atomic_uint_fast64_t joins;      /* joined a compile in flight */
-  atomic_uint_fast64_t compiles;   /* compiles run */
+  atomic_uint_fast64_t requests; /* Compile requests */
+  atomic_uint_fast64_t hits;     /* served from the cache */
+  atomic_uint_fast64_t misses;   /* needed a compile (new or joined) */
+  atomic_uint_fast64_t joins;    /* joined a compile in flight */
+  atomic_uint_fast64_t compiles; /* compiles run */
   atomic_uint_fast64_t compile_failures;
   atomic_uint_fast64_t failure_hits; /* answered from remembered failures */
   atomic_uint_fast64_t rejected_busy;
-  atomic_uint_fast64_t saved_us;   /* compile time the hits saved */
-  atomic_uint_fast64_t evicted;    /* entries removed by Evict calls */
-  atomic_uint_fast64_t hot_hits;   /* hits from the in-memory tier */
-  atomic_uint_fast64_t memo_hits;  /* keys known from the request bytes */
-  atomic_int queued;               /* mirrors of loop state, for Stats */
+  atomic_uint_fast64_t saved_us;  /* compile time the hits saved */
+  atomic_uint_fast64_t evicted;   /* entries removed by Evict calls */
+  atomic_uint_fast64_t hot_hits;  /* hits from the in-memory tier */
+  atomic_uint_fast64_t memo_hits; /* keys known from the request bytes */
+  atomic_int queued;              /* mirrors of loop state, for Stats */
   atomic_int running;
 } daemon_stats;
 
@@ -46,14 +46,14 @@ typedef struct daemon_ctx {
   config cfg;
   uv_loop_t *loop;
   srv *server;
-  int port;                 /* bound port */
+  int port; /* bound port */
   cache_store *cache;
-  gc_arena *target_arena;   /* owns the target's strings */
-  gc_target target;         /* the host's, toolchain identity included */
+  gc_arena *target_arena; /* owns the target's strings */
+  gc_target target;       /* the host's, toolchain identity included */
   gc_limits limits;
   daemon_stats stats;
-  lru memo;                 /* request digest -> key (memo_entry) */
-  lru hot;                  /* key -> prebuilt hit response (hot_entry) */
+  lru memo; /* request digest -> key (memo_entry) */
+  lru hot;  /* key -> prebuilt hit response (hot_entry) */
   int64_t started_us;
   int64_t started_unix;
 
@@ -63,11 +63,11 @@ typedef struct daemon_ctx {
   int nconns, conns_cap;
 
   /* loop-owned */
-  flight *flights;          /* every flight, queued or running */
+  flight *flights;                 /* every flight, queued or running */
   flight *queue_head, *queue_tail; /* flights waiting for a worker, FIFO */
   int nqueued, nrunning;
-  atomic_bool draining;     /* read by health checks on any thread */
-  bool server_done;         /* every call has ended (draining) */
+  atomic_bool draining; /* read by health checks on any thread */
+  bool server_done;     /* every call has ended (draining) */
   bool stopped;
   uv_signal_t sig_term, sig_int, sig_hup;
   uv_timer_t grace_timer;

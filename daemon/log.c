@@ -19,8 +19,8 @@
 log_level log_current_level = LOG_INFO;
 
 static pthread_mutex_t log_mu = PTHREAD_MUTEX_INITIALIZER;
-static FILE *log_file;      /* NULL: stderr */
-static char *log_path;      /* NULL: stderr */
+static FILE *log_file; /* NULL: stderr */
+static char *log_path; /* NULL: stderr */
 static log_format log_fmt = LOG_TEXT;
 
 static const char *const level_names[] = {"error", "warn", "info", "debug"};
@@ -129,9 +129,10 @@ void log_request(const log_req *r) {
   char ts[40];
   timestamp(ts, sizeof ts);
   if (log_fmt == LOG_JSON) {
-    json_t *o = json_pack("{s:s, s:s, s:s, s:s, s:i, s:I}", "time", ts, "level",
-                          "info", "method", r->method, "outcome", r->outcome,
-                          "status", r->status, "total_us", (json_int_t)r->total_us);
+    json_t *o =
+        json_pack("{s:s, s:s, s:s, s:s, s:i, s:I}", "time", ts, "level", "info",
+                  "method", r->method, "outcome", r->outcome, "status",
+                  r->status, "total_us", (json_int_t)r->total_us);
     if (!o)
       return;
     if (r->key)
@@ -156,8 +157,9 @@ void log_request(const log_req *r) {
     return;
   }
   char line[2048];
-  int n = snprintf(line, sizeof line, "%s info  %s %s key=%.16s status=%d total=%lldus",
-                   ts, r->method, r->outcome, r->key ? r->key : "-", r->status,
+  int n = snprintf(line, sizeof line,
+                   "%s info  %s %s key=%.16s status=%d total=%lldus", ts,
+                   r->method, r->outcome, r->key ? r->key : "-", r->status,
                    (long long)r->total_us);
   const struct {
     const char *name;

@@ -45,14 +45,14 @@ void log_write(log_level level, const char *fmt, ...)
  * "compiled", "joined", "invalid", ...), the gRPC status and timings. */
 typedef struct log_req {
   const char *method;
-  const char *key;      /* hex, or NULL */
+  const char *key; /* hex, or NULL */
   const char *outcome;
-  int status;           /* grpc_status_code */
-  const char *peer;     /* may be NULL */
+  int status;       /* grpc_status_code */
+  const char *peer; /* may be NULL */
   int64_t total_us;
   int64_t validate_us, key_us, queue_us, compile_us; /* -1: not measured */
-  uint64_t bytes;       /* artifact bytes, 0 if none */
-  const char *error;    /* message for a failure, or NULL */
+  uint64_t bytes;    /* artifact bytes, 0 if none */
+  const char *error; /* message for a failure, or NULL */
 } log_req;
 
 void log_request(const log_req *r);

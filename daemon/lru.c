@@ -11,7 +11,7 @@ struct lru_node {
   uint8_t key[LRU_KEY_LEN];
   void *value;
   size_t charge;
-  lru_node *chain;      /* next in the bucket */
+  lru_node *chain;       /* next in the bucket */
   lru_node *prev, *next; /* recency list */
 };
 
@@ -95,7 +95,8 @@ static void grow(lru *m) {
   m->nbuckets = nb;
 }
 
-void lru_put(lru *m, const uint8_t key[LRU_KEY_LEN], void *value, size_t charge) {
+void lru_put(lru *m, const uint8_t key[LRU_KEY_LEN], void *value,
+             size_t charge) {
   if (charge > m->budget) {
     if (m->release)
       m->release(value);

@@ -23,11 +23,11 @@ typedef struct lru_node lru_node;
 typedef struct lru {
   pthread_mutex_t mu;
   lru_node **buckets;
-  size_t nbuckets;    /* a power of two */
-  lru_node *head;     /* most recently used */
-  lru_node *tail;     /* least recently used */
-  size_t bytes;       /* sum of the entries' charged sizes */
-  size_t budget;      /* evict past this; 0 disables the map */
+  size_t nbuckets; /* a power of two */
+  lru_node *head;  /* most recently used */
+  lru_node *tail;  /* least recently used */
+  size_t bytes;    /* sum of the entries' charged sizes */
+  size_t budget;   /* evict past this; 0 disables the map */
   size_t count;
   void (*release)(void *value);
   uint64_t hits, misses, evictions;
@@ -39,7 +39,8 @@ void lru_destroy(lru *m);
 
 /* Inserts or replaces. `charge` is the bytes the entry costs. An entry
  * larger than the budget is released at once and not kept. */
-void lru_put(lru *m, const uint8_t key[LRU_KEY_LEN], void *value, size_t charge);
+void lru_put(lru *m, const uint8_t key[LRU_KEY_LEN], void *value,
+             size_t charge);
 
 /* On a hit calls copy(value, out) under the lock and returns true. */
 bool lru_get(lru *m, const uint8_t key[LRU_KEY_LEN],

@@ -61,7 +61,9 @@ static void close_conns(daemon_ctx *d) {
 
 /* ---- shutdown ---- */
 
-static void close_handle(uv_handle_t *h) { (void)h; }
+static void close_handle(uv_handle_t *h) {
+  (void)h;
+}
 
 void daemon_maybe_stop(daemon_ctx *d) {
   if (!atomic_load(&d->draining) || d->stopped || !d->server_done ||
@@ -165,7 +167,8 @@ static int check_cache(daemon_ctx *d) {
     printf("cache %s: ok (%llu entries verified)\n", d->cfg.cache_dir,
            (unsigned long long)n);
   else
-    printf("cache %s: PROBLEM: %s\n", d->cfg.cache_dir, c ? err.msg : "no connection");
+    printf("cache %s: PROBLEM: %s\n", d->cfg.cache_dir,
+           c ? err.msg : "no connection");
   return rc == 0 ? 0 : 1;
 }
 
@@ -175,7 +178,8 @@ static int detect_target(daemon_ctx *d) {
     return -1;
   const char *cc = getenv("CC") && *getenv("CC") ? getenv("CC") : "cc";
   gc_error err;
-  if (gc_toolchain_identity(d->target_arena, cc, &d->target.toolchain, &err) != 0) {
+  if (gc_toolchain_identity(d->target_arena, cc, &d->target.toolchain, &err) !=
+      0) {
     LOG(LOG_WARN, "%s; the key will name the toolchain 'unknown'", err.msg);
     d->target.toolchain = "unknown";
   }
@@ -261,8 +265,8 @@ int main(int argc, char **argv) {
       "compiled %s listening on %s (port %d); cache %s (cap %llu bytes); "
       "%d workers; target %s [%s] %s",
       DAEMON_VERSION, d->cfg.listen, d->port, d->cfg.cache_dir,
-      (unsigned long long)d->cfg.cache_max_bytes, d->cfg.workers, d->target.arch,
-      d->target.isa, d->target.toolchain);
+      (unsigned long long)d->cfg.cache_max_bytes, d->cfg.workers,
+      d->target.arch, d->target.isa, d->target.toolchain);
   uv_run(d->loop, UV_RUN_DEFAULT);
 
   uv_loop_close(d->loop);

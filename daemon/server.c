@@ -72,9 +72,9 @@ struct srv {
   pthread_mutex_t post_mu;
   post *post_head, *post_tail;
   /* shutdown */
-  atomic_int live;           /* calls armed and not yet freed */
+  atomic_int live; /* calls armed and not yet freed */
   atomic_bool shutting_down;
-  bool shutdown_notified;    /* grpc's shutdown tag completed (loop) */
+  bool shutdown_notified; /* grpc's shutdown tag completed (loop) */
   bool done_called;
   srv_tag t_shutdown;
   void (*done)(void *arg);
@@ -89,7 +89,7 @@ typedef struct out {
 
 struct srv_call {
   srv *s;
-  method *m;                 /* NULL: generic (unknown method) */
+  method *m; /* NULL: generic (unknown method) */
   grpc_call *call;
   gpr_timespec deadline;
   grpc_metadata_array md;
@@ -100,17 +100,17 @@ struct srv_call {
   char *peer;
   int64_t start_us;
   srv_tag t_request, t_close, t_send;
-  int cancelled;             /* written by gRPC when the close completes */
+  int cancelled; /* written by gRPC when the close completes */
   atomic_int refs;
-  pthread_mutex_t mu;        /* guards everything below */
-  out *head, *tail;          /* queued messages */
+  pthread_mutex_t mu;         /* guards everything below */
+  out *head, *tail;           /* queued messages */
   grpc_byte_buffer *inflight; /* message of the batch in flight */
-  bool sending;              /* a send batch is in flight */
-  bool md_sent;              /* initial metadata went out */
+  bool sending;               /* a send batch is in flight */
+  bool md_sent;               /* initial metadata went out */
   bool finish_queued, finish_started, finished;
   grpc_status_code status;
   grpc_slice status_details;
-  grpc_metadata trailing;    /* at most one trailing entry */
+  grpc_metadata trailing; /* at most one trailing entry */
   size_t ntrailing;
   bool closed;
   void (*on_cancel)(srv_call *c, void *arg);
@@ -210,7 +210,9 @@ static void call_free(srv_call *c) {
     srv_post(s, maybe_done, s);
 }
 
-void srv_call_ref(srv_call *c) { atomic_fetch_add(&c->refs, 1); }
+void srv_call_ref(srv_call *c) {
+  atomic_fetch_add(&c->refs, 1);
+}
 
 void srv_call_unref(srv_call *c) {
   if (atomic_fetch_sub(&c->refs, 1) == 1)
@@ -255,7 +257,8 @@ static void pump(srv_call *c) {
   }
   c->sending = true;
   srv_call_ref(c);
-  grpc_call_error err = grpc_call_start_batch(c->call, ops, n, &c->t_send, NULL);
+  grpc_call_error err =
+      grpc_call_start_batch(c->call, ops, n, &c->t_send, NULL);
   if (err != GRPC_CALL_OK) {
     LOG(LOG_ERROR, "grpc_call_start_batch (send): error %d", (int)err);
     c->sending = false;
@@ -320,10 +323,13 @@ static void enqueue(srv_call *c, grpc_byte_buffer *bb, bool last) {
   pthread_mutex_unlock(&c->mu);
 }
 
-void srv_send(srv_call *c, grpc_byte_buffer *bb) { enqueue(c, bb, false); }
+void srv_send(srv_call *c, grpc_byte_buffer *bb) {
+  enqueue(c, bb, false);
+}
 
-void srv_reply(srv_call *c, grpc_byte_buffer *bb) { enqueue(c, bb, true); }
-
+void srv_reply(srv_call *c, grpc_byte_buffer *bb) {
+  enqueue(c, bb, true);
+}
 
 grpc_byte_buffer *srv_pack(const ProtobufCMessage *m) {
   size_t len = protobuf_c_message_get_packed_size(m);
@@ -404,19 +410,29 @@ const uint8_t *srv_call_request(srv_call *c, size_t *len) {
   return GRPC_SLICE_START_PTR(c->request);
 }
 
-bool srv_call_has_request(srv_call *c) { return c->has_request; }
+bool srv_call_has_request(srv_call *c) {
+  return c->has_request;
+}
 
 const char *srv_call_method(srv_call *c) {
   return c->m ? c->m->path : "(unknown)";
 }
 
-const char *srv_call_peer(srv_call *c) { return c->peer ? c->peer : "?"; }
+const char *srv_call_peer(srv_call *c) {
+  return c->peer ? c->peer : "?";
+}
 
-void *srv_call_user(srv_call *c) { return c->s->opts.user; }
+void *srv_call_user(srv_call *c) {
+  return c->s->opts.user;
+}
 
-gpr_timespec srv_call_deadline(srv_call *c) { return c->deadline; }
+gpr_timespec srv_call_deadline(srv_call *c) {
+  return c->deadline;
+}
 
-int64_t srv_call_age_us(srv_call *c) { return now_us() - c->start_us; }
+int64_t srv_call_age_us(srv_call *c) {
+  return now_us() - c->start_us;
+}
 
 /* ---- arming and matching ---- */
 
@@ -459,7 +475,8 @@ static void on_request(srv_tag *t, bool ok) {
   op.op = GRPC_OP_RECV_CLOSE_ON_SERVER;
   op.data.recv_close_on_server.cancelled = &c->cancelled;
   srv_call_ref(c);
-  if (grpc_call_start_batch(c->call, &op, 1, &c->t_close, NULL) != GRPC_CALL_OK) {
+  if (grpc_call_start_batch(c->call, &op, 1, &c->t_close, NULL) !=
+      GRPC_CALL_OK) {
     LOG(LOG_ERROR, "grpc_call_start_batch (close) failed");
     atomic_fetch_sub(&c->refs, 1);
   }
@@ -529,9 +546,8 @@ srv *srv_new(uv_loop_t *loop, const srv_options *o) {
   grpc_arg args[2];
   args[0].type = GRPC_ARG_INTEGER;
   args[0].key = GRPC_ARG_MAX_RECEIVE_MESSAGE_LENGTH;
-  args[0].value.integer = o->max_message_bytes > INT32_MAX
-                              ? INT32_MAX
-                              : (int)o->max_message_bytes;
+  args[0].value.integer =
+      o->max_message_bytes > INT32_MAX ? INT32_MAX : (int)o->max_message_bytes;
   args[1].type = GRPC_ARG_INTEGER;
   args[1].key = GRPC_ARG_MAX_SEND_MESSAGE_LENGTH;
   args[1].value.integer = -1;
@@ -606,9 +622,13 @@ void srv_shutdown(srv *s, void (*done)(void *arg), void *arg) {
   grpc_server_shutdown_and_notify(s->server, s->cq, &s->t_shutdown);
 }
 
-void srv_cancel_all(srv *s) { grpc_server_cancel_all_calls(s->server); }
+void srv_cancel_all(srv *s) {
+  grpc_server_cancel_all_calls(s->server);
+}
 
-int srv_live_calls(srv *s) { return atomic_load(&s->live); }
+int srv_live_calls(srv *s) {
+  return atomic_load(&s->live);
+}
 
 /* The async handle is the last thing alive; its close callback frees. */
 static void close_async(uv_handle_t *h) {

@@ -102,7 +102,6 @@ void srv_send_msg(srv_call *c, const ProtobufCMessage *m);
  * with the initial metadata when nothing else is pending (takes `bb`). */
 void srv_reply(srv_call *c, grpc_byte_buffer *bb);
 
-
 /* Queues the final status. `details` is copied. A trailing binary metadata
  * entry (key ending in "-bin") may be attached with srv_finish_bin. */
 void srv_finish(srv_call *c, grpc_status_code code, const char *details);

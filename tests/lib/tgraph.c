@@ -199,7 +199,6 @@ static Compiled__V1__TensorMeta *parse_meta(builder *b, char *s, int input) {
     strides[i] = st;
     /* Wrapping on purpose: tests build tensors whose sizes overflow. */
     st = (int64_t)((uint64_t)st * (uint64_t)(sizes[i] > 0 ? sizes[i] : 1));
-
   }
   char *rest = close + 1;
   char *sp = strstr(rest, "strides");
