@@ -7,14 +7,15 @@
  * message is encoded to text and decoded again, and the two messages must
  * pack to the same bytes; the second encoding must equal the first.
  *
- * pbjson.c is included rather than linked because `make fuzz-build` links
- * the targets with libcdcompiler and libcdproto only.
- *
  * Seeds: tests/fuzz/corpus/pbjson/.
  */
-#include "client/lib/pbjson.c"
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
 
+#include "client/lib/pbjson.h"
 #include "compiled/v1/graph.pb-c.h"
+
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
