@@ -165,9 +165,8 @@ $(PY_PB_DIR)/%_pb2.py: proto/compiled/v1/%.proto | $(BUILD)/.bootstrap
 # ---- the demo: the main job on its embedded defaults ----
 DEMO_GRAPH ?= tests/data/graphs/mlp.pb
 demo: all
-	$(BUILD)/bin/compilectl graph validate $(DEMO_GRAPH)
-	$(BUILD)/bin/compilectl graph fmt $(DEMO_GRAPH)
-	$(BUILD)/bin/compilectl graph hash --json $(DEMO_GRAPH)
+	@BUILD=$(BUILD) deploy/demo.sh $(DEMO_GRAPH)
+
 
 # ---- tests ----
 $(BUILD)/tests/%: tests/%.c $(call obj,$(TESTLIB_SRC)) $(LIBS) $(PROTO_H)
