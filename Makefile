@@ -101,11 +101,21 @@ $(BUILD)/gen/%.pb-c.c $(BUILD)/gen/%.pb-c.h: proto/%.proto | $(BUILD)/.bootstrap
 	@echo "  PROTOC  $<"
 	$(Q)protoc-c -Iproto --c_out=$(BUILD)/gen $<
 
+# torch 1.13's operator schemas as a C table: the compiler's knowledge of
+# operators it introduces (scatter inverses, functional variants).
+TORCH_SCHEMAS := compiler/data/torch-1.13-schemas.txt
+$(BUILD)/gen/torch_schemas.inc: $(TORCH_SCHEMAS)
+	@mkdir -p $(dir $@)
+	@echo "  GEN     $@"
+	$(Q)sed 's/\\/\\\\/g; s/"/\\"/g; s/^/"/; s/$$/",/' $< > $@.tmp && mv $@.tmp $@
+$(BUILD)/obj/compiler/torchops.o: $(BUILD)/gen/torch_schemas.inc
+
 # The compiler's build id: a digest of every source that shapes an artifact.
 # Rewritten only when it changes, so it does not force rebuilds.
 $(BUILD_ID_H): FORCE
 	@mkdir -p $(dir $@)
-	@id=$$(cat $(sort $(wildcard compiler/*.c compiler/*.h) $(PROTOS)) | sha256sum | cut -c1-32); \
+	@id=$$(cat $(sort $(wildcard compiler/*.c compiler/*.h) $(PROTOS)) $(TORCH_SCHEMAS) | sha256sum | cut -c1-32); \
+
 	  printf '#define GC_BUILD_ID "%s"\n' "$$id" > $@.tmp; \
 	  if cmp -s $@.tmp $@; then rm -f $@.tmp; else mv $@.tmp $@; fi
 FORCE:

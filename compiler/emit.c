@@ -442,8 +442,128 @@ static Compiled__V1__Operator **emit_operators(emitter *e, size_t *n) {
   return ops;
 }
 
-int gc_emit_program(const gc_graph *g, const int *order, gc_arena *a,
+/* ---- the analysis: input and output metadata ---- */
+
+/* True when an argument is a literal (no tensor, no named scalar). */
+static bool is_constant(const gc_arg *a) {
+  switch (a->kind) {
+  case GC_ARG_TENSOR:
+  case GC_ARG_TENSORS:
+  case GC_ARG_OPT_TENSORS:
+    return false;
+  case GC_ARG_SYM_INT:
+  case GC_ARG_SYM_FLOAT:
+  case GC_ARG_SYM_BOOL:
+    return a->sym.v == NULL;
+  case GC_ARG_SYM_INTS:
+  case GC_ARG_SYM_FLOATS:
+  case GC_ARG_SYM_BOOLS:
+    for (int i = 0; i < a->n; i++)
+      if (a->syms[i].v)
+        return false;
+    return true;
+  default:
+    return true;
+  }
+}
+
+static Compiled__V1__AsStrided *as_strided_msg(emitter *e,
+                                               const gc_strided *st) {
+  Compiled__V1__AsStrided *m =
+      NEW(e, Compiled__V1__AsStrided, compiled__v1__as_strided__descriptor);
+  if (!m)
+    return NULL;
+  m->n_size = m->n_stride = (size_t)st->rank;
+  m->size = st->size;
+  m->stride = st->stride;
+  m->storage_offset = st->offset;
+  return m;
+}
+
+static Compiled__V1__InputInfo *input_info(emitter *e,
+                                           const gc_input_info *ii) {
+  Compiled__V1__InputInfo *m =
+      NEW(e, Compiled__V1__InputInfo, compiled__v1__input_info__descriptor);
+  if (!m)
+    return NULL;
+  m->mutates_data = ii->mutates_data;
+  m->mutates_metadata = ii->mutates_metadata;
+  m->mutations_hidden_from_autograd = ii->hidden_from_autograd;
+  m->mutations_under_no_grad_or_inference_mode = ii->under_no_grad;
+  m->mutates_storage_metadata = ii->mutates_storage_metadata;
+  m->requires_grad = ii->requires_grad;
+  m->is_leaf = ii->is_leaf;
+  m->mutation_type = (Compiled__V1__MutationType)ii->type;
+  m->mutated_output = ii->mutated_output;
+  if (ii->mutates_metadata)
+    m->final_metadata = as_strided_msg(e, &ii->final_meta);
+  return m;
+}
+
+/* A view step as replayable on the caller's tensor: the viewed argument is
+ * -1, the others constants. False when another argument is a tensor (then
+ * the runner uses as_strided). */
+static bool view_step(emitter *e, const gc_view_step *st,
+                      Compiled__V1__ViewStep **out) {
+  const gc_node *n = st->node;
+  Compiled__V1__ViewStep *m =
+      NEW(e, Compiled__V1__ViewStep, compiled__v1__view_step__descriptor);
+  if (!m)
+    return false;
+  m->op = (int32_t)(st->op - e->g->ops);
+  m->item = st->item;
+  m->n_args = (size_t)n->nargs;
+  m->args = gc_arena_calloc(e->a, (size_t)n->nargs + 1, sizeof *m->args);
+  if (!m->args) {
+    e->failed = 1;
+    return false;
+  }
+  for (int i = 0; i < n->nargs; i++) {
+    const gc_arg *a = &n->args[i].arg;
+    if (i != st->self_arg && !is_constant(a))
+      return false;
+    Compiled__V1__CallArgument *ca = NEW(
+        e, Compiled__V1__CallArgument, compiled__v1__call_argument__descriptor);
+    if (!ca)
+      return false;
+    ca->name = (char *)n->args[i].name;
+    ca->keyword = n->args[i].keyword;
+    ca->value = i == st->self_arg ? -1 : arg_value(e, a);
+    m->args[i] = ca;
+  }
+  *out = m;
+  return true;
+}
+
+static Compiled__V1__OutputInfo *output_info(emitter *e,
+                                             const gc_output_info *oi) {
+  Compiled__V1__OutputInfo *m =
+      NEW(e, Compiled__V1__OutputInfo, compiled__v1__output_info__descriptor);
+  if (!m)
+    return NULL;
+  m->output_type = (Compiled__V1__OutputType)oi->type;
+  m->base_index = oi->base;
+  m->requires_grad = oi->requires_grad;
+  m->program_output = oi->program_output;
+  m->multi_output_view = oi->multi_output_view;
+  if (oi->type == GC_OUT_NON_ALIAS || oi->type == GC_OUT_IS_INPUT)
+    return m;
+  m->as_strided = as_strided_msg(e, &oi->strided);
+  if (oi->has_chain) {
+    m->view_chain =
+        gc_arena_calloc(e->a, (size_t)oi->nchain + 1, sizeof *m->view_chain);
+    bool ok = m->view_chain != NULL;
+    for (int i = 0; ok && i < oi->nchain; i++)
+      ok = view_step(e, &oi->chain[i], &m->view_chain[i]);
+    m->has_view_chain = ok;
+    m->n_view_chain = ok ? (size_t)oi->nchain : 0;
+  }
+  return m;
+}
+
+int gc_emit_program(const gc_functional *f, gc_arena *a,
                     Compiled__V1__Program **out, gc_error *err) {
+  const gc_graph *g = f->graph;
   emitter e = {.a = a, .g = g, .err = err};
   e.slot = gc_arena_calloc(a, (size_t)g->nvalues + 1, sizeof *e.slot);
   Compiled__V1__Program *p =
@@ -459,7 +579,8 @@ int gc_emit_program(const gc_graph *g, const int *order, gc_arena *a,
   if (!p->instructions)
     e.failed = 1;
   for (int i = 0; i < g->nnodes && !e.failed; i++)
-    p->instructions[p->n_instructions++] = emit_node(&e, &g->nodes[order[i]]);
+    p->instructions[p->n_instructions++] =
+        emit_node(&e, &g->nodes[f->order[i]]);
   p->outputs = gc_arena_calloc(a, (size_t)g->noutputs + 1, sizeof *p->outputs);
   if (!p->outputs)
     e.failed = 1;
@@ -472,6 +593,21 @@ int gc_emit_program(const gc_graph *g, const int *order, gc_arena *a,
     po->value = arg_value(&e, &g->outputs[o]);
     p->outputs[p->n_outputs++] = po;
   }
+  p->input_info =
+      gc_arena_calloc(a, (size_t)f->ninputs + 1, sizeof *p->input_info);
+  p->output_info =
+      gc_arena_calloc(a, (size_t)f->noutputs + 1, sizeof *p->output_info);
+  if (!p->input_info || !p->output_info)
+    e.failed = 1;
+  for (int i = 0; i < f->ninputs && !e.failed; i++)
+    p->input_info[p->n_input_info++] = input_info(&e, &f->inputs[i]);
+  for (int k = 0; k < f->noutputs && !e.failed; k++)
+    p->output_info[p->n_output_info++] = output_info(&e, &f->outputs[k]);
+  p->num_mutated_outputs = f->num_mutated_outputs;
+  p->num_intermediate_bases = f->num_intermediate_bases;
+  p->keep_input_mutations = f->keep_input_mutations;
+  p->training = f->training;
+  p->functional = f->functional;
   if (e.failed) {
     if (err && !err->code)
       gc_errorf(err, GC_ENOMEM, "emit: out of memory");

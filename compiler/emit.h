@@ -5,12 +5,14 @@
 #define GC_EMIT_H
 
 #include "compiled/v1/artifact.pb-c.h"
+#include "compiler/functionalize.h"
 #include "compiler/graph.h"
 
-/* Emits the version-0 program of `g`: one fallback KernelCall per node, in
- * the given node order (the canonical order, see key.h). The message lives
- * in the arena. Returns 0 or a GC_E* code. */
-int gc_emit_program(const gc_graph *g, const int *order, gc_arena *a,
+/* Emits the program of a functionalized graph: one fallback KernelCall per
+ * node of f->graph in f->order, its outputs, and the input and output
+ * metadata of the analysis. The message lives in the arena. Returns 0 or a
+ * GC_E* code. */
+int gc_emit_program(const gc_functional *f, gc_arena *a,
                     Compiled__V1__Program **out, gc_error *err);
 
 #endif

@@ -640,7 +640,7 @@ static int storage_edges(keyer *k, edges *e) {
       return GC_ENOMEM;
     for (int j = 0; j < n->nargs; j++) {
       const gc_named_arg *na = &n->args[j];
-      bool w = na->param >= 0 && gc_op_writes(s, na->param);
+      bool w = na->param >= 0 && gc_node_writes(n, na->param);
       each_tensor(&na->arg, collect_class, w ? &wr : &rd);
     }
     for (int c = 0; c < rd.n; c++) {

@@ -12,13 +12,26 @@
 
 #include <stdbool.h>
 
+#include "compiler/graph.h"
 #include "compiler/schema.h"
 
-/* True when the operator writes parameter `i`: an alias annotation with '!'
- * in its schema, or a mutation the schema is known to omit. */
+/* True when the operator may write parameter `i`: an alias annotation with
+ * '!' in its schema, or a mutation the schema is known to omit. */
 bool gc_op_writes(const gc_schema *s, int i);
 
 /* True when the operator writes any parameter (as gc_op_writes). */
 bool gc_op_is_mutating(const gc_schema *s);
+
+/* As gc_op_writes for one call: an omitted mutation that only happens under
+ * a condition (native_batch_norm writes its running stats only when
+ * `training` is true) counts only when the node's arguments meet it. */
+bool gc_node_writes(const gc_node *n, int i);
+
+/* True when the call writes any parameter (as gc_node_writes). */
+bool gc_node_is_mutating(const gc_node *n);
+
+/* True when the write of parameter `i` is one the schema does not annotate
+ * (from the table of omissions). */
+bool gc_write_unannotated(const gc_schema *s, int i);
 
 #endif

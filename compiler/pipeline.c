@@ -9,6 +9,7 @@
 
 #include "compiled/v1/artifact.pb-c.h"
 #include "compiler/emit.h"
+#include "compiler/functionalize.h"
 
 int64_t gc_now_us(void) {
   struct timespec ts;
@@ -39,9 +40,10 @@ int gc_prepare(gc_arena *a, const Compiled__V1__GraphModule *m,
   return rc;
 }
 
-/* Wraps the program into an Artifact and packs it with malloc. */
+/* Wraps the program into an Artifact and packs it with malloc. A program
+ * kept in eager form carries the reason as a warning. */
 static int package(gc_arena *a, const gc_key *key, Compiled__V1__Program *p,
-                   gc_compiled *out, gc_error *err) {
+                   const char *eager_reason, gc_compiled *out, gc_error *err) {
   Compiled__V1__Artifact art;
   Compiled__V1__ArtifactVersion ver;
   compiled__v1__artifact__init(&art);
@@ -56,6 +58,16 @@ static int package(gc_arena *a, const gc_key *key, Compiled__V1__Program *p,
   art.key = hex;
   art.compiler_build_id = (char *)gc_build_id();
   art.program = p;
+  Compiled__V1__Diagnostic diag, *diags[1] = {&diag};
+  if (eager_reason) {
+    compiled__v1__diagnostic__init(&diag);
+    diag.severity = COMPILED__V1__SEVERITY__SEVERITY_WARNING;
+    diag.node = -1;
+    diag.message =
+        gc_arena_printf(a, "program kept in eager form: %s", eager_reason);
+    art.n_diagnostics = 1;
+    art.diagnostics = diags;
+  }
   /* Timings stay out of the artifact (they travel in the CompileResult):
    * an artifact is a deterministic function of its key, so two daemons that
    * compile the same key produce the same bytes and the same digest. */
@@ -90,17 +102,19 @@ static int package(gc_arena *a, const gc_key *key, Compiled__V1__Program *p,
 int gc_compile(gc_arena *a, const gc_graph *g, const gc_key *key,
                const gc_options *o, const gc_hooks *hooks, gc_compiled *out,
                gc_error *err) {
-  (void)o; /* options select passes once there is more than one backend */
+
   int64_t start = gc_now_us();
   int *order = gc_arena_calloc(a, (size_t)g->nnodes + 1, sizeof *order);
   Compiled__V1__Program *program = NULL;
+  gc_functional f;
   if (!order)
     return gc_errorf(err, GC_ENOMEM, "out of memory");
 
   STAGE("order", gc_canonical_order(g, order, err));
-  STAGE("emit", gc_emit_program(g, order, a, &program, err));
+  STAGE("functionalize", gc_functionalize(a, g, order, o, &f, err));
+  STAGE("emit", gc_emit_program(&f, a, &program, err));
   out->micros = gc_now_us() - start;
-  STAGE("package", package(a, key, program, out, err));
+  STAGE("package", package(a, key, program, f.eager_reason, out, err));
   out->micros = gc_now_us() - start;
   return 0;
 }

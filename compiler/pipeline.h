@@ -22,7 +22,7 @@
 
 /* The artifact format version this build writes. */
 #define GC_ARTIFACT_MAJOR 0
-#define GC_ARTIFACT_MINOR 1
+#define GC_ARTIFACT_MINOR 2
 
 #define GC_MAX_STAGES 16
 

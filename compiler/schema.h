@@ -9,7 +9,7 @@
  * The parser turns it into a gc_schema: the qualified name and overload,
  * arguments (type, default, keyword-only), returns, and the alias annotations
  * that tell the compiler what an operator writes and which outputs alias
- * which inputs. It parses every schema torch 1.13 ships (tests/data/schemas).
+ * which inputs. It parses every schema torch 1.13 ships (compiler/data).
  *
  * Grammar (as TorchScript's own parser accepts it; blanks between tokens):
  *   schema    := qualname ['.' overload] '(' args ')' '->' returns

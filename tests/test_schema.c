@@ -2,7 +2,7 @@
  * test_schema.c: the TorchScript schema parser (compiler/schema.c).
  *
  * Three parts. The corpus test parses every schema torch 1.13 ships
- * (tests/data/schemas/torch-1.13.txt, made by dump.py next to it) and prints
+ * (compiler/data/torch-1.13-schemas.txt, made by dump.py next to it) and prints
  * each back, which must reproduce torch's str(schema) byte for byte. The
  * focused tests take real schemas from that corpus by name and check what
  * the compiler relies on: alias queries, default conversion, keyword-only
@@ -41,7 +41,7 @@ static void teardown(void) {
 static char *read_corpus(size_t *len) {
   const char *root = getenv("COMPILED_SRC");
   char path[4096];
-  snprintf(path, sizeof path, "%s/tests/data/schemas/torch-1.13.txt",
+  snprintf(path, sizeof path, "%s/compiler/data/torch-1.13-schemas.txt",
            root && *root ? root : ".");
   FILE *f = fopen(path, "rb");
   cr_assert_not_null(f, "cannot open %s (set COMPILED_SRC to the repo root)",

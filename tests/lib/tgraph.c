@@ -58,7 +58,8 @@ static char *schema_text;
 static const char *find_schema(const char *name) {
   if (!schema_text) {
     size_t len;
-    uint8_t *data = tu_read(tu_path("tests/data/schemas/torch-1.13.txt"), &len);
+    uint8_t *data =
+        tu_read(tu_path("compiler/data/torch-1.13-schemas.txt"), &len);
     schema_text = realloc(data, len + 1);
     schema_text[len] = '\0';
   }
