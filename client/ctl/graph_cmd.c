@@ -13,6 +13,7 @@
 
 #include "client/ctl/ctl.h"
 #include "client/lib/pbjson.h"
+#include "compiler/functionalize.h"
 #include "compiler/graph.h"
 #include "compiler/key.h"
 #include "compiler/print.h"
@@ -40,7 +41,11 @@ static const char graph_usage[] =
     "                             (default $CC, else cc)\n"
     "  fmt FILE           print the graph as readable text\n"
     "      --json                 print it as JSON instead\n"
+    "  functionalize FILE the program the daemon makes: functional graph,\n"
+    "                     input mutations and output aliasing\n"
+    "      --no-keep-input-mutations, --training   compile options\n"
     "  convert FILE       turn .pb into .json or back, losslessly\n"
+
     "      -o, --output OUT       write to OUT (default: standard output)\n"
     "      --to json|pb           output format (default: by OUT's extension,\n"
     "                             else the other one)\n";
@@ -368,6 +373,100 @@ static int cmd_convert(int argc, char **argv) {
   return CTL_OK;
 }
 
+static const char *mutation_name(gc_mutation_type t) {
+  switch (t) {
+  case GC_MUT_IN_GRAPH:
+    return "mutated in graph";
+  case GC_MUT_OUT_GRAPH:
+    return "mutated out of graph";
+  default:
+    return "not mutated";
+  }
+}
+
+static const char *output_name(gc_output_type t) {
+  static const char *const names[] = {
+      "non_alias", "alias_of_input", "is_input",
+      "alias_of_intermediate_save_as_output", "alias_of_intermediate",
+      "alias_of_intermediate_base_is_user_output", "unsafe_view_alias",
+      "custom_function_view"};
+  return (int)t >= 0 && (int)t < 8 ? names[t] : "?";
+}
+
+/* `graph functionalize FILE`: the program functionalization makes, and the
+ * input and output metadata, as text. */
+static int cmd_functionalize(int argc, char **argv) {
+  gc_options o;
+  gc_options_default(&o);
+  const char *path = NULL;
+  for (int i = 1; i < argc; i++) {
+    if (!strcmp(argv[i], "--no-keep-input-mutations"))
+      o.keep_input_mutations = false;
+    else if (!strcmp(argv[i], "--training"))
+      o.training = true;
+    else if (!path)
+      path = argv[i];
+    else
+      path = NULL, i = argc;
+  }
+  if (!path) {
+    fputs(graph_usage, stderr);
+    return CTL_EUSAGE;
+  }
+  loaded l;
+  int rc = load_valid(path, &l);
+  if (rc)
+    return rc;
+  gc_error err;
+  int *order = gc_arena_calloc(l.arena, (size_t)l.graph->nnodes + 1, sizeof *order);
+  gc_functional f;
+  if (!order || gc_canonical_order(l.graph, order, &err) != 0 ||
+      gc_functionalize(l.arena, l.graph, order, &o, &f, &err) != 0) {
+    ctl_errorf("%s: %s", path, order ? err.msg : "out of memory");
+    loaded_free(&l);
+    return CTL_EGRAPH;
+  }
+  if (f.functional)
+    printf("# functional program\n");
+  else
+    printf("# kept in eager form: %s\n", f.eager_reason);
+  gc_buf out = GC_BUF_INIT;
+  gc_graph_print(f.graph, &out);
+  fputs(out.data ? out.data : "", stdout);
+  gc_buf_free(&out);
+  for (int i = 0; i < f.ninputs; i++) {
+    const gc_input_info *ii = &f.inputs[i];
+    if (!ii->mutates_data && !ii->mutates_metadata)
+      continue;
+    printf("input %d: %s%s%s%s", i, mutation_name(ii->type),
+           ii->mutates_data ? ", data" : "", ii->mutates_metadata ? ", metadata" : "",
+           ii->hidden_from_autograd ? ", hidden from autograd" : "");
+    if (ii->mutated_output >= 0)
+      printf(", new value is program output %d", ii->mutated_output);
+    printf("\n");
+  }
+  for (int k = 0; k < f.noutputs; k++) {
+    const gc_output_info *oi = &f.outputs[k];
+    printf("output %d: %s", k, output_name(oi->type));
+    if (oi->base >= 0)
+      printf(" (base %d)", oi->base);
+    if (oi->type != GC_OUT_NON_ALIAS && oi->type != GC_OUT_IS_INPUT) {
+      if (oi->has_chain) {
+        printf(", view chain:");
+        for (int s = 0; s < oi->nchain; s++)
+          printf(" %s", oi->chain[s].op->name);
+      } else {
+        printf(", as_strided");
+      }
+    }
+    printf(", program output %d\n", oi->program_output);
+  }
+  if (f.num_intermediate_bases)
+    printf("intermediate bases: %d\n", f.num_intermediate_bases);
+  loaded_free(&l);
+  return CTL_OK;
+}
+
 int ctl_cmd_graph(int argc, char **argv) {
   if (argc < 2 || strcmp(argv[1], "--help") == 0 ||
       strcmp(argv[1], "-h") == 0) {
@@ -383,6 +482,8 @@ int ctl_cmd_graph(int argc, char **argv) {
     return cmd_fmt(argc - 1, argv + 1);
   if (strcmp(cmd, "convert") == 0)
     return cmd_convert(argc - 1, argv + 1);
+  if (strcmp(cmd, "functionalize") == 0)
+    return cmd_functionalize(argc - 1, argv + 1);
   ctl_errorf("unknown graph command '%s'", cmd);
   fputs(graph_usage, stderr);
   return CTL_EUSAGE;

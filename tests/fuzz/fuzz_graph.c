@@ -1,7 +1,8 @@
 /*
  * fuzz_graph.c: libFuzzer target for everything that reads graph bytes from
  * the network: unpack, resolve, validate; and, for graphs that pass, the
- * cache key (computed twice: it must be deterministic) and the listing.
+ * cache key (computed twice: it must be deterministic), the listing, and the
+ * whole compile (functionalization, emission, packaging).
  * Seeds: the captured graphs in tests/data/graphs.
  */
 #include <stdint.h>
@@ -10,6 +11,7 @@
 
 #include "compiler/graph.h"
 #include "compiler/key.h"
+#include "compiler/pipeline.h"
 #include "compiler/print.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
@@ -36,6 +38,12 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     gc_buf out = GC_BUF_INIT;
     gc_graph_print(g, &out);
     gc_buf_free(&out);
+    gc_compiled art = {0};
+    if (r1 == 0 && gc_compile(a, g, &k1, &o, NULL, &art, &err) == 0)
+      free(art.artifact);
+    else if (r1 == 0 && err.msg[0] == '\0')
+      abort(); /* a failed compile must say why */
+
   } else if (err.msg[0] == '\0') {
     abort(); /* every failure must say why */
   }

@@ -16,7 +16,6 @@
 #include "client/lib/pbjson.h"
 #include "compiled/v1/graph.pb-c.h"
 
-
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
 /* Packs m into a new malloc'd buffer; *len gets its size. */
