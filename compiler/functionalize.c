@@ -94,6 +94,8 @@ typedef struct fz {
   gc_value **vmap;  /* original value id -> new value (scalars, inputs) */
   const char *bail; /* set: keep the eager form, this is why */
   bool oom;
+  bool finishing; /* reading final values for the runner, not for
+                     the program's own computation */
 } fz;
 
 /* ---- growing arrays ---- */
@@ -403,16 +405,20 @@ static bool map_arg(fz *z, const gc_arg *in, gc_arg *out) {
   }
 }
 
-/* The view operator that replays `n` (t for an in-place t_). */
+static bool same_type(const gc_type *a, const gc_type *b);
+static const gc_op *variant_of(fz *z, const gc_schema *s);
+
+/* The view operator that replays `n` (t for an in-place t_, transpose.int
+ * for transpose_). */
 static const gc_op *replay_op(fz *z, const gc_node *n) {
   const gc_schema *s = n->op->schema;
   size_t len = strlen(s->name);
   if (!len || s->name[len - 1] != '_')
     return fg_op(z, n->op);
-  char fname[256];
-  snprintf(fname, sizeof fname, "%s::%.*s%s%s", s->ns, (int)(len - 1), s->name,
-           *s->overload ? "." : "", s->overload);
-  return op_named(z, fname);
+  const gc_op *op = variant_of(z, s);
+  if (!op)
+    bailf(z, "no view operator replays %s", s->qualified);
+  return op;
 }
 
 /* Applies view step `s` to new-graph value `base`. */
@@ -619,6 +625,20 @@ static gc_value *read_obj(fz *z, int id) {
   }
   fz_obj *o = &z->objs[id];
   fz_root *r = &z->roots[o->root];
+  /* In training, an autograd-visible read of an input that requires grad,
+   * after writes autograd did not see (through detach()), needs the new data
+   * with the input's autograd identity: the functional form cannot say
+   * that exactly. */
+  if (z->o->training && !z->finishing && r->input >= 0 && r->written &&
+      !r->written_visible && !o->detached &&
+      z->g->inputs[r->input].arg.v->meta.requires_grad) {
+    bailf(z,
+          "input %d, which requires grad, is read after a mutation hidden "
+          "from autograd",
+          r->input);
+    return NULL;
+  }
+
   if (o->nchain == 0)
     return r->cur;
   if (o->fv && o->gen == r->gen)
@@ -845,21 +865,52 @@ static bool same_type(const gc_type *a, const gc_type *b) {
   return true;
 }
 
-/* The functional operator for in-place `foo_` ("ns::foo.overload"), or
- * NULL when there is none with the same parameters. */
-static const gc_op *inplace_variant(fz *z, const gc_schema *s) {
+/* Does schema `f` take exactly `s`'s parameters (names and types) without
+ * writing any? */
+static bool same_params(const gc_schema *f, const gc_schema *s) {
+  if (f->nargs != s->nargs || gc_schema_is_mutating(f))
+    return false;
+  for (int i = 0; i < s->nargs; i++)
+    if (strcmp(f->args[i].name, s->args[i].name) != 0 ||
+        !same_type(f->args[i].type, s->args[i].type))
+      return false;
+  return true;
+}
+
+typedef struct variant_match {
+  const gc_schema *s;
+  const char *found;
+  gc_arena *a;
+} variant_match;
+
+static int match_variant(const char *text, void *ctx) {
+  variant_match *m = ctx;
+  gc_schema *f;
+  if (gc_schema_parse(m->a, text, &f, NULL) != 0 || !same_params(f, m->s))
+    return 0;
+  m->found = f->qualified;
+  return 1;
+}
+
+/* The out-of-place operator for in-place `foo_`: `foo` with the same
+ * overload, else any overload of `foo` with the same parameters (transpose_
+ * -> transpose.int). NULL when there is none. */
+static const gc_op *variant_of(fz *z, const gc_schema *s) {
   size_t len = strlen(s->name);
   char fname[256];
   snprintf(fname, sizeof fname, "%s::%.*s%s%s", s->ns, (int)(len - 1), s->name,
            *s->overload ? "." : "", s->overload);
   const gc_op *op = op_lookup(z, fname);
-  if (!op || op->schema->nargs != s->nargs || gc_schema_is_mutating(op->schema))
-    return NULL;
-  for (int i = 0; i < s->nargs; i++)
-    if (strcmp(op->schema->args[i].name, s->args[i].name) != 0 ||
-        !same_type(op->schema->args[i].type, s->args[i].type))
-      return NULL;
-  return op;
+  if (op && same_params(op->schema, s))
+    return op;
+  snprintf(fname, sizeof fname, "%s::%.*s", s->ns, (int)(len - 1), s->name);
+  variant_match m = {.s = s, .a = z->a};
+  gc_torch_overloads(fname, match_variant, &m);
+  return m.found ? op_lookup(z, m.found) : NULL;
+}
+
+static const gc_op *inplace_variant(fz *z, const gc_schema *s) {
+  return variant_of(z, s);
 }
 
 /* The functional operator for out= variant `s`: an overload of the same
@@ -1289,6 +1340,7 @@ static int finish_graph(fz *z, gc_functional *out, const int *input_obj) {
       gc_arena_calloc(z->a, (size_t)g->noutputs + 1, sizeof *bases);
   if (!user || !bases)
     return z->oom = true, -1;
+  z->finishing = true;
   analyse_inputs(z, out, input_obj);
   if (z->bail)
     return 0;
@@ -1350,11 +1402,89 @@ static int finish_graph(fz *z, gc_functional *out, const int *input_obj) {
 
 /* ---- eager form ---- */
 
+static int uf_find(int *parent, int x) {
+  while (parent[x] != x)
+    x = parent[x] = parent[parent[x]];
+  return x;
+}
+
+/* What the original program does to its inputs, for the report of an eager
+ * form: storage classes joined through views; data written by any write
+ * but a metadata-only one; metadata compared between each input object's
+ * first and last value. */
+static void eager_facts(gc_arena *a, const gc_graph *g, const int *order,
+                        bool *data, bool *meta) {
+  int nv = g->nvalues;
+  int *parent = gc_arena_calloc(a, (size_t)nv + 1, sizeof *parent);
+  int *objin = gc_arena_calloc(a, (size_t)nv + 1, sizeof *objin);
+  bool *written = gc_arena_calloc(a, (size_t)nv + 1, sizeof *written);
+  const gc_value **last =
+      gc_arena_calloc(a, (size_t)g->ninputs + 1, sizeof *last);
+  if (!parent || !objin || !written || !last)
+    return;
+  for (int i = 0; i < nv; i++) {
+    parent[i] = i;
+    objin[i] = -1;
+  }
+  for (int i = 0; i < g->ninputs; i++)
+    if (g->inputs[i].arg.kind == GC_ARG_TENSOR) {
+      objin[g->inputs[i].arg.v->id] = i;
+      last[i] = g->inputs[i].arg.v;
+    }
+  for (int k = 0; k < g->nnodes; k++) {
+    const gc_node *n = &g->nodes[order[k]];
+    const gc_schema *s = n->op->schema;
+    for (int r = 0; r < n->noutputs && r < s->nrets; r++) {
+      int p = gc_schema_return_alias(s, r);
+      int ai = p >= 0 ? bound_index(n, p) : -1;
+      if (ai < 0 || n->args[ai].arg.kind != GC_ARG_TENSOR)
+        continue;
+      const gc_value *src = n->args[ai].arg.v;
+      const gc_arg *o = &n->outputs[r];
+      for (int j = 0; j < (o->kind == GC_ARG_TENSORS ? o->n : 1); j++) {
+        const gc_value *ov = o->kind == GC_ARG_TENSORS  ? o->vals[j]
+                             : o->kind == GC_ARG_TENSOR ? o->v
+                                                        : NULL;
+        if (!ov)
+          continue;
+        int x = uf_find(parent, ov->id), y = uf_find(parent, src->id);
+        if (x != y)
+          parent[x] = y;
+        /* A written argument's return is the same object. */
+        if (gc_node_writes(n, p) && objin[src->id] >= 0) {
+          objin[ov->id] = objin[src->id];
+          last[objin[src->id]] = ov;
+        }
+      }
+    }
+    if (is_meta_inplace(s))
+      continue;
+    for (int p = 0; p < s->nargs; p++) {
+      int ai = gc_node_writes(n, p) ? bound_index(n, p) : -1;
+      if (ai >= 0 && n->args[ai].arg.kind == GC_ARG_TENSOR)
+        written[n->args[ai].arg.v->id] = true;
+    }
+  }
+  for (int v = 0; v < nv; v++)
+    if (written[v])
+      written[uf_find(parent, v)] = true;
+  for (int i = 0; i < g->ninputs; i++) {
+    if (!last[i])
+      continue;
+    data[i] = written[uf_find(parent, g->inputs[i].arg.v->id)];
+    meta[i] = !meta_equal(&g->inputs[i].arg.v->meta, &last[i]->meta);
+  }
+}
+
 /* The original graph, run as it is on the caller's tensors. Inputs written
  * by the program are reported MUTATED_IN_GRAPH (the program writes them
  * itself); every output is returned as it is. */
 static int eager_form(gc_arena *a, const gc_graph *g, const int *order,
-                      const bool *written, gc_functional *out) {
+                      gc_functional *out) {
+  bool *data = gc_arena_calloc(a, (size_t)g->ninputs + 1, sizeof *data);
+  bool *meta = gc_arena_calloc(a, (size_t)g->ninputs + 1, sizeof *meta);
+  if (data && meta)
+    eager_facts(a, g, order, data, meta);
   out->graph = (gc_graph *)g;
   out->order = (int *)order;
   out->functional = false;
@@ -1368,8 +1498,10 @@ static int eager_form(gc_arena *a, const gc_graph *g, const int *order,
       ii->requires_grad = g->inputs[i].arg.v->meta.requires_grad;
       ii->is_leaf = g->inputs[i].kind != GC_INPUT_USER || !ii->requires_grad;
     }
-    ii->mutates_data = written && written[i];
-    ii->type = ii->mutates_data ? GC_MUT_IN_GRAPH : GC_MUT_NOT_MUTATED;
+    ii->mutates_data = data && data[i];
+    ii->mutates_metadata = meta && meta[i];
+    ii->type = ii->mutates_data || ii->mutates_metadata ? GC_MUT_IN_GRAPH
+                                                        : GC_MUT_NOT_MUTATED;
   }
   for (int k = 0; k < g->noutputs; k++) {
     memset(&out->outputs[k], 0, sizeof out->outputs[k]);
@@ -1448,15 +1580,10 @@ int gc_functionalize(gc_arena *a, const gc_graph *g, const int *order,
   if (z.oom)
     return gc_errorf(err, GC_ENOMEM, "functionalize: out of memory");
   if (z.bail) {
-    /* Which inputs did the program write, for the report. */
-    bool *written = gc_arena_calloc(a, (size_t)g->ninputs + 1, sizeof *written);
-    for (int i = 0; written && i < g->ninputs; i++)
-      if (g->inputs[i].arg.kind == GC_ARG_TENSOR && input_obj[i] >= 0 &&
-          input_obj[i] < z.nobjs)
-        written[i] = z.roots[z.objs[input_obj[i]].root].written;
     out->eager_reason = z.bail;
-    return eager_form(a, g, order, written, out);
+    return eager_form(a, g, order, out);
   }
+
   out->graph = fg;
   out->functional = true;
   return 0;

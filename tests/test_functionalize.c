@@ -364,3 +364,44 @@ Test(functionalize, whole_corpus_compiles) {
   cr_assert_eq(functional, n - 1, "%d of %d functional", functional, n);
   tu_free_list(files, n);
 }
+
+T(transpose_inplace_replays_as_transpose_int) {
+  gc_functional f =
+      run("x: f32[2, 3]\n"
+          "a = aten::transpose_(x, 0, 1): f32[3, 2] strides [1, 3]\n"
+          "y = aten::add.Tensor(x, 1): f32[3, 2]\n"
+          "return y\n");
+  cr_assert(f.functional, "%s", f.eager_reason ? f.eager_reason : "");
+  OPS_ARE(f, "aten::transpose.int aten::add.Tensor");
+  cr_assert(f.inputs[0].mutates_metadata);
+}
+
+T(read_after_hidden_mutation_in_training_keeps_eager_form) {
+  const char *spec = "x: f32[4] grad\n"
+                     "d = aten::detach(x): f32[4]\n"
+                     "w = aten::mul_.Tensor(d, 2): f32[4]\n"
+                     "y = aten::add.Tensor(x, 1): f32[4] grad\n"
+                     "return y\n";
+  gc_functional tr = run_opts(spec, true, true);
+  cr_assert(!tr.functional);
+  cr_assert(
+      strstr(tr.eager_reason, "read after a mutation hidden from autograd"),
+      "%s", tr.eager_reason);
+  cr_assert(tr.inputs[0].mutates_data);
+  cr_assert_eq(tr.inputs[0].type, GC_MUT_IN_GRAPH);
+  /* Without autograd the functional form is exact. */
+  cr_assert(run(spec).functional);
+}
+
+T(eager_form_reports_metadata_and_resizing_writes) {
+  gc_functional f = run("x: f32[2, 3]\no: f32[5]\n"
+                        "a = aten::t_(x): f32[3, 2] strides [1, 3]\n"
+                        "s = aten::sum.IntList_out(a, [0], out=o): f32[2]\n"
+                        "return s\n");
+  cr_assert(!f.functional);
+  cr_assert(strstr(f.eager_reason, "resizes"), "%s", f.eager_reason);
+  cr_assert(f.inputs[0].mutates_metadata && !f.inputs[0].mutates_data);
+  cr_assert(f.inputs[1].mutates_data);
+  cr_assert_eq(f.inputs[0].type, GC_MUT_IN_GRAPH);
+  cr_assert_eq(f.inputs[1].type, GC_MUT_IN_GRAPH);
+}
