@@ -747,8 +747,9 @@ static gc_node *copy_node(fz *z, const gc_node *n, const gc_op *op,
                           const bool *skip) {
   /* Arguments first: reading them may emit regenerations, which must come
    * before this node. */
-  gc_named_arg *args =
-      gc_arena_calloc(z->a, (size_t)n->nargs + 1, sizeof *args);
+  const gc_schema *fs = op->schema;
+  gc_named_arg *args = gc_arena_calloc(z->a, (size_t)(n->nargs + fs->nargs) + 1,
+                                       sizeof *args);
   if (!args)
     return z->oom = true, NULL;
   int k = 0;
@@ -756,11 +757,32 @@ static gc_node *copy_node(fz *z, const gc_node *n, const gc_op *op,
     if (skip && skip[i])
       continue;
     args[k] = n->args[i];
-    args[k].param = gc_schema_find_arg(op->schema, n->args[i].name);
+    args[k].param = gc_schema_find_arg(fs, n->args[i].name);
     if (!map_arg(z, &n->args[i].arg, &args[k].arg))
       return NULL;
     k++;
   }
+  /* A variant may require what the original left to its default
+   * (bernoulli_.float(p=0.5) -> bernoulli.p(p)): spell it out. */
+  for (int p = 0; p < fs->nargs && op != fg_op(z, n->op); p++) {
+    bool bound = false;
+    for (int i = 0; i < k; i++)
+      bound |= args[i].param == p;
+    if (bound || fs->args[p].has_default)
+      continue;
+    int q = gc_schema_find_arg(n->op->schema, fs->args[p].name);
+    if (q < 0 || !n->op->schema->args[q].has_default) {
+      bailf(z, "%s needs argument '%s', which %s does not give", fs->qualified,
+            fs->args[p].name, n->op->schema->qualified);
+      return NULL;
+    }
+    args[k] = (gc_named_arg){.name = fs->args[p].name,
+                             .arg = n->op->schema->args[q].def,
+                             .keyword = true,
+                             .param = p};
+    k++;
+  }
+
   gc_node *c = add_node(z, op, k, n->noutputs);
   if (!c)
     return NULL;

@@ -405,3 +405,25 @@ T(eager_form_reports_metadata_and_resizing_writes) {
   cr_assert_eq(f.inputs[0].type, GC_MUT_IN_GRAPH);
   cr_assert_eq(f.inputs[1].type, GC_MUT_IN_GRAPH);
 }
+
+T(variant_gets_defaults_the_original_left_out) {
+  gc_functional f = run("x: f32[4]\n"
+                        "e = aten::empty_like(x): f32[4]\n"
+                        "b = aten::bernoulli_.float(e): f32[4]\n"
+                        "return b\n");
+  cr_assert(f.functional);
+  const gc_node *bern = NULL;
+  for (int i = 0; i < f.graph->nnodes; i++)
+    if (strstr(f.graph->nodes[i].target, "bernoulli"))
+      bern = &f.graph->nodes[i];
+  cr_assert_not_null(bern);
+  cr_assert_str_eq(bern->target, "aten::bernoulli.p");
+  bool has_p = false;
+  for (int i = 0; i < bern->nargs; i++)
+    if (!strcmp(bern->args[i].name, "p")) {
+      has_p = true;
+      cr_assert_eq(bern->args[i].arg.kind, GC_ARG_FLOAT);
+      cr_assert_float_eq(bern->args[i].arg.f, 0.5, 1e-12);
+    }
+  cr_assert(has_p, "bernoulli.p without p");
+}

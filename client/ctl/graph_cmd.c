@@ -386,9 +386,13 @@ static const char *mutation_name(gc_mutation_type t) {
 
 static const char *output_name(gc_output_type t) {
   static const char *const names[] = {
-      "non_alias", "alias_of_input", "is_input",
-      "alias_of_intermediate_save_as_output", "alias_of_intermediate",
-      "alias_of_intermediate_base_is_user_output", "unsafe_view_alias",
+      "non_alias",
+      "alias_of_input",
+      "is_input",
+      "alias_of_intermediate_save_as_output",
+      "alias_of_intermediate",
+      "alias_of_intermediate_base_is_user_output",
+      "unsafe_view_alias",
       "custom_function_view"};
   return (int)t >= 0 && (int)t < 8 ? names[t] : "?";
 }
@@ -418,7 +422,8 @@ static int cmd_functionalize(int argc, char **argv) {
   if (rc)
     return rc;
   gc_error err;
-  int *order = gc_arena_calloc(l.arena, (size_t)l.graph->nnodes + 1, sizeof *order);
+  int *order =
+      gc_arena_calloc(l.arena, (size_t)l.graph->nnodes + 1, sizeof *order);
   gc_functional f;
   if (!order || gc_canonical_order(l.graph, order, &err) != 0 ||
       gc_functionalize(l.arena, l.graph, order, &o, &f, &err) != 0) {
@@ -439,7 +444,8 @@ static int cmd_functionalize(int argc, char **argv) {
     if (!ii->mutates_data && !ii->mutates_metadata)
       continue;
     printf("input %d: %s%s%s%s", i, mutation_name(ii->type),
-           ii->mutates_data ? ", data" : "", ii->mutates_metadata ? ", metadata" : "",
+           ii->mutates_data ? ", data" : "",
+           ii->mutates_metadata ? ", metadata" : "",
            ii->hidden_from_autograd ? ", hidden from autograd" : "");
     if (ii->mutated_output >= 0)
       printf(", new value is program output %d", ii->mutated_output);

@@ -1,18 +1,30 @@
 """compiled: the Python client of the compiled graph compilation daemon.
 
-Today the package holds graph capture: it turns a PyTorch function or
-``nn.Module`` into a ``compiled.v1.GraphModule`` protobuf message (see
-``proto/compiled/v1/graph.proto`` and ``docs/graph-format.md``), the unit the daemon
-hashes and compiles. The gRPC client and the artifact runtime will live here
-too; capture never depends on them (nor on grpc).
+The package captures a PyTorch function or ``nn.Module`` as a
+``compiled.v1.GraphModule`` protobuf message (see
+``proto/compiled/v1/graph.proto`` and ``docs/graph-format.md``), the unit the
+daemon hashes and compiles (:mod:`compiled.capture`); talks to the daemon
+over gRPC (:mod:`compiled.client`); runs the artifacts it returns
+(:mod:`compiled.runtime`); and puts the three together behind guards
+(:mod:`compiled.frontend`). Capture and the runtime never depend on grpc:
+the client and compile()/backend() are imported on first use.
 
 Public API:
 
+- :func:`compile` -- compile a function or module through the daemon; returns
+  a callable with the same calling convention, guarded by its inputs'
+  signature (recompiles for new shapes, dtypes, strides...).
+- :func:`backend` -- the same as a TorchDynamo backend ``(gm, example_inputs)``.
 - :func:`capture` -- trace a callable at the ATen level into a GraphModule.
 - :func:`trace` -- the same, also returning the values of lifted tensor
   constants and the FX graph (what a runtime needs besides the message).
 - :func:`export_graph` -- capture and write ``.pb`` (binary) or ``.json``.
-- :class:`CaptureError` -- raised when a program cannot be captured or encoded.
+- :class:`Client` -- a gRPC client of the daemon.
+- :func:`load_program` -- turn an artifact into a Python function.
+- Errors: :class:`CaptureError`, :class:`CompileError` (the daemon refused
+  the graph), :class:`DaemonUnavailable`, :class:`DaemonBusy`,
+  :class:`DaemonError`, :class:`ArtifactError`, :class:`SpecializationError`;
+  :class:`DaemonUnavailableWarning` when compile() falls back to eager.
 """
 
 __version__ = "0.1.0"
@@ -25,6 +37,12 @@ class CaptureError(Exception):
     there is one, e.g. ``node 'mul' (aten::mul.Tensor), argument 'other':
     cannot encode a complex scalar``.
     """
+
+
+class UnsupportedCapture(CaptureError):
+    """The program does something capture cannot represent faithfully (it
+    switches grad mode inside). :func:`compile` runs such a function eagerly,
+    which is exact, and warns once (:class:`CompileFallbackWarning`)."""
 
 
 # The generated protobuf modules live in compiled.v1 (made by `make`, from
@@ -42,12 +60,63 @@ except ImportError as e:  # generated code missing
 # Note: this rebinds the name ``compiled.capture`` from the submodule to the
 # function; reach the module itself through ``sys.modules["compiled.capture"]``.
 from .capture import Captured, capture, export_graph, trace  # noqa: E402
+from .errors import (  # noqa: E402
+    ArtifactError,
+    CompileError,
+    CompileFallbackWarning,
+    DaemonBusy,
+
+    DaemonError,
+    DaemonUnavailable,
+    DaemonUnavailableWarning,
+    SpecializationError,
+)
+from .runtime import LoadedProgram, load as load_program  # noqa: E402
+
+# The gRPC client, and compile()/backend() which use it, are imported on first
+# use, so that capture and the runtime work without grpc installed.
+_LAZY = {
+    "Client": ("client", "Client"),
+    "CompiledFunction": ("frontend", "CompiledFunction"),
+    "backend": ("frontend", "backend"),
+    "compile": ("frontend", "compile"),
+}
+
+
+def __getattr__(name):
+    if name in _LAZY:
+        import importlib
+        module_name, attr = _LAZY[name]
+        value = getattr(importlib.import_module(f".{module_name}", __name__), attr)
+        globals()[name] = value
+        return value
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+def __dir__():
+    return sorted(set(globals()) | set(_LAZY))
 
 __all__ = [
+    "ArtifactError",
     "CaptureError",
     "Captured",
+    "CompileFallbackWarning",
+    "UnsupportedCapture",
+
+    "Client",
+    "CompileError",
+    "CompiledFunction",
+    "DaemonBusy",
+    "DaemonError",
+    "DaemonUnavailable",
+    "DaemonUnavailableWarning",
+    "LoadedProgram",
+    "SpecializationError",
     "__version__",
+    "backend",
     "capture",
+    "compile",
     "export_graph",
+    "load_program",
     "trace",
 ]

@@ -73,6 +73,7 @@ import inspect
 import linecache
 import os
 import sys
+import threading
 import traceback
 import operator
 from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple, Union
@@ -83,7 +84,7 @@ import torch.utils._pytree as pytree
 from torch.fx.experimental.proxy_tensor import make_fx
 from torch.utils._python_dispatch import TorchDispatchMode
 
-from . import CaptureError, __version__
+from . import CaptureError, UnsupportedCapture, __version__
 from .v1 import graph_pb2
 
 __all__ = ["Captured", "capture", "trace", "export_graph"]
@@ -529,12 +530,48 @@ def _trace_fx(fn, module, state_paths, n_state, user_spec, flat_copies):
             return torch.nn.utils.stateless.functional_call(module, state, tuple(user_args))
 
     try:
-        return make_fx(flat_fn)(*flat_copies)
+        with _watch_grad_mode() as switches:
+            gm = make_fx(flat_fn)(*flat_copies)
     except CaptureError:
         raise
     except Exception as e:
         raise CaptureError(f"tracing {_describe(fn)} with make_fx failed: "
                            f"{type(e).__name__}: {e}") from e
+    if switches:
+        raise UnsupportedCapture(
+            f"{_describe(fn)} switches grad mode inside ({switches[0]}); torch "
+            f"1.13's make_fx does not record grad-mode changes, so a compiled "
+            f"program could compute different values or gradients than eager. "
+            f"Switch grad mode outside the compiled function instead.")
+    return gm
+
+
+@contextlib.contextmanager
+def _watch_grad_mode():
+    """Records, while tracing on this thread, every switch of grad mode or
+    inference mode the traced function makes (make_fx records none)."""
+    switches = []
+    thread = threading.get_ident()
+    set_grad, inference = torch._C._set_grad_enabled, torch._C._InferenceMode
+
+    def watched_set_grad(mode):
+        if threading.get_ident() == thread and bool(mode) != torch.is_grad_enabled():
+            switches.append("torch.no_grad, torch.enable_grad or torch.set_grad_enabled")
+        return set_grad(mode)
+
+    def watched_inference(*args, **kwargs):
+        if threading.get_ident() == thread:
+            switches.append("torch.inference_mode")
+        return inference(*args, **kwargs)
+
+    torch._C._set_grad_enabled = watched_set_grad
+    torch._C._InferenceMode = watched_inference
+    try:
+        yield switches
+    finally:
+        torch._C._set_grad_enabled = set_grad
+        torch._C._InferenceMode = inference
+
 
 
 def _fetch_attr(gm: torch.fx.GraphModule, target: str):

@@ -1,0 +1,267 @@
+"""gRPC client of the compiled daemon (service ``compiled.v1.Compiler``).
+
+The daemon's address comes from, in order: the ``address`` argument, the
+environment variable ``COMPILED_SERVER``, then ``127.0.0.1:7421``.
+
+One gRPC channel is kept per address per process (channels are expensive to
+set up and multiplex any number of calls); a forked child makes its own, as
+gRPC channels do not survive ``fork()``. Channels accept messages up to
+256 MiB.
+
+Errors are mapped to the exceptions of :mod:`compiled.errors`:
+
+=======================================  ======================================
+gRPC status                              raised
+=======================================  ======================================
+INVALID_ARGUMENT, UNIMPLEMENTED          :class:`CompileError`, with the node
+                                         and argument from the trailing
+                                         metadata entry ``compiled-error-bin``
+                                         (a ``compiled.v1.GraphError``)
+UNAVAILABLE (also: connection refused)   :class:`DaemonUnavailable`
+RESOURCE_EXHAUSTED (after retries)       :class:`DaemonBusy`
+anything else                            :class:`DaemonError`
+=======================================  ======================================
+
+An artifact comes inline in the ``CompileResult`` when it is small enough,
+else it is fetched with ``Fetch``; either way its SHA-256 is checked against
+the digest the daemon announced.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import os
+import threading
+import time
+from typing import Dict, Optional, Tuple
+
+import grpc
+
+from . import __version__
+from .errors import CompileError, DaemonBusy, DaemonError, DaemonUnavailable, _describe_status
+from .v1 import compiled_pb2, compiled_pb2_grpc
+
+__all__ = ["Client", "CompileOutcome", "DEFAULT_ADDRESS", "compile", "get_client", "resolve_address"]
+
+DEFAULT_ADDRESS = "127.0.0.1:7421"
+ENV_ADDRESS = "COMPILED_SERVER"
+MAX_RECEIVE_BYTES = 256 << 20
+ERROR_METADATA_KEY = "compiled-error-bin"
+
+# RESOURCE_EXHAUSTED is retried this many times, sleeping BUSY_BACKOFF * 4**i.
+BUSY_RETRIES = 3
+BUSY_BACKOFF = 0.1
+
+_channels: Dict[Tuple[int, str], grpc.Channel] = {}
+_clients: Dict[Tuple[int, str], "Client"] = {}
+_lock = threading.Lock()
+
+
+def resolve_address(address: Optional[str] = None) -> str:
+    """The daemon address to use: ``address``, else ``$COMPILED_SERVER``,
+    else ``127.0.0.1:7421``."""
+    return address or os.environ.get(ENV_ADDRESS) or DEFAULT_ADDRESS
+
+
+def _channel(address: str) -> grpc.Channel:
+    """The process's channel to ``address`` (made on first use)."""
+    key = (os.getpid(), address)
+    with _lock:
+        channel = _channels.get(key)
+        if channel is None:
+            channel = grpc.insecure_channel(
+                address, options=[("grpc.max_receive_message_length", MAX_RECEIVE_BYTES)])
+            _channels[key] = channel
+        return channel
+
+
+def get_client(address: Optional[str] = None) -> "Client":
+    """A shared :class:`Client` for ``address`` (resolved as documented)."""
+    address = resolve_address(address)
+    key = (os.getpid(), address)
+    with _lock:
+        client = _clients.get(key)
+    if client is None:
+        client = Client(address)
+        with _lock:
+            client = _clients.setdefault(key, client)
+    return client
+
+
+@dataclasses.dataclass
+class CompileOutcome:
+    """What :meth:`Client.compile_outcome` returns.
+
+    Attributes:
+        key: the cache key (hex).
+        artifact: the artifact bytes (a serialized ``compiled.v1.Artifact``),
+            digest-checked.
+        result: the daemon's ``CompileResult`` (``served``, diagnostics,
+            timings...); its ``artifact`` field is cleared.
+    """
+    key: str
+    artifact: bytes
+    result: compiled_pb2.CompileResult
+
+
+class Client:
+    """A client of one daemon. Cheap to create: the channel is shared.
+
+    Args:
+        address: ``host:port``; None resolves as :func:`resolve_address`.
+        timeout: default deadline of a ``Compile`` call, in seconds (compiles
+            of large graphs take a while; hits answer in a millisecond).
+    """
+
+    def __init__(self, address: Optional[str] = None, *, timeout: float = 600.0):
+        self.address = resolve_address(address)
+        self.timeout = timeout
+        self._stub = compiled_pb2_grpc.CompilerStub(_channel(self.address))
+
+    def __repr__(self) -> str:
+        return f"Client({self.address!r})"
+
+    # -- Compile -----------------------------------------------------------
+
+    def compile(self, graph_module, options: Optional[compiled_pb2.CompileOptions] = None, *,
+                target: Optional[compiled_pb2.Target] = None,
+                timeout: Optional[float] = None) -> Tuple[str, bytes]:
+        """Compile ``graph_module`` (a ``graph_pb2.GraphModule``) or get it
+        from the cache. Returns ``(key, artifact_bytes)``.
+
+        Raises:
+            CompileError: the daemon refused the graph.
+            DaemonUnavailable: the daemon cannot be reached.
+            DaemonBusy: the daemon stayed overloaded through the retries.
+            DaemonError: any other failure (deadline, digest mismatch...).
+        """
+        outcome = self.compile_outcome(graph_module, options, target=target, timeout=timeout)
+        return outcome.key, outcome.artifact
+
+    def compile_outcome(self, graph_module, options: Optional[compiled_pb2.CompileOptions] = None,
+                        *, target: Optional[compiled_pb2.Target] = None,
+                        timeout: Optional[float] = None) -> CompileOutcome:
+        """Like :meth:`compile`, also returning the daemon's CompileResult."""
+        request = compiled_pb2.CompileRequest(
+            graph=graph_module, client=f"compiled-python/{__version__} pid={os.getpid()}")
+        if options is not None:
+            request.options.CopyFrom(options)
+        if target is not None:
+            request.target.CopyFrom(target)
+        timeout = self.timeout if timeout is None else timeout
+        for attempt in range(BUSY_RETRIES + 1):
+            try:
+                result = self._compile_once(request, timeout)
+                break
+            except DaemonBusy:
+                if attempt == BUSY_RETRIES:
+                    raise
+                time.sleep(BUSY_BACKOFF * 4 ** attempt)
+        if result.artifact_inline:
+            data = bytes(result.artifact)
+            _check_digest(data, result.artifact_digest, result.key)
+        else:
+            data = self.fetch(result.key, digest=result.artifact_digest,
+                              size=result.artifact_size or None)
+        result.ClearField("artifact")
+        return CompileOutcome(result.key, data, result)
+
+    def _compile_once(self, request, timeout) -> compiled_pb2.CompileResult:
+        result = None
+        try:
+            for event in self._stub.Compile(request, timeout=timeout):
+                if event.WhichOneof("event") == "result":
+                    result = event.result
+        except grpc.RpcError as e:
+            raise _map_rpc_error(e, "Compile") from None
+        if result is None:
+            raise DaemonError("Compile: the stream ended without a result")
+        return result
+
+    # -- Fetch, Stats ------------------------------------------------------
+
+    def fetch(self, key: str, *, digest: str = "", size: Optional[int] = None,
+              timeout: Optional[float] = None) -> bytes:
+        """The artifact of ``key``, streamed with ``Fetch``, its digest
+        checked (against ``digest`` when given, and the stream's own)."""
+        parts = []
+        offset = 0
+        stream_digest = ""
+        total = None
+        try:
+            for chunk in self._stub.Fetch(compiled_pb2.FetchRequest(key=key),
+                                          timeout=self.timeout if timeout is None else timeout):
+                if chunk.offset != offset:
+                    raise DaemonError(f"Fetch {key}: chunk at offset {chunk.offset}, "
+                                      f"expected {offset}")
+                if chunk.digest and not stream_digest:
+                    stream_digest = chunk.digest
+                total = chunk.total_size
+                parts.append(chunk.data)
+                offset += len(chunk.data)
+        except grpc.RpcError as e:
+            raise _map_rpc_error(e, "Fetch") from None
+        data = b"".join(parts)
+        expected_size = size if size is not None else total
+        if expected_size is not None and len(data) != expected_size:
+            raise DaemonError(f"Fetch {key}: got {len(data)} bytes, expected {expected_size}")
+        _check_digest(data, digest or stream_digest, key)
+        if digest and stream_digest and digest != stream_digest:
+            raise DaemonError(f"Fetch {key}: the stream announces digest {stream_digest}, "
+                              f"the compile result {digest}")
+        return data
+
+    def stats(self, timeout: float = 10.0) -> compiled_pb2.StatsResponse:
+        """The daemon's counters."""
+        try:
+            return self._stub.Stats(compiled_pb2.StatsRequest(), timeout=timeout)
+        except grpc.RpcError as e:
+            raise _map_rpc_error(e, "Stats") from None
+
+
+def compile(graph_module, options: Optional[compiled_pb2.CompileOptions] = None,
+            server: Optional[str] = None) -> Tuple[str, bytes]:
+    """``get_client(server).compile(graph_module, options)``."""
+    return get_client(server).compile(graph_module, options)
+
+
+def _check_digest(data: bytes, digest: str, key: str) -> None:
+    if digest and hashlib.sha256(data).hexdigest() != digest.lower():
+        raise DaemonError(f"artifact {key}: SHA-256 does not match the announced digest {digest}")
+
+
+def _map_rpc_error(e: grpc.RpcError, what: str) -> DaemonError:
+    """The exception of :mod:`compiled.errors` for a failed call."""
+    code = e.code() if hasattr(e, "code") else None
+    details = e.details() if hasattr(e, "details") else str(e)
+    details = details or ""
+    if code in (grpc.StatusCode.INVALID_ARGUMENT, grpc.StatusCode.UNIMPLEMENTED):
+        graph_error = _graph_error(e)
+        if graph_error is not None:
+            return CompileError(graph_error.message or details, code, details,
+                                node=graph_error.node, argument=graph_error.argument,
+                                error_code=graph_error.code)
+        return CompileError(details or _describe_status(code, details), code, details)
+    if code == grpc.StatusCode.UNAVAILABLE:
+        return DaemonUnavailable(f"{what}: daemon unavailable: {details}", code, details)
+    if code == grpc.StatusCode.RESOURCE_EXHAUSTED:
+        return DaemonBusy(f"{what}: daemon busy: {details}", code, details)
+    return DaemonError(f"{what} failed: {_describe_status(code, details)}", code, details)
+
+
+def _graph_error(e: grpc.RpcError) -> Optional[compiled_pb2.GraphError]:
+    """The GraphError of the trailing metadata, if any."""
+    try:
+        metadata = e.trailing_metadata() or ()
+    except Exception:  # not a call error (e.g. raised before the call)
+        return None
+    for key, value in metadata:
+        if key == ERROR_METADATA_KEY:
+            msg = compiled_pb2.GraphError()
+            try:
+                msg.ParseFromString(value if isinstance(value, bytes) else value.encode())
+            except Exception:
+                return None
+            return msg
+    return None

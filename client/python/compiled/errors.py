@@ -1,0 +1,108 @@
+"""Exceptions and warnings of the compiled client (re-exported by ``compiled``).
+
+Hierarchy::
+
+    CaptureError                     (defined in compiled/__init__.py)
+    DaemonError                      anything the daemon answered with an error
+    ├── DaemonUnavailable            it could not be reached (UNAVAILABLE)
+    ├── DaemonBusy                   backpressure (RESOURCE_EXHAUSTED) that
+    │                                did not clear after a few retries
+    └── CompileError                 the daemon refused the graph
+                                     (INVALID_ARGUMENT / UNIMPLEMENTED)
+    ArtifactError                    an artifact this runtime cannot run
+    SpecializationError (ValueError) a program called with a non-tensor input
+                                     different from the one it was built for
+    DaemonUnavailableWarning         compile() fell back to eager execution
+"""
+
+from typing import Optional
+
+
+class DaemonError(Exception):
+    """The daemon answered a request with an error status.
+
+    Attributes:
+        code: the ``grpc.StatusCode`` (None when no call was made).
+        details: the status message as the daemon sent it.
+    """
+
+    def __init__(self, message: str, code=None, details: str = ""):
+        super().__init__(message)
+        self.code = code
+        self.details = details
+
+
+class DaemonUnavailable(DaemonError):
+    """The daemon could not be reached (connection refused, shutting down,
+    name resolution failure...): gRPC status UNAVAILABLE."""
+
+
+class DaemonBusy(DaemonError):
+    """The daemon kept answering RESOURCE_EXHAUSTED (its compile queue is
+    full, or the request is over its message limit)."""
+
+
+class CompileError(DaemonError):
+    """The daemon refused the graph (status INVALID_ARGUMENT, or UNIMPLEMENTED
+    for a graph feature it does not support yet).
+
+    ``str(err)`` is the daemon's full message, e.g. ``node 2 (%relu =
+    aten::nope): operator 'aten::nope' is missing from the operator table``.
+
+    Attributes:
+        message: the daemon's message (GraphError.message, else the status
+            details).
+        node: index of the offending node in the graph, -1 when the error is
+            not about a node.
+        argument: the argument concerned, "" when none.
+        error_code: the daemon's error class: "INVAL", "LIMIT", "VERSION",
+            "MALFORMED" ("" when the daemon sent no GraphError).
+    """
+
+    def __init__(self, message: str, code=None, details: str = "", node: int = -1,
+                 argument: str = "", error_code: str = ""):
+        super().__init__(message, code, details)
+        self.message = message
+        self.node = node
+        self.argument = argument
+        self.error_code = error_code
+
+
+class ArtifactError(Exception):
+    """An artifact cannot be run by this runtime: unknown major version,
+    malformed program (bad value index, a value read before it is written),
+    an operator this torch does not have, or an unsupported feature."""
+
+
+class SpecializationError(ValueError):
+    """A program was called with a non-tensor input (a Python number, string,
+    None) other than the constant it was compiled for.
+
+    Attributes:
+        index: the program input concerned.
+        expected: the constant baked into the program.
+        got: what the caller passed.
+    """
+
+    def __init__(self, index: int, expected, got):
+        super().__init__(f"program input {index} was specialized to {expected!r} "
+                         f"({type(expected).__name__}) when it was compiled; got {got!r} "
+                         f"({type(got).__name__}). Recompile for this value.")
+        self.index = index
+        self.expected = expected
+        self.got = got
+
+
+class DaemonUnavailableWarning(RuntimeWarning):
+    """compile() could not reach the daemon and runs the function eagerly."""
+
+
+class CompileFallbackWarning(RuntimeWarning):
+    """compile() met a program it cannot capture faithfully
+    (:class:`compiled.UnsupportedCapture`) and runs it eagerly."""
+
+
+
+def _describe_status(code, details: Optional[str]) -> str:
+    name = getattr(code, "name", str(code))
+    return f"{name}: {details}" if details else name

@@ -1,0 +1,526 @@
+"""``compiled.compile()`` and ``compiled.backend()``: guarded compiled callables.
+
+How a call runs
+---------------
+:class:`CompiledFunction` is what :func:`compile` returns. Each call:
+
+1. reads the module's parameters and buffers (for an ``nn.Module``) through a
+   small generated function that also checks the module tree has not
+   changed (a submodule replaced or removed) and returns every submodule's
+   ``training`` flag;
+2. computes the **signature** of the call: grad mode, inference mode, the
+   training flags, the structure of the arguments and, per input, for a
+   tensor its dtype, shape, strides, storage offset, device, requires_grad
+   (for a user input requiring grad, also whether it is a leaf: parameters
+   are leaves) and which earlier input it shares storage with, for anything
+   else its type and value;
+3. looks the signature up among the programs this callable has loaded; on a
+   miss (the first call with new shapes, dtypes, strides, requires_grad,
+   storage sharing, grad mode, a changed number...) it captures the function
+   again with the call's own inputs (on copies; the RNG state is restored
+   after the capture, so the call draws the same random numbers as an eager
+   call would), compiles the graph through the daemon (or gets it from its
+   cache), loads the artifact with :mod:`compiled.runtime`, and remembers it
+   under the signature: a program never runs on inputs its signature does
+   not describe;
+4. calls the program with (parameters, buffers, flattened user inputs); the
+   program returns the outputs in the structure the function returns.
+
+When the daemon cannot be reached (or stays busy), the call runs the
+original function eagerly and a :class:`~compiled.DaemonUnavailableWarning`
+is issued once per callable; the compile is retried on a later call with
+that signature after a back-off. A graph the daemon refuses raises
+:class:`~compiled.CompileError`.
+
+What the signature does not cover: the Python code of the function or of
+``forward`` (and hooks registered after compiling), Python values reached
+through closures or attributes other than parameters and buffers (tensors
+reached that way are bound into the program by identity), and submodules
+added after compiling. Recompile (call :func:`compile` again) after such
+changes.
+"""
+
+from __future__ import annotations
+
+import builtins
+import inspect
+import itertools
+import logging
+import operator
+import sys
+import threading
+import time
+import warnings
+from typing import Any, Callable, Dict, List, Optional, Sequence, Union
+
+import torch
+import torch.utils._pytree as pytree
+
+from . import UnsupportedCapture
+from . import client as client_module
+from . import runtime
+from .errors import (ArtifactError, CompileFallbackWarning, DaemonBusy, DaemonUnavailable,
+                     DaemonUnavailableWarning)
+from .v1 import compiled_pb2, graph_pb2
+
+__all__ = ["CompiledFunction", "backend", "compile"]
+
+_capture = sys.modules["compiled.capture"]
+_log = logging.getLogger("compiled")
+
+# Back-off before retrying a compile the daemon could not take: doubles from
+# the first value up to the second, in seconds.
+RETRY_FIRST = 10.0
+RETRY_MAX = 300.0
+
+_OPT_LEVELS = {
+    None: compiled_pb2.OPT_LEVEL_DEFAULT,
+    0: compiled_pb2.OPT_LEVEL_O0, 1: compiled_pb2.OPT_LEVEL_O1,
+    2: compiled_pb2.OPT_LEVEL_O2, 3: compiled_pb2.OPT_LEVEL_O3,
+    "O0": compiled_pb2.OPT_LEVEL_O0, "O1": compiled_pb2.OPT_LEVEL_O1,
+    "O2": compiled_pb2.OPT_LEVEL_O2, "O3": compiled_pb2.OPT_LEVEL_O3,
+    "default": compiled_pb2.OPT_LEVEL_DEFAULT,
+}
+
+_Tensor = torch.Tensor
+_is_grad_enabled = torch.is_grad_enabled
+_is_inference_mode_enabled = torch.is_inference_mode_enabled
+
+
+def _opt_level(opt_level) -> int:
+    try:
+        return _OPT_LEVELS[opt_level]
+    except (KeyError, TypeError):
+        raise ValueError(f"opt_level must be None, 0-3 or 'O0'-'O3', got {opt_level!r}") from None
+
+
+# ---------------------------------------------------------------------------
+# The signature of a call.
+# ---------------------------------------------------------------------------
+
+# Unbound accessors: map() over them runs the loop in C, with no attribute
+# lookup per tensor.
+_meta = operator.attrgetter("dtype", "shape", "device", "requires_grad")
+_stride = torch._C._TensorBase.stride
+_storage_offset = torch._C._TensorBase.storage_offset
+_data_ptr = torch._C._TensorBase.data_ptr
+
+
+def _signature(state: Sequence[torch.Tensor], flat: Sequence[Any]) -> tuple:
+    """The part of a call's signature that describes its inputs: module
+    state first, then the flattened user inputs; see the module docstring.
+
+    A tensor is described by dtype, shape, strides, storage offset, device,
+    requires_grad (for user inputs: 0, or 1 + is_leaf when it requires grad)
+    and the index of the first input with the same storage. The storage is
+    identified by its address, ``data_ptr() - storage_offset() *
+    element_size()``: the storage's own ``data_ptr()``, without building the
+    TypedStorage object ``Tensor.storage()`` makes in torch 1.13 (~1.5 us).
+
+    Module state (tensors by construction, often a hundred of them) is
+    described column by column with ``map`` over unbound accessors, and its
+    sharing pattern is None when no two state tensors share a storage.
+    """
+    n = len(state)
+    if n:
+        ptrs = tuple(map(_data_ptr, state))
+        offsets = tuple(map(_storage_offset, state))
+        if any(offsets):
+            bases = tuple(p - o * t.element_size() for p, o, t in zip(ptrs, offsets, state))
+        else:
+            bases = ptrs
+        # Reversed, so that a storage maps to the first tensor using it.
+        first = dict(zip(reversed(bases), range(n - 1, -1, -1)))
+        pattern = None if len(first) == n else tuple(map(first.__getitem__, bases))
+        state_sig = (tuple(map(_meta, state)), tuple(map(_stride, state)), offsets, pattern)
+    else:
+        first = {}
+        state_sig = None
+    setdefault = first.setdefault
+    sig = [state_sig]
+    append = sig.append
+    i = n
+    for t in flat:
+        if isinstance(t, _Tensor):
+            off = t.storage_offset()
+            append((t.dtype, t.shape, t.stride(), off, t.device,
+                    (t.is_leaf + 1) if t.requires_grad else 0,
+                    setdefault(t.data_ptr() - off * t.element_size(), i)))
+        elif t.__class__ in _SCALARS:
+            # A NaN is unequal to itself: give it a stable stand-in.
+            append((t.__class__, t if t == t else "nan"))
+        else:
+            append((t.__class__, id(t)))  # capture will refuse it
+        i += 1
+    return tuple(sig)
+
+
+_SCALARS = {int, float, bool, str, type(None)}
+
+
+def _hashable_spec(spec: pytree.TreeSpec):
+    """A hashable description of a pytree structure (TreeSpec is not)."""
+    if isinstance(spec, pytree.LeafSpec):
+        return None
+    context = spec.context
+    if isinstance(context, list):
+        context = tuple(context)
+    try:
+        hash(context)
+    except TypeError:
+        context = repr(context)
+    return (spec.type, context, tuple(_hashable_spec(c) for c in spec.children_specs))
+
+
+def _flatten_args(args: tuple):
+    """(flat leaves, hashable structure). Positional tensors alone, the usual
+    case, are their own flattening."""
+    for a in args:
+        if not isinstance(a, _Tensor):
+            break
+    else:
+        return args, len(args)
+    leaves, spec = pytree.tree_flatten(args)
+    return leaves, _hashable_spec(spec)
+
+
+# ---------------------------------------------------------------------------
+# Module state: read parameters and buffers at call time, fast.
+# ---------------------------------------------------------------------------
+
+class _StateLayout:
+    """How to read a module's state in capture's order (parameters in
+    ``named_parameters()`` order, then buffers in ``named_buffers()``
+    order, tied tensors once).
+
+    ``read()`` is generated code: it checks that every submodule is still
+    where it was (else returns None: the layout is stale) and returns
+    ``(state tensors, training flags of every submodule)``. It raises
+    KeyError when a parameter or buffer was deleted.
+    """
+
+    def __init__(self, module: torch.nn.Module):
+        params, buffers, _ = _capture._module_state(module)
+        self.paths = [path for path, _, _ in params] + [path for path, _, _ in buffers]
+        self.num_params = len(params)
+        scope: Dict[str, Any] = {}
+        names: Dict[int, str] = {}
+
+        def bind(obj, prefix):
+            name = names.get(id(obj))
+            if name is None:
+                name = f"{prefix}{len(scope)}"
+                scope[name] = obj
+                names[id(obj)] = name
+            return name
+
+        modules = list(module.modules())
+        checks = []
+        for m in modules:
+            for child_name, child in m._modules.items():
+                if child is not None:
+                    checks.append(f"{bind(m._modules, '_D')}[{child_name!r}] is not "
+                                  f"{bind(child, '_M')}")
+        reads = []
+        for i, path in enumerate(self.paths):
+            owner_path, _, attr = path.rpartition(".")
+            owner = module.get_submodule(owner_path)
+            table = owner._parameters if i < self.num_params else owner._buffers
+            reads.append(f"{bind(table, '_T')}[{attr!r}]")
+        flags = [f"{bind(m, '_M')}.training" for m in modules]
+        lines = ["def read():"]
+        if checks:
+            lines.append("    if (" + "\n            or ".join(checks) + "):")
+            lines.append("        return None")
+        lines.append("    return ((" + "".join(r + ", " for r in reads) + "),")
+        lines.append("            (" + "".join(f + ", " for f in flags) + "))")
+        self.source = "\n".join(lines) + "\n"
+        exec(builtins.compile(self.source, "<compiled state reader>", "exec"), scope)
+        self.read = scope["read"]
+        # What identifies the layout: the state tensors' names and kinds,
+        # and the module objects.
+        self.identity = (tuple(self.paths), self.num_params, tuple(id(m) for m in modules))
+
+
+# ---------------------------------------------------------------------------
+# The compiled callable.
+# ---------------------------------------------------------------------------
+
+class _Eager:
+    """The entry of a signature whose compile could not reach the daemon."""
+    __slots__ = ("retry_at", "delay")
+
+    def __init__(self, delay: float):
+        self.delay = delay
+        self.retry_at = time.monotonic() + delay
+
+
+class CompiledFunction:
+    """The callable :func:`compile` returns; call it like the original.
+
+    Attributes:
+        programs: the LoadedPrograms loaded so far, oldest first (debugging:
+            ``program.source`` is the generated Python; see :meth:`sources`).
+        compiles: how many programs were compiled or fetched from the daemon.
+    """
+
+    def __init__(self, fn_or_module: Union[Callable, torch.nn.Module], example_inputs, *,
+                 server: Optional[str] = None, opt_level=None, keep_input_mutations: bool = True):
+        if not callable(fn_or_module):
+            raise TypeError(f"compile expects a callable or an nn.Module, got "
+                            f"{type(fn_or_module).__name__}")
+        self._fn = fn_or_module
+        self._module = fn_or_module if isinstance(fn_or_module, torch.nn.Module) else None
+        self._client = client_module.get_client(server)
+        self._opt_level = _opt_level(opt_level)
+        self._keep_input_mutations = bool(keep_input_mutations)
+        self._entries: Dict[tuple, Any] = {}   # signature -> program fn or _Eager
+        self.programs: List[runtime.LoadedProgram] = []
+        self.compiles = 0
+        self._warned = False
+        self._fallback_warned = False
+
+        self._lock = threading.RLock()
+        self._layout = _StateLayout(self._module) if self._module is not None else None
+        self._bind_signature = None
+        try:
+            self.__wrapped__ = fn_or_module
+            self.__doc__ = getattr(fn_or_module, "__doc__", None)
+        except AttributeError:
+            pass
+        self._prepare(_capture._as_input_tuple(example_inputs))
+
+    def __repr__(self) -> str:
+        return f"<compiled {_capture._describe(self._fn)}: {len(self.programs)} programs>"
+
+    def sources(self) -> str:
+        """The generated Python of every program loaded so far."""
+        return "\n".join(p.source for p in self.programs)
+
+    # -- the hot path --------------------------------------------------------
+
+    def __call__(self, *args, **kwargs):
+        if kwargs:
+            args = self._bind(args, kwargs)
+        layout = self._layout
+        try:
+            if layout is not None:
+                # None (a submodule moved) or KeyError (state deleted) or a
+                # None tensor: all end in the slow path, which re-reads.
+                state, flags = layout.read()
+            else:
+                state = flags = ()
+            flat, structure = _flatten_args(args)
+            entry = self._entries.get((_is_grad_enabled(), _is_inference_mode_enabled(), flags,
+                                       structure, _signature(state, flat)))
+        except Exception:
+            return self._call_slow(args)
+        if entry is None:
+            return self._call_slow(args)
+        if entry.__class__ is _Eager:
+            if time.monotonic() < entry.retry_at:
+                return self._fn(*args)
+            return self._call_slow(args)
+        return entry(*state, *flat)
+
+    # -- misses --------------------------------------------------------------
+
+    def _call_slow(self, args):
+        """A call the hot path could not serve: find or compile its program."""
+        entry, state, flat = self._lookup_or_compile(args)
+        if entry.__class__ is _Eager:
+            return self._fn(*args)
+        return entry(*state, *flat)
+
+    def _lookup_or_compile(self, args: tuple):
+        """Returns (entry, state, flat) for a call with ``args``: the cached
+        entry of its signature, or a new one (compiled now, or an eager
+        fallback). Re-reads the module's layout first: a changed module tree
+        forgets every program."""
+        with self._lock:
+            if self._module is not None:
+                layout = _StateLayout(self._module)
+                if layout.identity != self._layout.identity:
+                    self._layout = layout
+                    self._entries.clear()
+                state, flags = self._layout.read()
+            else:
+                state = flags = ()
+            flat, structure = _flatten_args(args)
+            try:
+                key = (_is_grad_enabled(), _is_inference_mode_enabled(), flags, structure,
+                       _signature(state, flat))
+                entry = self._entries.get(key)
+            except Exception:  # unusual inputs: capture will explain
+                key = entry = None
+            if entry is None or (entry.__class__ is _Eager
+                                 and time.monotonic() >= entry.retry_at):
+                entry = self._compile_for(args, state, flat, entry)
+                if key is not None:
+                    self._entries[key] = entry
+            return entry, state, flat
+
+    def _compile_for(self, args, state, flat, previous: Optional[_Eager]):
+        """Capture, compile and load a program for these inputs. Returns the
+        program function, or an :class:`_Eager` entry when the daemon could
+        not be reached."""
+        grad = _is_grad_enabled()
+        training = grad and any(isinstance(t, _Tensor) and t.requires_grad
+                                for t in itertools.chain(state, flat))
+        try:
+            with _fork_rng():
+                captured = _capture.trace(self._fn, args)
+        except UnsupportedCapture as e:
+            # Running it eagerly is exact; compiling it could be wrong.
+            if not self._fallback_warned:
+                self._fallback_warned = True
+                warnings.warn(f"compiled: {e} Running it eagerly.",
+                              CompileFallbackWarning, stacklevel=_user_stacklevel())
+            return _Eager(float("inf"))
+        options = compiled_pb2.CompileOptions(
+            opt_level=self._opt_level,
+            return_input_mutations=not self._keep_input_mutations,
+            mode=compiled_pb2.MODE_TRAINING if training else compiled_pb2.MODE_INFERENCE)
+        try:
+            key, data = self._client.compile(captured.graph_module, options)
+        except (DaemonUnavailable, DaemonBusy) as e:
+            self._warn_eager(e)
+            delay = RETRY_FIRST if previous is None else min(previous.delay * 2, RETRY_MAX)
+            return _Eager(delay)
+        self.compiles += 1
+        program = runtime.load(data, constants=list(captured.constants.values()),
+                               out_spec=_output_spec(captured.fx_graph))
+        self._check_inputs(program, len(state), len(flat))
+        self.programs.append(program)
+        _log.debug("compiled %s: program %d for a new signature (key %s, %s, grad=%s)",
+                   _capture._describe(self._fn), len(self.programs), key[:16],
+                   "training" if training else "inference", grad)
+        return program.fn
+
+    def _check_inputs(self, program: runtime.LoadedProgram, n_state: int, n_flat: int) -> None:
+        """The program must take (parameters, buffers, user inputs)."""
+        kinds = [program.input_kinds[i] for i in program.arg_inputs]
+        n_params = self._layout.num_params if self._layout is not None else 0
+        expected = ([graph_pb2.INPUT_KIND_PARAMETER] * n_params
+                    + [graph_pb2.INPUT_KIND_BUFFER] * (n_state - n_params)
+                    + [graph_pb2.INPUT_KIND_USER_INPUT] * n_flat)
+        if kinds != expected:
+            raise ArtifactError(f"program {program.key[:12]}: its inputs are "
+                                f"{_kind_names(kinds)}, expected {_kind_names(expected)}")
+
+    def _warn_eager(self, error: Exception) -> None:
+        if not self._warned:
+            self._warned = True
+            warnings.warn(f"compiled: {error}; running {_capture._describe(self._fn)} eagerly "
+                          f"(daemon {self._client.address}). Compiling will be retried later.",
+                          DaemonUnavailableWarning, stacklevel=_user_stacklevel())
+
+    # -- setup ---------------------------------------------------------------
+
+    def _prepare(self, example_inputs: tuple) -> None:
+        """Compile for the example inputs (without running anything)."""
+        self._lookup_or_compile(example_inputs)
+
+    def _bind(self, args: tuple, kwargs: dict) -> tuple:
+        """Keyword arguments -> positional ones, by the function's signature
+        (defaults filled in for skipped parameters)."""
+        if self._bind_signature is None:
+            target = self._module.forward if self._module is not None else self._fn
+            self._bind_signature = inspect.signature(target)
+        bound = self._bind_signature.bind(*args, **kwargs)
+        bound.apply_defaults()
+        if bound.kwargs:
+            raise TypeError(f"compiled: keyword-only arguments ({', '.join(bound.kwargs)}) "
+                            "are not supported; pass them positionally")
+        return bound.args
+
+
+_PACKAGE_DIR = __file__.rpartition("/")[0] if "/" in __file__ else ""
+
+
+def _user_stacklevel() -> int:
+    """The ``stacklevel`` that makes a warning point at the first frame
+    outside this package (the user's call of compile() or of the callable)."""
+    frame = sys._getframe(1)
+    level = 1
+    while frame is not None and frame.f_code.co_filename.startswith(_PACKAGE_DIR + "/"):
+        frame = frame.f_back
+        level += 1
+    return level
+
+
+def _kind_names(kinds: List[int]) -> str:
+    return "[" + ", ".join(graph_pb2.InputKind.Name(k).replace("INPUT_KIND_", "").lower()
+                           for k in kinds) + "]"
+
+
+def _output_spec(gm: torch.fx.GraphModule) -> pytree.TreeSpec:
+    """The pytree structure of what the traced function returns."""
+    output = next(n for n in gm.graph.nodes if n.op == "output")
+    return pytree.tree_flatten(output.args[0])[1]
+
+
+class _fork_rng:
+    """Restores the CPU (and initialized CUDA) RNG state on exit, so that a
+    capture, which runs the program twice, draws no random numbers."""
+
+    def __enter__(self):
+        self.cpu = torch.get_rng_state()
+        self.cuda = None
+        if torch.cuda.is_available() and torch.cuda.is_initialized():
+            self.cuda = torch.cuda.get_rng_state_all()
+        return self
+
+    def __exit__(self, *exc):
+        torch.set_rng_state(self.cpu)
+        if self.cuda is not None:
+            torch.cuda.set_rng_state_all(self.cuda)
+
+
+# ---------------------------------------------------------------------------
+# Public entry points.
+# ---------------------------------------------------------------------------
+
+def compile(fn_or_module: Union[Callable, torch.nn.Module], example_inputs, *,
+            server: Optional[str] = None, opt_level=None,
+            keep_input_mutations: bool = True) -> CompiledFunction:
+    """Compile ``fn_or_module`` through the daemon; return a callable with
+    the same calling convention.
+
+    Args:
+        fn_or_module: a function of tensors (and Python numbers, strings,
+            None, nested in tuples, lists and dicts), or an ``nn.Module``
+            whose parameters and buffers are read at every call (so
+            ``load_state_dict`` and ``.to()`` after compiling are honoured).
+        example_inputs: the positional arguments to capture with (a tuple or
+            list; a lone tensor is accepted). They are never modified.
+        server: the daemon's address (default: ``$COMPILED_SERVER``, else
+            ``127.0.0.1:7421``).
+        opt_level: None (the daemon's default), 0-3 or "O0"-"O3".
+        keep_input_mutations: let the program write mutated inputs itself
+            when it may (else the runtime applies the new values).
+
+    Raises:
+        CaptureError: the function cannot be captured.
+        CompileError: the daemon refused the graph.
+
+    If the daemon cannot be reached, the callable runs ``fn_or_module``
+    eagerly, warns once (:class:`DaemonUnavailableWarning`) and retries
+    later. Calls whose inputs differ from every compiled signature (shape,
+    dtype, strides, requires_grad, storage sharing, grad mode, a Python
+    number...) are captured and compiled again for those inputs.
+    """
+    return CompiledFunction(fn_or_module, example_inputs, server=server, opt_level=opt_level,
+                            keep_input_mutations=keep_input_mutations)
+
+
+def backend(gm: torch.fx.GraphModule, example_inputs: Sequence[torch.Tensor]) -> CompiledFunction:
+    """A TorchDynamo backend: compile an ATen-level FX GraphModule.
+
+    Takes the GraphModule (e.g. from ``make_fx``) and its example inputs
+    (positional tensors); returns a callable taking the same positional
+    inputs and returning what ``gm`` returns. Tensor constants the graph
+    reads with ``get_attr`` are bound into the program; registered
+    parameters and buffers of ``gm`` are read at call time.
+    """
+    return compile(gm, tuple(example_inputs))

@@ -1,0 +1,709 @@
+"""Run artifacts: a ``compiled.v1.Program`` becomes a Python function.
+
+The contract is ``docs/artifact.md``. A program is straight-line code over a
+value table, so instead of interpreting it on every call (looking values up
+by index, dispatching on argument kinds, reading protobuf fields), the
+runtime *generates Python source* for it once, at load time, and ``exec``s
+it, as ``torch.fx`` does for its graphs:
+
+- each operator name (``aten::add.Tensor``) is resolved once to its
+  ``OpOverload`` (``torch.ops.aten.add.Tensor``; no overload name means
+  ``.default``) and the generated code calls the overload's underlying
+  builtin directly;
+- constants are literals in the source when Python can spell them (ints,
+  finite floats, bools, strings, None), else globals of the generated
+  function (lists, dtypes, devices, non-finite floats);
+- arguments are passed positionally or by keyword as the program says;
+  ``Tensor[]`` results are unpacked into their element slots
+  (``[v9, v10] = split(...)``);
+- then the epilogue of "Mutation and aliasing (version 0.2)": inputs
+  mutated out of graph receive their new values (in input order), and only
+  then are the user outputs rebuilt from ``output_info`` (the caller's input
+  object itself, views of it replayed from a view chain or ``as_strided``,
+  views of intermediate bases or of other user outputs, or the program
+  output as it is);
+- finally the user outputs are returned, either as a tuple or in the pytree
+  structure the caller asked for (``out_spec``), built by a literal
+  expression (``return ({'a': v16, 'l': [v9, v10]}, v13)``).
+
+An empty ``input_info`` means every input is NOT_MUTATED, an empty
+``output_info`` that every program output is a NON_ALIAS user output: that
+is what version 0.1 programs and programs with ``functional == false``
+mean (they run the original ATen ops, in-place ones included, on the
+caller's own tensors).
+
+The source of a loaded program is in :attr:`LoadedProgram.source`, and is
+registered with ``linecache`` so tracebacks through it show the line that
+failed.
+"""
+
+from __future__ import annotations
+
+import keyword
+import linecache
+import logging
+import math
+import itertools
+from typing import Any, Dict, List, Optional, Sequence, Tuple, Union
+
+import torch
+import torch.utils._pytree as pytree
+
+from .errors import ArtifactError, SpecializationError
+from .v1 import artifact_pb2, graph_pb2
+
+__all__ = ["LoadedProgram", "SUPPORTED_MAJOR", "load", "parse_artifact", "resolve_operator"]
+
+_log = logging.getLogger("compiled.runtime")
+
+# The artifact format major version this runtime runs (minor versions only
+# add fields, so any minor is accepted).
+SUPPORTED_MAJOR = 0
+
+_A = artifact_pb2
+_MUTATED_OUT = _A.MUTATION_TYPE_MUTATED_OUT_GRAPH
+_KNOWN_MUTATION_TYPES = (_A.MUTATION_TYPE_NOT_MUTATED, _A.MUTATION_TYPE_MUTATED_IN_GRAPH,
+                         _A.MUTATION_TYPE_MUTATED_OUT_GRAPH)
+_AS_IS = (_A.OUTPUT_TYPE_NON_ALIAS, _A.OUTPUT_TYPE_UNSAFE_VIEW_ALIAS,
+          _A.OUTPUT_TYPE_CUSTOM_FUNCTION_VIEW)
+_OF_INTERMEDIATE = (_A.OUTPUT_TYPE_ALIAS_OF_INTERMEDIATE,
+                    _A.OUTPUT_TYPE_ALIAS_OF_INTERMEDIATE_SAVE_AS_OUTPUT)
+
+
+# ---------------------------------------------------------------------------
+# graph.proto enums -> torch objects.
+# ---------------------------------------------------------------------------
+
+def _table(pairs):
+    table = {}
+    for enum_value, attr in pairs:
+        obj = getattr(torch, attr, None)
+        if obj is not None:
+            table[enum_value] = obj
+    return table
+
+
+_DTYPES = _table([
+    (graph_pb2.SCALAR_TYPE_BYTE, "uint8"), (graph_pb2.SCALAR_TYPE_CHAR, "int8"),
+    (graph_pb2.SCALAR_TYPE_SHORT, "int16"), (graph_pb2.SCALAR_TYPE_INT, "int32"),
+    (graph_pb2.SCALAR_TYPE_LONG, "int64"), (graph_pb2.SCALAR_TYPE_HALF, "float16"),
+    (graph_pb2.SCALAR_TYPE_FLOAT, "float32"), (graph_pb2.SCALAR_TYPE_DOUBLE, "float64"),
+    (graph_pb2.SCALAR_TYPE_COMPLEXHALF, "complex32"),
+    (graph_pb2.SCALAR_TYPE_COMPLEXFLOAT, "complex64"),
+    (graph_pb2.SCALAR_TYPE_COMPLEXDOUBLE, "complex128"), (graph_pb2.SCALAR_TYPE_BOOL, "bool"),
+    (graph_pb2.SCALAR_TYPE_BFLOAT16, "bfloat16"), (graph_pb2.SCALAR_TYPE_UINT16, "uint16"),
+])
+_LAYOUTS = _table([
+    (graph_pb2.LAYOUT_SPARSE_COO, "sparse_coo"), (graph_pb2.LAYOUT_SPARSE_CSR, "sparse_csr"),
+    (graph_pb2.LAYOUT_SPARSE_CSC, "sparse_csc"), (graph_pb2.LAYOUT_SPARSE_BSR, "sparse_bsr"),
+    (graph_pb2.LAYOUT_SPARSE_BSC, "sparse_bsc"), (graph_pb2.LAYOUT_MKLDNN, "_mkldnn"),
+    (graph_pb2.LAYOUT_STRIDED, "strided"),
+])
+_MEMORY_FORMATS = _table([
+    (graph_pb2.MEMORY_FORMAT_CONTIGUOUS, "contiguous_format"),
+    (graph_pb2.MEMORY_FORMAT_CHANNELS_LAST, "channels_last"),
+    (graph_pb2.MEMORY_FORMAT_CHANNELS_LAST_3D, "channels_last_3d"),
+    (graph_pb2.MEMORY_FORMAT_PRESERVE, "preserve_format"),
+])
+
+
+# ---------------------------------------------------------------------------
+# Artifacts and operators.
+# ---------------------------------------------------------------------------
+
+def parse_artifact(data: Union[bytes, bytearray, memoryview, artifact_pb2.Artifact]) -> artifact_pb2.Artifact:
+    """Parse artifact bytes (or take a message as is) and check its version.
+
+    Raises:
+        ArtifactError: the bytes are not an Artifact, or its major version is
+            not :data:`SUPPORTED_MAJOR`.
+    """
+    if isinstance(data, artifact_pb2.Artifact):
+        artifact = data
+    else:
+        artifact = artifact_pb2.Artifact()
+        try:
+            artifact.ParseFromString(bytes(data))
+        except Exception as e:
+            raise ArtifactError(f"cannot parse the artifact: {e}") from None
+    major, minor = artifact.version.major, artifact.version.minor
+    if major != SUPPORTED_MAJOR:
+        raise ArtifactError(
+            f"artifact {artifact.key[:16] or '(no key)'} has format version {major}.{minor}; "
+            f"this runtime runs major version {SUPPORTED_MAJOR} only "
+            "(use a compiled client that matches the daemon)")
+    return artifact
+
+
+def resolve_operator(name: str) -> torch._ops.OpOverload:
+    """``"aten::add.Tensor"`` -> ``torch.ops.aten.add.Tensor``;
+    ``"aten::relu"`` -> ``torch.ops.aten.relu.default``.
+
+    Raises:
+        ArtifactError: this torch has no such operator or overload.
+    """
+    namespace, sep, rest = name.partition("::")
+    opname, _, overload = rest.partition(".")
+    if not sep or not namespace or not opname:
+        raise ArtifactError(f"malformed operator name {name!r} (expected ns::name[.overload])")
+    try:
+        packet = getattr(getattr(torch.ops, namespace), opname)
+        return getattr(packet, overload or "default")
+    except Exception:
+        raise ArtifactError(f"operator {name!r} does not exist in this torch "
+                            f"({torch.__version__})") from None
+
+
+# ---------------------------------------------------------------------------
+# The loaded program.
+# ---------------------------------------------------------------------------
+
+class LoadedProgram:
+    """A program ready to run.
+
+    Call it with the program's inputs in order (the graph's input order:
+    parameters, buffers, constants, user inputs), leaving out the CONSTANT
+    inputs bound at load time. It returns the user outputs: a tuple, or the
+    structure given as ``out_spec`` to :func:`load`.
+
+    Attributes:
+        fn: the generated function itself (calling it skips one Python frame).
+        source: its Python source.
+        key: the artifact's cache key.
+        version: ``(major, minor)`` of the artifact format.
+        num_inputs: how many program inputs there are.
+        arg_inputs: indices of the program inputs the caller passes, in order.
+        input_kinds: ``graph_pb2.InputKind`` of every program input.
+        functional, training: as in the Program message.
+        num_user_outputs: how many user outputs the program has.
+    """
+
+    def __init__(self, fn, source: str, key: str, version: Tuple[int, int], num_inputs: int,
+                 arg_inputs: List[int], input_kinds: List[int], functional: bool, training: bool,
+                 num_user_outputs: int):
+        self.fn = fn
+        self.source = source
+        self.key = key
+        self.version = version
+        self.num_inputs = num_inputs
+        self.arg_inputs = arg_inputs
+        self.input_kinds = input_kinds
+        self.functional = functional
+        self.training = training
+        self.num_user_outputs = num_user_outputs
+
+    def __call__(self, *inputs):
+        return self.fn(*inputs)
+
+    def __repr__(self) -> str:
+        return (f"<LoadedProgram {self.key[:12] or '?'} v{self.version[0]}.{self.version[1]}: "
+                f"{len(self.arg_inputs)} inputs, {self.num_user_outputs} outputs>")
+
+
+def load(artifact: Union[bytes, artifact_pb2.Artifact], *,
+         constants: Union[None, Sequence[Any], Dict[int, Any]] = None,
+         out_spec: Optional[pytree.TreeSpec] = None) -> LoadedProgram:
+    """Turn an artifact into a :class:`LoadedProgram`.
+
+    Args:
+        artifact: artifact bytes or a parsed ``artifact_pb2.Artifact``.
+        constants: values bound into the program for its CONSTANT inputs,
+            which the caller then leaves out: a sequence, one per CONSTANT
+            input in input order (as :func:`compiled.trace` returns them), or
+            a dict ``{program input index: value}``. None binds nothing.
+        out_spec: a ``torch.utils._pytree`` TreeSpec with one leaf per user
+            output: the program returns the outputs in that structure.
+            None returns a tuple.
+
+    Raises:
+        ArtifactError: unknown major version, malformed program, unknown
+            operator, or a feature this runtime does not have.
+    """
+    artifact = parse_artifact(artifact)
+    program = artifact.program
+    kinds = [spec.kind for spec in program.inputs]
+    if constants is None:
+        bound: Dict[int, Any] = {}
+    elif isinstance(constants, dict):
+        bound = dict(constants)
+    else:
+        constant_inputs = [i for i, k in enumerate(kinds) if k == graph_pb2.INPUT_KIND_CONSTANT]
+        constants = list(constants)
+        if len(constants) != len(constant_inputs):
+            raise ArtifactError(f"the program has {len(constant_inputs)} CONSTANT inputs, "
+                                f"{len(constants)} constants were given")
+        bound = dict(zip(constant_inputs, constants))
+    for index in bound:
+        if not 0 <= index < len(kinds):
+            raise ArtifactError(f"constant bound to input {index}, the program has {len(kinds)}")
+    gen = _Codegen(artifact, bound, out_spec)
+    fn, source = gen.build()
+    return LoadedProgram(fn, source, artifact.key, (artifact.version.major, artifact.version.minor),
+                         len(kinds), [i for i in range(len(kinds)) if i not in bound], kinds,
+                         program.functional, program.training, gen.num_user_outputs)
+
+
+# ---------------------------------------------------------------------------
+# Code generation.
+# ---------------------------------------------------------------------------
+
+_program_counter = itertools.count()
+
+
+class _Codegen:
+    """Generates the source of one program's function.
+
+    Names in the generated code: ``a<i>`` program input i, ``v<i>`` value i
+    once an instruction wrote it, ``u<j>`` user output j, ``_op<k>``
+    operator k, ``_c<i>`` constant globals, ``_k<i>`` bound constant inputs.
+    """
+
+    def __init__(self, artifact: artifact_pb2.Artifact, bound: Dict[int, Any], out_spec):
+        self.artifact = artifact
+        self.program = artifact.program
+        self.values = self.program.values
+        self.bound = bound
+        self.out_spec = out_spec
+        self.globals: Dict[str, Any] = {"__builtins__": __builtins__}
+        self.lines: List[str] = []
+        self.expr: Dict[int, str] = {}      # value index -> expression to read it now
+        self.const_names: Dict[int, str] = {}   # value index -> its constant global
+        self.object_names: Dict[int, str] = {}  # id(obj) -> global name (held objects)
+        self.ops: Dict[int, str] = {}       # operator index -> global name
+        self.overloads: Dict[int, torch._ops.OpOverload] = {}
+        self.num_user_outputs = 0
+
+    # -- globals -----------------------------------------------------------
+
+    def obj(self, value: Any, prefix: str = "_c") -> str:
+        """A global name bound to ``value`` (one per distinct object)."""
+        name = self.object_names.get(id(value))
+        if name is None:
+            name = f"{prefix}{len(self.globals)}"
+            self.globals[name] = value
+            self.object_names[id(value)] = name
+        return name
+
+    def op(self, index: int) -> str:
+        """The global name of operator ``index`` (resolved on first use)."""
+        if index in self.ops:
+            return self.ops[index]
+        operators = self.program.operators
+        if not 0 <= index < len(operators):
+            raise ArtifactError(f"operator index {index} out of range ({len(operators)} operators)")
+        entry = operators[index]
+        overload = resolve_operator(entry.name)
+        if entry.schema and entry.schema != str(overload._schema):
+            raise ArtifactError(f"operator {entry.name}: the program was built for the schema "
+                                f"{entry.schema!r}, this torch ({torch.__version__}) has "
+                                f"{str(overload._schema)!r}")
+        name = f"_op{index}"
+        # The overload's own __call__ is a Python frame around this builtin.
+        self.globals[name] = getattr(overload, "_op", overload)
+        self.ops[index] = name
+        self.overloads[index] = overload
+        return name
+
+    # -- values ------------------------------------------------------------
+
+    def value(self, index: int, where: str) -> str:
+        """An expression reading value ``index`` at this point of the code."""
+        if index in self.expr:
+            return self.expr[index]
+        if not 0 <= index < len(self.values):
+            raise ArtifactError(f"{where}: value index {index} out of range "
+                                f"({len(self.values)} values)")
+        v = self.values[index]
+        kind = v.WhichOneof("kind")
+        if kind == "tensors":
+            return "[" + ", ".join(self.value(i, where) for i in v.tensors.items) + "]"
+        if kind == "optional_tensors":
+            return "[" + ", ".join("None" if i == -1 else self.value(i, where)
+                                   for i in v.optional_tensors.items) + "]"
+        if kind == "tensor":
+            raise ArtifactError(f"{where}: value {index} (a tensor) is read before any "
+                                "instruction writes it")
+        if kind == "sym_int":
+            raise ArtifactError(f"{where}: value {index} is a symbolic integer; this runtime "
+                                "runs static-shape programs only")
+        if kind is None:
+            raise ArtifactError(f"{where}: value {index} is empty")
+        return self.literal(index, v, kind)
+
+    def literal(self, index: int, v: artifact_pb2.Value, kind: str) -> str:
+        """A constant value as a source literal or a global name."""
+        if kind == "none":
+            return "None"
+        if kind == "bool":
+            return repr(bool(v.bool))
+        if kind == "int":
+            return repr(int(v.int))
+        if kind == "float":
+            if math.isfinite(v.float):
+                return repr(float(v.float))
+        elif kind == "string":
+            return repr(v.string)
+        if index not in self.const_names:
+            self.const_names[index] = self.obj(self.constant_object(index, v, kind))
+        return self.const_names[index]
+
+    def constant_object(self, index: int, v: artifact_pb2.Value, kind: str) -> Any:
+        if kind == "float":
+            return float(v.float)
+        if kind in ("ints", "floats", "bools", "strings"):
+            return list(getattr(v, kind).items)
+        if kind == "scalar_type":
+            return self._enum(_DTYPES, v.scalar_type, "ScalarType", index)
+        if kind == "layout":
+            return self._enum(_LAYOUTS, v.layout, "Layout", index)
+        if kind == "memory_format":
+            return self._enum(_MEMORY_FORMATS, v.memory_format, "MemoryFormat", index)
+        if kind == "device":
+            d = v.device
+            return torch.device(d.type, d.index) if d.has_index else torch.device(d.type)
+        raise ArtifactError(f"value {index}: unsupported constant kind {kind!r}")
+
+    @staticmethod
+    def _enum(table, number, what, index):
+        try:
+            return table[number]
+        except KeyError:
+            raise ArtifactError(f"value {index}: {what} {number} is unknown to this torch") from None
+
+    # -- the function --------------------------------------------------------
+
+    def build(self):
+        program = self.program
+        for ins in program.instructions:
+            if ins.WhichOneof("kind") != "kernel":
+                raise ArtifactError("the program uses native code segments, which this runtime "
+                                    "does not run yet")
+        params = self.bind_inputs()
+        self.specialization_checks()
+        for n, ins in enumerate(program.instructions):
+            self.kernel(n, ins.kernel)
+        outs = [self.value(o.value, f"program output {i}") for i, o in enumerate(program.outputs)]
+        user = self.epilogue(outs)
+        self.num_user_outputs = len(user)
+        self.lines.append(f"return {self.output_expr(user)}")
+
+        serial = next(_program_counter)
+        key = self.artifact.key[:12] or "nokey"
+        filename = f"<compiled program {key} #{serial}>"
+        header = [f"def program({', '.join(params)}):",
+                  f"    # artifact {self.artifact.key or '(no key)'} "
+                  f"v{self.artifact.version.major}.{self.artifact.version.minor}, "
+                  f"functional={program.functional}, training={program.training}"]
+        source = "\n".join(header + ["    " + line for line in self.lines]) + "\n"
+        code = compile(source, filename, "exec")
+        scope = dict(self.globals)
+        exec(code, scope)
+        linecache.cache[filename] = (len(source), None, source.splitlines(True), filename)
+        if _log.isEnabledFor(logging.DEBUG):
+            _log.debug("loaded %s:\n%s", filename, source)
+        return scope["program"], source
+
+    def bind_inputs(self) -> List[str]:
+        """Parameters of the generated function; input value expressions."""
+        params = []
+        self.input_expr: List[str] = []
+        for i, spec in enumerate(self.program.inputs):
+            if not 0 <= spec.value < len(self.values):
+                raise ArtifactError(f"input {i}: value index {spec.value} out of range")
+            if i in self.bound:
+                name = self.obj(self.bound[i], "_k")
+            else:
+                name = f"a{i}"
+                params.append(name)
+            self.input_expr.append(name)
+            self.expr.setdefault(spec.value, name)
+        return params
+
+    def specialization_checks(self) -> None:
+        """``specialized`` inputs: the caller must pass the baked constant."""
+        for i, spec in enumerate(self.program.inputs):
+            if not spec.specialized:
+                continue
+            v = self.values[spec.value]
+            kind = v.WhichOneof("kind")
+            a = self.input_expr[i]
+            if kind == "none":
+                cond = f"{a} is not None"
+                expected = None
+            elif kind == "bool":
+                cond = f"{a} is not {bool(v.bool)!r}"
+                expected = bool(v.bool)
+            elif kind in ("int", "float", "string"):
+                expected = {"int": int, "float": float, "string": str}[kind](getattr(v, kind))
+                typ = {"int": "int", "float": "float", "string": "str"}[kind]
+                if kind == "float" and math.isnan(expected):
+                    cond = f"{a}.__class__ is not float or {a} == {a}"
+                else:
+                    cond = f"{a}.__class__ is not {typ} or {a} != {self.literal(spec.value, v, kind)}"
+            else:
+                raise ArtifactError(f"input {i} is specialized to a {kind!r} value; only None, "
+                                    "bool, int, float and str inputs can be specialized")
+            self.globals["_SpecializationError"] = SpecializationError
+            self.lines.append(f"if {cond}:")
+            self.lines.append(f"    raise _SpecializationError({i}, {self.obj(expected)}, {a})")
+
+    def kernel(self, n: int, k: artifact_pb2.KernelCall) -> None:
+        where = f"instruction {n}"
+        op = self.op(k.op)
+        overload = self.overloads[k.op]
+        args: List[str] = []
+        seen_keyword = False
+        for a in k.args:
+            e = self.value(a.value, f"{where}, argument {a.name!r}")
+            if a.keyword:
+                seen_keyword = True
+                if a.name.isidentifier() and not keyword.iskeyword(a.name):
+                    args.append(f"{a.name}={e}")
+                else:
+                    args.append(f"**{{{a.name!r}: {e}}}")
+            elif seen_keyword:
+                raise ArtifactError(f"{where}: positional argument {a.name!r} after a keyword")
+            else:
+                args.append(e)
+        call = f"{op}({', '.join(args)})"
+        returns = overload._schema.returns
+        if len(k.outputs) != len(returns):
+            raise ArtifactError(f"{where}: {len(k.outputs)} outputs for "
+                                f"{self.program.operators[k.op].name}, whose schema has "
+                                f"{len(returns)} returns")
+        targets = [self.output_target(o, where) for o in k.outputs]
+        comment = f"  # {self.program.operators[k.op].name}"
+        if k.node or n == 0:
+            comment += f" (node {k.node})"
+        if all(t == "_" for t in targets):
+            self.lines.append(call + comment)
+        elif len(targets) == 1:
+            self.lines.append(f"{targets[0]} = {call}{comment}")
+        else:
+            self.lines.append(f"[{', '.join(targets)}] = {call}{comment}")
+
+    def output_target(self, index: int, where: str) -> str:
+        """The assignment target for one result, registering what it writes."""
+        if index == -1:
+            return "_"
+        if not 0 <= index < len(self.values):
+            raise ArtifactError(f"{where}: output value {index} out of range")
+        v = self.values[index]
+        kind = v.WhichOneof("kind")
+        if kind in ("tensors", "optional_tensors"):
+            items = getattr(v, kind).items
+            return "[" + ", ".join(self.output_target(i, where) for i in items) + "]"
+        name = f"v{index}"
+        self.expr[index] = name
+        return name
+
+    # -- mutation and alias epilogue ----------------------------------------
+
+    def epilogue(self, outs: List[str]) -> List[str]:
+        """Apply out-of-graph input mutations, then rebuild user outputs.
+        Returns the expressions of the user outputs."""
+        program = self.program
+        n_out = len(outs)
+        n_mut = program.num_mutated_outputs
+        n_bases = program.num_intermediate_bases
+        if not program.output_info:
+            if n_mut or n_bases:
+                raise ArtifactError(f"num_mutated_outputs={n_mut}, num_intermediate_bases="
+                                    f"{n_bases} but no output_info")
+            n_user = n_out
+        else:
+            n_user = len(program.output_info)
+            if n_mut < 0 or n_bases < 0 or n_mut + n_user + n_bases != n_out:
+                raise ArtifactError(f"the program has {n_out} outputs, the layout says "
+                                    f"{n_mut} mutated + {n_user} user + {n_bases} bases")
+        self.input_mutations(outs, n_mut)
+        if not program.output_info:
+            return outs
+        return self.user_outputs(outs, n_mut, n_user, n_bases)
+
+    def input_mutations(self, outs: List[str], n_mut: int) -> None:
+        infos = self.program.input_info
+        if not infos:
+            return
+        if len(infos) != len(self.program.inputs):
+            raise ArtifactError(f"{len(infos)} input_info entries for "
+                                f"{len(self.program.inputs)} inputs")
+        used = set()
+        for i, info in enumerate(infos):
+            if info.mutation_type not in _KNOWN_MUTATION_TYPES:
+                raise ArtifactError(f"input {i}: unknown mutation_type {info.mutation_type}")
+            if info.mutation_type != _MUTATED_OUT:
+                continue
+            where = f"input {i}"
+            k = info.mutated_output
+            if not 0 <= k < n_mut:
+                raise ArtifactError(f"{where}: mutated_output {k} is not one of the "
+                                    f"{n_mut} leading outputs")
+            if k in used:
+                raise ArtifactError(f"{where}: mutated_output {k} used twice")
+            used.add(k)
+            if info.mutates_storage_metadata:
+                raise ArtifactError(f"{where}: storage mutations (set_, resize_) of inputs "
+                                    "are not supported")
+            if not (info.mutates_data or info.mutates_metadata):
+                raise ArtifactError(f"{where}: MUTATED_OUT_GRAPH, but neither its data nor "
+                                    "its metadata is mutated")
+            a, new = self.input_expr[i], outs[k]
+            self.lines.append(f"# {where}: mutated out of graph "
+                              f"(data={info.mutates_data}, metadata={info.mutates_metadata})")
+            if info.mutates_metadata:
+                # A leaf that requires grad refuses in-place ops under grad
+                # mode; eager's metadata change happened under no_grad then.
+                self.globals["_no_grad"] = torch.no_grad
+                self.lines += [
+                    f"if {a}.requires_grad and {a}.is_leaf:",
+                    "    with _no_grad():",
+                    f"        {a}.as_strided_({new}.size(), {new}.stride(), {new}.storage_offset())",
+                    "else:",
+                    f"    {a}.as_strided_({new}.size(), {new}.stride(), {new}.storage_offset())",
+                ]
+            if info.mutates_data:
+                if info.mutations_hidden_from_autograd or info.mutations_under_no_grad_or_inference_mode:
+                    self.lines.append(f"{a}.detach().copy_({new})")
+                else:
+                    self.lines += [f"if {a}.requires_grad and {a}.is_leaf:",
+                                   f"    {a}.detach().copy_({new})",
+                                   "else:",
+                                   f"    {a}.copy_({new})"]
+        if len(used) != n_mut:
+            raise ArtifactError(f"num_mutated_outputs is {n_mut}, but {len(used)} inputs are "
+                                "MUTATED_OUT_GRAPH")
+
+    def user_outputs(self, outs: List[str], n_mut: int, n_user: int, n_bases: int) -> List[str]:
+        infos = self.program.output_info
+        n_inputs = len(self.program.inputs)
+        names = [f"u{j}" for j in range(n_user)]
+        done = [False] * n_user
+        # BASE_IS_USER_OUTPUT outputs wait for their base; others go first.
+        pending = list(range(n_user))
+        while pending:
+            progressed = False
+            for j in list(pending):
+                info = infos[j]
+                where = f"user output {j}"
+                t = info.output_type
+                if t == _A.OUTPUT_TYPE_ALIAS_OF_INTERMEDIATE_BASE_IS_USER_OUTPUT:
+                    b = info.base_index
+                    if not 0 <= b < n_user or b == j:
+                        raise ArtifactError(f"{where}: base user output {b} out of range")
+                    if not done[b]:
+                        continue
+                    self.view(names[j], names[b], info, where)
+                elif t in _AS_IS:
+                    po = info.program_output
+                    if not 0 <= po < len(outs):
+                        raise ArtifactError(f"{where}: program_output {po} out of range")
+                    names[j] = outs[po]
+                elif t == _A.OUTPUT_TYPE_IS_INPUT:
+                    names[j] = self.input_base(info, n_inputs, where)
+                elif t == _A.OUTPUT_TYPE_ALIAS_OF_INPUT:
+                    self.view(names[j], self.input_base(info, n_inputs, where), info, where)
+                elif t in _OF_INTERMEDIATE:
+                    b = info.base_index
+                    if not 0 <= b < n_bases:
+                        raise ArtifactError(f"{where}: intermediate base {b} out of range "
+                                            f"({n_bases} bases)")
+                    self.view(names[j], outs[n_mut + n_user + b], info, where)
+                else:
+                    raise ArtifactError(f"{where}: unknown output_type {t}")
+                done[j] = True
+                pending.remove(j)
+                progressed = True
+            if not progressed:
+                raise ArtifactError(f"user outputs {pending} are views of each other in a cycle")
+        return names
+
+    def input_base(self, info, n_inputs: int, where: str) -> str:
+        b = info.base_index
+        if not 0 <= b < n_inputs:
+            raise ArtifactError(f"{where}: base input {b} out of range ({n_inputs} inputs)")
+        return self.input_expr[b]
+
+    def view(self, target: str, base: str, info, where: str) -> None:
+        """``target = <a view of base>`` by view replay or as_strided, then
+        AOTAutograd's requires_grad fix-up."""
+        if info.has_view_chain:
+            self.lines.append(f"{target} = {base}")
+            for s, step in enumerate(info.view_chain):
+                self.lines.append(f"{target} = {self.view_step(step, target, f'{where}, view step {s}')}")
+        else:
+            st = info.as_strided
+            self.globals["_as_strided"] = torch.as_strided
+            self.lines.append(f"{target} = _as_strided({base}, {tuple(st.size)!r}, "
+                              f"{tuple(st.stride)!r}, {int(st.storage_offset)})")
+        if info.requires_grad:
+            self.lines += [f"if not {target}.requires_grad:",
+                           f"    {target}.requires_grad_(True)"]
+        else:
+            self.lines += [f"if {target}.requires_grad:",
+                           f"    {target} = {target}.detach()"]
+
+    def view_step(self, step: artifact_pb2.ViewStep, current: str, where: str) -> str:
+        op = self.op(step.op)
+        args = []
+        viewed = False
+        for a in step.args:
+            if a.value == -1:
+                e = current
+                viewed = True
+            else:
+                e = self.value(a.value, f"{where}, argument {a.name!r}")
+            if a.keyword:
+                args.append(f"{a.name}={e}" if a.name.isidentifier() and not keyword.iskeyword(a.name)
+                            else f"**{{{a.name!r}: {e}}}")
+            else:
+                args.append(e)
+        if not viewed:
+            raise ArtifactError(f"{where}: no argument is the viewed tensor (value -1)")
+        call = f"{op}({', '.join(args)})"
+        returns = self.overloads[step.op]._schema.returns
+        returns_list = len(returns) == 1 and returns[0].type.kind() == "ListType"
+        if returns_list:
+            if step.item < 0:
+                raise ArtifactError(f"{where}: {self.program.operators[step.op].name} returns "
+                                    "a list; the step must pick an item")
+            return f"{call}[{step.item}]"
+        if step.item > 0:
+            raise ArtifactError(f"{where}: item {step.item} of "
+                                f"{self.program.operators[step.op].name}, which returns one tensor")
+        return call
+
+    # -- output structure ---------------------------------------------------
+
+    def output_expr(self, user: List[str]) -> str:
+        if self.out_spec is None:
+            return "(" + "".join(f"{u}, " for u in user) + ")"
+        if self.out_spec.num_leaves != len(user):
+            raise ArtifactError(f"the output structure has {self.out_spec.num_leaves} leaves, "
+                                f"the program {len(user)} user outputs")
+        return self.tree_expr(self.out_spec, iter(user))
+
+    def tree_expr(self, spec: pytree.TreeSpec, leaves) -> str:
+        """A literal expression building the pytree ``spec`` from ``leaves``."""
+        if isinstance(spec, pytree.LeafSpec) or spec.type is None:
+            return next(leaves)
+        children = [self.tree_expr(c, leaves) for c in spec.children_specs]
+        t = spec.type
+        if t is tuple:
+            return "(" + "".join(c + ", " for c in children) + ")"
+        if t is list or t.__name__ == "immutable_list":
+            return "[" + ", ".join(children) + "]"
+        if t is dict or t.__name__ == "immutable_dict":
+            keys = [self.key_expr(k) for k in spec.context]
+            return "{" + ", ".join(f"{k}: {c}" for k, c in zip(keys, children)) + "}"
+        # namedtuple, OrderedDict, torch.return_types, custom nodes: the
+        # registered unflatten function.
+        node = pytree.SUPPORTED_NODES[t]
+        return (f"{self.obj(node.unflatten_fn)}([{', '.join(children)}], "
+                f"{self.obj(spec.context)})")
+
+    def key_expr(self, key: Any) -> str:
+        if key is None or isinstance(key, (bool, int, str)):
+            return repr(key)
+        return self.obj(key)
+
