@@ -20,6 +20,7 @@
 #include <grpc/byte_buffer_reader.h>
 #include <grpc/grpc.h>
 #include <grpc/grpc_security.h>
+#include <grpc/support/alloc.h>
 #include <grpc/support/time.h>
 #include <openssl/rand.h>
 #include <pthread.h>
@@ -60,6 +61,7 @@ typedef struct worker {
   int64_t *lat;
   size_t nlat, cap;
   int errors;
+  char first_error[160]; /* what the first failed call said */
   pthread_t th;
 } worker;
 
@@ -71,7 +73,8 @@ static int64_t now_us(void) {
 
 /* One call: send the request, receive one message and the status. */
 static int one_call(grpc_channel *ch, grpc_completion_queue *cq,
-                    const run_cfg *c, grpc_slice method) {
+                    const run_cfg *c, grpc_slice method, char *why,
+                    size_t whylen) {
   gpr_timespec deadline = gpr_time_add(gpr_now(GPR_CLOCK_REALTIME),
                                        gpr_time_from_seconds(30, GPR_TIMESPAN));
   grpc_call *call = grpc_channel_create_call(ch, NULL, GRPC_PROPAGATE_DEFAULTS,
@@ -117,8 +120,14 @@ static int one_call(grpc_channel *ch, grpc_completion_queue *cq,
     ok = ev.type == GRPC_OP_COMPLETE && ev.success &&
          status == GRPC_STATUS_OK && got + 64 >= c->expect &&
          got <= c->expect + 64;
-
+    if (!ok && why) {
+      char *d = grpc_slice_to_c_string(details);
+      snprintf(why, whylen, "status %d (%s), reply %zu bytes, expected %zu",
+               (int)status, d, got, c->expect);
+      gpr_free(d);
+    }
     grpc_slice_unref(details);
+
   }
   if (c->reply_md >= 0)
     grpc_slice_unref(md.value);
@@ -148,11 +157,12 @@ static void *worker_main(void *arg) {
   grpc_completion_queue *cq = grpc_completion_queue_create_for_pluck(NULL);
   grpc_slice method = grpc_slice_from_static_string(w->cfg->method);
   for (int i = 0; i < 3; i++) /* warm the connection */
-    one_call(ch, cq, w->cfg, method);
+    one_call(ch, cq, w->cfg, method, NULL, 0);
   int64_t end = now_us() + (int64_t)(w->cfg->seconds * 1e6);
   while (now_us() < end && w->nlat < w->cap) {
     int64_t t0 = now_us();
-    if (one_call(ch, cq, w->cfg, method) != 0)
+    if (one_call(ch, cq, w->cfg, method, w->errors ? NULL : w->first_error,
+                 sizeof w->first_error) != 0)
       w->errors++;
     else
       w->lat[w->nlat++] = now_us() - t0;
@@ -191,8 +201,12 @@ static measure run(const run_cfg *c, int nclients) {
   for (int i = 0; i < nclients; i++) {
     pthread_join(w[i].th, NULL);
     total += w[i].nlat;
+    if (w[i].errors && !errors)
+      fprintf(stderr, "hitbench: %s: %d failed calls; first: %s\n", c->method,
+              w[i].errors, w[i].first_error);
     errors += w[i].errors;
   }
+
   double secs = (double)(now_us() - t0) / 1e6;
   int64_t *all = malloc((total + 1) * sizeof *all);
   size_t k = 0;
@@ -461,7 +475,7 @@ int main(int argc, char **argv) {
                    "127.0.0.1:0", "--port-file",
                    dport,         "--cache-dir",
                    cache_dir,     "--log-level",
-                   "warn",        "--max-inline-bytes",
+                   "info",        "--max-inline-bytes",
                    "8M",          "--hot-cache-bytes",
                    (char *)hot,   NULL};
   char *eargv[] = {echo_bin, eport, "2", NULL};
@@ -480,6 +494,7 @@ int main(int argc, char **argv) {
     if (!(v[i].reply = probe(dtarget, &v[i])))
       return 1;
 
+  int any_errors = 0;
   printf("# cache-hit benchmark: %s, %.1fs per run, %d rounds (medians of "
          "rounds), "
          "hot tier %s\n",
@@ -524,6 +539,7 @@ int main(int argc, char **argv) {
       int errs = 0;
       for (int r = 0; r < rounds; r++)
         errs += hm[r].errors + em[r].errors;
+      any_errors += errs;
       printf("%-8s %-7d | %8.0fus %8.0fus %10.0f | %8.0fus %8.0fus %10.0f | "
              "%7.2fx "
              "%7.2fx %7.2fx%s\n",
@@ -540,8 +556,12 @@ int main(int argc, char **argv) {
   grpc_shutdown();
   char cmd[300];
   snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
-  if (system(cmd) != 0)
+  if (any_errors)
+    fprintf(stderr, "hitbench: %d calls failed; the daemon's log is in %s\n",
+            any_errors, dout);
+  else if (system(cmd) != 0)
     fprintf(stderr, "hitbench: could not remove %s\n", dir);
+
   for (int i = 0; i < 3; i++)
     free(v[i].req);
   compiled__v1__graph_module__free_unpacked(m, NULL);

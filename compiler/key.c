@@ -1046,7 +1046,10 @@ static void h_isa(keyer *k, const char *isa) {
     return;
   }
   size_t n = 0;
-  for (char *tok = strtok(copy, ", "); tok; tok = strtok(NULL, ", "))
+  char *save = NULL; /* strtok's hidden state would race between threads */
+  for (char *tok = strtok_r(copy, ", ", &save); tok;
+       tok = strtok_r(NULL, ", ", &save))
+
     feat[n++] = tok;
   qsort(feat, n, sizeof *feat, cmp_str);
   size_t uniq = 0;

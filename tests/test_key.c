@@ -428,3 +428,57 @@ Test(key, unannotated_batch_norm_mutation_keeps_order) {
   cr_assert(!same_key(k1, k2));
   gc_arena_free(a);
 }
+
+/* Keys are computed on several daemon threads at once: every thread must
+ * get the same key (a non-reentrant libc call once broke this). */
+#include <pthread.h>
+
+typedef struct key_thread {
+  const uint8_t *bytes;
+  size_t len;
+  gc_key first;
+  int mismatches;
+} key_thread;
+
+static void *key_worker(void *arg) {
+  key_thread *kt = arg;
+  gc_options o;
+  gc_options_default(&o);
+  gc_target t = {.arch = "x86_64",
+                 .isa = "sse4.2,avx,avx2,fma,bmi2,avx512f,avx512bw",
+                 .toolchain = "gcc 12",
+                 .cflags = "-O2"};
+  for (int i = 0; i < 400; i++) {
+    gc_arena *a = gc_arena_new(0);
+    gc_graph *g;
+    gc_key k;
+    if (gc_graph_decode(a, kt->bytes, kt->len, NULL, &g, NULL) != 0 ||
+        gc_key_compute(g, &o, &t, &k, NULL) != 0)
+      kt->mismatches++;
+    else if (i == 0)
+      kt->first = k;
+    else if (memcmp(&k, &kt->first, sizeof k) != 0)
+      kt->mismatches++;
+    gc_arena_free(a);
+  }
+  return NULL;
+}
+
+Test(key, same_key_from_concurrent_threads) {
+  size_t len;
+  uint8_t *bytes = tu_read(tu_path("tests/data/graphs/mlp.pb"), &len);
+  key_thread kt[4];
+  pthread_t th[4];
+  for (int i = 0; i < 4; i++) {
+    kt[i] = (key_thread){.bytes = bytes, .len = len};
+    pthread_create(&th[i], NULL, key_worker, &kt[i]);
+  }
+  for (int i = 0; i < 4; i++)
+    pthread_join(th[i], NULL);
+  for (int i = 0; i < 4; i++) {
+    cr_assert_eq(kt[i].mismatches, 0, "thread %d: %d keys differed", i,
+                 kt[i].mismatches);
+    cr_assert(memcmp(&kt[i].first, &kt[0].first, sizeof kt[0].first) == 0);
+  }
+  free(bytes);
+}
