@@ -79,7 +79,7 @@ TESTS := $(patsubst tests/%.c,$(BUILD)/tests/%,$(TEST_SRC))
 BENCHES := $(patsubst bench/%.c,$(BUILD)/bench/%,$(BENCH_SRC))
 BUILD_ID_H := $(BUILD)/gen/build_id.h
 
-.PHONY: all demo bench-build bench-hit test test-c test-py check valgrind format format-check lint asan fuzz \
+.PHONY: all demo bench-build bench-hit bench-runtime test test-c test-py check valgrind format format-check lint asan fuzz \
         fuzz-build bootstrap clean py-proto
 .DEFAULT_GOAL := all
 
@@ -196,7 +196,12 @@ bench-build: all $(BENCHES)
 bench-hit: bench-build
 	COMPILED_BUILD=$(abspath $(BUILD)) $(BUILD)/bench/hitbench $(BENCH_ARGS)
 
+# Per-call overhead of the Python runtime against eager PyTorch.
+bench-runtime: all
+	COMPILED_BUILD=$(abspath $(BUILD)) $(PYTHON) bench/runtime_overhead.py $(BENCH_ARGS)
+
 # Test binaries find data and binaries through these variables.
+
 TEST_ENV := COMPILED_SRC=$(CURDIR) COMPILED_BUILD=$(abspath $(BUILD)) \
             PYTHONPATH=$(CURDIR)/client/python
 

@@ -3,6 +3,7 @@
  * with a bare gRPC echo server returning the same number of bytes.
  *
  *   build/bench/hitbench [--seconds S] [--rounds R] [--graph FILE] [--no-hot]
+ *                          [--log-level LEVEL]
  *
  * For each artifact size (10 KB, 200 KB, 2 MB) it makes a variant of the
  * graph (a distinct torch_version, so a distinct key), computes its key as
@@ -406,6 +407,8 @@ int main(int argc, char **argv) {
   int rounds = 2;
   const char *graph = "tests/data/graphs/mlp.pb";
   const char *hot = "256M"; /* the daemon's in-memory tier; "0": sqlite only */
+  const char *log_level = "warn"; /* "info": one log line per request */
+
   const char *build =
       getenv("COMPILED_BUILD") ? getenv("COMPILED_BUILD") : "build";
   for (int i = 1; i < argc; i++) {
@@ -417,10 +420,12 @@ int main(int argc, char **argv) {
       graph = argv[++i];
     else if (!strcmp(argv[i], "--no-hot"))
       hot = "0";
+    else if (!strcmp(argv[i], "--log-level") && i + 1 < argc)
+      log_level = argv[++i];
     else {
       fprintf(stderr,
               "usage: hitbench [--seconds S] [--rounds R] [--graph FILE] "
-              "[--no-hot]\n");
+              "[--no-hot] [--log-level LEVEL]\n");
       return 2;
     }
   }
@@ -475,7 +480,7 @@ int main(int argc, char **argv) {
                    "127.0.0.1:0", "--port-file",
                    dport,         "--cache-dir",
                    cache_dir,     "--log-level",
-                   "info",        "--max-inline-bytes",
+                   (char *)log_level, "--max-inline-bytes",
                    "8M",          "--hot-cache-bytes",
                    (char *)hot,   NULL};
   char *eargv[] = {echo_bin, eport, "2", NULL};
@@ -496,10 +501,9 @@ int main(int argc, char **argv) {
 
   int any_errors = 0;
   printf("# cache-hit benchmark: %s, %.1fs per run, %d rounds (medians of "
-         "rounds), "
-         "hot tier %s\n",
+         "rounds), hot tier %s, daemon log level %s\n",
          graph, seconds, rounds,
-         strcmp(hot, "0") ? "on" : "off (every hit reads sqlite)");
+         strcmp(hot, "0") ? "on" : "off (every hit reads sqlite)", log_level);
 
   printf("%-8s %-7s | %10s %10s %10s | %10s %10s %10s | %8s %8s %8s\n", "size",
          "clients", "hit p50", "hit p99", "hit req/s", "echo p50", "echo p99",

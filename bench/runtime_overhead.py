@@ -31,12 +31,14 @@ import sys
 import tempfile
 import time
 
-import torch
-
-import compiled
-from compiled import frontend
-
 REPO = os.path.abspath(os.path.join(os.path.dirname(__file__), ".."))
+sys.path.insert(0, os.path.join(REPO, "client", "python"))
+
+import torch  # noqa: E402
+
+import compiled  # noqa: E402
+from compiled import frontend  # noqa: E402
+
 BIN = os.path.join(os.environ.get("COMPILED_BUILD", os.path.join(REPO, "build")), "bin", "compiled")
 
 
