@@ -128,7 +128,6 @@ static int one_call(grpc_channel *ch, grpc_completion_queue *cq,
       gpr_free(d);
     }
     grpc_slice_unref(details);
-
   }
   if (c->reply_md >= 0)
     grpc_slice_unref(md.value);
@@ -476,13 +475,20 @@ int main(int argc, char **argv) {
   snprintf(eport, sizeof eport, "%s/echo.port", dir);
   snprintf(dout, sizeof dout, "%s/daemon.out", dir);
   snprintf(eout, sizeof eout, "%s/echo.out", dir);
-  char *dargv[] = {daemon_bin,    "--listen",
-                   "127.0.0.1:0", "--port-file",
-                   dport,         "--cache-dir",
-                   cache_dir,     "--log-level",
-                   (char *)log_level, "--max-inline-bytes",
-                   "8M",          "--hot-cache-bytes",
-                   (char *)hot,   NULL};
+  char *dargv[] = {daemon_bin,
+                   "--listen",
+                   "127.0.0.1:0",
+                   "--port-file",
+                   dport,
+                   "--cache-dir",
+                   cache_dir,
+                   "--log-level",
+                   (char *)log_level,
+                   "--max-inline-bytes",
+                   "8M",
+                   "--hot-cache-bytes",
+                   (char *)hot,
+                   NULL};
   char *eargv[] = {echo_bin, eport, "2", NULL};
   pid_t dpid = spawn(dargv, dout), epid = spawn(eargv, eout);
   int dp = wait_port(dport, dpid), ep = wait_port(eport, epid);

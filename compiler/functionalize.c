@@ -748,8 +748,8 @@ static gc_node *copy_node(fz *z, const gc_node *n, const gc_op *op,
   /* Arguments first: reading them may emit regenerations, which must come
    * before this node. */
   const gc_schema *fs = op->schema;
-  gc_named_arg *args = gc_arena_calloc(z->a, (size_t)(n->nargs + fs->nargs) + 1,
-                                       sizeof *args);
+  gc_named_arg *args =
+      gc_arena_calloc(z->a, (size_t)(n->nargs + fs->nargs) + 1, sizeof *args);
   if (!args)
     return z->oom = true, NULL;
   int k = 0;
