@@ -1086,7 +1086,7 @@ static void do_write(fz *z, const gc_node *n) {
   if (!c)
     return;
   /* The functional results: one per written argument, in return order. */
-  gc_value *nv[16];
+  gc_value *nv[16] = {NULL};
   for (int k = 0; k < c->noutputs; k++) {
     const gc_arg *o = &n->outputs[k];
     if (o->kind != GC_ARG_TENSOR)
@@ -1098,17 +1098,16 @@ static void do_write(fz *z, const gc_node *n) {
   if (c->noutputs)
     c->label = c->outputs[0].v->name;
   /* Return k goes to the argument it aliases. */
-  int order_ai[16];
-  gc_value *order_nv[16];
+  int ret_ai[16];
   for (int k = 0; k < c->noutputs; k++) {
     int p = gc_schema_return_alias(s, k);
-    order_ai[k] = p >= 0 ? bound_index(n, p) : -1;
-    order_nv[k] = nv[k];
-    if (order_ai[k] < 0)
+    ret_ai[k] = p >= 0 ? bound_index(n, p) : -1;
+    if (ret_ai[k] < 0)
       return bailf(z, "%s: return %d aliases no argument", s->qualified, k);
   }
   alias_results(z, n, c);
-  write_args(z, n, order_ai, order_nv, c->noutputs);
+  write_args(z, n, ret_ai, nv, c->noutputs);
+
 }
 
 static void do_node(fz *z, const gc_node *n) {
