@@ -83,4 +83,11 @@ typedef struct gc_arg {
 /* "tensor", "ints", ...: the name of a kind as JSON and messages spell it. */
 const char *gc_arg_kind_name(gc_arg_kind k);
 
+/* Calls fn(v, item, ctx) for every named value (tensor or symbolic scalar)
+ * that `a` refers to; item is the position inside a list argument, 0 for a
+ * single one. None items of optional lists and literals are skipped. */
+void gc_arg_each_value(const gc_arg *a,
+                       void (*fn)(const gc_value *v, int item, void *ctx),
+                       void *ctx);
+
 #endif

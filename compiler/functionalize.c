@@ -1107,7 +1107,6 @@ static void do_write(fz *z, const gc_node *n) {
   }
   alias_results(z, n, c);
   write_args(z, n, ret_ai, nv, c->noutputs);
-
 }
 
 static void do_node(fz *z, const gc_node *n) {

@@ -659,37 +659,6 @@ static int storage_edges(keyer *k, edges *e) {
   return 0;
 }
 
-/* Calls fn for every value (tensor or symbolic) argument `a` refers to. */
-static void each_value(const gc_arg *a,
-                       void (*fn)(const gc_value *, int, void *), void *ctx) {
-  switch (a->kind) {
-  case GC_ARG_TENSOR:
-    fn(a->v, 0, ctx);
-    break;
-  case GC_ARG_TENSORS:
-  case GC_ARG_OPT_TENSORS:
-    for (int i = 0; i < a->n; i++)
-      if (a->vals[i])
-        fn(a->vals[i], i, ctx);
-    break;
-  case GC_ARG_SYM_INT:
-  case GC_ARG_SYM_FLOAT:
-  case GC_ARG_SYM_BOOL:
-    if (a->sym.v)
-      fn(a->sym.v, 0, ctx);
-    break;
-  case GC_ARG_SYM_INTS:
-  case GC_ARG_SYM_FLOATS:
-  case GC_ARG_SYM_BOOLS:
-    for (int i = 0; i < a->n; i++)
-      if (a->syms[i].v)
-        fn(a->syms[i].v, i, ctx);
-    break;
-  default:
-    break;
-  }
-}
-
 /* One use of a node's output, for the up signatures. */
 typedef struct use {
   int def;       /* producing node */
@@ -755,12 +724,12 @@ static int compute_up(keyer *k, uint8_t (*up)[GC_DIGEST_LEN]) {
     for (int j = 0; j < g->nodes[i].nargs; j++) {
       ul.user = i;
       ul.where = g->nodes[i].args[j].param;
-      each_value(&g->nodes[i].args[j].arg, add_use, &ul);
+      gc_arg_each_value(&g->nodes[i].args[j].arg, add_use, &ul);
     }
   for (int o = 0; o < g->noutputs; o++) {
     ul.user = -1;
     ul.where = o;
-    each_value(&g->outputs[o], add_use, &ul);
+    gc_arg_each_value(&g->outputs[o], add_use, &ul);
   }
   if (ul.failed)
     return GC_ENOMEM;
@@ -884,7 +853,7 @@ static int order_nodes(keyer *k, int *order) {
   for (int i = 0; i < n; i++) {
     dc.node = i;
     for (int j = 0; j < g->nodes[i].nargs; j++)
-      each_value(&g->nodes[i].args[j].arg, add_def_edge, &dc);
+      gc_arg_each_value(&g->nodes[i].args[j].arg, add_def_edge, &dc);
   }
   if (dc.failed || storage_edges(k, &e))
     return GC_ENOMEM;

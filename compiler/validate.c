@@ -237,37 +237,6 @@ static int check_returns(gc_decoder *d, const gc_node *n) {
 
 /* ---- topological order and cycles ---- */
 
-/* Calls fn(v, ctx) for each value argument `a` refers to. */
-static void each_ref(const gc_arg *a, void (*fn)(const gc_value *, void *),
-                     void *ctx) {
-  switch (a->kind) {
-  case GC_ARG_TENSOR:
-    fn(a->v, ctx);
-    break;
-  case GC_ARG_TENSORS:
-  case GC_ARG_OPT_TENSORS:
-    for (int i = 0; i < a->n; i++)
-      if (a->vals[i])
-        fn(a->vals[i], ctx);
-    break;
-  case GC_ARG_SYM_INT:
-  case GC_ARG_SYM_FLOAT:
-  case GC_ARG_SYM_BOOL:
-    if (a->sym.v)
-      fn(a->sym.v, ctx);
-    break;
-  case GC_ARG_SYM_INTS:
-  case GC_ARG_SYM_FLOATS:
-  case GC_ARG_SYM_BOOLS:
-    for (int i = 0; i < a->n; i++)
-      if (a->syms[i].v)
-        fn(a->syms[i].v, ctx);
-    break;
-  default:
-    break;
-  }
-}
-
 /* Predecessor lists in CSR form: node i's producers are
  * pred[start[i] .. start[i+1]). */
 typedef struct deps {
@@ -276,12 +245,14 @@ typedef struct deps {
   int fill;
 } deps;
 
-static void count_ref(const gc_value *v, void *ctx) {
+static void count_ref(const gc_value *v, int item, void *ctx) {
+  (void)item;
   if (v->def_node >= 0)
     (*(int *)ctx)++;
 }
 
-static void add_ref(const gc_value *v, void *ctx) {
+static void add_ref(const gc_value *v, int item, void *ctx) {
+  (void)item;
   deps *dp = ctx;
   if (v->def_node >= 0)
     dp->pred[dp->fill++] = v->def_node;
@@ -296,7 +267,7 @@ static int build_deps(gc_decoder *d, deps *dp) {
   for (int i = 0; i < g->nnodes; i++) {
     dp->start[i] = total;
     for (int k = 0; k < g->nodes[i].nargs; k++)
-      each_ref(&g->nodes[i].args[k].arg, count_ref, &total);
+      gc_arg_each_value(&g->nodes[i].args[k].arg, count_ref, &total);
   }
   dp->start[g->nnodes] = total;
   dp->pred = gc_arena_calloc(d->a, (size_t)total + 1, sizeof(int));
@@ -305,7 +276,7 @@ static int build_deps(gc_decoder *d, deps *dp) {
   dp->fill = 0;
   for (int i = 0; i < g->nnodes; i++)
     for (int k = 0; k < g->nodes[i].nargs; k++)
-      each_ref(&g->nodes[i].args[k].arg, add_ref, dp);
+      gc_arg_each_value(&g->nodes[i].args[k].arg, add_ref, dp);
   return 0;
 }
 
@@ -387,7 +358,8 @@ typedef struct order_ctx {
   const gc_value *first; /* first value used before its definition */
 } order_ctx;
 
-static void check_ref(const gc_value *v, void *ctx) {
+static void check_ref(const gc_value *v, int item, void *ctx) {
+  (void)item;
   order_ctx *oc = ctx;
   if (!oc->first && v->def_node >= oc->node)
     oc->first = v;
@@ -398,7 +370,7 @@ static int check_order(gc_decoder *d) {
   for (int i = 0; i < g->nnodes; i++) {
     for (int k = 0; k < g->nodes[i].nargs; k++) {
       order_ctx oc = {.node = i};
-      each_ref(&g->nodes[i].args[k].arg, check_ref, &oc);
+      gc_arg_each_value(&g->nodes[i].args[k].arg, check_ref, &oc);
       if (!oc.first)
         continue;
       deps dp;

@@ -786,34 +786,34 @@ typedef struct stage_event {
   int64_t micros;
 } stage_event;
 
+/* A packed CompileEvent carrying one stage. */
+static grpc_byte_buffer *stage_message(const char *name, bool done,
+                                       int64_t micros) {
+  Compiled__V1__Stage st;
+  Compiled__V1__CompileEvent ev;
+  compiled__v1__stage__init(&st);
+  compiled__v1__compile_event__init(&ev);
+  st.name = (char *)name;
+  st.done = done;
+  st.micros = micros;
+  ev.event_case = COMPILED__V1__COMPILE_EVENT__EVENT_STAGE;
+  ev.stage = &st;
+  return srv_pack(&ev.base);
+}
+
 /* Sends a stage event to one call. */
 static void send_stage_to(srv_call *c, const char *name, bool done,
                           int64_t micros) {
-  Compiled__V1__Stage st;
-  Compiled__V1__CompileEvent ev;
-  compiled__v1__stage__init(&st);
-  compiled__v1__compile_event__init(&ev);
-  st.name = (char *)name;
-  st.done = done;
-  st.micros = micros;
-  ev.event_case = COMPILED__V1__COMPILE_EVENT__EVENT_STAGE;
-  ev.stage = &st;
-  srv_send_msg(c, &ev.base);
+  srv_send(c, stage_message(name, done, micros));
 }
 
-/* Sends a stage event to every waiter of `f` (loop thread). */
+/* Sends a stage event to every waiter of `f` (loop thread): packed once, a
+ * copy of the buffer (a slice reference, not the bytes) per waiter. */
 static void send_stage(flight *f, const char *name, bool done, int64_t micros) {
-  Compiled__V1__Stage st;
-  Compiled__V1__CompileEvent ev;
-  compiled__v1__stage__init(&st);
-  compiled__v1__compile_event__init(&ev);
-  st.name = (char *)name;
-  st.done = done;
-  st.micros = micros;
-  ev.event_case = COMPILED__V1__COMPILE_EVENT__EVENT_STAGE;
-  ev.stage = &st;
+  grpc_byte_buffer *bb = stage_message(name, done, micros);
   for (waiter *w = f->waiters; w; w = w->next)
-    srv_send_msg(w->call, &ev.base);
+    srv_send(w->call, grpc_byte_buffer_copy(bb));
+  grpc_byte_buffer_destroy(bb);
 }
 
 static void stage_on_loop(void *arg) {
