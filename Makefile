@@ -242,14 +242,14 @@ asan:
 FUZZ_BUILD := build/fuzz
 fuzz-build:
 	$(MAKE) BUILD=$(FUZZ_BUILD) CC=clang OPT="-O1 -g" \
-	  SAN_FLAGS="-fsanitize=fuzzer-no-link,address,undefined -fno-omit-frame-pointer" \
+	  SAN_FLAGS="-fsanitize=fuzzer-no-link,address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined" \
 	  SAN_LDFLAGS="-fsanitize=address,undefined" $(FUZZ_BUILD)/lib/libcdcompiler.a \
 	  $(FUZZ_BUILD)/lib/libcdproto.a $(FUZZ_BUILD)/lib/libcdclient.a
 	@mkdir -p $(FUZZ_BUILD)/fuzz
 	@for f in $(FUZZ_SRC); do \
 	  n=$$(basename $$f .c); \
 	  echo "CC $$n"; \
-	  clang -O1 -g -std=c11 -D_GNU_SOURCE -fsanitize=fuzzer,address,undefined \
+	  clang -O1 -g -std=c11 -D_GNU_SOURCE -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined \
 	    -I. -I$(FUZZ_BUILD)/gen $(PKG_CFLAGS) -o $(FUZZ_BUILD)/fuzz/$$n $$f \
 	    $(FUZZ_BUILD)/lib/libcdclient.a $(FUZZ_BUILD)/lib/libcdcompiler.a \
 	    $(FUZZ_BUILD)/lib/libcdproto.a $(LDLIBS) || exit 1; \
