@@ -311,7 +311,28 @@ def test_validate_refuses_dangling_value_and_unknown_op(tmp_path):
     assert "aten::frobnicate" in r.stderr and "operator" in r.stderr, r.stderr
 
 
+def test_validate_refuses_empty_and_dangling_symbolic_arguments(tmp_path):
+    path = os.path.join(SRC, "tests", "data", "graphs", "add_inplace.pb")
+    cases = []
+    m = load(path)
+    m.graph.nodes[1].inputs[1].arg.as_sym_int.SetInParent()
+    cases.append((m, "SymInt has neither a name nor a value"))
+    m = load(path)
+    items = m.graph.nodes[1].inputs[1].arg.as_sym_ints.items
+    items.add().as_int = 3
+    items.add()
+    cases.append((m, "list item 1 has neither a name nor a value"))
+    m = load(path)
+    m.graph.nodes[1].inputs[1].arg.as_sym_bool.as_name = "nope"
+    cases.append((m, "refers to 'nope'"))
+    for i, (m, text) in enumerate(cases):
+        r = ctl("validate", write(m, tmp_path / ("sym%d.pb" % i)), check=EGRAPH)
+        assert "node 1" in r.stderr and "argument 'other'" in r.stderr, r.stderr
+        assert text in r.stderr, r.stderr
+
+
 def test_validate_refuses_truncated_and_garbage_bytes(tmp_path):
+
     data = open(GRAPHS[0], "rb").read()
     (tmp_path / "cut.pb").write_bytes(data[: len(data) // 2])
     (tmp_path / "junk.pb").write_bytes(b"\xff" * 64)
