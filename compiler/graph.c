@@ -497,17 +497,53 @@ static int define(gc_decoder *d, gc_value *v, int node, int slot, int item,
   return 0;
 }
 
-static gc_value *resolve_symarg(gc_decoder *d, const char *name,
-                                gc_value_kind k, const char *arg) {
-  return lookup(d, name, k, arg);
-}
-
 /* Converts a list's elements, checking the list length limit first. */
 #define LIST_CHECK(n, what)                                                    \
   do {                                                                         \
     if (check_count(d, (n), d->lim->max_list, what, arg))                      \
       return d->err->code;                                                     \
   } while (0)
+
+/* One SymInt/SymFloat/SymBool argument message `p` (its type given by `k`)
+ * into `s`: a literal, or a symbolic value resolved by name. Returns 1 when
+ * it has neither (the caller words that error), else 0 or the error code. */
+static int conv_symarg(gc_decoder *d, const void *p, gc_value_kind k,
+                       gc_symarg *s, const char *arg) {
+  const char *name = NULL;
+  if (k == GC_VALUE_SYM_INT) {
+    const Compiled__V1__SymIntArgument *q = p;
+    if (q->kind_case == COMPILED__V1__SYM_INT_ARGUMENT__KIND_AS_INT)
+      return s->i = q->as_int, 0;
+    if (q->kind_case == COMPILED__V1__SYM_INT_ARGUMENT__KIND_AS_NAME)
+      name = q->as_name;
+  } else if (k == GC_VALUE_SYM_FLOAT) {
+    const Compiled__V1__SymFloatArgument *q = p;
+    if (q->kind_case == COMPILED__V1__SYM_FLOAT_ARGUMENT__KIND_AS_FLOAT)
+      return s->f = q->as_float, 0;
+    if (q->kind_case == COMPILED__V1__SYM_FLOAT_ARGUMENT__KIND_AS_NAME)
+      name = q->as_name;
+  } else {
+    const Compiled__V1__SymBoolArgument *q = p;
+    if (q->kind_case == COMPILED__V1__SYM_BOOL_ARGUMENT__KIND_AS_BOOL)
+      return s->b = q->as_bool, 0;
+    if (q->kind_case == COMPILED__V1__SYM_BOOL_ARGUMENT__KIND_AS_NAME)
+      name = q->as_name;
+  }
+  if (!name)
+    return 1;
+  s->v = lookup(d, name, k, arg);
+  return s->v ? 0 : d->err->code;
+}
+
+/* A symbolic scalar argument of type `k` ("SymInt", ...: `type`). */
+static int conv_sym(gc_decoder *d, gc_arg *out, const void *p, gc_value_kind k,
+                    const char *type, const char *arg) {
+  int rc = conv_symarg(d, p, k, &out->sym, arg);
+  if (rc == 1)
+    return gc__fail(d, GC_EINVAL, arg, "%s has neither a name nor a value",
+                    type);
+  return rc;
+}
 
 static int conv_sym_list(gc_decoder *d, gc_arg *out, size_t n, void **items,
                          gc_value_kind k, const char *arg) {
@@ -517,35 +553,12 @@ static int conv_sym_list(gc_decoder *d, gc_arg *out, size_t n, void **items,
   if (!out->syms)
     return nomem(d);
   for (size_t i = 0; i < n; i++) {
-    gc_symarg *s = &out->syms[i];
-    const char *name = NULL;
-    bool literal = false;
-    if (k == GC_VALUE_SYM_INT) {
-      const Compiled__V1__SymIntArgument *p = items[i];
-      if (p->kind_case == COMPILED__V1__SYM_INT_ARGUMENT__KIND_AS_NAME)
-        name = p->as_name;
-      else if (p->kind_case == COMPILED__V1__SYM_INT_ARGUMENT__KIND_AS_INT)
-        literal = true, s->i = p->as_int;
-    } else if (k == GC_VALUE_SYM_FLOAT) {
-      const Compiled__V1__SymFloatArgument *p = items[i];
-      if (p->kind_case == COMPILED__V1__SYM_FLOAT_ARGUMENT__KIND_AS_NAME)
-        name = p->as_name;
-      else if (p->kind_case == COMPILED__V1__SYM_FLOAT_ARGUMENT__KIND_AS_FLOAT)
-        literal = true, s->f = p->as_float;
-    } else {
-      const Compiled__V1__SymBoolArgument *p = items[i];
-      if (p->kind_case == COMPILED__V1__SYM_BOOL_ARGUMENT__KIND_AS_NAME)
-        name = p->as_name;
-      else if (p->kind_case == COMPILED__V1__SYM_BOOL_ARGUMENT__KIND_AS_BOOL)
-        literal = true, s->b = p->as_bool;
-    }
-    if (name) {
-      if (!(s->v = resolve_symarg(d, name, k, arg)))
-        return d->err->code;
-    } else if (!literal) {
+    int rc = conv_symarg(d, items[i], k, &out->syms[i], arg);
+    if (rc == 1)
       return gc__fail(d, GC_EINVAL, arg,
                       "list item %zu has neither a name nor a value", i);
-    }
+    if (rc)
+      return rc;
   }
   return 0;
 }
@@ -656,54 +669,26 @@ int gc__conv_arg(gc_decoder *d, const PbArg *m, gc_arg *out, const char *arg) {
     out->n = (int)m->as_strings->n_items;
     out->strs = (const char **)m->as_strings->items;
     return 0;
-  case COMPILED__V1__ARGUMENT__KIND_AS_SYM_INT: {
-    const Compiled__V1__SymIntArgument *p = m->as_sym_int;
+  case COMPILED__V1__ARGUMENT__KIND_AS_SYM_INT:
     out->kind = GC_ARG_SYM_INT;
-    if (p->kind_case == COMPILED__V1__SYM_INT_ARGUMENT__KIND_AS_INT) {
-      out->sym.i = p->as_int;
-      return 0;
-    }
-    if (p->kind_case != COMPILED__V1__SYM_INT_ARGUMENT__KIND_AS_NAME)
-      return gc__fail(d, GC_EINVAL, arg,
-                      "SymInt has neither a name nor a value");
-    out->sym.v = resolve_symarg(d, p->as_name, GC_VALUE_SYM_INT, arg);
-    return out->sym.v ? 0 : d->err->code;
-  }
+    return conv_sym(d, out, m->as_sym_int, GC_VALUE_SYM_INT, "SymInt", arg);
   case COMPILED__V1__ARGUMENT__KIND_AS_SYM_INTS:
     out->kind = GC_ARG_SYM_INTS;
     return conv_sym_list(d, out, m->as_sym_ints->n_items,
                          (void **)m->as_sym_ints->items, GC_VALUE_SYM_INT, arg);
-  case COMPILED__V1__ARGUMENT__KIND_AS_SYM_FLOAT: {
-    const Compiled__V1__SymFloatArgument *p = m->as_sym_float;
+  case COMPILED__V1__ARGUMENT__KIND_AS_SYM_FLOAT:
     out->kind = GC_ARG_SYM_FLOAT;
-    if (p->kind_case == COMPILED__V1__SYM_FLOAT_ARGUMENT__KIND_AS_FLOAT) {
-      out->sym.f = p->as_float;
-      return 0;
-    }
-    if (p->kind_case != COMPILED__V1__SYM_FLOAT_ARGUMENT__KIND_AS_NAME)
-      return gc__fail(d, GC_EINVAL, arg,
-                      "SymFloat has neither a name nor a value");
-    out->sym.v = resolve_symarg(d, p->as_name, GC_VALUE_SYM_FLOAT, arg);
-    return out->sym.v ? 0 : d->err->code;
-  }
+    return conv_sym(d, out, m->as_sym_float, GC_VALUE_SYM_FLOAT, "SymFloat",
+                    arg);
   case COMPILED__V1__ARGUMENT__KIND_AS_SYM_FLOATS:
     out->kind = GC_ARG_SYM_FLOATS;
     return conv_sym_list(d, out, m->as_sym_floats->n_items,
                          (void **)m->as_sym_floats->items, GC_VALUE_SYM_FLOAT,
                          arg);
-  case COMPILED__V1__ARGUMENT__KIND_AS_SYM_BOOL: {
-    const Compiled__V1__SymBoolArgument *p = m->as_sym_bool;
+  case COMPILED__V1__ARGUMENT__KIND_AS_SYM_BOOL:
     out->kind = GC_ARG_SYM_BOOL;
-    if (p->kind_case == COMPILED__V1__SYM_BOOL_ARGUMENT__KIND_AS_BOOL) {
-      out->sym.b = p->as_bool;
-      return 0;
-    }
-    if (p->kind_case != COMPILED__V1__SYM_BOOL_ARGUMENT__KIND_AS_NAME)
-      return gc__fail(d, GC_EINVAL, arg,
-                      "SymBool has neither a name nor a value");
-    out->sym.v = resolve_symarg(d, p->as_name, GC_VALUE_SYM_BOOL, arg);
-    return out->sym.v ? 0 : d->err->code;
-  }
+    return conv_sym(d, out, m->as_sym_bool, GC_VALUE_SYM_BOOL, "SymBool", arg);
+
   case COMPILED__V1__ARGUMENT__KIND_AS_SYM_BOOLS:
     out->kind = GC_ARG_SYM_BOOLS;
     return conv_sym_list(d, out, m->as_sym_bools->n_items,

@@ -158,7 +158,7 @@ static void handle_lookup(srv_call *c) {
     goto out;
   }
   log_admin(c, "Lookup", req->key, 0, NULL);
-  srv_reply(c, srv_pack(&resp.base));
+  srv_reply(c, rpc_pack(&resp.base));
   free(data);
 out:
   gc_arena_free(a);
@@ -252,7 +252,7 @@ static void handle_stats(srv_call *c) {
   r.hot_bytes = d->hot.bytes;
   r.version = DAEMON_VERSION;
   r.build_id = (char *)gc_build_id();
-  srv_reply(c, srv_pack(&r.base));
+  srv_reply(c, rpc_pack(&r.base));
   srv_call_unref(c);
 }
 
@@ -295,7 +295,7 @@ static void handle_list(srv_call *c) {
   compiled__v1__list_response__init(&resp);
   resp.n_entries = l.n;
   resp.entries = l.items;
-  srv_reply(c, srv_pack(&resp.base));
+  srv_reply(c, rpc_pack(&resp.base));
 out:
   gc_arena_free(a);
   srv_call_unref(c);
@@ -367,7 +367,7 @@ static void handle_evict(srv_call *c) {
 
   LOG(LOG_INFO, "evicted %s: %" PRIu64 " entries, %" PRIu64 " bytes", what,
       count, freed);
-  srv_reply(c, srv_pack(&resp.base));
+  srv_reply(c, rpc_pack(&resp.base));
 out:
   gc_arena_free(a);
   srv_call_unref(c);
@@ -494,7 +494,7 @@ static void handle_explain(srv_call *c) {
   }
   resp.summary = summary;
   log_admin(c, "Explain", hex, 0, NULL);
-  srv_reply(c, srv_pack(&resp.base));
+  srv_reply(c, rpc_pack(&resp.base));
 out:
   gc_arena_free(a);
   srv_call_unref(c);
@@ -520,7 +520,7 @@ static void handle_health(srv_call *c) {
       atomic_load(&d->draining)
           ? GRPC__HEALTH__V1__HEALTH_CHECK_RESPONSE__SERVING_STATUS__NOT_SERVING
           : GRPC__HEALTH__V1__HEALTH_CHECK_RESPONSE__SERVING_STATUS__SERVING;
-  srv_reply(c, srv_pack(&resp.base));
+  srv_reply(c, rpc_pack(&resp.base));
 out:
   gc_arena_free(a);
   srv_call_unref(c);

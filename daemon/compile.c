@@ -587,6 +587,20 @@ static void unqueue(daemon_ctx *d, flight *f) {
     }
 }
 
+/* Appends `f` to the queue of compiles waiting for a worker. */
+static void enqueue(daemon_ctx *d, flight *f) {
+  f->state = F_QUEUED;
+  f->queued_at = gc_now_us();
+  f->qnext = NULL;
+  if (d->queue_tail)
+    d->queue_tail->qnext = f;
+  else
+    d->queue_head = f;
+  d->queue_tail = f;
+  d->nqueued++;
+  atomic_store(&d->stats.queued, d->nqueued);
+}
+
 static void send_queued(srv_call *c, int position) {
   Compiled__V1__Queued q;
   Compiled__V1__CompileEvent ev;
@@ -705,19 +719,11 @@ static void submit_on_loop(void *arg) {
   f->graph = r->graph;
   f->opts = r->opts;
   f->force = r->force;
-  f->state = F_QUEUED;
   atomic_init(&f->refs, 1); /* the flight list */
-  f->queued_at = gc_now_us();
   atomic_init(&f->abandoned, false);
   f->next = d->flights;
   d->flights = f;
-  if (d->queue_tail)
-    d->queue_tail->qnext = f;
-  else
-    d->queue_head = f;
-  d->queue_tail = f;
-  d->nqueued++;
-  atomic_store(&d->stats.queued, d->nqueued);
+  enqueue(d, f);
   add_waiter(f, r, true);
   request_free(r);
   if (d->nrunning >= d->cfg.workers)
@@ -798,7 +804,7 @@ static grpc_byte_buffer *stage_message(const char *name, bool done,
   st.micros = micros;
   ev.event_case = COMPILED__V1__COMPILE_EVENT__EVENT_STAGE;
   ev.stage = &st;
-  return srv_pack(&ev.base);
+  return rpc_pack(&ev.base);
 }
 
 /* Sends a stage event to one call. */
@@ -931,17 +937,9 @@ static bool requeue_if_wanted(daemon_ctx *d, flight *f) {
   free(f->out.artifact);
   memset(&f->out, 0, sizeof f->out);
   atomic_store(&f->abandoned, false);
-  f->state = F_QUEUED;
-  f->queued_at = gc_now_us();
-  f->qnext = NULL;
-  if (d->queue_tail)
-    d->queue_tail->qnext = f;
-  else
-    d->queue_head = f;
-  d->queue_tail = f;
-  d->nqueued++;
-  atomic_store(&d->stats.queued, d->nqueued);
+  enqueue(d, f);
   d->nrunning--;
+
   atomic_store(&d->stats.running, d->nrunning);
   flight_unref(f); /* the delivery reference; the list keeps it */
   dispatch(d);

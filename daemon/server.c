@@ -331,17 +331,8 @@ void srv_reply(srv_call *c, grpc_byte_buffer *bb) {
   enqueue(c, bb, true);
 }
 
-grpc_byte_buffer *srv_pack(const ProtobufCMessage *m) {
-  size_t len = protobuf_c_message_get_packed_size(m);
-  grpc_slice slice = grpc_slice_malloc(len);
-  protobuf_c_message_pack(m, GRPC_SLICE_START_PTR(slice));
-  grpc_byte_buffer *bb = grpc_raw_byte_buffer_create(&slice, 1);
-  grpc_slice_unref(slice);
-  return bb;
-}
-
 void srv_send_msg(srv_call *c, const ProtobufCMessage *m) {
-  srv_send(c, srv_pack(m));
+  srv_send(c, rpc_pack(m));
 }
 
 void srv_finish_bin(srv_call *c, grpc_status_code code, const char *details,

@@ -30,6 +30,8 @@
 #include <stdint.h>
 #include <uv.h>
 
+#include "client/lib/rpc.h" /* rpc_pack */
+
 typedef struct srv srv;
 typedef struct srv_call srv_call;
 
@@ -116,8 +118,5 @@ bool srv_call_cancelled(srv_call *c);
  * cancelled, or at once if it already did. At most one callback. */
 void srv_call_on_cancel(srv_call *c, void (*fn)(srv_call *c, void *arg),
                         void *arg);
-
-/* Packs a protobuf message into a byte buffer (one allocation). */
-grpc_byte_buffer *srv_pack(const ProtobufCMessage *m);
 
 #endif

@@ -173,6 +173,18 @@ static int parse(int argc, char **argv, const struct option *opts,
   return 0;
 }
 
+/* parse() with short options "h", then connects. Returns the exit code the
+ * command ends with (CTL_OK after --help), or -1 with `*c` connected. */
+static int begin(int argc, char **argv, const struct option *opts,
+                 const char *usage, int npos, admin_opts *o, rpc_client **c) {
+  *c = NULL;
+  int rc = parse(argc, argv, opts, "h", usage, npos, o);
+  if (rc)
+    return rc == 1 ? CTL_OK : rc;
+  *c = ctl_connect();
+  return *c ? -1 : CTL_EIO;
+}
+
 /* One unary call; prints the error and returns its exit code on failure. */
 static int unary(rpc_client *c, const char *method, const ProtobufCMessage *req,
                  const ProtobufCMessageDescriptor *desc,
@@ -229,12 +241,10 @@ int ctl_cmd_lookup(int argc, char **argv) {
       {"help", no_argument, NULL, 'h'},
       {NULL, 0, NULL, 0}};
   admin_opts o;
-  int rc = parse(argc, argv, opts, "h", lookup_usage, 1, &o);
-  if (rc)
-    return rc == 1 ? CTL_OK : rc;
-  rpc_client *c = ctl_connect();
-  if (!c)
-    return CTL_EIO;
+  rpc_client *c;
+  int rc = begin(argc, argv, opts, lookup_usage, 1, &o, &c);
+  if (rc >= 0)
+    return rc;
   char key[65];
   rc = ctl_resolve_key(c, argv[optind], o.timeout_ms, key);
   Compiled__V1__LookupRequest req = COMPILED__V1__LOOKUP_REQUEST__INIT;
@@ -356,12 +366,10 @@ int ctl_cmd_stats(int argc, char **argv) {
       {"help", no_argument, NULL, 'h'},
       {NULL, 0, NULL, 0}};
   admin_opts o;
-  int rc = parse(argc, argv, opts, "h", stats_usage, 0, &o);
-  if (rc)
-    return rc == 1 ? CTL_OK : rc;
-  rpc_client *c = ctl_connect();
-  if (!c)
-    return CTL_EIO;
+  rpc_client *c;
+  int rc = begin(argc, argv, opts, stats_usage, 0, &o, &c);
+  if (rc >= 0)
+    return rc;
   Compiled__V1__StatsRequest req = COMPILED__V1__STATS_REQUEST__INIT;
   ProtobufCMessage *m = NULL;
   rc = unary(c, "/compiled.v1.Compiler/Stats", &req.base,
@@ -401,12 +409,10 @@ int ctl_cmd_ls(int argc, char **argv) {
       {"help", no_argument, NULL, 'h'},
       {NULL, 0, NULL, 0}};
   admin_opts o;
-  int rc = parse(argc, argv, opts, "h", ls_usage, 0, &o);
-  if (rc)
-    return rc == 1 ? CTL_OK : rc;
-  rpc_client *c = ctl_connect();
-  if (!c)
-    return CTL_EIO;
+  rpc_client *c;
+  int rc = begin(argc, argv, opts, ls_usage, 0, &o, &c);
+  if (rc >= 0)
+    return rc;
   Compiled__V1__ListRequest req = COMPILED__V1__LIST_REQUEST__INIT;
   req.limit = o.limit;
   ProtobufCMessage *m = NULL;
@@ -464,13 +470,11 @@ int ctl_cmd_evict(int argc, char **argv) {
       {"help", no_argument, NULL, 'h'},
       {NULL, 0, NULL, 0}};
   admin_opts o;
-  int rc = parse(argc, argv, opts, "h", evict_usage, -1, &o);
-  if (rc)
-    return rc == 1 ? CTL_OK : rc;
+  rpc_client *c;
+  int rc = begin(argc, argv, opts, evict_usage, -1, &o, &c);
+  if (rc >= 0)
+    return rc;
   int npos = argc - optind;
-  rpc_client *c = ctl_connect();
-  if (!c)
-    return CTL_EIO;
   char key[65];
   Compiled__V1__EvictRequest req = COMPILED__V1__EVICT_REQUEST__INIT;
   ProtobufCMessage *m = NULL;
@@ -546,12 +550,10 @@ int ctl_cmd_health(int argc, char **argv) {
       {"help", no_argument, NULL, 'h'},
       {NULL, 0, NULL, 0}};
   admin_opts o;
-  int rc = parse(argc, argv, opts, "h", health_usage, 0, &o);
-  if (rc)
-    return rc == 1 ? CTL_OK : rc;
-  rpc_client *c = ctl_connect();
-  if (!c)
-    return CTL_EIO;
+  rpc_client *c;
+  int rc = begin(argc, argv, opts, health_usage, 0, &o, &c);
+  if (rc >= 0)
+    return rc;
   int status = 0;
   ProtobufCMessage *m = NULL;
   rc = health_check(c, &o, &status, &m);

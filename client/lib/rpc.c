@@ -145,8 +145,7 @@ static bool run_batch(rpc_stream *s, const grpc_op *ops, size_t n) {
   return ev.type == GRPC_OP_COMPLETE && ev.success;
 }
 
-/* `m` packed into a new byte buffer, or NULL when out of memory. */
-static grpc_byte_buffer *pack_message(const ProtobufCMessage *m) {
+grpc_byte_buffer *rpc_pack(const ProtobufCMessage *m) {
   size_t len = protobuf_c_message_get_packed_size(m);
   grpc_slice slice = grpc_slice_malloc(len);
   protobuf_c_message_pack(m, GRPC_SLICE_START_PTR(slice));
@@ -193,7 +192,7 @@ rpc_stream *rpc_stream_start(rpc_client *c, const char *method,
       grpc_channel_create_call(c->channel, NULL, GRPC_PROPAGATE_DEFAULTS, s->cq,
                                m, NULL, deadline_of(timeout_ms), NULL);
   grpc_slice_unref(m);
-  grpc_byte_buffer *bb = pack_message(req);
+  grpc_byte_buffer *bb = rpc_pack(req);
   grpc_op ops[3];
   memset(ops, 0, sizeof ops);
   ops[0].op = GRPC_OP_SEND_INITIAL_METADATA;

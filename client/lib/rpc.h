@@ -35,6 +35,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include <grpc/grpc.h>
 #include <grpc/status.h>
 #include <protobuf-c/protobuf-c.h>
 
@@ -120,5 +121,9 @@ int rpc_stream_next(rpc_stream *s, ProtobufCMessage **msg);
  * status is OK, else -1.
  */
 int rpc_stream_finish(rpc_stream *s, rpc_status *st);
+
+/* `m` packed into a new byte buffer (one allocation). The daemon packs its
+ * responses with it too. */
+grpc_byte_buffer *rpc_pack(const ProtobufCMessage *m);
 
 #endif
