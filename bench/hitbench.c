@@ -3,7 +3,7 @@
  * with a bare gRPC echo server returning the same number of bytes.
  *
  *   build/bench/hitbench [--seconds S] [--rounds R] [--graph FILE] [--no-hot]
- *                          [--log-level LEVEL]
+ *                          [--log-level LEVEL] [--daemon-arg ARG]...
  *
  * For each artifact size (10 KB, 200 KB, 2 MB) it makes a variant of the
  * graph (a distinct torch_version, so a distinct key), computes its key as
@@ -407,6 +407,8 @@ int main(int argc, char **argv) {
   const char *graph = "tests/data/graphs/mlp.pb";
   const char *hot = "256M"; /* the daemon's in-memory tier; "0": sqlite only */
   const char *log_level = "warn"; /* "info": one log line per request */
+  char *extra[8];                 /* --daemon-arg: more daemon flags */
+  int nextra = 0;
 
   const char *build =
       getenv("COMPILED_BUILD") ? getenv("COMPILED_BUILD") : "build";
@@ -421,10 +423,12 @@ int main(int argc, char **argv) {
       hot = "0";
     else if (!strcmp(argv[i], "--log-level") && i + 1 < argc)
       log_level = argv[++i];
+    else if (!strcmp(argv[i], "--daemon-arg") && i + 1 < argc && nextra < 8)
+      extra[nextra++] = argv[++i];
     else {
       fprintf(stderr,
               "usage: hitbench [--seconds S] [--rounds R] [--graph FILE] "
-              "[--no-hot] [--log-level LEVEL]\n");
+              "[--no-hot] [--log-level LEVEL] [--daemon-arg ARG]...\n");
       return 2;
     }
   }
@@ -444,7 +448,7 @@ int main(int argc, char **argv) {
   gc_target t;
   gc_target_host(ta, &t);
   const char *cc = getenv("CC") && *getenv("CC") ? getenv("CC") : "cc";
-  if (gc_toolchain_identity(ta, cc, &t.toolchain, NULL) != 0)
+  if (gc_toolchain_identity(ta, cc, 10000, &t.toolchain, NULL) != 0)
     t.toolchain = "unknown";
   char cache_dir[256];
   snprintf(cache_dir, sizeof cache_dir, "%s/cache", dir);
@@ -475,20 +479,22 @@ int main(int argc, char **argv) {
   snprintf(eport, sizeof eport, "%s/echo.port", dir);
   snprintf(dout, sizeof dout, "%s/daemon.out", dir);
   snprintf(eout, sizeof eout, "%s/echo.out", dir);
-  char *dargv[] = {daemon_bin,
-                   "--listen",
-                   "127.0.0.1:0",
-                   "--port-file",
-                   dport,
-                   "--cache-dir",
-                   cache_dir,
-                   "--log-level",
-                   (char *)log_level,
-                   "--max-inline-bytes",
-                   "8M",
-                   "--hot-cache-bytes",
-                   (char *)hot,
-                   NULL};
+  char *dargv[16 + 8] = {daemon_bin,
+                         "--listen",
+                         "127.0.0.1:0",
+                         "--port-file",
+                         dport,
+                         "--cache-dir",
+                         cache_dir,
+                         "--log-level",
+                         (char *)log_level,
+                         "--max-inline-bytes",
+                         "8M",
+                         "--hot-cache-bytes",
+                         (char *)hot,
+                         NULL};
+  for (int i = 0; i < nextra; i++)
+    dargv[13 + i] = extra[i];
   char *eargv[] = {echo_bin, eport, "2", NULL};
   pid_t dpid = spawn(dargv, dout), epid = spawn(eargv, eout);
   int dp = wait_port(dport, dpid), ep = wait_port(eport, epid);

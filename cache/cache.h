@@ -191,6 +191,14 @@ int cache_fail_get(cache_conn *c, const uint8_t key[CACHE_KEY_LEN], char *msg,
 /* Counters and sizes. Thread-safe; cheap. */
 void cache_stats_get(cache_store *s, cache_stats *out);
 
+/* Records a hit on `key` served from a copy the caller keeps (the daemon's
+ * memory tier) without reading the entry: its hit count, last-used time and
+ * eviction priority are updated at the next touch flush, exactly as for a
+ * cache_get hit. Cheap (a mutex and a hash-table slot); never touches the
+ * database. A key that is not stored (evicted meanwhile) updates nothing.
+ * Returns 0, or CACHE_ENOMEM (the hit is not recorded). */
+int cache_touch(cache_store *s, const uint8_t key[CACHE_KEY_LEN]);
+
 /* Writes pending touches now (the flusher does it periodically). */
 int cache_flush_touches(cache_conn *c, cache_error *err);
 

@@ -29,6 +29,10 @@
  *
  * Files in the directory: cache.db, cache.db-wal, cache.db-shm (sqlite),
  * cache.db.lock (the open lock), cache.db.check (the marker, rarely).
+ * They are private to the user running the daemon: directories it creates
+ * are 0700, files 0600. cache.db is created by us before sqlite opens it, and
+ * sqlite gives -wal and -shm the mode of cache.db; files of an older cache
+ * that are more open than that are narrowed to 0600 at open.
  *
  * Sizes. Triggers keep a one-row `state` table exact inside every
  * transaction (entries, bytes, raw_bytes, failures, and a generation number
@@ -183,7 +187,7 @@ static int query_one(sqlite3 *db, const char *sql, int64_t *num, char *text,
   return rc;
 }
 
-/* mkdir -p */
+/* mkdir -p; what it creates is private (0700). */
 static int make_dir(const char *dir, cache_error *err) {
   char *p = strdup(dir);
   if (!p)
@@ -193,7 +197,7 @@ static int make_dir(const char *dir, cache_error *err) {
       continue;
     char saved = *q;
     *q = '\0';
-    if (mkdir(p, 0755) != 0 && errno != EEXIST) {
+    if (mkdir(p, 0700) != 0 && errno != EEXIST) {
       int e = errno;
       cache__errorf(err, CACHE_EIO, "cannot create %s: %s", p, strerror(e));
       free(p);
@@ -230,7 +234,7 @@ void cache__note_malformed(cache_store *s) {
   char *m = marker_path(s);
   if (!m)
     return;
-  int fd = open(m, O_WRONLY | O_CREAT | O_CLOEXEC, 0644);
+  int fd = open(m, O_WRONLY | O_CREAT | O_CLOEXEC, 0600);
   if (fd >= 0)
     close(fd);
   free(m);
@@ -373,14 +377,46 @@ static int check(sqlite3 *db, bool full, int *sqlite_rc, cache_error *err) {
   return 0;
 }
 
+/* Narrows an existing file of ours that others may read to 0600. */
+static void make_private(const char *path) {
+  struct stat sb;
+  if (stat(path, &sb) == 0 && S_ISREG(sb.st_mode) && (sb.st_mode & 077) &&
+      sb.st_uid == geteuid())
+    chmod(path, sb.st_mode & 0600);
+}
+
+/* Creates the database file (0600) unless it exists, so that sqlite, which
+ * would create it 0644, and its -wal/-shm (which take the database's mode)
+ * stay private; narrows the files of an older, more open cache. */
+static int create_private(const cache_store *s, cache_error *err) {
+  int fd = open(s->path, O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+  if (fd < 0) {
+    int e = errno;
+    return cache__errorf(err, CACHE_EIO, "cannot open %s: %s", s->path,
+                         strerror(e));
+  }
+  close(fd);
+  static const char *const suffixes[] = {"", "-wal", "-shm", ".lock"};
+  for (size_t i = 0; i < sizeof suffixes / sizeof suffixes[0]; i++) {
+    char *f = concat(s->path, suffixes[i]);
+    if (!f)
+      return cache__errorf(err, CACHE_ENOMEM, "out of memory");
+    make_private(f);
+    free(f);
+  }
+  return 0;
+}
+
 /* Opens, checks and migrates the database once. On failure *sqlite_rc tells
  * whether sqlite found the file malformed. */
 static int setup_once(cache_store *s, int *sqlite_rc, cache_error *err) {
   sqlite3 *db = NULL;
   *sqlite_rc = SQLITE_OK;
   int flags = SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX;
+  int code = create_private(s, err);
+  if (code != 0)
+    return code;
   int rc = sqlite3_open_v2(s->path, &db, flags, NULL);
-  int code = 0;
   int64_t v = 0;
   char mode[32];
   if (rc != SQLITE_OK) {
@@ -492,7 +528,7 @@ static int setup(cache_store *s, cache_error *err) {
   char *lock = concat(s->path, ".lock");
   if (!lock)
     return cache__errorf(err, CACHE_ENOMEM, "out of memory");
-  int fd = open(lock, O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+  int fd = open(lock, O_RDWR | O_CREAT | O_CLOEXEC, 0600);
   if (fd < 0) {
     int e = errno;
     cache__errorf(err, CACHE_EIO, "cannot open %s: %s", lock, strerror(e));

@@ -71,6 +71,12 @@ int cache__touch_add(cache_store *s, const uint8_t key[CACHE_KEY_LEN],
   return rc;
 }
 
+int cache_touch(cache_store *s, const uint8_t key[CACHE_KEY_LEN]) {
+  if (!s || !key)
+    return CACHE_EINVAL;
+  return cache__touch_add(s, key, cache__now_ms());
+}
+
 void cache__touch_overlay(cache_store *s, cache_info *info) {
   pthread_mutex_lock(&s->touch_mu);
   if (s->touches.count > 0) {

@@ -19,12 +19,18 @@ PACKAGES=(
   # daemon, cache and compiler libraries
   libuv1-dev libsqlite3-dev sqlite3 libssl-dev libzstd-dev libjansson-dev
   libhiredis-dev
+  # generated code: vectorized math (SLEEF) and OpenMP (with gcc)
+  libsleef-dev libgomp1
   # tests, analysis and fuzzing
   libcriterion-dev clang libclang-rt-14-dev clang-format clang-tidy cppcheck
   valgrind
   # the Python client and its tests
   python3-torch python3-torchvision python3-grpcio python3-grpc-tools
   python3-protobuf python3-numpy python3-pytest
+  # an optimized BLAS for torch: without it Debian's torch uses the reference
+  # BLAS and matrix products run ~25x slower (libopenblas0 takes over
+  # libblas.so.3 through update-alternatives)
+  libopenblas0
   # benchmarks
   hyperfine
 )
