@@ -180,28 +180,11 @@ static int index_list(emitter *e, const gc_arg *a, bool optional) {
   return add_value(e, x);
 }
 
-/* A literal argument (or a reference, for the value kinds) as a value
- * index. */
-static int arg_value(emitter *e, const gc_arg *a) {
-  switch (a->kind) {
-  case GC_ARG_TENSOR:
-    return slot_of(e, a->v);
-  case GC_ARG_TENSORS:
-    return index_list(e, a, false);
-  case GC_ARG_OPT_TENSORS:
-    return index_list(e, a, true);
-  case GC_ARG_SYM_INT:
-  case GC_ARG_SYM_FLOAT:
-  case GC_ARG_SYM_BOOL:
-    if (a->sym.v)
-      return slot_of(e, a->sym.v);
-    break;
-  default:
-    break;
-  }
+/* A Value for a literal argument (no tensors, no named symbols). */
+static pb_value *literal_value(emitter *e, const gc_arg *a) {
   pb_value *x = new_value(e);
   if (!x)
-    return -1;
+    return NULL;
   switch (a->kind) {
   case GC_ARG_NONE:
     x->kind_case = COMPILED__V1__VALUE__KIND_NONE;
@@ -240,12 +223,12 @@ static int arg_value(emitter *e, const gc_arg *a) {
     Compiled__V1__IntList *l =
         NEW(e, Compiled__V1__IntList, compiled__v1__int_list__descriptor);
     if (!l)
-      return -1;
+      return NULL;
     l->n_items = (size_t)a->n;
     l->items = gc_arena_calloc(e->a, (size_t)a->n + 1, sizeof *l->items);
     if (!l->items) {
       e->failed = 1;
-      return -1;
+      return NULL;
     }
     for (int i = 0; i < a->n; i++) {
       if (a->kind == GC_ARG_INTS)
@@ -256,7 +239,7 @@ static int arg_value(emitter *e, const gc_arg *a) {
         e->failed = 1;
         gc_errorf(e->err, GC_EUNSUPPORTED,
                   "emit: symbolic list elements are not supported yet");
-        return -1;
+        return NULL;
       }
     }
     x->kind_case = COMPILED__V1__VALUE__KIND_INTS;
@@ -267,7 +250,7 @@ static int arg_value(emitter *e, const gc_arg *a) {
     Compiled__V1__FloatList *l =
         NEW(e, Compiled__V1__FloatList, compiled__v1__float_list__descriptor);
     if (!l)
-      return -1;
+      return NULL;
     l->n_items = (size_t)a->n;
     l->items = a->floats;
     x->kind_case = COMPILED__V1__VALUE__KIND_FLOATS;
@@ -278,12 +261,12 @@ static int arg_value(emitter *e, const gc_arg *a) {
     Compiled__V1__BoolList *l =
         NEW(e, Compiled__V1__BoolList, compiled__v1__bool_list__descriptor);
     if (!l)
-      return -1;
+      return NULL;
     l->n_items = (size_t)a->n;
     l->items = gc_arena_calloc(e->a, (size_t)a->n + 1, sizeof *l->items);
     if (!l->items) {
       e->failed = 1;
-      return -1;
+      return NULL;
     }
     for (int i = 0; i < a->n; i++)
       l->items[i] = a->ints[i] != 0;
@@ -295,7 +278,7 @@ static int arg_value(emitter *e, const gc_arg *a) {
     Compiled__V1__StringList *l =
         NEW(e, Compiled__V1__StringList, compiled__v1__string_list__descriptor);
     if (!l)
-      return -1;
+      return NULL;
     l->n_items = (size_t)a->n;
     l->items = (char **)a->strs;
     x->kind_case = COMPILED__V1__VALUE__KIND_STRINGS;
@@ -318,7 +301,7 @@ static int arg_value(emitter *e, const gc_arg *a) {
     Compiled__V1__Device *d =
         NEW(e, Compiled__V1__Device, compiled__v1__device__descriptor);
     if (!d)
-      return -1;
+      return NULL;
     d->type = (char *)a->dev.type;
     d->has_index = a->dev.index >= 0;
     d->index = a->dev.index >= 0 ? a->dev.index : 0;
@@ -330,9 +313,31 @@ static int arg_value(emitter *e, const gc_arg *a) {
     e->failed = 1;
     gc_errorf(e->err, GC_EINTERNAL, "emit: unexpected argument kind %s",
               gc_arg_kind_name(a->kind));
-    return -1;
+    return NULL;
   }
-  return add_value(e, x);
+  return x;
+}
+
+/* A literal argument (or a reference, for the value kinds) as a value
+ * index. */
+static int arg_value(emitter *e, const gc_arg *a) {
+  switch (a->kind) {
+  case GC_ARG_TENSOR:
+    return slot_of(e, a->v);
+  case GC_ARG_TENSORS:
+    return index_list(e, a, false);
+  case GC_ARG_OPT_TENSORS:
+    return index_list(e, a, true);
+  case GC_ARG_SYM_INT:
+  case GC_ARG_SYM_FLOAT:
+  case GC_ARG_SYM_BOOL:
+    if (a->sym.v)
+      return slot_of(e, a->sym.v);
+    break;
+  default:
+    break;
+  }
+  return add_value(e, literal_value(e, a));
 }
 
 /* The output slots of a node: a value per tensor, a list value for a
@@ -617,4 +622,13 @@ int gc_emit_program(const gc_functional *f, gc_arena *a,
   p->values = e.values;
   *out = p;
   return 0;
+}
+
+Compiled__V1__Value *gc_literal_value(gc_arena *a, const gc_arg *arg,
+                                      gc_error *err) {
+  emitter e = {.a = a, .err = err};
+  pb_value *v = literal_value(&e, arg);
+  if (!v && !err->code)
+    gc_errorf(err, GC_ENOMEM, "emit: out of memory");
+  return v;
 }

@@ -15,4 +15,10 @@
 int gc_emit_program(const gc_functional *f, gc_arena *a,
                     Compiled__V1__Program **out, gc_error *err);
 
+/* A Value message (in the arena) for a literal argument: none, numbers,
+ * strings, their lists, dtypes, layouts, memory formats, devices. NULL with
+ * err set for anything else (tensors, named symbols). */
+Compiled__V1__Value *gc_literal_value(gc_arena *a, const gc_arg *arg,
+                                      gc_error *err);
+
 #endif

@@ -21,7 +21,8 @@
   X(JSON, -8, "malformed JSON")                                                \
   X(UNSUPPORTED, -9, "unsupported")                                            \
   X(INTERNAL, -10, "internal error")                                           \
-  X(CANCELED, -11, "canceled")
+  X(CANCELED, -11, "canceled")                                                 \
+  X(TOOLCHAIN, -12, "the C compiler failed")
 
 enum {
 #define X(name, code, text) GC_E##name = code,

@@ -54,6 +54,11 @@
 #include "compiler/torchops.h"
 
 #define MAX_CHAIN 64 /* longer view chains are kept in eager form */
+/* Reading a stale view replays its chain, and a step with another tensor
+ * argument (view_as(self, other)) reads that tensor first, which may be a
+ * stale view in turn: read_obj recurses once per such link. Deeper than
+ * this, the graph is kept in eager form rather than the stack exhausted. */
+#define MAX_READ_NESTING 64
 
 typedef struct fz_root {
   int input;                   /* the graph input owning this storage; -1 */
@@ -96,6 +101,7 @@ typedef struct fz {
   bool oom;
   bool finishing; /* reading final values for the runner, not for
                      the program's own computation */
+  int reading;    /* read_obj calls in progress (nesting) */
 } fz;
 
 /* ---- growing arrays ---- */
@@ -617,8 +623,25 @@ static gc_value *invert(fz *z, const gc_view_step *s, gc_value *base,
   return NULL;
 }
 
-/* The current value of an object, regenerated from its root if stale. */
+static gc_value *read_obj_at(fz *z, int id);
+
+/* The current value of an object, regenerated from its root if stale.
+ * Recursion (through replay and map_arg) is bounded by MAX_READ_NESTING. */
 static gc_value *read_obj(fz *z, int id) {
+  if (z->reading >= MAX_READ_NESTING) {
+    bailf(z,
+          "reading a view replays views of views more than %d levels deep "
+          "(view_as-like arguments that are stale views themselves)",
+          MAX_READ_NESTING);
+    return NULL;
+  }
+  z->reading++;
+  gc_value *v = read_obj_at(z, id);
+  z->reading--;
+  return v;
+}
+
+static gc_value *read_obj_at(fz *z, int id) {
   if (id < 0) {
     bail(z, "internal: a tensor with no object");
     return NULL;

@@ -6,7 +6,8 @@
  *
  *   1. unpack     protobuf-c unpacks the bytes into the job's arena. The
  *                 message schema has no recursion, so unpacking cannot be
- *                 driven into deep recursion.
+ *                 driven into deep recursion. The bytes are then checked
+ *                 for strings that are not UTF-8 or hide a NUL (wire.h).
  *   2. tables     the operator table (every schema parsed) and the value side
  *                 tables: every name unique, every tensor's metadata sound
  *                 (known dtype, sizes and strides non-negative, element count
@@ -33,6 +34,8 @@
 #include "compiler/graph_internal.h"
 #include "compiler/strmap.h"
 #include "compiler/symexpr.h"
+#include "compiler/torchops.h"
+#include "compiler/wire.h"
 
 typedef Compiled__V1__Argument PbArg;
 typedef Compiled__V1__TensorMeta PbMeta;
@@ -47,6 +50,7 @@ void gc_limits_default(gc_limits *l) {
   l->max_list = 1000000;
   l->max_string = (size_t)1 << 20;
   l->max_nesting = 64;
+  l->max_expr_nodes = 10000;
 }
 
 int gc_dtype_size(gc_dtype d) {
@@ -151,6 +155,35 @@ static int check_count(gc_decoder *d, size_t n, int64_t limit, const char *what,
 
 /* ---- step 2: operator table ---- */
 
+/* For a client of the torch release whose operator table the compiler
+ * carries, an operator of that table must come with torch's schema: a
+ * schema is what tells the compiler what an operator writes and aliases, so
+ * a wrong one (relu declared Tensor(a!), add_ without its annotation) would
+ * be trusted and its artifact cached. Compared after normalizing (parsed and
+ * printed back, as torch prints it), so blanks do not matter. Operators the
+ * table lacks, and clients of other releases, keep their own schemas; the
+ * schema text is part of the cache key (key.c), so a wrong one cannot reach
+ * another client's graphs. */
+static int check_known_schema(gc_decoder *d, const gc_op *op) {
+  if (!gc_torch_table_covers(d->g->torch_version))
+    return 0;
+  const char *known = gc_torch_schema(op->name);
+  if (!known)
+    return 0;
+  size_t n = gc_schema_format(op->schema, NULL, 0);
+  char *sent = gc_arena_alloc(d->a, n + 1);
+  if (!sent)
+    return nomem(d);
+  gc_schema_format(op->schema, sent, n + 1);
+  if (strcmp(sent, known) == 0)
+    return 0;
+  return gc__fail(d, GC_EINVAL, NULL,
+                  "operator '%.120s': the schema sent, '%.280s', is not torch "
+                  "%s's, '%.280s' (torch_version '%.40s')",
+                  op->name, sent, GC_TORCH_TABLE_VERSION, known,
+                  d->g->torch_version);
+}
+
 static int decode_operators(gc_decoder *d, const Compiled__V1__GraphModule *m) {
   gc_graph *g = d->g;
   if (check_count(d, m->n_operators, d->lim->max_nodes, "the operator table",
@@ -187,6 +220,8 @@ static int decode_operators(gc_decoder *d, const Compiled__V1__GraphModule *m) {
       return gc__fail(d, GC_EINVAL, NULL,
                       "operator '%.200s' has the schema of '%.200s'", pm->name,
                       op->schema->qualified);
+    if (check_known_schema(d, op))
+      return d->err->code;
     void *old;
     int put = gc_strmap_put(&d->ops, op->name, op, &old);
     if (put < 0)
@@ -203,6 +238,26 @@ static int decode_operators(gc_decoder *d, const Compiled__V1__GraphModule *m) {
 
 /* ---- step 2: value side tables ---- */
 
+/* Parses a symbolic expression within the limits into *tree. `what` names
+ * the value for messages ("size 0", "value"). */
+static int parse_expr(gc_decoder *d, const char *text, const char *what,
+                      const gc_symexpr **tree) {
+  if (check_str(d, text, what))
+    return d->err->code;
+  gc_symexpr_limits sl = {.max_depth = d->lim->max_nesting,
+                          .max_nodes = d->lim->max_expr_nodes};
+  gc_symexpr *e;
+  gc_error serr;
+  gc_error_clear(&serr);
+  int rc = gc_symexpr_parse(d->a, text, &sl, &e, &serr);
+  if (rc == GC_ENOMEM)
+    return nomem(d);
+  if (rc)
+    return gc__fail(d, rc, NULL, "%s: %s", what, serr.msg);
+  *tree = e;
+  return 0;
+}
+
 static int decode_symint(gc_decoder *d, const PbSymInt *s, gc_symint *out,
                          const char *what) {
   if (!s)
@@ -211,20 +266,13 @@ static int decode_symint(gc_decoder *d, const PbSymInt *s, gc_symint *out,
   case COMPILED__V1__SYM_INT__KIND_AS_INT:
     out->v = s->as_int;
     out->expr = NULL;
+    out->tree = NULL;
     out->has_hint = false;
     return 0;
   case COMPILED__V1__SYM_INT__KIND_AS_EXPR: {
     const Compiled__V1__SymExpr *e = s->as_expr;
-    if (check_str(d, e->expr, what))
+    if (parse_expr(d, e->expr, what, &out->tree))
       return d->err->code;
-    gc_symexpr *tree;
-    gc_error serr;
-    gc_error_clear(&serr);
-    int rc = gc_symexpr_parse(d->a, e->expr, d->lim->max_nesting, &tree, &serr);
-    if (rc == GC_ENOMEM)
-      return nomem(d);
-    if (rc)
-      return gc__fail(d, rc, NULL, "%s: %s", what, serr.msg);
     out->expr = e->expr;
     out->has_hint = e->has_hint;
     out->v = e->has_hint ? e->hint : 0;
@@ -416,12 +464,11 @@ static int decode_values(gc_decoder *d, const Compiled__V1__Graph *pg) {
     if (!v)
       return d->err->code;
     if (sv->value &&
-        sv->value->kind_case == COMPILED__V1__SYM_FLOAT__KIND_AS_EXPR &&
-        check_str(d, sv->value->as_expr->expr, "expression"))
-      return d->err->code;
-    if (sv->value &&
-        sv->value->kind_case == COMPILED__V1__SYM_FLOAT__KIND_AS_EXPR)
+        sv->value->kind_case == COMPILED__V1__SYM_FLOAT__KIND_AS_EXPR) {
       v->sym.expr = sv->value->as_expr->expr;
+      if (parse_expr(d, v->sym.expr, "expression", &v->sym.tree))
+        return d->err->code;
+    }
   }
   for (size_t i = 0; i < pg->n_sym_bool_values; i++) {
     const Compiled__V1__SymBoolValue *sv = pg->sym_bool_values[i];
@@ -429,12 +476,11 @@ static int decode_values(gc_decoder *d, const Compiled__V1__Graph *pg) {
     if (!v)
       return d->err->code;
     if (sv->value &&
-        sv->value->kind_case == COMPILED__V1__SYM_BOOL__KIND_AS_EXPR &&
-        check_str(d, sv->value->as_expr->expr, "expression"))
-      return d->err->code;
-    if (sv->value &&
-        sv->value->kind_case == COMPILED__V1__SYM_BOOL__KIND_AS_EXPR)
+        sv->value->kind_case == COMPILED__V1__SYM_BOOL__KIND_AS_EXPR) {
       v->sym.expr = sv->value->as_expr->expr;
+      if (parse_expr(d, v->sym.expr, "expression", &v->sym.tree))
+        return d->err->code;
+    }
   }
   d->where = NULL;
   return 0;
@@ -845,6 +891,45 @@ static const char *output_label(const Compiled__V1__Node *pn) {
   return NULL;
 }
 
+/* Stack trace, module path and extra metadata: strings within the limit. */
+static int decode_node_metadata(gc_decoder *d, const Compiled__V1__Node *pn,
+                                gc_node *n) {
+  n->stack_trace = "";
+  n->module_path = "";
+  if (!pn->metadata)
+    return 0;
+  const Compiled__V1__NodeMetadata *md = pn->metadata;
+  if (check_str(d, md->stack_trace, "the stack trace") ||
+      check_str(d, md->module_path, "the module path"))
+    return d->err->code;
+  for (size_t k = 0; k < md->n_extra; k++)
+    if (check_str(d, md->extra[k]->key, "a metadata key") ||
+        check_str(d, md->extra[k]->value, "a metadata value"))
+      return d->err->code;
+  n->stack_trace = md->stack_trace;
+  n->module_path = md->module_path;
+  return 0;
+}
+
+/* The node's operator from the table, and as many outputs as it returns:
+ * checked before the outputs are read, so that an extra output is reported
+ * as one rather than as whatever its name refers to. */
+static int resolve_target(gc_decoder *d, const Compiled__V1__Node *pn,
+                          gc_node *n) {
+  if (!*pn->target)
+    return gc__fail(d, GC_EINVAL, NULL, "node has no target");
+  n->op = gc_strmap_get(&d->ops, pn->target);
+  if (!n->op)
+    return gc__fail(d, GC_EINVAL, NULL,
+                    "operator '%.200s' is missing from the operator table",
+                    pn->target);
+  const gc_schema *s = n->op->schema;
+  if (!s->varret && pn->n_outputs != (size_t)s->nrets)
+    return gc__fail(d, GC_EINVAL, NULL, "has %zu outputs but %s returns %d",
+                    pn->n_outputs, s->qualified, s->nrets);
+  return 0;
+}
+
 /* Defines the values named by node `ni`'s outputs and sets its label. */
 static int define_outputs(gc_decoder *d, const Compiled__V1__Node *pn, int ni) {
   gc_node *n = &d->g->nodes[ni];
@@ -854,7 +939,6 @@ static int define_outputs(gc_decoder *d, const Compiled__V1__Node *pn, int ni) {
   n->outputs = gc_arena_calloc(d->a, pn->n_outputs + 1, sizeof *n->outputs);
   if (!n->outputs)
     return nomem(d);
-  n->label = output_label(pn);
   for (size_t k = 0; k < pn->n_outputs; k++) {
     char arg[48];
     snprintf(arg, sizeof arg, "output %zu", k);
@@ -909,29 +993,10 @@ static int decode_nodes(gc_decoder *d, const Compiled__V1__Graph *pg) {
     if (check_str(d, pn->target, "the target"))
       return d->err->code;
     n->target = pn->target;
-    if (define_outputs(d, pn, i))
+    n->label = output_label(pn);
+    if (decode_node_metadata(d, pn, n) || resolve_target(d, pn, n) ||
+        define_outputs(d, pn, i))
       return d->err->code;
-    n->stack_trace = "";
-    n->module_path = "";
-    if (pn->metadata) {
-      const Compiled__V1__NodeMetadata *md = pn->metadata;
-      if (check_str(d, md->stack_trace, "the stack trace") ||
-          check_str(d, md->module_path, "the module path"))
-        return d->err->code;
-      for (size_t k = 0; k < md->n_extra; k++)
-        if (check_str(d, md->extra[k]->key, "a metadata key") ||
-            check_str(d, md->extra[k]->value, "a metadata value"))
-          return d->err->code;
-      n->stack_trace = md->stack_trace;
-      n->module_path = md->module_path;
-    }
-    if (!*pn->target)
-      return gc__fail(d, GC_EINVAL, NULL, "node has no target");
-    n->op = gc_strmap_get(&d->ops, pn->target);
-    if (!n->op)
-      return gc__fail(d, GC_EINVAL, NULL,
-                      "operator '%.200s' is missing from the operator table",
-                      pn->target);
   }
   for (int i = 0; i < g->nnodes; i++) {
     const Compiled__V1__Node *pn = pg->nodes[i];
@@ -968,6 +1033,12 @@ static int decode_nodes(gc_decoder *d, const Compiled__V1__Graph *pg) {
 
 static int decode_graph_outputs(gc_decoder *d, const Compiled__V1__Graph *pg) {
   gc_graph *g = d->g;
+  if (pg->n_outputs == 0) {
+    d->where = "graph";
+    return gc__fail(d, GC_EINVAL, NULL,
+                    "has no outputs; a Python function always returns "
+                    "something, and `return None` is one as_none output");
+  }
   if (check_count(d, pg->n_outputs, d->lim->max_list, "the graph output list",
                   NULL))
     return d->err->code;
@@ -1074,5 +1145,9 @@ int gc_graph_decode(gc_arena *a, const uint8_t *buf, size_t len,
                      "graph bytes are not a valid GraphModule message (%zu "
                      "bytes; protobuf decoding failed)",
                      len);
+  int rc = gc_wire_check_strings(&compiled__v1__graph_module__descriptor, buf,
+                                 len, err);
+  if (rc)
+    return rc;
   return gc_graph_from_message(a, m, lim, out, err);
 }

@@ -22,6 +22,7 @@
 #include "compiler/arg.h"
 #include "compiler/error.h"
 #include "compiler/schema.h"
+#include "compiler/symexpr.h"
 #include "compiled/v1/graph.pb-c.h"
 
 /* The schema version this build reads and writes. */
@@ -67,16 +68,22 @@ typedef struct gc_limits {
   int max_rank;       /* dimensions of a tensor (default 64) */
   int64_t max_list;   /* elements of one list argument (default 1,000,000) */
   size_t max_string;  /* bytes of one string (default 1 MiB) */
-  int max_nesting;    /* depth of a symbolic expression (default 64) */
+  int max_nesting;    /* depth of a symbolic expression: tree height and
+                         parenthesis nesting (default 64; at most
+                         GC_SYMEXPR_MAX_DEPTH) */
+  int max_expr_nodes; /* nodes of one symbolic expression (default 10,000) */
 } gc_limits;
 
 void gc_limits_default(gc_limits *l);
 
 /* An integer that is known (expr NULL) or symbolic. */
 typedef struct gc_symint {
-  int64_t v;        /* the value; for a symbolic integer its hint, if any */
-  const char *expr; /* symbolic expression; NULL when known */
-  bool has_hint;    /* symbolic: v holds the hint */
+  int64_t v;              /* the value; for a symbolic integer its hint, if
+                             any */
+  const char *expr;       /* symbolic expression as sent; NULL when known */
+  const gc_symexpr *tree; /* expr parsed (within the limits); NULL when
+                             known */
+  bool has_hint;          /* symbolic: v holds the hint */
 } gc_symint;
 
 typedef enum gc_layout {
@@ -114,7 +121,8 @@ struct gc_value {
   int id; /* index in gc_graph.values */
   gc_value_kind kind;
   gc_tensor_meta meta; /* GC_VALUE_TENSOR */
-  gc_symint sym;       /* GC_VALUE_SYM_INT (SYM_FLOAT/BOOL: expr only) */
+  gc_symint sym;       /* GC_VALUE_SYM_INT (SYM_FLOAT/BOOL: expr and tree
+                          only) */
   int def_node;        /* node that produces it; -1 for a graph input */
   int def_slot;        /* that node's output index, or the input index */
   int def_item;        /* index inside a list output; -1 otherwise */
@@ -191,7 +199,9 @@ int gc_graph_decode(gc_arena *a, const uint8_t *buf, size_t len,
                     const gc_limits *lim, gc_graph **out, gc_error *err);
 
 /* As gc_graph_decode, from a message already unpacked (which must outlive
- * the graph: strings are shared, not copied). */
+ * the graph: strings are shared, not copied). An embedded NUL is invisible
+ * in an unpacked string: whoever unpacked the message from bytes must have
+ * run gc_wire_check_strings on them (the daemon does on every request). */
 int gc_graph_from_message(gc_arena *a, const Compiled__V1__GraphModule *m,
                           const gc_limits *lim, gc_graph **out, gc_error *err);
 

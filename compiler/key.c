@@ -33,6 +33,10 @@
  * parameter's declared type (int 1 for a float parameter is 1.0; a single int
  * for int[2] is the pair; an empty list is typed by the schema). Floats hash
  * by bit pattern with one canonical NaN; -0.0 stays distinct from 0.0.
+ * Symbolic expressions hash as the trees the decoder parsed (symexpr.h),
+ * symbols numbered by first appearance. The stream starts with the schema
+ * of every operator used, sorted by name: what the compiler believed about
+ * an operator's writes and aliases is part of what it compiled.
  */
 #include "compiler/key.h"
 
@@ -132,6 +136,8 @@ enum { PHASE_DOWN, PHASE_STREAM };
 
 /* ---- symbolic expressions, symbols renamed by first appearance ---- */
 
+/* Recursion is bounded: a parsed tree is at most GC_SYMEXPR_MAX_DEPTH high
+ * (symexpr.h), and the decoder's limit is lower still. */
 static void h_symexpr(keyer *k, const gc_symexpr *e) {
   hasher *h = &k->h;
   h_u8(h, (uint8_t)e->kind);
@@ -164,21 +170,11 @@ static void h_symexpr(keyer *k, const gc_symexpr *e) {
   }
 }
 
-/* A symbolic expression string. It parsed during decoding; parse it again
- * here (the tree is not kept) with a generous depth. */
-static void h_expr_text(keyer *k, const char *text) {
-  gc_symexpr *e;
-  if (gc_symexpr_parse(k->a, text, 1 << 10, &e, NULL) != 0) {
-    k->h.failed = 1;
-    return;
-  }
-  h_symexpr(k, e);
-}
-
+/* A symbolic value: its tree, parsed (within the limits) by the decoder. */
 static void h_symint(keyer *k, const gc_symint *s) {
-  if (s->expr) {
+  if (s->tree) {
     h_u8(&k->h, 'x');
-    h_expr_text(k, s->expr); /* the hint is not part of the key */
+    h_symexpr(k, s->tree); /* the hint is not part of the key */
   } else {
     h_u8(&k->h, 'i');
     h_i64(&k->h, s->v);
@@ -206,8 +202,8 @@ static void h_symvalue(keyer *k, const gc_value *v) {
   h_u8(&k->h, (uint8_t)v->kind);
   if (v->kind == GC_VALUE_SYM_INT)
     h_symint(k, &v->sym);
-  else if (v->sym.expr)
-    h_expr_text(k, v->sym.expr);
+  else if (v->sym.tree)
+    h_symexpr(k, v->sym.tree);
 }
 
 /* ---- references and arguments ---- */
@@ -965,6 +961,49 @@ static void hash_inputs(keyer *k, uint8_t out[GC_DIGEST_LEN]) {
   h_end(h, out);
 }
 
+static int cmp_op_name(const void *a, const void *b) {
+  return strcmp((*(const gc_op *const *)a)->name,
+                (*(const gc_op *const *)b)->name);
+}
+
+/* The operators the nodes use, each once, by name, with their schemas as
+ * torch prints them. A schema says what an operator writes and aliases, so
+ * two graphs whose clients disagree on one (an operator the compiler does
+ * not know, or another torch release) must not share an artifact. */
+static void hash_operators(keyer *k) {
+  const gc_graph *g = k->g;
+  hasher *h = &k->h;
+  gc_strmap seen;
+  const gc_op **used =
+      gc_arena_calloc(k->a, (size_t)g->nnodes + 1, sizeof *used);
+  if (!used || gc_strmap_init(&seen, k->a, 64)) {
+    h->failed = 1;
+    return;
+  }
+  int n = 0;
+  for (int i = 0; i < g->nnodes; i++) {
+    const gc_op *op = g->nodes[i].op;
+    int put = gc_strmap_put(&seen, op->name, (void *)op, NULL);
+    if (put < 0)
+      h->failed = 1;
+    else if (put == 0)
+      used[n++] = op;
+  }
+  qsort(used, (size_t)n, sizeof *used, cmp_op_name);
+  h_i64(h, n);
+  for (int i = 0; i < n; i++) {
+    size_t len = gc_schema_format(used[i]->schema, NULL, 0);
+    char *text = gc_arena_alloc(k->a, len + 1);
+    if (!text) {
+      h->failed = 1;
+      return;
+    }
+    gc_schema_format(used[i]->schema, text, len + 1);
+    h_str(h, used[i]->name);
+    h_str(h, text);
+  }
+}
+
 static void hash_graph(keyer *k, const int *order, uint8_t out[GC_DIGEST_LEN]) {
   const gc_graph *g = k->g;
   hasher *h = &k->h;
@@ -974,6 +1013,7 @@ static void hash_graph(keyer *k, const int *order, uint8_t out[GC_DIGEST_LEN]) {
   h_begin(h);
   h_str(h, "graph-v1");
   h_i64(h, g->ninputs);
+  hash_operators(k);
   h_i64(h, g->nnodes);
   for (int i = 0; i < g->nnodes; i++)
     h_node(k, &g->nodes[order[i]]);

@@ -4,7 +4,8 @@
  * The key of a (graph, options, target) triple is the SHA-256 of six
  * component digests, each over its own canonical stream (DESIGN.md 4.2):
  *
- *   graph     the nodes in canonical topological order, value names replaced
+ *   graph     the schemas of the operators used (as torch prints them);
+ *             the nodes in canonical topological order, value names replaced
  *             by positions, every argument in schema order with omitted
  *             defaults filled in, intermediate tensor metadata, outputs
  *   inputs    per input: kind and metadata (dtype, sizes, strides, offset,

@@ -86,3 +86,22 @@ bool gc_node_is_mutating(const gc_node *n) {
       return true;
   return false;
 }
+
+/* torch 1.13's should_allow_numbers_as_tensors (torch/csrc/utils/
+ * python_arg_parser.cpp), by unqualified operator name as torch checks it;
+ * later releases add copy and _conj. */
+static const char *const wrapped_number_ops[] = {
+    "add",          "add_",         "sub",           "sub_",     "subtract",
+    "subtract_",    "mul",          "mul_",          "multiply", "multiply_",
+    "div",          "div_",         "divide",        "divide_",  "true_divide",
+    "true_divide_", "floor_divide", "floor_divide_", "to",       "_to_copy",
+    "copy_",        "copy",         "_conj",
+};
+
+bool gc_op_takes_wrapped_numbers(const gc_schema *s) {
+  for (size_t k = 0; k < sizeof wrapped_number_ops / sizeof *wrapped_number_ops;
+       k++)
+    if (strcmp(s->name, wrapped_number_ops[k]) == 0)
+      return true;
+  return false;
+}

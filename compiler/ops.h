@@ -34,4 +34,12 @@ bool gc_node_is_mutating(const gc_node *n);
  * (from the table of omissions). */
 bool gc_write_unannotated(const gc_schema *s, int i);
 
+/* True when torch lets a Python number stand for a `Tensor` argument of the
+ * operator (a "wrapped number": x.add_(1) records aten::add_.Tensor(x, 1)).
+ * Torch allows it for a fixed list of operator names (add, sub, mul, div,
+ * their aliases and in-place forms, floor_divide, true_divide, to, _to_copy,
+ * copy_; torch's should_allow_numbers_as_tensors); for any other operator a
+ * number where a Tensor is declared fails in eager PyTorch too. */
+bool gc_op_takes_wrapped_numbers(const gc_schema *s);
+
 #endif

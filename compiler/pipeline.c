@@ -10,6 +10,7 @@
 #include "compiled/v1/artifact.pb-c.h"
 #include "compiler/emit.h"
 #include "compiler/functionalize.h"
+#include "compiler/native.h"
 
 int64_t gc_now_us(void) {
   struct timespec ts;
@@ -40,10 +41,13 @@ int gc_prepare(gc_arena *a, const Compiled__V1__GraphModule *m,
   return rc;
 }
 
-/* Wraps the program into an Artifact and packs it with malloc. A program
- * kept in eager form carries the reason as a warning. */
+/* Wraps the program (and its native version, when there is one) into an
+ * Artifact and packs it with malloc. A program kept in eager form carries
+ * the reason as a warning; a native build that failed carries its error. */
 static int package(gc_arena *a, const gc_key *key, Compiled__V1__Program *p,
-                   const char *eager_reason, gc_compiled *out, gc_error *err) {
+                   Compiled__V1__NativeProgram *np, const char *eager_reason,
+                   const char *native_failure, gc_compiled *out,
+                   gc_error *err) {
   Compiled__V1__Artifact art;
   Compiled__V1__ArtifactVersion ver;
   compiled__v1__artifact__init(&art);
@@ -58,16 +62,27 @@ static int package(gc_arena *a, const gc_key *key, Compiled__V1__Program *p,
   art.key = hex;
   art.compiler_build_id = (char *)gc_build_id();
   art.program = p;
-  Compiled__V1__Diagnostic diag, *diags[1] = {&diag};
-  if (eager_reason) {
-    compiled__v1__diagnostic__init(&diag);
-    diag.severity = COMPILED__V1__SEVERITY__SEVERITY_WARNING;
-    diag.node = -1;
-    diag.message =
-        gc_arena_printf(a, "program kept in eager form: %s", eager_reason);
-    art.n_diagnostics = 1;
-    art.diagnostics = diags;
+  art.native_program = np;
+  Compiled__V1__Diagnostic diag[2], *diags[2] = {&diag[0], &diag[1]};
+  const char *msgs[2] = {
+      eager_reason
+          ? gc_arena_printf(a, "program kept in eager form: %s", eager_reason)
+          : NULL,
+      native_failure ? gc_arena_printf(a,
+                                       "no native code (the program runs "
+                                       "through ATen): %s",
+                                       native_failure)
+                     : NULL};
+  for (int i = 0; i < 2; i++) {
+    if (!msgs[i])
+      continue;
+    Compiled__V1__Diagnostic *d = diags[art.n_diagnostics++];
+    compiled__v1__diagnostic__init(d);
+    d->severity = COMPILED__V1__SEVERITY__SEVERITY_WARNING;
+    d->node = -1;
+    d->message = (char *)msgs[i];
   }
+  art.diagnostics = diags;
   /* Timings stay out of the artifact (they travel in the CompileResult):
    * an artifact is a deterministic function of its key, so two daemons that
    * compile the same key produce the same bytes and the same digest. */
@@ -99,22 +114,80 @@ static int package(gc_arena *a, const gc_key *key, Compiled__V1__Program *p,
       hooks->stage(hooks->ctx, name, true, dt_);                               \
   } while (0)
 
+/* A native stage: as STAGE, but a failure (other than running out of
+ * memory or being abandoned) ends the native build, not the compile: the
+ * artifact is served with its ATen program and the error as a diagnostic. */
+#define NSTAGE(name, call)                                                     \
+  do {                                                                         \
+    if (hooks && hooks->abandoned && hooks->abandoned(hooks->ctx))             \
+      return gc_errorf(err, GC_ECANCELED, "compile abandoned before %s",       \
+                       name);                                                  \
+    if (hooks && hooks->stage)                                                 \
+      hooks->stage(hooks->ctx, name, false, 0);                                \
+    int64_t t0_ = gc_now_us();                                                 \
+    gc_error_clear(&nerr);                                                     \
+    int rc_ = (call);                                                          \
+    int64_t dt_ = gc_now_us() - t0_;                                           \
+    record(out, name, dt_);                                                    \
+    if (rc_ == GC_ENOMEM || rc_ == GC_ECANCELED) {                             \
+      *err = nerr;                                                             \
+      gc_native_release(&nat);                                                 \
+      return rc_;                                                              \
+    }                                                                          \
+    if (rc_) {                                                                 \
+      native_failure = gc_arena_printf(a, "%s: %s", name, nerr.msg);           \
+      out->native_failed = true;                                               \
+      out->native_failed_stage = name;                                         \
+      goto package;                                                            \
+    }                                                                          \
+    if (hooks && hooks->stage)                                                 \
+      hooks->stage(hooks->ctx, name, true, dt_);                               \
+  } while (0)
+
 int gc_compile(gc_arena *a, const gc_graph *g, const gc_key *key,
-               const gc_options *o, const gc_hooks *hooks, gc_compiled *out,
-               gc_error *err) {
+               const gc_options *o, const gc_backend *be, const gc_hooks *hooks,
+               gc_compiled *out, gc_error *err) {
 
   int64_t start = gc_now_us();
   int *order = gc_arena_calloc(a, (size_t)g->nnodes + 1, sizeof *order);
   Compiled__V1__Program *program = NULL;
   gc_functional f;
+  gc_native nat;
+  gc_error nerr;
+  const char *native_failure = NULL;
+  char hex[GC_HEX_LEN];
+  memset(&nat, 0, sizeof nat);
+  gc_digest_hex(key->key, hex);
   if (!order)
     return gc_errorf(err, GC_ENOMEM, "out of memory");
 
   STAGE("order", gc_canonical_order(g, order, err));
   STAGE("functionalize", gc_functionalize(a, g, order, o, &f, err));
   STAGE("emit", gc_emit_program(&f, a, &program, err));
+  /* Native code for inference programs in functional form. Training
+   * programs run through ATen (autograd records them) until the backward
+   * graph is compiled too. */
+  if (be && o->opt_level > 0 && f.functional && !o->training) {
+    NSTAGE("lower", gc_native_lower(&nat, a, &f, be, &nerr));
+    NSTAGE("schedule", gc_native_schedule(&nat, be, &nerr));
+    NSTAGE("plan", gc_native_plan(&nat, be, &nerr));
+    NSTAGE("codegen", gc_native_codegen(&nat, hex, &nerr));
+    NSTAGE("cc", gc_native_build(&nat, be, &nerr));
+    NSTAGE("emit-native", gc_native_emit(&nat, be, &nerr));
+  }
+package:
   out->micros = gc_now_us() - start;
-  STAGE("package", package(a, key, program, f.eager_reason, out, err));
+  STAGE("package", package(a, key, program, nat.program, f.eager_reason,
+                           native_failure, out, err));
+  if (nat.program) {
+    out->native = true;
+    out->summary.nodes = nat.stats.nodes;
+    out->summary.native = nat.stats.native;
+    out->summary.extern_ = nat.stats.extern_;
+    out->summary.fallback = nat.stats.fallback;
+    out->summary.kernels = nat.src.nkernels;
+  }
+  gc_native_release(&nat);
   out->micros = gc_now_us() - start;
   return 0;
 }

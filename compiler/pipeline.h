@@ -5,7 +5,9 @@
  * compile at all:
  *
  *   gc_prepare   decode + validate + key          (cheap; every request)
- *   gc_compile   order -> emit -> package         (misses only; a worker)
+ *   gc_compile   order -> functionalize -> emit -> lower -> schedule ->
+ *                plan -> codegen -> cc -> emit-native -> package
+ *                                                 (misses only; a worker)
  *
  * gc_compile lists the passes in order in one function. Between passes it
  * reports progress through gc_hooks and stops early when the hooks say the
@@ -22,7 +24,7 @@
 
 /* The artifact format version this build writes. */
 #define GC_ARTIFACT_MAJOR 0
-#define GC_ARTIFACT_MINOR 2
+#define GC_ARTIFACT_MINOR 3
 
 #define GC_MAX_STAGES 16
 
@@ -45,6 +47,12 @@ typedef struct gc_compiled {
   int64_t micros; /* the whole gc_compile */
   gc_timing timings[GC_MAX_STAGES];
   int ntimings;
+  bool native;                     /* the artifact has native code */
+  bool native_failed;              /* a native stage failed (diagnostic) */
+  const char *native_failed_stage; /* which (static string) */
+  struct {
+    int nodes, native, extern_, fallback, kernels;
+  } summary; /* of the native program, when there is one */
 } gc_compiled;
 
 /* Decodes and validates a graph already unpacked from a request, and
@@ -55,10 +63,15 @@ int gc_prepare(gc_arena *a, const Compiled__V1__GraphModule *m,
                const gc_target *target, gc_graph **g, gc_key *key,
                gc_compiled *t, gc_error *err);
 
-/* Compiles a prepared graph into a packed artifact. */
+struct gc_backend; /* compiler/native.h */
+
+/* Compiles a prepared graph into a packed artifact. With a backend `be`
+ * (the client's target and a toolchain) inference programs also get native
+ * code; NULL makes an ATen program only. A native stage that fails does
+ * not fail the compile (see NSTAGE in pipeline.c). */
 int gc_compile(gc_arena *a, const gc_graph *g, const gc_key *key,
-               const gc_options *o, const gc_hooks *hooks, gc_compiled *out,
-               gc_error *err);
+               const gc_options *o, const struct gc_backend *be,
+               const gc_hooks *hooks, gc_compiled *out, gc_error *err);
 
 /* Monotonic microseconds. */
 int64_t gc_now_us(void);

@@ -4,11 +4,15 @@
 #include "compiler/target.h"
 
 #include <errno.h>
+#include <stdbool.h>
 #include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
 #include <spawn.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/utsname.h>
+#include <time.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -40,6 +44,34 @@ static void host_isa(char *buf, size_t size) {
   (void)used;
 }
 
+/* Is `feat` one of the comma-separated features of `isa`? */
+static bool has_feature(const char *isa, const char *feat) {
+  size_t n = strlen(feat);
+  for (const char *p = isa; p && *p;) {
+    const char *end = strchr(p, ',');
+    size_t len = end ? (size_t)(end - p) : strlen(p);
+    if (len == n && strncmp(p, feat, n) == 0)
+      return true;
+    p = end ? end + 1 : NULL;
+  }
+  return false;
+}
+
+const char *gc_target_march(const gc_target *t) {
+  const char *arch = t->arch ? t->arch : "";
+  const char *isa = t->isa ? t->isa : "";
+  if (!strcmp(arch, "aarch64") || !strcmp(arch, "arm64"))
+    return "armv8-a";
+  if (strcmp(arch, "x86_64") != 0 && strcmp(arch, "amd64") != 0)
+    return NULL;
+  bool v2 = has_feature(isa, "sse4.2");
+  bool v3 = v2 && has_feature(isa, "avx") && has_feature(isa, "avx2") &&
+            has_feature(isa, "fma") && has_feature(isa, "bmi2");
+  bool v4 = v3 && has_feature(isa, "avx512f") && has_feature(isa, "avx512bw") &&
+            has_feature(isa, "avx512vl") && has_feature(isa, "avx512dq");
+  return v4 ? "x86-64-v4" : v3 ? "x86-64-v3" : v2 ? "x86-64-v2" : "x86-64";
+}
+
 int gc_target_host(gc_arena *a, gc_target *t) {
   struct utsname u;
   char isa[256];
@@ -51,8 +83,8 @@ int gc_target_host(gc_arena *a, gc_target *t) {
   return t->arch && t->isa ? 0 : GC_ENOMEM;
 }
 
-int gc_toolchain_identity(gc_arena *a, const char *cc, const char **out,
-                          gc_error *err) {
+int gc_toolchain_identity(gc_arena *a, const char *cc, int timeout_ms,
+                          const char **out, gc_error *err) {
   int fds[2];
   if (pipe2(fds, O_CLOEXEC) != 0)
     return gc_errorf(err, GC_EIO, "pipe: %s", strerror(errno));
@@ -61,32 +93,64 @@ int gc_toolchain_identity(gc_arena *a, const char *cc, const char **out,
   posix_spawn_file_actions_adddup2(&fa, fds[1], STDOUT_FILENO);
   posix_spawn_file_actions_addopen(&fa, STDERR_FILENO, "/dev/null", O_WRONLY,
                                    0);
+  posix_spawnattr_t at;
+  posix_spawnattr_init(&at);
+  posix_spawnattr_setpgroup(&at, 0);
+  posix_spawnattr_setflags(&at, POSIX_SPAWN_SETPGROUP);
   char *argv[] = {(char *)cc, "--version", NULL};
   pid_t pid;
-  int rc = posix_spawnp(&pid, cc, &fa, NULL, argv, environ);
+  int rc = posix_spawnp(&pid, cc, &fa, &at, argv, environ);
   posix_spawn_file_actions_destroy(&fa);
+  posix_spawnattr_destroy(&at);
   close(fds[1]);
   if (rc != 0) {
     close(fds[0]);
     return gc_errorf(err, GC_EIO, "cannot run '%s --version': %s", cc,
                      strerror(rc));
   }
+  /* A compiler that does not answer within the limit is killed (with its
+   * process group): a hung probe must not hang the daemon's start. */
   char buf[512];
   size_t len = 0;
-  ssize_t n;
-  while (len < sizeof buf - 1 &&
-         (n = read(fds[0], buf + len, sizeof buf - 1 - len)) != 0) {
-    if (n < 0) {
-      if (errno == EINTR)
-        continue;
+  bool timed_out = false;
+  struct timespec t0, t1;
+  clock_gettime(CLOCK_MONOTONIC, &t0);
+  for (;;) {
+    clock_gettime(CLOCK_MONOTONIC, &t1);
+    long spent =
+        (t1.tv_sec - t0.tv_sec) * 1000 + (t1.tv_nsec - t0.tv_nsec) / 1000000;
+    if (spent >= timeout_ms) {
+      timed_out = true;
       break;
     }
-    len += (size_t)n;
+    struct pollfd pfd = {.fd = fds[0], .events = POLLIN};
+    int pr = poll(&pfd, 1, (int)(timeout_ms - spent));
+    if (pr < 0 && errno == EINTR)
+      continue;
+    if (pr <= 0) {
+      timed_out = pr == 0;
+      break;
+    }
+    char tmp[512];
+    ssize_t n = read(fds[0], tmp, sizeof tmp);
+    if (n < 0 && errno == EINTR)
+      continue;
+    if (n <= 0)
+      break;
+    size_t take =
+        (size_t)n < sizeof buf - 1 - len ? (size_t)n : sizeof buf - 1 - len;
+    memcpy(buf + len, tmp, take);
+    len += take;
   }
   close(fds[0]);
+  if (timed_out)
+    kill(-pid, SIGKILL);
   int status = 0;
   while (waitpid(pid, &status, 0) < 0 && errno == EINTR)
     ;
+  if (timed_out)
+    return gc_errorf(err, GC_EIO, "'%s --version' did not answer within %d ms",
+                     cc, timeout_ms);
   buf[len] = '\0';
   char *nl = strchr(buf, '\n');
   if (nl)

@@ -13,8 +13,23 @@
 #include "compiler/error.h"
 #include "compiler/key.h"
 
-/* The flags generated C is compiled with (part of the target). */
-#define GC_DEFAULT_CFLAGS "-O2 -fPIC -shared -std=c11"
+/* The flags generated C is compiled with (part of the target, so of the
+ * key), besides -march (from the target's ISA features, gc_target_march)
+ * and the libraries: optimized and vectorized, OpenMP for the outer loops,
+ * errno-free math (so math calls vectorize), wrapping signed integer
+ * arithmetic (what PyTorch's integer tensors do in practice). */
+#define GC_DEFAULT_CFLAGS                                                      \
+  "-O3 -std=gnu11 -fPIC -shared -fopenmp -fno-math-errno -fwrapv -fno-plt "    \
+  "-w"
+
+/* The libraries generated code links: SLEEF's GNU-vector-ABI math and libm
+ * (OpenMP's comes with -fopenmp). */
+#define GC_CODEGEN_LIBS "-lsleefgnuabi -lm"
+
+/* The -march value for the target's architecture and ISA features:
+ * "x86-64-v4" (AVX-512), "x86-64-v3" (AVX2, FMA, BMI2), "x86-64-v2"
+ * (SSE4.2), "x86-64", "armv8-a"; NULL when the architecture is unknown. */
+const char *gc_target_march(const gc_target *t);
 
 /* Fills arch and isa with the host's (arena strings), cflags with
  * GC_DEFAULT_CFLAGS, and leaves toolchain and torch_version NULL.
@@ -23,8 +38,10 @@ int gc_target_host(gc_arena *a, gc_target *t);
 
 /* Runs `cc --version` (posix_spawn, no shell) and returns its first line,
  * e.g. "gcc (Debian 12.2.0-14) 12.2.0", in the arena. `cc` is a command name
- * or path. Returns 0, or GC_EIO when it cannot be run. */
-int gc_toolchain_identity(gc_arena *a, const char *cc, const char **out,
-                          gc_error *err);
+ * or path. A compiler that has not answered within timeout_ms is killed
+ * (with its process group). Returns 0, or GC_EIO when it cannot be run, fails
+ * or times out. */
+int gc_toolchain_identity(gc_arena *a, const char *cc, int timeout_ms,
+                          const char **out, gc_error *err);
 
 #endif

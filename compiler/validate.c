@@ -10,8 +10,10 @@
  *     default is given;
  *   - types: each argument's kind is one the parameter's type accepts (an int
  *     where a float is declared is fine, as in TorchScript; a string where a
- *     Tensor is declared is not);
- *   - returns: one output per schema return, of a matching kind;
+ *     Tensor is declared is not; a number where a Tensor is declared only
+ *     for the operators torch allows it, see gc_op_takes_wrapped_numbers);
+ *   - returns: each output of a kind its schema return accepts (graph.c
+ *     already checked that there is one output per return);
  *   - order: nodes come in topological order; when they do not, a cycle is
  *     looked for so the message can say "cycle" rather than just "order".
  */
@@ -19,6 +21,7 @@
 #include <string.h>
 
 #include "compiler/graph_internal.h"
+#include "compiler/ops.h"
 
 static const char *type_text(const gc_type *t, char *buf, size_t size) {
   gc_type_format(t, buf, size);
@@ -78,16 +81,19 @@ static bool list_accepts(const gc_type *list, gc_arg_kind k) {
   }
 }
 
-/* Does parameter type `t` accept argument `a`? */
-static bool accepts(const gc_type *t, const gc_arg *a) {
+/* Does parameter type `t` accept argument `a`? `wrapped`: the operator
+ * takes a number for a Tensor. Recursion is bounded by the type's depth
+ * (GC_SCHEMA_MAX_DEPTH). */
+static bool accepts(const gc_type *t, const gc_arg *a, bool wrapped) {
   gc_arg_kind k = a->kind;
   switch (t->kind) {
   case GC_TY_OPTIONAL:
-    return k == GC_ARG_NONE || accepts(t->elem, a);
+    return k == GC_ARG_NONE || accepts(t->elem, a, wrapped);
   case GC_TY_TENSOR:
     /* A Python number where a Tensor is declared is a "wrapped number"
-     * (x.add_(1) traces as aten::add_.Tensor(x, 1)). */
-    return k == GC_ARG_TENSOR || is_scalar_kind(k);
+     * (x.add_(1) traces as aten::add_.Tensor(x, 1)), for the operators
+     * torch allows it. */
+    return k == GC_ARG_TENSOR || (wrapped && is_scalar_kind(k));
   case GC_TY_INT:
   case GC_TY_SYMINT:
     return k == GC_ARG_INT || k == GC_ARG_SYM_INT;
@@ -127,12 +133,16 @@ static bool accepts(const gc_type *t, const gc_arg *a) {
 }
 
 /* Does return type `t` accept node output `o`? Outputs that are not tensors
- * may be left unnamed (none). */
+ * may be left unnamed (none). Recursion is bounded by the type's depth. */
 static bool returns_ok(const gc_type *t, const gc_arg *o) {
   gc_arg_kind k = o->kind;
   switch (t->kind) {
   case GC_TY_TENSOR:
-    return k == GC_ARG_TENSOR;
+    /* An operator may leave a Tensor return undefined at run time (C++'s
+     * undefined Tensor, None in Python): _native_multi_head_attention's
+     * weights without need_weights, convolution_backward's gradients that
+     * output_mask does not ask for. Nothing can read such an output. */
+    return k == GC_ARG_TENSOR || k == GC_ARG_NONE;
   case GC_TY_OPTIONAL:
     return k == GC_ARG_NONE || returns_ok(t->elem, o);
   case GC_TY_LIST:
@@ -156,6 +166,13 @@ static bool returns_ok(const gc_type *t, const gc_arg *o) {
   }
 }
 
+/* A number given where a (possibly optional) Tensor is declared? */
+static bool number_for_tensor(const gc_type *t, const gc_arg *a) {
+  while (t->kind == GC_TY_OPTIONAL)
+    t = t->elem;
+  return t->kind == GC_TY_TENSOR && is_scalar_kind(a->kind);
+}
+
 /* "self, other, alpha": the parameter names of a schema, for messages. */
 static const char *param_list(const gc_schema *s, char *buf, size_t size) {
   size_t used = 0;
@@ -172,7 +189,7 @@ static int bind_args(gc_decoder *d, gc_node *n) {
   bool *bound = gc_arena_calloc(d->a, (size_t)s->nargs + 1, sizeof *bound);
   if (!bound)
     return gc_errorf(d->err, GC_ENOMEM, "out of memory");
-  bool seen_keyword = false;
+  bool seen_keyword = false, wrapped = gc_op_takes_wrapped_numbers(s);
   for (int k = 0; k < n->nargs; k++) {
     gc_named_arg *a = &n->args[k];
     int p = gc_schema_find_arg(s, a->name);
@@ -202,10 +219,14 @@ static int bind_args(gc_decoder *d, gc_node *n) {
     }
     bound[p] = true;
     a->param = p;
-    if (!accepts(s->args[p].type, &a->arg))
-      return gc__fail(d, GC_EINVAL, a->name, "expected %s, got %s",
+    if (!accepts(s->args[p].type, &a->arg, wrapped))
+      return gc__fail(d, GC_EINVAL, a->name, "expected %s, got %s%s",
                       type_text(s->args[p].type, tbuf, sizeof tbuf),
-                      gc_arg_kind_name(a->arg.kind));
+                      gc_arg_kind_name(a->arg.kind),
+                      number_for_tensor(s->args[p].type, &a->arg)
+                          ? " (torch takes a number for a Tensor only in "
+                            "add, sub, mul, div and their variants)"
+                          : "");
   }
   for (int p = 0; p < s->nargs; p++)
     if (!bound[p] && !s->args[p].has_default)
@@ -220,10 +241,7 @@ static int check_returns(gc_decoder *d, const gc_node *n) {
   char tbuf[160];
   if (s->varret)
     return 0;
-  if (n->noutputs != s->nrets)
-    return gc__fail(d, GC_EINVAL, NULL, "has %d outputs but %s returns %d",
-                    n->noutputs, s->qualified, s->nrets);
-  for (int r = 0; r < s->nrets; r++) {
+  for (int r = 0; r < s->nrets && r < n->noutputs; r++) {
     if (!returns_ok(s->rets[r].type, &n->outputs[r])) {
       char arg[32];
       snprintf(arg, sizeof arg, "output %d", r);

@@ -15,6 +15,7 @@
 #include "compiled/v1/health.pb-c.h"
 #include "compiler/buf.h"
 #include "compiler/pipeline.h"
+#include "compiler/wire.h"
 #include "daemon/daemon.h"
 #include "daemon/log.h"
 
@@ -23,24 +24,32 @@
 #define LIST_DEFAULT 100
 
 /* Unpacks the request of `c` with descriptor `desc` into arena `a`; on
- * failure answers INVALID_ARGUMENT and returns NULL. */
+ * failure (bytes that are not the message, or a string field with a NUL or
+ * not UTF-8, which unpacking would hide: compiler/wire.h) answers
+ * INVALID_ARGUMENT and returns NULL. */
 static void *unpack(srv_call *c, gc_arena *a,
                     const ProtobufCMessageDescriptor *desc) {
   size_t len;
   const uint8_t *bytes = srv_call_request(c, &len);
   ProtobufCAllocator al = gc_arena_pb_allocator(a);
   void *m = protobuf_c_message_unpack(desc, &al, len, bytes);
-  if (!m) {
-    char msg[200];
-    snprintf(msg, sizeof msg, "request bytes are not a valid %s message",
-             desc->name);
-    srv_finish(c, GRPC_STATUS_INVALID_ARGUMENT, msg);
-  }
+  gc_error err;
+  gc_error_clear(&err);
+  if (!m)
+    gc_errorf(&err, GC_EMALFORMED,
+              "request bytes are not a valid %s message (%zu bytes)",
+              desc->name, len);
+  else if (gc_wire_check_strings(desc, bytes, len, &err))
+    m = NULL;
+  if (!m)
+    srv_finish(c, GRPC_STATUS_INVALID_ARGUMENT, err.msg);
   return m;
 }
 
-static void log_admin(srv_call *c, const char *method, const char *key,
-                      int status, const char *error) {
+/* Logs one admin call; `detail` says what a state-changing call did. */
+static void log_admin_detail(srv_call *c, const char *method, const char *key,
+                             int status, const char *detail,
+                             const char *error) {
   log_req r = {.method = method,
                .key = key,
                .outcome = status ? "error" : "ok",
@@ -51,8 +60,14 @@ static void log_admin(srv_call *c, const char *method, const char *key,
                .key_us = -1,
                .queue_us = -1,
                .compile_us = -1,
+               .detail = detail,
                .error = error};
   log_request(&r);
+}
+
+static void log_admin(srv_call *c, const char *method, const char *key,
+                      int status, const char *error) {
+  log_admin_detail(c, method, key, status, NULL, error);
 }
 
 /* Answers with an error status and logs it. */
@@ -225,6 +240,16 @@ out:
 
 static void handle_stats(srv_call *c) {
   daemon_ctx *d = srv_call_user(c);
+  gc_arena *a = gc_arena_new(1 << 16);
+  /* StatsRequest is empty, but bytes that are not one are an error. */
+  if (!a || !unpack(c, a, &compiled__v1__stats_request__descriptor)) {
+    if (!a)
+      srv_finish(c, GRPC_STATUS_RESOURCE_EXHAUSTED, "out of memory");
+    gc_arena_free(a);
+    srv_call_unref(c);
+    return;
+  }
+  gc_arena_free(a);
   cache_stats cs;
   cache_stats_get(d->cache, &cs);
   Compiled__V1__StatsResponse r;
@@ -234,6 +259,8 @@ static void handle_stats(srv_call *c) {
   r.joins = atomic_load(&d->stats.joins);
   r.compiles = atomic_load(&d->stats.compiles);
   r.compile_failures = atomic_load(&d->stats.compile_failures);
+  r.native_compiles = atomic_load(&d->stats.native_compiles);
+  r.native_failures = atomic_load(&d->stats.native_failures);
   r.failures_cached_hits = atomic_load(&d->stats.failure_hits);
   r.rejected_busy = atomic_load(&d->stats.rejected_busy);
   r.requests = atomic_load(&d->stats.requests);
@@ -250,6 +277,14 @@ static void handle_stats(srv_call *c) {
   r.hot_hits = atomic_load(&d->stats.hot_hits);
   r.memo_hits = atomic_load(&d->stats.memo_hits);
   r.hot_bytes = d->hot.bytes;
+  lsn_stats ls;
+  srv_conn_stats(d->server, &ls);
+  r.connections = (uint32_t)ls.connections;
+  r.max_connections = (uint32_t)ls.max_connections;
+  r.connections_refused = ls.refused_cap + ls.refused_no_fds;
+  r.memory_budget = d->cfg.memory_budget;
+  r.memory_in_use = gc_budget_used(&d->budget);
+  r.rejected_memory = atomic_load(&d->stats.rejected_memory);
   r.version = DAEMON_VERSION;
   r.build_id = (char *)gc_build_id();
   srv_reply(c, rpc_pack(&r.base));
@@ -328,7 +363,7 @@ static void handle_evict(srv_call *c) {
       count = 1;
     if (rc == CACHE_EMISS)
       rc = 0;
-    snprintf(what, sizeof what, "key %.16s", req->key);
+    snprintf(what, sizeof what, "key");
     break;
   }
   case COMPILED__V1__EVICT_REQUEST__WHAT_ALL:
@@ -365,8 +400,14 @@ static void handle_evict(srv_call *c) {
   resp.evicted = count;
   resp.bytes_freed = freed;
 
-  LOG(LOG_INFO, "evicted %s: %" PRIu64 " entries, %" PRIu64 " bytes", what,
-      count, freed);
+  char detail[200];
+  snprintf(detail, sizeof detail,
+           "%s: %" PRIu64 " entries, %" PRIu64 " bytes freed", what, count,
+           freed);
+  log_admin_detail(
+      c, "Evict",
+      req->what_case == COMPILED__V1__EVICT_REQUEST__WHAT_KEY ? req->key : NULL,
+      0, detail, NULL);
   srv_reply(c, rpc_pack(&resp.base));
 out:
   gc_arena_free(a);
@@ -412,7 +453,8 @@ static int consider(const cache_info *info, void *arg) {
 
 static void handle_explain(srv_call *c) {
   daemon_ctx *d = srv_call_user(c);
-  gc_arena *a = gc_arena_new(d->limits.max_memory);
+  /* Charged to the memory budget like a Compile request's. */
+  gc_arena *a = memory_arena(d, srv_call_request_len(c));
   Compiled__V1__ExplainRequest *req =
       a ? unpack(c, a, &compiled__v1__explain_request__descriptor) : NULL;
   cache_conn *conn = daemon_conn(d);
@@ -446,6 +488,7 @@ static void handle_explain(srv_call *c) {
   gc_error err;
   int rc = gc_prepare(a, req->graph, &d->limits, &o, &t, &g, &key, NULL, &err);
   if (rc) {
+    memory_explain(d, a, srv_call_request_len(c), rc, &err);
     log_admin(c, "Explain", NULL, GRPC_STATUS_INVALID_ARGUMENT, err.msg);
     daemon_finish_graph_error(c, rc, &err);
     goto out;

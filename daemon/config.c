@@ -44,6 +44,22 @@ static const opt opts[] = {
      "                            RESOURCE_EXHAUSTED (default 64)"},
     {"max-message-bytes", T_SIZE, F(max_message_bytes), 0, "SIZE",
      "largest request accepted (default 64M)"},
+    {"max-nodes", T_INT, F(max_nodes), 0, "N",
+     "most nodes in a graph (default: 500000, or fewer when a\n"
+     "                            small --memory-budget cannot compile that\n"
+     "                            many: about 4 KiB each)"},
+    {"memory-budget", T_SIZE, F(memory_budget), 0, "SIZE",
+     "memory all requests being decoded and compiled may hold\n"
+     "                            together; past it they get "
+     "RESOURCE_EXHAUSTED\n"
+     "                            (default: a quarter of RAM, at most 4G)"},
+    {"inline-decode-bytes", T_SIZE, F(inline_decode_bytes), 0, "SIZE",
+     "larger requests are decoded on the decode threads, never\n"
+     "                            on the threads that answer cache hits\n"
+     "                            (default 256K)"},
+    {"decode-threads", T_INT, F(decode_threads), 0, "N",
+     "threads decoding big requests, at low priority (default:\n"
+     "                            half the CPUs, at least 1)"},
     {"max-inline-bytes", T_SIZE, F(max_inline_bytes), 0, "SIZE",
      "largest artifact returned inline unless the client asks\n"
      "                            otherwise; larger ones are fetched (default "
@@ -54,8 +70,25 @@ static const opt opts[] = {
      "                            (default 256M)"},
     {"cq-threads", T_INT, F(cq_threads), 0, "N",
      "gRPC completion-queue threads (default 2)"},
+    {"max-connections", T_INT, F(max_connections), 0, "N",
+     "open client connections allowed at once; more are closed\n"
+     "                            on arrival (default 1024, lowered to what\n"
+     "                            the descriptor limit allows)"},
+    {"idle-timeout", T_INT, F(idle_timeout), 0, "SECONDS",
+     "close a connection that has had no call for this long,\n"
+     "                            or never completed its HTTP/2 handshake\n"
+     "                            (default 120; 0 never)"},
+    {"keepalive", T_INT, F(keepalive), 0, "SECONDS",
+     "ping clients this often; a connection whose peer does not\n"
+     "                            answer within 20 s is dropped (default 60;\n"
+     "                            0: gRPC's 2 hours)"},
     {"grace-seconds", T_INT, F(grace_seconds), 0, "N",
      "on SIGTERM/SIGINT, time given to running compiles (default 30)"},
+    {"lame-duck-ms", T_INT, F(lame_duck_ms), 0, "MS",
+     "on SIGTERM/SIGINT, keep the port open at least MS: hits are\n"
+     "                            served, new compiles get UNAVAILABLE "
+     "\"stopping\"\n"
+     "                            (default 250)"},
     {"failure-ttl", T_INT, F(failure_ttl), 0, "SECONDS",
      "how long a failing graph is remembered (default 600)"},
     {"log-level", T_LEVEL, F(log_level), 0, "LEVEL",
@@ -70,6 +103,20 @@ static const opt opts[] = {
     {"debug-compile-delay-ms", T_INT, F(debug_compile_delay_ms), 0, "MS",
      "for tests: make every compile wait MS first (it still\n"
      "                            stops early when abandoned)"},
+    {"debug-decode-delay-ms", T_INT, F(debug_decode_delay_ms), 0, "MS",
+     "for tests: make every decode on the decode threads wait\n"
+     "                            MS first"},
+    {"native", T_BOOL, F(native), 0, NULL,
+     "compile inference graphs to native code (default on; --native=0\n"
+     "                            serves ATen programs only)"},
+    {"cc", T_STR, F(cc), sizeof(((config *)0)->cc), "CC",
+     "the C compiler for native code (default: $CC, else cc)"},
+    {"cc-timeout", T_INT, F(cc_timeout), 0, "SECONDS",
+     "time a C compile may take before it is killed and the graph\n"
+     "                            served with its ATen program (default 120)"},
+    {"verify-ir", T_BOOL, F(verify_ir), 0, NULL,
+     "run the loop IR verifier after every pass (slower; for\n"
+     "                            debugging the compiler)"},
     {"check-cache", T_BOOL, F(check_cache), 0, NULL,
      "verify the cache (integrity check, every digest) and exit"},
 };
@@ -267,6 +314,19 @@ static int read_file(config *c, const char *path) {
   return rc;
 }
 
+/* A quarter of physical memory, between 256 MiB and 4 GiB. */
+static uint64_t default_budget(void) {
+  long pages = sysconf(_SC_PHYS_PAGES), size = sysconf(_SC_PAGESIZE);
+  uint64_t ram = pages > 0 && size > 0 ? (uint64_t)pages * (uint64_t)size
+                                       : (uint64_t)4 << 30;
+  uint64_t b = ram / 4;
+  if (b < ((uint64_t)256 << 20))
+    b = (uint64_t)256 << 20;
+  if (b > ((uint64_t)4 << 30))
+    b = (uint64_t)4 << 30;
+  return b;
+}
+
 static void defaults(config *c) {
   memset(c, 0, sizeof *c);
   snprintf(c->listen, sizeof c->listen, "127.0.0.1:7421");
@@ -280,11 +340,22 @@ static void defaults(config *c) {
   c->workers = n > 0 ? (int)n : 2;
   c->max_queue = 64;
   c->max_message_bytes = (uint64_t)64 << 20;
+  c->memory_budget = default_budget();
+  c->inline_decode_bytes = (uint64_t)256 << 10;
+  c->decode_threads = n > 3 ? (int)n / 2 : 1;
   c->max_inline_bytes = (uint64_t)1 << 20;
   c->hot_cache_bytes = (uint64_t)256 << 20;
 
   c->cq_threads = 2;
+  c->max_connections = 1024;
+  c->idle_timeout = 120;
+  c->keepalive = 60;
   c->grace_seconds = 30;
+  c->native = true;
+  c->cc_timeout = 120;
+  snprintf(c->cc, sizeof c->cc, "%s",
+           getenv("CC") && *getenv("CC") ? getenv("CC") : "cc");
+  c->lame_duck_ms = 250;
   c->failure_ttl = 600;
   c->log_level = LOG_INFO;
   c->log_format = LOG_TEXT;
@@ -342,9 +413,13 @@ int config_load(config *c, int argc, char **argv) {
     usage(stderr);
     return -1;
   }
-  if (c->workers < 1 || c->cq_threads < 1) {
-    fprintf(stderr,
-            "compiled: --workers and --cq-threads must be at least 1\n");
+  if (c->workers < 1 || c->cq_threads < 1 || c->decode_threads < 1) {
+    fprintf(stderr, "compiled: --workers, --cq-threads and --decode-threads "
+                    "must be at least 1\n");
+    return -1;
+  }
+  if (c->memory_budget < ((uint64_t)16 << 20)) {
+    fprintf(stderr, "compiled: --memory-budget must be at least 16M\n");
     return -1;
   }
   return 0;

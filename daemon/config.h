@@ -17,18 +17,32 @@ typedef struct config {
   int workers;   /* compile worker threads */
   int max_queue; /* compiles waiting for a worker before refusing */
   uint64_t max_message_bytes;
-  uint64_t max_inline_bytes; /* default inline artifact limit */
-  uint64_t hot_cache_bytes;  /* in-memory tier of hit responses; 0: off */
+  uint64_t memory_budget;       /* bytes all requests may hold together */
+  uint64_t inline_decode_bytes; /* larger requests decode on decode threads */
+  int decode_threads;           /* threads decoding big requests */
+  int max_nodes;                /* nodes in a graph; 0: from the budget */
+  uint64_t max_inline_bytes;    /* default inline artifact limit */
+  uint64_t hot_cache_bytes;     /* in-memory tier of hit responses; 0: off */
 
-  int cq_threads;    /* gRPC completion-queue threads */
-  int grace_seconds; /* drain time on SIGTERM/SIGINT */
-  int failure_ttl;   /* seconds a failed graph is remembered */
+  int cq_threads;      /* gRPC completion-queue threads */
+  int max_connections; /* open at once (lowered to fit the descriptors) */
+  int idle_timeout;    /* seconds a connection may go without calls */
+  int keepalive;       /* seconds between keepalive pings; 0: gRPC's 2 h */
+  int grace_seconds;   /* drain time on SIGTERM/SIGINT */
+  int lame_duck_ms;    /* drain: answer new calls ourselves this long before
+                          the port closes (UNAVAILABLE for new compiles) */
+  int failure_ttl;     /* seconds a failed graph is remembered */
   log_level log_level;
   log_format log_format;
   char log_file[1024];        /* "" or "-": stderr */
   char port_file[1024];       /* write the bound port here ("": don't) */
   bool check_cache;           /* verify the cache and exit */
   int debug_compile_delay_ms; /* tests: each compile first waits this long */
+  int debug_decode_delay_ms;  /* tests: each big decode first waits */
+  bool native;                /* compile to native code (else ATen only) */
+  char cc[1024];              /* the C compiler ($CC or cc) */
+  int cc_timeout;             /* seconds a C compile may take */
+  bool verify_ir;             /* verify the loop IR after every pass */
 } config;
 
 /* Fills defaults, reads --config FILE if given, then applies the flags.

@@ -18,7 +18,9 @@
 #include "compiler/graph.h"
 #include "compiler/key.h"
 #include "daemon/config.h"
+#include "daemon/toolchain.h"
 #include "daemon/lru.h"
+#include "daemon/pool.h"
 #include "daemon/server.h"
 
 #define DAEMON_VERSION "0.1.0"
@@ -34,11 +36,14 @@ typedef struct daemon_stats {
   atomic_uint_fast64_t compile_failures;
   atomic_uint_fast64_t failure_hits; /* answered from remembered failures */
   atomic_uint_fast64_t rejected_busy;
-  atomic_uint_fast64_t saved_us;  /* compile time the hits saved */
-  atomic_uint_fast64_t evicted;   /* entries removed by Evict calls */
-  atomic_uint_fast64_t hot_hits;  /* hits from the in-memory tier */
-  atomic_uint_fast64_t memo_hits; /* keys known from the request bytes */
-  atomic_int queued;              /* mirrors of loop state, for Stats */
+  atomic_uint_fast64_t saved_us;        /* compile time the hits saved */
+  atomic_uint_fast64_t evicted;         /* entries removed by Evict calls */
+  atomic_uint_fast64_t hot_hits;        /* hits from the in-memory tier */
+  atomic_uint_fast64_t memo_hits;       /* keys known from the request bytes */
+  atomic_uint_fast64_t rejected_memory; /* refused: memory budget */
+  atomic_uint_fast64_t native_compiles; /* artifacts with native code */
+  atomic_uint_fast64_t native_failures; /* native code failed: ATen program */
+  atomic_int queued;                    /* mirrors of loop state, for Stats */
   atomic_int running;
 } daemon_stats;
 
@@ -48,9 +53,15 @@ typedef struct daemon_ctx {
   srv *server;
   int port; /* bound port */
   cache_store *cache;
-  gc_arena *target_arena; /* owns the target's strings */
-  gc_target target;       /* the host's, toolchain identity included */
-  gc_limits limits;
+  daemon_toolchain toolchain; /* the C compiler native code is built with */
+  gc_arena *target_arena;     /* owns the target's strings */
+  gc_target target;           /* the host's, toolchain identity included */
+  gc_limits limits;   /* decode limits, derived from the settings (memory.c) */
+  gc_budget budget;   /* memory held by requests (memory.c) */
+  size_t big_ceiling; /* how far big requests may fill the budget */
+  pool *decoders;     /* decodes big requests (memory.c, compile.c) */
+  pool *memo_lane;    /* looks big requests up in the memo first */
+  atomic_bool trim_pending; /* a malloc_trim is queued on the decoders */
   daemon_stats stats;
   lru memo; /* request digest -> key (memo_entry) */
   lru hot;  /* key -> prebuilt hit response (hot_entry) */
@@ -67,10 +78,13 @@ typedef struct daemon_ctx {
   flight *queue_head, *queue_tail; /* flights waiting for a worker, FIFO */
   int nqueued, nrunning;
   atomic_bool draining; /* read by health checks on any thread */
+  bool lame_duck_over;  /* draining: the lame-duck period has passed */
+  bool server_closing;  /* draining: the gRPC server is shutting down */
   bool server_done;     /* every call has ended (draining) */
   bool stopped;
   uv_signal_t sig_term, sig_int, sig_hup;
   uv_timer_t grace_timer;
+  uv_timer_t lame_duck_timer;
 } daemon_ctx;
 
 /* The calling thread's cache connection (opened on first use); NULL after
@@ -88,6 +102,39 @@ void compile_cleanup(daemon_ctx *d);
 void compile_forget(daemon_ctx *d, const uint8_t *key);
 
 void admin_register(daemon_ctx *d);
+
+/* ---- memory.c: the budget for requests ---- */
+
+/* Sets the budget and the limits from the settings and starts the decode
+ * threads; memory_cleanup stops them. */
+int memory_init(daemon_ctx *d);
+void memory_cleanup(daemon_ctx *d);
+
+/* True for a request decoded on the decode threads, not a CQ thread. */
+bool memory_is_big(daemon_ctx *d, size_t request_len);
+
+/* How far a request of this size may fill the budget (0: all of it). */
+size_t memory_ceiling(daemon_ctx *d, size_t request_len);
+
+/* A new arena for a request of this size: the per-request limit, charged to
+ * the budget up to memory_ceiling. NULL when out of memory. */
+gc_arena *memory_arena(daemon_ctx *d, size_t request_len);
+
+/* Frees a request's arena (NULL is fine); after a big one, returns freed
+ * memory to the system (malloc_trim on a decode thread). */
+void memory_free_arena(daemon_ctx *d, gc_arena *a);
+
+/* A job that held `held` bytes ended (trims after big ones). */
+void memory_job_ended(daemon_ctx *d, size_t held);
+
+/* Fills err (GC_ENOMEM) for a request of `len` bytes the budget cannot
+ * take, having held `own` bytes itself when refused, and counts it. */
+void memory_refused(daemon_ctx *d, size_t len, size_t own, gc_error *err);
+
+/* When rc is GC_ENOMEM because arena `a` was refused by the budget or the
+ * per-request limit, rewrites err to say which and returns true. */
+bool memory_explain(daemon_ctx *d, const gc_arena *a, size_t len, int rc,
+                    gc_error *err);
 
 /* Called on the loop when the last compile ended, during a drain. */
 void daemon_maybe_stop(daemon_ctx *d);

@@ -4,13 +4,17 @@
  * LOG(level, fmt, ...) checks the level before formatting anything. Lines
  * go to a file or stderr, as text ("2026-11-22T10:00:00.123Z info  msg") or
  * as one JSON object per line. log_request() writes the one line per
- * request, with its fields, in either format. Thread-safe; log_reopen()
+ * request, with its fields, in either format. Whatever a message holds, it
+ * stays one line: text lines escape what a client may have sent
+ * (log_escape), JSON lines are ASCII with invalid UTF-8 escaped rather than
+ * dropped. Thread-safe; log_reopen()
  * (on SIGHUP) reopens the file for log rotation.
  */
 #ifndef DAEMON_LOG_H
 #define DAEMON_LOG_H
 
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 
 typedef enum log_level {
@@ -41,6 +45,16 @@ void log_write(log_level level, const char *fmt, ...)
       log_write((level), __VA_ARGS__);                                         \
   } while (0)
 
+/* Writes `in` (inlen bytes) to `out` (a string of at most outlen - 1 bytes)
+ * so that it cannot break a log line or be mistaken for its structure:
+ * control characters as C escapes (\n, \r, \t, \a, \e, \x01...), DEL
+ * and bytes that are not valid UTF-8 as \xNN, a backslash as \\, with
+ * `quotes` the double quote as \", and the Unicode line separators, C1
+ * controls and bidirectional controls as \uNNNN. Stops before a character
+ * or escape that does not fit. Returns the length written. */
+size_t log_escape(char *out, size_t outlen, const char *in, size_t inlen,
+                  bool quotes);
+
 /* One request: the method, the key (may be NULL), how it ended ("hit",
  * "compiled", "joined", "invalid", ...), the gRPC status and timings. */
 typedef struct log_req {
@@ -51,8 +65,9 @@ typedef struct log_req {
   const char *peer; /* may be NULL */
   int64_t total_us;
   int64_t validate_us, key_us, queue_us, compile_us; /* -1: not measured */
-  uint64_t bytes;    /* artifact bytes, 0 if none */
-  const char *error; /* message for a failure, or NULL */
+  uint64_t bytes;     /* artifact bytes, 0 if none */
+  const char *detail; /* what a state-changing call did, or NULL */
+  const char *error;  /* message for a failure, or NULL */
 } log_req;
 
 void log_request(const log_req *r);

@@ -1,10 +1,17 @@
 /*
  * main.c: the compiled daemon: settings, cache, target, server, signals.
  *
- * Shutdown (SIGTERM or SIGINT): stop accepting calls, let queued and running
- * compiles finish within --grace-seconds, then cancel what is left; when the
- * last call and compile are gone, close the server, the cache (flushing its
- * pending updates) and the log. A second signal skips the grace period.
+ * Shutdown (SIGTERM or SIGINT) is a drain in two steps. First a lame duck:
+ * the port stays open and the daemon answers new calls itself: hits are
+ * served, a request that would start a new compile gets UNAVAILABLE ("the
+ * daemon is stopping"), health says NOT_SERVING. Closing the port at once
+ * would let the gRPC core kill calls it had accepted but not yet handed over
+ * (their clients see a bare CANCELLED). Once --lame-duck-ms has passed and
+ * no compile is queued or running, the gRPC server shuts down (no new
+ * calls). Compiles get --grace-seconds in all, then what is left is
+ * cancelled; when the last call and compile are gone, the cache (flushing
+ * its pending updates) and the log are closed. A second signal skips the
+ * grace period.
  * SIGHUP reopens the log file.
  */
 #include <errno.h>
@@ -13,6 +20,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
@@ -65,14 +73,29 @@ static void close_handle(uv_handle_t *h) {
   (void)h;
 }
 
+static void on_server_done(void *arg);
+
+/* Ends the lame duck once its time is up and no compile is left. */
+static void maybe_close_server(daemon_ctx *d) {
+  if (d->server_closing || !d->lame_duck_over || compile_inflight(d) > 0)
+    return;
+  d->server_closing = true;
+  LOG(LOG_INFO, "closing the port (no compile left)");
+  srv_shutdown(d->server, on_server_done, d);
+}
+
 void daemon_maybe_stop(daemon_ctx *d) {
-  if (!atomic_load(&d->draining) || d->stopped || !d->server_done ||
-      compile_inflight(d) > 0)
+  if (!atomic_load(&d->draining) || d->stopped)
+    return;
+  maybe_close_server(d);
+  if (!d->server_done || compile_inflight(d) > 0)
     return;
   d->stopped = true;
   LOG(LOG_INFO, "all calls and compiles finished; stopping");
   uv_timer_stop(&d->grace_timer);
   uv_close((uv_handle_t *)&d->grace_timer, close_handle);
+  uv_timer_stop(&d->lame_duck_timer);
+  uv_close((uv_handle_t *)&d->lame_duck_timer, close_handle);
   uv_close((uv_handle_t *)&d->sig_term, close_handle);
   uv_close((uv_handle_t *)&d->sig_int, close_handle);
   uv_close((uv_handle_t *)&d->sig_hup, close_handle);
@@ -91,7 +114,18 @@ static void on_grace(uv_timer_t *t) {
   LOG(LOG_WARN, "grace period over: cancelling %d calls and %d compiles",
       srv_live_calls(d->server), compile_inflight(d));
   compile_abandon_all(d);
+  d->lame_duck_over = true;
+  if (!d->server_closing) {
+    d->server_closing = true;
+    srv_shutdown(d->server, on_server_done, d);
+  }
   srv_cancel_all(d->server);
+}
+
+static void on_lame_duck_over(uv_timer_t *t) {
+  daemon_ctx *d = t->data;
+  d->lame_duck_over = true;
+  daemon_maybe_stop(d);
 }
 
 static void begin_drain(daemon_ctx *d, const char *why) {
@@ -100,11 +134,14 @@ static void begin_drain(daemon_ctx *d, const char *why) {
     on_grace(&d->grace_timer);
     return;
   }
-  LOG(LOG_INFO, "%s: draining (no new calls; %d compiles in flight, grace %ds)",
+  LOG(LOG_INFO,
+      "%s: draining (new compiles refused; %d compiles in flight, grace %ds)",
       why, compile_inflight(d), d->cfg.grace_seconds);
-  srv_shutdown(d->server, on_server_done, d);
   uv_timer_start(&d->grace_timer, on_grace,
                  (uint64_t)d->cfg.grace_seconds * 1000, 0);
+  uv_timer_start(&d->lame_duck_timer, on_lame_duck_over,
+                 (uint64_t)(d->cfg.lame_duck_ms > 0 ? d->cfg.lame_duck_ms : 0),
+                 0);
   daemon_maybe_stop(d);
 }
 
@@ -128,11 +165,11 @@ static int make_dirs(const char *path) {
     if (*p != '/')
       continue;
     *p = '\0';
-    if (mkdir(buf, 0755) != 0 && errno != EEXIST)
+    if (mkdir(buf, 0700) != 0 && errno != EEXIST)
       return -1;
     *p = '/';
   }
-  return mkdir(buf, 0755) != 0 && errno != EEXIST ? -1 : 0;
+  return mkdir(buf, 0700) != 0 && errno != EEXIST ? -1 : 0;
 }
 
 static int open_cache(daemon_ctx *d) {
@@ -172,18 +209,81 @@ static int check_cache(daemon_ctx *d) {
   return rc == 0 ? 0 : 1;
 }
 
+/* The C compiler for native code: private build directories under the
+ * cache directory's tmp/ (same file system, mode 0700). */
+static int init_toolchain(daemon_ctx *d) {
+  char tmp[2048];
+  snprintf(tmp, sizeof tmp, "%.2000s/tmp", d->cfg.cache_dir);
+  if (daemon_toolchain_init(&d->toolchain, d->cfg.cc, tmp,
+                            d->cfg.cc_timeout * 1000) != 0) {
+    fprintf(stderr, "compiled: cannot create %s: %s\n", tmp, strerror(errno));
+    return -1;
+  }
+  return 0;
+}
+
+/* The `cc --version` probe gets the compile time limit, at most 10 s. */
+static int probe_ms(const daemon_ctx *d) {
+  int s =
+      d->cfg.cc_timeout > 0 && d->cfg.cc_timeout < 10 ? d->cfg.cc_timeout : 10;
+  return s * 1000;
+}
+
 static int detect_target(daemon_ctx *d) {
   d->target_arena = gc_arena_new(0);
   if (!d->target_arena || gc_target_host(d->target_arena, &d->target) != 0)
     return -1;
-  const char *cc = getenv("CC") && *getenv("CC") ? getenv("CC") : "cc";
+  const char *cc = d->cfg.cc;
   gc_error err;
-  if (gc_toolchain_identity(d->target_arena, cc, &d->target.toolchain, &err) !=
-      0) {
+  if (gc_toolchain_identity(d->target_arena, cc, probe_ms(d),
+                            &d->target.toolchain, &err) != 0) {
     LOG(LOG_WARN, "%s; the key will name the toolchain 'unknown'", err.msg);
     d->target.toolchain = "unknown";
   }
   return 0;
+}
+
+/* Raises the soft descriptor limit to the hard one; returns the soft limit
+ * in force. */
+static long raise_nofile(void) {
+  struct rlimit rl;
+  if (getrlimit(RLIMIT_NOFILE, &rl) != 0)
+    return 1024;
+  rlim_t was = rl.rlim_cur;
+  if (rl.rlim_cur < rl.rlim_max) {
+    rl.rlim_cur = rl.rlim_max;
+    if (setrlimit(RLIMIT_NOFILE, &rl) != 0)
+      rl.rlim_cur = was;
+  }
+  if (rl.rlim_cur != was)
+    LOG(LOG_INFO, "descriptor limit raised from %llu to %llu",
+        (unsigned long long)was, (unsigned long long)rl.rlim_cur);
+  return rl.rlim_cur > (rlim_t)INT32_MAX ? INT32_MAX : (long)rl.rlim_cur;
+}
+
+/* Descriptors kept for everything but client connections: the log, the
+ * loop and gRPC's own, a cache connection (database, -wal, -shm) per
+ * thread, and per compile the toolchain's pipes and files. */
+static long fds_reserved(const config *c) {
+  return 64 + 8L * (c->workers + c->cq_threads + c->decode_threads);
+}
+
+/* The connection cap: the setting, lowered to what the descriptor limit
+ * leaves once the reserve is set aside. */
+static int connection_cap(daemon_ctx *d, long nofile) {
+  long room = nofile - fds_reserved(&d->cfg);
+  long cap = d->cfg.max_connections;
+  if (room < 1)
+    room = 1;
+  if (cap > room) {
+    LOG(LOG_WARN,
+        "--max-connections %ld lowered to %ld: the descriptor limit is %ld "
+        "and %ld are kept for the daemon's own use (raise LimitNOFILE / "
+        "ulimit -n)",
+        cap, room, nofile, fds_reserved(&d->cfg));
+    cap = room;
+  }
+  return (int)cap;
 }
 
 static void write_port_file(daemon_ctx *d) {
@@ -216,8 +316,6 @@ int main(int argc, char **argv) {
   setenv("UV_THREADPOOL_SIZE", workers, 1);
   pthread_mutex_init(&d->conns_mu, NULL);
   atomic_init(&d->draining, false);
-  gc_limits_default(&d->limits);
-  d->limits.max_bytes = d->cfg.max_message_bytes;
   d->started_unix = (int64_t)time(NULL);
   d->started_us = gc_now_us();
   if (open_cache(d) != 0)
@@ -228,17 +326,22 @@ int main(int argc, char **argv) {
     cache_store_close(d->cache);
     return rc;
   }
-  if (compile_init(d) != 0 || detect_target(d) != 0) {
-
+  if (compile_init(d) != 0 || memory_init(d) != 0 || detect_target(d) != 0) {
     fprintf(stderr, "compiled: out of memory\n");
     return 1;
   }
+  if (init_toolchain(d) != 0)
+    return 1;
+  long nofile = raise_nofile();
   grpc_init();
   d->loop = uv_default_loop();
   srv_options so = {.user = d,
                     .listen = d->cfg.listen,
                     .max_message_bytes = d->cfg.max_message_bytes,
-                    .cq_threads = d->cfg.cq_threads};
+                    .cq_threads = d->cfg.cq_threads,
+                    .max_connections = connection_cap(d, nofile),
+                    .idle_timeout_ms = d->cfg.idle_timeout * 1000,
+                    .keepalive_ms = d->cfg.keepalive * 1000};
   d->server = srv_new(d->loop, &so);
   compile_register(d);
   admin_register(d);
@@ -246,6 +349,8 @@ int main(int argc, char **argv) {
    * must find them installed. */
   uv_timer_init(d->loop, &d->grace_timer);
   d->grace_timer.data = d;
+  uv_timer_init(d->loop, &d->lame_duck_timer);
+  d->lame_duck_timer.data = d;
   uv_signal_t *sigs[] = {&d->sig_term, &d->sig_int, &d->sig_hup};
   int nums[] = {SIGTERM, SIGINT, SIGHUP};
   for (int i = 0; i < 3; i++) {
@@ -263,16 +368,21 @@ int main(int argc, char **argv) {
   write_port_file(d);
   LOG(LOG_INFO,
       "compiled %s listening on %s (port %d); cache %s (cap %llu bytes); "
-      "%d workers; target %s [%s] %s",
+      "%d workers; at most %d connections (descriptor limit %ld); memory "
+      "budget %llu bytes (big requests up to %zu), %d decode threads, at "
+      "most %d nodes; target %s [%s] %s",
       DAEMON_VERSION, d->cfg.listen, d->port, d->cfg.cache_dir,
       (unsigned long long)d->cfg.cache_max_bytes, d->cfg.workers,
-      d->target.arch, d->target.isa, d->target.toolchain);
+      so.max_connections, nofile, (unsigned long long)d->cfg.memory_budget,
+      d->big_ceiling, d->cfg.decode_threads, d->cfg.max_nodes, d->target.arch,
+      d->target.isa, d->target.toolchain);
   uv_run(d->loop, UV_RUN_DEFAULT);
 
   uv_loop_close(d->loop);
   close_conns(d);
   cache_store_close(d->cache);
   compile_cleanup(d);
+  memory_cleanup(d);
   grpc_shutdown();
 
   gc_arena_free(d->target_arena);

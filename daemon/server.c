@@ -25,8 +25,10 @@
 
 #include <grpc/byte_buffer.h>
 #include <grpc/byte_buffer_reader.h>
+#include <grpc/grpc_posix.h>
 #include <grpc/grpc_security.h>
 #include <grpc/support/alloc.h>
+#include <grpc/support/string_util.h>
 #include <grpc/support/time.h>
 #include <pthread.h>
 #include <stdatomic.h>
@@ -35,6 +37,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "daemon/listen.h"
 #include "daemon/log.h"
 
 /* Requests kept armed per method, so bursts do not wait for re-arming. */
@@ -63,6 +66,8 @@ struct srv {
   grpc_completion_queue *cq;
   srv_options opts;
   char listen[256];
+  lsn *lsn;                       /* our listening sockets (listen.c) */
+  grpc_server_credentials *creds; /* insecure, for the connections we hand */
   method methods[MAX_METHODS];
   int nmethods;
   pthread_t *threads;
@@ -94,8 +99,9 @@ struct srv_call {
   gpr_timespec deadline;
   grpc_metadata_array md;
   grpc_call_details details; /* generic requests */
-  grpc_byte_buffer *payload; /* registered requests */
-  grpc_slice request;        /* the payload, contiguous */
+  grpc_byte_buffer *payload; /* registered requests, until made contiguous */
+  grpc_slice request;        /* the payload, contiguous (on first use) */
+  size_t request_len;        /* its length, known from the start */
   bool has_request;
   char *peer;
   int64_t start_us;
@@ -396,9 +402,38 @@ void srv_call_on_cancel(srv_call *c, void (*fn)(srv_call *c, void *arg),
     fn(c, arg);
 }
 
+/* The payload as one slice, made on first use: by the thread that needs
+ * it, so a big copy never runs on a completion-queue thread unless the
+ * handler reads the bytes there. */
 const uint8_t *srv_call_request(srv_call *c, size_t *len) {
+  pthread_mutex_lock(&c->mu);
+  if (c->payload) {
+    grpc_byte_buffer_reader r;
+    if (grpc_byte_buffer_reader_init(&r, c->payload)) {
+      grpc_slice_unref(c->request);
+      c->request = grpc_byte_buffer_reader_readall(&r);
+      grpc_byte_buffer_reader_destroy(&r);
+    }
+    grpc_byte_buffer_destroy(c->payload);
+    c->payload = NULL;
+  }
+  pthread_mutex_unlock(&c->mu);
   *len = GRPC_SLICE_LENGTH(c->request);
   return GRPC_SLICE_START_PTR(c->request);
+}
+
+size_t srv_call_request_len(srv_call *c) {
+  return c->request_len;
+}
+
+void srv_call_drop_request(srv_call *c) {
+  pthread_mutex_lock(&c->mu);
+  if (c->payload)
+    grpc_byte_buffer_destroy(c->payload);
+  c->payload = NULL;
+  grpc_slice_unref(c->request);
+  c->request = grpc_empty_slice();
+  pthread_mutex_unlock(&c->mu);
 }
 
 bool srv_call_has_request(srv_call *c) {
@@ -439,6 +474,17 @@ static void unimplemented(srv_call *c) {
   srv_call_unref(c);
 }
 
+/* The core names a connection handed to it by descriptor "fd:N"; the
+ * listener knows its address. */
+static void resolve_peer(srv *s, srv_call *c) {
+  char buf[80];
+  if (!c->peer || strncmp(c->peer, "fd:", 3) != 0 || !s->lsn ||
+      !lsn_peer(s->lsn, atoi(c->peer + 3), buf, sizeof buf))
+    return;
+  gpr_free(c->peer);
+  c->peer = gpr_strdup(buf);
+}
+
 static void on_request(srv_tag *t, bool ok) {
   srv_call *c = (srv_call *)((char *)t - offsetof(srv_call, t_request));
   srv *s = c->s;
@@ -452,13 +498,10 @@ static void on_request(srv_tag *t, bool ok) {
     arm(s, c->m);
   c->start_us = now_us();
   c->peer = grpc_call_get_peer(c->call);
+  resolve_peer(s, c);
   if (c->payload) {
-    grpc_byte_buffer_reader r;
-    if (grpc_byte_buffer_reader_init(&r, c->payload)) {
-      c->request = grpc_byte_buffer_reader_readall(&r);
-      grpc_byte_buffer_reader_destroy(&r);
-      c->has_request = true;
-    }
+    c->has_request = true;
+    c->request_len = grpc_byte_buffer_length(c->payload);
   }
   /* The close batch holds a reference until the call is over. */
   grpc_op op;
@@ -522,6 +565,12 @@ static void arm(srv *s, method *m) {
 
 /* ---- server ---- */
 
+static void int_arg(grpc_arg *a, const char *key, int value) {
+  a->type = GRPC_ARG_INTEGER;
+  a->key = (char *)key;
+  a->value.integer = value;
+}
+
 srv *srv_new(uv_loop_t *loop, const srv_options *o) {
   srv *s = calloc(1, sizeof *s);
   if (!s)
@@ -534,16 +583,27 @@ srv *srv_new(uv_loop_t *loop, const srv_options *o) {
   atomic_init(&s->live, 0);
   atomic_init(&s->shutting_down, false);
   s->cq = grpc_completion_queue_create_for_next(NULL);
-  grpc_arg args[2];
-  args[0].type = GRPC_ARG_INTEGER;
-  args[0].key = GRPC_ARG_MAX_RECEIVE_MESSAGE_LENGTH;
-  args[0].value.integer =
-      o->max_message_bytes > INT32_MAX ? INT32_MAX : (int)o->max_message_bytes;
-  args[1].type = GRPC_ARG_INTEGER;
-  args[1].key = GRPC_ARG_MAX_SEND_MESSAGE_LENGTH;
-  args[1].value.integer = -1;
-  grpc_channel_args ca = {2, args};
+  grpc_arg args[8];
+  size_t n = 0;
+  int_arg(&args[n++], GRPC_ARG_MAX_RECEIVE_MESSAGE_LENGTH,
+          o->max_message_bytes > INT32_MAX ? INT32_MAX
+                                           : (int)o->max_message_bytes);
+  int_arg(&args[n++], GRPC_ARG_MAX_SEND_MESSAGE_LENGTH, -1);
+  /* A connection without calls for this long gets GOAWAY and is closed;
+   * that includes one that never finished its HTTP/2 handshake (the core
+   * sees no call on it either). */
+  if (o->idle_timeout_ms > 0)
+    int_arg(&args[n++], GRPC_ARG_MAX_CONNECTION_IDLE_MS, o->idle_timeout_ms);
+  /* Pings find peers that vanished without closing (their host went
+   * down); unanswered for 20 s, the connection is dropped. */
+  if (o->keepalive_ms > 0) {
+    int_arg(&args[n++], GRPC_ARG_KEEPALIVE_TIME_MS, o->keepalive_ms);
+    int_arg(&args[n++], GRPC_ARG_KEEPALIVE_TIMEOUT_MS, 20000);
+    int_arg(&args[n++], GRPC_ARG_HTTP2_MAX_PINGS_WITHOUT_DATA, 0);
+  }
+  grpc_channel_args ca = {n, args};
   s->server = grpc_server_create(&ca, NULL);
+  s->creds = grpc_insecure_server_credentials_create();
   grpc_server_register_completion_queue(s->server, s->cq, NULL);
   uv_async_init(loop, &s->async, drain_posts);
   s->async.data = s;
@@ -561,15 +621,15 @@ int srv_add_method(srv *s, const char *path, srv_handler h) {
   return m->registered ? 0 : -1;
 }
 
+/* Hands an accepted connection to the core (loop thread). */
+static void adopt(void *arg, int fd) {
+  srv *s = arg;
+  grpc_server_add_channel_from_fd(s->server, fd, s->creds);
+}
+
 int srv_start(srv *s, char *err, size_t errlen) {
-  grpc_server_credentials *creds = grpc_insecure_server_credentials_create();
-  int port = grpc_server_add_http2_port(s->server, s->listen, creds);
-  grpc_server_credentials_release(creds);
-  if (port <= 0) {
-    snprintf(err, errlen, "cannot listen on %s (address in use or invalid)",
-             s->listen);
+  if (lsn_open(&s->lsn, s->loop, s->listen, err, errlen) != 0)
     return -1;
-  }
   grpc_server_start(s->server);
   for (int i = 0; i < s->nmethods; i++)
     for (int k = 0; k < ARMED_PER_METHOD; k++)
@@ -580,7 +640,14 @@ int srv_start(srv *s, char *err, size_t errlen) {
   s->threads = calloc((size_t)s->nthreads, sizeof *s->threads);
   for (int i = 0; i < s->nthreads; i++)
     pthread_create(&s->threads[i], NULL, cq_thread, s);
-  return port;
+  lsn_start(s->lsn, s->opts.max_connections, adopt, s);
+  return lsn_port(s->lsn);
+}
+
+void srv_conn_stats(srv *s, lsn_stats *st) {
+  memset(st, 0, sizeof *st);
+  if (s->lsn)
+    lsn_stats_get(s->lsn, st);
 }
 
 static void maybe_done(void *arg) {
@@ -609,6 +676,7 @@ void srv_shutdown(srv *s, void (*done)(void *arg), void *arg) {
     return;
   s->done = done;
   s->done_arg = arg;
+  lsn_close(s->lsn); /* new connections are refused by the kernel now */
   s->t_shutdown.fn = on_shutdown;
   grpc_server_shutdown_and_notify(s->server, s->cq, &s->t_shutdown);
 }
@@ -639,6 +707,9 @@ void srv_free(srv *s) {
   for (int i = 0; i < s->nthreads; i++)
     pthread_join(s->threads[i], NULL);
   grpc_completion_queue_destroy(s->cq);
+  grpc_server_credentials_release(s->creds);
+  lsn_free(s->lsn); /* no thread can look a peer up any more */
+  s->lsn = NULL;
   drain_posts(&s->async);
   uv_close((uv_handle_t *)&s->async, close_async);
 }

@@ -17,6 +17,11 @@
  * Methods are registered by path with a handler; unknown methods get
  * UNIMPLEMENTED (a generic request is always armed for them).
  *
+ * Connections. The daemon listens and accepts itself (listen.c: a cap on
+ * open connections, recovery from running out of descriptors, peers) and
+ * hands each connection to the core. Connections without calls for
+ * idle_timeout_ms are closed by the core (GOAWAY).
+ *
  * Shutdown. srv_shutdown stops accepting calls; existing calls go on until
  * they finish or srv_cancel_all cancels them; when the last call is gone the
  * `done` callback runs on the loop, after which srv_free may be called.
@@ -31,6 +36,7 @@
 #include <uv.h>
 
 #include "client/lib/rpc.h" /* rpc_pack */
+#include "daemon/listen.h"
 
 typedef struct srv srv;
 typedef struct srv_call srv_call;
@@ -44,6 +50,9 @@ typedef struct srv_options {
   const char *listen;         /* "host:port"; port 0 picks a free one */
   uint64_t max_message_bytes; /* receive limit */
   int cq_threads;
+  int max_connections; /* open at once; more are accepted and closed */
+  int idle_timeout_ms; /* close connections without calls this long; 0: no */
+  int keepalive_ms;    /* ping interval to find dead peers; 0: gRPC's */
 } srv_options;
 
 /* Creates the server; nothing is bound yet. NULL on failure. */
@@ -52,15 +61,16 @@ srv *srv_new(uv_loop_t *loop, const srv_options *o);
 /* Registers a method ("/compiled.v1.Compiler/Compile"). Before srv_start. */
 int srv_add_method(srv *s, const char *path, srv_handler h);
 
-/* Binds, starts the threads and arms requests. Returns the bound port, or
- * -1 (with a message in err) when the address cannot be bound. */
+/* Binds, starts the threads, arms requests and starts accepting. Returns
+ * the bound port, or -1 (with a message in err) when the address cannot be
+ * bound. */
 int srv_start(srv *s, char *err, size_t errlen);
 
 /* Runs fn(arg) on the loop thread soon. Thread-safe. */
 void srv_post(srv *s, void (*fn)(void *arg), void *arg);
 
-/* Stops accepting calls; `done(arg)` runs on the loop once every call has
- * ended. */
+/* Stops accepting connections and calls; `done(arg)` runs on the loop once
+ * every call has ended. */
 void srv_shutdown(srv *s, void (*done)(void *arg), void *arg);
 
 /* Cancels every live call (after a grace period). */
@@ -69,16 +79,28 @@ void srv_cancel_all(srv *s);
 /* Live calls (for stats and shutdown). */
 int srv_live_calls(srv *s);
 
+/* Connection counts from the listener (zeros before srv_start). */
+void srv_conn_stats(srv *s, lsn_stats *st);
+
 /* Joins the threads and releases everything; the last piece is freed by
  * the loop, so run the loop once more afterwards. Only after `done` ran. */
 void srv_free(srv *s);
 
 /* ---- calls ---- */
 
-/* The request message bytes (empty when the client sent none). Valid until
- * the call is freed. */
+/* The request message bytes (empty when the client sent none), made
+ * contiguous on the first call (a copy of the received bytes: call it on
+ * the thread that should pay for it). Valid until the call is freed or
+ * srv_call_drop_request. */
 const uint8_t *srv_call_request(srv_call *c, size_t *len);
 bool srv_call_has_request(srv_call *c);
+
+/* The request's length in bytes, without touching the bytes. */
+size_t srv_call_request_len(srv_call *c);
+
+/* Frees the request bytes (once they are decoded); srv_call_request then
+ * gives an empty message. */
+void srv_call_drop_request(srv_call *c);
 
 /* The srv_options.user of the server the call arrived on. */
 void *srv_call_user(srv_call *c);

@@ -482,3 +482,106 @@ Test(key, same_key_from_concurrent_threads) {
   }
   free(bytes);
 }
+
+/* ---- symbolic expressions and operator schemas (issue 9) ---- */
+
+/* A graph whose input x has size 0 `expr`, as a module to decode. */
+static gm_module *with_size_expr(gc_arena *a, const char *expr) {
+  gm_module *m = tg_build(a,
+                          "x: f32[4, 4]\n"
+                          "y = aten::relu(x): f32[4, 4]\n"
+                          "return y\n",
+                          NULL, 0);
+  for (size_t v = 0; v < m->graph->n_tensor_values; v++) {
+    Compiled__V1__SymInt *s = m->graph->tensor_values[v]->meta->sizes[0];
+    s->kind_case = COMPILED__V1__SYM_INT__KIND_AS_EXPR;
+    s->as_expr = gc_arena_zalloc(a, sizeof *s->as_expr);
+    compiled__v1__sym_expr__init(s->as_expr);
+    s->as_expr->expr = gc_arena_strdup(a, expr);
+  }
+  return m;
+}
+
+static gc_key key_expr(gc_arena *a, const char *expr) {
+  return key_default(a, with_size_expr(a, expr), expr);
+}
+
+Test(key, symbolic_sizes_hash_their_structure) {
+  gc_arena *a = gc_arena_new(0);
+  gc_key k = key_expr(a, "2*s0 + 1");
+  /* Symbols are renamed by first appearance; blanks do not matter. */
+  cr_assert(same_key(k, key_expr(a, "2 * s7+1")));
+  cr_assert(!same_key(k, key_expr(a, "2*s0 + 2")));
+  cr_assert(!same_key(k, key_expr(a, "s0*2 + 1")));
+  /* a - b is the sum a + (-b): the same tree, so the same key. */
+  cr_assert(same_key(key_expr(a, "s0 - s1"), key_expr(a, "s0 + -s1")));
+  cr_assert(!same_key(key_expr(a, "s0 - s1"), key_expr(a, "-s0 + s1")));
+  cr_assert(!same_key(key_expr(a, "s0 // 2 // 3"), key_expr(a, "s0 // 6")));
+  gc_arena_free(a);
+}
+
+/* Issue 9: "s0+s0+...", 150,000 terms, overflowed the stack in the key's
+ * recursive hash (the decoder accepted it: sums were parsed in a loop, but
+ * into a left-deep tree). Now the decoder refuses it; a key is computed only
+ * for what it accepts, and the widest sum it accepts hashes fine. */
+Test(key, huge_symbolic_sum_never_crashes) {
+  gc_arena *a = gc_arena_new(0);
+  const int n = 150000;
+  char *e = gc_arena_alloc(a, 3 * (size_t)n);
+  for (int i = 0; i < n; i++)
+    memcpy(e + 3 * i, "s0+", 3);
+  e[3 * n - 1] = '\0';
+  gm_module *m = with_size_expr(a, e);
+  size_t len;
+  uint8_t *buf = gm_pack(a, m, &len);
+  gc_graph *g;
+  gc_error err;
+  int rc = gc_graph_decode(a, buf, len, NULL, &g, &err);
+  if (rc == 0) { /* what happened before the fix: this crashed */
+    gc_key k;
+    gc_options o;
+    gc_options_default(&o);
+    gc_target t = test_target();
+    gc_key_compute(g, &o, &t, &k, &err);
+  }
+  cr_assert_eq(rc, GC_ELIMIT, "%s", err.msg);
+  cr_assert(strstr(err.msg, "has more than 10000 nodes, the limit"), "%s",
+            err.msg);
+  e[3 * 9999 - 1] = '\0'; /* 9,999 terms: 10,000 nodes, the limit */
+  key_expr(a, e);
+  gc_arena_free(a);
+}
+
+/* A schema the compiler cannot check (an operator torch 1.13 lacks, or a
+ * client of another release) is trusted, but it enters the key: a client
+ * that declares relu as writing its input does not get, or give, the
+ * artifact of one that does not. */
+Test(key, operator_schemas_enter_the_key) {
+  gc_arena *a = gc_arena_new(0);
+  const char *spec = "x: f32[4]\n"
+                     "y = aten::relu(x): f32[4]\n"
+                     "return y\n";
+  gm_module *honest = tg_build(a, spec, NULL, 0);
+  gm_module *liar = tg_build(a, spec, NULL, 0);
+  honest->torch_version = liar->torch_version = "2.1.0";
+  liar->operators[0]->schema = "aten::relu(Tensor(a!) self) -> Tensor(a!)";
+  gc_key kh = key_default(a, honest, "honest"),
+         kl = key_default(a, liar, "liar");
+  cr_assert(!same_key(kh, kl));
+  cr_assert(memcmp(kh.part[GC_KEY_GRAPH], kl.part[GC_KEY_GRAPH], 32) != 0);
+  cr_assert(memcmp(kh.part[GC_KEY_TARGET], kl.part[GC_KEY_TARGET], 32) == 0);
+  /* Blanks do not matter: schemas are hashed as torch prints them. */
+  liar->operators[0]->schema = " aten::relu(Tensor  self)  ->  Tensor";
+  cr_assert(same_key(kh, key_default(a, liar, "blanks")));
+  /* An operator in the table that no node uses does not matter either. */
+  gm_module *extra =
+      tg_build(a,
+               "op myns::unused myns::unused(Tensor x) -> Tensor\n"
+               "x: f32[4]\n"
+               "y = aten::relu(x): f32[4]\n"
+               "return y\n",
+               NULL, 0);
+  extra->torch_version = "2.1.0";
+  cr_assert(same_key(kh, key_default(a, extra, "unused operator")));
+  gc_arena_free(a);
+}

@@ -22,6 +22,7 @@
 #include <string.h>
 
 #include "compiler/schema.h"
+#include "compiler/torchops.h"
 
 /* ---- fixtures and helpers ---- */
 
@@ -154,6 +155,47 @@ Test(schema_corpus, every_torch_schema_round_trips) {
   cr_assert_gt(lines, 4000, "the corpus has only %d lines", lines);
   cr_assert_eq(ok, lines, "%d of %d schemas round-trip; first failure at %s",
                ok, lines, why);
+}
+
+/* The compiled-in table finds every schema of the dump by its name with a
+ * binary search (which needs the dump's order to be the names' order), and
+ * nothing else. */
+Test(schema_corpus, torch_table_finds_every_operator) {
+  size_t len;
+  char *corpus = read_corpus(&len);
+  int lines = 0;
+  for (char *l = corpus; *l;) {
+    char *end = strchr(l, '\n');
+    if (end)
+      *end = '\0';
+    char name[512];
+    snprintf(name, sizeof name, "%.*s", (int)strcspn(l, "("), l);
+    const char *got = gc_torch_schema(name);
+    cr_assert_not_null(got, "%s not found", name);
+    cr_assert_str_eq(got, l);
+    lines++;
+    if (!end)
+      break;
+    l = end + 1;
+  }
+  free(corpus);
+  cr_assert_gt(lines, 4000);
+  const char *absent[] = {"aten::mm.out2", "aten::add_",  "aten::add.Tensorx",
+                          "aten::ad",      "aten::",      "",
+                          "zzz::relu",     "aten::relu.", "Aten::relu",
+                          "aten::relu("};
+  for (size_t i = 0; i < sizeof absent / sizeof absent[0]; i++)
+    cr_assert_null(gc_torch_schema(absent[i]), "%s", absent[i]);
+}
+
+Test(schema_corpus, torch_table_covers_1_13_only) {
+  const char *yes[] = {"1.13", "1.13.0", "1.13.1+cu117", "1.13.0a0",
+                       "1.13.0a0+gitabc"};
+  const char *no[] = {"", "1.12.1", "1.130", "2.1.0", "11.13", "1.1", NULL};
+  for (size_t i = 0; i < sizeof yes / sizeof yes[0]; i++)
+    cr_assert(gc_torch_table_covers(yes[i]), "%s", yes[i]);
+  for (size_t i = 0; i < sizeof no / sizeof no[0]; i++)
+    cr_assert(!gc_torch_table_covers(no[i]), "%s", no[i] ? no[i] : "NULL");
 }
 
 TestSuite(schema, .init = setup, .fini = teardown);

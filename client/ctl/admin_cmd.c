@@ -16,6 +16,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include <zlib.h>
+
 #include "client/ctl/ctl.h"
 #include "compiled/v1/health.pb-c.h"
 
@@ -36,11 +38,14 @@ static const char lookup_usage[] =
 
 static const char fetch_usage[] =
     "usage: compilectl [--server ADDR] fetch [--timeout SECONDS] KEY -o FILE\n"
+    "       compilectl [--server ADDR] fetch --source KEY [-o FILE]\n"
     "\n"
     "Downloads the artifact (a compiled.v1.Artifact message) of KEY in\n"
     "chunks, checks its SHA-256 against the server's digest and writes it to\n"
     "FILE (\"-\": standard output, not a terminal).\n"
-    "  -o, --output FILE  where to write it (required)\n"
+    "  -o, --output FILE  where to write it (required without --source)\n"
+    "  --source           write the generated C of its native program instead\n"
+    "                     (default: standard output)\n"
     "  --timeout SECONDS  give up after this long (default "
     "60)\n" EXIT_CODES_HELP "A digest mismatch exits 5 and writes nothing.\n";
 
@@ -103,9 +108,10 @@ typedef struct admin_opts {
   bool all;            /* evict --all */
   int64_t older_than;  /* evict --older-than, seconds; -1: not given */
   const char *service; /* health --service */
+  bool source;         /* fetch --source */
 } admin_opts;
 
-enum { O_JSON = 256, O_TIMEOUT, O_LIMIT, O_ALL, O_OLDER, O_SERVICE };
+enum { O_JSON = 256, O_TIMEOUT, O_LIMIT, O_ALL, O_OLDER, O_SERVICE, O_SOURCE };
 
 /* Handles one option of any of these commands. Returns 0, 1 for --help,
  * or CTL_EUSAGE. */
@@ -114,6 +120,9 @@ static int handle_opt(int c, admin_opts *o, const char *usage) {
   switch (c) {
   case O_JSON:
     o->json = true;
+    return 0;
+  case O_SOURCE:
+    o->source = true;
     return 0;
   case O_TIMEOUT:
     return ctl_parse_timeout("--timeout", optarg, &o->timeout_ms) ? CTL_EUSAGE
@@ -234,6 +243,49 @@ static void print_entry(const Compiled__V1__EntryInfo *e) {
   printf("            schema   %s\n", k->schema);
 }
 
+/* What the artifact's program is made of (the same counts as Python's
+ * CompiledFunction.summary()). */
+static void print_program(const Compiled__V1__Artifact *art) {
+  const Compiled__V1__NativeProgram *np = art->native_program;
+  if (np && np->summary) {
+    const Compiled__V1__NativeSummary *s = np->summary;
+    char b[32];
+    printf("program     native code (%s): %d nodes: %d native in %d generated "
+           "kernels, %d extern, %d fallback\n",
+           np->code && np->code->target && *np->code->target ? np->code->target
+                                                             : "?",
+           s->nodes, s->native, s->kernels, s->extern_, s->fallback);
+    printf("arena       %s per call\n",
+           ctl_fmt_bytes(
+               np->memory_plan ? (uint64_t)np->memory_plan->arena_bytes : 0, b,
+               sizeof b));
+    for (size_t i = 0; i < s->n_fallback_ops; i++)
+      printf("%s %s\n", i ? "           " : "fallbacks  ", s->fallback_ops[i]);
+  } else {
+    size_t n = art->program ? art->program->n_instructions : 0;
+    printf("program     ATen calls only: %zu nodes, all fallback\n", n);
+  }
+  for (size_t i = 0; i < art->n_diagnostics; i++)
+    printf("%s %s\n", i ? "           " : "diagnostic ",
+           art->diagnostics[i]->message);
+}
+
+/* The artifact of `key`, unpacked (free with
+ * protobuf_c_message_free_unpacked); NULL after printing why. */
+static Compiled__V1__Artifact *fetch_unpacked(rpc_client *c, const char *key,
+                                              int64_t timeout_ms) {
+  uint8_t *data = NULL;
+  size_t len = 0;
+  char digest[65];
+  if (ctl_fetch_artifact(c, key, timeout_ms, &data, &len, digest) != CTL_OK)
+    return NULL;
+  Compiled__V1__Artifact *art = compiled__v1__artifact__unpack(NULL, len, data);
+  free(data);
+  if (!art)
+    ctl_errorf("%s: the artifact does not parse", key);
+  return art;
+}
+
 int ctl_cmd_lookup(int argc, char **argv) {
   static const struct option opts[] = {
       {"json", no_argument, NULL, O_JSON},
@@ -258,8 +310,14 @@ int ctl_cmd_lookup(int argc, char **argv) {
     Compiled__V1__LookupResponse *r = (Compiled__V1__LookupResponse *)m;
     if (o.json)
       rc = ctl_print_json(m);
-    else if (r->found && r->entry)
+    else if (r->found && r->entry) {
       print_entry(r->entry);
+      Compiled__V1__Artifact *art = fetch_unpacked(c, key, o.timeout_ms);
+      if (art) {
+        print_program(art);
+        protobuf_c_message_free_unpacked(&art->base, NULL);
+      }
+    }
     if (rc == CTL_OK && !r->found) {
       if (!o.json)
         ctl_errorf("%s: not in the cache", key);
@@ -274,8 +332,49 @@ int ctl_cmd_lookup(int argc, char **argv) {
 
 /* ---- fetch ---- */
 
+/* The generated C of an artifact's native program, to `out` (NULL or "-":
+ * standard output). */
+static int write_source(const Compiled__V1__Artifact *art, const char *key,
+                        const char *out) {
+  const Compiled__V1__NativeProgram *np = art->native_program;
+  if (!np || !np->source_zlib.len) {
+    ctl_errorf("%s: the artifact has no native code%s%s", key,
+               art->n_diagnostics ? ": " : "",
+               art->n_diagnostics ? art->diagnostics[0]->message : "");
+    return CTL_ENOTFOUND;
+  }
+  uLongf cap = 1 << 20;
+  for (;;) {
+    uint8_t *buf = malloc(cap);
+    uLongf len = cap;
+    int zr = buf ? uncompress(buf, &len, np->source_zlib.data,
+                              (uLong)np->source_zlib.len)
+                 : Z_MEM_ERROR;
+    if (zr == Z_BUF_ERROR && cap < (1u << 30)) {
+      free(buf);
+      cap *= 4;
+      continue;
+    }
+    if (zr != Z_OK) {
+      free(buf);
+      ctl_errorf("%s: the source does not decompress", key);
+      return CTL_ESERVER;
+    }
+    int rc = CTL_OK;
+    if (!out || !strcmp(out, "-"))
+      fwrite(buf, 1, len, stdout);
+    else if (ctl_write_file(out, buf, len) != 0) {
+      ctl_errorf("%s: %s", out, strerror(errno));
+      rc = CTL_EIO;
+    }
+    free(buf);
+    return rc;
+  }
+}
+
 int ctl_cmd_fetch(int argc, char **argv) {
   static const struct option opts[] = {
+      {"source", no_argument, NULL, O_SOURCE},
       {"output", required_argument, NULL, 'o'},
       {"timeout", required_argument, NULL, O_TIMEOUT},
       {"help", no_argument, NULL, 'h'},
@@ -284,6 +383,21 @@ int ctl_cmd_fetch(int argc, char **argv) {
   int rc = parse(argc, argv, opts, "o:h", fetch_usage, 1, &o);
   if (rc)
     return rc == 1 ? CTL_OK : rc;
+  if (o.source) {
+    rpc_client *c = ctl_connect();
+    if (!c)
+      return CTL_EIO;
+    char key[65];
+    rc = ctl_resolve_key(c, argv[optind], o.timeout_ms, key);
+    Compiled__V1__Artifact *art =
+        rc == CTL_OK ? fetch_unpacked(c, key, o.timeout_ms) : NULL;
+    if (rc == CTL_OK)
+      rc = art ? write_source(art, key, o.out) : CTL_ESERVER;
+    if (art)
+      protobuf_c_message_free_unpacked(&art->base, NULL);
+    rpc_close(c);
+    return rc;
+  }
   if (!o.out) {
     ctl_errorf("fetch: -o FILE is required");
     return CTL_EUSAGE;
@@ -354,6 +468,12 @@ static void print_stats(const Compiled__V1__StatsResponse *s) {
       ctl_fmt_micros(s->compile_micros_saved, a, sizeof a), "");
   snprintf(a, sizeof a, "%u/%u/%u", s->queued, s->running, s->workers);
   row("queued/running/workers", a, "");
+  snprintf(a, sizeof a, "%u/%u", s->connections, s->max_connections);
+  snprintf(note, sizeof note, "(%" PRIu64 " refused)", s->connections_refused);
+  row("connections/limit", a, note);
+  snprintf(note, sizeof note, "(of %s; %" PRIu64 " requests refused)",
+           ctl_fmt_bytes(s->memory_budget, b, sizeof b), s->rejected_memory);
+  row("request memory", ctl_fmt_bytes(s->memory_in_use, a, sizeof a), note);
   row("uptime", ctl_fmt_seconds(s->uptime_seconds, a, sizeof a), "");
   snprintf(note, sizeof note, "(build %.16s)", s->build_id ? s->build_id : "");
   row("version", s->version && *s->version ? s->version : "?", note);

@@ -14,6 +14,7 @@
 #include "client/ctl/ctl.h"
 #include "client/lib/pbjson.h"
 #include "compiler/functionalize.h"
+#include "compiler/native.h"
 #include "compiler/graph.h"
 #include "compiler/key.h"
 #include "compiler/print.h"
@@ -34,7 +35,8 @@ static const char graph_usage[] =
     "lines)\n"
     "      --opt-level N          compile option (default 2)\n"
     "      --training             training instead of inference\n"
-    "      --no-keep-input-mutations\n"
+    "      --return-input-mutations  return mutated inputs (runner applies "
+    "them)\n"
     "      --arch A, --isa LIST, --toolchain ID, --cflags FLAGS\n"
     "                             override the detected target\n"
     "      --cc CC                C compiler whose identity enters the key\n"
@@ -43,7 +45,14 @@ static const char graph_usage[] =
     "      --json                 print it as JSON instead\n"
     "  functionalize FILE the program the daemon makes: functional graph,\n"
     "                     input mutations and output aliasing\n"
-    "      --no-keep-input-mutations, --training   compile options\n"
+    "      --return-input-mutations, --training   compile options\n"
+    "  lower FILE         the loop IR the native back half makes of it\n"
+    "  schedule FILE      its kernels (fusion) and loop order\n"
+    "  plan FILE          the kernels with the memory plan\n"
+    "  codegen FILE       the generated C\n"
+    "  program FILE       the native program the runtime runs: values and\n"
+    "                     their placements, segment calls, ATen calls\n"
+    "      --return-input-mutations   compile option\n"
     "  convert FILE       turn .pb into .json or back, losslessly\n"
 
     "      -o, --output OUT       write to OUT (default: standard output)\n"
@@ -135,7 +144,7 @@ static int cmd_hash(int argc, char **argv) {
     O_JSON = 256,
     O_OPT,
     O_TRAIN,
-    O_NOKEEP,
+    O_RETMUT,
     O_ARCH,
     O_ISA,
     O_TC,
@@ -146,7 +155,7 @@ static int cmd_hash(int argc, char **argv) {
       {"json", no_argument, NULL, O_JSON},
       {"opt-level", required_argument, NULL, O_OPT},
       {"training", no_argument, NULL, O_TRAIN},
-      {"no-keep-input-mutations", no_argument, NULL, O_NOKEEP},
+      {"return-input-mutations", no_argument, NULL, O_RETMUT},
       {"arch", required_argument, NULL, O_ARCH},
       {"isa", required_argument, NULL, O_ISA},
       {"toolchain", required_argument, NULL, O_TC},
@@ -182,7 +191,7 @@ static int cmd_hash(int argc, char **argv) {
     case O_TRAIN:
       o.training = true;
       break;
-    case O_NOKEEP:
+    case O_RETMUT:
       o.keep_input_mutations = false;
       break;
     case O_ARCH:
@@ -210,7 +219,7 @@ static int cmd_hash(int argc, char **argv) {
   }
   if (rc == CTL_OK && !t.toolchain) {
     gc_error err;
-    if (gc_toolchain_identity(ta, cc, &t.toolchain, &err) != 0) {
+    if (gc_toolchain_identity(ta, cc, 10000, &t.toolchain, &err) != 0) {
       ctl_errorf("%s (the toolchain is part of the key: pass --cc or "
                  "--toolchain)",
                  err.msg);
@@ -404,7 +413,7 @@ static int cmd_functionalize(int argc, char **argv) {
   gc_options_default(&o);
   const char *path = NULL;
   for (int i = 1; i < argc; i++) {
-    if (!strcmp(argv[i], "--no-keep-input-mutations"))
+    if (!strcmp(argv[i], "--return-input-mutations"))
       o.keep_input_mutations = false;
     else if (!strcmp(argv[i], "--training"))
       o.training = true;
@@ -473,6 +482,80 @@ static int cmd_functionalize(int argc, char **argv) {
   return CTL_OK;
 }
 
+/* `graph lower|schedule|plan|codegen|program FILE`: the back half's state
+ * after that pass (loop IR, kernels, memory plan, generated C, the native
+ * program without its shared object), with the IR
+ * verifier run after every pass. */
+static int cmd_native(const char *stage, int argc, char **argv) {
+  gc_options o;
+  gc_options_default(&o);
+  const char *path = NULL;
+  for (int i = 1; i < argc; i++) {
+    if (!strcmp(argv[i], "--return-input-mutations"))
+      o.keep_input_mutations = false;
+    else if (!path)
+      path = argv[i];
+    else
+      path = NULL, i = argc;
+  }
+  if (!path) {
+    fputs(graph_usage, stderr);
+    return CTL_EUSAGE;
+  }
+  loaded l;
+  int rc = load_valid(path, &l);
+  if (rc)
+    return rc;
+  gc_error err;
+  gc_error_clear(&err);
+  int *order =
+      gc_arena_calloc(l.arena, (size_t)l.graph->nnodes + 1, sizeof *order);
+  gc_functional f = {0};
+  gc_target t;
+  gc_native nat;
+  gc_backend be = {.target = &t, .verify = true};
+  memset(&nat, 0, sizeof nat);
+  rc = !order ? GC_ENOMEM : gc_canonical_order(l.graph, order, &err);
+  if (!rc)
+    rc = gc_functionalize(l.arena, l.graph, order, &o, &f, &err);
+  if (!rc)
+    rc = gc_target_host(l.arena, &t);
+  if (!rc && !f.functional) {
+    printf("# kept in eager form (%s): no native code\n", f.eager_reason);
+    loaded_free(&l);
+    return CTL_OK;
+  }
+  const char *passes[] = {"lower", "schedule", "plan", "codegen", "program"};
+  for (int p = 0; p < 5 && !rc; p++) {
+    switch (p) {
+    case 0:
+      rc = gc_native_lower(&nat, l.arena, &f, &be, &err);
+      break;
+    case 1:
+      rc = gc_native_schedule(&nat, &be, &err);
+      break;
+    case 2:
+      rc = gc_native_plan(&nat, &be, &err);
+      break;
+    case 3:
+      rc = gc_native_codegen(&nat, NULL, &err);
+      break;
+    default: /* no toolchain: the program without its shared object */
+      rc = gc_native_emit(&nat, &be, &err);
+    }
+    if (!rc && !strcmp(stage, passes[p])) {
+      const char *text = gc_native_dump(&nat, stage);
+      fputs(text ? text : "", stdout);
+      break;
+    }
+  }
+  if (rc)
+    ctl_errorf("%s: %s", path, err.msg[0] ? err.msg : gc_strerror(rc));
+  gc_native_release(&nat);
+  loaded_free(&l);
+  return rc ? CTL_EGRAPH : CTL_OK;
+}
+
 int ctl_cmd_graph(int argc, char **argv) {
   if (argc < 2 || strcmp(argv[1], "--help") == 0 ||
       strcmp(argv[1], "-h") == 0) {
@@ -490,6 +573,10 @@ int ctl_cmd_graph(int argc, char **argv) {
     return cmd_convert(argc - 1, argv + 1);
   if (strcmp(cmd, "functionalize") == 0)
     return cmd_functionalize(argc - 1, argv + 1);
+  if (!strcmp(cmd, "lower") || !strcmp(cmd, "schedule") ||
+      !strcmp(cmd, "plan") || !strcmp(cmd, "codegen") ||
+      !strcmp(cmd, "program"))
+    return cmd_native(cmd, argc - 1, argv + 1);
   ctl_errorf("unknown graph command '%s'", cmd);
   fputs(graph_usage, stderr);
   return CTL_EUSAGE;

@@ -226,9 +226,10 @@ char *ctl_fmt_ago(int64_t unix_seconds, char *buf, size_t len) {
 
 /* ---- JSON, digests ---- */
 
+/* Every field is written, zeros included, so scripts can rely on the keys. */
 int ctl_print_json(const ProtobufCMessage *m) {
   char err[512];
-  json_t *j = pbjson_encode(m, err, sizeof err);
+  json_t *j = pbjson_encode_flags(m, PBJSON_WITH_DEFAULTS, err, sizeof err);
   if (!j) {
     ctl_errorf("%s", err);
     return CTL_EIO;

@@ -87,6 +87,7 @@ typedef struct pbjson__ctx {
   size_t errlen;   /* size of err; 0 when there is none */
   int failed;      /* an error has been written to err */
   int depth;       /* messages entered so far; 0 outside the top one */
+  int flags;       /* PBJSON_* of pbjson_encode_flags */
   size_t path_len; /* strlen(path) */
   char path[1024]; /* JSON path of the current value, "" at the top */
 } pbjson__ctx;
@@ -484,6 +485,19 @@ static json_t *encode_repeated(pbjson__ctx *c, const ProtobufCMessage *m,
   return a;
 }
 
+/* With PBJSON_WITH_DEFAULTS: 1 when an absent field f is written anyway
+ * (proto3 scalars and strings without presence, and repeated fields). */
+static int default_wanted(const pbjson__ctx *c,
+                          const ProtobufCFieldDescriptor *f) {
+  if (!(c->flags & PBJSON_WITH_DEFAULTS) ||
+      (f->flags & PROTOBUF_C_FIELD_FLAG_ONEOF))
+    return 0;
+  if (f->label == PROTOBUF_C_LABEL_REPEATED)
+    return 1;
+  return f->label == PROTOBUF_C_LABEL_NONE &&
+         f->type != PROTOBUF_C_TYPE_MESSAGE;
+}
+
 static json_t *encode_message(pbjson__ctx *c, const ProtobufCMessage *m) {
   const ProtobufCMessageDescriptor *desc = m->descriptor;
   json_t *obj;
@@ -502,7 +516,7 @@ static json_t *encode_message(pbjson__ctx *c, const ProtobufCMessage *m) {
     size_t old;
     json_t *v;
 
-    if (!field_present(m, f))
+    if (!field_present(m, f) && !default_wanted(c, f))
       continue;
     old = path_push_name(c, f->name);
     v = f->label == PROTOBUF_C_LABEL_REPEATED
@@ -519,10 +533,16 @@ static json_t *encode_message(pbjson__ctx *c, const ProtobufCMessage *m) {
   return obj;
 }
 
-json_t *pbjson_encode(const ProtobufCMessage *m, char *err, size_t errlen) {
-  pbjson__ctx c = {.err = err, .errlen = err != NULL ? errlen : 0};
+json_t *pbjson_encode_flags(const ProtobufCMessage *m, int flags, char *err,
+                            size_t errlen) {
+  pbjson__ctx c = {
+      .err = err, .errlen = err != NULL ? errlen : 0, .flags = flags};
 
   return encode_message(&c, m);
+}
+
+json_t *pbjson_encode(const ProtobufCMessage *m, char *err, size_t errlen) {
+  return pbjson_encode_flags(m, 0, err, errlen);
 }
 
 char *pbjson_encode_text(const ProtobufCMessage *m, char *err, size_t errlen) {

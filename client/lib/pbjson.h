@@ -31,6 +31,20 @@
  */
 json_t *pbjson_encode(const ProtobufCMessage *m, char *err, size_t errlen);
 
+/* Flags of pbjson_encode_flags. */
+enum {
+  /* Also write proto3 fields without presence that hold their default
+   * (0, false, "", empty lists), as Python's json_format does with
+   * including_default_value_fields=True: a script reading the output can
+   * rely on every key being there. Oneof members and unset messages are
+   * still left out. */
+  PBJSON_WITH_DEFAULTS = 1,
+};
+
+/* As pbjson_encode, with PBJSON_* flags. */
+json_t *pbjson_encode_flags(const ProtobufCMessage *m, int flags, char *err,
+                            size_t errlen);
+
 /*
  * As pbjson_encode, as text: indented by 2, keys in field-number order,
  * ending with a newline. The caller frees the result with free().

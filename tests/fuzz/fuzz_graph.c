@@ -39,7 +39,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     gc_graph_print(g, &out);
     gc_buf_free(&out);
     gc_compiled art = {0};
-    if (r1 == 0 && gc_compile(a, g, &k1, &o, NULL, &art, &err) == 0)
+    if (r1 == 0 && gc_compile(a, g, &k1, &o, NULL, NULL, &art, &err) == 0)
       free(art.artifact);
     else if (r1 == 0 && err.msg[0] == '\0')
       abort(); /* a failed compile must say why */

@@ -418,7 +418,10 @@ static Compiled__V1__TensorMeta *input_meta(gm_module *m, tu_rng *r,
   return NULL;
 }
 
-/* Points a node at a fresh operator that is a renamed copy of its own. */
+/* Points a node at a fresh operator that is a copy of its own in another
+ * namespace ("aten_edited::add_.Tensor"; the unqualified name stays, so
+ * what torch allows of the operator, such as a number for a Tensor, stays
+ * too). */
 static const char *edit_op(gc_arena *a, gm_module *m, tu_rng *r) {
   Compiled__V1__Graph *g = m->graph;
   if (!g->n_nodes)
@@ -431,11 +434,10 @@ static const char *edit_op(gc_arena *a, gm_module *m, tu_rng *r) {
   if (!schema)
     return NULL;
   const char *sep = strstr(schema, "::");
-  const char *paren = strchr(schema, '(');
-  const char *dot = memchr(sep, '.', (size_t)(paren - sep));
-  const char *cut = dot ? dot : paren;
+  if (!sep)
+    return NULL;
   char *nschema =
-      gc_arena_printf(a, "%.*s_edited%s", (int)(cut - schema), schema, cut);
+      gc_arena_printf(a, "%.*s_edited%s", (int)(sep - schema), schema, sep);
   char *nname =
       gc_arena_strndup(a, nschema, (size_t)(strchr(nschema, '(') - nschema));
   Compiled__V1__Operator *op = gc_arena_zalloc(a, sizeof *op);

@@ -14,6 +14,7 @@ stopped it.
 
 import os
 import re
+import resource
 import shlex
 import signal
 import subprocess
@@ -62,8 +63,9 @@ def run_compile(stub, req, timeout=60):
 
 
 class Daemon:
-    def __init__(self, tmpdir, *args, cache_dir=None):
+    def __init__(self, tmpdir, *args, cache_dir=None, nofile=None):
         self.dir = str(tmpdir)
+        self.nofile = nofile  # (soft, hard) RLIMIT_NOFILE for the daemon
         self.cache_dir = cache_dir or os.path.join(self.dir, "cache")
         self.args = list(args)
         self.proc = None
@@ -81,7 +83,12 @@ class Daemon:
                          "--cache-dir", self.cache_dir, "--log-file", self.log_path,
                          "--grace-seconds", "20"] + self.args + list(extra)
         self.out = open(self.out_path, "ab")
-        self.proc = subprocess.Popen(cmd, stdout=self.out, stderr=subprocess.STDOUT)
+        preexec = None
+        if self.nofile is not None:
+            def preexec():
+                resource.setrlimit(resource.RLIMIT_NOFILE, self.nofile)
+        self.proc = subprocess.Popen(cmd, stdout=self.out, stderr=subprocess.STDOUT,
+                                     preexec_fn=preexec)
         deadline = time.time() + (60 if wrapper else 15)
         while time.time() < deadline:
             if os.path.exists(port_file):

@@ -504,3 +504,23 @@ def test_committed_graphs_are_up_to_date(tmp_path):
     for name in fresh:
         with open(os.path.join(DATA, name), "rb") as f, open(tmp_path / name, "rb") as g:
             assert f.read() == g.read(), f"{name} is stale: run tests/data/graphs/regen.py"
+
+
+def test_a_failing_trace_raises_what_eager_raises():
+    """A program that fails eagerly fails capture with an exception of the
+    same class (also a CaptureError), so `except RuntimeError:` written for
+    eager keeps working under compiled."""
+    model = torch.nn.Linear(4, 4)
+    x = torch.randn(2, 4, dtype=torch.float64)  # a float64 input into a float32 model
+    with pytest.raises(RuntimeError) as eager:
+        model(x)
+    with pytest.raises(RuntimeError) as captured:
+        compiled.capture(model, (x,))
+    assert isinstance(captured.value, compiled.CaptureError)
+    assert str(eager.value) in str(captured.value)
+
+    def bad_index(t):
+        return t[[5]]
+    with pytest.raises(IndexError) as captured:
+        compiled.capture(bad_index, (torch.randn(3),))
+    assert isinstance(captured.value, compiled.CaptureError)

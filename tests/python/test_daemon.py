@@ -372,6 +372,40 @@ def test_sigterm_drains_in_flight_compiles(daemon):
     assert "draining" in d.log() and "stopped" in d.log()
 
 
+def test_drain_refuses_new_compiles_with_unavailable(daemon):
+    """During a drain a request that would start a compile gets UNAVAILABLE
+    with a message saying the daemon is stopping (not CANCELLED, which
+    clients must read as a client-side cancel); hits and joins of the running
+    compile are still served until the port closes."""
+    d = daemon("--debug-compile-delay-ms", "1500", "--lame-duck-ms", "100")
+    stub = d.stub()
+    cached = load_graph("attention")
+    run_compile(stub, compile_request(cached))
+    call = stub.Compile(compile_request(load_graph("mlp")), timeout=30)
+    assert next(call).stage.name == "compile"  # in flight now
+    d.send_signal(signal.SIGTERM)
+    deadline = time.time() + 10
+    while d.health().Check(health_pb2.HealthCheckRequest(), timeout=5).status != \
+            health_pb2.HealthCheckResponse.NOT_SERVING:
+        assert time.time() < deadline
+        time.sleep(0.01)
+
+    with pytest.raises(grpc.RpcError) as e:
+        run_compile(stub, compile_request(load_graph("conv_bn_relu")))
+    assert e.value.code() == grpc.StatusCode.UNAVAILABLE
+    assert "stopping" in e.value.details()
+    _, hit = run_compile(stub, compile_request(cached))
+    assert hit.served == SERVED.SERVED_L1_HIT
+    _, joined = run_compile(stub, compile_request(load_graph("mlp")))
+    assert joined.served == SERVED.SERVED_JOINED and joined.artifact_size > 0
+
+    assert list(call)[-1].result.artifact_size > 0
+    assert d.proc.wait(30) == 0
+    d.proc = None
+    d.out.close()
+    assert "refused-draining" in d.log()
+
+
 def test_sighup_reopens_the_log(daemon):
     d = daemon()
     rotated = d.log_path + ".1"

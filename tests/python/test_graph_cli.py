@@ -36,6 +36,7 @@ BUILD = os.environ.get("COMPILED_BUILD", os.path.join(SRC, "build"))
 CTL = os.path.join(BUILD, "bin", "compilectl")
 GRAPHS = sorted(glob.glob(os.path.join(SRC, "tests", "data", "graphs", "*.pb")))
 GRAPH_IDS = [os.path.basename(p)[:-3] for p in GRAPHS]
+MLP = os.path.join(SRC, "tests", "data", "graphs", "mlp.pb")
 
 OK, EGRAPH, EUSAGE, EUNREACHABLE, EIO = range(5)
 KEY = re.compile(r"^[0-9a-f]{64}$")
@@ -385,3 +386,20 @@ def test_fmt_prints_every_node():
         assert n.target in out, n.target
     js = ctl("fmt", "--json", path, check=OK).stdout
     assert json_format.Parse(js, graph_pb2.GraphModule()) == m
+
+
+def test_help_lists_every_graph_command_and_one_option_name():
+    """`compilectl help` names every graph command; the option that returns
+    mutated inputs has one name for submit and the local tools."""
+    out = subprocess.run([CTL, "help"], capture_output=True, text=True).stdout
+    for cmd in ("validate", "hash", "fmt", "functionalize", "convert"):
+        assert cmd in out.split("local commands:")[1].split("commands that talk")[0], cmd
+    graph_help = subprocess.run([CTL, "graph", "--help"], capture_output=True, text=True).stdout
+    submit_help = subprocess.run([CTL, "submit", "--help"], capture_output=True, text=True).stdout
+    assert "--return-input-mutations" in graph_help and "--return-input-mutations" in submit_help
+    assert "keep-input-mutations" not in graph_help + submit_help
+    plain = json.loads(subprocess.run([CTL, "graph", "hash", "--json", MLP], capture_output=True,
+                                      text=True, check=True).stdout)
+    ret = json.loads(subprocess.run([CTL, "graph", "hash", "--json", "--return-input-mutations", MLP],
+                                    capture_output=True, text=True, check=True).stdout)
+    assert ret["components"]["options"] != plain["components"]["options"]

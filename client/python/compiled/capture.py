@@ -508,6 +508,36 @@ class _Names:
         return name
 
 
+_TRACING_ERRORS: Dict[type, type] = {}
+
+
+def _tracing_error(message: str, error: Exception) -> Exception:
+    """A CaptureError that is also an instance of ``error``'s class, so code
+    written for eager (``except RuntimeError:``, ``except ValueError:``)
+    catches a failed capture exactly as it catches the eager call's failure
+    (a float64 input into a float32 model raises RuntimeError either way).
+    When the class cannot be combined with CaptureError (an unusual layout
+    or constructor), eager's own exception is re-raised with a note."""
+    base = type(error)
+    cls = _TRACING_ERRORS.get(base)
+    if cls is None:
+        try:
+            cls = type(f"Capture{base.__name__}", (CaptureError, base),
+                       {"__module__": __name__, "__doc__": CaptureError.__doc__})
+        except TypeError:
+            cls = CaptureError
+        _TRACING_ERRORS[base] = cls
+    if cls is not CaptureError:
+        try:
+            return cls(message)
+        except Exception:
+            pass
+    if hasattr(error, "add_note"):
+        error.add_note(f"compiled: {message}")
+        return error
+    return CaptureError(message)
+
+
 def _describe(fn) -> str:
     if isinstance(fn, torch.nn.Module):
         return type(fn).__name__
@@ -535,8 +565,11 @@ def _trace_fx(fn, module, state_paths, n_state, user_spec, flat_copies):
     except CaptureError:
         raise
     except Exception as e:
-        raise CaptureError(f"tracing {_describe(fn)} with make_fx failed: "
-                           f"{type(e).__name__}: {e}") from e
+        err = _tracing_error(f"tracing {_describe(fn)} with make_fx failed: "
+                             f"{type(e).__name__}: {e}", e)
+        if err is e:
+            raise
+        raise err from e
     if switches:
         raise UnsupportedCapture(
             f"{_describe(fn)} switches grad mode inside ({switches[0]}); torch "

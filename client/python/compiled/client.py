@@ -22,6 +22,9 @@ RESOURCE_EXHAUSTED (after retries)       :class:`DaemonBusy`
 anything else                            :class:`DaemonError`
 =======================================  ======================================
 
+:func:`compiled.compile` raises only :class:`CompileError`; any other
+:class:`DaemonError` makes it run the function eagerly and retry later.
+
 An artifact comes inline in the ``CompileResult`` when it is small enough,
 else it is fetched with ``Fetch``; either way its SHA-256 is checked against
 the digest the daemon announced.
@@ -244,9 +247,10 @@ def _map_rpc_error(e: grpc.RpcError, what: str) -> DaemonError:
                                 error_code=graph_error.code)
         return CompileError(details or _describe_status(code, details), code, details)
     if code == grpc.StatusCode.UNAVAILABLE:
-        return DaemonUnavailable(f"{what}: daemon unavailable: {details}", code, details)
+        return DaemonUnavailable(f"{what}: daemon unavailable (UNAVAILABLE): {details}", code,
+                                 details)
     if code == grpc.StatusCode.RESOURCE_EXHAUSTED:
-        return DaemonBusy(f"{what}: daemon busy: {details}", code, details)
+        return DaemonBusy(f"{what}: daemon busy (RESOURCE_EXHAUSTED): {details}", code, details)
     return DaemonError(f"{what} failed: {_describe_status(code, details)}", code, details)
 
 

@@ -13,6 +13,7 @@ Hierarchy::
     SpecializationError (ValueError) a program called with a non-tensor input
                                      different from the one it was built for
     DaemonUnavailableWarning         compile() fell back to eager execution
+                                     (any DaemonError but CompileError)
 """
 
 from typing import Optional
@@ -94,7 +95,9 @@ class SpecializationError(ValueError):
 
 
 class DaemonUnavailableWarning(RuntimeWarning):
-    """compile() could not reach the daemon and runs the function eagerly."""
+    """compile() got no program from the daemon for a reason other than the
+    graph (unreachable, stopping, busy, deadline, cancelled, internal error)
+    and runs the function eagerly; it compiles again after a back-off."""
 
 
 class CompileFallbackWarning(RuntimeWarning):

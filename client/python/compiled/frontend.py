@@ -26,11 +26,13 @@ How a call runs
 4. calls the program with (parameters, buffers, flattened user inputs); the
    program returns the outputs in the structure the function returns.
 
-When the daemon cannot be reached (or stays busy), the call runs the
-original function eagerly and a :class:`~compiled.DaemonUnavailableWarning`
-is issued once per callable; the compile is retried on a later call with
-that signature after a back-off. A graph the daemon refuses raises
-:class:`~compiled.CompileError`.
+When the daemon fails for any reason that is not about the graph (it
+cannot be reached, is stopping, stays busy, misses the deadline, cuts the
+call, answers with an internal error or with an artifact whose digest does
+not match), the call runs the original function eagerly and a
+:class:`~compiled.DaemonUnavailableWarning` is issued once per callable; the
+compile is retried on a later call with that signature after a back-off.
+Only a graph the daemon refuses raises :class:`~compiled.CompileError`.
 
 What the signature does not cover: the Python code of the function or of
 ``forward`` (and hooks registered after compiling), Python values reached
@@ -58,12 +60,13 @@ import torch.utils._pytree as pytree
 
 from . import UnsupportedCapture
 from . import client as client_module
+from . import native as _native
 from . import runtime
-from .errors import (ArtifactError, CompileFallbackWarning, DaemonBusy, DaemonUnavailable,
+from .errors import (ArtifactError, CompileError, CompileFallbackWarning, DaemonError,
                      DaemonUnavailableWarning)
 from .v1 import compiled_pb2, graph_pb2
 
-__all__ = ["CompiledFunction", "backend", "compile"]
+__all__ = ["BackendFunction", "CompiledFunction", "backend", "compile"]
 
 _capture = sys.modules["compiled.capture"]
 _log = logging.getLogger("compiled")
@@ -277,6 +280,7 @@ class CompiledFunction:
         self._entries: Dict[tuple, Any] = {}   # signature -> program fn or _Eager
         self.programs: List[runtime.LoadedProgram] = []
         self.compiles = 0
+        self._last_fn = None
         self._warned = False
         self._fallback_warned = False
 
@@ -294,8 +298,26 @@ class CompiledFunction:
         return f"<compiled {_capture._describe(self._fn)}: {len(self.programs)} programs>"
 
     def sources(self) -> str:
-        """The generated Python of every program loaded so far."""
-        return "\n".join(p.source for p in self.programs)
+        """The code of every program loaded so far: the generated C of its
+        native program (when it has one) and the Python that runs it."""
+        parts = []
+        for p in self.programs:
+            if p.c_source:
+                parts.append(p.c_source)
+            parts.append(p.source)
+        return "\n".join(parts)
+
+    def summary(self) -> Dict[str, Any]:
+        """For the program last run (else the last compiled): graph ``nodes``,
+        ``native`` (lowered into generated kernels), ``extern`` (BLAS and
+        convolution calls through ATen), ``fallback`` (other ATen calls),
+        ``kernels`` (generated kernels), ``fallback_ops``, ``arena_bytes``,
+        and ``runs`` ("native" or "aten"). Empty before any program."""
+        last = self._last_fn
+        for p in reversed(self.programs):
+            if last is None or p.fn is last:
+                return dict(p.summary)
+        return dict(self.programs[-1].summary) if self.programs else {}
 
     # -- the hot path --------------------------------------------------------
 
@@ -321,6 +343,7 @@ class CompiledFunction:
             if time.monotonic() < entry.retry_at:
                 return self._fn(*args)
             return self._call_slow(args)
+        self._last_fn = entry
         return entry(*state, *flat)
 
     # -- misses --------------------------------------------------------------
@@ -330,6 +353,7 @@ class CompiledFunction:
         entry, state, flat = self._lookup_or_compile(args)
         if entry.__class__ is _Eager:
             return self._fn(*args)
+        self._last_fn = entry
         return entry(*state, *flat)
 
     def _lookup_or_compile(self, args: tuple):
@@ -382,8 +406,12 @@ class CompiledFunction:
             return_input_mutations=not self._keep_input_mutations,
             mode=compiled_pb2.MODE_TRAINING if training else compiled_pb2.MODE_INFERENCE)
         try:
-            key, data = self._client.compile(captured.graph_module, options)
-        except (DaemonUnavailable, DaemonBusy) as e:
+            key, data = self._client.compile(captured.graph_module, options,
+                                             target=_native.target_message())
+        except CompileError:
+            raise
+        except DaemonError as e:
+            # Not the graph's fault: run eagerly now, compile again later.
             self._warn_eager(e)
             delay = RETRY_FIRST if previous is None else min(previous.delay * 2, RETRY_MAX)
             return _Eager(delay)
@@ -504,9 +532,10 @@ def compile(fn_or_module: Union[Callable, torch.nn.Module], example_inputs, *,
         CaptureError: the function cannot be captured.
         CompileError: the daemon refused the graph.
 
-    If the daemon cannot be reached, the callable runs ``fn_or_module``
-    eagerly, warns once (:class:`DaemonUnavailableWarning`) and retries
-    later. Calls whose inputs differ from every compiled signature (shape,
+    If the daemon cannot be reached or fails for a reason other than the
+    graph (stopping, busy, deadline, cancelled, internal error), the callable
+    runs ``fn_or_module`` eagerly, warns once
+    (:class:`DaemonUnavailableWarning`) and retries later. Calls whose inputs differ from every compiled signature (shape,
     dtype, strides, requires_grad, storage sharing, grad mode, a Python
     number...) are captured and compiled again for those inputs.
     """
@@ -514,13 +543,36 @@ def compile(fn_or_module: Union[Callable, torch.nn.Module], example_inputs, *,
                             keep_input_mutations=keep_input_mutations)
 
 
-def backend(gm: torch.fx.GraphModule, example_inputs: Sequence[torch.Tensor]) -> CompiledFunction:
-    """A TorchDynamo backend: compile an ATen-level FX GraphModule.
+class BackendFunction(CompiledFunction):
+    """What :func:`backend` returns: a :class:`CompiledFunction` that also
+    speaks AOTAutograd's *boxed* calling convention.
 
-    Takes the GraphModule (e.g. from ``make_fx``) and its example inputs
-    (positional tensors); returns a callable taking the same positional
-    inputs and returning what ``gm`` returns. Tensor constants the graph
-    reads with ``get_attr`` are bound into the program; registered
-    parameters and buffers of ``gm`` are read at call time.
+    functorch's AOTAutograd calls a compiler's result with one list holding
+    every input (``f([x, w])``) when the result has ``_boxed_call``, so it can
+    free inputs early; TorchDynamo and plain callers use ``f(x, w)``. The
+    inputs of an FX graph are tensors and numbers, never lists, so a call
+    with a single list argument is unambiguous: it is unboxed here.
     """
-    return compile(gm, tuple(example_inputs))
+    _boxed_call = True
+
+    def __call__(self, *args, **kwargs):
+        if len(args) == 1 and not kwargs and args[0].__class__ is list:
+            args = tuple(args[0])
+        return CompiledFunction.__call__(self, *args, **kwargs)
+
+
+def backend(gm: torch.fx.GraphModule, example_inputs: Sequence[torch.Tensor]) -> BackendFunction:
+    """A compiler for ATen-level FX graphs, with the signature both
+    TorchDynamo backends and functorch's AOTAutograd compilers have.
+
+    Takes the GraphModule (e.g. from ``make_fx``, or AOTAutograd's forward
+    or backward graph) and its example inputs (positional tensors); returns
+    a callable taking the same positional inputs, or one list of them
+    (AOTAutograd's boxed convention: ``aot_function(f,
+    fw_compiler=compiled.backend, bw_compiler=compiled.backend)`` works
+    without ``make_boxed_compiler`` and without a warning), and returning
+    what ``gm`` returns. Tensor constants the graph reads with ``get_attr``
+    are bound into the program; registered parameters and buffers of ``gm``
+    are read at call time.
+    """
+    return BackendFunction(gm, tuple(example_inputs))

@@ -1,0 +1,305 @@
+"""Hostile input against a real daemon (issue 9, items 1 and 5).
+
+The daemon promises that nothing a client sends crashes it, and that a graph
+it accepts means what it says. Each test sends what a hostile or broken
+client could, checks the precise error, and then checks that the daemon
+still serves a normal compile:
+
+- a symbolic size of 200,000 terms (it overflowed a completion-queue
+  thread's stack in the key's recursive hash) and a chain of 100,000 views
+  whose functionalization recursed once per view (it crashed a worker);
+- strings that hide a NUL byte (unpacked as the text before it) or are not
+  UTF-8;
+- operator schemas that lie about what torch 1.13's operators write and
+  alias (they were trusted, and the artifact cached);
+- `s0//0`, a graph without outputs, an int where relu wants a Tensor, an
+  extra node output, garbage sent to Stats;
+- `compilectl graph hash` on a file with a huge expression (it segfaulted).
+"""
+
+import os
+import subprocess
+
+import grpc
+import pytest
+
+import compiled  # noqa: F401  (makes compiled.v1 importable)
+from compiled.v1 import artifact_pb2, compiled_pb2, graph_pb2
+
+from daemon_util import (BUILD, Daemon, compile_request, load_graph, run_compile,
+                         variant)
+
+SERVED = compiled_pb2.Served
+CTL = os.path.join(BUILD, "bin", "compilectl")
+
+
+@pytest.fixture
+def daemon(tmp_path):
+    ds = []
+
+    def make(*args, **kw):
+        d = Daemon(tmp_path / ("d%d" % len(ds)), *args, **kw)
+        os.makedirs(d.dir, exist_ok=True)
+        ds.append(d)
+        return d.start()
+
+    yield make
+    for d in ds:
+        if d.proc is not None:
+            d.stop()  # asserts a clean exit: no crash, no sanitizer report
+
+
+def refused(call):
+    """Runs `call`, which must fail with INVALID_ARGUMENT; returns (details,
+    GraphError or None)."""
+    with pytest.raises(grpc.RpcError) as e:
+        call()
+    assert e.value.code() == grpc.StatusCode.INVALID_ARGUMENT, e.value.details()
+    md = dict(e.value.trailing_metadata() or ())
+    ge = None
+    if "compiled-error-bin" in md:
+        ge = compiled_pb2.GraphError()
+        ge.ParseFromString(md["compiled-error-bin"])
+    return e.value.details(), ge
+
+
+def compile_refused(d, gm):
+    return refused(lambda: run_compile(d.stub(), compile_request(gm), timeout=60))
+
+
+def still_serving(d, tag):
+    """A normal graph still compiles (a fresh key: a real compile)."""
+    _, r = run_compile(d.stub(), compile_request(variant(load_graph("mlp"), tag)))
+    assert r.served == SERVED.SERVED_COMPILED
+    assert d.proc.poll() is None
+
+
+def big_sum(terms):
+    gm = load_graph("mlp")
+    size = gm.graph.tensor_values[0].meta.sizes[0]
+    size.as_expr.expr = "+".join(["s0"] * terms)
+    return gm
+
+
+# ---- item 1: recursion over client-controlled structure ----
+
+def test_200k_term_size_is_refused_and_the_daemon_keeps_serving(daemon):
+    d = daemon()
+    gm = big_sum(200000)
+    assert 500_000 < gm.ByteSize() < 1_000_000  # far under the message limit
+    details, ge = compile_refused(d, gm)
+    name = gm.graph.tensor_values[0].name
+    assert "tensor_values[0] '%s': size 0" % name in details, details
+    assert "has more than 10000 nodes, the limit" in details, details
+    assert ge.code == "LIMIT" and ge.message == details
+    # Explain decodes and hashes the same graph.
+    details, _ = refused(lambda: d.stub().Explain(
+        compiled_pb2.ExplainRequest(graph=gm), timeout=60))
+    assert "has more than 10000 nodes, the limit" in details, details
+    still_serving(d, "after-200k")
+
+
+def test_nesting_limit_is_64_and_stated(daemon):
+    d = daemon()
+    gm = load_graph("mlp")
+    size = gm.graph.tensor_values[0].meta.sizes[0]
+    size.as_expr.expr = "(" * 64 + "s0" + ")" * 64
+    size.as_expr.hint = 16
+    size.as_expr.has_hint = True
+    _, r = run_compile(d.stub(), compile_request(gm))
+    assert r.served == SERVED.SERVED_COMPILED
+    size.as_expr.expr = "(" * 65 + "s0" + ")" * 65
+    details, _ = compile_refused(d, gm)
+    assert "nests deeper than 64 levels, the limit" in details, details
+
+
+def view_chain(n):
+    """x viewed n times, each view_as(x, previous view), then x.add_(1): a
+    read of the last view replays the chain of stale `other` arguments."""
+    gm = graph_pb2.GraphModule(torch_version="1.13.0a0+chain%d" % n)
+    gm.schema_version.major = 1
+    for name, schema in [
+            ("aten::view_as", "aten::view_as(Tensor(a) self, Tensor other) -> Tensor(a)"),
+            ("aten::add_.Tensor", "aten::add_.Tensor(Tensor(a!) self, Tensor other, *, "
+                                  "Scalar alpha=1) -> Tensor(a!)"),
+            ("aten::mul.Tensor", "aten::mul.Tensor(Tensor self, Tensor other) -> Tensor")]:
+        gm.operators.add(name=name, schema=schema)
+    g = gm.graph
+
+    def value(name):
+        m = g.tensor_values.add(name=name).meta
+        m.dtype = graph_pb2.SCALAR_TYPE_FLOAT
+        m.sizes.add().as_int = 4
+        m.strides.add().as_int = 1
+        m.device.type = "cpu"
+
+    def node(target, out, *args):
+        nd = g.nodes.add(target=target)
+        for pname, a in args:
+            arg = nd.inputs.add(name=pname, kind=graph_pb2.ARGUMENT_KIND_POSITIONAL).arg
+            if isinstance(a, str):
+                arg.as_tensor.name = a
+            else:
+                arg.as_int = a
+        value(out)
+        nd.outputs.add().as_tensor.name = out
+
+    value("x")
+    g.inputs.add(kind=graph_pb2.INPUT_KIND_USER_INPUT).arg.as_tensor.name = "x"
+    prev = "x"
+    for i in range(n):
+        node("aten::view_as", "v%d" % i, ("self", "x"), ("other", prev))
+        prev = "v%d" % i
+    node("aten::add_.Tensor", "w", ("self", "x"), ("other", 1))
+    node("aten::mul.Tensor", "y", ("self", prev), ("other", 2))
+    g.outputs.add().as_tensor.name = "y"
+    return gm
+
+
+def test_long_chain_of_views_of_views_does_not_crash_a_worker(daemon):
+    d = daemon()
+    req = compile_request(view_chain(100000), max_inline_bytes=64 << 20)
+    _, r = run_compile(d.stub(), req, timeout=300)
+    assert r.served == SERVED.SERVED_COMPILED and r.artifact_inline
+    # Too deep to replay: kept in eager form, with the reason.
+    art = artifact_pb2.Artifact()
+    art.ParseFromString(r.artifact)
+    assert any("views of views more than 64 levels deep" in x.message
+               for x in art.diagnostics), list(art.diagnostics)
+    still_serving(d, "after-views")
+
+
+def test_compilectl_graph_hash_refuses_a_huge_expression(tmp_path):
+    path = tmp_path / "huge.pb"
+    path.write_bytes(big_sum(200000).SerializeToString())
+    r = subprocess.run([CTL, "graph", "hash", str(path)], capture_output=True,
+                       text=True, timeout=60)
+    assert r.returncode == 1, (r.returncode, r.stderr[-500:])  # not a signal
+    assert "has more than 10000 nodes, the limit" in r.stderr, r.stderr[-500:]
+
+
+# ---- item 5: strings ----
+
+def test_nul_in_torch_version_is_refused(daemon):
+    d = daemon()
+    gm = load_graph("mlp")
+    gm.torch_version = "1.13.0a0\0anything"
+    details, ge = compile_refused(d, gm)
+    assert details.startswith("graph.torch_version: string field contains a NUL "
+                              "byte (byte 8 of 17)"), details
+    assert ge.code == "INVAL"
+    details, _ = refused(lambda: d.stub().Explain(
+        compiled_pb2.ExplainRequest(graph=gm), timeout=30))
+    assert details.startswith("graph.torch_version:"), details
+    still_serving(d, "after-nul-version")
+
+
+def test_nul_in_output_name_is_refused(daemon):
+    d = daemon()
+    gm = load_graph("mlp")
+    out = gm.graph.outputs[0].as_tensor
+    out.name = out.name + "\0zzz"
+    details, _ = compile_refused(d, gm)
+    assert details.startswith("graph.graph.outputs[0].as_tensor.name: string "
+                              "field contains a NUL byte"), details
+
+
+def test_nul_in_an_admin_request_is_refused(daemon):
+    d = daemon()
+    details, _ = refused(lambda: d.stub().Lookup(
+        compiled_pb2.LookupRequest(key="0" * 32 + "\0" + "0" * 31), timeout=10))
+    assert details.startswith("key: string field contains a NUL byte"), details
+
+
+def test_invalid_utf8_is_refused(daemon):
+    d = daemon()
+    gm = load_graph("mlp")
+    gm.graph.nodes[0].metadata.module_path = "fc1@BAD@"
+    raw = compile_request(gm).SerializeToString()
+    assert raw.count(b"@BAD@") == 1
+    raw = raw.replace(b"@BAD@", b"\xff@BAD")
+    call = d.channel().unary_stream("/compiled.v1.Compiler/Compile")
+    details, _ = refused(lambda: list(call(raw, timeout=30)))
+    assert details.startswith("graph.graph.nodes[0].metadata.module_path: string "
+                              "field is not valid UTF-8 (byte 3 of 8 is 0xff)"), details
+
+
+# ---- item 5: operator schemas that lie ----
+
+LIES = [
+    # (graph, operator, the lie)
+    ("mlp", "aten::relu", "aten::relu(Tensor(a!) self) -> Tensor(a!)"),
+    ("mlp", "aten::t", "aten::t(Tensor(a) self) -> Tensor(b)"),
+    ("add_inplace", "aten::add_.Tensor",
+     "aten::add_.Tensor(Tensor self, Tensor other, *, Scalar alpha=1) -> Tensor"),
+]
+
+
+@pytest.mark.parametrize("graph,op,lie", LIES, ids=[l[1] for l in LIES])
+def test_schema_lies_are_refused_and_not_cached(daemon, graph, op, lie):
+    d = daemon()
+    gm = load_graph(graph)
+    ops = {o.name: o for o in gm.operators}
+    honest = ops[op].schema
+    ops[op].schema = lie
+    details, ge = compile_refused(d, gm)
+    assert "operator '%s'" % op in details, details
+    assert "the schema sent, '%s', is not torch 1.13's, '%s'" % (lie, honest) in details
+    assert ge.code == "INVAL"
+    assert d.stats().entries == 0
+    ops[op].schema = honest
+    _, r = run_compile(d.stub(), compile_request(gm))
+    assert r.served == SERVED.SERVED_COMPILED
+
+
+# ---- item 5: graphs that were accepted ----
+
+def test_graph_errors_that_were_accepted(daemon):
+    d = daemon()
+    gm = load_graph("mlp")
+    gm.graph.tensor_values[0].meta.sizes[0].as_expr.expr = "s0//0"
+    details, _ = compile_refused(d, gm)
+    assert "size 0" in details and "'//' by zero" in details, details
+
+    gm = load_graph("mlp")
+    del gm.graph.outputs[:]
+    details, _ = compile_refused(d, gm)
+    assert details.startswith("graph: has no outputs"), details
+
+    gm = load_graph("mlp")
+    relu = next(n for n in gm.graph.nodes if n.target == "aten::relu")
+    relu.inputs[0].arg.Clear()
+    relu.inputs[0].arg.as_int = 1
+    details, ge = compile_refused(d, gm)
+    assert "argument 'self': expected Tensor, got int" in details, details
+    assert ge.argument == "self"
+
+    gm = load_graph("mlp")
+    relu = next(n for n in gm.graph.nodes if n.target == "aten::relu")
+    relu.outputs.add().as_tensor.name = "zzz"
+    details, _ = compile_refused(d, gm)
+    assert "has 2 outputs but aten::relu returns 1" in details, details
+    still_serving(d, "after-errors")
+
+
+def test_graphs_without_nodes_compile(daemon):
+    """`lambda x: x` and `lambda: None` are programs: valid, documented."""
+    d = daemon()
+    ident = compiled.capture(lambda x: x, (__import__("torch").randn(3),))
+    assert len(ident.graph.nodes) == 0 and len(ident.graph.outputs) == 1
+    _, r = run_compile(d.stub(), compile_request(ident))
+    assert r.served == SERVED.SERVED_COMPILED
+    none = compiled.capture(lambda: None, ())
+    assert none.graph.outputs[0].WhichOneof("kind") == "as_none"
+    _, r = run_compile(d.stub(), compile_request(none))
+    assert r.served == SERVED.SERVED_COMPILED
+
+
+def test_stats_refuses_garbage_bytes(daemon):
+    d = daemon()
+    stats = d.channel().unary_unary("/compiled.v1.Compiler/Stats")
+    for junk in (b"\xff\xff\xff\xff", b"\x0a\x05abc", b"\x0b"):
+        details, _ = refused(lambda: stats(junk, timeout=10))
+        assert "not a valid compiled.v1.StatsRequest message" in details, details
+    assert stats(b"", timeout=10)  # an empty StatsRequest
+    assert stats(b"\x08\x01", timeout=10)  # an unknown field: a newer client
