@@ -4,11 +4,15 @@
 #   make demo       build, then run the main job on a shipped example graph
 #   make test       run every test (Criterion and Python); non-zero on failure
 #   make check      tests + clang-format check + cppcheck on our own sources
-#   make asan       build with ASan+UBSan into build/asan and run the tests
+#   make asan       build with ASan+UBSan into $(BUILD)/asan and run the tests
 #   make fuzz       build the libFuzzer targets (clang) and run each for
 #                   FUZZ_SECONDS (default 60)
 #   make bootstrap  install missing Debian packages (deploy/bootstrap.sh)
 #   make bench-hit  cache-hit benchmark against a bare gRPC echo (not a test)
+#   make bench-models     native code vs eager PyTorch on models
+#   make bench-bandwidth  memory-bound graphs vs the copy-bandwidth bound
+#   make bench-compile    cold compiles: request to artifact, time per pass
+#   make bench-heavy      cache hits during two huge requests; daemon memory
 #
 # Sources are found by wildcard: a new compiler/*.c joins libcompiler, a new
 # tests/test_*.c becomes a Criterion binary. Header dependencies are tracked
@@ -22,9 +26,20 @@ FUZZ_SECONDS ?= 60
 # V=1 shows full command lines.
 Q := $(if $(V),,@)
 
-PKGS     := grpc gpr libprotobuf-c libuv sqlite3 libcrypto libzstd jansson
-PKG_CFLAGS := $(shell pkg-config --cflags $(PKGS) 2>/dev/null)
-PKG_LIBS   := $(shell pkg-config --libs $(PKGS) 2>/dev/null)
+# ---- configuration: install packages first, then ask pkg-config ----
+# pkg-config only knows the libraries' flags once deploy/bootstrap.sh has
+# installed the -dev packages, so the flags are not read when this file is
+# parsed: a rule runs the bootstrap and writes them to $(CONFIG_MK), which is
+# included. GNU make remakes an included makefile before anything else and
+# then restarts itself with it, so the very first `make` on a fresh machine
+# installs, configures and builds in one run. Goals that need no libraries
+# (clean, format, bootstrap) skip it.
+PKGS     := grpc gpr libprotobuf-c libuv sqlite3 libcrypto libzstd jansson zlib
+CONFIG_MK := $(BUILD)/config.mk
+NO_CONFIG_GOALS := clean format bootstrap
+ifneq ($(filter-out $(NO_CONFIG_GOALS),$(or $(MAKECMDGOALS),all)),)
+include $(CONFIG_MK)
+endif
 
 # OPT sets optimisation; SAN_FLAGS instrumentation; CFLAGS/LDFLAGS given on
 # the command line are added, never replace the project's own flags.
@@ -53,7 +68,7 @@ PY_PB_DIR  := client/python/compiled/v1
 PY_PB      := $(patsubst proto/compiled/v1/%.proto,$(PY_PB_DIR)/%_pb2.py,$(PROTOS))
 
 # ---- libraries ----
-COMPILER_SRC := $(wildcard compiler/*.c)
+COMPILER_SRC := $(sort $(wildcard compiler/*.c compiler/*/*.c))
 CACHE_SRC    := $(wildcard cache/*.c)
 DAEMON_SRC   := $(wildcard daemon/*.c)
 CTL_SRC      := $(wildcard client/ctl/*.c)
@@ -79,24 +94,30 @@ TESTS := $(patsubst tests/%.c,$(BUILD)/tests/%,$(TEST_SRC))
 BENCHES := $(patsubst bench/%.c,$(BUILD)/bench/%,$(BENCH_SRC))
 BUILD_ID_H := $(BUILD)/gen/build_id.h
 
-.PHONY: all demo bench-build bench-hit bench-runtime test test-c test-py check valgrind format format-check lint asan fuzz \
+.PHONY: all demo bench-build bench-hit bench-runtime bench-models bench-bandwidth bench-compile bench-heavy test test-c test-py check valgrind format format-check lint asan fuzz \
         fuzz-build bootstrap clean py-proto
 .DEFAULT_GOAL := all
 
-all: $(BUILD)/.bootstrap $(BINS) py-proto
+all: $(BINS) py-proto
 
-# The bootstrap runs once per build tree, and again whenever the script
-# changes; `make bootstrap` forces it.
-$(BUILD)/.bootstrap: deploy/bootstrap.sh
+# The bootstrap runs once per build tree, and again whenever the script or
+# this Makefile changes; `make bootstrap` forces it. The configuration is
+# written to a temporary file first, so a failed bootstrap leaves no
+# half-written $(CONFIG_MK) behind.
+$(CONFIG_MK): deploy/bootstrap.sh Makefile
 	@mkdir -p $(BUILD)
 	@deploy/bootstrap.sh
-	@touch $@
+	@pkg-config --exists --print-errors $(PKGS)
+	@{ echo '# written by make from pkg-config; delete to regenerate'; \
+	   echo 'PKG_CFLAGS := '"$$(pkg-config --cflags $(PKGS))"; \
+	   echo 'PKG_LIBS := '"$$(pkg-config --libs $(PKGS))"; } > $@.tmp
+	@mv $@.tmp $@
 
 bootstrap:
 	deploy/bootstrap.sh
 
 # Everything compiled depends on the generated headers being present.
-$(BUILD)/gen/%.pb-c.c $(BUILD)/gen/%.pb-c.h: proto/%.proto | $(BUILD)/.bootstrap
+$(BUILD)/gen/%.pb-c.c $(BUILD)/gen/%.pb-c.h: proto/%.proto 
 	@mkdir -p $(BUILD)/gen
 	@echo "  PROTOC  $<"
 	$(Q)protoc-c -Iproto --c_out=$(BUILD)/gen $<
@@ -112,18 +133,27 @@ $(BUILD)/obj/compiler/torchops.o: $(BUILD)/gen/torch_schemas.inc
 
 # The compiler's build id: a digest of every source that shapes an artifact.
 # Rewritten only when it changes, so it does not force rebuilds.
+# It covers, in a fixed order: every file under compiler/ (sub-folders and
+# data included), the protos, and the rule that builds the compiler itself
+# (this Makefile). The flags and toolchain that build *generated* code are
+# not in it: they enter the key's target component when the daemon starts
+# (compiler/target.c), because they are read from the machine.
+# Rewritten only when it changes, so it does not force rebuilds. The file
+# names are hashed too, so a rename or a new empty file changes the id.
+BUILD_ID_SRC = $(sort $(shell find compiler -type f ! -name '*~' ! -name '.*') $(PROTOS) Makefile)
 $(BUILD_ID_H): FORCE
 	@mkdir -p $(dir $@)
-	@id=$$(cat $(sort $(wildcard compiler/*.c compiler/*.h) $(PROTOS)) $(TORCH_SCHEMAS) | sha256sum | cut -c1-32); \
-
+	@id=$$(for f in $(BUILD_ID_SRC); do printf '%s\0' "$$f"; cat "$$f"; done | sha256sum | cut -c1-32); \
+	  test -n "$$id" || { echo "build id: empty digest" >&2; exit 1; }; \
 	  printf '#define GC_BUILD_ID "%s"\n' "$$id" > $@.tmp; \
 	  if cmp -s $@.tmp $@; then rm -f $@.tmp; else mv $@.tmp $@; fi
+.PHONY: FORCE
 FORCE:
 
 # Only the key includes the build id; the rest must not rebuild when it moves.
 $(BUILD)/obj/compiler/key.o: $(BUILD_ID_H)
 
-$(BUILD)/obj/%.o: %.c $(PROTO_H) | $(BUILD)/.bootstrap
+$(BUILD)/obj/%.o: %.c $(PROTO_H) 
 	@mkdir -p $(dir $@)
 	@echo "  CC      $<"
 	$(Q)$(CC) $(ALL_CPPFLAGS) $(ALL_CFLAGS) -c $< -o $@
@@ -164,7 +194,7 @@ $(BUILD)/bin/compiled: $(call obj,$(DAEMON_SRC)) $(LIBS)
 # Generated with the system protoc (3.21, matching python3-protobuf) into the
 # package itself, as compiled.v1.*_pb2; gRPC stubs with Debian's plugin.
 py-proto: $(PY_PB)
-$(PY_PB_DIR)/%_pb2.py: proto/compiled/v1/%.proto | $(BUILD)/.bootstrap
+$(PY_PB_DIR)/%_pb2.py: proto/compiled/v1/%.proto 
 	@mkdir -p $(PY_PB_DIR)
 	@echo "  PROTOPY $<"
 	$(Q)protoc -Iproto --python_out=client/python \
@@ -200,6 +230,22 @@ bench-hit: bench-build
 bench-runtime: all
 	COMPILED_BUILD=$(abspath $(BUILD)) $(PYTHON) bench/runtime_overhead.py $(BENCH_ARGS)
 
+# Native code against eager PyTorch on models: speed, first call, peak RSS.
+bench-models: all
+	COMPILED_BUILD=$(abspath $(BUILD)) $(PYTHON) bench/models.py $(BENCH_ARGS)
+
+# Memory-bound graphs against the copy-bandwidth bound of the same run.
+bench-bandwidth: all
+	COMPILED_BUILD=$(abspath $(BUILD)) $(PYTHON) bench/bandwidth.py $(BENCH_ARGS)
+
+# Cold compiles (empty cache): request to artifact, time per pass.
+bench-compile: all
+	COMPILED_BUILD=$(abspath $(BUILD)) $(PYTHON) bench/cold_compile.py $(BENCH_ARGS)
+
+# Cache hits while two huge requests are decoded and compiled; memory.
+bench-heavy: all
+	COMPILED_BUILD=$(abspath $(BUILD)) $(PYTHON) bench/heavy_requests.py $(BENCH_ARGS)
+
 # Test binaries find data and binaries through these variables.
 
 TEST_ENV := COMPILED_SRC=$(CURDIR) COMPILED_BUILD=$(abspath $(BUILD)) \
@@ -214,7 +260,7 @@ test-py: all
 	$(TEST_ENV) $(PYTHON) -m pytest -q -p no:cacheprovider tests/python
 
 # ---- quality gates ----
-OUR_C := $(sort $(wildcard compiler/*.[ch] cache/*.[ch] daemon/*.[ch] client/ctl/*.[ch] client/lib/*.[ch] \
+OUR_C := $(sort $(wildcard compiler/*.[ch] compiler/*/*.[ch] cache/*.[ch] daemon/*.[ch] client/ctl/*.[ch] client/lib/*.[ch] \
            tests/*.c tests/lib/*.[ch] tests/fuzz/*.c bench/*.c))
 
 format:
@@ -234,12 +280,14 @@ valgrind: all
 	  --errors-for-leak-kinds=definite --error-exitcode=99" \
 	  $(PYTHON) -m pytest -q -p no:cacheprovider tests/python/test_daemon.py
 
+# Sanitizer and fuzz builds live under $(BUILD), so BUILD=elsewhere keeps
+# two trees (and their asan/fuzz builds) apart.
+ASAN_BUILD := $(BUILD)/asan
 asan:
-
-	$(MAKE) BUILD=build/asan SAN=1 OPT="-O1 -g" test
+	$(MAKE) BUILD=$(ASAN_BUILD) SAN=1 OPT="-O1 -g" test
 
 # ---- fuzzing (clang + libFuzzer) ----
-FUZZ_BUILD := build/fuzz
+FUZZ_BUILD := $(BUILD)/fuzz
 fuzz-build:
 	$(MAKE) BUILD=$(FUZZ_BUILD) CC=clang OPT="-O1 -g" \
 	  SAN_FLAGS="-fsanitize=fuzzer-no-link,address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined" \
@@ -258,7 +306,7 @@ fuzz-build:
 fuzz: fuzz-build
 	@for f in $(FUZZ_SRC); do \
 	  n=$$(basename $$f .c); \
-	  tests/fuzz/run.sh $(FUZZ_BUILD)/fuzz/$$n $(FUZZ_SECONDS) || exit 1; \
+	  tests/fuzz/run.sh $(FUZZ_BUILD)/fuzz/$$n $(FUZZ_SECONDS) $(FUZZ_BUILD) || exit 1; \
 	done
 
 clean:

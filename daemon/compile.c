@@ -30,7 +30,9 @@
 #include <string.h>
 
 #include "compiled/v1/artifact.pb-c.h"
+#include "compiler/native.h"
 #include "compiler/pipeline.h"
+#include "compiler/wire.h"
 #include "daemon/daemon.h"
 #include "daemon/log.h"
 
@@ -52,8 +54,10 @@ struct flight {
   char hex[GC_HEX_LEN];
   gc_key fullkey;
   gc_arena *arena; /* the job's: request, graph, everything */
+  size_t len;      /* bytes of the request that made the flight */
   gc_graph *graph;
   gc_options opts;
+  gc_target target; /* what native code is built for */
   bool force;
   waiter *waiters;
   flight_state state;
@@ -62,7 +66,6 @@ struct flight {
   atomic_int refs; /* the list, the work request, posted events */
   int64_t queued_at, started_at;
   atomic_bool abandoned;
-  uv_work_t work;
   /* written by the worker before it posts "done" */
   int rc;
   gc_error err;
@@ -76,11 +79,15 @@ struct flight {
 typedef struct request {
   daemon_ctx *d;
   srv_call *call;
+  size_t len;     /* request bytes */
+  size_t charged; /* of them, still charged to the memory budget */
+  uint8_t digest[GC_DIGEST_LEN]; /* of the bytes, for the request memo */
   gc_arena *arena;
   gc_graph *graph;
   gc_key key;
   char hex[GC_HEX_LEN];
   gc_options opts;
+  gc_target target; /* the client's (strings in the arena or the daemon's) */
   bool force;
   uint64_t max_inline;
   gc_compiled prep; /* validate/key timings */
@@ -328,6 +335,10 @@ static bool try_hot(daemon_ctx *d, srv_call *c, const gc_key *key,
   atomic_fetch_add(&d->stats.hits, 1);
   atomic_fetch_add(&d->stats.hot_hits, 1);
   atomic_fetch_add(&d->stats.saved_us, (uint64_t)h.compile_us);
+  /* The store learns of the hit too (hit count, last use, eviction
+   * priority), batched by its touch flusher. */
+  if (d->cache)
+    cache_touch(d->cache, key->key);
   log_done(c, hex, "hit", 0, validate_us, key_us, -1, -1, h.size, NULL);
   if (h.size <= max_inline) {
     send_slice(c, h.response);
@@ -347,11 +358,33 @@ static bool try_hot(daemon_ctx *d, srv_call *c, const gc_key *key,
 
 /* ---- the completion-queue half ---- */
 
+/* Frees the request bytes once decoded (or answered) and gives their
+ * charge back to the budget. */
+static void request_drop_bytes(request *r) {
+  if (!r->charged)
+    return;
+  srv_call_drop_request(r->call);
+  gc_budget_release(&r->d->budget, r->charged);
+  r->charged = 0;
+}
+
+/* Frees the request; its call must still be alive if its bytes are (the
+ * call holds them). */
 static void request_free(request *r) {
   if (!r)
     return;
-  gc_arena_free(r->arena);
+  request_drop_bytes(r);
+  memory_free_arena(r->d, r->arena);
+  if (memory_is_big(r->d, r->len))
+    memory_job_ended(r->d, r->len);
   free(r);
+}
+
+/* Frees the request, then drops its call reference. */
+static void request_end(request *r) {
+  srv_call *c = r->call;
+  request_free(r);
+  srv_call_unref(c);
 }
 
 /* Options from the request; an unknown enum value is refused. */
@@ -461,62 +494,92 @@ static bool try_cache(daemon_ctx *d, request *r) {
   return false;
 }
 
-static void handle_compile(srv_call *c) {
-  daemon_ctx *d = srv_call_user(c);
-  atomic_fetch_add(&d->stats.requests, 1);
-  request *r = calloc(1, sizeof *r);
+/* Ends a request refused before or while decoding. */
+static void refuse(request *r, int code, gc_error *err) {
+  grpc_status_code st = status_of(code);
+  log_done(r->call, NULL,
+           st == GRPC_STATUS_RESOURCE_EXHAUSTED ? "rejected" : "invalid",
+           (int)st, -1, -1, -1, -1, 0, err->msg);
+  daemon_finish_graph_error(r->call, code, err);
+}
+
+/* Unpacks the request into its arena; NULL after answering the call. */
+static Compiled__V1__CompileRequest *unpack_request(request *r) {
+  daemon_ctx *d = r->d;
   gc_error err;
   gc_error_clear(&err);
-  if (!r || !(r->arena = gc_arena_new(d->limits.max_memory))) {
-    srv_finish(c, GRPC_STATUS_RESOURCE_EXHAUSTED, "out of memory");
-    srv_call_unref(c);
-    free(r);
-    return;
+  r->arena = memory_arena(d, r->len);
+  if (!r->arena) {
+    gc_errorf(&err, GC_ENOMEM, "out of memory");
+    refuse(r, GC_ENOMEM, &err);
+    return NULL;
   }
-  r->d = d;
-  r->call = c;
   size_t len;
-  const uint8_t *bytes = srv_call_request(c, &len);
-  /* Fast path: these exact bytes were seen before, and the hit response is
-   * in memory. */
-  uint8_t digest[GC_DIGEST_LEN];
-  memo_entry me;
-  sha256(bytes, len, digest);
-  if (srv_call_has_request(c) && lru_get(&d->memo, digest, memo_copy, &me)) {
-    atomic_fetch_add(&d->stats.memo_hits, 1);
-    if (try_hot(d, c, &me.key, me.max_inline, 0, 0))
-      goto done;
-  }
+  const uint8_t *bytes = srv_call_request(r->call, &len);
   ProtobufCAllocator al = gc_arena_pb_allocator(r->arena);
   Compiled__V1__CompileRequest *req =
-      srv_call_has_request(c)
+      srv_call_has_request(r->call)
           ? compiled__v1__compile_request__unpack(&al, len, bytes)
           : NULL;
+  /* Strings with a NUL or not UTF-8 (invisible once unpacked): wire.h. */
+  int wrc =
+      req ? gc_wire_check_strings(req->base.descriptor, bytes, len, &err) : 0;
+  request_drop_bytes(r); /* the message holds copies of what it needs */
   const char *bad = NULL;
+  if (!req && memory_explain(d, r->arena, len, GC_ENOMEM, &err)) {
+    refuse(r, GC_ENOMEM, &err);
+    return NULL;
+  }
   if (!req)
-    bad = gc_arena_exhausted(r->arena)
-              ? "request needs more memory than the decode limit"
-              : "request bytes are not a valid CompileRequest message";
+    bad = "request bytes are not a valid CompileRequest message";
   else if (!req->graph)
     bad = "CompileRequest has no graph";
   if (bad) {
     gc_errorf(&err, GC_EMALFORMED, "%s (%zu bytes)", bad, len);
-    log_done(c, NULL, "invalid", GRPC_STATUS_INVALID_ARGUMENT, -1, -1, -1, -1,
-             0, err.msg);
-    daemon_finish_graph_error(c, GC_EMALFORMED, &err);
-    goto done;
+    refuse(r, GC_EMALFORMED, &err);
+    return NULL;
   }
-  gc_target target;
+  if (wrc) {
+    refuse(r, wrc, &err);
+    return NULL;
+  }
+  return req;
+}
+
+/* Answers from the memo and the hot tier when the request's bytes were
+ * seen before; their digest stays in r->digest for later. */
+static bool try_memo(request *r) {
+  size_t len;
+  const uint8_t *bytes = srv_call_request(r->call, &len);
+  memo_entry me;
+  sha256(bytes, len, r->digest);
+  if (!srv_call_has_request(r->call) ||
+      !lru_get(&r->d->memo, r->digest, memo_copy, &me))
+    return false;
+  atomic_fetch_add(&r->d->stats.memo_hits, 1);
+  return try_hot(r->d, r->call, &me.key, me.max_inline, 0, 0);
+}
+
+/* Decode, validate, key, hot tier, cache, then the loop for a miss. Takes
+ * `r` and its call reference. */
+static void decode_and_answer(request *r) {
+  daemon_ctx *d = r->d;
+  srv_call *c = r->call;
+  Compiled__V1__CompileRequest *req = unpack_request(r);
+  if (!req)
+    goto done;
+  gc_error err;
+  gc_error_clear(&err);
+  gc_target *target = &r->target;
   int rc = read_options(req->options, &r->opts, &r->force, &err);
-  if (!rc && read_target(d, r->arena, req->target, &target) != 0)
+  if (!rc && read_target(d, r->arena, req->target, target) != 0)
     rc = gc_errorf(&err, GC_ENOMEM, "out of memory");
   if (!rc)
-    rc = gc_prepare(r->arena, req->graph, &d->limits, &r->opts, &target,
+    rc = gc_prepare(r->arena, req->graph, &d->limits, &r->opts, target,
                     &r->graph, &r->key, &r->prep, &err);
   if (rc) {
-    log_done(c, NULL, "invalid", (int)status_of(rc), -1, -1, -1, -1, 0,
-             err.msg);
-    daemon_finish_graph_error(c, rc, &err);
+    memory_explain(d, r->arena, r->len, rc, &err);
+    refuse(r, rc, &err);
     goto done;
   }
   gc_digest_hex(r->key.key, r->hex);
@@ -527,7 +590,7 @@ static void handle_compile(srv_call *c) {
     if (m) {
       m->key = r->key;
       m->max_inline = r->max_inline;
-      lru_put(&d->memo, digest, m, sizeof *m + 64);
+      lru_put(&d->memo, r->digest, m, sizeof *m + 64);
     }
     if (try_hot(d, c, &r->key, r->max_inline, r->prep.timings[0].micros,
                 r->prep.timings[1].micros) ||
@@ -538,8 +601,86 @@ static void handle_compile(srv_call *c) {
   srv_post(d->server, submit_on_loop, r); /* the loop takes r and the ref */
   return;
 done:
-  srv_call_unref(c);
-  request_free(r);
+  request_end(r);
+}
+
+/* True (after ending `r`) when its call was cancelled while it waited for
+ * a thread: a deadline passed, or the client gave up. */
+static bool gone(request *r) {
+  if (!srv_call_cancelled(r->call))
+    return false;
+  log_done(r->call, NULL, "cancelled", GRPC_STATUS_CANCELLED, -1, -1, -1, -1, 0,
+           NULL);
+  request_end(r);
+  return true;
+}
+
+/* A big request's turn on a decode thread (low priority, --decode-threads
+ * of them). */
+static void decode_job(void *arg) {
+  request *r = arg;
+  int delay = r->d->cfg.debug_decode_delay_ms;
+  for (int waited = 0; waited < delay && !srv_call_cancelled(r->call);
+       waited += 5)
+    uv_sleep(5);
+  if (!gone(r))
+    decode_and_answer(r);
+}
+
+/* A big request's first stop, on the memo thread: a repeated request is
+ * answered from the hot tier at the cost of hashing its bytes, without
+ * waiting behind other big requests' decodes; the rest go on to decode. */
+static void memo_job(void *arg) {
+  request *r = arg;
+  if (gone(r))
+    return;
+  if (try_memo(r)) {
+    request_end(r);
+    return;
+  }
+  if (pool_submit(r->d->decoders, decode_job, r) != 0) {
+    srv_finish(r->call, GRPC_STATUS_RESOURCE_EXHAUSTED, "out of memory");
+    request_end(r);
+  }
+}
+
+/* A Compile call: its bytes are charged to the memory budget (refused when
+ * they do not fit). A small request is answered or decoded right here; a
+ * big one goes to the memo thread, then to a decode thread, so that this
+ * completion-queue thread stays free for cache hits. */
+static void handle_compile(srv_call *c) {
+  daemon_ctx *d = srv_call_user(c);
+  atomic_fetch_add(&d->stats.requests, 1);
+  request *r = calloc(1, sizeof *r);
+  if (!r) {
+    srv_finish(c, GRPC_STATUS_RESOURCE_EXHAUSTED, "out of memory");
+    srv_call_unref(c);
+    return;
+  }
+  r->d = d;
+  r->call = c;
+  r->len = srv_call_request_len(c);
+  if (!gc_budget_charge(&d->budget, r->len, memory_ceiling(d, r->len))) {
+    gc_error err;
+    gc_error_clear(&err);
+    memory_refused(d, r->len, 0, &err);
+    refuse(r, GC_ENOMEM, &err);
+    srv_call_unref(c);
+    free(r);
+    return;
+  }
+  r->charged = r->len;
+  if (!memory_is_big(d, r->len)) {
+    if (try_memo(r))
+      request_end(r);
+    else
+      decode_and_answer(r);
+    return;
+  }
+  if (pool_submit(d->memo_lane, memo_job, r) != 0) {
+    srv_finish(c, GRPC_STATUS_RESOURCE_EXHAUSTED, "out of memory");
+    request_end(r);
+  }
 }
 
 /* ---- the loop half: flights ---- */
@@ -559,7 +700,7 @@ static void flight_unref(flight *f) {
   if (atomic_fetch_sub(&f->refs, 1) > 1)
     return;
   free(f->out.artifact);
-  gc_arena_free(f->arena);
+  memory_free_arena(f->d, f->arena);
   free(f);
 }
 
@@ -630,6 +771,11 @@ static void send_stage_to(srv_call *c, const char *name, bool done,
 static void dispatch(daemon_ctx *d) {
   bool moved = false;
   while (d->queue_head && d->nrunning < d->cfg.workers) {
+    /* A work request of its own per run: a requeued flight may start again
+     * before libuv has called back the previous run's after_flight. */
+    uv_work_t *work = malloc(sizeof *work);
+    if (!work)
+      break; /* stays queued; the next dispatch tries again */
     flight *f = d->queue_head;
     unqueue(d, f);
     f->state = F_RUNNING;
@@ -637,8 +783,8 @@ static void dispatch(daemon_ctx *d) {
     d->nrunning++;
     atomic_store(&d->stats.running, d->nrunning);
     flight_ref(f); /* the work request */
-    f->work.data = f;
-    uv_queue_work(d->loop, &f->work, run_flight, after_flight);
+    work->data = f;
+    uv_queue_work(d->loop, work, run_flight, after_flight);
     send_stage(f, "compile", false, 0);
     moved = true;
   }
@@ -686,8 +832,21 @@ static void submit_on_loop(void *arg) {
     request_free(r);
     return;
   }
-  /* While draining, gRPC refuses new calls; one that arrived before is in
-   * flight and may still start its compile. */
+  /* A drain lets running compiles finish but starts none: the client runs
+   * eagerly and retries later, or asks another daemon. (Hits and joins of a
+   * running compile are still served above.) */
+  if (atomic_load(&d->draining)) {
+    const char *msg = "the daemon is stopping (draining after a signal) and "
+                      "starts no new compiles; retry later or use another "
+                      "daemon";
+    log_done(r->call, r->hex, "refused-draining", GRPC_STATUS_UNAVAILABLE,
+             r->prep.timings[0].micros, r->prep.timings[1].micros, -1, -1, 0,
+             msg);
+    srv_finish(r->call, GRPC_STATUS_UNAVAILABLE, msg);
+    srv_call_unref(r->call);
+    request_free(r);
+    return;
+  }
   if (d->nqueued >= d->cfg.max_queue) {
     atomic_fetch_add(&d->stats.rejected_busy, 1);
     char msg[160];
@@ -699,15 +858,13 @@ static void submit_on_loop(void *arg) {
              msg);
     srv_finish(r->call, GRPC_STATUS_RESOURCE_EXHAUSTED, msg);
 
-    srv_call_unref(r->call);
-    request_free(r);
+    request_end(r);
     return;
   }
   f = calloc(1, sizeof *f);
   if (!f) {
     srv_finish(r->call, GRPC_STATUS_RESOURCE_EXHAUSTED, "out of memory");
-    srv_call_unref(r->call);
-    request_free(r);
+    request_end(r);
     return;
   }
   f->d = d;
@@ -715,9 +872,11 @@ static void submit_on_loop(void *arg) {
   memcpy(f->hex, r->hex, GC_HEX_LEN);
   f->fullkey = r->key;
   f->arena = r->arena; /* the job takes the request's arena */
+  f->len = r->len;
   r->arena = NULL;
   f->graph = r->graph;
   f->opts = r->opts;
+  f->target = r->target;
   f->force = r->force;
   atomic_init(&f->refs, 1); /* the flight list */
   atomic_init(&f->abandoned, false);
@@ -883,8 +1042,18 @@ static void run_flight(uv_work_t *work) {
     uv_sleep(5);
   }
   gc_hooks hooks = {.stage = hook_stage, .abandoned = hook_abandoned, .ctx = f};
-  f->rc = gc_compile(f->arena, f->graph, &f->fullkey, &f->opts, &hooks, &f->out,
-                     &f->err);
+  gc_backend be = {.target = &f->target,
+                   .toolchain = &d->toolchain.iface,
+                   .verify = d->cfg.verify_ir};
+  f->rc = gc_compile(f->arena, f->graph, &f->fullkey, &f->opts,
+                     d->cfg.native ? &be : NULL, &hooks, &f->out, &f->err);
+  if (f->rc == 0 && f->out.native_failed) {
+    atomic_fetch_add(&d->stats.native_failures, 1);
+    LOG(LOG_WARN, "native code for %s failed at %s; serving its ATen program",
+        f->hex, f->out.native_failed_stage);
+  } else if (f->rc == 0 && f->out.native) {
+    atomic_fetch_add(&d->stats.native_compiles, 1);
+  }
   if (f->rc == 0) {
     sha256(f->out.artifact, f->out.len, f->digest);
     cache_part parts[GC_KEY_NCOMPONENTS];
@@ -910,7 +1079,8 @@ static void run_flight(uv_work_t *work) {
       f->out.timings[f->out.ntimings].micros = gc_now_us() - t0;
       f->out.ntimings++;
     }
-  } else if (f->rc != GC_ECANCELED) {
+  } else if (f->rc != GC_ECANCELED &&
+             !memory_explain(d, f->arena, f->len, f->rc, &f->err)) {
     atomic_fetch_add(&d->stats.compile_failures, 1);
     if (f->rc != GC_EINTERNAL && f->rc != GC_ENOMEM && conn)
       cache_fail_put(conn, f->key, f->err.msg, &cerr);
@@ -923,6 +1093,7 @@ out:
 static void after_flight(uv_work_t *work, int status) {
   (void)status;
   flight_unref(work->data);
+  free(work);
 }
 
 /* A flight that stopped because it was abandoned, but gained waiters

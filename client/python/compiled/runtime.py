@@ -191,6 +191,16 @@ class LoadedProgram:
         self.functional = functional
         self.training = training
         self.num_user_outputs = num_user_outputs
+        self.native = False        # runs native code (set by load)
+        self.native_reason = None  # why not, when it does not
+        self.summary: Dict[str, Any] = {}
+        self.artifact = None
+
+    @property
+    def c_source(self) -> str:
+        """The generated C of the artifact's native program ("" when none)."""
+        from .native import source_of
+        return source_of(self.artifact) if self.artifact is not None else ""
 
     def __call__(self, *inputs):
         return self.fn(*inputs)
@@ -202,7 +212,7 @@ class LoadedProgram:
 
 def load(artifact: Union[bytes, artifact_pb2.Artifact], *,
          constants: Union[None, Sequence[Any], Dict[int, Any]] = None,
-         out_spec: Optional[pytree.TreeSpec] = None) -> LoadedProgram:
+         out_spec: Optional[pytree.TreeSpec] = None, native: bool = True) -> LoadedProgram:
     """Turn an artifact into a :class:`LoadedProgram`.
 
     Args:
@@ -214,6 +224,9 @@ def load(artifact: Union[bytes, artifact_pb2.Artifact], *,
         out_spec: a ``torch.utils._pytree`` TreeSpec with one leaf per user
             output: the program returns the outputs in that structure.
             None returns a tuple.
+        native: run the artifact's native program when it has one and this
+            process can (:mod:`compiled.native`); else, or when native code
+            cannot run here (logged once), the ATen program.
 
     Raises:
         ArtifactError: unknown major version, malformed program, unknown
@@ -236,11 +249,60 @@ def load(artifact: Union[bytes, artifact_pb2.Artifact], *,
     for index in bound:
         if not 0 <= index < len(kinds):
             raise ArtifactError(f"constant bound to input {index}, the program has {len(kinds)}")
-    gen = _Codegen(artifact, bound, out_spec)
-    fn, source = gen.build()
-    return LoadedProgram(fn, source, artifact.key, (artifact.version.major, artifact.version.minor),
-                         len(kinds), [i for i in range(len(kinds)) if i not in bound], kinds,
-                         program.functional, program.training, gen.num_user_outputs)
+    native_reason = None
+    fn = source = None
+    gen = None
+    if native and artifact.HasField("native_program"):
+        from . import native as native_module
+        gen = _Codegen(artifact, bound, out_spec)
+        try:
+            fn, source = gen.build(native=True)
+        except native_module.NativeUnavailable as e:
+            native_reason = str(e)
+            _warn_native_once(native_reason)
+            fn = None
+    elif artifact.HasField("native_program"):
+        native_reason = "native code not requested"
+    else:
+        native_reason = "the artifact has no native code" + "".join(
+            f" ({d.message})" for d in artifact.diagnostics if "native" in d.message)
+    if fn is None:
+        gen = _Codegen(artifact, bound, out_spec)
+        fn, source = gen.build()
+    loaded = LoadedProgram(fn, source, artifact.key,
+                           (artifact.version.major, artifact.version.minor),
+                           len(kinds), [i for i in range(len(kinds)) if i not in bound], kinds,
+                           program.functional, program.training, gen.num_user_outputs)
+    loaded.native = native_reason is None
+    loaded.native_reason = native_reason
+    loaded.summary = _summary(artifact, loaded.native)
+    loaded.artifact = artifact
+    return loaded
+
+
+_warned_native = set()
+
+
+def _warn_native_once(reason: str) -> None:
+    if reason not in _warned_native:
+        _warned_native.add(reason)
+        _log.warning("compiled: running ATen programs instead of native code: %s", reason)
+
+
+def _summary(artifact, native: bool) -> Dict[str, Any]:
+    """What summary() reports for a program: graph nodes, and how many were
+    lowered into generated kernels, run as library calls, or fell back."""
+    program = artifact.program
+    nodes = len(program.instructions)
+    if native:
+        s = artifact.native_program.summary
+        return {"nodes": s.nodes, "native": s.native, "extern": s.extern,
+                "fallback": s.fallback, "kernels": s.kernels,
+                "fallback_ops": list(s.fallback_ops), "local_buffers": s.local_buffers,
+                "arena_bytes": int(artifact.native_program.memory_plan.arena_bytes),
+                "runs": "native"}
+    return {"nodes": nodes, "native": 0, "extern": 0, "fallback": nodes, "kernels": 0,
+            "fallback_ops": [], "local_buffers": 0, "arena_bytes": 0, "runs": "aten"}
 
 
 # ---------------------------------------------------------------------------
@@ -303,6 +365,32 @@ class _Codegen:
         self.ops[index] = name
         self.overloads[index] = overload
         return name
+
+    def native_op(self, index: int, entry) -> str:
+        """The global name of the native program's operator `index`."""
+        name = f"_nop{index}"
+        if name not in self.globals:
+            overload = resolve_operator(entry.name)
+            if entry.schema and entry.schema != str(overload._schema):
+                raise ArtifactError(f"operator {entry.name}: the native program was built for "
+                                    f"the schema {entry.schema!r}, this torch "
+                                    f"({torch.__version__}) has {str(overload._schema)!r}")
+            self.globals[name] = getattr(overload, "_op", overload)
+        return name
+
+    def native_literal(self, v: artifact_pb2.Value, kind: str) -> str:
+        """A constant of the native program (its own value table)."""
+        if kind == "none":
+            return "None"
+        if kind == "bool":
+            return repr(bool(v.bool))
+        if kind == "int":
+            return repr(int(v.int))
+        if kind == "float" and math.isfinite(v.float):
+            return repr(float(v.float))
+        if kind == "string":
+            return repr(v.string)
+        return self.obj(self.constant_object(-1, v, kind))
 
     # -- values ------------------------------------------------------------
 
@@ -372,7 +460,10 @@ class _Codegen:
 
     # -- the function --------------------------------------------------------
 
-    def build(self):
+    def build(self, native: bool = False):
+        """Generates the function. With `native`, the body runs the
+        artifact's native program (compiled.native), else the ATen program;
+        the input checks and the epilogue are the same."""
         program = self.program
         for ins in program.instructions:
             if ins.WhichOneof("kind") != "kernel":
@@ -380,9 +471,17 @@ class _Codegen:
                                     "does not run yet")
         params = self.bind_inputs()
         self.specialization_checks()
-        for n, ins in enumerate(program.instructions):
-            self.kernel(n, ins.kernel)
-        outs = [self.value(o.value, f"program output {i}") for i, o in enumerate(program.outputs)]
+        if native:
+            from . import native as native_module
+            outs = native_module.build(self, self.artifact)
+            if len(outs) != len(program.outputs):
+                raise ArtifactError(f"the native program has {len(outs)} outputs, the program "
+                                    f"{len(program.outputs)}")
+        else:
+            for n, ins in enumerate(program.instructions):
+                self.kernel(n, ins.kernel)
+            outs = [self.value(o.value, f"program output {i}")
+                    for i, o in enumerate(program.outputs)]
         user = self.epilogue(outs)
         self.num_user_outputs = len(user)
         self.lines.append(f"return {self.output_expr(user)}")

@@ -210,9 +210,25 @@ def _transformer(grad):
     return layer, (torch.randn(2, 5, 16),)
 
 
+class MLPBlock(nn.Module):
+    """A transformer's MLP half: x + fc2(gelu(fc1(layer_norm(x)))).
+    (Defined here, below the others: stack traces hold line numbers, so
+    moving the code above would change every committed graph.)"""
+
+    def __init__(self):
+        super().__init__()
+        self.ln = nn.LayerNorm(8)
+        self.fc1 = nn.Linear(8, 32)
+        self.fc2 = nn.Linear(32, 8)
+
+    def forward(self, x):
+        return x + self.fc2(F.gelu(self.fc1(self.ln(x))))
+
+
 CASES = {
     "mlp": lambda: (MLP(), (torch.randn(2, 8),)),
     "layer_norm": lambda: (nn.LayerNorm(8), (torch.randn(3, 8),)),
+    "mlp_block": lambda: (MLPBlock().eval(), (torch.randn(4, 8),)),
     "attention": lambda: (attention, (torch.randn(2, 4, 8), torch.randn(2, 6, 8), torch.randn(2, 6, 8))),
     "transformer_encoder_layer": lambda: _transformer(True),
     "transformer_encoder_fastpath": lambda: _transformer(False),

@@ -1,0 +1,140 @@
+#!/usr/bin/env python3
+"""Memory-bound graphs against the copy-bandwidth bound: `make bench-bandwidth`.
+
+Not a test. For memory-bound work the best any code can do is move the
+bytes it must move (read every input once, write every output once) at the
+machine's copy bandwidth. This benchmark measures that bandwidth in the
+same run (a 2-thread copy of a buffer the size of the case's traffic,
+torch.Tensor.copy_, destination reused), then, for each graph, the time
+of the compiled program (2 threads) and of eager PyTorch, and prints
+
+    bound ms  = (bytes read + bytes written) / copy bandwidth
+    efficiency = bound ms / compiled ms        (1.0 = at the bound)
+
+plus eager's efficiency for comparison, and the geometric mean efficiency
+of the compiled programs (the issue's target: at least 0.70).
+
+Outputs are allocated per call as users receive them (the compiled
+program allocates its outputs; eager its outputs and every temporary).
+
+Run from the repository root after `make`:
+
+    /usr/bin/python3 bench/bandwidth.py [--only NAME,...] [--seconds S]
+"""
+
+import argparse
+import os
+import sys
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import benchlib  # noqa: E402
+
+import torch  # noqa: E402
+import torch.nn.functional as F  # noqa: E402
+
+import compiled  # noqa: E402
+
+R, C = 8192, 2048  # rows x columns of the row-wise cases: 64 MiB of float32
+
+
+def layer_norm(x, w, b):
+    return F.layer_norm(x, (x.shape[-1],), w, b)
+
+
+def softmax(x):
+    return torch.softmax(x, -1)
+
+
+def rms_norm(x, w):
+    return x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + 1e-6) * w
+
+
+def bias_gelu_residual(x, b, r):
+    return F.gelu(x + b) + r
+
+
+def softmax_cross_entropy(logits, target):
+    return F.cross_entropy(logits, target)
+
+
+def column_sum(x):
+    return x.sum(0)
+
+
+def transpose_add(x, y):
+    return x + y.t()
+
+
+def f32(*s):
+    return torch.randn(*s)
+
+
+# name -> (fn, inputs, bytes that must move)
+def cases():
+    n = R * C * 4
+    return {
+        "layer_norm": (layer_norm, (f32(R, C), f32(C), f32(C)), 2 * n),
+        "softmax": (softmax, (f32(R, C),), 2 * n),
+        "rms_norm": (rms_norm, (f32(R, C), f32(C)), 2 * n),
+        "bias_gelu_residual": (bias_gelu_residual, (f32(R, C), f32(C), f32(R, C)), 3 * n),
+        "softmax_cross_entropy": (softmax_cross_entropy,
+                                  (f32(R, C), torch.randint(0, C, (R,))), n),
+        "column_sum": (column_sum, (f32(R, C),), n),
+        "transpose_add": (transpose_add, (f32(4096, 4096), f32(4096, 4096)),
+                          3 * 4096 * 4096 * 4),
+    }
+
+
+def copy_bandwidth(nbytes, seconds):
+    """Bytes per second of a 2-thread copy moving nbytes (read + write)."""
+    src = torch.empty(nbytes // 8, dtype=torch.float32).normal_()
+    dst = torch.empty_like(src)
+    t = benchlib.time_calls(lambda: dst.copy_(src), min_seconds=seconds)
+    return nbytes / t
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--only", default="")
+    ap.add_argument("--seconds", type=float, default=3.0)
+    args = ap.parse_args()
+    torch.set_num_threads(2)
+    torch.manual_seed(0)
+    all_cases = cases()
+    names = [n for n in all_cases if not args.only or n in args.only.split(",")]
+    rows, effs = [], []
+    with benchlib.Daemon() as d, torch.no_grad():
+        for name in names:
+            fn, inputs, nbytes = all_cases[name]
+            bw = copy_bandwidth(nbytes, args.seconds / 2)
+            cf = compiled.compile(fn, inputs, server=d.address)
+            ref = fn(*inputs)
+            out = cf(*inputs)
+            # both against float64: a sum accumulated more accurately than
+            # eager's must not count as wrong
+            exact = fn(*[i.double() if i.is_floating_point() else i for i in inputs]).float()
+            err = ((out - exact).abs().max() / exact.abs().max().clamp_min(1e-12)).item()
+            err_eager = ((ref - exact).abs().max() / exact.abs().max().clamp_min(1e-12)).item()
+            if err > max(1e-5, 10 * err_eager):
+                raise SystemExit(f"{name}: compiled result is off by {err:.2e} "
+                                 f"(eager: {err_eager:.2e})")
+            eager_s, comp_s = benchlib.interleaved([lambda: fn(*inputs), lambda: cf(*inputs)],
+                                                   seconds=args.seconds)
+            bound = nbytes / bw
+            eff = bound / comp_s
+            effs.append(eff)
+            s = cf.summary()
+            rows.append([name, f"{nbytes / 2**20:.0f}", f"{bw / 1e9:.1f}", f"{bound * 1e3:.2f}",
+                         f"{eager_s * 1e3:.2f}", f"{comp_s * 1e3:.2f}", f"{bound / eager_s:.2f}",
+                         f"{eff:.2f}", f"{eager_s / comp_s:.2f}x",
+                         f"{s.get('kernels', 0)}/{s.get('extern', 0)}/{s.get('fallback', 0)}"])
+            print(f"  {name}: {eff:.2f} of the bound", file=sys.stderr, flush=True)
+    print(benchlib.table(rows, ["case", "MiB moved", "copy GB/s", "bound ms", "eager ms",
+                                "compiled ms", "eager eff", "compiled eff", "speedup",
+                                "kernels/extern/fallback"]))
+    print(f"geomean efficiency of compiled programs: {benchlib.geomean(effs):.2f} of the "
+          f"copy-bandwidth bound (target 0.70)")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,198 @@
+#!/usr/bin/env python3
+"""compiled vs eager PyTorch on models: `make bench-models`.
+
+Not a test. Starts a daemon with an empty cache, and for each case (eval
+mode, torch.no_grad(), torch.set_num_threads(2), as users run inference):
+
+- compiles it with compiled.compile and times the first call (capture,
+  compile on the daemon, load, run);
+- checks the compiled result against eager (tolerance printed on failure);
+- times eager and compiled calls interleaved in the same process (median);
+- measures the peak resident memory of each in a fresh process (the rise
+  over the RSS once the model and inputs exist, see bench/benchlib.py);
+- prints eager ms, compiled ms, speedup, first-call time, peak RSS of both,
+  and what the program is made of (generated kernels, library calls,
+  fallbacks), then the geometric mean speedup.
+
+Run from the repository root after `make`:
+
+    /usr/bin/python3 bench/models.py [--only NAME,...] [--seconds S]
+"""
+
+import argparse
+import math
+import os
+import sys
+import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import benchlib  # noqa: E402
+
+import torch  # noqa: E402
+
+import compiled  # noqa: E402
+
+
+# ---- the cases: name -> builder() returning (callable, inputs) ----
+
+class RMSNormSiLU(torch.nn.Module):
+    """x * rsqrt(mean(x^2) + eps) * w, then SiLU (LLaMA-style blocks)."""
+
+    def __init__(self, d):
+        super().__init__()
+        self.w = torch.nn.Parameter(torch.randn(d))
+
+    def forward(self, x):
+        y = x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + 1e-6) * self.w
+        return torch.nn.functional.silu(y)
+
+
+class LayerNormGELU(torch.nn.Module):
+    """LayerNorm -> Linear -> GELU (a transformer MLP's first half)."""
+
+    def __init__(self, d, h):
+        super().__init__()
+        self.ln = torch.nn.LayerNorm(d)
+        self.fc = torch.nn.Linear(d, h)
+
+    def forward(self, x):
+        return torch.nn.functional.gelu(self.fc(self.ln(x)))
+
+
+class Attention(torch.nn.Module):
+    """Scaled dot-product attention over (B, heads, T, d) q, k, v."""
+
+    def forward(self, q, k, v):
+        s = q @ k.transpose(-2, -1) / math.sqrt(q.shape[-1])
+        return torch.softmax(s, -1) @ v
+
+
+def softmax_ce(logits, target):
+    return torch.nn.functional.cross_entropy(logits, target)
+
+
+def tv(name, batch):
+    import torchvision
+    m = getattr(torchvision.models, name)().eval()
+    return m, (torch.randn(batch, 3, 224, 224),)
+
+
+CASES = {
+    "mlp": lambda: (torch.nn.Sequential(torch.nn.Linear(1024, 4096), torch.nn.GELU(),
+                                        torch.nn.Linear(4096, 1024)).eval(),
+                    (torch.randn(256, 1024),)),
+    "layernorm_gelu": lambda: (LayerNormGELU(768, 3072).eval(), (torch.randn(16, 256, 768),)),
+    "attention": lambda: (Attention(), tuple(torch.randn(8, 12, 256, 64) for _ in range(3))),
+    "transformer_layer": lambda: (torch.nn.TransformerEncoderLayer(
+        512, 8, 2048, batch_first=True).eval(), (torch.randn(16, 128, 512),)),
+    "resnet18": lambda: tv("resnet18", 8),
+    "mobilenet_v2": lambda: tv("mobilenet_v2", 8),
+    "softmax_ce": lambda: (softmax_ce, (torch.randn(4096, 8192),
+                                        torch.randint(0, 8192, (4096,)))),
+    "rmsnorm_silu": lambda: (RMSNormSiLU(2048).eval(), (torch.randn(16, 512, 2048),)),
+    "densenet121": lambda: tv("densenet121", 2),
+    "efficientnet_b0": lambda: tv("efficientnet_b0", 8),
+}
+
+
+def build(name):
+    torch.manual_seed(0)
+    return CASES[name]()
+
+
+# ---- one case in a fresh process: peak memory ----
+
+def memory_main(name, mode, server):
+    torch.set_num_threads(2)
+    state = {}
+
+    def setup():
+        state["model"], state["inputs"] = build(name)
+
+    def run(_):
+        with torch.no_grad():
+            if mode == "compiled":
+                if "cf" not in state:
+                    state["cf"] = compiled.compile(state["model"], state["inputs"],
+                                                   server=server)
+                out = state["cf"](*state["inputs"])
+            else:
+                out = state["model"](*state["inputs"])
+        del out
+
+    peak, base = benchlib.measure_peak(setup, run)
+    print(json_line({"peak_mib": peak, "base_mib": base}))
+
+
+def json_line(d):
+    import json
+    return json.dumps(d)
+
+
+# ---- the benchmark ----
+
+def compare(out, ref):
+    outs = out if isinstance(out, (tuple, list)) else (out,)
+    refs = ref if isinstance(ref, (tuple, list)) else (ref,)
+    worst = 0.0
+    for o, r in zip(outs, refs):
+        if isinstance(r, torch.Tensor):
+            err = (o.double() - r.double()).abs().max().item() if r.numel() else 0.0
+            scale = r.double().abs().max().item() if r.numel() else 1.0
+            worst = max(worst, err / max(scale, 1e-12))
+    return worst
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--only", default="")
+    ap.add_argument("--seconds", type=float, default=4.0)
+    ap.add_argument("--no-memory", action="store_true")
+    ap.add_argument("--memory-case", help=argparse.SUPPRESS)
+    ap.add_argument("--mode", help=argparse.SUPPRESS)
+    ap.add_argument("--server", help=argparse.SUPPRESS)
+    args = ap.parse_args()
+    if args.memory_case:
+        memory_main(args.memory_case, args.mode, args.server)
+        return
+    torch.set_num_threads(2)
+    names = [n for n in CASES if not args.only or n in args.only.split(",")]
+    rows, speedups = [], []
+    print(f"torch {torch.__version__}, {torch.get_num_threads()} threads; "
+          f"BLAS: {'OpenBLAS' if 'openblas' in open('/proc/self/maps').read() else 'other'}")
+    with benchlib.Daemon() as d:
+        for name in names:
+            model, inputs = build(name)
+            with torch.no_grad():
+                ref = model(*inputs)
+                t0 = time.perf_counter()
+                cf = compiled.compile(model, inputs, server=d.address)
+                out = cf(*inputs)
+                first = time.perf_counter() - t0
+                err = compare(out, ref)
+                eager_s, comp_s = benchlib.interleaved(
+                    [lambda: model(*inputs), lambda: cf(*inputs)], seconds=args.seconds)
+            s = cf.summary()
+            speed = eager_s / comp_s
+            speedups.append(speed)
+            mem_e = mem_c = float("nan")
+            if not args.no_memory:
+                mem_e = benchlib.subprocess_json([__file__, "--memory-case", name, "--mode",
+                                                  "eager"])["peak_mib"]
+                mem_c = benchlib.subprocess_json([__file__, "--memory-case", name, "--mode",
+                                                  "compiled", "--server", d.address])["peak_mib"]
+            rows.append([name, f"{eager_s * 1e3:.2f}", f"{comp_s * 1e3:.2f}", f"{speed:.2f}x",
+                         f"{first:.2f}", f"{mem_e:.0f}", f"{mem_c:.0f}",
+                         f"{s.get('kernels', 0)}/{s.get('extern', 0)}/{s.get('fallback', 0)}",
+                         f"{err:.1e}", s.get("runs", "?")])
+            print(f"  {name}: {speed:.2f}x", file=sys.stderr, flush=True)
+            del cf, model, inputs, out, ref
+    print(benchlib.table(rows, ["case", "eager ms", "compiled ms", "speedup", "first call s",
+                                "eager peak MiB", "compiled peak MiB",
+                                "kernels/extern/fallback", "max rel err", "runs"]))
+    print(f"geomean speedup: {benchlib.geomean(speedups):.2f}x over {len(speedups)} cases; "
+          f"slowest {min(speedups):.2f}x")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,529 @@
+"""Run native programs: generated kernels in a shared object, ATen calls for
+library operators and fallbacks, one arena per call (docs/artifact.md,
+"Native programs").
+
+A native program computes the same function as the artifact's ATen
+program: same inputs, same outputs in the same layout. So the mutation and
+aliasing epilogue of :mod:`compiled.runtime` applies to it unchanged, and
+:func:`build` reuses the runtime's code generator for the input checks and
+the epilogue, generating only the body differently:
+
+- the shared object is written to a private file (mode 0600, in a private
+  directory), loaded with ``ctypes`` once per artifact key and process, and
+  the file is removed at once; its runtime libraries (OpenMP, SLEEF) and the
+  CPU features it was built for are checked first;
+- each call takes an *arena* from the program's pool (or makes one): a
+  uint8 tensor of ``memory_plan.arena_bytes`` with the views the ATen calls
+  need precomputed, and its own pointer table (so concurrent calls from
+  several threads never share one). Reusing it across calls is what saves
+  the page faults of fresh allocations; the pool keeps one arena per
+  concurrent call, held as long as the compiled function lives;
+- program outputs are allocated per call with ``torch.empty_strided``
+  (with eager's strides), extern calls write into their planned buffers
+  through ``.out`` overloads, fallback results are dropped after their last
+  use;
+- a segment call passes the pointer table to ``gc_seg<N>``; a non-zero
+  return (an index out of range) raises ``IndexError`` as eager does.
+
+Environment: ``COMPILED_NATIVE=0`` runs ATen programs only;
+``COMPILED_ARENA_REUSE=0`` allocates a fresh arena for every call.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import os
+import platform
+import tempfile
+import threading
+import zlib
+from typing import Any, Dict, List, Optional
+
+import torch
+
+from .errors import ArtifactError
+from .v1 import artifact_pb2
+
+__all__ = ["NativeUnavailable", "available", "build", "cpu_features", "source_of"]
+
+_A = artifact_pb2
+_P = _A.PlacementKind
+
+# The ABI the generated code speaks (compiler/codegen/cgen.h).
+ABI_VERSION = 1
+
+# CPU features each -march level needs (compiler/target.c).
+_LEVELS = {
+    "x86-64": set(),
+    "x86-64-v2": {"sse4.2"},
+    "x86-64-v3": {"sse4.2", "avx", "avx2", "fma", "bmi2"},
+    "x86-64-v4": {"sse4.2", "avx", "avx2", "fma", "bmi2", "avx512f", "avx512bw",
+                  "avx512vl", "avx512dq"},
+}
+
+# /proc/cpuinfo flag -> the feature name the daemon uses.
+_CPUINFO_NAMES = {"sse4_2": "sse4.2", "avx": "avx", "avx2": "avx2", "fma": "fma",
+                  "bmi2": "bmi2", "avx512f": "avx512f", "avx512bw": "avx512bw",
+                  "avx512vl": "avx512vl", "avx512dq": "avx512dq"}
+
+
+class NativeUnavailable(Exception):
+    """This process cannot run an artifact's native code (missing runtime
+    library, CPU without the features it was built for, disabled); the
+    caller runs the ATen program instead."""
+
+
+_cpu: Optional[List[str]] = None
+
+
+def cpu_features() -> List[str]:
+    """This machine's ISA features, named as the daemon names them (what the
+    client sends as its compile target)."""
+    global _cpu
+    if _cpu is None:
+        flags = set()
+        try:
+            with open("/proc/cpuinfo") as f:
+                for line in f:
+                    if line.startswith("flags"):
+                        flags = set(line.split(":", 1)[1].split())
+                        break
+        except OSError:
+            pass
+        _cpu = [name for flag, name in _CPUINFO_NAMES.items() if flag in flags]
+    return _cpu
+
+
+def target_message():
+    """The compile target of this process (arch and ISA features)."""
+    from .v1 import compiled_pb2
+    return compiled_pb2.Target(arch=platform.machine(), isa=cpu_features())
+
+
+def available() -> bool:
+    """False when COMPILED_NATIVE=0."""
+    return os.environ.get("COMPILED_NATIVE", "1") not in ("0", "false", "no")
+
+
+_lib_checked: Dict[str, Optional[str]] = {}
+_libs_lock = threading.Lock()
+_loaded: Dict[str, ctypes.CDLL] = {}
+_private_dir: Optional[str] = None
+
+
+def _check_runtime(code) -> None:
+    for lib in code.runtime_libraries:
+        with _libs_lock:
+            if lib not in _lib_checked:
+                try:
+                    ctypes.CDLL(lib)
+                    _lib_checked[lib] = None
+                except OSError as e:
+                    _lib_checked[lib] = str(e)
+        if _lib_checked[lib] is not None:
+            raise NativeUnavailable(f"the native code needs {lib}, which cannot be "
+                                    f"loaded here ({_lib_checked[lib]}); on Debian, "
+                                    "install libsleef3 and libgomp1")
+    want = _LEVELS.get(code.target)
+    if code.target and want is None:
+        raise NativeUnavailable(f"the native code was built for an unknown target "
+                                f"{code.target!r}")
+    missing = (want or set()) - set(cpu_features())
+    if missing:
+        raise NativeUnavailable(f"the native code was built for {code.target}, and this "
+                                f"CPU lacks {', '.join(sorted(missing))}")
+
+
+def _load_library(key: str, code) -> ctypes.CDLL:
+    """The artifact's shared object, loaded once per key in this process."""
+    global _private_dir
+    with _libs_lock:
+        lib = _loaded.get(key)
+        if lib is not None:
+            return lib
+        if _private_dir is None:
+            _private_dir = tempfile.mkdtemp(prefix="compiled-native-")  # mode 0700
+        fd, path = tempfile.mkstemp(suffix=".so", dir=_private_dir)
+        try:
+            with os.fdopen(fd, "wb") as f:
+                f.write(code.shared_object)
+            lib = ctypes.CDLL(path, mode=os.RTLD_LOCAL)
+        except OSError as e:
+            raise NativeUnavailable(f"cannot load the native code: {e}") from None
+        finally:
+            try:
+                os.unlink(path)
+            except OSError:
+                pass
+        try:
+            abi = lib.gc_abi
+            abi.restype = ctypes.c_int
+            if abi() != ABI_VERSION:
+                raise NativeUnavailable(f"the native code speaks ABI {abi()}, this runtime "
+                                        f"{ABI_VERSION}")
+        except AttributeError:
+            raise NativeUnavailable("the shared object has no gc_abi") from None
+        _loaded[key] = lib
+        return lib
+
+
+def source_of(artifact) -> str:
+    """The generated C of an artifact's native program ("" when none)."""
+    if not artifact.HasField("native_program"):
+        return ""
+    return zlib.decompress(artifact.native_program.source_zlib).decode("utf-8", "replace")
+
+
+class _OutputPool:
+    """Recycled memory for large program outputs.
+
+    A program returns fresh tensors (the caller keeps them), and a fresh
+    large allocation is freshly mapped memory: on these machines that costs
+    about 2 ms per MiB of page faults on first touch, more than computing
+    the output. So outputs of at least MIN_BYTES live in blocks this pool
+    keeps: each output is a numpy view of a block, wrapped by
+    torch.from_numpy; when the last reference to the output's storage dies
+    (the tensor, its views, anything holding its storage), the view dies and
+    a weakref finalizer returns the block. A block is handed out again only
+    then, so a caller never sees its output change. Nothing else in the
+    process is affected (no allocator settings change). Free blocks are kept
+    per size, at most MAX_FREE of each.
+
+    The one difference from eager: such an output's storage cannot be
+    resized in place (Tensor.resize_ to a larger size raises). Set
+    COMPILED_RECYCLE_OUTPUTS=0 to allocate outputs with torch instead.
+    """
+
+    MIN_BYTES = 1 << 20
+    MAX_FREE = 2
+
+    def __init__(self):
+        self.free: Dict[int, List[Any]] = {}
+        self.lock = threading.Lock()
+        import numpy
+        import weakref
+        self.np = numpy
+        self.weakref = weakref
+
+    def _release(self, nbytes, block):
+        with self.lock:
+            blocks = self.free.setdefault(nbytes, [])
+            if len(blocks) < self.MAX_FREE:
+                blocks.append(block)
+
+    def empty_strided(self, size, stride, dtype, nbytes):
+        if nbytes < self.MIN_BYTES:
+            return torch.empty_strided(size, stride, dtype=dtype)
+        nbytes = (nbytes + 63) // 64 * 64
+        with self.lock:
+            blocks = self.free.get(nbytes)
+            block = blocks.pop() if blocks else None
+        if block is None:
+            raw = self.np.empty(nbytes + 64, dtype=self.np.uint8)
+            off = (-raw.ctypes.data) % 64
+            block = raw[off:off + nbytes]
+        view = block[:]  # dies with the output's storage
+        self.weakref.finalize(view, self._release, nbytes, block)
+        flat = torch.from_numpy(view).view(dtype)
+        return flat.as_strided(size, stride)
+
+
+_output_pool: Optional[_OutputPool] = None
+
+
+def _outputs_allocator():
+    """torch.empty_strided, or the recycling pool (the default)."""
+    global _output_pool
+    if os.environ.get("COMPILED_RECYCLE_OUTPUTS", "1") in ("0", "false", "no"):
+        return lambda size, stride, dtype, nbytes: torch.empty_strided(size, stride,
+                                                                        dtype=dtype)
+    if _output_pool is None:
+        try:
+            _output_pool = _OutputPool()
+        except ImportError:  # no numpy: plain allocations
+            return lambda size, stride, dtype, nbytes: torch.empty_strided(
+                size, stride, dtype=dtype)
+    return _output_pool.empty_strided
+
+
+class _Arena:
+    """One call's memory: the arena tensor, its pointer table and the views
+    of it that ATen calls use."""
+    __slots__ = ("buf", "p", "views")
+
+    def __init__(self, nbytes: int, nslots: int, specs):
+        self.buf = torch.empty(max(nbytes, 1), dtype=torch.uint8)
+        self.p = (ctypes.c_void_p * max(nslots, 1))()
+        self.p[0] = self.buf.data_ptr()
+        views = []
+        for dtype, offset, nbytes_v, size, stride, extra in specs:
+            item = torch.empty((), dtype=dtype).element_size()
+            flat = self.buf[offset:offset + max(nbytes_v, item)].view(dtype)
+            views.append(flat.as_strided(size, stride, flat.storage_offset() + extra))
+        self.views = tuple(views)
+
+
+def _bump_version(t: torch.Tensor) -> None:
+    """Moves t's version counter as one in-place write would, without
+    touching its data (the view is empty)."""
+    t.as_strided((0,), (1,)).zero_()
+
+
+def _restride(t: torch.Tensor, size, stride) -> torch.Tensor:
+    """t copied into the layout generated code expects."""
+    if tuple(t.shape) != tuple(size):
+        raise ArtifactError(f"an ATen call returned shape {tuple(t.shape)}, the program "
+                            f"expects {tuple(size)}")
+    return torch.empty_strided(size, stride, dtype=t.dtype).copy_(t)
+
+
+def _index_error():
+    return IndexError("index out of range in self (a gather, embedding or index "
+                      "argument of the compiled program)")
+
+
+def build(gen, artifact) -> Any:
+    """Generates the native body into `gen` (a runtime._Codegen whose inputs
+    are bound) and returns the names of the program outputs. Raises
+    NativeUnavailable when this process cannot run the native code."""
+    np_ = artifact.native_program
+    code = np_.code
+    if not available():
+        raise NativeUnavailable("COMPILED_NATIVE=0")
+    _check_runtime(code)
+    lib = _load_library(artifact.key, code)
+    return _NativeBody(gen, np_, lib).emit()
+
+
+class _NativeBody:
+    """Generates the statements of a native program's body."""
+
+    def __init__(self, gen, np_, lib):
+        self.gen = gen
+        self.np = np_
+        self.lib = lib
+        self.values = np_.values
+        self.places = np_.placements
+        if len(self.places) != len(self.values):
+            raise ArtifactError(f"native program: {len(self.places)} placements for "
+                                f"{len(self.values)} values")
+        self.expr: Dict[int, str] = {}
+        self.arena_specs = []
+        self.arena_names: List[str] = []
+        self.lines = gen.lines
+
+    # -- values ------------------------------------------------------------
+
+    def meta(self, index: int):
+        v = self.values[index]
+        if v.WhichOneof("kind") != "tensor":
+            raise ArtifactError(f"native value {index} is not a tensor")
+        t = v.tensor
+        try:
+            size = tuple(int(s.as_int) for s in t.sizes)
+            stride = tuple(int(s.as_int) for s in t.strides)
+        except Exception:
+            raise ArtifactError(f"native value {index} has symbolic sizes") from None
+        from .runtime import _DTYPES
+        dtype = _DTYPES.get(t.dtype)
+        if dtype is None:
+            raise ArtifactError(f"native value {index}: unknown dtype {t.dtype}")
+        return dtype, size, stride
+
+    def arena_value(self, index: int, base: Optional[int] = None, extra: int = 0) -> str:
+        """A view of the arena (precomputed when the arena is made)."""
+        dtype, size, stride = self.meta(index)
+        root = index if base is None else base
+        pl = self.places[root]
+        _, bsize, bstride = self.meta(root)
+        item = torch.empty((), dtype=dtype).element_size()
+        span = 1 + sum((s - 1) * st for s, st in zip(bsize, bstride) if s > 0)
+        if any(s == 0 for s in bsize):
+            span = 0
+        name = f"_av{len(self.arena_specs)}"
+        self.arena_specs.append((dtype, int(pl.offset), span * item, size, stride, extra))
+        self.arena_names.append(name)
+        return name
+
+    def value(self, index: int, where: str) -> str:
+        if index in self.expr:
+            return self.expr[index]
+        if not 0 <= index < len(self.values):
+            raise ArtifactError(f"{where}: native value {index} out of range")
+        pl = self.places[index]
+        kind = pl.kind
+        if kind == _P.PLACEMENT_INPUT:
+            if not 0 <= pl.index < len(self.gen.input_expr):
+                raise ArtifactError(f"{where}: input {pl.index} out of range")
+            e = self.gen.input_expr[pl.index]
+        elif kind == _P.PLACEMENT_ARENA:
+            e = self.arena_value(index)
+        elif kind == _P.PLACEMENT_VIEW:
+            base = pl.index
+            if not 0 <= base < len(self.values):
+                raise ArtifactError(f"{where}: view of value {base} out of range")
+            if self.places[base].kind == _P.PLACEMENT_ARENA:
+                e = self.arena_value(index, base, int(pl.offset))
+            else:
+                _, size, stride = self.meta(index)
+                b = self.value(base, where)
+                self.gen.globals["_as_strided"] = torch.as_strided
+                e = f"_as_strided({b}, {size!r}, {stride!r}, {b}.storage_offset() + {int(pl.offset)})"
+                return e  # made at each use (cheap; never cached across frees)
+        elif kind == _P.PLACEMENT_OUTPUT or kind == _P.PLACEMENT_RESULT:
+            raise ArtifactError(f"{where}: native value {index} is read before it exists")
+        else:
+            v = self.values[index]
+            vk = v.WhichOneof("kind")
+            if vk in ("tensors", "optional_tensors"):
+                items = getattr(v, vk).items
+                return "[" + ", ".join("None" if i == -1 else self.value(i, where)
+                                       for i in items) + "]"
+            return self.gen.native_literal(v, vk) if vk else "None"
+        self.expr[index] = e
+        return e
+
+    # -- pointer slots -----------------------------------------------------
+
+    def fill_slots(self, indices) -> None:
+        for i, v in enumerate(self.np.slots):
+            if i and v in indices:
+                self.lines.append(f"    _P[{i}] = {self.value(v, f'slot {i}')}.data_ptr()")
+
+    # -- the body ------------------------------------------------------------
+
+    def emit(self) -> List[str]:
+        np_ = self.np
+        g = self.gen
+        g.globals["_new_output"] = _outputs_allocator()
+        g.globals["_index_error"] = _index_error
+        for i, sym in enumerate(np_.code.entry_symbols):
+            fn = getattr(self.lib, sym)
+            fn.argtypes = [ctypes.c_void_p]
+            fn.restype = ctypes.c_int
+            g.globals[f"_seg{i}"] = fn
+        pool: List[_Arena] = []
+        g.globals["_pool"] = pool
+        head = len(self.lines)
+        self.lines.append("try:")
+        self.lines.append("    _A = _pool.pop()")
+        self.lines.append("except IndexError:")
+        self.lines.append("    _A = _new_arena()")
+        self.lines.append("try:")
+        self.lines.append("    _P = _A.p")
+        unpack_at = len(self.lines)
+        # inputs and outputs fill their slots first
+        ready = set()
+        for i, v in enumerate(np_.inputs):
+            if self.places[v].kind == _P.PLACEMENT_INPUT:
+                ready.add(v)
+        for v in range(len(self.places)):
+            if self.places[v].kind == _P.PLACEMENT_OUTPUT:
+                dtype, size, stride = self.meta(v)
+                name = f"o{v}"
+                item = torch.empty((), dtype=dtype).element_size()
+                span = 0 if 0 in size else \
+                    1 + sum((s - 1) * st for s, st in zip(size, stride))
+                self.lines.append(f"    {name} = _new_output({size!r}, {stride!r}, "
+                                  f"{g.obj(dtype)}, {span * item})")
+                self.expr[v] = name
+                ready.add(v)
+        self.fill_slots(ready)
+        for n, ins in enumerate(np_.instructions):
+            kind = ins.WhichOneof("kind")
+            if kind == "segment":
+                if not 0 <= ins.segment < len(np_.code.entry_symbols):
+                    raise ArtifactError(f"native instruction {n}: segment {ins.segment} "
+                                        "out of range")
+                self.lines.append(f"    if _seg{ins.segment}(_P):")
+                self.lines.append("        raise _index_error()")
+            elif kind == "kernel":
+                made = self.call(n, ins.kernel)
+                self.fill_slots(made)
+            elif kind == "free":
+                names = [self.expr.pop(v) for v in ins.free.items if v in self.expr]
+                if names:
+                    self.lines.append(f"    del {', '.join(names)}")
+            else:
+                raise ArtifactError(f"native instruction {n}: unknown kind {kind!r}")
+        # Generated kernels write mutated inputs directly; torch's version
+        # counter must still move (autograd and tests check it): an in-place
+        # op on an empty view shares the counter and touches no data.
+        for i, info in enumerate(g.program.input_info):
+            if info.mutation_type == _A.MUTATION_TYPE_MUTATED_IN_GRAPH and \
+                    i < len(g.input_expr):
+                g.globals["_bump"] = _bump_version
+                self.lines.append(f"    _bump({g.input_expr[i]})")
+        outs = [self.value(v, f"program output {i}") for i, v in enumerate(np_.outputs)]
+        self.lines.append("finally:")
+        self.lines.append("    _pool.append(_A)" if _reuse() else "    pass")
+        if self.arena_names:
+            names = ", ".join(self.arena_names) + ("," if len(self.arena_names) == 1 else "")
+            self.lines.insert(unpack_at, f"    {names} = _A.views")
+        specs = tuple(self.arena_specs)
+        nbytes = int(np_.memory_plan.arena_bytes)
+        nslots = len(np_.slots)
+        g.globals["_new_arena"] = lambda: _Arena(nbytes, nslots, specs)
+        del head
+        return outs
+
+    def call(self, n: int, k) -> set:
+        """A kernel call; returns the values it made."""
+        g = self.gen
+        where = f"native instruction {n}"
+        ops = self.np.operators
+        if not 0 <= k.op < len(ops):
+            raise ArtifactError(f"{where}: operator {k.op} out of range")
+        op = g.native_op(k.op, ops[k.op])
+        args = []
+        for a in k.args:
+            e = self.value(a.value, f"{where}, argument {a.name!r}")
+            args.append(f"{a.name}={e}" if a.keyword else e)
+        call = f"{op}({', '.join(args)})"
+        targets, made = [], set()
+        for o in k.outputs:
+            if o == -1:
+                targets.append("_")
+                continue
+            if not 0 <= o < len(self.values):
+                raise ArtifactError(f"{where}: output {o} out of range")
+            pl = self.places[o]
+            v = self.values[o]
+            vk = v.WhichOneof("kind")
+            if vk == "tensors":
+                names = []
+                for item in v.tensors.items:
+                    if item == -1:
+                        names.append("_")
+                    else:
+                        self.expr[item] = f"v{item}"
+                        names.append(f"v{item}")
+                        made.add(item)
+                targets.append("[" + ", ".join(names) + "]")
+            elif pl.kind == _P.PLACEMENT_RESULT:
+                self.expr[o] = f"v{o}"
+                targets.append(f"v{o}")
+                made.add(o)
+            else:
+                targets.append("_")  # an out= buffer: it already exists
+        comment = f"  # {ops[k.op].name}"
+        if all(t == "_" for t in targets):
+            self.lines.append(f"    {call}{comment}")
+        elif len(targets) == 1:
+            self.lines.append(f"    {targets[0]} = {call}{comment}")
+        else:
+            self.lines.append(f"    [{', '.join(targets)}] = {call}{comment}")
+        # Generated code reads results with the strides eager produced; an
+        # ATen call that lays its result out differently here is re-laid.
+        slots = set(self.np.slots)
+        for v in sorted(made):
+            if v in slots and self.values[v].WhichOneof("kind") == "tensor":
+                _, size, stride = self.meta(v)
+                g.globals["_restride"] = _restride
+                self.lines.append(f"    if v{v}.stride() != {stride!r} or v{v}.shape != {size!r}:")
+                self.lines.append(f"        v{v} = _restride(v{v}, {size!r}, {stride!r})")
+        return made
+
+
+def _reuse() -> bool:
+    return os.environ.get("COMPILED_ARENA_REUSE", "1") not in ("0", "false", "no")

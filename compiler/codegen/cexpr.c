@@ -1,0 +1,516 @@
+/*
+ * cexpr.c: scalar expressions as C. See cexpr.h.
+ *
+ * Semantics kept exactly as PyTorch's CPU kernels define them:
+ *   - maximum/minimum (and max/min reductions) propagate NaN; fmax/fmin
+ *     let it lose and, of two equal values (0.0, -0.0), return the first,
+ *     as ATen and glibc do;
+ *   - integer shifts reduce the count modulo the promoted type's width, as
+ *     ATen 1.13's kernels do on x86; integer fmod is C's % (lowering only
+ *     divides integers by a known nonzero number);
+ *   - floor division and remainder of floats follow Python (the sign of
+ *     the divisor), with ATen's rounding fix-up;
+ *   - a float converted to uint8 goes through int64 (c10's
+ *     static_cast_with_inter_type), to bool through != 0;
+ *   - round is half-to-even (nearbyint under the default rounding mode);
+ *   - rsqrt is 1 / sqrt(x) and sigmoid 1 / (1 + exp(-x)), as ATen computes
+ *     them.
+ * Transcendental functions are the C library's names; the prelude declares
+ * them `simd`, so gcc's vectorizer calls SLEEF's vector versions (through
+ * the GNU vector ABI that libsleefgnuabi implements) in vectorized loops.
+ */
+#include "compiler/codegen/cexpr.h"
+
+#include <inttypes.h>
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+
+const char *cx_ctype(gc_dtype d) {
+  switch (d) {
+  case GC_DTYPE_FLOAT32:
+    return "float";
+  case GC_DTYPE_FLOAT64:
+    return "double";
+  case GC_DTYPE_INT64:
+    return "int64_t";
+  case GC_DTYPE_INT32:
+    return "int32_t";
+  case GC_DTYPE_INT16:
+    return "int16_t";
+  case GC_DTYPE_INT8:
+    return "int8_t";
+  case GC_DTYPE_UINT8:
+  case GC_DTYPE_BOOL:
+    return "uint8_t";
+  default:
+    return "void";
+  }
+}
+
+static bool is_f(gc_dtype d) {
+  return d == GC_DTYPE_FLOAT32 || d == GC_DTYPE_FLOAT64;
+}
+
+char *cx_literal(gc_arena *a, double f, int64_t i, gc_dtype d) {
+  if (!is_f(d)) {
+    if (d == GC_DTYPE_BOOL)
+      return gc_arena_printf(a, "%d", i != 0);
+    if (i == INT64_MIN)
+      return gc_arena_strdup(a, "INT64_MIN");
+    return gc_arena_printf(a, "%" PRId64 "%s", i,
+                           d == GC_DTYPE_INT64 ? "LL" : "");
+  }
+  bool fl = d == GC_DTYPE_FLOAT32;
+  if (isnan(f))
+    return gc_arena_strdup(a, fl ? "NAN" : "((double)NAN)");
+  if (isinf(f))
+    return gc_arena_printf(a, "%s%s", f < 0 ? "-" : "",
+                           fl ? "INFINITY" : "((double)INFINITY)");
+  char num[64];
+  snprintf(num, sizeof num, fl ? "%.9g" : "%.17g", f);
+  if (!strpbrk(num, ".e"))
+    strcat(num, ".0");
+  return gc_arena_printf(a, "%s%s", num, fl ? "f" : "");
+}
+
+const char *cx_reduction_init(gc_arena *a, ir_reduction r, gc_dtype d) {
+  switch (r) {
+  case IR_RED_SUM:
+  case IR_RED_ANY:
+  case IR_RED_WELFORD:
+    return cx_literal(a, 0, 0, d);
+  case IR_RED_PROD:
+  case IR_RED_ALL:
+    return cx_literal(a, 1, 1, d);
+  case IR_RED_MAX:
+  case IR_RED_ARGMAX:
+    if (is_f(d))
+      return cx_literal(a, -INFINITY, 0, d);
+    return d == GC_DTYPE_UINT8   ? "0"
+           : d == GC_DTYPE_INT8  ? "INT8_MIN"
+           : d == GC_DTYPE_INT16 ? "INT16_MIN"
+           : d == GC_DTYPE_INT32 ? "INT32_MIN"
+                                 : "INT64_MIN";
+  case IR_RED_MIN:
+  case IR_RED_ARGMIN:
+    if (is_f(d))
+      return cx_literal(a, INFINITY, 0, d);
+    return d == GC_DTYPE_UINT8   ? "UINT8_MAX"
+           : d == GC_DTYPE_INT8  ? "INT8_MAX"
+           : d == GC_DTYPE_INT16 ? "INT16_MAX"
+           : d == GC_DTYPE_INT32 ? "INT32_MAX"
+                                 : "INT64_MAX";
+  }
+  return "0";
+}
+
+/* ---- the prelude ---- */
+
+static const char prelude[] =
+    "#include <math.h>\n"
+    "#include <stdint.h>\n"
+    "#include <omp.h>\n"
+    "\n"
+    "/* Vector math: gcc vectorizes calls to functions declared simd, calling\n"
+    " * the GNU vector ABI variants (_ZGVdN8v_expf, ...), which SLEEF's\n"
+    " * libsleefgnuabi provides (1-ulp accuracy, IEEE special values). */\n"
+    "#define GC_SIMD __attribute__((simd(\"notinbranch\")))\n"
+    "#define GC_MATH(n) GC_SIMD float n##f(float); GC_SIMD double n(double);\n"
+    "#define GC_MATH2(n) GC_SIMD float n##f(float, float); "
+    "GC_SIMD double n(double, double);\n"
+    "GC_MATH(exp) GC_MATH(exp2) GC_MATH(expm1) GC_MATH(log) GC_MATH(log2)\n"
+    "GC_MATH(log10) GC_MATH(log1p) GC_MATH(sin) GC_MATH(cos) GC_MATH(tan)\n"
+    "GC_MATH(asin) GC_MATH(acos) GC_MATH(atan) GC_MATH(sinh) GC_MATH(cosh)\n"
+    "GC_MATH(tanh) GC_MATH(asinh) GC_MATH(acosh) GC_MATH(atanh) GC_MATH(erf)\n"
+    "GC_MATH(erfc) GC_MATH(cbrt) GC_MATH(lgamma)\n"
+    "GC_MATH2(pow) GC_MATH2(atan2) GC_MATH2(hypot) GC_MATH2(fmod)\n"
+    "\n"
+    "/* Python's floor division and modulo of integers (b != 0). */\n"
+    "static inline int64_t gc_floordiv(int64_t a, int64_t b) {\n"
+    "  int64_t q = a / b;\n"
+    "  return (a % b != 0 && ((a < 0) != (b < 0))) ? q - 1 : q;\n"
+    "}\n"
+    "static inline int64_t gc_mod(int64_t a, int64_t b) {\n"
+    "  int64_t r = a % b;\n"
+    "  return (r != 0 && ((r < 0) != (b < 0))) ? r + b : r;\n"
+    "}\n"
+    "static inline int64_t gc_min(int64_t a, int64_t b) { return a < b ? a : "
+    "b; }\n"
+    "static inline int64_t gc_max(int64_t a, int64_t b) { return a > b ? a : "
+    "b; }\n"
+    "\n"
+    "/* torch.maximum/minimum: NaN wins (C's fmax/fmin let it lose). */\n"
+    "#define GC_MAXIMUM(a, b) (((a) > (b) || (a) != (a)) ? (a) : (b))\n"
+    "#define GC_MINIMUM(a, b) (((a) < (b) || (a) != (a)) ? (a) : (b))\n"
+    "/* torch.fmax/fmin: NaN loses; of equal values (0.0 and -0.0) the first\n"
+    " * wins, as in ATen's loops and glibc (a plain blend, so it vectorizes). "
+    "*/\n"
+    "#define GC_FMAX(a, b) (((a) < (b) || (a) != (a)) ? (b) : (a))\n"
+    "#define GC_FMIN(a, b) (((a) > (b) || (a) != (a)) ? (b) : (a))\n"
+    "\n"
+    "/* Floor division and remainder of floats, as ATen's div_floor_floating\n"
+    " * and remainder: the sign of the divisor, rounded like Python. */\n"
+    "#define GC_FLOORDIV(T, S, M)                                           "
+    "\\\n"
+    "  static inline T gc_floordiv##S(T a, T b) {                            "
+    "\\\n"
+    "    if (b == 0) return a / b;                                          "
+    "\\\n"
+    "    T m = fmod##M(a, b), d = (a - m) / b;                               "
+    "\\\n"
+    "    if (m != 0 && ((b < 0) != (m < 0))) d -= 1;                         "
+    "\\\n"
+    "    if (d == 0) return copysign##M(0, a / b);                           "
+    "\\\n"
+    "    T f = floor##M(d);                                                  "
+    "\\\n"
+    "    return d - f > (T)0.5 ? f + 1 : f;                                  "
+    "\\\n"
+    "  }                                                                     "
+    "\\\n"
+    "  static inline T gc_rem##S(T a, T b) {                                 "
+    "\\\n"
+    "    T m = fmod##M(a, b);                                                "
+    "\\\n"
+    "    return (m != 0 && ((b < 0) != (m < 0))) ? m + b : m;                "
+    "\\\n"
+    "  }\n"
+    "GC_FLOORDIV(float, f, f)\n"
+    "GC_FLOORDIV(double, d, )\n"
+    "\n";
+
+const char *cx_prelude(void) {
+  return prelude;
+}
+
+/* ---- the memo of a loop body ---- */
+
+void cx_reset(cx *c) {
+  if (c->cap)
+    memset(c->keys, 0, c->cap * sizeof *c->keys);
+  c->n = 0;
+}
+
+static const char **memo_slot(cx *c, const ir_expr *e) {
+  if ((c->n + 1) * 2 > c->cap) {
+    size_t cap = c->cap ? c->cap * 2 : 256;
+    const ir_expr **k = gc_arena_calloc(c->ir->a, cap, sizeof *k);
+    const char **v = gc_arena_calloc(c->ir->a, cap, sizeof *v);
+    if (!k || !v)
+      return NULL;
+    for (size_t i = 0; i < c->cap; i++) {
+      if (!c->keys[i])
+        continue;
+      size_t j = (size_t)c->keys[i]->id & (cap - 1);
+      while (k[j])
+        j = (j + 1) & (cap - 1);
+      k[j] = c->keys[i];
+      v[j] = c->names[i];
+    }
+    c->keys = k;
+    c->names = v;
+    c->cap = cap;
+  }
+  size_t j = (size_t)e->id & (c->cap - 1);
+  while (c->keys[j] && c->keys[j] != e)
+    j = (j + 1) & (c->cap - 1);
+  if (!c->keys[j]) {
+    c->keys[j] = e;
+    c->names[j] = NULL;
+    c->n++;
+  }
+  return &c->names[j];
+}
+
+/* ---- spelling ---- */
+
+static const char *fn_name(ir_op op) {
+  switch (op) {
+  case IR_EXP:
+    return "exp";
+  case IR_EXP2:
+    return "exp2";
+  case IR_EXPM1:
+    return "expm1";
+  case IR_LOG:
+    return "log";
+  case IR_LOG2:
+    return "log2";
+  case IR_LOG10:
+    return "log10";
+  case IR_LOG1P:
+    return "log1p";
+  case IR_SQRT:
+    return "sqrt";
+  case IR_CBRT:
+    return "cbrt";
+  case IR_SIN:
+    return "sin";
+  case IR_COS:
+    return "cos";
+  case IR_TAN:
+    return "tan";
+  case IR_ASIN:
+    return "asin";
+  case IR_ACOS:
+    return "acos";
+  case IR_ATAN:
+    return "atan";
+  case IR_SINH:
+    return "sinh";
+  case IR_COSH:
+    return "cosh";
+  case IR_TANH:
+    return "tanh";
+  case IR_ASINH:
+    return "asinh";
+  case IR_ACOSH:
+    return "acosh";
+  case IR_ATANH:
+    return "atanh";
+  case IR_ERF:
+    return "erf";
+  case IR_ERFC:
+    return "erfc";
+  case IR_LGAMMA:
+    return "lgamma";
+  case IR_CEIL:
+    return "ceil";
+  case IR_FLOOR:
+    return "floor";
+  case IR_ROUND:
+    return "nearbyint";
+  case IR_TRUNC:
+    return "trunc";
+  case IR_POW:
+    return "pow";
+  case IR_ATAN2:
+    return "atan2";
+  case IR_HYPOT:
+    return "hypot";
+  case IR_COPYSIGN:
+    return "copysign";
+  case IR_FMOD:
+    return "fmod";
+  default:
+    return NULL;
+  }
+}
+
+static bool vector_math(ir_op op) {
+  switch (op) {
+  case IR_SQRT:
+  case IR_CEIL:
+  case IR_FLOOR:
+  case IR_ROUND:
+  case IR_TRUNC:
+  case IR_COPYSIGN:
+    return false; /* gcc vectorizes these itself */
+  default:
+    return fn_name(op) != NULL;
+  }
+}
+
+/* Shifts of integers as ATen 1.13's CPU kernels do them: a << b is
+ * (unsigned)a << b and a >> b arithmetic, in C's promoted type (int for
+ * types narrower than int), and the count is not checked, so x86 reduces
+ * it modulo the promoted type's width (1 << 70 is 64 for int64). The mask
+ * makes that explicit, which also keeps the C defined. */
+static int shift_mask(gc_dtype d) {
+  return gc_dtype_size(d) == 8 ? 63 : 31;
+}
+
+static const char *shift_type(gc_dtype d) {
+  return gc_dtype_size(d) == 8 ? "uint64_t" : "uint32_t";
+}
+
+/* The C expression of operation e applied to the named operands. */
+static char *spell(cx *c, const ir_expr *e, const char *a, const char *b,
+                   const char *x) {
+  gc_arena *ar = c->ir->a;
+  gc_dtype d = e->dtype;
+  gc_dtype ad = e->args[0] ? e->args[0]->dtype : d;
+  const char *sfx = ad == GC_DTYPE_FLOAT32 ? "f" : "";
+  const char *one = ad == GC_DTYPE_FLOAT32 ? "1.0f" : "1.0";
+  switch (e->op) {
+  case IR_CAST:
+    if (d == GC_DTYPE_BOOL)
+      return gc_arena_printf(ar, "(uint8_t)(%s != 0)", a);
+    if (d == GC_DTYPE_UINT8 && is_f(ad))
+      return gc_arena_printf(ar, "(uint8_t)(int64_t)%s", a);
+    return gc_arena_printf(ar, "(%s)%s", cx_ctype(d), a);
+  case IR_NEG:
+    return gc_arena_printf(ar, "(-%s)", a);
+  case IR_ABS:
+    if (is_f(ad))
+      return gc_arena_printf(ar, "fabs%s(%s)", sfx, a);
+    return gc_arena_printf(ar, "(%s < 0 ? -%s : %s)", a, a, a);
+  case IR_RSQRT:
+    return gc_arena_printf(ar, "(%s / sqrt%s(%s))", one, sfx, a);
+  case IR_RECIP:
+    return gc_arena_printf(ar, "(%s / %s)", one, a);
+  case IR_SIGMOID:
+    c->vector_math = true;
+    return gc_arena_printf(ar, "(%s / (%s + exp%s(-%s)))", one, one, sfx, a);
+  case IR_ISNAN:
+    return gc_arena_printf(ar, "(%s != %s)", a, a);
+  case IR_ISINF:
+    return gc_arena_printf(ar, "(isinf(%s) != 0)", a);
+  case IR_SIGNBIT:
+    return gc_arena_printf(ar, "(signbit(%s) != 0)", a);
+  case IR_NOT:
+    return gc_arena_printf(ar, "(!%s)", a);
+  case IR_BNOT:
+    return ad == GC_DTYPE_BOOL
+               ? gc_arena_printf(ar, "(!%s)", a)
+               : gc_arena_printf(ar, "(%s)(~%s)", cx_ctype(d), a);
+  case IR_ADD:
+    return d == GC_DTYPE_BOOL ? gc_arena_printf(ar, "(%s | %s)", a, b)
+                              : gc_arena_printf(ar, "(%s + %s)", a, b);
+  case IR_SUB:
+    return gc_arena_printf(ar, "(%s - %s)", a, b);
+  case IR_MUL:
+    return d == GC_DTYPE_BOOL ? gc_arena_printf(ar, "(%s & %s)", a, b)
+                              : gc_arena_printf(ar, "(%s * %s)", a, b);
+  case IR_DIV:
+    return gc_arena_printf(ar, "(%s / %s)", a, b);
+  case IR_FLOORDIV:
+    return is_f(d) ? gc_arena_printf(ar, "gc_floordiv%s(%s, %s)",
+                                     ad == GC_DTYPE_FLOAT32 ? "f" : "d", a, b)
+                   : gc_arena_printf(ar, "(%s)gc_floordiv(%s, %s)", cx_ctype(d),
+                                     a, b);
+  case IR_MOD:
+    return is_f(d)
+               ? gc_arena_printf(ar, "gc_rem%s(%s, %s)",
+                                 ad == GC_DTYPE_FLOAT32 ? "f" : "d", a, b)
+               : gc_arena_printf(ar, "(%s)gc_mod(%s, %s)", cx_ctype(d), a, b);
+  case IR_MAXIMUM:
+    return gc_arena_printf(ar, "GC_MAXIMUM(%s, %s)", a, b);
+  case IR_MINIMUM:
+    return gc_arena_printf(ar, "GC_MINIMUM(%s, %s)", a, b);
+  case IR_EQ:
+    return gc_arena_printf(ar, "(%s == %s)", a, b);
+  case IR_NE:
+    return gc_arena_printf(ar, "(%s != %s)", a, b);
+  case IR_LT:
+    return gc_arena_printf(ar, "(%s < %s)", a, b);
+  case IR_LE:
+    return gc_arena_printf(ar, "(%s <= %s)", a, b);
+  case IR_GT:
+    return gc_arena_printf(ar, "(%s > %s)", a, b);
+  case IR_GE:
+    return gc_arena_printf(ar, "(%s >= %s)", a, b);
+  case IR_AND:
+    return gc_arena_printf(ar, "(%s && %s)", a, b);
+  case IR_OR:
+    return gc_arena_printf(ar, "(%s || %s)", a, b);
+  case IR_XOR:
+    return gc_arena_printf(ar, "((%s != 0) != (%s != 0))", a, b);
+  case IR_BAND:
+    return gc_arena_printf(ar, "(%s & %s)", a, b);
+  case IR_BOR:
+    return gc_arena_printf(ar, "(%s | %s)", a, b);
+  case IR_BXOR:
+    return gc_arena_printf(ar, "(%s ^ %s)", a, b);
+  case IR_SHL: /* ATen 1.13: the count wraps as x86 does (see above) */
+    return gc_arena_printf(ar, "(%s)((%s)%s << (%s & %d))", cx_ctype(d),
+                           shift_type(d), a, b, shift_mask(d));
+  case IR_SHR:
+    return gc_arena_printf(ar, "(%s)(%s >> (%s & %d))", cx_ctype(d), a, b,
+                           shift_mask(d));
+  case IR_FMOD:
+    if (!is_f(d)) /* integers: C's %, sign of the dividend (b != 0) */
+      return gc_arena_printf(ar, "(%s)(%s %% %s)", cx_ctype(d), a, b);
+    break;
+  case IR_FMAX:
+  case IR_FMIN:
+    return gc_arena_printf(ar, "GC_%s(%s, %s)",
+                           e->op == IR_FMAX ? "FMAX" : "FMIN", a, b);
+  case IR_WHERE:
+    return gc_arena_printf(ar, "(%s ? %s : %s)", a, b, x);
+  default:
+    break;
+  }
+  const char *f = fn_name(e->op);
+  if (!f)
+    return NULL;
+  if (vector_math(e->op))
+    c->vector_math = true;
+  if (ir_op_arity(e->op) == 2)
+    return gc_arena_printf(ar, "%s%s(%s, %s)", f, sfx, a, b);
+  return gc_arena_printf(ar, "%s%s(%s)", f, sfx, a);
+}
+
+static void indent(cx *c) {
+  for (int i = 0; i < c->indent; i++)
+    gc_buf_puts(c->out, " ");
+}
+
+const char *cx_emit(cx *c, const ir_expr *e) {
+  gc_arena *ar = c->ir->a;
+  if (!e)
+    return "0 /* missing */";
+  if (e->op == IR_CONST)
+    return cx_literal(ar, e->k.f, e->k.i, e->dtype);
+  const char **slot = memo_slot(c, e);
+  if (!slot)
+    return "0 /* out of memory */";
+  if (*slot)
+    return *slot; /* cppcheck-suppress identicalInnerCondition */
+  if (c->depth > 5000)
+    return "0 /* too deep */";
+  c->depth++;
+  char *val = NULL;
+  switch (e->op) {
+  case IR_LOAD: {
+    const char *l = c->local ? c->local(c, e, c->local_ctx) : NULL;
+    val = l ? (char *)l
+            : gc_arena_printf(ar, "b%d[%s]", e->load.buf->id,
+                              gc_sym_str(&c->ir->sym, e->load.index));
+    break;
+  }
+  case IR_INDEX:
+    val = gc_arena_printf(ar, "(%s)%s", cx_ctype(e->dtype),
+                          gc_sym_str(&c->ir->sym, e->index));
+    break;
+  case IR_GATHER: {
+    /* the data index, wrapped and clamped; out of range flags the kernel */
+    const char *i = cx_emit(c, e->args[0]);
+    int t = (*c->next_temp)++;
+    long long n = (long long)e->load.size;
+    indent(c);
+    if (e->load.wrap)
+      gc_buf_printf(c->out, "const int64_t w%d = %s < 0 ? %s + %lld : %s;\n", t,
+                    i, i, n, i);
+    else
+      gc_buf_printf(c->out, "const int64_t w%d = %s;\n", t, i);
+    indent(c);
+    gc_buf_printf(
+        c->out, "const int64_t g%d = w%d < 0 ? 0 : w%d >= %lld ? %lld : w%d;\n",
+        t, t, t, n, n - 1, t);
+    indent(c);
+    gc_buf_printf(c->out, "gc_err |= g%d != w%d;\n", t, t);
+    val = gc_arena_printf(ar, "b%d[%s + %lld*g%d]", e->load.buf->id,
+                          gc_sym_str(&c->ir->sym, e->load.index),
+                          (long long)e->load.stride, t);
+    break;
+  }
+  default: {
+    const char *a[3] = {NULL, NULL, NULL};
+    for (int i = 0; i < ir_op_arity(e->op); i++)
+      a[i] = cx_emit(c, e->args[i]);
+    val = spell(c, e, a[0], a[1], a[2]);
+    if (!val)
+      val = gc_arena_printf(ar, "0 /* %s? */", ir_op_name(e->op));
+  }
+  }
+  c->depth--;
+  const char *name = gc_arena_printf(ar, "t%d", (*c->next_temp)++);
+  indent(c);
+  gc_buf_printf(c->out, "const %s %s = %s;\n", cx_ctype(e->dtype), name, val);
+  slot = memo_slot(c, e); /* the table may have grown */
+  if (slot)
+    *slot = name;
+  return name;
+}

@@ -1,0 +1,1010 @@
+/*
+ * cgen.c: a schedule as one C translation unit. See cgen.h for the calling
+ * convention.
+ *
+ * What a loop kernel looks like:
+ *
+ *   static void k3_native_layer_norm(const float *restrict b0, ...) {
+ *     #pragma omp parallel for schedule(static)      (outer dims, if big)
+ *     for (int64_t x12 = 0; x12 < 10; x12++) {
+ *       // stage 0: reduce (welford) over [x13 < 16]
+ *       ... accumulators; loops; const float r5_0 = ...;
+ *       // stage 1: pointwise over [x14 < 16]
+ *       #pragma omp simd
+ *       for (int64_t x14 = 0; x14 < 16; x14++) { temporaries; stores }
+ *     }
+ *   }
+ *
+ * Reductions accumulate in the innermost loop under `omp simd reduction`
+ * (so gcc vectorizes them without -ffast-math), float32 sums in blocks of
+ * CG_SUM_BLOCK elements whose float partial sums are added in double, Welford
+ * in blocks of CG_WELFORD_BLOCK elements (block sum, then the block's squared
+ * deviations from its mean, merged with Chan's formula), max/min with a
+ * separate NaN flag so NaN propagates. argmax/argmin are scalar loops (NaN
+ * is the maximum, ties keep the first index). A kernel with no outer loop
+ * and one big reduction stage splits the reduction between threads, each
+ * with its own partial result, combined in thread order afterwards (the
+ * result depends on the thread count, not on timing).
+ *
+ * Kernels whose work is below PARALLEL_MIN elements run on the calling
+ * thread: an OpenMP fork costs microseconds.
+ */
+#include "compiler/codegen/cgen.h"
+
+#include <stdio.h>
+#include <string.h>
+
+#include "compiler/codegen/cexpr.h"
+#include "compiler/codegen/cgen_internal.h"
+
+#define PARALLEL_MIN 32768
+
+/* Does e read a buffer through a data index (IR_GATHER)? */
+static int is_gather(const ir_expr *e, void *unused) {
+  (void)unused;
+  return e->op == IR_GATHER;
+}
+
+bool cg__has_gather(const ir_expr *e) {
+  return ir_expr_walk(e, is_gather, NULL) != 0; /* too deep: check anyway */
+}
+
+gc_arena *cg__arena(cg *g) {
+  return g->ir->a;
+}
+
+void cg__line(cg *g, int ind, const char *fmt, ...) {
+  for (int i = 0; i < ind; i++)
+    gc_buf_puts(&g->out, " ");
+  va_list ap;
+  va_start(ap, fmt);
+  gc_buf_vprintf(&g->out, fmt, ap);
+  va_end(ap);
+  gc_buf_puts(&g->out, "\n");
+}
+
+const char *cg__sym(cg *g, const gc_sym *e) {
+  return gc_sym_str(&g->ir->sym, e);
+}
+
+/* ---- comments ---- */
+
+char *gc_c_comment_text(gc_arena *a, const char *text, size_t max) {
+  size_t n = text ? strlen(text) : 0;
+  if (n > max)
+    n = max;
+  char *o = gc_arena_alloc(a, n * 4 + 8);
+  if (!o)
+    return NULL;
+  size_t j = 0;
+  for (size_t i = 0; i < n; i++) {
+    unsigned char ch = (unsigned char)text[i];
+    if (ch == '*' && i + 1 < n && text[i + 1] == '/') {
+      o[j++] = '*';
+      o[j++] = ' ';
+      continue;
+    }
+    if (ch == '/' && i + 1 < n && text[i + 1] == '*') {
+      o[j++] = '/';
+      o[j++] = ' ';
+      continue;
+    }
+    if (ch >= 0x20 && ch < 0x7f && ch != '\\' && ch != '?') {
+      o[j++] = (char)ch;
+    } else {
+      snprintf(o + j, 5, "\\x%02x", ch);
+      j += 4;
+    }
+  }
+  if (text && strlen(text) > max) {
+    memcpy(o + j, "...", 3);
+    j += 3;
+  }
+  o[j] = '\0';
+  return o;
+}
+
+/* "%f49 = aten::native_layer_norm" of graph node i, escaped. */
+static const char *gnode_text(cg *g, int id) {
+  const gc_graph *gr = g->ir->g;
+  if (!gr || id < 0 || id >= gr->nnodes)
+    return "?";
+  const gc_node *n = &gr->nodes[id];
+  char tmp[300];
+  snprintf(tmp, sizeof tmp, "%%%s = %s", n->label ? n->label : "?",
+           n->target ? n->target : "?");
+  return gc_c_comment_text(cg__arena(g), tmp, 120);
+}
+
+/* ---- locals: loads that never read memory ---- */
+
+int cg__which_out(const ir_node *w, const ir_buf *b) {
+  return b == w->out ? 0 : b == w->out2 ? 1 : 2;
+}
+
+static const char *local_load(cx *c, const ir_expr *ld, void *ctx) {
+  cg *g = ctx;
+  const ir_buf *b = ld->load.buf;
+  if (!g->s->local[b->id])
+    return NULL;
+  const ir_node *w = b->def;
+  if (w->kind == IR_REDUCTION)
+    return g->lane ? gc_arena_printf(cg__arena(g), "r%d_%d[%s]", w->id,
+                                     cg__which_out(w, b), g->lane)
+                   : gc_arena_printf(cg__arena(g), "r%d_%d", w->id,
+                                     cg__which_out(w, b));
+  return cx_emit(c, g->s->place[w->id].body);
+}
+
+/* ---- kernel parameters ---- */
+
+static void cg__add_param(cg *g, params *p, ir_buf *b, bool write) {
+  if (!b || g->s->local[b->id])
+    return;
+  for (int i = 0; i < p->n; i++)
+    if (p->bufs[i] == b) {
+      p->written[i] |= write;
+      return;
+    }
+  if (p->n == p->cap) {
+    int cap = p->cap ? p->cap * 2 : 16;
+    ir_buf **nb = gc_arena_calloc(cg__arena(g), (size_t)cap, sizeof *nb);
+    bool *nw = gc_arena_calloc(cg__arena(g), (size_t)cap, sizeof *nw);
+    if (!nb || !nw)
+      return;
+    if (p->n) {
+      memcpy(nb, p->bufs, (size_t)p->n * sizeof *nb);
+      memcpy(nw, p->written, (size_t)p->n * sizeof *nw);
+    }
+    p->bufs = nb;
+    p->written = nw;
+    p->cap = cap;
+  }
+  p->bufs[p->n] = b;
+  p->written[p->n] = write;
+  p->n++;
+}
+
+typedef struct loadparams {
+  cg *g;
+  params *p;
+} loadparams;
+
+static int param_load(const ir_expr *e, void *ctx) {
+  const loadparams *l = ctx;
+  if (ir_reads_buffer(e))
+    cg__add_param(l->g, l->p, e->load.buf, false);
+  return 0;
+}
+
+void cg__kernel_params(cg *g, const sc_kernel *k, params *p) {
+  for (int i = 0; i < k->nnodes; i++) {
+    const ir_node *n = k->nodes[i];
+    cg__add_param(g, p, n->out, true);
+    cg__add_param(g, p, n->out2, true);
+    cg__add_param(g, p, n->out3, true);
+  }
+  for (int i = 0; i < k->nnodes; i++) {
+    loadparams l = {g, p};
+    ir_expr_walk(g->s->place[k->nodes[i]->id].body, param_load, &l);
+  }
+  /* by buffer id: a deterministic signature */
+  for (int i = 1; i < p->n; i++) {
+    ir_buf *b = p->bufs[i];
+    bool w = p->written[i];
+    int j = i - 1;
+    while (j >= 0 && p->bufs[j]->id > b->id) {
+      p->bufs[j + 1] = p->bufs[j];
+      p->written[j + 1] = p->written[j];
+      j--;
+    }
+    p->bufs[j + 1] = b;
+    p->written[j + 1] = w;
+  }
+}
+
+/* ---- loops ---- */
+
+void cg__open_loop(cg *g, int ind, const sc_dim *d, const char *lo,
+                   const char *hi) {
+  const char *v = cg__sym(g, d->var);
+  if (lo)
+    cg__line(g, ind, "for (int64_t %s = %s; %s < %s; %s++) {", v, lo, v, hi, v);
+  else
+    cg__line(g, ind, "for (int64_t %s = 0; %s < %lld; %s++) {", v, v,
+             (long long)d->size, v);
+}
+
+/* ---- pointwise stages ---- */
+
+static void emit_stores(cg *g, const sc_stage *st, int ind) {
+  g->x.indent = ind;
+  for (int i = 0; i < st->nnodes; i++) {
+    const ir_node *n = st->nodes[i];
+    const sc_place *pl = &g->s->place[n->id];
+    const char *v = cx_emit(&g->x, pl->body);
+    if (!g->s->local[n->out->id])
+      cg__line(g, ind, "b%d[%s] = %s;", n->out->id, cg__sym(g, pl->store), v);
+  }
+}
+
+/* A pointwise stage; `lo0`/`hi0` restrict its outermost dim (NULL: all);
+ * `par` puts the OpenMP worksharing on its outermost loop. */
+static void pointwise_stage(cg *g, const sc_stage *st, int ind, bool par) {
+  int nd = st->ndims;
+  for (int i = 0; i < nd; i++) {
+    if (i == nd - 1)
+      cg__line(g, ind, "%s%s",
+               par && nd == 1 ? "#pragma omp parallel for simd schedule(static)"
+                              : "#pragma omp simd",
+               g->chk ? " reduction(|:gc_err)" : "");
+    else if (i == 0 && par)
+      cg__line(g, ind, "#pragma omp parallel for schedule(static)%s",
+               g->chk ? " reduction(|:gc_err)" : "");
+    cg__open_loop(g, ind, &st->dims[i], NULL, NULL);
+    ind += 2;
+  }
+  cx_reset(&g->x);
+  emit_stores(g, st, ind);
+  for (int i = nd - 1; i >= 0; i--)
+    cg__line(g, ind -= 2, "}");
+}
+
+/* ---- reduction stages ---- */
+
+bool cg__float32_sum(const ir_node *n) {
+  return n->red == IR_RED_SUM && n->out->dtype == GC_DTYPE_FLOAT32;
+}
+
+const char *cg__acc_type(const ir_node *n) {
+  if (cg__float32_sum(n) || n->red == IR_RED_WELFORD)
+    return "double";
+  if (n->red == IR_RED_SUM && n->out->dtype != GC_DTYPE_FLOAT64)
+    return "int64_t";
+  return cx_ctype(n->red == IR_RED_ARGMAX || n->red == IR_RED_ARGMIN
+                      ? n->out2->dtype
+                      : n->out->dtype);
+}
+
+/* Value dtype a reduction reads (the body's). */
+gc_dtype cg__val_dtype(const cg *g, const ir_node *n) {
+  return g->s->place[n->id].body->dtype;
+}
+
+bool cg__is_float(gc_dtype d) {
+  return d == GC_DTYPE_FLOAT32 || d == GC_DTYPE_FLOAT64;
+}
+
+/* Declares the accumulators of n ("a<id>", "a<id>_n" ...). */
+static void declare_acc(cg *g, const ir_node *n, int ind, const char *sfx) {
+  int id = n->id;
+  gc_dtype vd = cg__val_dtype(g, n);
+  switch (n->red) {
+  case IR_RED_WELFORD:
+    cg__line(g, ind,
+             "double a%d_mean%s = 0, a%d_m2%s = 0; int64_t a%d_n%s = 0;", id,
+             sfx, id, sfx, id, sfx);
+    break;
+  case IR_RED_ARGMAX:
+  case IR_RED_ARGMIN:
+    cg__line(g, ind, "%s a%d_v%s = %s; int64_t a%d_i%s = 0;", cx_ctype(vd), id,
+             sfx, cx_reduction_init(cg__arena(g), n->red, vd), id, sfx);
+    break;
+  default:
+    cg__line(g, ind, "%s a%d%s = %s;", cg__acc_type(n), id, sfx,
+             cx_reduction_init(cg__arena(g), n->red, vd));
+    if ((n->red == IR_RED_MAX || n->red == IR_RED_MIN) && cg__is_float(vd))
+      cg__line(g, ind, "int a%d_nan%s = 0;", id, sfx);
+  }
+}
+
+/* The innermost loop's reduction clauses (NULL when it cannot be simd). */
+static const char *simd_clauses(cg *g, const sc_stage *st, bool second) {
+  char buf[1024] = "";
+  size_t len = 0;
+  for (int i = 0; i < st->nnodes; i++) {
+    const ir_node *n = st->nodes[i];
+    int id = n->id;
+    if (n->red == IR_RED_ARGMAX || n->red == IR_RED_ARGMIN)
+      return NULL;
+    if (second && n->red != IR_RED_WELFORD)
+      continue;
+    const char *c = NULL;
+    switch (n->red) {
+    case IR_RED_SUM:
+      c = gc_arena_printf(cg__arena(g), " reduction(+:%s%d)",
+                          cg__float32_sum(n) ? "p" : "a", id);
+      break;
+    case IR_RED_PROD:
+      c = gc_arena_printf(cg__arena(g), " reduction(*:a%d)", id);
+      break;
+    case IR_RED_MAX:
+    case IR_RED_MIN:
+      c = gc_arena_printf(
+          cg__arena(g), " reduction(%s:a%d)%s",
+          n->red == IR_RED_MAX ? "max" : "min", id,
+          cg__is_float(cg__val_dtype(g, n))
+              ? gc_arena_printf(cg__arena(g), " reduction(|:a%d_nan)", id)
+              : "");
+      break;
+    case IR_RED_ANY:
+      c = gc_arena_printf(cg__arena(g), " reduction(|:a%d)", id);
+      break;
+    case IR_RED_ALL:
+      c = gc_arena_printf(cg__arena(g), " reduction(&:a%d)", id);
+      break;
+    case IR_RED_WELFORD:
+      c = gc_arena_printf(cg__arena(g), " reduction(+:%s%d)",
+                          second ? "wq" : "ws", id);
+      break;
+    default:
+      break;
+    }
+    if (c && len + strlen(c) < sizeof buf) {
+      memcpy(buf + len, c, strlen(c) + 1);
+      len += strlen(c);
+    }
+  }
+  return gc_arena_strdup(cg__arena(g), buf);
+}
+
+/* The flat index of the current point of a reduction's inner space. */
+const char *cg__flat_index(cg *g, const sc_stage *st) {
+  gc_sym *e = gc_sym_const(&g->ir->sym, 0);
+  int64_t m = 1;
+  for (int i = st->ndims - 1; i >= 0; i--) {
+    e = gc_sym_add(&g->ir->sym, e,
+                   gc_sym_scale(&g->ir->sym, st->dims[i].var, m));
+    m *= st->dims[i].size;
+  }
+  return cg__sym(g, e);
+}
+
+/* The updates of the innermost loop's body (first pass; `second`: the
+ * Welford deviations pass). */
+static void update_accs(cg *g, const sc_stage *st, int ind, bool second) {
+  g->x.indent = ind;
+  for (int i = 0; i < st->nnodes; i++) {
+    const ir_node *n = st->nodes[i];
+    int id = n->id;
+    if (second && n->red != IR_RED_WELFORD)
+      continue;
+    const char *v = cx_emit(&g->x, g->s->place[id].body);
+    bool fl = cg__is_float(cg__val_dtype(g, n));
+    switch (n->red) {
+    case IR_RED_SUM:
+      cg__line(g, ind, "%s%d += %s;", cg__float32_sum(n) ? "p" : "a", id, v);
+      break;
+    case IR_RED_PROD:
+      cg__line(g, ind, "a%d *= %s;", id, v);
+      break;
+    case IR_RED_MAX:
+    case IR_RED_MIN:
+      cg__line(g, ind, "a%d = %s %s a%d ? %s : a%d;", id, v,
+               n->red == IR_RED_MAX ? ">" : "<", id, v, id);
+      if (fl)
+        cg__line(g, ind, "a%d_nan |= %s != %s;", id, v, v);
+      break;
+    case IR_RED_ANY:
+      cg__line(g, ind, "a%d |= (%s != 0);", id, v);
+      break;
+    case IR_RED_ALL:
+      cg__line(g, ind, "a%d &= (%s != 0);", id, v);
+      break;
+    case IR_RED_ARGMAX:
+    case IR_RED_ARGMIN:
+      if (fl)
+        cg__line(
+            g, ind,
+            "if (%s %s a%d_v || (%s != %s && a%d_v == a%d_v)) { a%d_v = %s; "
+            "a%d_i = %s; }",
+            v, n->red == IR_RED_ARGMAX ? ">" : "<", id, v, v, id, id, id, v, id,
+            cg__flat_index(g, st));
+      else
+        cg__line(g, ind, "if (%s %s a%d_v) { a%d_v = %s; a%d_i = %s; }", v,
+                 n->red == IR_RED_ARGMAX ? ">" : "<", id, id, v, id,
+                 cg__flat_index(g, st));
+      break;
+    case IR_RED_WELFORD:
+      if (!second)
+        cg__line(g, ind, "ws%d += %s;", id, v);
+      else
+        cg__line(g, ind, "{ const %s d = %s - wm%d; wq%d += d * d; }",
+                 cx_ctype(cg__val_dtype(g, n)), v, id, id);
+      break;
+    }
+  }
+}
+
+/* Whether the innermost loop needs blocks (float32 sums, Welford). */
+static int64_t block_of(const sc_stage *st) {
+  int64_t b = 0;
+  for (int i = 0; i < st->nnodes; i++) {
+    const ir_node *n = st->nodes[i];
+    int64_t want = n->red == IR_RED_WELFORD ? CG_WELFORD_BLOCK
+                   : cg__float32_sum(n)     ? CG_SUM_BLOCK
+                                            : 0;
+    if (want && (!b || want < b))
+      b = want;
+  }
+  return b;
+}
+
+/* The innermost loop of a reduction stage over [lo, hi) of dim d. */
+static void reduce_innermost(cg *g, const sc_stage *st, const sc_dim *d,
+                             int ind, const char *lo, const char *hi) {
+  int64_t blk = block_of(st);
+  const char *v = cg__sym(g, d->var);
+  const char *loe = lo ? lo : "0";
+  const char *hie =
+      hi ? hi : gc_arena_printf(cg__arena(g), "%lld", (long long)d->size);
+  bool blocked = blk && (lo || d->size > blk);
+  const char *blo = loe, *bhi = hie;
+  if (blocked) {
+    cg__line(g, ind, "for (int64_t %s_b = %s; %s_b < %s; %s_b += %lld) {", v,
+             loe, v, hie, v, (long long)blk);
+    ind += 2;
+    cg__line(g, ind,
+             "const int64_t %s_e = %s_b + %lld < %s ? %s_b + %lld : %s;", v, v,
+             (long long)blk, hie, v, (long long)blk, hie);
+    blo = gc_arena_printf(cg__arena(g), "%s_b", v);
+    bhi = gc_arena_printf(cg__arena(g), "%s_e", v);
+  } else {
+    cg__line(g, ind, "{"); /* a scope for the block's partials */
+    ind += 2;
+  }
+  /* block partials */
+  for (int i = 0; i < st->nnodes; i++) {
+    const ir_node *n = st->nodes[i];
+    if (cg__float32_sum(n))
+      cg__line(g, ind, "float p%d = 0;", n->id);
+    if (n->red == IR_RED_WELFORD)
+      cg__line(g, ind, "%s ws%d = 0, wq%d = 0;", cx_ctype(cg__val_dtype(g, n)),
+               n->id, n->id);
+  }
+  const char *clauses = simd_clauses(g, st, false);
+  if (clauses)
+    cg__line(g, ind, "#pragma omp simd%s%s", clauses,
+             g->chk ? " reduction(|:gc_err)" : "");
+  cg__line(g, ind, "for (int64_t %s = %s; %s < %s; %s++) {", v, blo, v, bhi, v);
+  cx_reset(&g->x);
+  update_accs(g, st, ind + 2, false);
+  cg__line(g, ind, "}");
+  bool welford = false;
+  for (int i = 0; i < st->nnodes; i++)
+    welford |= st->nodes[i]->red == IR_RED_WELFORD;
+  if (welford) {
+    cg__line(g, ind, "const int64_t wn = %s - %s;", bhi, blo);
+    for (int i = 0; i < st->nnodes; i++)
+      if (st->nodes[i]->red == IR_RED_WELFORD)
+        cg__line(g, ind, "const %s wm%d = ws%d / (%s)wn;",
+                 cx_ctype(cg__val_dtype(g, st->nodes[i])), st->nodes[i]->id,
+                 st->nodes[i]->id, cx_ctype(cg__val_dtype(g, st->nodes[i])));
+    const char *c2 = simd_clauses(g, st, true);
+    if (c2)
+      cg__line(g, ind, "#pragma omp simd%s%s", c2,
+               g->chk ? " reduction(|:gc_err)" : "");
+    cg__line(g, ind, "for (int64_t %s = %s; %s < %s; %s++) {", v, blo, v, bhi,
+             v);
+    cx_reset(&g->x);
+    update_accs(g, st, ind + 2, true);
+    cg__line(g, ind, "}");
+  }
+  for (int i = 0; i < st->nnodes; i++) {
+    const ir_node *n = st->nodes[i];
+    int id = n->id;
+    if (cg__float32_sum(n))
+      cg__line(g, ind, "a%d += p%d;", id, id);
+    if (n->red == IR_RED_WELFORD) {
+      /* Chan et al.: merge (n, mean, m2) with the block's */
+      cg__line(g, ind,
+               "{ const int64_t nn = a%d_n + wn; const double dl = "
+               "(double)wm%d - a%d_mean;",
+               id, id, id);
+      cg__line(g, ind, "  a%d_mean += dl * (double)wn / (double)nn;", id);
+      cg__line(
+          g, ind,
+          "  a%d_m2 += (double)wq%d + dl * dl * (double)a%d_n * (double)wn "
+          "/ (double)nn; a%d_n = nn; }",
+          id, id, id, id);
+    }
+  }
+  cg__line(g, ind - 2, "}");
+}
+
+/* Loops of a reduction stage; the outermost dim restricted to [lo, hi)
+ * when lo is not NULL. */
+static void reduce_loops(cg *g, const sc_stage *st, int ind, const char *lo,
+                         const char *hi) {
+  int nd = st->ndims;
+  if (nd == 0) { /* a single element: the body itself */
+    sc_dim one = {1, gc_sym_newvar(&g->ir->sym, "z", 0, 0)};
+    cg__line(g, ind, "{");
+    cg__line(g, ind + 2, "const int64_t %s = 0; (void)%s;", cg__sym(g, one.var),
+             cg__sym(g, one.var));
+    sc_stage s1 = *st;
+    s1.dims = &one;
+    s1.ndims = 1;
+    reduce_innermost(g, &s1, &one, ind + 2, NULL, NULL);
+    cg__line(g, ind, "}");
+    return;
+  }
+  for (int i = 0; i < nd - 1; i++) {
+    cg__open_loop(g, ind, &st->dims[i], i == 0 ? lo : NULL, i == 0 ? hi : NULL);
+    ind += 2;
+  }
+  reduce_innermost(g, st, &st->dims[nd - 1], ind, nd == 1 ? lo : NULL,
+                   nd == 1 ? hi : NULL);
+  for (int i = nd - 2; i >= 0; i--)
+    cg__line(g, ind -= 2, "}");
+}
+
+/* Final values r<id>_<which> and stores of a reduction stage's nodes. */
+static void finish_accs(cg *g, const sc_stage *st, int ind) {
+  for (int i = 0; i < st->nnodes; i++) {
+    const ir_node *n = st->nodes[i];
+    int id = n->id;
+    const sc_place *pl = &g->s->place[id];
+    const char *t0 = cx_ctype(n->out->dtype);
+    switch (n->red) {
+    case IR_RED_WELFORD:
+      cg__line(g, ind, "const %s r%d_0 = (%s)a%d_mean;", t0, id, t0, id);
+      if (n->out2)
+        cg__line(g, ind, "const %s r%d_1 = (%s)a%d_m2;",
+                 cx_ctype(n->out2->dtype), id, cx_ctype(n->out2->dtype), id);
+      if (n->out3)
+        cg__line(g, ind, "const %s r%d_2 = (%s)a%d_n;",
+                 cx_ctype(n->out3->dtype), id, cx_ctype(n->out3->dtype), id);
+      break;
+    case IR_RED_ARGMAX:
+    case IR_RED_ARGMIN:
+      cg__line(g, ind, "const int64_t r%d_0 = a%d_i;", id, id);
+      cg__line(g, ind, "const %s r%d_1 = a%d_v;", cx_ctype(n->out2->dtype), id,
+               id);
+      break;
+    case IR_RED_MAX:
+    case IR_RED_MIN:
+      if (cg__is_float(cg__val_dtype(g, n))) {
+        cg__line(g, ind, "const %s r%d_0 = a%d_nan ? %s : a%d;", t0, id, id,
+                 n->out->dtype == GC_DTYPE_FLOAT32 ? "NAN" : "((double)NAN)",
+                 id);
+        break;
+      }
+      /* fall through */
+    default:
+      cg__line(g, ind, "const %s r%d_0 = (%s)a%d;", t0, id, t0, id);
+    }
+    ir_buf *outs[3] = {n->out, n->out2, n->out3};
+    for (int o = 0; o < 3; o++)
+      if (outs[o] && !g->s->local[outs[o]->id])
+        cg__line(g, ind, "b%d[%s] = r%d_%d;", outs[o]->id,
+                 cg__sym(g, pl->store), id, o);
+  }
+}
+
+static void reduction_stage(cg *g, const sc_stage *st, int ind) {
+  for (int i = 0; i < st->nnodes; i++)
+    declare_acc(g, st->nodes[i], ind, "");
+  reduce_loops(g, st, ind, NULL, NULL);
+  finish_accs(g, st, ind);
+}
+
+/* ---- a big reduction with no outer loop: per-thread partials ---- */
+
+static bool combinable(const sc_stage *st) {
+  for (int i = 0; i < st->nnodes; i++)
+    if (st->nodes[i]->red == IR_RED_ARGMAX ||
+        st->nodes[i]->red == IR_RED_ARGMIN)
+      return false;
+  return st->ndims > 0;
+}
+
+static void parallel_reduction(cg *g, const sc_stage *st, int ind) {
+  cg__line(g, ind, "int gc_nt = omp_get_max_threads();");
+  cg__line(g, ind, "if (gc_nt > %d) gc_nt = %d;", CG_MAX_THREADS,
+           CG_MAX_THREADS);
+  for (int i = 0; i < st->nnodes; i++) {
+    const ir_node *n = st->nodes[i];
+    int id = n->id;
+    if (n->red == IR_RED_WELFORD)
+      cg__line(g, ind, "double pm%d[%d], pq%d[%d]; int64_t pn%d[%d];", id,
+               CG_MAX_THREADS, id, CG_MAX_THREADS, id, CG_MAX_THREADS);
+    else
+      cg__line(g, ind, "%s pa%d[%d]; int pnan%d[%d];", cg__acc_type(n), id,
+               CG_MAX_THREADS, id, CG_MAX_THREADS);
+  }
+  cg__line(g, ind, "int gc_used = 1;");
+  cg__line(g, ind, "#pragma omp parallel num_threads(gc_nt)%s",
+           g->chk ? " reduction(|:gc_err)" : "");
+  cg__line(g, ind, "{");
+  int in = ind + 2;
+  cg__line(g, in,
+           "const int gc_t = omp_get_thread_num(), gc_n = "
+           "omp_get_num_threads();");
+  cg__line(g, in, "if (gc_t == 0) gc_used = gc_n;");
+  int64_t s0 = st->dims[0].size;
+  cg__line(g, in,
+           "const int64_t gc_lo = %lldLL * gc_t / gc_n, gc_hi = %lldLL * "
+           "(gc_t + 1) / gc_n;",
+           (long long)s0, (long long)s0);
+  for (int i = 0; i < st->nnodes; i++)
+    declare_acc(g, st->nodes[i], in, "");
+  reduce_loops(g, st, in, "gc_lo", "gc_hi");
+  for (int i = 0; i < st->nnodes; i++) {
+    const ir_node *n = st->nodes[i];
+    int id = n->id;
+    if (n->red == IR_RED_WELFORD)
+      cg__line(g, in,
+               "pm%d[gc_t] = a%d_mean; pq%d[gc_t] = a%d_m2; pn%d[gc_t] = "
+               "a%d_n;",
+               id, id, id, id, id, id);
+    else
+      cg__line(g, in, "pa%d[gc_t] = a%d; pnan%d[gc_t] = %s;", id, id, id,
+               (n->red == IR_RED_MAX || n->red == IR_RED_MIN) &&
+                       cg__is_float(cg__val_dtype(g, n))
+                   ? gc_arena_printf(cg__arena(g), "a%d_nan", id)
+                   : "0");
+  }
+  cg__line(g, ind, "}");
+  /* combine in thread order */
+  for (int i = 0; i < st->nnodes; i++)
+    declare_acc(g, st->nodes[i], ind, "");
+  cg__line(g, ind, "for (int gc_t = 0; gc_t < gc_used; gc_t++) {");
+  for (int i = 0; i < st->nnodes; i++) {
+    const ir_node *n = st->nodes[i];
+    int id = n->id;
+    switch (n->red) {
+    case IR_RED_SUM:
+      cg__line(g, ind + 2, "a%d += pa%d[gc_t];", id, id);
+      break;
+    case IR_RED_PROD:
+      cg__line(g, ind + 2, "a%d *= pa%d[gc_t];", id, id);
+      break;
+    case IR_RED_MAX:
+    case IR_RED_MIN:
+      cg__line(g, ind + 2, "a%d = pa%d[gc_t] %s a%d ? pa%d[gc_t] : a%d;", id,
+               id, n->red == IR_RED_MAX ? ">" : "<", id, id, id);
+      if (cg__is_float(cg__val_dtype(g, n)))
+        cg__line(g, ind + 2, "a%d_nan |= pnan%d[gc_t];", id, id);
+      break;
+    case IR_RED_ANY:
+      cg__line(g, ind + 2, "a%d |= pa%d[gc_t];", id, id);
+      break;
+    case IR_RED_ALL:
+      cg__line(g, ind + 2, "a%d &= pa%d[gc_t];", id, id);
+      break;
+    case IR_RED_WELFORD:
+      cg__line(g, ind + 2,
+               "if (pn%d[gc_t]) { const int64_t nn = a%d_n + pn%d[gc_t]; const "
+               "double dl = pm%d[gc_t] - a%d_mean;",
+               id, id, id, id, id);
+      cg__line(g, ind + 2,
+               "  a%d_mean += dl * (double)pn%d[gc_t] / (double)nn;", id, id);
+      cg__line(g, ind + 2,
+               "  a%d_m2 += pq%d[gc_t] + dl * dl * (double)a%d_n * "
+               "(double)pn%d[gc_t] / (double)nn; a%d_n = nn; }",
+               id, id, id, id, id);
+      break;
+    default:
+      break;
+    }
+  }
+  cg__line(g, ind, "}");
+  finish_accs(g, st, ind);
+}
+
+/* ---- kernels ---- */
+
+void cg__kernel_comment(cg *g, const sc_kernel *k) {
+  cg__line(g, 0, "/* %s", k->name);
+  int nseen = 0, *seen = gc_arena_calloc(cg__arena(g), 256, sizeof *seen);
+  for (int i = 0; i < k->nnodes && seen; i++) {
+    const ir_node *n = k->nodes[i];
+    for (int j = 0; j < n->ngnodes; j++) {
+      bool dup = false;
+      for (int q = 0; q < nseen && !dup; q++)
+        dup = seen[q] == n->gnodes[j];
+      if (dup || nseen == 256)
+        continue;
+      seen[nseen++] = n->gnodes[j];
+      cg__line(g, 0, " *   graph node %d: %s", n->gnodes[j],
+               gnode_text(g, n->gnodes[j]));
+    }
+  }
+  char *loops = gc_arena_strdup(cg__arena(g), "");
+  for (int i = 0; i < k->ndims; i++)
+    loops =
+        gc_arena_printf(cg__arena(g), "%s%s%s < %lld", loops, i ? ", " : "",
+                        cg__sym(g, k->dims[i].var), (long long)k->dims[i].size);
+  cg__line(g, 0, " * outer loop [%s]; %d stage%s; work %lld elements */", loops,
+           k->nstages, k->nstages == 1 ? "" : "s", (long long)k->work);
+}
+
+/* ---- identical kernels ----
+ * Models repeat blocks (transformer layers, ResNet stages), and their
+ * kernels differ only in the names codegen invents: buffer parameters
+ * (b12), loop variables (x40), temporaries (t3), accumulators (a2_mean).
+ * Such a kernel is generated once; the others call it. Two kernels are
+ * identical when their text, from the parameter list on, is the same after
+ * renaming each invented name to its order of first appearance (a
+ * consistent renaming of locals and parameters: the same function). Names
+ * are recognized by prefix; a prefix missing from the list only costs a
+ * missed match, never a wrong one, since no C library name starts with one
+ * of these followed by digits. */
+static const char *const invented[] = {
+    "a",  "b",  "g",  "i",  "p",    "r",     "s",    "t",
+    "v",  "w",  "x",  "z",  "pa",   "pm",    "pn",   "pq",
+    "sv", "wm", "wq", "ws", "pnan", "gc_wi", "gc_wn"};
+
+static bool invented_prefix(const char *s, size_t n) {
+  for (size_t i = 0; i < sizeof invented / sizeof invented[0]; i++)
+    if (strlen(invented[i]) == n && !memcmp(invented[i], s, n))
+      return true;
+  return false;
+}
+
+static bool ident_char(char c) {
+  return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') ||
+         (c >= '0' && c <= '9') || c == '_';
+}
+
+/* `text` with invented names renamed canonically; NULL when out of memory. */
+static char *canonical_text(cg *g, const char *text) {
+  gc_arena *a = cg__arena(g);
+  gc_strmap seen;
+  if (gc_strmap_init(&seen, a, 64) != 0)
+    return NULL;
+  gc_buf o = GC_BUF_INIT;
+  int next = 0;
+  for (const char *p = text; *p;) {
+    if (!ident_char(*p)) {
+      gc_buf_append(&o, p++, 1);
+      continue;
+    }
+    const char *q = p;
+    while (ident_char(*q))
+      q++;
+    size_t n = (size_t)(q - p);
+    size_t pre = 0; /* letters and '_' before the first digit */
+    while (pre < n && !(p[pre] >= '0' && p[pre] <= '9'))
+      pre++;
+    size_t dig = pre;
+    while (dig < n && p[dig] >= '0' && p[dig] <= '9')
+      dig++;
+    if (pre == 0 || dig == pre || (dig < n && p[dig] != '_') ||
+        !invented_prefix(p, pre)) {
+      gc_buf_append(&o, p, n); /* a number, a keyword, a library name */
+      p = q;
+      continue;
+    }
+    char *key = gc_arena_strndup(a, p, dig);
+    void *old = NULL;
+    intptr_t id = next + 1;
+    int rc = key ? gc_strmap_put(&seen, key, (void *)id, &old) : GC_ENOMEM;
+    if (rc < 0 || rc == GC_ENOMEM) {
+      gc_buf_free(&o);
+      return NULL;
+    }
+    if (rc == 1)
+      id = (intptr_t)old;
+    else
+      next++;
+    gc_buf_append(&o, p, pre);
+    gc_buf_printf(&o, "#%ld", (long)id);
+    gc_buf_append(&o, p + dig, n - dig);
+    p = q;
+  }
+  char *r = o.failed ? NULL : gc_arena_strdup(a, o.data ? o.data : "");
+  gc_buf_free(&o);
+  return r;
+}
+
+/* Moves the kernel just generated (text from `start` of g->out) into the
+ * source unless an identical one exists: then only a comment stays, and
+ * the kernel runs the earlier function. */
+static void dedup_kernel(cg *g, const sc_kernel *k, size_t start, size_t sig) {
+  const char *name = k->name;
+  g->impl[k->id] = name;
+  if (g->out.failed || !g->out.data)
+    return;
+  /* from the parameter list on: the comment and the name differ */
+  const char *body = strchr(g->out.data + sig, '(');
+  char *canon = body ? canonical_text(g, body) : NULL;
+  if (!canon)
+    return; /* out of memory: keep the kernel; codegen reports it */
+  void *old = NULL;
+  int rc = gc_strmap_put(&g->bodies, canon, (void *)name, &old);
+  if (rc != 1)
+    return;
+  g->impl[k->id] = old;
+  g->out.len = start;
+  g->out.data[start] = '\0';
+  gc_buf_printf(&g->out, "/* %s: the same code as %s */\n\n", name,
+                (const char *)old);
+}
+
+static void gen_kernel(cg *g, const sc_kernel *k) {
+  size_t start = g->out.len;
+  g->k = k;
+  g->temp = 0;
+  params p = {0};
+  cg__kernel_params(g, k, &p);
+  cg__kernel_comment(g, k);
+  g->chk = false;
+  for (int i = 0; i < k->nnodes; i++)
+    g->chk |= cg__has_gather(g->s->place[k->nodes[i]->id].body);
+  size_t sig = g->out.len;
+  gc_buf_printf(&g->out, "static int %s(", k->name);
+  for (int i = 0; i < p.n; i++)
+    gc_buf_printf(&g->out, "%s%s%s *restrict b%d", i ? ", " : "",
+                  p.written[i] ? "" : "const ", cx_ctype(p.bufs[i]->dtype),
+                  p.bufs[i]->id);
+  if (!p.n)
+    gc_buf_puts(&g->out, "void");
+  gc_buf_puts(&g->out, ") {\n");
+  if (g->chk)
+    cg__line(g, 2, "int gc_err = 0; /* a data index out of range */");
+  bool par = k->work >= PARALLEL_MIN;
+  int ind = 2;
+  if (cg__tile_kernel(g, k) || cg__tile2d_kernel(g, k)) {
+    if (cg__tile2d_kernel(g, k))
+      cg__gen_tiled2d(g, k, par);
+    else
+      cg__gen_tiled(g, k, par);
+    cg__line(g, 2, "return %s;", g->chk ? "gc_err" : "0");
+    gc_buf_puts(&g->out, "}\n\n");
+    dedup_kernel(g, k, start, sig);
+    return;
+  }
+  if (k->ndims > 0) {
+    if (par)
+      cg__line(g, ind, "#pragma omp parallel for schedule(static)%s%s",
+               k->ndims > 1
+                   ? gc_arena_printf(cg__arena(g), " collapse(%d)", k->ndims)
+                   : "",
+               g->chk ? " reduction(|:gc_err)" : "");
+    for (int i = 0; i < k->ndims; i++) {
+      cg__open_loop(g, ind, &k->dims[i], NULL, NULL);
+      ind += 2;
+    }
+    par = false;
+  }
+  for (int s = 0; s < k->nstages; s++) {
+    const sc_stage *st = &k->stages[s];
+    char dims[256] = "";
+    size_t len = 0;
+    for (int i = 0; i < st->ndims && len < sizeof dims - 64; i++)
+      len += (size_t)snprintf(dims + len, sizeof dims - len, "%s%s < %lld",
+                              i ? ", " : "", cg__sym(g, st->dims[i].var),
+                              (long long)st->dims[i].size);
+    cg__line(g, ind, "/* stage %d: %s over [%s] */", s,
+             st->reduction ? "reduce" : "pointwise", dims);
+    if (st->reduction) {
+      bool alone = k->ndims == 0 && k->nstages == 1 && par && combinable(st);
+      if (alone)
+        parallel_reduction(g, st, ind);
+      else
+        reduction_stage(g, st, ind);
+    } else {
+      pointwise_stage(g, st, ind, par && k->nstages == 1 && st->ndims > 0);
+    }
+  }
+  for (int i = 0; i < k->ndims; i++)
+    cg__line(g, ind -= 2, "}");
+  cg__line(g, 2, "return %s;", g->chk ? "gc_err" : "0");
+  gc_buf_puts(&g->out, "}\n\n");
+  dedup_kernel(g, k, start, sig);
+}
+
+/* ---- segments and slots ---- */
+
+static void assign_slots(cg *g) {
+  gc_csource *src = g->src;
+  const sc_schedule *s = g->s;
+  src->nslots = 1; /* slot 0: the arena */
+  for (int k = 0; k < s->nkernels; k++) {
+    const sc_kernel *kn = s->kernels[k];
+    if (kn->call)
+      continue;
+    params p = {0};
+    cg__kernel_params(g, kn, &p);
+    for (int i = 0; i < p.n; i++) {
+      ir_buf *b = p.bufs[i];
+      if (b->kind == IR_BUF_ARENA || src->buf_slot[b->id])
+        continue;
+      src->buf_slot[b->id] = src->nslots;
+      src->slots[src->nslots++] = b;
+    }
+  }
+}
+
+static void call_kernel(cg *g, const sc_kernel *k) {
+  params p = {0};
+  cg__kernel_params(g, k, &p);
+  gc_buf_printf(&g->out, "  if (%s(", g->impl[k->id]);
+  for (int i = 0; i < p.n; i++) {
+    ir_buf *b = p.bufs[i];
+    const char *t = cx_ctype(b->dtype);
+    if (b->kind == IR_BUF_ARENA)
+      gc_buf_printf(&g->out, "%s(%s *)(A + %lld)", i ? ", " : "", t,
+                    (long long)b->arena_offset);
+    else
+      gc_buf_printf(&g->out, "%s(%s *)p[%d]", i ? ", " : "", t,
+                    g->src->buf_slot[b->id]);
+  }
+  gc_buf_printf(&g->out, "))\n    return %d;\n", GC_SEG_EINDEX);
+}
+
+static void gen_segments(cg *g) {
+  const sc_schedule *s = g->s;
+  gc_csource *src = g->src;
+  int seg = -1;
+  bool open = false;
+  for (int k = 0; k < s->nkernels; k++) {
+    const sc_kernel *kn = s->kernels[k];
+    if (kn->call) {
+      if (open)
+        gc_buf_puts(&g->out, "  return 0;\n}\n\n");
+      open = false;
+      src->kernel_segment[k] = -1;
+      continue;
+    }
+    if (!open) {
+      seg++;
+      gc_buf_printf(&g->out,
+                    "/* segment %d: the kernels between two ATen calls */\n"
+                    "int gc_seg%d(void **p) {\n"
+                    "  char *A = (char *)p[0];\n  (void)A;\n",
+                    seg, seg);
+      open = true;
+    }
+    src->kernel_segment[k] = seg;
+    call_kernel(g, kn);
+  }
+  if (open)
+    gc_buf_puts(&g->out, "  return 0;\n}\n\n");
+  src->nsegments = seg + 1;
+}
+
+int gc_codegen(ir_graph *ir, const sc_schedule *s, const char *key_hex,
+               gc_csource *out, gc_error *err) {
+  memset(out, 0, sizeof *out);
+  cg g = {.ir = ir, .s = s, .src = out, .err = err};
+  g.out = (gc_buf)GC_BUF_INIT;
+  out->kernel_segment =
+      gc_arena_calloc(ir->a, (size_t)s->nkernels + 1, sizeof(int));
+  out->slots = gc_arena_calloc(ir->a, (size_t)ir->nbufs + 2, sizeof(ir_buf *));
+  out->buf_slot = gc_arena_calloc(ir->a, (size_t)ir->nbufs + 1, sizeof(int));
+  g.impl = gc_arena_calloc(ir->a, (size_t)s->nkernels + 1, sizeof *g.impl);
+  if (!out->kernel_segment || !out->slots || !out->buf_slot || !g.impl ||
+      gc_strmap_init(&g.bodies, ir->a, 64) != 0)
+    return gc_errorf(err, GC_ENOMEM, "codegen: out of memory");
+  g.x.ir = ir;
+  g.x.out = &g.out;
+  g.x.local = local_load;
+  g.x.local_ctx = &g;
+  g.x.next_temp = &g.temp;
+  gc_buf_printf(&g.out,
+                "/* Generated by compiled (compiler build %s)%s%s.\n"
+                " * Do not edit: docs/codegen.md explains how to read it. */\n",
+                gc_build_id(), key_hex ? " for key " : "",
+                key_hex ? key_hex : "");
+  gc_buf_puts(&g.out, cx_prelude());
+  gc_buf_printf(&g.out, "int gc_abi(void) { return %d; }\n\n", GC_ABI_VERSION);
+  assign_slots(&g);
+  for (int k = 0; k < s->nkernels; k++)
+    if (!s->kernels[k]->call) {
+      gen_kernel(&g, s->kernels[k]);
+      out->nkernels++;
+    }
+  gen_segments(&g);
+  out->uses_vector_math = g.x.vector_math;
+  if (g.out.failed || ir->oom || ir->sym.oom) {
+    gc_buf_free(&g.out);
+    return gc_errorf(err, GC_ENOMEM, "codegen: out of memory");
+  }
+  out->len = g.out.len;
+  out->text = gc_arena_strndup(ir->a, g.out.data ? g.out.data : "", g.out.len);
+  gc_buf_free(&g.out);
+  return out->text ? 0 : gc_errorf(err, GC_ENOMEM, "codegen: out of memory");
+}

@@ -1,0 +1,75 @@
+/*
+ * cgen_internal.h: what the C generators share (cgen.c: kernels in their
+ * natural loop order; tiled.c: kernels whose reductions run across a tile
+ * of the innermost outer dim). Not part of the library's interface.
+ */
+#ifndef GC_CODEGEN_CGEN_INTERNAL_H
+#define GC_CODEGEN_CGEN_INTERNAL_H
+
+#include "compiler/codegen/cexpr.h"
+#include "compiler/codegen/cgen.h"
+#include "compiler/strmap.h"
+
+#define CG_SUM_BLOCK 4096     /* float32 sums: float partials this long */
+#define CG_WELFORD_BLOCK 1024 /* Welford: blocks merged with Chan's formula */
+#define CG_MAX_THREADS 256    /* per-thread partials of big reductions */
+#define CG_TILE 64            /* lanes of a tiled kernel */
+
+typedef struct cg {
+  ir_graph *ir;
+  const sc_schedule *s;
+  gc_buf out;
+  gc_csource *src;
+  gc_error *err;
+  int temp;           /* temporaries of the current function */
+  const sc_kernel *k; /* the kernel being generated */
+  bool chk;           /* it checks data indices: gc_err is in scope */
+  const char *lane;   /* tiled kernels: the lane index expression, which
+                         local reduction results are indexed by */
+  cx x;               /* expression emitter */
+  const char **impl;  /* per kernel index: the function that runs it (its
+                         own, or an identical earlier kernel's) */
+  gc_strmap bodies;   /* canonical kernel text -> function name */
+} cg;
+
+/* The buffers a kernel touches, and whether it writes each. */
+typedef struct params {
+  ir_buf **bufs;
+  bool *written;
+  int n, cap;
+} params;
+
+gc_arena *cg__arena(cg *g);
+/* Appends a line indented by `ind` spaces. */
+void cg__line(cg *g, int ind, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+/* An index expression as C. */
+const char *cg__sym(cg *g, const gc_sym *e);
+/* Does e read a buffer through a data index (IR_GATHER)? */
+bool cg__has_gather(const ir_expr *e);
+/* Which output of reduction w buffer b is (0, 1, 2). */
+int cg__which_out(const ir_node *w, const ir_buf *b);
+void cg__kernel_params(cg *g, const sc_kernel *k, params *p);
+void cg__kernel_comment(cg *g, const sc_kernel *k);
+/* for (d.var = lo (0); d.var < hi (d.size); d.var++) { */
+void cg__open_loop(cg *g, int ind, const sc_dim *d, const char *lo,
+                   const char *hi);
+bool cg__float32_sum(const ir_node *n);
+/* The C type reduction n accumulates in. */
+const char *cg__acc_type(const ir_node *n);
+/* The dtype of the values reduction n reads. */
+gc_dtype cg__val_dtype(const cg *g, const ir_node *n);
+bool cg__is_float(gc_dtype d);
+/* The flat index of the current point of a reduction stage. */
+const char *cg__flat_index(cg *g, const sc_stage *st);
+
+/* tiled.c: should kernel k run tiled, and its code (after the signature
+ * and the error flag). */
+bool cg__tile_kernel(cg *g, const sc_kernel *k);
+void cg__gen_tiled(cg *g, const sc_kernel *k, bool par);
+/* tiled.c: should pointwise kernel k run in 2-D tiles (a transposing
+ * read), and its code. */
+bool cg__tile2d_kernel(cg *g, const sc_kernel *k);
+void cg__gen_tiled2d(cg *g, const sc_kernel *k, bool par);
+
+#endif

@@ -1,0 +1,563 @@
+/*
+ * program.c: the artifact's NativeProgram from a schedule, its generated
+ * code and the shared object (artifact.proto, docs/artifact.md).
+ *
+ * Values: one per buffer the runtime has to know (inputs, outputs, call
+ * results, arena buffers a call reads or writes), one per strided view a
+ * call or an output needs, and the literal arguments of calls. Each value
+ * has a Placement. Instructions follow the kernels: a segment instruction
+ * at the first kernel of each segment, a kernel call per call kernel, and
+ * after each instruction a free of the call results nobody reads any more
+ * (unless they are program outputs).
+ *
+ * Everything is in the job's arena and a function of the schedule, which is
+ * a function of the key: the same key gives the same bytes.
+ */
+#include <stdio.h>
+#include <string.h>
+#include <zlib.h>
+
+#include "compiler/emit.h"
+#include "compiler/native.h"
+#include "compiler/target.h"
+
+typedef Compiled__V1__Value pb_value;
+typedef Compiled__V1__Placement pb_place;
+
+typedef struct pe {
+  gc_native *n;
+  gc_arena *a;
+  gc_error *err;
+  Compiled__V1__NativeProgram *p;
+  pb_value **values;
+  pb_place **places;
+  int nvalues, cap;
+  int *buf_value; /* per buffer id: its value, -1 */
+  const gc_op **ops;
+  int nops, capops;
+  bool failed;
+} pe;
+
+static void *msg(pe *e, const ProtobufCMessageDescriptor *d) {
+  void *m = gc_arena_alloc(e->a, d->sizeof_message);
+  if (!m) {
+    e->failed = true;
+    return NULL;
+  }
+  protobuf_c_message_init(d, m);
+  return m;
+}
+
+#define NEW(e, T, d) ((T *)msg((e), &(d)))
+
+static int add_value(pe *e, pb_value *v, Compiled__V1__PlacementKind kind,
+                     int index, int64_t offset) {
+  if (!v || e->failed)
+    return -1;
+  if (e->nvalues == e->cap) {
+    int cap = e->cap ? e->cap * 2 : 64;
+    pb_value **nv = gc_arena_calloc(e->a, (size_t)cap, sizeof *nv);
+    pb_place **np = gc_arena_calloc(e->a, (size_t)cap, sizeof *np);
+    if (!nv || !np) {
+      e->failed = true;
+      return -1;
+    }
+    if (e->nvalues) {
+      memcpy(nv, e->values, (size_t)e->nvalues * sizeof *nv);
+      memcpy(np, e->places, (size_t)e->nvalues * sizeof *np);
+    }
+    e->values = nv;
+    e->places = np;
+    e->cap = cap;
+  }
+  pb_place *pl = NEW(e, pb_place, compiled__v1__placement__descriptor);
+  if (!pl)
+    return -1;
+  pl->kind = kind;
+  pl->index = index;
+  pl->offset = offset;
+  e->values[e->nvalues] = v;
+  e->places[e->nvalues] = pl;
+  return e->nvalues++;
+}
+
+static Compiled__V1__SymInt *symint(pe *e, int64_t v) {
+  Compiled__V1__SymInt *s =
+      NEW(e, Compiled__V1__SymInt, compiled__v1__sym_int__descriptor);
+  if (s) {
+    s->kind_case = COMPILED__V1__SYM_INT__KIND_AS_INT;
+    s->as_int = v;
+  }
+  return s;
+}
+
+/* A tensor Value of dtype, sizes and strides. */
+static pb_value *tensor_value(pe *e, gc_dtype dt, int rank,
+                              const int64_t *sizes, const int64_t *strides) {
+  pb_value *v = NEW(e, pb_value, compiled__v1__value__descriptor);
+  Compiled__V1__TensorMeta *m =
+      NEW(e, Compiled__V1__TensorMeta, compiled__v1__tensor_meta__descriptor);
+  Compiled__V1__Device *d =
+      NEW(e, Compiled__V1__Device, compiled__v1__device__descriptor);
+  if (!v || !m || !d)
+    return NULL;
+  m->dtype = (Compiled__V1__ScalarType)dt;
+  m->n_sizes = m->n_strides = (size_t)rank;
+  m->sizes = gc_arena_calloc(e->a, (size_t)rank + 1, sizeof *m->sizes);
+  m->strides = gc_arena_calloc(e->a, (size_t)rank + 1, sizeof *m->strides);
+  if (!m->sizes || !m->strides) {
+    e->failed = true;
+    return NULL;
+  }
+  for (int i = 0; i < rank; i++) {
+    m->sizes[i] = symint(e, sizes[i]);
+    m->strides[i] = symint(e, strides[i]);
+  }
+  m->storage_offset = symint(e, 0);
+  d->type = "cpu";
+  m->device = d;
+  m->layout = COMPILED__V1__LAYOUT__LAYOUT_STRIDED;
+  v->kind_case = COMPILED__V1__VALUE__KIND_TENSOR;
+  v->tensor = m;
+  return v;
+}
+
+/* The value of a buffer (made on first use). */
+static int buf_value(pe *e, ir_buf *b) {
+  if (e->buf_value[b->id] >= 0)
+    return e->buf_value[b->id];
+  Compiled__V1__PlacementKind k = COMPILED__V1__PLACEMENT_KIND__PLACEMENT_NONE;
+  int index = 0;
+  int64_t off = 0;
+  switch (b->kind) {
+  case IR_BUF_INPUT:
+    k = COMPILED__V1__PLACEMENT_KIND__PLACEMENT_INPUT;
+    index = b->index;
+    break;
+  case IR_BUF_ARENA:
+    k = COMPILED__V1__PLACEMENT_KIND__PLACEMENT_ARENA;
+    off = b->arena_offset;
+    break;
+  case IR_BUF_OUTPUT:
+    k = COMPILED__V1__PLACEMENT_KIND__PLACEMENT_OUTPUT;
+    index = b->index;
+    break;
+  case IR_BUF_RESULT:
+    k = COMPILED__V1__PLACEMENT_KIND__PLACEMENT_RESULT;
+    break;
+  }
+  int v = add_value(e, tensor_value(e, b->dtype, b->rank, b->sizes, b->strides),
+                    k, index, off);
+  e->buf_value[b->id] = v;
+  return v;
+}
+
+/* The value of a strided view: the buffer's own when the view is the
+ * whole buffer, else a VIEW value over it. */
+static int view_value(pe *e, const ir_view *w) {
+  int base = buf_value(e, w->buf);
+  bool whole = w->offset == 0 && w->rank == w->buf->rank;
+  for (int i = 0; whole && i < w->rank; i++)
+    whole = w->sizes[i] == w->buf->sizes[i] &&
+            (w->sizes[i] <= 1 || w->strides[i] == w->buf->strides[i]);
+  if (whole)
+    return base;
+  return add_value(
+      e, tensor_value(e, w->buf->dtype, w->rank, w->sizes, w->strides),
+      COMPILED__V1__PLACEMENT_KIND__PLACEMENT_VIEW, base, w->offset);
+}
+
+static int literal(pe *e, const gc_arg *a) {
+  pb_value *v = gc_literal_value(e->a, a, e->err);
+  if (!v) {
+    e->failed = true;
+    return -1;
+  }
+  return add_value(e, v, COMPILED__V1__PLACEMENT_KIND__PLACEMENT_NONE, 0, 0);
+}
+
+static int list_value(pe *e, const int *items, int n, bool optional) {
+  pb_value *v = NEW(e, pb_value, compiled__v1__value__descriptor);
+  Compiled__V1__ValueList *l =
+      NEW(e, Compiled__V1__ValueList, compiled__v1__value_list__descriptor);
+  if (!v || !l)
+    return -1;
+  l->n_items = (size_t)n;
+  l->items = gc_arena_calloc(e->a, (size_t)n + 1, sizeof *l->items);
+  if (!l->items) {
+    e->failed = true;
+    return -1;
+  }
+  memcpy(l->items, items, (size_t)n * sizeof *items);
+  if (optional) {
+    v->kind_case = COMPILED__V1__VALUE__KIND_OPTIONAL_TENSORS;
+    v->optional_tensors = l;
+  } else {
+    v->kind_case = COMPILED__V1__VALUE__KIND_TENSORS;
+    v->tensors = l;
+  }
+  return add_value(e, v, COMPILED__V1__PLACEMENT_KIND__PLACEMENT_NONE, 0, 0);
+}
+
+/* ---- calls ---- */
+
+static int op_index(pe *e, const gc_op *op) {
+  for (int i = 0; i < e->nops; i++)
+    if (e->ops[i] == op || strcmp(e->ops[i]->name, op->name) == 0)
+      return i;
+  if (e->nops == e->capops) {
+    int cap = e->capops ? e->capops * 2 : 16;
+    const gc_op **n = gc_arena_calloc(e->a, (size_t)cap, sizeof *n);
+    if (!n) {
+      e->failed = true;
+      return -1;
+    }
+    if (e->nops)
+      memcpy(n, e->ops, (size_t)e->nops * sizeof *n);
+    e->ops = n;
+    e->capops = cap;
+  }
+  e->ops[e->nops] = op;
+  return e->nops++;
+}
+
+static Compiled__V1__CallArgument *call_arg(pe *e, const char *name,
+                                            bool keyword, int value) {
+  Compiled__V1__CallArgument *c = NEW(e, Compiled__V1__CallArgument,
+                                      compiled__v1__call_argument__descriptor);
+  if (c) {
+    c->name = (char *)name;
+    c->keyword = keyword;
+    c->value = value;
+  }
+  return c;
+}
+
+static int arg_value(pe *e, const ir_call_arg *ca) {
+  const gc_arg *a = &ca->arg;
+  if (a->kind == GC_ARG_TENSOR && ca->bufs)
+    return ca->bufs[0] ? view_value(e, ca->views[0]) : -1;
+  if ((a->kind == GC_ARG_TENSORS || a->kind == GC_ARG_OPT_TENSORS) &&
+      ca->bufs) {
+    int *items = gc_arena_calloc(e->a, (size_t)a->n + 1, sizeof *items);
+    if (!items)
+      return -1;
+    for (int i = 0; i < a->n; i++)
+      items[i] = ca->bufs[i] ? view_value(e, ca->views[i]) : -1;
+    return list_value(e, items, a->n, a->kind == GC_ARG_OPT_TENSORS);
+  }
+  return literal(e, a);
+}
+
+static Compiled__V1__NativeInstruction *call(pe *e, const ir_node *n) {
+  Compiled__V1__KernelCall *k =
+      NEW(e, Compiled__V1__KernelCall, compiled__v1__kernel_call__descriptor);
+  Compiled__V1__NativeInstruction *ins =
+      NEW(e, Compiled__V1__NativeInstruction,
+          compiled__v1__native_instruction__descriptor);
+  if (!k || !ins)
+    return NULL;
+  k->op = op_index(e, n->op);
+  k->node = n->gnode ? n->gnode->id : -1;
+  int nargs = n->nargs + (n->out_variant ? 1 : 0);
+  k->n_args = (size_t)nargs;
+  k->args = gc_arena_calloc(e->a, (size_t)nargs + 1, sizeof *k->args);
+  if (!k->args) {
+    e->failed = true;
+    return NULL;
+  }
+  for (int i = 0; i < n->nargs; i++)
+    k->args[i] = call_arg(e, n->args[i].name, n->args[i].keyword,
+                          arg_value(e, &n->args[i]));
+  if (n->out_variant)
+    k->args[n->nargs] = call_arg(e, "out", true, buf_value(e, n->out));
+  /* results: one per schema return of the operator called */
+  int nret = n->op->schema->nrets;
+  k->n_outputs = (size_t)nret;
+  k->outputs = gc_arena_calloc(e->a, (size_t)nret + 1, sizeof *k->outputs);
+  if (!k->outputs) {
+    e->failed = true;
+    return NULL;
+  }
+  for (int r = 0; r < nret; r++) {
+    k->outputs[r] = -1;
+    if (n->out_variant) {
+      if (r == 0)
+        k->outputs[r] = buf_value(e, n->out);
+      continue;
+    }
+    const gc_arg *o = r < n->gnode->noutputs ? &n->gnode->outputs[r] : NULL;
+    if (o && o->kind == GC_ARG_TENSORS) {
+      int *items = gc_arena_calloc(e->a, (size_t)o->n + 1, sizeof *items);
+      if (!items)
+        return NULL;
+      for (int i = 0; i < o->n; i++) {
+        items[i] = -1;
+        for (int b = 0; b < e->n->ir.nbufs; b++) {
+          ir_buf *bb = e->n->ir.bufs[b];
+          if (bb->kind == IR_BUF_RESULT && bb->def == n &&
+              bb->value == o->vals[i])
+            items[i] = buf_value(e, bb);
+        }
+      }
+      k->outputs[r] = list_value(e, items, o->n, false);
+    } else if (n->results[r]) {
+      k->outputs[r] = buf_value(e, n->results[r]);
+    }
+  }
+  ins->kind_case = COMPILED__V1__NATIVE_INSTRUCTION__KIND_KERNEL;
+  ins->kernel = k;
+  return ins;
+}
+
+/* ---- the program ---- */
+
+static bool push_ins(pe *e, Compiled__V1__NativeInstruction *ins, int *cap) {
+  Compiled__V1__NativeProgram *p = e->p;
+  if (!ins)
+    return false;
+  if ((int)p->n_instructions == *cap) {
+    int nc = *cap ? *cap * 2 : 32;
+    Compiled__V1__NativeInstruction **n =
+        gc_arena_calloc(e->a, (size_t)nc, sizeof *n);
+    if (!n)
+      return false;
+    if (p->n_instructions)
+      memcpy(n, p->instructions, p->n_instructions * sizeof *n);
+    p->instructions = n;
+    *cap = nc;
+  }
+  p->instructions[p->n_instructions++] = ins;
+  return true;
+}
+
+/* Frees the results last used by kernel k (and not program outputs). */
+static bool frees_after(pe *e, int k, int *cap) {
+  ir_graph *ir = &e->n->ir;
+  int *items = gc_arena_calloc(e->a, (size_t)ir->nbufs + 1, sizeof *items);
+  if (!items)
+    return false;
+  int n = 0;
+  for (int b = 0; b < ir->nbufs; b++) {
+    ir_buf *bb = ir->bufs[b];
+    if (bb->kind != IR_BUF_RESULT || bb->last != k || e->buf_value[b] < 0)
+      continue;
+    bool output = false;
+    for (int o = 0; o < ir->noutputs; o++)
+      output |= ir->outputs[o] && ir->outputs[o]->buf == bb;
+    if (!output)
+      items[n++] = e->buf_value[b];
+  }
+  if (!n)
+    return true;
+  Compiled__V1__NativeInstruction *ins =
+      NEW(e, Compiled__V1__NativeInstruction,
+          compiled__v1__native_instruction__descriptor);
+  Compiled__V1__ValueList *l =
+      NEW(e, Compiled__V1__ValueList, compiled__v1__value_list__descriptor);
+  if (!ins || !l)
+    return false;
+  l->n_items = (size_t)n;
+  l->items = items;
+  ins->kind_case = COMPILED__V1__NATIVE_INSTRUCTION__KIND_FREE;
+  ins->free = l;
+  return push_ins(e, ins, cap);
+}
+
+static int instructions(pe *e) {
+  const sc_schedule *s = &e->n->sched;
+  const gc_csource *src = &e->n->src;
+  int cap = 0, last_seg = -1;
+  for (int k = 0; k < s->nkernels; k++) {
+    const sc_kernel *kn = s->kernels[k];
+    if (kn->call) {
+      if (!push_ins(e, call(e, kn->call), &cap))
+        return GC_ENOMEM;
+    } else if (src->kernel_segment[k] != last_seg) {
+      last_seg = src->kernel_segment[k];
+      Compiled__V1__NativeInstruction *ins =
+          NEW(e, Compiled__V1__NativeInstruction,
+              compiled__v1__native_instruction__descriptor);
+      if (!ins)
+        return GC_ENOMEM;
+      ins->kind_case = COMPILED__V1__NATIVE_INSTRUCTION__KIND_SEGMENT;
+      ins->segment = last_seg;
+      if (!push_ins(e, ins, &cap))
+        return GC_ENOMEM;
+    }
+    if (!frees_after(e, k, &cap))
+      return GC_ENOMEM;
+  }
+  return e->failed ? GC_ENOMEM : 0;
+}
+
+/* Program inputs: the INPUT buffer of a tensor input; a literal or a
+ * placeholder for the others (the runner binds the caller's value). */
+static int inputs(pe *e) {
+  const gc_graph *g = e->n->f->graph;
+  ir_graph *ir = &e->n->ir;
+  Compiled__V1__NativeProgram *p = e->p;
+  p->n_inputs = (size_t)g->ninputs;
+  p->inputs = gc_arena_calloc(e->a, (size_t)g->ninputs + 1, sizeof *p->inputs);
+  if (!p->inputs)
+    return GC_ENOMEM;
+  for (int i = 0; i < g->ninputs; i++) {
+    int v = -1;
+    for (int b = 0; b < ir->nbufs && v < 0; b++)
+      if (ir->bufs[b]->kind == IR_BUF_INPUT && ir->bufs[b]->index == i)
+        v = buf_value(e, ir->bufs[b]);
+    if (v < 0) {
+      const gc_arg *a = &g->inputs[i].arg;
+      if (a->kind == GC_ARG_SYM_INT || a->kind == GC_ARG_SYM_FLOAT ||
+          a->kind == GC_ARG_SYM_BOOL || a->kind == GC_ARG_TENSOR) {
+        gc_arg none = {.kind = GC_ARG_NONE};
+        v = literal(e, &none); /* bound to the caller's value at run time */
+      } else {
+        v = literal(e, a);
+      }
+    }
+    if (v < 0)
+      return GC_EUNSUPPORTED;
+    p->inputs[i] = v;
+  }
+  return 0;
+}
+
+static int outputs(pe *e) {
+  const gc_graph *g = e->n->f->graph;
+  ir_graph *ir = &e->n->ir;
+  Compiled__V1__NativeProgram *p = e->p;
+  p->n_outputs = (size_t)g->noutputs;
+  p->outputs =
+      gc_arena_calloc(e->a, (size_t)g->noutputs + 1, sizeof *p->outputs);
+  if (!p->outputs)
+    return GC_ENOMEM;
+  for (int i = 0; i < g->noutputs; i++) {
+    int v;
+    if (i < ir->noutputs && ir->outputs[i])
+      v = view_value(e, ir->outputs[i]);
+    else if (g->outputs[i].kind == GC_ARG_TENSOR)
+      return gc_errorf(e->err, GC_EINTERNAL,
+                       "native: program output %d has no buffer", i);
+    else
+      v = literal(e, &g->outputs[i]);
+    if (v < 0)
+      return GC_EUNSUPPORTED;
+    p->outputs[i] = v;
+  }
+  return 0;
+}
+
+static int slots(pe *e) {
+  const gc_csource *src = &e->n->src;
+  Compiled__V1__NativeProgram *p = e->p;
+  p->n_slots = (size_t)src->nslots;
+  p->slots = gc_arena_calloc(e->a, (size_t)src->nslots + 1, sizeof *p->slots);
+  if (!p->slots)
+    return GC_ENOMEM;
+  p->slots[0] = -1;
+  for (int i = 1; i < src->nslots; i++)
+    p->slots[i] = buf_value(e, src->slots[i]);
+  return e->failed ? GC_ENOMEM : 0;
+}
+
+static int operators(pe *e) {
+  Compiled__V1__NativeProgram *p = e->p;
+  p->n_operators = (size_t)e->nops;
+  p->operators =
+      gc_arena_calloc(e->a, (size_t)e->nops + 1, sizeof *p->operators);
+  if (!p->operators)
+    return GC_ENOMEM;
+  for (int i = 0; i < e->nops; i++) {
+    Compiled__V1__Operator *o =
+        NEW(e, Compiled__V1__Operator, compiled__v1__operator__descriptor);
+    if (!o)
+      return GC_ENOMEM;
+    o->name = (char *)e->ops[i]->name;
+    o->schema = (char *)e->ops[i]->text;
+    p->operators[i] = o;
+  }
+  return 0;
+}
+
+static int code(pe *e, const gc_backend *be) {
+  gc_native *n = e->n;
+  Compiled__V1__NativeProgram *p = e->p;
+  Compiled__V1__NativeCode *c =
+      NEW(e, Compiled__V1__NativeCode, compiled__v1__native_code__descriptor);
+  Compiled__V1__MemoryPlan *m =
+      NEW(e, Compiled__V1__MemoryPlan, compiled__v1__memory_plan__descriptor);
+  Compiled__V1__NativeSummary *s = NEW(
+      e, Compiled__V1__NativeSummary, compiled__v1__native_summary__descriptor);
+  if (!c || !m || !s)
+    return GC_ENOMEM;
+  c->shared_object.data = n->so;
+  c->shared_object.len = n->so_len;
+  c->n_entry_symbols = (size_t)n->src.nsegments;
+  c->entry_symbols =
+      gc_arena_calloc(e->a, (size_t)n->src.nsegments + 1, sizeof(char *));
+  if (!c->entry_symbols)
+    return GC_ENOMEM;
+  for (int i = 0; i < n->src.nsegments; i++)
+    c->entry_symbols[i] = gc_arena_printf(e->a, "gc_seg%d", i);
+  static char *libs_math[] = {"libgomp.so.1", "libsleefgnuabi.so.3",
+                              "libm.so.6"};
+  c->n_runtime_libraries = n->src.uses_vector_math ? 3 : 1;
+  c->runtime_libraries = libs_math;
+  const char *march = be && be->target ? gc_target_march(be->target) : NULL;
+  c->target = (char *)(march ? march : "");
+  m->arena_bytes = n->sched.arena_bytes;
+  s->nodes = n->stats.nodes;
+  s->native = n->stats.native;
+  s->extern_ = n->stats.extern_;
+  s->fallback = n->stats.fallback;
+  s->kernels = n->src.nkernels;
+  s->local_buffers = n->sched.nlocal;
+  s->n_fallback_ops = (size_t)n->stats.nfallback_ops;
+  s->fallback_ops = (char **)n->stats.fallback_ops;
+  p->code = c;
+  p->memory_plan = m;
+  p->summary = s;
+  /* the C source, compressed */
+  uLongf clen = compressBound((uLong)n->src.len);
+  uint8_t *z = gc_arena_alloc(e->a, clen ? clen : 1);
+  if (!z || compress2(z, &clen, (const Bytef *)n->src.text, (uLong)n->src.len,
+                      6) != Z_OK)
+    return GC_ENOMEM;
+  p->source_zlib.data = z;
+  p->source_zlib.len = clen;
+  return 0;
+}
+
+int gc_native_emit(gc_native *n, const gc_backend *be, gc_error *err) {
+  pe e = {.n = n, .a = n->a, .err = err};
+  e.p = NEW(&e, Compiled__V1__NativeProgram,
+            compiled__v1__native_program__descriptor);
+  e.buf_value = gc_arena_calloc(n->a, (size_t)n->ir.nbufs + 1, sizeof(int));
+  if (!e.p || !e.buf_value)
+    return gc_errorf(err, GC_ENOMEM, "native emit: out of memory");
+  for (int i = 0; i < n->ir.nbufs; i++)
+    e.buf_value[i] = -1;
+  int rc = inputs(&e);
+  if (!rc)
+    rc = instructions(&e);
+  if (!rc)
+    rc = outputs(&e);
+  if (!rc)
+    rc = slots(&e);
+  if (!rc)
+    rc = operators(&e);
+  if (!rc)
+    rc = code(&e, be);
+  if (rc || e.failed)
+    return err && err->code
+               ? err->code
+               : gc_errorf(err, rc ? rc : GC_ENOMEM, "native emit: %s",
+                           gc_strerror(rc ? rc : GC_ENOMEM));
+  e.p->n_values = (size_t)e.nvalues;
+  e.p->values = e.values;
+  e.p->n_placements = (size_t)e.nvalues;
+  e.p->placements = e.places;
+  n->program = e.p;
+  return 0;
+}

@@ -1,0 +1,1174 @@
+/*
+ * ir.c: the loop IR's constructors, substitution, verifier and printer. See
+ * ir.h for the model.
+ *
+ * The verifier states the invariants every pass must keep:
+ *   - every node writes buffers it owns (buf->def == node), with an
+ *     iteration space equal to the buffer's sizes;
+ *   - every load reads a buffer that exists, at an index whose range (from
+ *     the loop variables' ranges) stays inside the buffer's span: an
+ *     out-of-bounds access is a compiler bug caught here, not a crash in
+ *     the user's process;
+ *   - loads only use the node's own loop variables;
+ *   - nodes are in execution order: a buffer is read only after the node
+ *     that writes it;
+ *   - expression dtypes agree with the operations (comparisons are bool,
+ *     a reduction body has a dtype its reduction accepts).
+ */
+#include "compiler/ir/ir.h"
+
+#include <limits.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static const struct {
+  int arity;
+  const char *name;
+} op_info[] = {
+#define X(name, arity, text) {arity, text},
+    IR_OPS(X)
+#undef X
+};
+
+int ir_op_arity(ir_op op) {
+  return op < IR_OP_COUNT ? op_info[op].arity : 0;
+}
+
+const char *ir_op_name(ir_op op) {
+  return op < IR_OP_COUNT ? op_info[op].name : "?";
+}
+
+const char *ir_reduction_name(ir_reduction r) {
+  static const char *names[] = {
+#define X(name, text) text,
+      IR_REDUCTIONS(X)
+#undef X
+  };
+  return r < sizeof names / sizeof names[0] ? names[r] : "?";
+}
+
+int ir_graph_init(ir_graph *ir, gc_arena *a, const gc_graph *g) {
+  memset(ir, 0, sizeof *ir);
+  ir->a = a;
+  ir->g = g;
+  ir->nebuckets = 1024;
+  ir->ebuckets = gc_arena_calloc(a, ir->nebuckets, sizeof *ir->ebuckets);
+  if (!ir->ebuckets || gc_symctx_init(&ir->sym, a) != 0)
+    return GC_ENOMEM;
+  return 0;
+}
+
+/* Appends p to a growing arena array. */
+static bool push(gc_arena *a, void ***arr, int *n, int *cap, void *p) {
+  if (*n == *cap) {
+    int nc = *cap ? *cap * 2 : 32;
+    void **na = gc_arena_calloc(a, (size_t)nc, sizeof *na);
+    if (!na)
+      return false;
+    if (*n)
+      memcpy(na, *arr, (size_t)*n * sizeof *na);
+    *arr = na;
+    *cap = nc;
+  }
+  (*arr)[(*n)++] = p;
+  return true;
+}
+
+void ir_contiguous_strides(int rank, const int64_t *sizes, int64_t *strides) {
+  int64_t s = 1;
+  for (int i = rank - 1; i >= 0; i--) {
+    strides[i] = s;
+    s *= sizes[i] > 1 ? sizes[i] : 1;
+  }
+}
+
+ir_buf *ir_buf_new(ir_graph *ir, ir_buf_kind kind, gc_dtype dtype, int rank,
+                   const int64_t *sizes, const int64_t *strides) {
+  ir_buf *b = gc_arena_zalloc(ir->a, sizeof *b);
+  if (!b || !(b->sizes = gc_arena_calloc(ir->a, (size_t)rank + 1, 8)) ||
+      !(b->strides = gc_arena_calloc(ir->a, (size_t)rank + 1, 8))) {
+    ir->oom = true;
+    return NULL;
+  }
+  b->id = ir->nbufs;
+  b->kind = kind;
+  b->index = -1;
+  b->dtype = dtype;
+  b->rank = rank;
+  b->numel = 1;
+  b->span = 1;
+  if (rank)
+    memcpy(b->sizes, sizes, (size_t)rank * 8);
+  if (strides && rank)
+    memcpy(b->strides, strides, (size_t)rank * 8);
+  else
+    ir_contiguous_strides(rank, sizes, b->strides);
+  for (int i = 0; i < rank; i++) {
+    b->numel *= sizes[i];
+    if (sizes[i] > 0)
+      b->span += (sizes[i] - 1) * b->strides[i];
+  }
+  if (b->numel == 0)
+    b->span = 0;
+  b->first = b->last = -1;
+  if (!push(ir->a, (void ***)&ir->bufs, &ir->nbufs, &ir->capbufs, b)) {
+    ir->oom = true;
+    return NULL;
+  }
+  return b;
+}
+
+ir_node *ir_node_new(ir_graph *ir, ir_node_kind kind) {
+  ir_node *n = gc_arena_zalloc(ir->a, sizeof *n);
+  if (!n) {
+    ir->oom = true;
+    return NULL;
+  }
+  n->kind = kind;
+  n->id = -1;
+  return n;
+}
+
+int ir_node_append(ir_graph *ir, ir_node *n) {
+  n->id = ir->nnodes;
+  if (!push(ir->a, (void ***)&ir->nodes, &ir->nnodes, &ir->capnodes, n)) {
+    ir->oom = true;
+    return GC_ENOMEM;
+  }
+  return 0;
+}
+
+/* ---- expressions: hash-consing ---- */
+
+static uint64_t emix(uint64_t h, uint64_t v) {
+  h ^= v + 0x9e3779b97f4a7c15ULL + (h << 6) + (h >> 2);
+  return h * 0xff51afd7ed558ccdULL;
+}
+
+static uint64_t ehash(const ir_expr *e) {
+  uint64_t h = emix(emix((uint64_t)e->op, (uint64_t)e->dtype), 7);
+  for (int i = 0; i < 3; i++)
+    h = emix(h, e->args[i] ? (uint64_t)e->args[i]->id + 1 : 0);
+  switch (e->op) {
+  case IR_CONST: {
+    uint64_t bits;
+    memcpy(&bits, &e->k.f, sizeof bits);
+    h = emix(emix(h, bits), (uint64_t)e->k.i);
+    break;
+  }
+  case IR_LOAD:
+  case IR_GATHER:
+    h = emix(emix(h, (uint64_t)e->load.buf->id), (uint64_t)e->load.index->id);
+    h = emix(emix(h, (uint64_t)e->load.stride), (uint64_t)e->load.size);
+    h = emix(h, (uint64_t)e->load.wrap);
+    break;
+  case IR_INDEX:
+    h = emix(h, (uint64_t)e->index->id);
+    break;
+  case IR_ACC:
+    h = emix(emix(h, (uint64_t)e->acc.node->id + 1), (uint64_t)e->acc.which);
+    break;
+  default:
+    break;
+  }
+  return h;
+}
+
+static bool esame(const ir_expr *a, const ir_expr *b) {
+  if (a->op != b->op || a->dtype != b->dtype)
+    return false;
+  for (int i = 0; i < 3; i++)
+    if (a->args[i] != b->args[i])
+      return false;
+  switch (a->op) {
+  case IR_CONST: /* bitwise: NaN equals NaN, -0.0 differs from 0.0 */
+    return memcmp(&a->k.f, &b->k.f, sizeof a->k.f) == 0 && a->k.i == b->k.i;
+  case IR_LOAD:
+  case IR_GATHER:
+    return a->load.buf == b->load.buf && a->load.index == b->load.index &&
+           a->load.stride == b->load.stride && a->load.size == b->load.size &&
+           a->load.wrap == b->load.wrap;
+  case IR_INDEX:
+    return a->index == b->index;
+  case IR_ACC:
+    return a->acc.node == b->acc.node && a->acc.which == b->acc.which;
+  default:
+    return true;
+  }
+}
+
+static ir_expr *eintern(ir_graph *ir, const ir_expr *proto) {
+  if (ir->oom)
+    return NULL;
+  uint64_t h = ehash(proto);
+  size_t k = (size_t)h & (ir->nebuckets - 1);
+  for (ir_expr *e = ir->ebuckets[k]; e; e = e->chain)
+    if (e->hash == h && esame(e, proto))
+      return e;
+  ir_expr *e = gc_arena_alloc(ir->a, sizeof *e);
+  if (!e) {
+    ir->oom = true;
+    return NULL;
+  }
+  *e = *proto;
+  e->id = ir->nexprs++;
+  e->hash = h;
+  e->chain = ir->ebuckets[k];
+  ir->ebuckets[k] = e;
+  if ((size_t)ir->nexprs > ir->nebuckets * 2) { /* grow */
+    size_t nb = ir->nebuckets * 4;
+    ir_expr **b = gc_arena_calloc(ir->a, nb, sizeof *b);
+    if (b) {
+      for (size_t i = 0; i < ir->nebuckets; i++) {
+        ir_expr *x = ir->ebuckets[i];
+        while (x) {
+          ir_expr *next = x->chain;
+          size_t kk = (size_t)x->hash & (nb - 1);
+          x->chain = b[kk];
+          b[kk] = x;
+          x = next;
+        }
+      }
+      ir->ebuckets = b;
+      ir->nebuckets = nb;
+    }
+  }
+  return e;
+}
+
+static bool is_float(gc_dtype d) {
+  return d == GC_DTYPE_FLOAT32 || d == GC_DTYPE_FLOAT64 ||
+         d == GC_DTYPE_FLOAT16 || d == GC_DTYPE_BFLOAT16;
+}
+
+ir_expr *ir_const_f(ir_graph *ir, double v, gc_dtype dt) {
+  ir_expr e = {.op = IR_CONST, .dtype = dt};
+  if (is_float(dt)) {
+    e.k.f = dt == GC_DTYPE_FLOAT32 ? (double)(float)v : v;
+  } else {
+    e.k.i = dt == GC_DTYPE_BOOL ? (v != 0) : (int64_t)v;
+    e.k.f = (double)e.k.i;
+  }
+  return eintern(ir, &e);
+}
+
+/* v as a value of integer dtype dt: two's complement wrap-around, as
+ * ATen converts a Scalar (-4 as uint8 is 252). */
+static int64_t wrap_int(int64_t v, gc_dtype dt) {
+  switch (dt) {
+  case GC_DTYPE_UINT8:
+    return (uint8_t)v;
+  case GC_DTYPE_INT8:
+    return (int8_t)v;
+  case GC_DTYPE_INT16:
+    return (int16_t)v;
+  case GC_DTYPE_INT32:
+    return (int32_t)v;
+  default:
+    return v;
+  }
+}
+
+ir_expr *ir_const_i(ir_graph *ir, int64_t v, gc_dtype dt) {
+  if (is_float(dt))
+    return ir_const_f(ir, (double)v, dt);
+  ir_expr e = {.op = IR_CONST, .dtype = dt};
+  e.k.i = dt == GC_DTYPE_BOOL ? (v != 0) : wrap_int(v, dt);
+  e.k.f = (double)e.k.i;
+  return eintern(ir, &e);
+}
+
+ir_expr *ir_load(ir_graph *ir, ir_buf *b, gc_sym *index) {
+  if (!b || !index)
+    return NULL;
+  ir_expr e = {.op = IR_LOAD, .dtype = b->dtype};
+  e.load.buf = b;
+  e.load.index = index;
+  return eintern(ir, &e);
+}
+
+ir_expr *ir_gather(ir_graph *ir, ir_buf *b, gc_sym *index, ir_expr *idx,
+                   int64_t stride, int64_t size, bool wrap) {
+  if (!b || !index || !idx || size <= 0)
+    return NULL;
+  ir_expr e = {.op = IR_GATHER, .dtype = b->dtype};
+  e.load.buf = b;
+  e.load.index = index;
+  e.load.stride = stride;
+  e.load.size = size;
+  e.load.wrap = wrap;
+  e.args[0] =
+      idx->dtype == GC_DTYPE_INT64 ? idx : ir_cast(ir, idx, GC_DTYPE_INT64);
+  return e.args[0] ? eintern(ir, &e) : NULL;
+}
+
+bool ir_reads_buffer(const ir_expr *e) {
+  return e && (e->op == IR_LOAD || e->op == IR_GATHER);
+}
+
+ir_expr *ir_index(ir_graph *ir, gc_sym *x, gc_dtype dt) {
+  if (!x)
+    return NULL;
+  if (x->kind == GC_SYM_CONST)
+    return ir_const_i(ir, x->c, dt);
+  ir_expr e = {.op = IR_INDEX, .dtype = dt};
+  e.index = x;
+  return eintern(ir, &e);
+}
+
+ir_expr *ir_acc(ir_graph *ir, ir_node *red, int which, gc_dtype dt) {
+  ir_expr e = {.op = IR_ACC, .dtype = dt};
+  e.acc.node = red;
+  e.acc.which = which;
+  return eintern(ir, &e);
+}
+
+static bool yields_bool(ir_op op) {
+  switch (op) {
+  case IR_EQ:
+  case IR_NE:
+  case IR_LT:
+  case IR_LE:
+  case IR_GT:
+  case IR_GE:
+  case IR_AND:
+  case IR_OR:
+  case IR_XOR:
+  case IR_NOT:
+  case IR_ISNAN:
+  case IR_ISINF:
+  case IR_SIGNBIT:
+    return true;
+  default:
+    return false;
+  }
+}
+
+ir_expr *ir_cast(ir_graph *ir, ir_expr *x, gc_dtype dt) {
+  if (!x)
+    return NULL;
+  if (x->dtype == dt)
+    return x;
+  if (x->op == IR_CONST) { /* fold, with C's conversion semantics */
+    if (dt == GC_DTYPE_BOOL)
+      return ir_const_i(ir, is_float(x->dtype) ? x->k.f != 0 : x->k.i != 0, dt);
+    if (is_float(dt))
+      return ir_const_f(ir, is_float(x->dtype) ? x->k.f : (double)x->k.i, dt);
+  }
+  return ir_op1(ir, IR_CAST, dt, x);
+}
+
+static ir_expr *make_op(ir_graph *ir, ir_op op, gc_dtype dt, ir_expr *a,
+                        ir_expr *b, ir_expr *c) {
+  int n = ir_op_arity(op);
+  if (!a || (n > 1 && !b) || (n > 2 && !c))
+    return NULL;
+  ir_expr e = {.op = op, .dtype = yields_bool(op) ? GC_DTYPE_BOOL : dt};
+  e.args[0] = a;
+  e.args[1] = n > 1 ? b : NULL;
+  e.args[2] = n > 2 ? c : NULL;
+  /* exact identities only: x*1, x/1, where(c, x, x) */
+  if ((op == IR_MUL || op == IR_DIV) && b->op == IR_CONST && b->dtype == dt &&
+      a->dtype == dt && (is_float(dt) ? b->k.f == 1.0 : b->k.i == 1))
+    return a;
+  if (op == IR_WHERE && b == c && b->dtype == e.dtype)
+    return b;
+  return eintern(ir, &e);
+}
+
+ir_expr *ir_op1(ir_graph *ir, ir_op op, gc_dtype dt, ir_expr *a) {
+  return make_op(ir, op, dt, a, NULL, NULL);
+}
+
+ir_expr *ir_op2(ir_graph *ir, ir_op op, gc_dtype dt, ir_expr *a, ir_expr *b) {
+  return make_op(ir, op, dt, a, b, NULL);
+}
+
+ir_expr *ir_op3(ir_graph *ir, ir_op op, gc_dtype dt, ir_expr *a, ir_expr *b,
+                ir_expr *c) {
+  return make_op(ir, op, dt, a, b, c);
+}
+
+/* ---- substitution (memoized, so shared subexpressions stay shared) ---- */
+
+typedef struct memo {
+  const ir_expr **keys;
+  ir_expr **vals;
+  size_t cap, n;
+} memo;
+
+static ir_expr **memo_slot(ir_graph *ir, memo *m, const ir_expr *k) {
+  if ((m->n + 1) * 2 > m->cap) {
+    size_t cap = m->cap ? m->cap * 2 : 64;
+    memo bigger = {gc_arena_calloc(ir->a, cap, sizeof *m->keys),
+                   gc_arena_calloc(ir->a, cap, sizeof *m->vals), cap, 0};
+    if (!bigger.keys || !bigger.vals) {
+      ir->oom = true;
+      return NULL;
+    }
+    for (size_t i = 0; i < m->cap; i++) {
+      if (!m->keys[i])
+        continue;
+      size_t j = (size_t)m->keys[i]->id & (cap - 1);
+      while (bigger.keys[j])
+        j = (j + 1) & (cap - 1);
+      bigger.keys[j] = m->keys[i];
+      bigger.vals[j] = m->vals[i];
+      bigger.n++;
+    }
+    *m = bigger;
+  }
+  size_t j = (size_t)k->id & (m->cap - 1);
+  while (m->keys[j] && m->keys[j] != k)
+    j = (j + 1) & (m->cap - 1);
+  if (!m->keys[j]) {
+    m->keys[j] = k;
+    m->vals[j] = NULL;
+    m->n++;
+  }
+  return &m->vals[j];
+}
+
+static ir_expr *subst(ir_graph *ir, ir_expr *e, gc_sym *const *map, memo *m,
+                      int depth) {
+  if (!e)
+    return NULL;
+  if (depth > 10000) { /* bodies are bounded by realization; be safe */
+    ir->oom = true;
+    return NULL;
+  }
+  switch (e->op) {
+  case IR_CONST:
+  case IR_ACC:
+    return e;
+  case IR_LOAD:
+    return ir_load(ir, e->load.buf, gc_sym_subst(&ir->sym, e->load.index, map));
+  case IR_INDEX:
+    return ir_index(ir, gc_sym_subst(&ir->sym, e->index, map), e->dtype);
+  default:
+    break;
+  }
+  if (e->op == IR_GATHER)
+    return ir_gather(ir, e->load.buf,
+                     gc_sym_subst(&ir->sym, e->load.index, map),
+                     subst(ir, e->args[0], map, m, depth + 1), e->load.stride,
+                     e->load.size, e->load.wrap);
+  ir_expr **slot = memo_slot(ir, m, e);
+  if (!slot)
+    return NULL;
+  if (*slot)
+    return *slot; /* cppcheck-suppress identicalInnerCondition */
+  ir_expr *a[3] = {NULL, NULL, NULL};
+  for (int i = 0; i < ir_op_arity(e->op); i++)
+    if (!(a[i] = subst(ir, e->args[i], map, m, depth + 1)))
+      return NULL;
+  ir_expr *r = e->op == IR_CAST
+                   ? ir_cast(ir, a[0], e->dtype)
+                   : make_op(ir, e->op, e->dtype, a[0], a[1], a[2]);
+  slot = memo_slot(ir, m, e); /* the table may have grown */
+  if (slot)
+    *slot = r;
+  return r;
+}
+
+ir_expr *ir_expr_subst(ir_graph *ir, ir_expr *e, gc_sym *const *map) {
+  memo m = {0};
+  return subst(ir, e, map, &m, 0);
+}
+
+/* ---- walking ---- */
+
+/* Walks of all graphs share one counter: an expression belongs to one graph,
+ * compiled on one thread, and a 64-bit counter does not wrap. */
+static _Atomic uint64_t walks;
+
+static int walk(const ir_expr *e, uint64_t id, ir_walk_fn fn, void *ctx,
+                int depth) {
+  if (!e || e->walk == id)
+    return 0;
+  if (depth > 10000)
+    return IR_WALK_TOO_DEEP;
+  ((ir_expr *)e)->walk = id; /* scratch: exprs live in a mutable arena */
+  int rc = fn(e, ctx);
+  if (rc == IR_WALK_SKIP)
+    return 0;
+  if (rc)
+    return rc;
+  for (int i = 0; i < ir_op_arity(e->op); i++)
+    if ((rc = walk(e->args[i], id, fn, ctx, depth + 1)))
+      return rc;
+  return 0;
+}
+
+int ir_expr_walk(const ir_expr *e, ir_walk_fn fn, void *ctx) {
+  return walk(e, ++walks, fn, ctx, 0);
+}
+
+/* ---- statistics ---- */
+
+static bool costly_op(ir_op op) {
+  switch (op) {
+  case IR_EXP:
+  case IR_EXP2:
+  case IR_EXPM1:
+  case IR_LOG:
+  case IR_LOG2:
+  case IR_LOG10:
+  case IR_LOG1P:
+  case IR_SIN:
+  case IR_COS:
+  case IR_TAN:
+  case IR_ASIN:
+  case IR_ACOS:
+  case IR_ATAN:
+  case IR_SINH:
+  case IR_COSH:
+  case IR_TANH:
+  case IR_ASINH:
+  case IR_ACOSH:
+  case IR_ATANH:
+  case IR_ERF:
+  case IR_ERFC:
+  case IR_LGAMMA:
+  case IR_POW:
+  case IR_SIGMOID:
+  case IR_ATAN2:
+  case IR_CBRT:
+    return true;
+  default:
+    return false;
+  }
+}
+
+typedef struct counts {
+  int loads, ops;
+  bool costly;
+} counts;
+
+static int count(const ir_expr *e, void *ctx) {
+  counts *c = ctx;
+  if (ir_reads_buffer(e))
+    c->loads++;
+  else if (e->op != IR_CONST && e->op != IR_INDEX)
+    c->ops++;
+  c->costly |= costly_op(e->op);
+  return 0;
+}
+
+void ir_expr_stats(const ir_expr *e, int *loads, int *ops, bool *costly) {
+  counts c = {0, 0, false};
+  if (ir_expr_walk(e, count, &c)) /* too deep: as if too big to inline */
+    c.ops = INT_MAX;
+  *loads = c.loads;
+  *ops = c.ops;
+  *costly = c.costly;
+}
+
+/* ---- tensors ---- */
+
+static ir_tensor *tensor_new(ir_graph *ir, ir_tensor_kind kind, gc_dtype dt,
+                             int rank, const int64_t *sizes) {
+  ir_tensor *t = gc_arena_zalloc(ir->a, sizeof *t);
+  if (!t || !(t->sizes = gc_arena_calloc(ir->a, (size_t)rank + 1, 8))) {
+    ir->oom = true;
+    return NULL;
+  }
+  t->kind = kind;
+  t->dtype = dt;
+  t->rank = rank;
+  if (rank)
+    memcpy(t->sizes, sizes, (size_t)rank * 8);
+  return t;
+}
+
+ir_tensor *ir_tensor_strided(ir_graph *ir, ir_buf *b, int rank,
+                             const int64_t *sizes, const int64_t *strides,
+                             int64_t offset) {
+  if (!b)
+    return NULL;
+  ir_tensor *t = tensor_new(ir, IR_T_BUF, b->dtype, rank, sizes);
+  if (!t || !(t->strides = gc_arena_calloc(ir->a, (size_t)rank + 1, 8))) {
+    ir->oom = true;
+    return NULL;
+  }
+  t->buf = b;
+  if (rank)
+    memcpy(t->strides, strides, (size_t)rank * 8);
+  t->offset = offset;
+  return t;
+}
+
+ir_tensor *ir_tensor_of_buf(ir_graph *ir, ir_buf *b) {
+  return b ? ir_tensor_strided(ir, b, b->rank, b->sizes, b->strides, 0) : NULL;
+}
+
+ir_expr *ir_tensor_load(ir_graph *ir, ir_tensor *t, gc_sym *const *idx) {
+  if (!t)
+    return NULL;
+  gc_symctx *s = &ir->sym;
+  if (t->realized && t->kind != IR_T_BUF) {
+    /* a realized computation: read its buffer (contiguous per its layout) */
+    gc_sym *off = gc_sym_const(s, 0);
+    for (int i = 0; i < t->rank; i++)
+      off =
+          gc_sym_add(s, off, gc_sym_scale(s, idx[i], t->realized->strides[i]));
+    return ir_load(ir, t->realized, off);
+  }
+  switch (t->kind) {
+  case IR_T_BUF: {
+    gc_sym *off = gc_sym_const(s, t->offset);
+    for (int i = 0; i < t->rank; i++)
+      off = gc_sym_add(s, off, gc_sym_scale(s, idx[i], t->strides[i]));
+    return ir_load(ir, t->buf, off);
+  }
+  case IR_T_LOOP: {
+    gc_sym **map = gc_arena_calloc(ir->a, (size_t)s->nvars + 1, sizeof *map);
+    if (!map) {
+      ir->oom = true;
+      return NULL;
+    }
+    for (int i = 0; i < t->rank; i++)
+      map[t->vars[i]->var] = idx[i];
+    return ir_expr_subst(ir, t->body, map);
+  }
+  case IR_T_VIEW: {
+    /* the map is written in the view's own variables: substitute idx */
+    gc_sym **vmap = gc_arena_calloc(ir->a, (size_t)s->nvars + 1, sizeof *vmap);
+    gc_sym **bidx =
+        gc_arena_calloc(ir->a, (size_t)t->base->rank + 1, sizeof *bidx);
+    if (!vmap || !bidx) {
+      ir->oom = true;
+      return NULL;
+    }
+    for (int i = 0; i < t->rank; i++)
+      vmap[t->vars[i]->var] = idx[i];
+    for (int i = 0; i < t->base->rank; i++)
+      if (!(bidx[i] = gc_sym_subst(s, t->map[i], vmap)))
+        return NULL;
+    return ir_tensor_load(ir, t->base, bidx);
+  }
+  }
+  return NULL;
+}
+
+bool ir_tensor_as_strided(ir_graph *ir, ir_tensor *t, ir_view *v) {
+  if (!t)
+    return false;
+  if (t->kind == IR_T_BUF) {
+    v->buf = t->buf;
+    v->rank = t->rank;
+    v->sizes = t->sizes;
+    v->strides = t->strides;
+    v->offset = t->offset;
+    return true;
+  }
+  if (t->realized && t->kind == IR_T_LOOP) {
+    v->buf = t->realized;
+    v->rank = t->rank;
+    v->sizes = t->sizes;
+    v->strides = t->realized->strides;
+    v->offset = 0;
+    return true;
+  }
+  /* a view: load with fresh variables and read the strides off the index */
+  gc_symctx *s = &ir->sym;
+  gc_sym **idx = gc_arena_calloc(ir->a, (size_t)t->rank + 1, sizeof *idx);
+  int64_t *st = gc_arena_calloc(ir->a, (size_t)t->rank + 1, 8);
+  if (!idx || !st)
+    return false;
+  for (int i = 0; i < t->rank; i++) {
+    char name[32];
+    snprintf(name, sizeof name, "v%d", s->nvars);
+    idx[i] = gc_sym_newvar(s, name, 0, t->sizes[i] > 0 ? t->sizes[i] - 1 : 0);
+    if (!idx[i])
+      return false;
+  }
+  ir_expr *e = ir_tensor_load(ir, t, idx);
+  if (!e || e->op != IR_LOAD || !gc_sym_is_affine(e->load.index))
+    return false;
+  const gc_sym *ix = e->load.index;
+  for (int i = 0; i < t->rank; i++)
+    if (!gc_sym_linear_in(ix, idx[i]->var, &st[i]))
+      return false;
+  /* nothing but our variables may appear */
+  if (ix->kind == GC_SYM_ADD)
+    for (int k = 0; k < ix->n; k++) {
+      bool ours = false;
+      for (int i = 0; i < t->rank; i++)
+        ours |= ix->ops[k] == idx[i];
+      if (!ours)
+        return false;
+    }
+  v->buf = e->load.buf;
+  v->rank = t->rank;
+  v->sizes = t->sizes;
+  v->strides = st;
+  v->offset = ix->kind == GC_SYM_CONST ? ix->c
+              : ix->kind == GC_SYM_ADD ? ix->c
+                                       : 0;
+  for (int i = 0; i < t->rank; i++) /* size-1 dims: any stride; keep 0 off */
+    if (t->sizes[i] <= 1 && st[i] < 0)
+      st[i] = 0;
+  return true;
+}
+
+/* ---- verifier ---- */
+
+typedef struct vctx {
+  const ir_graph *ir;
+  const ir_node *n;
+  gc_error *err;
+  int rc;
+  const int *defined_at; /* buffer id -> index of the node defining it */
+} vctx;
+
+static void vfail(vctx *v, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+static void vfail(vctx *v, const char *fmt, ...) {
+  if (v->rc)
+    return;
+  char msg[768];
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(msg, sizeof msg, fmt, ap);
+  va_end(ap);
+  v->rc = gc_errorf(v->err, GC_EINTERNAL, "loop IR verifier: node %d (%s): %s",
+                    v->n ? v->n->id : -1, v->n && v->n->what ? v->n->what : "",
+                    msg);
+}
+
+static bool own_var(const ir_node *n, int var) {
+  for (int i = 0; i < n->rank; i++)
+    if (n->vars[i]->var == var)
+      return true;
+  for (int i = 0; i < n->rrank; i++)
+    if (n->rvars[i]->var == var)
+      return true;
+  return false;
+}
+
+static bool only_own_vars(const ir_node *n, const gc_sym *e) {
+  if (e->kind == GC_SYM_VAR)
+    return own_var(n, e->var);
+  for (int i = 0; i < e->n; i++)
+    if (!only_own_vars(n, e->ops[i]))
+      return false;
+  return true;
+}
+
+static void vexpr1(vctx *v, const ir_expr *e) {
+  if (ir_reads_buffer(e)) {
+    const ir_buf *b = e->load.buf;
+    const gc_sym *ix = e->load.index;
+    int64_t lo = ix->lo, hi = ix->hi;
+    if (e->op == IR_GATHER) { /* the data index is clamped to [0, size) */
+      int64_t reach = e->load.stride * (e->load.size - 1);
+      lo += reach < 0 ? reach : 0;
+      hi += reach > 0 ? reach : 0;
+      if (!e->args[0])
+        vfail(v, "gather lacks its index");
+      else if (e->args[0]->dtype != GC_DTYPE_INT64)
+        vfail(v, "gather index must be int64");
+    }
+    if (b->id < 0 || b->id >= v->ir->nbufs || v->ir->bufs[b->id] != b)
+      vfail(v, "load from an unknown buffer");
+    else if (b->numel > 0 && (lo < 0 || hi >= b->span))
+      vfail(v, "load of buf%d at index range [%lld, %lld] outside [0, %lld)",
+            b->id, (long long)lo, (long long)hi, (long long)b->span);
+    else if (!only_own_vars(v->n, ix))
+      vfail(v, "load of buf%d uses a variable of another loop", b->id);
+    else if (b->kind != IR_BUF_INPUT && v->defined_at[b->id] >= v->n->id)
+      vfail(v, "reads buf%d before node %d writes it", b->id,
+            v->defined_at[b->id]);
+    return;
+  }
+  if (e->op == IR_INDEX && !only_own_vars(v->n, e->index)) {
+    vfail(v, "index uses a variable of another loop");
+    return;
+  }
+  for (int i = 0; i < ir_op_arity(e->op); i++)
+    if (!e->args[i]) {
+      vfail(v, "%s lacks argument %d", ir_op_name(e->op), i);
+      return;
+    }
+  if (yields_bool(e->op) && e->dtype != GC_DTYPE_BOOL)
+    vfail(v, "%s must be bool", ir_op_name(e->op));
+}
+
+static int vexpr_each(const ir_expr *e, void *ctx) {
+  vctx *v = ctx;
+  vexpr1(v, e);
+  return v->rc ? 1 : 0;
+}
+
+/* Checks each distinct subexpression of e once. */
+static void vexpr(vctx *v, const ir_expr *e) {
+  if (!v->rc && ir_expr_walk(e, vexpr_each, v) == IR_WALK_TOO_DEEP)
+    vfail(v, "expression nested too deep");
+}
+
+static void vnode(vctx *v, const ir_node *n) {
+  if (n->kind == IR_POINTWISE || n->kind == IR_REDUCTION) {
+    if (!n->out || n->out->def != n) {
+      vfail(v, "its output buffer is not marked as written by it");
+      return;
+    }
+    if (n->rank != n->out->rank) {
+      vfail(v, "iterates %d dimensions, writes a rank-%d buffer", n->rank,
+            n->out->rank);
+      return;
+    }
+    for (int i = 0; i < n->rank; i++)
+      if (n->ranges[i] != n->out->sizes[i])
+        vfail(v, "range %d is %lld, the buffer's size %lld", i,
+              (long long)n->ranges[i], (long long)n->out->sizes[i]);
+    if (!n->body)
+      vfail(v, "no body");
+    vexpr(v, n->body);
+    if (n->kind == IR_POINTWISE && n->body && n->body->dtype != n->out->dtype)
+      vfail(v, "body is %s, the buffer %s", gc_dtype_name(n->body->dtype),
+            gc_dtype_name(n->out->dtype));
+  } else {
+    for (int a = 0; a < n->nargs; a++)
+      for (int i = 0;
+           n->args[a].bufs &&
+           i < (n->args[a].arg.kind == GC_ARG_TENSOR ? 1 : n->args[a].arg.n);
+           i++) {
+        const ir_buf *b = n->args[a].bufs[i];
+        if (b && b->kind != IR_BUF_INPUT && v->defined_at[b->id] >= n->id)
+          vfail(v, "argument %s reads buf%d before it is written",
+                n->args[a].name, b->id);
+      }
+  }
+}
+
+int ir_verify(const ir_graph *ir, gc_error *err) {
+  if (ir->oom || ir->sym.oom)
+    return gc_errorf(err, GC_ENOMEM, "loop IR: out of memory");
+  if (ir->sym.overflow)
+    return gc_errorf(err, GC_EINTERNAL, "loop IR: index arithmetic overflowed");
+  gc_arena *a = gc_arena_new(0);
+  int *def = a ? gc_arena_calloc(a, (size_t)ir->nbufs + 1, sizeof *def) : NULL;
+  if (!def) {
+    gc_arena_free(a);
+    return gc_errorf(err, GC_ENOMEM, "loop IR verifier: out of memory");
+  }
+  for (int i = 0; i < ir->nbufs; i++)
+    def[i] = ir->bufs[i]->kind == IR_BUF_INPUT ? -1 : ir->nnodes + 1;
+  for (int i = 0; i < ir->nnodes; i++) {
+    const ir_node *n = ir->nodes[i];
+    ir_buf *outs[3] = {n->out, n->out2, n->out3};
+    for (int k = 0; k < 3; k++)
+      if (outs[k] && outs[k]->kind != IR_BUF_INPUT && def[outs[k]->id] > i)
+        def[outs[k]->id] = i;
+    for (int k = 0; k < n->nresults; k++)
+      if (n->results[k] && def[n->results[k]->id] > i)
+        def[n->results[k]->id] = i;
+  }
+  vctx v = {.ir = ir, .err = err, .defined_at = def};
+  for (int i = 0; i < ir->nnodes && !v.rc; i++) {
+    v.n = ir->nodes[i];
+    if (v.n->id != i)
+      vfail(&v, "its id is %d at position %d", v.n->id, i);
+    vnode(&v, v.n);
+  }
+  gc_arena_free(a);
+  return v.rc;
+}
+
+/* ---- printing ---- */
+
+typedef struct pbuf {
+  gc_arena *a;
+  char *s;
+  size_t len, cap;
+} pbuf;
+
+static void pf(pbuf *p, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+static void pf(pbuf *p, const char *fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  va_list ap2;
+  va_copy(ap2, ap);
+  int n = vsnprintf(NULL, 0, fmt, ap);
+  va_end(ap);
+  if (n < 0) {
+    va_end(ap2);
+    return;
+  }
+  if (p->len + (size_t)n + 1 > p->cap) {
+    size_t cap = (p->cap ? p->cap * 2 : 1024) + (size_t)n;
+    char *s = gc_arena_alloc(p->a, cap);
+    if (!s) {
+      va_end(ap2);
+      return;
+    }
+    if (p->len)
+      memcpy(s, p->s, p->len);
+    p->s = s;
+    p->cap = cap;
+  }
+  vsnprintf(p->s + p->len, p->cap - p->len, fmt, ap2);
+  va_end(ap2);
+  p->len += (size_t)n;
+}
+
+static const char *short_dtype(gc_dtype d) {
+  switch (d) {
+  case GC_DTYPE_FLOAT32:
+    return "f32";
+  case GC_DTYPE_FLOAT64:
+    return "f64";
+  case GC_DTYPE_INT64:
+    return "i64";
+  case GC_DTYPE_INT32:
+    return "i32";
+  case GC_DTYPE_INT16:
+    return "i16";
+  case GC_DTYPE_INT8:
+    return "i8";
+  case GC_DTYPE_UINT8:
+    return "u8";
+  case GC_DTYPE_BOOL:
+    return "b8";
+  default:
+    return gc_dtype_name(d) ? gc_dtype_name(d) : "?";
+  }
+}
+
+/* Printing shares what the DAG shares: an operation used by more than one
+ * parent is printed once, as "$N = ...; " ahead of the expression, and
+ * named $N where it is used (a tree print of a chain of n relus would be
+ * 2^n long). */
+typedef struct pctx {
+  ir_graph *ir;
+  pbuf lets; /* "$0 = ...; $1 = ...; " */
+  int *uses; /* per expression id: parents that use it */
+  int *name; /* per expression id: its $N + 1, 0 before it is printed */
+  int nnames;
+} pctx;
+
+static bool leaf(const ir_expr *e) {
+  return e->op == IR_CONST || e->op == IR_LOAD || e->op == IR_INDEX ||
+         e->op == IR_ACC;
+}
+
+static int count_uses(const ir_expr *e, void *ctx) {
+  pctx *c = ctx;
+  for (int i = 0; i < ir_op_arity(e->op); i++)
+    if (e->args[i] && e->args[i]->id < c->ir->nexprs)
+      c->uses[e->args[i]->id]++;
+  return 0;
+}
+
+static void pexpr(pctx *c, pbuf *p, const ir_expr *e, int depth);
+
+static void parg(pctx *c, pbuf *p, const ir_expr *e, int depth) {
+  if (!e || leaf(e) || !c->uses || c->uses[e->id] < 2) {
+    pexpr(c, p, e, depth);
+    return;
+  }
+  if (!c->name[e->id]) { /* first use: define it */
+    pbuf def = {.a = p->a};
+    pexpr(c, &def, e, 0);
+    c->name[e->id] = ++c->nnames;
+    pf(&c->lets, "$%d = %s; ", c->name[e->id] - 1, def.s ? def.s : "");
+  }
+  pf(p, "$%d", c->name[e->id] - 1);
+}
+
+static void pexpr(pctx *c, pbuf *p, const ir_expr *e, int depth) {
+  ir_graph *ir = c->ir;
+  if (!e) {
+    pf(p, "<null>");
+    return;
+  }
+  if (depth > 64) {
+    pf(p, "...");
+    return;
+  }
+  switch (e->op) {
+  case IR_CONST:
+    if (is_float(e->dtype))
+      pf(p, "%.9g", e->k.f);
+    else
+      pf(p, "%lld", (long long)e->k.i);
+    return;
+  case IR_LOAD:
+    pf(p, "buf%d[%s]", e->load.buf->id, gc_sym_str(&ir->sym, e->load.index));
+    return;
+  case IR_GATHER:
+    pf(p, "buf%d[%s + %lld*", e->load.buf->id,
+       gc_sym_str(&ir->sym, e->load.index), (long long)e->load.stride);
+    parg(c, p, e->args[0], depth + 1);
+    pf(p, " (of %lld%s)]", (long long)e->load.size,
+       e->load.wrap ? ", wraps" : "");
+    return;
+  case IR_INDEX:
+    pf(p, "%s", gc_sym_str(&ir->sym, e->index));
+    return;
+  case IR_ACC:
+    pf(p, "acc(node%d.%d)", e->acc.node->id, e->acc.which);
+    return;
+  case IR_CAST:
+    pf(p, "%s(", short_dtype(e->dtype));
+    parg(c, p, e->args[0], depth + 1);
+    pf(p, ")");
+    return;
+  default:
+    pf(p, "%s(", ir_op_name(e->op));
+    for (int i = 0; i < ir_op_arity(e->op); i++) {
+      if (i)
+        pf(p, ", ");
+      parg(c, p, e->args[i], depth + 1);
+    }
+    pf(p, ")");
+  }
+}
+
+/* e as text into p, shared operations first. */
+static void pexpr_shared(ir_graph *ir, pbuf *p, const ir_expr *e) {
+  pctx c = {.ir = ir, .lets = {.a = p->a}};
+  size_t n = (size_t)ir->nexprs + 1;
+  c.uses = calloc(n, sizeof *c.uses);
+  c.name = calloc(n, sizeof *c.name);
+  int rc = c.uses && c.name ? ir_expr_walk(e, count_uses, &c) : 1;
+  if (rc) {
+    pf(p, "<%s>", rc == IR_WALK_TOO_DEEP ? "nested too deep" : "out of memory");
+    free(c.uses);
+    free(c.name);
+    return;
+  }
+  pbuf body = {.a = p->a};
+  pexpr(&c, &body, e, 0);
+  if (c.lets.len)
+    pf(p, "%s", c.lets.s);
+  pf(p, "%s", body.s ? body.s : "");
+  free(c.uses);
+  free(c.name);
+}
+
+char *ir_expr_str(ir_graph *ir, const ir_expr *e) {
+  pbuf p = {.a = ir->a};
+  pexpr_shared(ir, &p, e);
+  return p.s ? p.s : gc_arena_strdup(ir->a, "");
+}
+
+static const char *kind_name(ir_buf_kind k) {
+  switch (k) {
+  case IR_BUF_INPUT:
+    return "input";
+  case IR_BUF_ARENA:
+    return "arena";
+  case IR_BUF_OUTPUT:
+    return "output";
+  case IR_BUF_RESULT:
+    return "result";
+  }
+  return "?";
+}
+
+static void pbufdecl(pbuf *p, const ir_buf *b) {
+  pf(p, "buf%d: %s[", b->id, short_dtype(b->dtype));
+  for (int i = 0; i < b->rank; i++)
+    pf(p, "%s%lld", i ? ", " : "", (long long)b->sizes[i]);
+  pf(p, "] strides [");
+  for (int i = 0; i < b->rank; i++)
+    pf(p, "%s%lld", i ? ", " : "", (long long)b->strides[i]);
+  pf(p, "] %s", kind_name(b->kind));
+  if (b->kind == IR_BUF_INPUT || b->kind == IR_BUF_OUTPUT)
+    pf(p, " %d", b->index);
+  if (b->kind == IR_BUF_ARENA && b->first >= 0)
+    pf(p, " @%lld live %d..%d", (long long)b->arena_offset, b->first, b->last);
+  if (b->mutated)
+    pf(p, " (written back)");
+}
+
+static void pvars(ir_graph *ir, pbuf *p, gc_sym **vars, const int64_t *r,
+                  int n) {
+  for (int i = 0; i < n; i++)
+    pf(p, "%s%s<%lld", i ? ", " : "", gc_sym_str(&ir->sym, vars[i]),
+       (long long)r[i]);
+}
+
+char *ir_print(ir_graph *ir) {
+  pbuf p = {.a = ir->a};
+  for (int i = 0; i < ir->nbufs; i++)
+    if (ir->bufs[i]->kind == IR_BUF_INPUT) {
+      pbufdecl(&p, ir->bufs[i]);
+      pf(&p, "\n");
+    }
+  for (int i = 0; i < ir->nnodes; i++) {
+    ir_node *n = ir->nodes[i];
+    pf(&p, "\nnode%d %s", n->id, n->name ? n->name : "");
+    if (n->what)
+      pf(&p, " (%s)", n->what);
+    if (n->ngnodes) {
+      pf(&p, " graph nodes");
+      for (int k = 0; k < n->ngnodes; k++)
+        pf(&p, " %d", n->gnodes[k]);
+    }
+    pf(&p, "\n");
+    switch (n->kind) {
+    case IR_POINTWISE:
+    case IR_REDUCTION:
+      pf(&p, "  ");
+      pbufdecl(&p, n->out);
+      pf(&p, "\n  %s over [", n->kind == IR_POINTWISE ? "pointwise" : "reduce");
+      pvars(ir, &p, n->vars, n->ranges, n->rank);
+      pf(&p, "]");
+      if (n->kind == IR_REDUCTION) {
+        pf(&p, " %s over [", ir_reduction_name(n->red));
+        pvars(ir, &p, n->rvars, n->rranges, n->rrank);
+        pf(&p, "]");
+        if (n->out2) {
+          pf(&p, "\n  also ");
+          pbufdecl(&p, n->out2);
+        }
+        if (n->out3) {
+          pf(&p, "\n  also ");
+          pbufdecl(&p, n->out3);
+        }
+      }
+      pf(&p, "\n  = ");
+      pexpr_shared(ir, &p, n->body);
+      pf(&p, "\n");
+      break;
+    case IR_EXTERN:
+    case IR_FALLBACK:
+      pf(&p, "  %s %s(", n->kind == IR_EXTERN ? "extern" : "fallback",
+         n->op ? n->op->name : "?");
+      for (int a = 0; a < n->nargs; a++) {
+        const ir_call_arg *ca = &n->args[a];
+        pf(&p, "%s%s=", a ? ", " : "", ca->name);
+        if (ca->bufs) {
+          int cnt = ca->arg.kind == GC_ARG_TENSOR ? 1 : ca->arg.n;
+          for (int k = 0; k < cnt; k++)
+            pf(&p, "%s%s", k ? "|" : "",
+               ca->bufs[k] ? gc_arena_printf(ir->a, "buf%d", ca->bufs[k]->id)
+                           : "None");
+        } else {
+          pf(&p, "%s", gc_arg_kind_name(ca->arg.kind));
+        }
+      }
+      pf(&p, ")\n");
+      for (int k = 0; k < n->nresults; k++)
+        if (n->results[k]) {
+          pf(&p, "  -> ");
+          pbufdecl(&p, n->results[k]);
+          pf(&p, "\n");
+        }
+      if (n->out) {
+        pf(&p, "  -> ");
+        pbufdecl(&p, n->out);
+        pf(&p, " (out=)\n");
+      }
+      break;
+    }
+  }
+  return p.s ? p.s : gc_arena_strdup(ir->a, "");
+}

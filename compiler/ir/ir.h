@@ -1,0 +1,416 @@
+/*
+ * ir.h: the loop-level IR, between the functional graph and C.
+ *
+ * The compiler's back half (docs/codegen.md) works on this IR, allocated from
+ * the job's arena like everything else:
+ *
+ *   ir_buf     a realized buffer: dtype, sizes and strides (in elements),
+ *              and where its memory comes from: a graph input, the arena of
+ *              the call, a fresh output tensor, or an extern/fallback call's
+ *              result. Buffers are the only things that live in memory.
+ *   ir_expr    a scalar value computed at a point of an iteration space: a
+ *              small DAG of operations (load from a buffer at a symbolic
+ *              index, constants, index values, math, casts, where). This is
+ *              Inductor's inner_fn as data rather than a closure, so passes
+ *              can inspect, substitute and print it. Expressions are
+ *              hash-consed: equal expressions are one pointer (CSE for
+ *              free).
+ *   ir_node    a computation the scheduler places: a pointwise loop nest or
+ *              a reduction writing a buffer, an extern call (BLAS,
+ *              convolution, through ATen on the client), a fallback call
+ *              (any other ATen operator), or an input write-back.
+ *   ir_tensor  what lowering returns for a graph value (Inductor's
+ *              TensorBox): a buffer seen through a strided layout, an
+ *              unrealized pointwise computation, or a view (index map) of
+ *              another ir_tensor. Loading an element of any of them gives an
+ *              ir_expr; realizing one gives it a buffer.
+ *
+ * Indices are gc_sym expressions (sym.h), symbolic from the start: loop
+ * variables are symbols, strides and offsets are expressions.
+ */
+#ifndef GC_IR_IR_H
+#define GC_IR_IR_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "compiler/arena.h"
+#include "compiler/error.h"
+#include "compiler/graph.h"
+#include "compiler/ir/sym.h"
+
+#define IR_MAX_RANK 16 /* tensors of higher rank fall back to ATen */
+
+/* ---- scalar operations ----
+ * X(NAME, arity, "name") for every operation of ir_expr. Semantics follow
+ * PyTorch's for the dtype the expression has (see codegen/cexpr.c for the C
+ * spelling): MAXIMUM/MINIMUM propagate NaN, FMAX/FMIN ignore it, FLOORDIV
+ * and MOD round toward minus infinity (Python's // and %), comparisons and
+ * logical operations yield bool. */
+#define IR_OPS(X)                                                              \
+  X(CONST, 0, "const")   /* a literal of the expression's dtype */             \
+  X(LOAD, 0, "load")     /* buf[index] */                                      \
+  X(INDEX, 0, "index")   /* the integer value of a symbolic expression */      \
+  X(ACC, 0, "acc")       /* the result of a reduction of the same kernel,      \
+                            read at the current outer index (fusion) */        \
+  X(GATHER, 1, "gather") /* buf[index + stride * wrap(args[0])]: an index      \
+                            read from data (embedding, gather, ...); out of    \
+                            range sets the kernel error flag and reads a       \
+                            clamped element instead */                         \
+  X(CAST, 1, "cast")                                                           \
+  X(NEG, 1, "neg")                                                             \
+  X(ABS, 1, "abs")                                                             \
+  X(EXP, 1, "exp")                                                             \
+  X(EXP2, 1, "exp2")                                                           \
+  X(EXPM1, 1, "expm1")                                                         \
+  X(LOG, 1, "log")                                                             \
+  X(LOG2, 1, "log2")                                                           \
+  X(LOG10, 1, "log10")                                                         \
+  X(LOG1P, 1, "log1p")                                                         \
+  X(SQRT, 1, "sqrt")                                                           \
+  X(RSQRT, 1, "rsqrt")                                                         \
+  X(CBRT, 1, "cbrt")                                                           \
+  X(SIN, 1, "sin")                                                             \
+  X(COS, 1, "cos")                                                             \
+  X(TAN, 1, "tan")                                                             \
+  X(ASIN, 1, "asin")                                                           \
+  X(ACOS, 1, "acos")                                                           \
+  X(ATAN, 1, "atan")                                                           \
+  X(SINH, 1, "sinh")                                                           \
+  X(COSH, 1, "cosh")                                                           \
+  X(TANH, 1, "tanh")                                                           \
+  X(ASINH, 1, "asinh")                                                         \
+  X(ACOSH, 1, "acosh")                                                         \
+  X(ATANH, 1, "atanh")                                                         \
+  X(ERF, 1, "erf")                                                             \
+  X(ERFC, 1, "erfc")                                                           \
+  X(LGAMMA, 1, "lgamma")                                                       \
+  X(CEIL, 1, "ceil")                                                           \
+  X(FLOOR, 1, "floor")                                                         \
+  X(ROUND, 1, "round") /* half to even, as torch.round */                      \
+  X(TRUNC, 1, "trunc")                                                         \
+  X(SIGMOID, 1, "sigmoid")                                                     \
+  X(RECIP, 1, "reciprocal")                                                    \
+  X(ISNAN, 1, "isnan")                                                         \
+  X(ISINF, 1, "isinf")                                                         \
+  X(SIGNBIT, 1, "signbit")                                                     \
+  X(NOT, 1, "logical_not")                                                     \
+  X(BNOT, 1, "bitwise_not")                                                    \
+  X(ADD, 2, "add")                                                             \
+  X(SUB, 2, "sub")                                                             \
+  X(MUL, 2, "mul")                                                             \
+  X(DIV, 2, "div") /* true division; integers: C's / (divisor != 0) */         \
+  X(FLOORDIV, 2, "floordiv")                                                   \
+  X(MOD, 2, "mod")   /* Python's %, sign of the divisor */                     \
+  X(FMOD, 2, "fmod") /* C's fmod (integers: %), sign of the dividend */        \
+  X(POW, 2, "pow")                                                             \
+  X(ATAN2, 2, "atan2")                                                         \
+  X(HYPOT, 2, "hypot")                                                         \
+  X(COPYSIGN, 2, "copysign")                                                   \
+  X(MAXIMUM, 2, "maximum") /* NaN wins */                                      \
+  X(MINIMUM, 2, "minimum") /* NaN wins */                                      \
+  X(FMAX, 2, "fmax")       /* NaN loses */                                     \
+  X(FMIN, 2, "fmin")       /* NaN loses */                                     \
+  X(EQ, 2, "eq")                                                               \
+  X(NE, 2, "ne")                                                               \
+  X(LT, 2, "lt")                                                               \
+  X(LE, 2, "le")                                                               \
+  X(GT, 2, "gt")                                                               \
+  X(GE, 2, "ge")                                                               \
+  X(AND, 2, "logical_and")                                                     \
+  X(OR, 2, "logical_or")                                                       \
+  X(XOR, 2, "logical_xor")                                                     \
+  X(BAND, 2, "bitwise_and")                                                    \
+  X(BOR, 2, "bitwise_or")                                                      \
+  X(BXOR, 2, "bitwise_xor")                                                    \
+  X(SHL, 2, "shift_left")  /* count modulo 64 (32 below int64), as ATen */     \
+  X(SHR, 2, "shift_right") /* arithmetic for signed types */                   \
+  X(WHERE, 3, "where")     /* args[0] ? args[1] : args[2] */
+
+typedef enum ir_op {
+#define X(name, arity, text) IR_##name,
+  IR_OPS(X)
+#undef X
+      IR_OP_COUNT
+} ir_op;
+
+/* Arity and name of an operation. */
+int ir_op_arity(ir_op op);
+const char *ir_op_name(ir_op op);
+
+typedef struct ir_buf ir_buf;
+typedef struct ir_node ir_node;
+typedef struct ir_expr ir_expr;
+
+/* A scalar expression. Hash-consed within an ir_graph. */
+struct ir_expr {
+  ir_op op;
+  gc_dtype dtype; /* of the value (bool for comparisons) */
+  ir_expr *args[3];
+  union {
+    struct {
+      double f;  /* CONST of a floating dtype */
+      int64_t i; /* CONST of an integer or bool dtype */
+    } k;
+    struct {
+      ir_buf *buf;    /* LOAD, GATHER: the buffer */
+      gc_sym *index;  /* LOAD: element index (offset included); GATHER: the
+                         part that does not depend on data */
+      int64_t stride; /* GATHER: elements between consecutive data indices */
+      int64_t size;   /* GATHER: data indices are valid in [0, size) */
+      bool wrap;      /* GATHER: negative data indices count from the end */
+    } load;
+    gc_sym *index; /* INDEX: the expression */
+    struct {
+      ir_node *node; /* ACC: the reduction */
+      int which;     /* ACC: which of its results (0; welford 0..2) */
+    } acc;
+  };
+  int id;         /* creation order */
+  uint64_t hash;  /* structural, for hash-consing */
+  uint64_t walk;  /* scratch of ir_expr_walk: the last walk that saw it */
+  ir_expr *chain; /* hash bucket */
+};
+
+/* Where a buffer's memory comes from. */
+typedef enum ir_buf_kind {
+  IR_BUF_INPUT,  /* graph input `index` (the caller's tensor) */
+  IR_BUF_ARENA,  /* an intermediate in the call's arena (planned) */
+  IR_BUF_OUTPUT, /* a program output, allocated fresh for each call */
+  IR_BUF_RESULT, /* returned by an extern/fallback call (ATen allocates) */
+} ir_buf_kind;
+
+struct ir_buf {
+  int id; /* index in ir_graph.bufs */
+  ir_buf_kind kind;
+  int index; /* INPUT: graph input; OUTPUT: first program output */
+  gc_dtype dtype;
+  int rank;
+  int64_t *sizes;        /* rank entries */
+  int64_t *strides;      /* rank entries, in elements, from element 0 (the data
+                            pointer of its tensor: a storage offset is already in
+                            it) */
+  int64_t numel;         /* product of sizes */
+  int64_t span;          /* elements the layout reaches: 1 + max offset */
+  ir_node *def;          /* the node writing it; NULL for inputs */
+  const gc_value *value; /* the graph value it realizes (may be NULL) */
+  bool mutated;          /* an INPUT written back by the program */
+  /* set by the memory planner (ARENA only) */
+  int64_t arena_offset; /* bytes from the arena's base */
+  int first, last;      /* live range in kernel order */
+};
+
+typedef enum ir_node_kind {
+  IR_POINTWISE, /* out[layout(vars)] = body(vars) for every point */
+  IR_REDUCTION, /* out[layout(vars)] = reduce over rvars of body(vars, rvars) */
+  IR_EXTERN,    /* an ATen library call (mm, conv...) writing `out` or
+                   returning RESULT buffers */
+  IR_FALLBACK,  /* any other ATen call, on realized inputs */
+} ir_node_kind;
+
+/* Reductions: X(NAME, "name"). */
+#define IR_REDUCTIONS(X)                                                       \
+  X(SUM, "sum")                                                                \
+  X(PROD, "prod")                                                              \
+  X(MAX, "max")       /* NaN propagates */                                     \
+  X(MIN, "min")       /* NaN propagates */                                     \
+  X(ARGMAX, "argmax") /* NaN is the max; ties: first index */                  \
+  X(ARGMIN, "argmin")                                                          \
+  X(ANY, "any")                                                                \
+  X(ALL, "all")                                                                \
+  X(WELFORD, "welford") /* results: mean, m2 (sum of squared deviations),      \
+                           count */
+
+typedef enum ir_reduction {
+#define X(name, text) IR_RED_##name,
+  IR_REDUCTIONS(X)
+#undef X
+} ir_reduction;
+
+const char *ir_reduction_name(ir_reduction r);
+
+/* An argument of an extern or fallback call: a value of the original
+ * graph's node, with tensors replaced by IR tensors. */
+typedef struct ir_call_arg {
+  const char *name; /* schema parameter */
+  gc_arg arg;       /* the literal (TENSOR/TENSORS items are unused) */
+  ir_buf **bufs;    /* TENSOR: 1, TENSORS/OPT_TENSORS: arg.n (NULL: None) */
+  struct ir_view **views; /* the strided view of each buffer passed */
+  bool keyword;
+} ir_call_arg;
+
+/* A strided view of a buffer, as an extern call sees its argument. */
+typedef struct ir_view {
+  ir_buf *buf;
+  int rank;
+  int64_t *sizes, *strides; /* in elements */
+  int64_t offset;           /* from the buffer's first element */
+} ir_view;
+
+struct ir_node {
+  int id;
+  ir_node_kind kind;
+  const char *name; /* "k3_layernorm_gelu"-style; set by the scheduler */
+  ir_buf *out;      /* POINTWISE, REDUCTION: the buffer written */
+  /* iteration space: one variable per dimension of `out` */
+  int rank;
+  int64_t *ranges;
+  gc_sym **vars;
+  /* REDUCTION: the reduced dimensions */
+  int rrank;
+  int64_t *rranges;
+  gc_sym **rvars;
+  ir_reduction red;
+  ir_buf *out2, *out3; /* REDUCTION: argmax/argmin's value buffer is `out`
+                          and the index `out2`; WELFORD: mean `out`, m2
+                          `out2`, count `out3` (any may be NULL) */
+  ir_expr *body;       /* value at (vars, rvars) */
+  /* EXTERN, FALLBACK: the ATen call */
+  const gc_node *gnode; /* the functional graph's node */
+  const gc_op *op;      /* the operator called */
+  ir_call_arg *args;
+  int nargs;
+  ir_buf **results; /* one per schema return (NULL: unused/none) */
+  int nresults;
+  bool out_variant; /* EXTERN: op is the .out overload writing `out` */
+  /* provenance, for comments and dumps */
+  int *gnodes; /* graph node ids it computes */
+  int ngnodes;
+  const char *what; /* short description ("relu", "layer_norm") */
+};
+
+/* An IR value: what lowering makes of a graph value. */
+typedef enum ir_tensor_kind {
+  IR_T_BUF,  /* a buffer through `strides`/`offset` (a view of it, perhaps) */
+  IR_T_LOOP, /* an unrealized pointwise computation: `body` over `vars` */
+  IR_T_VIEW, /* element `idx` is element map(idx) of `base` */
+} ir_tensor_kind;
+
+typedef struct ir_tensor ir_tensor;
+struct ir_tensor {
+  ir_tensor_kind kind;
+  gc_dtype dtype;
+  int rank;
+  int64_t *sizes;
+  /* IR_T_BUF */
+  ir_buf *buf;
+  int64_t *strides; /* in elements */
+  int64_t offset;   /* elements from the buffer's element 0 */
+  /* IR_T_LOOP */
+  gc_sym **vars; /* rank variables the body is written in */
+  ir_expr *body;
+  int nreads;  /* loads in the body (realization heuristic) */
+  int nops;    /* operations in the body */
+  bool costly; /* contains an expensive operation (exp, log, ...) */
+  int *gnodes; /* graph nodes folded into it */
+  int ngnodes;
+  /* IR_T_VIEW */
+  ir_tensor *base;
+  gc_sym **map;          /* base->rank index expressions over `vars` */
+  const gc_value *value; /* the graph value it was first set for (NULL
+                            for internal tensors): eager's layout */
+  int uses;              /* times a consumer loaded it (lowering counts) */
+  ir_buf *realized;      /* set once realized: later loads read the buffer */
+};
+
+/* Everything of one compile's back half. */
+typedef struct ir_graph {
+  gc_arena *a;
+  gc_symctx sym;
+  const gc_graph *g; /* the functional graph it lowers */
+  ir_buf **bufs;
+  int nbufs, capbufs;
+  ir_node **nodes; /* in a valid execution order */
+  int nnodes, capnodes;
+  const char **gnode_what; /* per graph node: the operator table's name of
+                              its operator (the compiler's own string, not
+                              the client's), NULL for fallbacks */
+  ir_view **outputs;       /* per program output: where it lives (NULL: not a
+                              tensor); set by lowering */
+  int noutputs;
+  ir_expr **ebuckets; /* expression hash-consing */
+  size_t nebuckets;
+  int nexprs;
+  bool oom;
+} ir_graph;
+
+int ir_graph_init(ir_graph *ir, gc_arena *a, const gc_graph *g);
+
+/* Buffers and nodes. NULL when out of memory. */
+ir_buf *ir_buf_new(ir_graph *ir, ir_buf_kind kind, gc_dtype dtype, int rank,
+                   const int64_t *sizes, const int64_t *strides);
+ir_node *ir_node_new(ir_graph *ir, ir_node_kind kind);
+/* Appends n to the execution order. */
+int ir_node_append(ir_graph *ir, ir_node *n);
+
+/* Contiguous (row-major) strides of `sizes`. */
+void ir_contiguous_strides(int rank, const int64_t *sizes, int64_t *strides);
+
+/* ---- expressions ---- */
+ir_expr *ir_const_f(ir_graph *ir, double v, gc_dtype dt);
+/* An integer constant, wrapped to dt's range (-4 as uint8 is 252). */
+ir_expr *ir_const_i(ir_graph *ir, int64_t v, gc_dtype dt);
+ir_expr *ir_load(ir_graph *ir, ir_buf *b, gc_sym *index);
+/* An indirect load: b[index + stride * i] where i = idx (an int64
+ * expression), valid in [0, size) (in [-size, size) counting from the end
+ * when wrap). Generated code checks the range (see IR_GATHER). */
+ir_expr *ir_gather(ir_graph *ir, ir_buf *b, gc_sym *index, ir_expr *idx,
+                   int64_t stride, int64_t size, bool wrap);
+/* True for operations that read a buffer (LOAD, GATHER). */
+bool ir_reads_buffer(const ir_expr *e);
+ir_expr *ir_index(ir_graph *ir, gc_sym *e, gc_dtype dt);
+ir_expr *ir_acc(ir_graph *ir, ir_node *reduction, int which, gc_dtype dt);
+/* An operation. CAST's dtype is the target; comparisons and logical ops
+ * yield bool whatever dt says. */
+ir_expr *ir_op1(ir_graph *ir, ir_op op, gc_dtype dt, ir_expr *a);
+ir_expr *ir_op2(ir_graph *ir, ir_op op, gc_dtype dt, ir_expr *a, ir_expr *b);
+ir_expr *ir_op3(ir_graph *ir, ir_op op, gc_dtype dt, ir_expr *a, ir_expr *b,
+                ir_expr *c);
+/* `e` converted to `dt` (e itself when it has that dtype). */
+ir_expr *ir_cast(ir_graph *ir, ir_expr *e, gc_dtype dt);
+/* Replaces loop variables inside LOAD and INDEX (map as gc_sym_subst). */
+ir_expr *ir_expr_subst(ir_graph *ir, ir_expr *e, gc_sym *const *map);
+
+/* Bodies are DAGs: hash-consing shares subexpressions, and a chain of n
+ * relus (each reading its input twice) is a tree of 2^n nodes. Every walk
+ * over an expression goes through ir_expr_walk, which calls fn once per
+ * distinct subexpression (pre-order, at its first occurrence). fn returns
+ * 0 to go on, IR_WALK_SKIP not to descend into e's arguments, or any other
+ * value to stop the walk, which then returns that value. Returns 0 when
+ * every subexpression was visited, IR_WALK_TOO_DEEP past 10000 levels.
+ * fn must not start another walk over the same expressions. */
+#define IR_WALK_SKIP (-2)
+#define IR_WALK_TOO_DEEP (-1)
+typedef int (*ir_walk_fn)(const ir_expr *e, void *ctx);
+int ir_expr_walk(const ir_expr *e, ir_walk_fn fn, void *ctx);
+
+/* Expression statistics: distinct loads, operations, and whether an
+ * expensive operation (exp, log, tanh, ...) occurs. */
+void ir_expr_stats(const ir_expr *e, int *loads, int *ops, bool *costly);
+
+/* ---- tensors ---- */
+
+/* A buffer as a tensor (its own layout). */
+ir_tensor *ir_tensor_of_buf(ir_graph *ir, ir_buf *b);
+/* A strided view of a buffer. */
+ir_tensor *ir_tensor_strided(ir_graph *ir, ir_buf *b, int rank,
+                             const int64_t *sizes, const int64_t *strides,
+                             int64_t offset);
+/* The element of t at index `idx` (t->rank expressions). */
+ir_expr *ir_tensor_load(ir_graph *ir, ir_tensor *t, gc_sym *const *idx);
+/* If t is (or can be seen as) a strided view of a buffer, fills the view
+ * and returns true. */
+bool ir_tensor_as_strided(ir_graph *ir, ir_tensor *t, ir_view *v);
+
+/* ---- checks and printing ---- */
+
+/* Checks the IR's invariants (see ir.c); GC_EINTERNAL naming the first
+ * broken one. */
+int ir_verify(const ir_graph *ir, gc_error *err);
+
+/* The IR as text, in the arena ("buf3: f32[8, 16] arena = ..."). */
+char *ir_print(ir_graph *ir);
+/* An expression as text (for dumps and C comments). */
+char *ir_expr_str(ir_graph *ir, const ir_expr *e);
+
+#endif

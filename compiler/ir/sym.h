@@ -1,0 +1,153 @@
+/*
+ * sym.h: symbolic integer expressions, the index arithmetic of the loop IR.
+ *
+ * Every size, stride, offset and index in the loop IR is a gc_sym: an
+ * expression over integer variables. Two kinds of variables exist:
+ *
+ *   loop indices   i0, i1, ... (r0, r1 for reduction loops): each has a range
+ *                  [0, size-1] given when it is made;
+ *   size symbols   s0, s1, ...: sizes not known until run time (dynamic
+ *                  shapes). This version specializes every size, so none
+ *                  are made yet, but nothing below assumes sizes are
+ *                  constants.
+ *
+ * Expressions are hash-consed in a context (gc_symctx): building the same
+ * expression twice returns the same pointer, so equality is pointer
+ * equality and expressions can key tables. They are kept in a canonical
+ * form as they are built:
+ *
+ *   CONST     an integer
+ *   VAR       a variable
+ *   ADD       c + k1*t1 + k2*t2 + ...: integer coefficients, terms sorted by
+ *             id, no CONST or ADD among them, no zero coefficient
+ *   MUL       t1 * t2 * ...: a product of at least two non-constant factors
+ *             (a constant factor becomes an ADD coefficient)
+ *   FLOORDIV  floor(a / d), d a positive constant
+ *   MOD       a mod m (Python's: the result has the sign of m), m > 0
+ *   MIN, MAX  of two expressions
+ *
+ * Each expression carries a range [lo, hi] derived from its variables'
+ * ranges. Simplification uses it, which is what makes reshapes cheap: the
+ * index of element (i, j) of a [2, 3] view of a [6] tensor is 3*i + j, and
+ * going back, (3*i + j) // 3 is i and (3*i + j) mod 3 is j because j lies in
+ * [0, 2]. The rules (all exact, none assumes more than the ranges say):
+ *
+ *   (Q*d + R) // d  = Q + R // d           Q an integer combination
+ *   R // d          = k   when R lies in [k*d, k*d + d - 1]
+ *   (x // a) // b   = x // (a*b)
+ *   (Q*m + R) mod m = R mod m
+ *   R mod m         = R   when R lies in [0, m - 1]
+ *   (x mod a) mod b = x mod b               when b divides a
+ *   k*d*(x // d) + k*(x mod d) = k*x        (merging a split index back)
+ *
+ * Arithmetic overflow of int64 is not wrapped: it sets the context's
+ * `overflow` flag and yields 0, and callers refuse the result.
+ *
+ * Everything lives in the context's arena; there is no free.
+ */
+#ifndef GC_IR_SYM_H
+#define GC_IR_SYM_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "compiler/arena.h"
+
+typedef enum gc_sym_kind {
+  GC_SYM_CONST,    /* c */
+  GC_SYM_VAR,      /* variable `var` */
+  GC_SYM_ADD,      /* c + sum(coefs[k] * ops[k]) */
+  GC_SYM_MUL,      /* product of ops */
+  GC_SYM_FLOORDIV, /* ops[0] // c */
+  GC_SYM_MOD,      /* ops[0] mod c */
+  GC_SYM_MIN,      /* min(ops[0], ops[1]) */
+  GC_SYM_MAX,      /* max(ops[0], ops[1]) */
+} gc_sym_kind;
+
+typedef struct gc_sym gc_sym;
+struct gc_sym {
+  gc_sym_kind kind;
+  int64_t c;      /* CONST: the value; ADD: the constant term; FLOORDIV,
+                     MOD: the divisor */
+  int var;        /* VAR: index in the context's variable table */
+  int n;          /* operands (ADD terms, MUL factors, 1 or 2 otherwise) */
+  gc_sym **ops;   /* operands; ADD and MUL keep them sorted by id */
+  int64_t *coefs; /* ADD: the coefficient of each term */
+  int64_t lo, hi; /* the values it can take, inclusive */
+  int id;         /* creation order: the canonical order of terms */
+  uint64_t hash;  /* of the structure, for hash-consing */
+  gc_sym *chain;  /* next in its hash bucket */
+};
+
+/* A variable: a loop index or a size symbol. */
+typedef struct gc_symvar {
+  const char *name; /* "i0", "r1", "s0" */
+  int64_t lo, hi;   /* its range, inclusive */
+} gc_symvar;
+
+typedef struct gc_symctx {
+  gc_arena *a;
+  gc_sym **buckets; /* hash-consing table (open hashing) */
+  size_t nbuckets;  /* a power of two */
+  size_t count;     /* expressions made */
+  gc_symvar *vars;  /* the variables */
+  int nvars, capvars;
+  bool overflow; /* some arithmetic overflowed int64 (results are wrong) */
+  bool oom;      /* an allocation failed (results are NULL) */
+} gc_symctx;
+
+/* Prepares a context drawing from `a`. Returns 0 or -1 (out of memory). */
+int gc_symctx_init(gc_symctx *s, gc_arena *a);
+
+/* A new variable named `name` (copied) with range [lo, hi]; NULL when out of
+ * memory. */
+gc_sym *gc_sym_newvar(gc_symctx *s, const char *name, int64_t lo, int64_t hi);
+
+gc_sym *gc_sym_const(gc_symctx *s, int64_t v);
+gc_sym *gc_sym_add(gc_symctx *s, gc_sym *a, gc_sym *b);
+gc_sym *gc_sym_sub(gc_symctx *s, gc_sym *a, gc_sym *b);
+gc_sym *gc_sym_mul(gc_symctx *s, gc_sym *a, gc_sym *b);
+/* a * k for an integer k */
+gc_sym *gc_sym_scale(gc_symctx *s, gc_sym *a, int64_t k);
+/* a + k */
+gc_sym *gc_sym_addc(gc_symctx *s, gc_sym *a, int64_t k);
+/* floor(a / d), d > 0 (d <= 0 is refused: NULL) */
+gc_sym *gc_sym_floordiv(gc_symctx *s, gc_sym *a, int64_t d);
+/* a mod m, m > 0 (m <= 0 is refused: NULL) */
+gc_sym *gc_sym_mod(gc_symctx *s, gc_sym *a, int64_t m);
+gc_sym *gc_sym_min(gc_symctx *s, gc_sym *a, gc_sym *b);
+gc_sym *gc_sym_max(gc_symctx *s, gc_sym *a, gc_sym *b);
+
+/* True when `e` is the constant `v`. */
+bool gc_sym_is_const(const gc_sym *e, int64_t v);
+
+/* Replaces variables: every VAR whose index k has map[k] != NULL becomes
+ * map[k] (map has s->nvars entries as of the call; variables made later are
+ * kept). The result is simplified. */
+gc_sym *gc_sym_subst(gc_symctx *s, gc_sym *e, gc_sym *const *map);
+
+/* If `e` is affine in variable `var` (it appears only as a plain term of an
+ * ADD, or is the variable itself), returns true and sets *coef (0 when the
+ * variable does not occur). False when it occurs inside a product, a
+ * division, a mod, a min or a max. */
+bool gc_sym_linear_in(const gc_sym *e, int var, int64_t *coef);
+
+/* True when `var` occurs anywhere in `e`. */
+bool gc_sym_uses(const gc_sym *e, int var);
+
+/* True when `e` is affine in every variable (an ADD of VAR terms, a VAR or a
+ * constant): then it is c + sum(coef_k * var_k). */
+bool gc_sym_is_affine(const gc_sym *e);
+
+/* Writes `e` as a C expression of int64_t values (variables by name,
+ * floordiv and mod through the helpers gc_floordiv/gc_mod unless the operand
+ * is known non-negative, where plain / and % are exact). Returns the length
+ * it needed (as snprintf). */
+size_t gc_sym_format(const gc_symctx *s, const gc_sym *e, char *buf,
+                     size_t size);
+
+/* As gc_sym_format, into the arena. NULL when out of memory. */
+char *gc_sym_str(gc_symctx *s, const gc_sym *e);
+
+#endif

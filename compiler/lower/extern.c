@@ -1,0 +1,37 @@
+/*
+ * extern.c: lowering rules for operators that stay library calls.
+ *
+ * Matrix products and convolutions are faster in BLAS and oneDNN than in
+ * anything a C code generator writes, so, as Inductor does, they run
+ * through ATen on the client: mm, addmm, bmm and baddbmm through their .out
+ * overloads, which write straight into a buffer the memory planner placed
+ * (or into the program output itself); convolution, whose .out overload
+ * would compute into a temporary and copy, as a plain call whose result
+ * ATen allocates. The pointwise work around them (bias, batch norm in eval
+ * mode, activation, residual add) is lowered natively and fused into the
+ * kernels that read their results.
+ */
+#include "compiler/lower/lower.h"
+
+/* Lowers n through the .out overload named by the table row's parameter. */
+static const char *const out_ops[] = {
+    "aten::mm.out",
+    "aten::addmm.out",
+    "aten::bmm.out",
+    "aten::baddbmm.out",
+};
+
+int lower_extern_out(lower_ctx *L, const gc_node *n, int which) {
+  if (which < 0 || which >= (int)(sizeof out_ops / sizeof out_ops[0]))
+    return GC_EUNSUPPORTED;
+  const gc_tensor_meta *m = L_out_meta(n, 0);
+  if (!m || !L_is_float(m->dtype))
+    return GC_EUNSUPPORTED; /* integer matmuls are rare: fall back */
+  return L_extern_out(L, n, out_ops[which]);
+}
+
+/* convolution(...) and friends: an ATen call with an ATen-allocated result. */
+int lower_extern_call(lower_ctx *L, const gc_node *n, int unused) {
+  (void)unused;
+  return L_extern_call(L, n);
+}

@@ -1,0 +1,1246 @@
+/*
+ * lower.c: the lowering driver and the helpers rules are written with. See
+ * lower.h for what lowering guarantees.
+ *
+ * Order of work:
+ *   1. every tensor input becomes an INPUT buffer with its metadata;
+ *   2. nodes in program order: the table's rule, else a fallback; after a
+ *      rule the outputs are checked against the metadata, and unrealized
+ *      results with several users that are costly to recompute are
+ *      realized;
+ *   3. program outputs get OUTPUT buffers with eager's exact strides (before
+ *      the write-backs: they read the inputs as they were);
+ *   4. the epilogue (aten::copy_ into graph inputs) last, in two phases so
+ *      that no write-back reads an input another one already overwrote.
+ *
+ * A rule that fails (GC_EUNSUPPORTED, or outputs that disagree with the
+ * metadata) is undone: the nodes it appended are dropped and the values it
+ * realized forget their buffers, then the node becomes a fallback.
+ */
+#include "compiler/lower/lower.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "compiler/ops.h"
+#include "compiler/schema.h"
+#include "compiler/strmap.h"
+#include "compiler/torchops.h"
+
+/* Inlining limits (Inductor's realization heuristics, see lower.h). */
+#define REALIZE_READS_SHARED 4 /* a multi-user value with more loads */
+#define REALIZE_OPS_SHARED 30  /* ... or more operations is realized */
+#define REALIZE_READS_ANY 8    /* any value with more loads is realized */
+#define REALIZE_OPS_ANY 96     /* ... or more operations */
+
+typedef struct rule {
+  const char *name;
+  gc_opclass cls;
+  lower_fn fn;
+  int param;
+} rule;
+
+static const rule rules[] = {
+#define RULE(name, cls, fn, param) {name, GC_OPC_##cls, fn, param},
+#include "compiler/lower/ops.def"
+#undef RULE
+};
+#define NRULES (sizeof rules / sizeof rules[0])
+
+struct lower_ctx {
+  ir_graph *ir;
+  const gc_functional *f;
+  const gc_graph *g;
+  gc_error *err;
+  ir_tensor **val;          /* graph value id -> its IR tensor */
+  int *users;               /* graph value id -> number of uses */
+  gc_strmap rules;          /* operator name -> rule */
+  gc_strmap ops;            /* operator name -> gc_op (introduced operators) */
+  ir_tensor **realized_log; /* tensors realized, for undoing a rule */
+  int nrealized, caprealized;
+  gc_lower_stats *stats;
+  const gc_node *cur; /* the node being lowered */
+  int *prov;          /* graph nodes inlined into what cur builds */
+  int nprov, capprov;
+};
+
+ir_graph *L_ir(lower_ctx *L) {
+  return L->ir;
+}
+
+/* ---- dtypes ---- */
+
+bool L_is_float(gc_dtype d) {
+  return d == GC_DTYPE_FLOAT32 || d == GC_DTYPE_FLOAT64;
+}
+
+bool L_is_integral(gc_dtype d) {
+  switch (d) {
+  case GC_DTYPE_UINT8:
+  case GC_DTYPE_INT8:
+  case GC_DTYPE_INT16:
+  case GC_DTYPE_INT32:
+  case GC_DTYPE_INT64:
+  case GC_DTYPE_BOOL:
+    return true;
+  default:
+    return false;
+  }
+}
+
+bool L_dtype_ok(gc_dtype d) {
+  return L_is_float(d) || L_is_integral(d);
+}
+
+/* ---- arguments ---- */
+
+const gc_arg *L_arg(lower_ctx *L, const gc_node *n, const char *name) {
+  (void)L;
+  for (int i = 0; i < n->nargs; i++)
+    if (strcmp(n->args[i].name, name) == 0)
+      return &n->args[i].arg;
+  const gc_schema *s = n->op->schema;
+  int p = gc_schema_find_arg(s, name);
+  if (p >= 0 && s->args[p].has_default)
+    return &s->args[p].def;
+  return NULL;
+}
+
+ir_tensor *L_tensor(lower_ctx *L, const gc_node *n, const char *name) {
+  const gc_arg *a = L_arg(L, n, name);
+  if (!a || a->kind != GC_ARG_TENSOR || !a->v || a->v->kind != GC_VALUE_TENSOR)
+    return NULL;
+  return L->val[a->v->id];
+}
+
+bool L_scalar(lower_ctx *L, const gc_node *n, const char *name, double *v,
+              int64_t *iv, gc_dtype *dt) {
+  const gc_arg *a = L_arg(L, n, name);
+  if (!a)
+    return false;
+  switch (a->kind) {
+  case GC_ARG_INT:
+    *iv = a->i;
+    *v = (double)a->i;
+    *dt = GC_DTYPE_INT64;
+    return true;
+  case GC_ARG_BOOL:
+    *iv = a->i != 0;
+    *v = (double)*iv;
+    *dt = GC_DTYPE_BOOL;
+    return true;
+  case GC_ARG_FLOAT:
+    *v = a->f;
+    *iv = (int64_t)0;
+    *dt = GC_DTYPE_FLOAT64;
+    return true;
+  default:
+    return false;
+  }
+}
+
+bool L_int(lower_ctx *L, const gc_node *n, const char *name, int64_t *out) {
+  const gc_arg *a = L_arg(L, n, name);
+  if (!a || a->kind != GC_ARG_INT)
+    return false;
+  *out = a->i;
+  return true;
+}
+
+bool L_bool(lower_ctx *L, const gc_node *n, const char *name, bool *out) {
+  const gc_arg *a = L_arg(L, n, name);
+  if (!a || a->kind != GC_ARG_BOOL)
+    return false;
+  *out = a->i != 0;
+  return true;
+}
+
+bool L_float(lower_ctx *L, const gc_node *n, const char *name, double *out) {
+  const gc_arg *a = L_arg(L, n, name);
+  if (!a)
+    return false;
+  if (a->kind == GC_ARG_FLOAT)
+    *out = a->f;
+  else if (a->kind == GC_ARG_INT || a->kind == GC_ARG_BOOL)
+    *out = (double)a->i;
+  else
+    return false;
+  return true;
+}
+
+bool L_ints(lower_ctx *L, const gc_node *n, const char *name,
+            const int64_t **ints, int *count) {
+  static const int64_t none[1] = {0};
+  const gc_arg *a = L_arg(L, n, name);
+  if (!a)
+    return false;
+  if (a->kind == GC_ARG_INTS) {
+    *ints = a->n ? a->ints : none;
+    *count = a->n;
+    return true;
+  }
+  if (a->kind == GC_ARG_INT) { /* int[1] given as a single int */
+    *ints = &a->i;
+    *count = 1;
+    return true;
+  }
+  return false;
+}
+
+bool L_dtype(lower_ctx *L, const gc_node *n, const char *name, gc_dtype *out) {
+  const gc_arg *a = L_arg(L, n, name);
+  if (!a || a->kind != GC_ARG_SCALAR_TYPE)
+    return false;
+  *out = (gc_dtype)a->i;
+  return true;
+}
+
+const gc_tensor_meta *L_out_meta(const gc_node *n, int k) {
+  if (k < 0 || k >= n->noutputs || n->outputs[k].kind != GC_ARG_TENSOR ||
+      !n->outputs[k].v)
+    return NULL;
+  return &n->outputs[k].v->meta;
+}
+
+bool L_static_sizes(const gc_tensor_meta *m, int64_t *sizes) {
+  for (int i = 0; i < m->rank; i++) {
+    if (m->sizes[i].expr)
+      return false;
+    sizes[i] = m->sizes[i].v;
+  }
+  return true;
+}
+
+static bool static_strides(const gc_tensor_meta *m, int64_t *strides) {
+  for (int i = 0; i < m->rank; i++) {
+    if (m->strides[i].expr)
+      return false;
+    strides[i] = m->strides[i].v;
+  }
+  return !m->offset.expr;
+}
+
+/* ---- type promotion (torch.result_type) ---- */
+
+static int category(gc_dtype d) {
+  if (d == GC_DTYPE_BOOL)
+    return 0;
+  if (L_is_integral(d))
+    return 1;
+  return 2; /* floating (complex falls back before promotion matters) */
+}
+
+/* torch.promote_types on the dtypes generated code handles. */
+static gc_dtype promote(gc_dtype a, gc_dtype b) {
+  if (a == GC_DTYPE_UNKNOWN)
+    return b;
+  if (b == GC_DTYPE_UNKNOWN || a == b)
+    return a;
+  int ca = category(a), cb = category(b);
+  if (ca != cb)
+    return ca > cb ? a : b;
+  if (ca == 2)
+    return gc_dtype_size(a) >= gc_dtype_size(b) ? a : b;
+  /* integers: uint8 with a signed type needs the next wider signed type */
+  bool ua = a == GC_DTYPE_UINT8, ub = b == GC_DTYPE_UINT8;
+  if (ua || ub) {
+    gc_dtype other = ua ? b : a;
+    if (other == GC_DTYPE_INT8)
+      return GC_DTYPE_INT16;
+    return other;
+  }
+  return gc_dtype_size(a) >= gc_dtype_size(b) ? a : b;
+}
+
+gc_dtype L_result_type(lower_ctx *L, const gc_node *n,
+                       const char *const *names) {
+  /* three priority classes: tensors with dimensions, zero-dim tensors,
+   * numbers (wrapped or literal) */
+  gc_dtype cls[3] = {GC_DTYPE_UNKNOWN, GC_DTYPE_UNKNOWN, GC_DTYPE_UNKNOWN};
+  for (; *names; names++) {
+    const gc_arg *a = L_arg(L, n, *names);
+    if (!a || a->kind == GC_ARG_NONE)
+      continue;
+    if (a->kind == GC_ARG_TENSOR && a->v && a->v->kind == GC_VALUE_TENSOR) {
+      int c = a->v->meta.rank > 0 ? 0 : 1;
+      cls[c] = promote(cls[c], a->v->meta.dtype);
+    } else if (a->kind == GC_ARG_INT) {
+      cls[2] = promote(cls[2], GC_DTYPE_INT64);
+    } else if (a->kind == GC_ARG_FLOAT) {
+      cls[2] = promote(cls[2], GC_DTYPE_FLOAT32); /* the default dtype */
+    } else if (a->kind == GC_ARG_BOOL) {
+      cls[2] = promote(cls[2], GC_DTYPE_BOOL);
+    } else {
+      return GC_DTYPE_UNKNOWN;
+    }
+  }
+  gc_dtype r = cls[0];
+  for (int c = 1; c < 3; c++) {
+    if (cls[c] == GC_DTYPE_UNKNOWN)
+      continue;
+    if (r == GC_DTYPE_UNKNOWN)
+      r = cls[c];
+    else if (category(cls[c]) > category(r))
+      r = c == 2 && category(cls[c]) == 2 && category(r) < 2
+              ? GC_DTYPE_FLOAT32
+              : promote(r, cls[c]);
+  }
+  return r;
+}
+
+/* ---- IR helpers ---- */
+
+gc_sym **L_vars(lower_ctx *L, int rank, const int64_t *sizes) {
+  gc_symctx *s = &L->ir->sym;
+  gc_sym **v = gc_arena_calloc(L->ir->a, (size_t)rank + 1, sizeof *v);
+  if (!v)
+    return NULL;
+  for (int i = 0; i < rank; i++) {
+    char name[24];
+    snprintf(name, sizeof name, "i%d", s->nvars);
+    if (!(v[i] = gc_sym_newvar(s, name, 0, sizes[i] > 0 ? sizes[i] - 1 : 0)))
+      return NULL;
+  }
+  return v;
+}
+
+/* Remembers that graph nodes `ids` are being inlined into cur's result. */
+static void add_prov(lower_ctx *L, const int *ids, int n) {
+  for (int i = 0; i < n; i++) {
+    bool seen = false;
+    for (int k = 0; k < L->nprov && !seen; k++)
+      seen = L->prov[k] == ids[i];
+    if (seen)
+      continue;
+    if (L->nprov == L->capprov) {
+      int cap = L->capprov ? L->capprov * 2 : 16;
+      int *p = gc_arena_calloc(L->ir->a, (size_t)cap, sizeof *p);
+      if (!p)
+        return;
+      if (L->nprov)
+        memcpy(p, L->prov, (size_t)L->nprov * sizeof *p);
+      L->prov = p;
+      L->capprov = cap;
+    }
+    L->prov[L->nprov++] = ids[i];
+  }
+}
+
+/* Unrealized tensors t reads through (itself, a view's bases). */
+static void note_inlined(lower_ctx *L, const ir_tensor *t) {
+  for (int depth = 0; t && depth < 64; depth++) {
+    if (t->kind == IR_T_LOOP && !t->realized)
+      add_prov(L, t->gnodes, t->ngnodes);
+    t = t->kind == IR_T_VIEW ? t->base : NULL;
+  }
+}
+
+ir_expr *L_load(lower_ctx *L, ir_tensor *t, gc_sym *const *idx) {
+  if (t) {
+    t->uses++;
+    note_inlined(L, t);
+  }
+  return ir_tensor_load(L->ir, t, idx);
+}
+
+/* The graph nodes a new result computes: cur and what it inlined. */
+static int provenance(lower_ctx *L, int **out) {
+  if (L->cur)
+    add_prov(L, &L->cur->id, 1);
+  int *p = gc_arena_calloc(L->ir->a, (size_t)L->nprov + 1, sizeof *p);
+  if (!p)
+    return 0;
+  memcpy(p, L->prov, (size_t)L->nprov * sizeof *p);
+  for (int i = 1; i < L->nprov; i++) { /* ascending, for readable comments */
+    int v = p[i], j = i - 1;
+    while (j >= 0 && p[j] > v) {
+      p[j + 1] = p[j];
+      j--;
+    }
+    p[j + 1] = v;
+  }
+  *out = p;
+  return L->nprov;
+}
+
+ir_expr *L_load_bcast(lower_ctx *L, ir_tensor *t, int rank,
+                      gc_sym *const *idx) {
+  if (!t || t->rank > rank)
+    return NULL;
+  gc_sym *ti[IR_MAX_RANK];
+  int lead = rank - t->rank;
+  for (int i = 0; i < t->rank; i++)
+    ti[i] = t->sizes[i] == 1 ? gc_sym_const(&L->ir->sym, 0) : idx[lead + i];
+  return L_load(L, t, ti);
+}
+
+static void note_gnode(lower_ctx *L, ir_tensor *t) {
+  if (t)
+    t->ngnodes = provenance(L, &t->gnodes);
+}
+
+ir_tensor *L_pointwise(lower_ctx *L, const gc_node *n, gc_dtype dt, int rank,
+                       const int64_t *sizes, gc_sym **vars, ir_expr *body) {
+  (void)n;
+  if (!body || !vars)
+    return NULL;
+  ir_tensor *t = gc_arena_zalloc(L->ir->a, sizeof *t);
+  if (!t || !(t->sizes = gc_arena_calloc(L->ir->a, (size_t)rank + 1, 8)))
+    return NULL;
+  t->kind = IR_T_LOOP;
+  t->dtype = dt;
+  t->rank = rank;
+  if (rank)
+    memcpy(t->sizes, sizes, (size_t)rank * 8);
+  t->vars = vars;
+  t->body = body->dtype == dt ? body : ir_cast(L->ir, body, dt);
+  if (!t->body)
+    return NULL;
+  ir_expr_stats(t->body, &t->nreads, &t->nops, &t->costly);
+  note_gnode(L, t);
+  return t;
+}
+
+ir_tensor *L_view(lower_ctx *L, ir_tensor *base, int rank, const int64_t *sizes,
+                  gc_sym **vars, gc_sym **map) {
+  if (!base || !vars || !map)
+    return NULL;
+  for (int i = 0; i < base->rank; i++)
+    if (!map[i])
+      return NULL;
+  ir_tensor *t = gc_arena_zalloc(L->ir->a, sizeof *t);
+  if (!t || !(t->sizes = gc_arena_calloc(L->ir->a, (size_t)rank + 1, 8)))
+    return NULL;
+  t->kind = IR_T_VIEW;
+  t->dtype = base->dtype;
+  t->rank = rank;
+  if (rank)
+    memcpy(t->sizes, sizes, (size_t)rank * 8);
+  t->vars = vars;
+  t->base = base;
+  t->map = map;
+  /* a view of a buffer is a strided buffer view when the map is affine */
+  ir_view v;
+  if (ir_tensor_as_strided(L->ir, t, &v)) {
+    ir_tensor *s =
+        ir_tensor_strided(L->ir, v.buf, rank, sizes, v.strides, v.offset);
+    if (s)
+      return s;
+  }
+  return t;
+}
+
+/* Dense strides for `sizes` in the stride order of `like` (eager's layout:
+ * channels-last stays channels-last); contiguous without `like`. */
+static void dense_like(int rank, const int64_t *sizes,
+                       const gc_tensor_meta *like, int64_t *strides) {
+  int64_t ls[IR_MAX_RANK];
+  if (!like || like->rank != rank || !static_strides(like, ls)) {
+    ir_contiguous_strides(rank, sizes, strides);
+    return;
+  }
+  int order[IR_MAX_RANK]; /* dims from outermost to innermost */
+  for (int i = 0; i < rank; i++)
+    order[i] = i;
+  for (int i = 1; i < rank; i++) { /* stable insertion sort, stride desc */
+    int d = order[i], j = i - 1;
+    while (j >= 0 && ls[order[j]] < ls[d]) {
+      order[j + 1] = order[j];
+      j--;
+    }
+    order[j + 1] = d;
+  }
+  int64_t s = 1;
+  for (int i = rank - 1; i >= 0; i--) {
+    strides[order[i]] = s;
+    s *= sizes[order[i]] > 1 ? sizes[order[i]] : 1;
+  }
+}
+
+static bool log_realized(lower_ctx *L, ir_tensor *t) {
+  if (L->nrealized == L->caprealized) {
+    int cap = L->caprealized ? L->caprealized * 2 : 64;
+    ir_tensor **n = gc_arena_calloc(L->ir->a, (size_t)cap, sizeof *n);
+    if (!n)
+      return false;
+    if (L->nrealized)
+      memcpy(n, L->realized_log, (size_t)L->nrealized * sizeof *n);
+    L->realized_log = n;
+    L->caprealized = cap;
+  }
+  L->realized_log[L->nrealized++] = t;
+  return true;
+}
+
+/* A pointwise node computing t into a new buffer of `kind` with `strides`
+ * (NULL: dense like `like`). */
+static ir_buf *materialize(lower_ctx *L, ir_tensor *t, ir_buf_kind kind,
+                           const int64_t *strides, const gc_tensor_meta *like) {
+  ir_graph *ir = L->ir;
+  int64_t st[IR_MAX_RANK];
+  if (strides)
+    memcpy(st, strides, (size_t)t->rank * 8);
+  else
+    dense_like(t->rank, t->sizes, like, st);
+  ir_buf *b = ir_buf_new(ir, kind, t->dtype, t->rank, t->sizes, st);
+  ir_node *n = ir_node_new(ir, IR_POINTWISE);
+  if (!b || !n)
+    return NULL;
+  n->out = b;
+  n->rank = t->rank;
+  n->ranges = b->sizes;
+  if (t->kind == IR_T_LOOP && !t->realized) {
+    n->vars = t->vars; /* the node owns the value's variables */
+    n->body = t->body;
+    n->gnodes = t->gnodes;
+    n->ngnodes = t->ngnodes;
+  } else {
+    n->vars = L_vars(L, t->rank, t->sizes);
+    if (!n->vars)
+      return NULL;
+    n->body = ir_tensor_load(ir, t, n->vars);
+  }
+  if (!n->body)
+    return NULL;
+  n->what = "pointwise";
+  b->def = n;
+  if (ir_node_append(ir, n) != 0)
+    return NULL;
+  return b;
+}
+
+ir_buf *L_realize(lower_ctx *L, ir_tensor *t, const gc_tensor_meta *like) {
+  if (!t)
+    return NULL;
+  if (t->kind == IR_T_BUF)
+    return t->buf;
+  if (t->realized)
+    return t->realized;
+  ir_buf *b = materialize(L, t, IR_BUF_ARENA, NULL, like);
+  if (!b || !log_realized(L, t))
+    return NULL;
+  t->realized = b;
+  return b;
+}
+
+ir_buf *L_reduce(lower_ctx *L, const gc_node *gn, ir_reduction red, gc_dtype dt,
+                 int rank, const int64_t *ranges, gc_sym **vars, int rrank,
+                 const int64_t *rranges, gc_sym **rvars, ir_expr *body,
+                 ir_buf **out2, ir_buf **out3) {
+  ir_graph *ir = L->ir;
+  if (!body || !vars || (rrank && !rvars))
+    return NULL;
+  const gc_tensor_meta *like = gn ? L_out_meta(gn, 0) : NULL;
+  int64_t st[IR_MAX_RANK];
+  dense_like(rank, ranges, like && like->rank == rank ? like : NULL, st);
+  bool arg = red == IR_RED_ARGMAX || red == IR_RED_ARGMIN;
+  gc_dtype odt = arg                                      ? GC_DTYPE_INT64
+                 : red == IR_RED_ANY || red == IR_RED_ALL ? GC_DTYPE_BOOL
+                                                          : dt;
+  ir_buf *b = ir_buf_new(ir, IR_BUF_ARENA, odt, rank, ranges, st);
+  ir_node *n = ir_node_new(ir, IR_REDUCTION);
+  if (!b || !n)
+    return NULL;
+  n->out = b;
+  n->rank = rank;
+  n->ranges = b->sizes;
+  n->vars = vars;
+  n->rrank = rrank;
+  n->rranges = gc_arena_calloc(ir->a, (size_t)rrank + 1, 8);
+  if (!n->rranges)
+    return NULL;
+  if (rrank)
+    memcpy(n->rranges, rranges, (size_t)rrank * 8);
+  n->rvars = rvars;
+  n->red = red;
+  n->body = body;
+  n->what = ir_reduction_name(red);
+  n->ngnodes = provenance(L, &n->gnodes);
+  b->def = n;
+  if (arg || red == IR_RED_WELFORD) {
+    gc_dtype d2 = arg ? dt : dt;
+    ir_buf *b2 = ir_buf_new(ir, IR_BUF_ARENA, d2, rank, ranges, st);
+    if (!b2)
+      return NULL;
+    b2->def = n;
+    n->out2 = b2;
+    if (out2)
+      *out2 = b2;
+    if (red == IR_RED_WELFORD) {
+      ir_buf *b3 = ir_buf_new(ir, IR_BUF_ARENA, dt, rank, ranges, st);
+      if (!b3)
+        return NULL;
+      b3->def = n;
+      n->out3 = b3;
+      if (out3)
+        *out3 = b3;
+    }
+  }
+  if (ir_node_append(ir, n) != 0)
+    return NULL;
+  return b;
+}
+
+int L_set_value(lower_ctx *L, const gc_value *v, ir_tensor *t) {
+  if (!t)
+    return L->ir->oom ? GC_ENOMEM : GC_EUNSUPPORTED;
+  if (!t->value)
+    t->value = v;
+  L->val[v->id] = t;
+  return 0;
+}
+
+int L_set(lower_ctx *L, const gc_node *n, int k, ir_tensor *t) {
+  if (!t)
+    return L->ir->oom ? GC_ENOMEM : GC_EUNSUPPORTED;
+  if (k < 0 || k >= n->noutputs || n->outputs[k].kind != GC_ARG_TENSOR)
+    return GC_EUNSUPPORTED;
+  return L_set_value(L, n->outputs[k].v, t);
+}
+
+/* ---- operators introduced by lowering (extern .out overloads) ---- */
+
+static const gc_op *op_named(lower_ctx *L, const char *name) {
+  gc_op *op = gc_strmap_get(&L->ops, name);
+  if (op)
+    return op;
+  for (int i = 0; i < L->g->nops; i++)
+    if (strcmp(L->g->ops[i].name, name) == 0)
+      return &L->g->ops[i];
+  const char *text = gc_torch_schema(name);
+  if (!text)
+    return NULL;
+  op = gc_arena_zalloc(L->ir->a, sizeof *op);
+  if (!op || gc_schema_parse(L->ir->a, text, &op->schema, NULL) != 0)
+    return NULL;
+  op->name = op->schema->qualified;
+  op->text = text;
+  if (gc_strmap_put(&L->ops, op->name, op, NULL) < 0)
+    return NULL;
+  return op;
+}
+
+const gc_op *L_op(lower_ctx *L, const char *name) {
+  return op_named(L, name);
+}
+
+/* ---- fallbacks and extern calls ---- */
+
+/* The unrealized computation a view reads through (NULL: none). */
+static ir_tensor *view_root(ir_tensor *t) {
+  for (int depth = 0; t && depth < 64; depth++) {
+    if (t->kind == IR_T_LOOP)
+      return t->realized ? NULL : t;
+    if (t->kind != IR_T_VIEW)
+      return NULL;
+    t = t->base;
+  }
+  return NULL;
+}
+
+/* A strided view of t for an ATen call that must see the layout `meta`
+ * describes (eager's), realizing or copying t when needed. */
+static int call_view(lower_ctx *L, ir_tensor *t, const gc_tensor_meta *meta,
+                     ir_buf **buf, ir_view **view) {
+  ir_graph *ir = L->ir;
+  int64_t ms[IR_MAX_RANK];
+  bool have = meta && meta->rank == t->rank && static_strides(meta, ms);
+  /* a view of an unrealized computation: realize the computation (in its
+   * own eager layout), so the view is a strided view of its buffer rather
+   * than a copy of the view */
+  ir_tensor *root = t->kind == IR_T_VIEW ? view_root(t) : NULL;
+  if (root && root->value && !L_realize(L, root, &root->value->meta))
+    return GC_ENOMEM;
+  ir_view v;
+  bool ok = ir_tensor_as_strided(ir, t, &v);
+  if (ok && have) { /* the layout eager had, exactly? */
+    for (int i = 0; i < t->rank; i++)
+      if (t->sizes[i] > 1 && v.strides[i] != ms[i])
+        ok = false;
+  }
+  if (!ok) {
+    /* copy it, in eager's layout when that layout is dense */
+    ir_buf *b = t->kind == IR_T_LOOP ? L_realize(L, t, meta) : NULL;
+    if (!b) {
+      b = materialize(L, t, IR_BUF_ARENA, NULL, meta);
+      if (!b)
+        return GC_ENOMEM;
+    }
+    v.buf = b;
+    v.rank = t->rank;
+    v.sizes = t->sizes;
+    v.strides = b->strides;
+    v.offset = 0;
+  }
+  ir_view *pv = gc_arena_alloc(ir->a, sizeof *pv);
+  if (!pv)
+    return GC_ENOMEM;
+  *pv = v;
+  *buf = v.buf;
+  *view = pv;
+  return 0;
+}
+
+/* Binds a graph argument as a call argument. */
+static int call_arg(lower_ctx *L, const gc_named_arg *na, ir_call_arg *ca) {
+  ca->name = na->name;
+  ca->arg = na->arg;
+  ca->keyword = na->keyword;
+  const gc_arg *a = &na->arg;
+  int cnt = a->kind == GC_ARG_TENSOR                                     ? 1
+            : a->kind == GC_ARG_TENSORS || a->kind == GC_ARG_OPT_TENSORS ? a->n
+                                                                         : 0;
+  if (!cnt)
+    return 0;
+  if (a->kind == GC_ARG_TENSOR && (!a->v || a->v->kind != GC_VALUE_TENSOR))
+    return 0; /* a symbolic scalar: passed as a value */
+  ca->bufs = gc_arena_calloc(L->ir->a, (size_t)cnt, sizeof *ca->bufs);
+  ca->views = gc_arena_calloc(L->ir->a, (size_t)cnt, sizeof *ca->views);
+  if (!ca->bufs || !ca->views)
+    return GC_ENOMEM;
+  for (int i = 0; i < cnt; i++) {
+    const gc_value *v = a->kind == GC_ARG_TENSOR ? a->v : a->vals[i];
+    if (!v)
+      continue;
+    ir_tensor *t = L->val[v->id];
+    if (!t)
+      return gc_errorf(L->err, GC_EINTERNAL, "lower: value %s has no IR value",
+                       v->name);
+    int rc = call_view(L, t, &v->meta, &ca->bufs[i], &ca->views[i]);
+    if (rc)
+      return rc;
+  }
+  return 0;
+}
+
+/* A RESULT buffer for a call's tensor result `v` (eager's layout). */
+static ir_buf *result_buf(lower_ctx *L, ir_node *n, const gc_value *v) {
+  int64_t sz[IR_MAX_RANK], st[IR_MAX_RANK];
+  if (v->meta.rank > IR_MAX_RANK || !L_static_sizes(&v->meta, sz) ||
+      !static_strides(&v->meta, st))
+    return NULL;
+  ir_buf *b =
+      ir_buf_new(L->ir, IR_BUF_RESULT, v->meta.dtype, v->meta.rank, sz, st);
+  if (!b)
+    return NULL;
+  b->def = n;
+  b->value = v;
+  return b;
+}
+
+/* An ATen call of gn's operator on realized inputs, its results in RESULT
+ * buffers (ATen allocates them): a fallback, or an extern call of an
+ * operator without a usable .out overload (convolution). */
+static int call_node(lower_ctx *L, const gc_node *gn, ir_node_kind kind) {
+  ir_graph *ir = L->ir;
+  ir_node *n = ir_node_new(ir, kind);
+  if (!n)
+    return GC_ENOMEM;
+  n->gnode = gn;
+  n->op = gn->op;
+  n->what = gn->op->name;
+  n->nargs = gn->nargs;
+  n->args = gc_arena_calloc(ir->a, (size_t)gn->nargs + 1, sizeof *n->args);
+  n->nresults = gn->noutputs;
+  n->results =
+      gc_arena_calloc(ir->a, (size_t)gn->noutputs + 1, sizeof *n->results);
+  n->gnodes = gc_arena_calloc(ir->a, 1, sizeof *n->gnodes);
+  if (!n->args || !n->results || !n->gnodes)
+    return GC_ENOMEM;
+  n->gnodes[0] = gn->id;
+  n->ngnodes = 1;
+  for (int i = 0; i < gn->nargs; i++) {
+    int rc = call_arg(L, &gn->args[i], &n->args[i]);
+    if (rc)
+      return rc;
+  }
+  for (int k = 0; k < gn->noutputs; k++) {
+    const gc_arg *o = &gn->outputs[k];
+    if (o->kind == GC_ARG_TENSOR && o->v && o->v->kind == GC_VALUE_TENSOR) {
+      ir_buf *b = result_buf(L, n, o->v);
+      if (!b)
+        return gc_errorf(L->err, GC_EUNSUPPORTED,
+                         "lower: result %s has symbolic metadata", o->v->name);
+      n->results[k] = b;
+      L->val[o->v->id] = ir_tensor_of_buf(ir, b);
+    } else if (o->kind == GC_ARG_TENSORS) {
+      /* a Tensor[] result: one buffer per element, results[k] unused */
+      for (int i = 0; i < o->n; i++) {
+        ir_buf *b = result_buf(L, n, o->vals[i]);
+        if (!b)
+          return GC_EUNSUPPORTED;
+        L->val[o->vals[i]->id] = ir_tensor_of_buf(ir, b);
+      }
+    }
+  }
+  return ir_node_append(ir, n);
+}
+
+static int fallback(lower_ctx *L, const gc_node *gn) {
+  int rc = call_node(L, gn, IR_FALLBACK);
+  if (rc == 0 && L->stats) {
+    L->stats->fallback++;
+    if (L->stats->fallback_ops && L->stats->nfallback_ops < L->stats->nodes)
+      L->stats->fallback_ops[L->stats->nfallback_ops++] = gn->op->name;
+  }
+  return rc;
+}
+
+int L_extern_call(lower_ctx *L, const gc_node *gn) {
+  return call_node(L, gn, IR_EXTERN);
+}
+
+/* An extern call writing `out` through the .out overload `out_op` (the
+ * graph node's arguments, plus out=). The buffer is an arena buffer in
+ * eager's layout, so BLAS writes where the planner put it. */
+int L_extern_out(lower_ctx *L, const gc_node *gn, const char *out_op) {
+  ir_graph *ir = L->ir;
+  const gc_op *op = op_named(L, out_op);
+  const gc_tensor_meta *m = L_out_meta(gn, 0);
+  int64_t sz[IR_MAX_RANK], st[IR_MAX_RANK];
+  if (!op || !m || m->rank > IR_MAX_RANK || !L_static_sizes(m, sz) ||
+      !static_strides(m, st))
+    return GC_EUNSUPPORTED;
+  /* out= writes a dense tensor; a layout with gaps would make ATen copy */
+  int64_t dense[IR_MAX_RANK];
+  dense_like(m->rank, sz, m, dense);
+  for (int i = 0; i < m->rank; i++)
+    if (sz[i] > 1 && dense[i] != st[i])
+      return GC_EUNSUPPORTED;
+  ir_node *n = ir_node_new(ir, IR_EXTERN);
+  ir_buf *b = ir_buf_new(ir, IR_BUF_ARENA, m->dtype, m->rank, sz, st);
+  if (!n || !b)
+    return GC_ENOMEM;
+  n->gnode = gn;
+  n->op = op;
+  n->what = gn->op->name;
+  n->out = b;
+  n->out_variant = true;
+  b->def = n;
+  b->value = gn->outputs[0].v;
+  n->nargs = gn->nargs;
+  n->args = gc_arena_calloc(ir->a, (size_t)gn->nargs + 1, sizeof *n->args);
+  n->gnodes = gc_arena_calloc(ir->a, 1, sizeof *n->gnodes);
+  if (!n->args || !n->gnodes)
+    return GC_ENOMEM;
+  n->gnodes[0] = gn->id;
+  n->ngnodes = 1;
+  for (int i = 0; i < gn->nargs; i++) {
+    int rc = call_arg(L, &gn->args[i], &n->args[i]);
+    if (rc)
+      return rc;
+  }
+  int rc = ir_node_append(ir, n);
+  if (rc)
+    return rc;
+  return L_set(L, gn, 0, ir_tensor_of_buf(ir, b));
+}
+
+/* ---- the driver ---- */
+
+static void count_users(lower_ctx *L) {
+  const gc_graph *g = L->g;
+  for (int i = 0; i < g->nnodes; i++) {
+    const gc_node *n = &g->nodes[i];
+    for (int a = 0; a < n->nargs; a++) {
+      const gc_arg *x = &n->args[a].arg;
+      if (x->kind == GC_ARG_TENSOR && x->v)
+        L->users[x->v->id]++;
+      else if (x->kind == GC_ARG_TENSORS || x->kind == GC_ARG_OPT_TENSORS)
+        for (int k = 0; k < x->n; k++)
+          if (x->vals[k])
+            L->users[x->vals[k]->id]++;
+    }
+  }
+  for (int i = 0; i < g->noutputs; i++)
+    if (g->outputs[i].kind == GC_ARG_TENSOR && g->outputs[i].v)
+      L->users[g->outputs[i].v->id] += 2; /* an output is always realized */
+}
+
+/* Does every tensor the node touches have a dtype generated code handles? */
+static bool dtypes_ok(const gc_node *n) {
+  for (int a = 0; a < n->nargs; a++) {
+    const gc_arg *x = &n->args[a].arg;
+    if (x->kind == GC_ARG_TENSOR && x->v && x->v->kind == GC_VALUE_TENSOR &&
+        !L_dtype_ok(x->v->meta.dtype))
+      return false;
+    if (x->kind == GC_ARG_TENSORS || x->kind == GC_ARG_OPT_TENSORS)
+      for (int k = 0; k < x->n; k++)
+        if (x->vals[k] && !L_dtype_ok(x->vals[k]->meta.dtype))
+          return false;
+    if (x->kind == GC_ARG_TENSOR && x->v && x->v->kind != GC_VALUE_TENSOR)
+      return false; /* symbolic scalars: not lowered yet */
+  }
+  for (int k = 0; k < n->noutputs; k++) {
+    const gc_tensor_meta *m = L_out_meta(n, k);
+    if (m && (!L_dtype_ok(m->dtype) || m->rank > IR_MAX_RANK ||
+              m->layout != GC_LAYOUT_STRIDED))
+      return false;
+    if (m)
+      for (int i = 0; i < m->rank; i++)
+        if (m->sizes[i].expr || m->strides[i].expr)
+          return false;
+  }
+  return true;
+}
+
+/* Every output the rule set matches the metadata? */
+static bool value_matches(lower_ctx *L, const gc_value *v) {
+  const ir_tensor *t = L->val[v->id];
+  const gc_tensor_meta *m = &v->meta;
+  if (!t || t->dtype != m->dtype || t->rank != m->rank)
+    return false;
+  for (int i = 0; i < m->rank; i++)
+    if (t->sizes[i] != m->sizes[i].v)
+      return false;
+  return true;
+}
+
+static bool outputs_match(lower_ctx *L, const gc_node *n) {
+  for (int k = 0; k < n->noutputs; k++) {
+    const gc_arg *o = &n->outputs[k];
+    if (o->kind == GC_ARG_TENSOR && o->v && !value_matches(L, o->v))
+      return false;
+    if (o->kind == GC_ARG_TENSORS)
+      for (int i = 0; i < o->n; i++)
+        if (o->vals[i] && !value_matches(L, o->vals[i]))
+          return false;
+  }
+  return true;
+}
+
+static void undo(lower_ctx *L, const gc_node *n, int mark_nodes,
+                 int mark_realized) {
+  L->ir->nnodes = mark_nodes;
+  while (L->nrealized > mark_realized)
+    L->realized_log[--L->nrealized]->realized = NULL;
+  for (int k = 0; k < n->noutputs; k++) {
+    const gc_arg *o = &n->outputs[k];
+    if (o->kind == GC_ARG_TENSOR && o->v)
+      L->val[o->v->id] = NULL;
+    if (o->kind == GC_ARG_TENSORS)
+      for (int i = 0; i < o->n; i++)
+        if (o->vals[i])
+          L->val[o->vals[i]->id] = NULL;
+  }
+}
+
+/* Realizes an unrealized result that is shared and costly, or too big to
+ * keep inlining. */
+static int maybe_realize(lower_ctx *L, const gc_value *v) {
+  ir_tensor *t = L->val[v->id];
+  if (!t || t->kind != IR_T_LOOP || t->realized)
+    return 0;
+  bool shared = L->users[v->id] > 1;
+  bool realize = t->nreads > REALIZE_READS_ANY || t->nops > REALIZE_OPS_ANY ||
+                 (shared && (t->nreads > REALIZE_READS_SHARED ||
+                             t->nops > REALIZE_OPS_SHARED || t->costly));
+  if (!realize)
+    return 0;
+  return L_realize(L, t, &v->meta) ? 0 : GC_ENOMEM;
+}
+
+static const rule *rule_of(lower_ctx *L, const gc_node *n) {
+  return gc_strmap_get(&L->rules, n->op->schema->qualified);
+}
+
+static int lower_node(lower_ctx *L, const gc_node *n) {
+  L->cur = n;
+  L->nprov = 0;
+  const rule *r = rule_of(L, n);
+  if (r && n->id >= 0 && n->id < L->g->nnodes)
+    L->ir->gnode_what[n->id] = r->name;
+  if (r && dtypes_ok(n)) {
+    int mark_nodes = L->ir->nnodes, mark_realized = L->nrealized;
+    int rc = r->fn(L, n, r->param);
+    if (rc == 0 && !outputs_match(L, n))
+      rc = GC_EUNSUPPORTED; /* a rule bug: be exact rather than fast */
+    if (rc == 0) {
+      if (L->stats) {
+        if (r->cls == GC_OPC_EXTERN)
+          L->stats->extern_++;
+        else
+          L->stats->native++;
+      }
+      for (int k = 0; k < n->noutputs; k++)
+        if (n->outputs[k].kind == GC_ARG_TENSOR && n->outputs[k].v &&
+            (rc = maybe_realize(L, n->outputs[k].v)) != 0)
+          return rc;
+      return 0;
+    }
+    if (rc != GC_EUNSUPPORTED)
+      return rc;
+    undo(L, n, mark_nodes, mark_realized);
+    L->ir->oom = false;
+  }
+  return fallback(L, n);
+}
+
+/* ---- the epilogue: copy_ into graph inputs ---- */
+
+static bool is_input_writeback(const gc_node *n) {
+  if (strcmp(n->op->schema->qualified, "aten::copy_") != 0 || n->nargs < 2)
+    return false;
+  const gc_arg *dst = &n->args[0].arg;
+  return dst->kind == GC_ARG_TENSOR && dst->v && dst->v->def_node == -1;
+}
+
+/* Does expression e read any of the buffers in `bufs` (n of them) other
+ * than at exactly `same` of buffer `own`? */
+typedef struct others {
+  ir_buf *const *bufs;
+  int n;
+  const ir_buf *own;
+  const gc_sym *same;
+} others;
+
+static int read_other(const ir_expr *e, void *ctx) {
+  const others *o = ctx;
+  if (ir_reads_buffer(e))
+    for (int i = 0; i < o->n; i++)
+      if (e->load.buf == o->bufs[i] &&
+          (e->op == IR_GATHER ||
+           !(e->load.buf == o->own && e->load.index == o->same)))
+        return 1;
+  return 0;
+}
+
+static bool reads_other(const ir_expr *e, ir_buf *const *bufs, int n,
+                        const ir_buf *own, const gc_sym *same) {
+  others o = {bufs, n, own, same};
+  return ir_expr_walk(e, read_other, &o) != 0; /* too deep counts as yes */
+}
+
+static ir_buf *input_buf(lower_ctx *L, const gc_value *v) {
+  const ir_tensor *t = L->val[v->id];
+  return t && t->kind == IR_T_BUF ? t->buf : NULL;
+}
+
+static int lower_epilogue(lower_ctx *L, const gc_node **wb, int nwb) {
+  ir_graph *ir = L->ir;
+  /* buffers written back, and every input sharing storage with one */
+  ir_buf **written =
+      gc_arena_calloc(ir->a, (size_t)L->g->ninputs + 1, sizeof *written);
+  if (!written)
+    return GC_ENOMEM;
+  int nw = 0;
+  for (int i = 0; i < L->g->ninputs; i++) {
+    const gc_input *in = &L->g->inputs[i];
+    if (in->arg.kind != GC_ARG_TENSOR || !in->arg.v)
+      continue;
+    bool hit = false;
+    for (int k = 0; k < nwb && !hit; k++) {
+      const gc_value *dv = wb[k]->args[0].arg.v;
+      if (dv == in->arg.v)
+        hit = true;
+      for (int j = 0; j < L->g->ninputs && !hit; j++)
+        if (L->g->inputs[j].arg.v == dv && in->storage_group >= 0 &&
+            L->g->inputs[j].storage_group == in->storage_group)
+          hit = true;
+    }
+    if (hit && input_buf(L, in->arg.v))
+      written[nw++] = input_buf(L, in->arg.v);
+  }
+  /* phase 1: every source that reads a written input (other than its own
+   * destination, element by element) is computed first */
+  ir_expr **body = gc_arena_calloc(ir->a, (size_t)nwb + 1, sizeof *body);
+  gc_sym ***vars = gc_arena_calloc(ir->a, (size_t)nwb + 1, sizeof *vars);
+  if (!body || !vars)
+    return GC_ENOMEM;
+  for (int k = 0; k < nwb; k++) {
+    L->cur = wb[k];
+    const gc_value *dv = wb[k]->args[0].arg.v;
+    ir_buf *dst = input_buf(L, dv);
+    ir_tensor *src = L_tensor(L, wb[k], "src");
+    if (!dst || !src || dst->kind != IR_BUF_INPUT)
+      return GC_EUNSUPPORTED;
+    int64_t sz[IR_MAX_RANK];
+    memcpy(sz, dst->sizes, (size_t)dst->rank * 8);
+    vars[k] = L_vars(L, dst->rank, sz);
+    if (!vars[k])
+      return GC_ENOMEM;
+    ir_expr *e = L_load_bcast(L, src, dst->rank, vars[k]);
+    gc_sym *at = gc_sym_const(&ir->sym, 0);
+    for (int i = 0; i < dst->rank; i++)
+      at = gc_sym_add(&ir->sym, at,
+                      gc_sym_scale(&ir->sym, vars[k][i], dst->strides[i]));
+    if (!e || reads_other(e, written, nw, dst, at)) {
+      ir_buf *b = materialize(L, src, IR_BUF_ARENA, NULL, &dv->meta);
+      if (!b)
+        return GC_ENOMEM;
+      ir_tensor *bt = ir_tensor_of_buf(ir, b);
+      e = L_load_bcast(L, bt, dst->rank, vars[k]);
+    }
+    body[k] = ir_cast(ir, e, dst->dtype);
+    if (!body[k])
+      return GC_ENOMEM;
+  }
+  /* phase 2: the writes */
+  for (int k = 0; k < nwb; k++) {
+    const gc_value *dv = wb[k]->args[0].arg.v;
+    ir_buf *dst = input_buf(L, dv);
+    ir_node *n = ir_node_new(ir, IR_POINTWISE);
+    if (!n)
+      return GC_ENOMEM;
+    n->out = dst;
+    n->rank = dst->rank;
+    n->ranges = dst->sizes;
+    n->vars = vars[k];
+    n->body = body[k];
+    n->what = "copy_ into input";
+    n->gnodes = gc_arena_calloc(ir->a, 1, sizeof *n->gnodes);
+    if (n->gnodes) {
+      n->gnodes[0] = wb[k]->id;
+      n->ngnodes = 1;
+    }
+    dst->def = n;
+    dst->mutated = true;
+    if (ir_node_append(ir, n) != 0)
+      return GC_ENOMEM;
+    if (wb[k]->noutputs && wb[k]->outputs[0].kind == GC_ARG_TENSOR)
+      L->val[wb[k]->outputs[0].v->id] = ir_tensor_of_buf(ir, dst);
+    if (L->stats)
+      L->stats->native++;
+  }
+  return 0;
+}
+
+/* ---- program outputs ---- */
+
+/* Records where program output i lives: `v` (copied). */
+static int set_output(lower_ctx *L, int i, const ir_view *v) {
+  ir_view *c = gc_arena_alloc(L->ir->a, sizeof *c);
+  if (!c)
+    return GC_ENOMEM;
+  *c = *v;
+  L->ir->outputs[i] = c;
+  return 0;
+}
+
+/* Program outputs. An output that eager returns as a view of something
+ * (an input, another output, an intermediate: chunks of one tensor share
+ * its storage) stays a view here: the buffer it views becomes a per-call
+ * OUTPUT buffer (never the reused arena) and the output a strided view of
+ * it, so storage sharing and offsets are eager's. Other outputs are
+ * computed straight into an OUTPUT buffer with eager's strides. */
+static int lower_outputs(lower_ctx *L) {
+  ir_graph *ir = L->ir;
+  const gc_graph *g = L->g;
+  ir->noutputs = g->noutputs;
+  ir->outputs =
+      gc_arena_calloc(ir->a, (size_t)g->noutputs + 1, sizeof *ir->outputs);
+  if (!ir->outputs)
+    return GC_ENOMEM;
+  for (int i = 0; i < g->noutputs; i++) {
+    const gc_arg *o = &g->outputs[i];
+    if (o->kind != GC_ARG_TENSOR || !o->v || o->v->kind != GC_VALUE_TENSOR)
+      continue;
+    ir_tensor *t = L->val[o->v->id];
+    if (!t)
+      return gc_errorf(L->err, GC_EINTERNAL, "lower: output %d has no value",
+                       i);
+    int64_t st[IR_MAX_RANK];
+    if (!static_strides(&o->v->meta, st))
+      return GC_EUNSUPPORTED;
+    /* a view of an unrealized computation: give the computation a buffer */
+    ir_tensor *root = t->kind == IR_T_VIEW ? view_root(t) : NULL;
+    if (root && root->value) {
+      ir_buf *b = L_realize(L, root, &root->value->meta);
+      if (!b)
+        return GC_ENOMEM;
+    }
+    ir_view v;
+    if (ir_tensor_as_strided(ir, t, &v)) {
+      if (v.buf->kind == IR_BUF_ARENA) {
+        /* the call's result lives in the buffer it views (fresh per call) */
+        v.buf->kind = IR_BUF_OUTPUT;
+        v.buf->index = i;
+      }
+      if (set_output(L, i, &v))
+        return GC_ENOMEM;
+      continue;
+    }
+    ir_buf *b = materialize(L, t, IR_BUF_OUTPUT, st, NULL);
+    if (!b)
+      return GC_ENOMEM;
+    b->index = i;
+    b->value = o->v;
+    if (t->kind == IR_T_LOOP && !t->realized) {
+      t->realized = b;
+      log_realized(L, t);
+    }
+    ir_view whole = {b, b->rank, b->sizes, b->strides, 0};
+    if (set_output(L, i, &whole))
+      return GC_ENOMEM;
+  }
+  return 0;
+}
+
+int gc_lower(ir_graph *ir, const gc_functional *f, gc_lower_stats *stats,
+             gc_error *err) {
+  const gc_graph *g = f->graph;
+  lower_ctx L = {.ir = ir, .f = f, .g = g, .err = err, .stats = stats};
+  L.val = gc_arena_calloc(ir->a, (size_t)g->nvalues + 1, sizeof *L.val);
+  L.users = gc_arena_calloc(ir->a, (size_t)g->nvalues + 1, sizeof *L.users);
+  const gc_node **wb =
+      gc_arena_calloc(ir->a, (size_t)g->nnodes + 1, sizeof *wb);
+  ir->gnode_what =
+      gc_arena_calloc(ir->a, (size_t)g->nnodes + 1, sizeof *ir->gnode_what);
+  if (!L.val || !L.users || !wb || !ir->gnode_what ||
+      gc_strmap_init(&L.rules, ir->a, NRULES * 2) != 0 ||
+      gc_strmap_init(&L.ops, ir->a, 16) != 0)
+    return gc_errorf(err, GC_ENOMEM, "lower: out of memory");
+  for (size_t i = 0; i < NRULES; i++)
+    if (gc_strmap_put(&L.rules, rules[i].name, (void *)&rules[i], NULL) < 0)
+      return gc_errorf(err, GC_ENOMEM, "lower: out of memory");
+  if (stats) {
+    memset(stats, 0, sizeof *stats);
+    stats->nodes = g->nnodes;
+    stats->fallback_ops =
+        gc_arena_calloc(ir->a, (size_t)g->nnodes + 1, sizeof(char *));
+  }
+  count_users(&L);
+  for (int i = 0; i < g->ninputs; i++) {
+    const gc_arg *a = &g->inputs[i].arg;
+    if (a->kind != GC_ARG_TENSOR || !a->v || a->v->kind != GC_VALUE_TENSOR)
+      continue;
+    const gc_tensor_meta *m = &a->v->meta;
+    int64_t sz[IR_MAX_RANK], st[IR_MAX_RANK];
+    if (m->rank > IR_MAX_RANK || !L_static_sizes(m, sz) ||
+        !static_strides(m, st))
+      return gc_errorf(err, GC_EUNSUPPORTED,
+                       "lower: input %d has symbolic or very high-rank "
+                       "metadata",
+                       i);
+    ir_buf *b = ir_buf_new(ir, IR_BUF_INPUT, m->dtype, m->rank, sz, st);
+    if (!b)
+      return gc_errorf(err, GC_ENOMEM, "lower: out of memory");
+    b->index = i;
+    b->value = a->v;
+    L.val[a->v->id] = ir_tensor_of_buf(ir, b);
+  }
+  int nwb = 0;
+  for (int k = 0; k < g->nnodes; k++) {
+    const gc_node *n = &g->nodes[f->order ? f->order[k] : k];
+    if (is_input_writeback(n)) {
+      wb[nwb++] = n;
+      continue;
+    }
+    int rc = lower_node(&L, n);
+    if (rc)
+      return rc == GC_ENOMEM ? gc_errorf(err, rc, "lower: out of memory") : rc;
+  }
+  /* Outputs first: they hold values computed from the inputs as they were
+   * before the write-backs, which come last. */
+  int rc = lower_outputs(&L);
+  if (!rc && nwb)
+    rc = lower_epilogue(&L, wb, nwb);
+  if (rc == GC_ENOMEM || ir->oom)
+    return gc_errorf(err, GC_ENOMEM, "lower: out of memory");
+  if (rc == GC_EUNSUPPORTED)
+    return gc_errorf(err, rc,
+                     "lower: the program's inputs or outputs cannot "
+                     "be compiled natively");
+  return rc;
+}

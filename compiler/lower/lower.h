@@ -1,0 +1,184 @@
+/*
+ * lower.h: lowering the functional graph into the loop IR, and the API the
+ * lowering rules are written in.
+ *
+ * gc_lower() walks the functional graph's nodes in order. For each it looks
+ * its operator up in the operator table (compiler/lower/ops.def): a row
+ * names the operator's class and the C function that lowers it, with an
+ * integer parameter (which operation of a family). The function reads the
+ * node's arguments through L_* helpers and sets an ir_tensor for each
+ * output value:
+ *
+ *   pointwise  an unrealized IR_T_LOOP (L_pointwise): consumers inline it
+ *   view       an index map over its input (L_view): no copy, no node
+ *   reduction  a realized reduction node (L_reduce)
+ *   extern     an ATen library call writing a planned buffer (L_extern)
+ *
+ * A rule may decline a particular call (a dtype or argument it does not
+ * handle) by returning GC_EUNSUPPORTED: the node then becomes a fallback,
+ * an ATen call on realized inputs. So may the driver: after a rule, every
+ * output's dtype and sizes are checked against the graph's metadata, and a
+ * disagreement (a lowering bug) turns the node into a fallback too, with a
+ * diagnostic. Nothing a rule does wrong becomes a wrong answer silently.
+ *
+ * Realization (giving an unrealized value a buffer) follows Inductor: a
+ * pointwise value is computed where it is used (inlined) unless it has
+ * several users and is expensive (many loads, a long body, or exp/log/...),
+ * or is read by an extern or fallback call, or is a program output.
+ */
+#ifndef GC_LOWER_LOWER_H
+#define GC_LOWER_LOWER_H
+
+#include "compiler/functionalize.h"
+#include "compiler/ir/ir.h"
+
+typedef struct lower_ctx lower_ctx;
+
+/* What the back half made of a graph (for the artifact and summary()). */
+typedef struct gc_lower_stats {
+  int nodes;    /* nodes of the functional graph */
+  int native;   /* lowered into generated code (pointwise, reduction, view) */
+  int extern_;  /* library calls through ATen (mm, conv, ...) */
+  int fallback; /* other ATen calls */
+  const char **fallback_ops; /* operator of each fallback node */
+  int nfallback_ops;
+} gc_lower_stats;
+
+/* Lowers `f` (a functional program) into `ir`. Fails only for out of memory
+ * or an internal error; every unsupported operator becomes a fallback. */
+int gc_lower(ir_graph *ir, const gc_functional *f, gc_lower_stats *stats,
+             gc_error *err);
+
+/* ---- for lowering rules ---- */
+
+/* A rule: lowers node `n` (param: the row's parameter). Returns 0, or
+ * GC_EUNSUPPORTED to make the node a fallback, or another GC_E* to fail. */
+typedef int (*lower_fn)(lower_ctx *L, const gc_node *n, int param);
+
+/* Operator classes of the table. */
+typedef enum gc_opclass {
+  GC_OPC_POINTWISE,
+  GC_OPC_REDUCTION,
+  GC_OPC_VIEW,
+  GC_OPC_EXTERN,
+  GC_OPC_OTHER, /* lowered natively but none of the above (cat, pad...) */
+} gc_opclass;
+
+/* The graph and the IR being built. */
+ir_graph *L_ir(lower_ctx *L);
+
+/* Arguments by schema parameter name (the default when not passed). */
+const gc_arg *L_arg(lower_ctx *L, const gc_node *n, const char *name);
+/* The IR tensor of a tensor argument; NULL when None, absent or not a
+ * tensor (a number in a Tensor slot is not a tensor: see L_scalar). */
+ir_tensor *L_tensor(lower_ctx *L, const gc_node *n, const char *name);
+/* A number argument (int, float, bool literal, or a wrapped number in a
+ * Tensor slot). Returns false when it is not one. *dt gets int64, float64
+ * or bool; *v the value (as double; exact for ints up to 2^53, see *iv). */
+bool L_scalar(lower_ctx *L, const gc_node *n, const char *name, double *v,
+              int64_t *iv, gc_dtype *dt);
+/* An int argument (false when not an int literal). */
+bool L_int(lower_ctx *L, const gc_node *n, const char *name, int64_t *out);
+/* A bool argument. */
+bool L_bool(lower_ctx *L, const gc_node *n, const char *name, bool *out);
+/* A float (or int) argument as double. */
+bool L_float(lower_ctx *L, const gc_node *n, const char *name, double *out);
+/* An int[] argument; *ints points into the graph. */
+bool L_ints(lower_ctx *L, const gc_node *n, const char *name,
+            const int64_t **ints, int *count);
+/* A ScalarType argument (false when None or absent). */
+bool L_dtype(lower_ctx *L, const gc_node *n, const char *name, gc_dtype *out);
+
+/* Metadata of output `k` of n (NULL when it is not a tensor). */
+const gc_tensor_meta *L_out_meta(const gc_node *n, int k);
+/* The static sizes of a metadata; false when symbolic. */
+bool L_static_sizes(const gc_tensor_meta *m, int64_t *sizes);
+
+/* Fresh loop variables for an iteration space. */
+gc_sym **L_vars(lower_ctx *L, int rank, const int64_t *sizes);
+
+/* Loads t at `idx` (t->rank expressions). */
+ir_expr *L_load(lower_ctx *L, ir_tensor *t, gc_sym *const *idx);
+/* Loads t broadcast to an index of rank `rank` (right-aligned; dimensions
+ * of size 1 in t read element 0). */
+ir_expr *L_load_bcast(lower_ctx *L, ir_tensor *t, int rank, gc_sym *const *idx);
+
+/* An unrealized pointwise value over `vars` (rank, sizes). */
+ir_tensor *L_pointwise(lower_ctx *L, const gc_node *n, gc_dtype dt, int rank,
+                       const int64_t *sizes, gc_sym **vars, ir_expr *body);
+/* A view of `base`: element idx of the result (rank, sizes, written in the
+ * variables `vars`) is element map(idx) of base. */
+ir_tensor *L_view(lower_ctx *L, ir_tensor *base, int rank, const int64_t *sizes,
+                  gc_sym **vars, gc_sym **map);
+
+/* A reduction node writing a new arena buffer; returns the buffer (NULL on
+ * failure). `vars`/`ranges` describe the output, `rvars`/`rranges` the
+ * reduced space; body is written in both. For ARGMAX/ARGMIN the buffer
+ * holds the int64 index and *out2 (if not NULL) gets the values' buffer;
+ * for WELFORD out is the mean and out2 and out3 get m2 and count. */
+ir_buf *L_reduce(lower_ctx *L, const gc_node *n, ir_reduction red, gc_dtype dt,
+                 int rank, const int64_t *ranges, gc_sym **vars, int rrank,
+                 const int64_t *rranges, gc_sym **rvars, ir_expr *body,
+                 ir_buf **out2, ir_buf **out3);
+
+/* Realizes t into a new buffer of `kind` with a dense layout (the stride
+ * order of `like` when given: eager's layout, e.g. channels-last). Returns
+ * the buffer; later loads of t read it. */
+ir_buf *L_realize(lower_ctx *L, ir_tensor *t, const gc_tensor_meta *like);
+
+/* An operator by qualified name: one of the graph's, or torch 1.13's (for
+ * the .out overloads extern calls use). NULL when unknown. */
+const gc_op *L_op(lower_ctx *L, const char *name);
+
+/* Lowers n as an extern call of `out_op` (its .out overload) writing a
+ * planned buffer in eager's layout; sets output 0. GC_EUNSUPPORTED when the
+ * layout is not dense or the operator unknown. */
+int L_extern_out(lower_ctx *L, const gc_node *n, const char *out_op);
+
+/* Lowers n as an extern call of its own operator: an ATen call on realized
+ * inputs whose results ATen allocates (for operators without a .out
+ * overload that writes in place, such as convolution). */
+int L_extern_call(lower_ctx *L, const gc_node *n);
+
+/* Sets the IR value of output `k` of n. */
+int L_set(lower_ctx *L, const gc_node *n, int k, ir_tensor *t);
+/* Sets the IR value of a graph value (an item of a Tensor[] output). */
+int L_set_value(lower_ctx *L, const gc_value *v, ir_tensor *t);
+
+/* Type promotion (torch.result_type) over the tensor and number arguments
+ * named in `names` (NULL-terminated). Returns GC_DTYPE_UNKNOWN when an
+ * argument is neither. */
+gc_dtype L_result_type(lower_ctx *L, const gc_node *n,
+                       const char *const *names);
+
+/* True for float32 and float64, the floating dtypes generated code
+ * computes in (half and bfloat16 fall back). */
+bool L_is_float(gc_dtype d);
+/* True for the integer dtypes and bool. */
+bool L_is_integral(gc_dtype d);
+/* True for every dtype generated code handles. */
+bool L_dtype_ok(gc_dtype d);
+
+/* Parameters of lower_unary_math (pointwise.c): elementwise operations
+ * that are a formula rather than one IR operation. */
+typedef enum L_math {
+  L_MATH_SIGN,       /* sign, sgn (real) */
+  L_MATH_FRAC,       /* x - trunc(x) */
+  L_MATH_SQUARE,     /* x * x */
+  L_MATH_ISPOSINF,   /* x == inf */
+  L_MATH_ISNEGINF,   /* x == -inf */
+  L_MATH_ISFINITE,   /* neither NaN nor infinite */
+  L_MATH_DEG2RAD,    /* x * (pi / 180) */
+  L_MATH_RAD2DEG,    /* x * (180 / pi) */
+  L_MATH_NAN_TO_NUM, /* NaN and infinities replaced */
+  L_MATH_LOGIT,      /* log(x / (1 - x)), optionally clamped */
+  L_MATH_SINC,       /* sin(pi x) / (pi x) */
+} L_math;
+
+/* Rule families (compiler/lower/ files). */
+#define RULE(name, cls, fn, param)                                             \
+  int fn(lower_ctx *L, const gc_node *n, int p);
+#include "compiler/lower/ops.def"
+#undef RULE
+
+#endif

@@ -1,0 +1,395 @@
+/*
+ * reduce.c: lowering rules for reductions and the normalizations built on
+ * them (softmax, log_softmax, layer_norm).
+ *
+ * A reduction is always realized: L_reduce appends a node writing an arena
+ * buffer whose shape is the output's (size-1 dimensions kept where the
+ * reduced dimensions were, when keepdim). What follows a reduction (the
+ * division of a mean, the normalization of softmax) is pointwise and stays
+ * unrealized, so the scheduler can fuse it into the reduction's kernel.
+ *
+ * Accumulation: sums of float32 accumulate in double within the generated
+ * kernel and round once (closer to ATen's cascade summation than a float
+ * accumulator); var/std/layer_norm use Welford's algorithm (blocked, with
+ * Chan's combination), as ATen does.
+ */
+#include <math.h>
+#include <string.h>
+
+#include "compiler/lower/lower.h"
+
+/* A reduction over some dims of x: output shape (from the metadata),
+ * variables for it and for the reduced dims, and the input index. */
+typedef struct red {
+  ir_tensor *x;
+  int rank; /* of the output */
+  int64_t sizes[IR_MAX_RANK];
+  gc_sym **vars;
+  int rrank;
+  int64_t rsizes[IR_MAX_RANK];
+  gc_sym **rvars;
+  gc_sym *xidx[IR_MAX_RANK]; /* x's index in vars and rvars */
+  int64_t count;             /* elements reduced per output element */
+} red;
+
+static int64_t norm_dim(int64_t d, int rank) {
+  return d < 0 ? d + (rank > 0 ? rank : 1) : d;
+}
+
+/* Sets up reducing `x` over the dims in `dims` (all when ndims == 0 and
+ * all_if_empty), output shape from metadata output `k`. */
+static int setup(lower_ctx *L, const gc_node *n, int k, ir_tensor *x,
+                 const int64_t *dims, int ndims, bool all_if_empty, red *r) {
+  memset(r, 0, sizeof *r);
+  const gc_tensor_meta *m = L_out_meta(n, k);
+  if (!x || !m || m->rank > IR_MAX_RANK || !L_static_sizes(m, r->sizes))
+    return GC_EUNSUPPORTED;
+  r->x = x;
+  r->rank = m->rank;
+  bool reduced[IR_MAX_RANK] = {false};
+  if (ndims == 0 && all_if_empty) {
+    for (int i = 0; i < x->rank; i++)
+      reduced[i] = true;
+  }
+  for (int i = 0; i < ndims; i++) {
+    int64_t d = norm_dim(dims[i], x->rank);
+    if (x->rank == 0 && (d == 0 || d == -1))
+      continue; /* a 0-D tensor's only "dim" */
+    if (d < 0 || d >= x->rank || reduced[d])
+      return GC_EUNSUPPORTED;
+    reduced[d] = true;
+  }
+  bool keepdim = r->rank == x->rank;
+  r->count = 1;
+  for (int i = 0; i < x->rank; i++)
+    if (reduced[i]) {
+      r->rsizes[r->rrank++] = x->sizes[i];
+      r->count *= x->sizes[i];
+    }
+  if (!keepdim && r->rank != x->rank - r->rrank)
+    return GC_EUNSUPPORTED;
+  r->vars = L_vars(L, r->rank, r->sizes);
+  r->rvars = L_vars(L, r->rrank, r->rsizes);
+  if (!r->vars || (r->rrank && !r->rvars))
+    return GC_ENOMEM;
+  for (int i = 0, o = 0, q = 0; i < x->rank; i++) {
+    if (reduced[i]) {
+      r->xidx[i] = r->rvars[q++];
+      if (keepdim)
+        o++;
+    } else {
+      if (o >= r->rank || r->sizes[o] != x->sizes[i])
+        return GC_EUNSUPPORTED;
+      r->xidx[i] = r->vars[o++];
+    }
+  }
+  return 0;
+}
+
+static ir_expr *load_x(lower_ctx *L, red *r) {
+  return L_load(L, r->x, r->xidx);
+}
+
+/* dims from an int[] argument (sum.dim_IntList's `dim`, amax's `dim`...);
+ * an absent or None argument means all. */
+static bool get_dims(lower_ctx *L, const gc_node *n, const char *name,
+                     const int64_t **dims, int *nd) {
+  const gc_arg *a = L_arg(L, n, name);
+  if (!a || a->kind == GC_ARG_NONE) {
+    *nd = 0;
+    return true;
+  }
+  return L_ints(L, n, name, dims, nd);
+}
+
+/* sum(self, dim, keepdim, dtype), sum(self, dtype), mean (param 1),
+ * prod (param 2: prod.dim_int / prod). The accumulation dtype is the
+ * output's. */
+int lower_sum(lower_ctx *L, const gc_node *n, int which) {
+  ir_graph *ir = L_ir(L);
+  const int64_t *dims = NULL;
+  int nd = 0;
+  if (!get_dims(L, n, "dim", &dims, &nd))
+    return GC_EUNSUPPORTED;
+  red r;
+  int rc = setup(L, n, 0, L_tensor(L, n, "self"), dims, nd, true, &r);
+  if (rc)
+    return rc;
+  const gc_tensor_meta *m = L_out_meta(n, 0);
+  gc_dtype dt = m->dtype;
+  if (which == 1 && !L_is_float(dt))
+    return GC_EUNSUPPORTED;
+  if (dt == GC_DTYPE_BOOL)
+    return GC_EUNSUPPORTED;
+  ir_expr *body = ir_cast(ir, load_x(L, &r), dt);
+  ir_buf *b =
+      L_reduce(L, n, which == 2 ? IR_RED_PROD : IR_RED_SUM, dt, r.rank, r.sizes,
+               r.vars, r.rrank, r.rsizes, r.rvars, body, NULL, NULL);
+  if (!b)
+    return GC_ENOMEM;
+  ir_tensor *t = ir_tensor_of_buf(ir, b);
+  if (which == 1) { /* mean: the sum divided by the count, pointwise */
+    gc_sym **v = L_vars(L, r.rank, r.sizes);
+    if (!v)
+      return GC_ENOMEM;
+    ir_expr *s = L_load(L, t, v);
+    t = L_pointwise(
+        L, n, dt, r.rank, r.sizes, v,
+        ir_op2(ir, IR_DIV, dt, s, ir_const_f(ir, (double)r.count, dt)));
+  }
+  return L_set(L, n, 0, t);
+}
+
+/* amax/amin(self, dim, keepdim) (param IR_RED_MAX/MIN); NaN propagates. */
+int lower_amax(lower_ctx *L, const gc_node *n, int which) {
+  const int64_t *dims = NULL;
+  int nd = 0;
+  if (!get_dims(L, n, "dim", &dims, &nd))
+    return GC_EUNSUPPORTED;
+  red r;
+  int rc = setup(L, n, 0, L_tensor(L, n, "self"), dims, nd, true, &r);
+  if (rc)
+    return rc;
+  if (r.count == 0 || r.x->dtype == GC_DTYPE_BOOL)
+    return GC_EUNSUPPORTED; /* eager raises on an empty max */
+  ir_buf *b =
+      L_reduce(L, n, (ir_reduction)which, r.x->dtype, r.rank, r.sizes, r.vars,
+               r.rrank, r.rsizes, r.rvars, load_x(L, &r), NULL, NULL);
+  return b ? L_set(L, n, 0, ir_tensor_of_buf(L_ir(L), b)) : GC_ENOMEM;
+}
+
+/* max.dim / min.dim (values, indices) and argmax/argmin (param: which
+ * reduction; for the .dim forms output 0 is the values). */
+int lower_argmax(lower_ctx *L, const gc_node *n, int which) {
+  ir_graph *ir = L_ir(L);
+  bool pair = n->noutputs == 2;
+  int64_t dim = 0;
+  bool all = false;
+  const gc_arg *da = L_arg(L, n, "dim");
+  if (!da || da->kind == GC_ARG_NONE)
+    all = true;
+  else if (!L_int(L, n, "dim", &dim))
+    return GC_EUNSUPPORTED;
+  red r;
+  int idx_out = pair ? 1 : 0;
+  int rc = setup(L, n, idx_out, L_tensor(L, n, "self"), all ? NULL : &dim,
+                 all ? 0 : 1, all, &r);
+  if (rc)
+    return rc;
+  if (r.count == 0 || r.x->dtype == GC_DTYPE_BOOL)
+    return GC_EUNSUPPORTED;
+  ir_buf *values = NULL;
+  ir_buf *b =
+      L_reduce(L, n, (ir_reduction)which, r.x->dtype, r.rank, r.sizes, r.vars,
+               r.rrank, r.rsizes, r.rvars, load_x(L, &r), &values, NULL);
+  if (!b || !values)
+    return GC_ENOMEM;
+  if (pair) {
+    rc = L_set(L, n, 0, ir_tensor_of_buf(ir, values));
+    return rc ? rc : L_set(L, n, 1, ir_tensor_of_buf(ir, b));
+  }
+  return L_set(L, n, 0, ir_tensor_of_buf(ir, b));
+}
+
+/* any/all(self[, dim, keepdim]) (param IR_RED_ANY/ALL). */
+int lower_any(lower_ctx *L, const gc_node *n, int which) {
+  ir_graph *ir = L_ir(L);
+  int64_t dim;
+  bool have = L_int(L, n, "dim", &dim);
+  red r;
+  int rc = setup(L, n, 0, L_tensor(L, n, "self"), have ? &dim : NULL,
+                 have ? 1 : 0, !have, &r);
+  if (rc)
+    return rc;
+  const gc_tensor_meta *m = L_out_meta(n, 0);
+  if (m->dtype != GC_DTYPE_BOOL)
+    return GC_EUNSUPPORTED; /* uint8 inputs keep uint8 in torch 1.13 */
+  ir_buf *b = L_reduce(L, n, (ir_reduction)which, GC_DTYPE_BOOL, r.rank,
+                       r.sizes, r.vars, r.rrank, r.rsizes, r.rvars,
+                       ir_cast(ir, load_x(L, &r), GC_DTYPE_BOOL), NULL, NULL);
+  return b ? L_set(L, n, 0, ir_tensor_of_buf(ir, b)) : GC_ENOMEM;
+}
+
+/* The Welford reduction of x over r; returns mean and m2 tensors. */
+static int welford(lower_ctx *L, const gc_node *n, red *r, gc_dtype dt,
+                   ir_tensor **mean, ir_tensor **m2) {
+  ir_graph *ir = L_ir(L);
+  ir_buf *b2 = NULL, *b3 = NULL;
+  ir_buf *b =
+      L_reduce(L, n, IR_RED_WELFORD, dt, r->rank, r->sizes, r->vars, r->rrank,
+               r->rsizes, r->rvars, ir_cast(ir, load_x(L, r), dt), &b2, &b3);
+  if (!b || !b2)
+    return GC_ENOMEM;
+  *mean = ir_tensor_of_buf(ir, b);
+  *m2 = ir_tensor_of_buf(ir, b2);
+  return *mean && *m2 ? 0 : GC_ENOMEM;
+}
+
+/* var/std(self, dim, correction, keepdim) and var_mean/std_mean (outputs
+ * (var, mean)); param 0 var, 1 std. */
+int lower_var(lower_ctx *L, const gc_node *n, int is_std) {
+  ir_graph *ir = L_ir(L);
+  const int64_t *dims = NULL;
+  int nd = 0;
+  if (!get_dims(L, n, "dim", &dims, &nd))
+    return GC_EUNSUPPORTED;
+  red r;
+  int rc = setup(L, n, 0, L_tensor(L, n, "self"), dims, nd, true, &r);
+  if (rc)
+    return rc;
+  gc_dtype dt = L_out_meta(n, 0)->dtype;
+  if (!L_is_float(dt))
+    return GC_EUNSUPPORTED;
+  double corr = 1;
+  const gc_arg *c = L_arg(L, n, "correction");
+  if (c && c->kind != GC_ARG_NONE && !L_float(L, n, "correction", &corr))
+    return GC_EUNSUPPORTED;
+  bool unbiased;
+  if (L_bool(L, n, "unbiased", &unbiased))
+    corr = unbiased ? 1 : 0;
+  ir_tensor *mean, *m2;
+  if ((rc = welford(L, n, &r, dt, &mean, &m2)))
+    return rc;
+  gc_sym **v = L_vars(L, r.rank, r.sizes);
+  if (!v)
+    return GC_ENOMEM;
+  double denom = (double)r.count - corr;
+  /* ATen: m2 / max(0, N - correction); N - correction <= 0 gives inf/nan */
+  ir_expr *var = ir_op2(ir, IR_DIV, dt, L_load(L, m2, v),
+                        ir_const_f(ir, denom > 0 ? denom : 0, dt));
+  if (is_std)
+    var = ir_op1(ir, IR_SQRT, dt, var);
+  rc = L_set(L, n, 0, L_pointwise(L, n, dt, r.rank, r.sizes, v, var));
+  if (!rc && n->noutputs == 2)
+    rc = L_set(L, n, 1, mean);
+  return rc;
+}
+
+/* _softmax(self, dim, half_to_float) and _log_softmax (param 1). */
+int lower_softmax(lower_ctx *L, const gc_node *n, int is_log) {
+  ir_graph *ir = L_ir(L);
+  ir_tensor *x = L_tensor(L, n, "self");
+  int64_t dim;
+  bool h2f = false;
+  L_bool(L, n, "half_to_float", &h2f);
+  if (!x || !L_int(L, n, "dim", &dim) || h2f || !L_is_float(x->dtype))
+    return GC_EUNSUPPORTED;
+  dim = norm_dim(dim, x->rank);
+  if (x->rank == 0 || dim < 0 || dim >= x->rank)
+    return GC_EUNSUPPORTED;
+  gc_dtype dt = x->dtype;
+  /* max over dim (keepdim), sum of exp(x - max), then the epilogue */
+  int64_t ksz[IR_MAX_RANK];
+  memcpy(ksz, x->sizes, (size_t)x->rank * 8);
+  ksz[dim] = 1;
+  if (x->sizes[dim] == 0)
+    return GC_EUNSUPPORTED;
+  gc_sym **ov = L_vars(L, x->rank, ksz);
+  gc_sym **rv = L_vars(L, 1, &x->sizes[dim]);
+  if (!ov || !rv)
+    return GC_ENOMEM;
+  gc_sym *xi[IR_MAX_RANK];
+  for (int i = 0; i < x->rank; i++)
+    xi[i] = i == dim ? rv[0] : ov[i];
+  ir_buf *mx = L_reduce(L, n, IR_RED_MAX, dt, x->rank, ksz, ov, 1,
+                        &x->sizes[dim], rv, L_load(L, x, xi), NULL, NULL);
+  if (!mx)
+    return GC_ENOMEM;
+  ir_tensor *mxt = ir_tensor_of_buf(ir, mx);
+  gc_sym **ov2 = L_vars(L, x->rank, ksz);
+  gc_sym **rv2 = L_vars(L, 1, &x->sizes[dim]);
+  if (!ov2 || !rv2)
+    return GC_ENOMEM;
+  for (int i = 0; i < x->rank; i++)
+    xi[i] = i == dim ? rv2[0] : ov2[i];
+  ir_expr *sh = ir_op2(ir, IR_SUB, dt, L_load(L, x, xi), L_load(L, mxt, ov2));
+  ir_buf *sm =
+      L_reduce(L, n, IR_RED_SUM, dt, x->rank, ksz, ov2, 1, &x->sizes[dim], rv2,
+               ir_op1(ir, IR_EXP, dt, sh), NULL, NULL);
+  if (!sm)
+    return GC_ENOMEM;
+  ir_tensor *smt = ir_tensor_of_buf(ir, sm);
+  gc_sym **v = L_vars(L, x->rank, x->sizes);
+  if (!v)
+    return GC_ENOMEM;
+  gc_sym *ki[IR_MAX_RANK];
+  for (int i = 0; i < x->rank; i++)
+    ki[i] = i == dim ? gc_sym_const(&ir->sym, 0) : v[i];
+  ir_expr *shifted =
+      ir_op2(ir, IR_SUB, dt, L_load(L, x, v), L_load(L, mxt, ki));
+  ir_expr *body;
+  if (is_log)
+    body = ir_op2(ir, IR_SUB, dt, shifted,
+                  ir_op1(ir, IR_LOG, dt, L_load(L, smt, ki)));
+  else
+    body = ir_op2(ir, IR_MUL, dt, ir_op1(ir, IR_EXP, dt, shifted),
+                  ir_op1(ir, IR_RECIP, dt, L_load(L, smt, ki)));
+  return L_set(L, n, 0, L_pointwise(L, n, dt, x->rank, x->sizes, v, body));
+}
+
+/* native_layer_norm(input, normalized_shape, weight, bias, eps) ->
+ * (out, mean, rstd). mean and rstd have the input's leading dims and size
+ * 1 for the normalized ones. */
+int lower_layer_norm(lower_ctx *L, const gc_node *n, int unused) {
+  (void)unused;
+  ir_graph *ir = L_ir(L);
+  ir_tensor *x = L_tensor(L, n, "input");
+  const int64_t *shape;
+  int ns;
+  double eps;
+  if (!x || !L_ints(L, n, "normalized_shape", &shape, &ns) ||
+      !L_float(L, n, "eps", &eps) || ns > x->rank || !L_is_float(x->dtype))
+    return GC_EUNSUPPORTED;
+  gc_dtype dt = x->dtype;
+  int lead = x->rank - ns;
+  int64_t dims[IR_MAX_RANK];
+  for (int i = 0; i < ns; i++) {
+    if (shape[i] != x->sizes[lead + i])
+      return GC_EUNSUPPORTED;
+    dims[i] = lead + i;
+  }
+  red r;
+  int rc = setup(L, n, 1, x, dims, ns, false, &r);
+  if (rc)
+    return rc;
+  if (r.count == 0)
+    return GC_EUNSUPPORTED;
+  ir_tensor *mean, *m2;
+  if ((rc = welford(L, n, &r, dt, &mean, &m2)))
+    return rc;
+  /* rstd = 1 / sqrt(max(m2 / N, 0) + eps), over mean's shape */
+  gc_sym **sv = L_vars(L, r.rank, r.sizes);
+  if (!sv)
+    return GC_ENOMEM;
+  ir_expr *var = ir_op2(ir, IR_DIV, dt, L_load(L, m2, sv),
+                        ir_const_f(ir, (double)r.count, dt));
+  var = ir_op2(ir, IR_MAXIMUM, dt, var, ir_const_f(ir, 0, dt));
+  ir_tensor *rstd =
+      L_pointwise(L, n, dt, r.rank, r.sizes, sv,
+                  ir_op1(ir, IR_RSQRT, dt,
+                         ir_op2(ir, IR_ADD, dt, var, ir_const_f(ir, eps, dt))));
+  if (!rstd)
+    return GC_ENOMEM;
+  /* out = (x * rstd + (-rstd * mean)) * weight + bias, as ATen computes */
+  gc_sym **v = L_vars(L, x->rank, x->sizes);
+  if (!v)
+    return GC_ENOMEM;
+  gc_sym *si[IR_MAX_RANK];
+  for (int i = 0; i < x->rank; i++)
+    si[i] = i < lead ? v[i] : gc_sym_const(&ir->sym, 0);
+  ir_expr *rs = L_load(L, rstd, si), *mu = L_load(L, mean, si);
+  ir_expr *y =
+      ir_op2(ir, IR_ADD, dt, ir_op2(ir, IR_MUL, dt, L_load(L, x, v), rs),
+             ir_op2(ir, IR_MUL, dt, ir_op1(ir, IR_NEG, dt, rs), mu));
+  ir_tensor *w = L_tensor(L, n, "weight"), *b = L_tensor(L, n, "bias");
+  if (w)
+    y = ir_op2(ir, IR_MUL, dt, y, L_load_bcast(L, w, x->rank, v));
+  if (b)
+    y = ir_op2(ir, IR_ADD, dt, y, L_load_bcast(L, b, x->rank, v));
+  rc = L_set(L, n, 0, L_pointwise(L, n, dt, x->rank, x->sizes, v, y));
+  if (!rc)
+    rc = L_set(L, n, 1, mean);
+  if (!rc)
+    rc = L_set(L, n, 2, rstd);
+  return rc;
+}

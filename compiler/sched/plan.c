@@ -1,0 +1,276 @@
+/*
+ * plan.c: memory planning, and printing a schedule.
+ *
+ * Receives a schedule. Every ARENA buffer that is not local gets a live
+ * range [first, last] in kernel order (the kernel writing it, the last
+ * kernel reading it) and an offset in the call's arena such that two
+ * buffers whose ranges overlap never overlap in memory. A kernel's inputs
+ * and outputs are live at the same kernel, so no kernel ever writes over
+ * what it reads (which also makes `restrict` on its parameters true).
+ *
+ * Placement is greedy by decreasing size (the heuristic of ExecuTorch's and
+ * TFLite's planners): each buffer goes to the lowest 64-byte-aligned offset
+ * where it fits beside the already placed buffers it is live with. The
+ * arena's size is the largest end; it is what a call needs, against the
+ * sum of every intermediate eager allocates.
+ *
+ * A call whose result may alias its inputs (a fallback view operator)
+ * keeps those inputs alive to the end: the planner cannot see how long
+ * the alias is used.
+ */
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "compiler/schema.h"
+#include "compiler/sched/sched.h"
+
+#define ALIGN 64
+
+static int64_t align_up(int64_t v) {
+  return (v + ALIGN - 1) / ALIGN * ALIGN;
+}
+
+static int64_t buf_bytes(const ir_buf *b) {
+  return align_up(b->span * gc_dtype_size(b->dtype));
+}
+
+typedef struct rng {
+  ir_buf *b;
+  int64_t bytes;
+} rng;
+
+static int by_size_desc(const void *x, const void *y) {
+  const rng *a = x, *b = y;
+  if (a->bytes != b->bytes)
+    return a->bytes < b->bytes ? 1 : -1;
+  return a->b->id - b->b->id; /* deterministic */
+}
+
+/* Widens b's range to include kernel k. */
+static void touch(ir_buf *b, int k) {
+  if (b->first < 0 || k < b->first)
+    b->first = k;
+  if (k > b->last)
+    b->last = k;
+}
+
+static int touch_load(const ir_expr *e, void *k) {
+  if (ir_reads_buffer(e))
+    touch(e->load.buf, *(const int *)k);
+  return 0;
+}
+
+/* Whether call argument `a` of `n` may come back as (a view of) one of its
+ * results: a return whose alias set names that parameter. The `out` buffer
+ * of a .out call is not among n->args: it is the node's own. */
+static bool arg_returned(const ir_node *n, const ir_call_arg *a) {
+  const gc_schema *sc = n->op ? n->op->schema : NULL;
+  if (!sc || !a->name)
+    return false;
+  for (int r = 0; r < sc->nrets; r++) {
+    int p = gc_schema_return_alias(sc, r);
+    if (p >= 0 && p < sc->nargs && sc->args[p].name &&
+        !strcmp(sc->args[p].name, a->name))
+      return true;
+  }
+  return false;
+}
+
+int sc_plan_memory(ir_graph *ir, sc_schedule *s, gc_error *err) {
+  for (int i = 0; i < ir->nbufs; i++)
+    ir->bufs[i]->first = ir->bufs[i]->last = -1;
+  int end = s->nkernels;
+  for (int k = 0; k < s->nkernels; k++) {
+    sc_kernel *kn = s->kernels[k];
+    for (int i = 0; i < kn->nnodes; i++) {
+      ir_node *n = kn->nodes[i];
+      ir_buf *outs[3] = {n->out, n->out2, n->out3};
+      for (int o = 0; o < 3; o++)
+        if (outs[o])
+          touch(outs[o], k);
+      for (int r = 0; r < n->nresults; r++)
+        if (n->results[r])
+          touch(n->results[r], k);
+      if (kn->call) {
+        for (int a = 0; a < n->nargs; a++) {
+          bool alias = arg_returned(n, &n->args[a]);
+          int cnt = n->args[a].arg.kind == GC_ARG_TENSOR ? 1 : n->args[a].arg.n;
+          for (int j = 0; n->args[a].bufs && j < cnt; j++)
+            if (n->args[a].bufs[j]) {
+              touch(n->args[a].bufs[j], k);
+              if (alias)
+                touch(n->args[a].bufs[j], end);
+            }
+        }
+      } else {
+        if (ir_expr_walk(s->place[n->id].body, touch_load, &k))
+          return gc_errorf(err, GC_EINTERNAL,
+                           "memory plan: node %d's body is nested too deep",
+                           n->id);
+      }
+    }
+  }
+  /* the arena buffers that need memory, largest first */
+  rng *r = gc_arena_calloc(ir->a, (size_t)ir->nbufs + 1, sizeof *r);
+  ir_buf **placed =
+      gc_arena_calloc(ir->a, (size_t)ir->nbufs + 1, sizeof *placed);
+  if (!r || !placed)
+    return gc_errorf(err, GC_ENOMEM, "plan: out of memory");
+  int n = 0;
+  for (int i = 0; i < ir->nbufs; i++) {
+    ir_buf *b = ir->bufs[i];
+    if (b->kind != IR_BUF_ARENA || s->local[i] || b->first < 0)
+      continue;
+    r[n].b = b;
+    r[n].bytes = buf_bytes(b);
+    n++;
+  }
+  qsort(r, (size_t)n, sizeof *r, by_size_desc);
+  int nplaced = 0;
+  s->arena_bytes = 0;
+  /* scratch: the intervals of live-overlapping placed buffers, sorted */
+  int64_t(*iv)[2] = gc_arena_calloc(ir->a, (size_t)n + 1, sizeof *iv);
+  if (!iv)
+    return gc_errorf(err, GC_ENOMEM, "plan: out of memory");
+  for (int i = 0; i < n; i++) {
+    ir_buf *b = r[i].b;
+    int m = 0;
+    for (int j = 0; j < nplaced; j++) {
+      ir_buf *p = placed[j];
+      if (p->first <= b->last && b->first <= p->last) {
+        int64_t lo = p->arena_offset, hi = lo + buf_bytes(p);
+        int q = m++;
+        while (q > 0 && iv[q - 1][0] > lo) { /* insertion by start */
+          iv[q][0] = iv[q - 1][0];
+          iv[q][1] = iv[q - 1][1];
+          q--;
+        }
+        iv[q][0] = lo;
+        iv[q][1] = hi;
+      }
+    }
+    int64_t off = 0;
+    for (int q = 0; q < m; q++) {
+      if (off + r[i].bytes <= iv[q][0])
+        break;
+      if (iv[q][1] > off)
+        off = iv[q][1];
+    }
+    b->arena_offset = off;
+    placed[nplaced++] = b;
+    if (off + r[i].bytes > s->arena_bytes)
+      s->arena_bytes = off + r[i].bytes;
+  }
+  s->planned = true;
+  return 0;
+}
+
+/* ---- printing ---- */
+
+typedef struct pb {
+  gc_arena *a;
+  char *s;
+  size_t len, cap;
+} pb;
+
+static void put(pb *p, const char *text) {
+  size_t n = strlen(text);
+  if (p->len + n + 1 > p->cap) {
+    size_t cap = (p->cap ? p->cap * 2 : 4096) + n;
+    char *s = gc_arena_alloc(p->a, cap);
+    if (!s)
+      return;
+    if (p->len)
+      memcpy(s, p->s, p->len);
+    p->s = s;
+    p->cap = cap;
+  }
+  memcpy(p->s + p->len, text, n + 1);
+  p->len += n;
+}
+
+static void dims(ir_graph *ir, pb *p, const sc_dim *d, int n) {
+  put(p, "[");
+  for (int i = 0; i < n; i++)
+    put(p,
+        gc_arena_printf(ir->a, "%s%s<%lld", i ? ", " : "",
+                        gc_sym_str(&ir->sym, d[i].var), (long long)d[i].size));
+  put(p, "]");
+}
+
+char *sc_print(ir_graph *ir, const sc_schedule *s) {
+  pb p = {.a = ir->a};
+  put(&p, gc_arena_printf(ir->a,
+                          "# %d kernels, %d buffers kept in locals, "
+                          "arena %lld bytes\n",
+                          s->nkernels, s->nlocal, (long long)s->arena_bytes));
+  for (int k = 0; k < s->nkernels; k++) {
+    const sc_kernel *kn = s->kernels[k];
+    if (kn->call) {
+      put(&p, gc_arena_printf(ir->a, "\n%s: call %s (node %d)\n", kn->name,
+                              kn->call->op ? kn->call->op->name : "?",
+                              kn->call->id));
+      continue;
+    }
+    put(&p, gc_arena_printf(ir->a, "\n%s: loop over ", kn->name));
+    dims(ir, &p, kn->dims, kn->ndims);
+    put(&p, "\n");
+    for (int st = 0; st < kn->nstages; st++) {
+      const sc_stage *sg = &kn->stages[st];
+      put(&p, gc_arena_printf(ir->a, "  stage %d %s ", st,
+                              sg->reduction ? "reduce" : "pointwise"));
+      dims(ir, &p, sg->dims, sg->ndims);
+      put(&p, "\n");
+      for (int i = 0; i < sg->nnodes; i++) {
+        const ir_node *n = sg->nodes[i];
+        const sc_place *pl = &s->place[n->id];
+        const ir_buf *b = n->out;
+        const char *where = s->local[b->id] ? "local"
+                            : b->kind == IR_BUF_ARENA
+                                ? gc_arena_printf(ir->a, "arena@%lld",
+                                                  (long long)b->arena_offset)
+                            : b->kind == IR_BUF_OUTPUT ? "output"
+                            : b->kind == IR_BUF_INPUT  ? "input"
+                                                       : "result";
+        put(&p,
+            gc_arena_printf(
+                ir->a, "    node%d %s -> buf%d (%s)[%s]%s = %s\n", n->id,
+                n->what ? n->what : "", b->id, where,
+                gc_sym_str(&ir->sym, pl->store),
+                n->kind == IR_REDUCTION
+                    ? gc_arena_printf(ir->a, " %s", ir_reduction_name(n->red))
+                    : "",
+                ir_expr_str(ir, pl->body)));
+      }
+    }
+  }
+  if (s->planned) {
+    put(&p, "\nmemory plan (arena buffers, by offset; live: kernels that use "
+            "them)\n");
+    for (int64_t at = -1;;) { /* ascending offsets, then buffer ids */
+      int64_t next = INT64_MAX;
+      for (int i = 0; i < ir->nbufs; i++) {
+        const ir_buf *b = ir->bufs[i];
+        if (b->kind == IR_BUF_ARENA && !s->local[i] && b->first >= 0 &&
+            b->arena_offset > at && b->arena_offset < next)
+          next = b->arena_offset;
+      }
+      if (next == INT64_MAX)
+        break;
+      for (int i = 0; i < ir->nbufs; i++) {
+        const ir_buf *b = ir->bufs[i];
+        if (b->kind != IR_BUF_ARENA || s->local[i] || b->first < 0 ||
+            b->arena_offset != next)
+          continue;
+        put(&p,
+            gc_arena_printf(ir->a, "  [%6lld, %6lld) buf%d, live k%d..k%d\n",
+                            (long long)b->arena_offset,
+                            (long long)(b->arena_offset + buf_bytes(b)), b->id,
+                            b->first, b->last));
+      }
+      at = next;
+    }
+  }
+  return p.s ? p.s : gc_arena_strdup(ir->a, "");
+}

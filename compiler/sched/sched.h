@@ -1,0 +1,96 @@
+/*
+ * sched.h: scheduling (which IR nodes share a loop nest) and memory
+ * planning (where each intermediate buffer lives in the call's arena).
+ *
+ * A kernel is either a call (an extern or fallback ATen call, run by the
+ * client) or a loop kernel of generated code:
+ *
+ *   for each point of the outer dims          (parallel, OpenMP)
+ *     stage 1: for each point of its inner dims: its nodes   (a loop nest)
+ *     stage 2: ...
+ *
+ * A stage is a pointwise loop (its nodes compute one element each) or a
+ * reduction loop (its nodes accumulate over the inner dims, one result per
+ * outer point). So LayerNorm is one kernel: rows outside, a Welford stage
+ * over the row, then a pointwise stage normalizing it; softmax is a max
+ * stage, a sum stage and a pointwise stage over the same rows: two or three
+ * passes over a row that stays in cache.
+ *
+ * Every node placed in a kernel carries a substitution from its own loop
+ * variables to the kernel's (size-1 dimensions become 0). A node joins the
+ * current kernel only if the result is exactly what running it alone would
+ * compute: a buffer produced earlier in the kernel is read only where it
+ * has already been written for the current outer point (the same element
+ * in the same stage, any element of an earlier stage's loop over the same
+ * inner space, a reduction's result at the current outer point), and no
+ * node overwrites what an earlier node of the kernel still reads
+ * elsewhere.
+ *
+ * After scheduling, a buffer whose every reader is in its writer's kernel,
+ * at the element just written (or a reduction's result at the current
+ * point), never touches memory: codegen keeps it in a local variable.
+ */
+#ifndef GC_SCHED_SCHED_H
+#define GC_SCHED_SCHED_H
+
+#include "compiler/ir/ir.h"
+
+typedef struct sc_dim {
+  int64_t size;
+  gc_sym *var; /* the kernel's variable for it */
+} sc_dim;
+
+typedef struct sc_stage {
+  bool reduction; /* its nodes reduce over `dims` */
+  sc_dim *dims;   /* inner loop dims, outermost first */
+  int ndims;
+  ir_node **nodes; /* in execution order */
+  int nnodes, cap;
+} sc_stage;
+
+/* How a node sits in a kernel. */
+typedef struct sc_place {
+  struct sc_kernel *kernel;
+  int stage;
+  gc_sym **map;  /* node variable id -> kernel expression */
+  int nmap;      /* entries of map */
+  gc_sym *store; /* its output index in kernel variables */
+  ir_expr *body; /* its body in kernel variables */
+} sc_place;
+
+typedef struct sc_kernel {
+  int id;
+  const char *name; /* "k3_layer_norm" */
+  ir_node *call;    /* a call kernel: the extern/fallback node */
+  sc_dim *dims;     /* outer dims (loop kernels) */
+  int ndims;
+  sc_stage *stages;
+  int nstages, capstages;
+  ir_node **nodes; /* every node, in order */
+  int nnodes, capnodes;
+  int64_t work; /* elements of the iteration space, all stages */
+} sc_kernel;
+
+typedef struct sc_schedule {
+  sc_kernel **kernels; /* execution order */
+  int nkernels, cap;
+  sc_place *place;     /* per IR node id */
+  bool *local;         /* per buffer id: kept in a local variable */
+  int64_t arena_bytes; /* the memory plan's size */
+  int nlocal;          /* buffers that never touch memory */
+  bool planned;        /* sc_plan_memory has run */
+} sc_schedule;
+
+/* Groups ir's nodes into kernels. */
+int sc_schedule_build(ir_graph *ir, sc_schedule *s, gc_error *err);
+
+/* Assigns arena offsets to the ARENA buffers that need memory: live ranges
+ * in kernel order, greedy placement by decreasing size, 64-byte aligned.
+ * Buffers that a call may alias (a fallback returning a view of its input)
+ * live to the end. Sets arena_bytes. */
+int sc_plan_memory(ir_graph *ir, sc_schedule *s, gc_error *err);
+
+/* The schedule as text (for --dump-after schedule / plan). */
+char *sc_print(ir_graph *ir, const sc_schedule *s);
+
+#endif

@@ -1,0 +1,278 @@
+"""Native code generation against eager PyTorch (tests/python/native_util.py).
+
+Each test compiles small programs through a real daemon (which builds C
+with the system compiler and verifies the loop IR after every pass), runs
+the native program and eager on identical inputs in several layouts, and
+compares everything. Programs batch several cases where they can, so the C
+compiler runs a few dozen times rather than hundreds.
+"""
+
+import math
+import os
+import re
+import subprocess
+
+import pytest
+import torch
+
+import biggraph
+import compiled
+import daemon_util
+from native_util import SHAPES, check, layouts
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory):
+    d = daemon_util.Daemon(tmp_path_factory.mktemp("native"), "--verify-ir").start()
+    yield d.address
+    d.stop()
+
+
+# ---- pointwise ----
+
+UNARY = [torch.abs, torch.neg, torch.exp, torch.expm1, torch.log1p, torch.sqrt,
+         torch.rsqrt, torch.sin, torch.cos, torch.tanh, torch.atan, torch.erf,
+         torch.sigmoid, torch.relu, torch.floor, torch.ceil, torch.round, torch.trunc,
+         torch.reciprocal, torch.nn.functional.gelu, torch.nn.functional.silu,
+         lambda x: torch.nn.functional.gelu(x, approximate="tanh"), torch.isnan,
+         lambda x: torch.nn.functional.leaky_relu(x, 0.2),
+         lambda x: torch.nn.functional.hardtanh(x, -0.5, 0.75),
+         lambda x: torch.clamp(x, -0.3, 0.4), lambda x: torch.clamp_min(x, 0.1)]
+
+
+@pytest.mark.parametrize("shape", SHAPES, ids=str)
+def test_unary_math_on_every_layout(server, shape):
+    def f(x):
+        return tuple(op(x) for op in UNARY)
+    for name, x in layouts(shape):
+        x = x.abs() + 0.1 if True else x  # keep log/sqrt domains
+        check(f, (x,), server=server, native=len(UNARY), fallback=0)
+
+
+def test_unary_special_values(server):
+    x = torch.tensor([0.0, -0.0, 1.5, -2.5, 0.5, float("inf"), float("-inf"), float("nan"),
+                      1e-30, -1e30])
+    check(lambda x: tuple(op(x) for op in UNARY), (x,), server=server, fallback=0)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64, torch.int64, torch.int32,
+                                   torch.uint8, torch.bool])
+def test_binary_arithmetic_and_promotion(server, dtype):
+    def f(x, y, z):
+        out = [x + y, x * y, x - y if dtype != torch.bool else x * z, x + 2, x * 3,
+               torch.add(x, y, alpha=2) if dtype != torch.bool else x, y > x, x == y,
+               x != 3, torch.where(y > 0, x, y), x + z, (x * 2.5), torch.maximum(x, y),
+               torch.minimum(x, z)]
+        if dtype.is_floating_point:
+            out += [x / y, x / 3, torch.pow(x, 2), torch.pow(x, 0.5), torch.rsub(y, 1.5)]
+        return tuple(out)
+    for name, x in layouts((6, 13), dtype=dtype, seed=1):
+        y = next(layouts((13,), dtype=dtype, seed=2))[1]
+        z = next(layouts((6, 1), dtype=torch.float32, seed=3))[1]
+        if dtype.is_floating_point:
+            y = y.abs() + 0.5
+            x = x.abs()
+        check(f, (x, y, z), server=server)
+
+
+def test_comparisons_logic_and_wrapped_numbers(server):
+    def f(a, b, i):
+        return (a < b, a <= 0.5, b >= a, torch.logical_and(a > 0, b > 0),
+                torch.logical_or(a > 0, i > 0), torch.logical_xor(a > 0, i), ~(a > b),
+                i * 2, i + 1.5, (i > 3) & (i < 40), a * True, i.float() / 3)
+    a, b = torch.randn(4, 9), torch.randn(9)
+    i = torch.randint(-50, 50, (4, 9))
+    check(f, (a, b, i), server=server, fallback=0)
+
+
+def test_casts(server):
+    def f(x, i):
+        return (x.to(torch.float64), x.to(torch.int64), x.to(torch.int32), x.to(torch.bool),
+                (x * 50).to(torch.uint8), i.to(torch.float32), i.to(torch.bool), i.double() + x)
+    x = torch.randn(5, 7) * 3
+    i = torch.randint(-100, 100, (5, 7))
+    check(f, (x, i), server=server, fallback=0)
+
+
+# ---- views ----
+
+def test_views_compose_without_copies(server):
+    def f(x):
+        a = x.reshape(6, 20).t()[1:5].unsqueeze(0).expand(3, 4, 6)
+        b = x.permute(2, 0, 1).reshape(-1)[::3]
+        c = x[:, 1].transpose(0, 1).flatten()
+        d = x.select(2, 3).diagonal()
+        e = x.narrow(2, 1, 3).unfold(0, 2, 1)
+        s = torch.split(x, [1, 2, 2], dim=2)
+        return a * 2, b + 1, c.exp(), d - 1, e * e, s[1] * 3, torch.unbind(x, 1)[3] + 0
+    for name, x in layouts((4, 6, 5)):
+        check(f, (x,), server=server, fallback=0)
+
+
+def test_reshape_of_non_contiguous_data(server):
+    def f(x):
+        return (x.transpose(0, 1).reshape(3, 16) * 2, x.t().contiguous().view(-1) + 1)
+    x = torch.randn(8, 6)
+    check(f, (x,), server=server, fallback=0)
+
+
+# ---- reductions ----
+
+@pytest.mark.parametrize("shape,dims", [((5, 37), (1,)), ((5, 37), (0,)), ((3, 4, 5), (0, 2)),
+                                        ((6, 1, 8), (1,)), ((1000,), (0,)), ((2, 3), None),
+                                        ((3, 0), (1,))], ids=str)
+def test_reductions(server, shape, dims):
+    def f(x):
+        d = dims if dims is not None else tuple(range(x.dim()))
+        out = [x.sum(d), x.sum(d, keepdim=True), x.mean(d), torch.amax(x, d) if x.numel() else x,
+               torch.amin(x, d, keepdim=True) if x.numel() else x, x.var(d), x.std(d, unbiased=False),
+               (x > 0).any(d[0]) if x.dim() else x, (x > -5).all(d[0]) if x.dim() else x]
+        if len(d) == 1 and x.numel():
+            out += [x.max(d[0]).values, x.max(d[0]).indices, x.argmin(d[0]), x.prod(d[0])]
+        return tuple(out)
+    for name, x in layouts(shape):
+        check(f, (x,), server=server, atol=1e-5, rtol=1e-5)
+
+
+def test_big_sums_accumulate_accurately(server):
+    x = torch.rand(3_000_000, dtype=torch.float32)
+    check(lambda x: (x.sum(), x.mean(), x.var()), (x,), server=server, fallback=0,
+          rtol=1e-6, atol=1e-6)
+
+
+def test_max_propagates_nan_and_argmax_ties(server):
+    x = torch.tensor([[1.0, float("nan"), 3.0, 3.0], [2.0, 2.0, 1.0, 0.0],
+                      [float("-inf")] * 4])
+    check(lambda x: (x.amax(1), x.max(1)[0], x.max(1)[1], x.argmax(1), x.argmin(1), x.min(1).values),
+          (x,), server=server, fallback=0)
+
+
+# ---- normalizations ----
+
+@pytest.mark.parametrize("dim", [-1, 0, 1])
+def test_softmax_and_log_softmax(server, dim):
+    def f(x):
+        return torch.softmax(x, dim), torch.log_softmax(x, dim)
+    for name, x in layouts((7, 33)):
+        check(f, (x,), server=server, fallback=0, atol=1e-6, rtol=1e-5)
+
+
+def test_layer_norm_with_and_without_affine(server):
+    ln = torch.nn.LayerNorm(48).eval()
+    with torch.no_grad():
+        ln.weight.normal_()
+        ln.bias.normal_()
+    ln2 = torch.nn.LayerNorm([3, 16], elementwise_affine=False)
+
+    def f(x):
+        return ln(x), ln2(x.view(2, 5, 3, 16)), torch.nn.functional.gelu(ln(x))
+    for name, x in layouts((10, 48)):
+        check(f, (x.reshape(2, 5, 48),), server=server, fallback=0, atol=1e-5, rtol=1e-5)
+
+
+# ---- externs, mutation, memory ----
+
+def test_mlp_with_fused_epilogues(server):
+    model = torch.nn.Sequential(torch.nn.Linear(64, 128), torch.nn.GELU(),
+                                torch.nn.Linear(128, 32), torch.nn.ReLU()).eval()
+    s = check(model, (torch.randn(16, 64),), server=server, fallback=0)
+    assert s["extern"] == 2 and s["kernels"] >= 1
+
+
+def test_input_mutation_in_place(server):
+    def f(x, y):
+        x.mul_(2).add_(y)
+        return x.sum(1)
+    check(f, (torch.randn(5, 8), torch.randn(8)), server=server)
+
+
+def test_arena_reuse_gives_the_same_answers(server):
+    def f(x):
+        a = torch.softmax(x, -1)
+        b = torch.relu(x @ x.t())
+        return (a * 2).sum(0), b.mean()
+    x = torch.randn(64, 64)
+    cf = compiled.compile(f, (x,), server=server)
+    with torch.no_grad():
+        first = [t.clone() for t in cf(x)]
+        for _ in range(3):
+            again = cf(x)
+            for a, b in zip(first, again):
+                assert torch.equal(a, b)
+    assert cf.summary()["runs"] == "native"
+
+
+def test_transcendentals_use_vector_math(server):
+    """exp, tanh, erf in a vectorizable loop call SLEEF's vector functions
+    (the GNU vector ABI names _ZGV...), not the scalar C library."""
+    def f(x):
+        return torch.exp(x) + torch.tanh(x) * torch.erf(x)
+    x = torch.randn(64, 256)
+    check(f, (x,), server=server, fallback=0)
+    cf = compiled.compile(f, (x,), server=server)
+    so = cf.programs[-1].artifact.native_program.code.shared_object
+    for fn in (b"expf", b"tanhf", b"erff"):
+        assert any(b"_ZGV" in tok and tok.endswith(b"_" + fn) for tok in so.split(b"\0")), \
+            f"{fn.decode()} is not called through a vector variant"
+    assert "libsleefgnuabi.so.3" in cf.programs[-1].artifact.native_program.code.runtime_libraries
+
+
+def test_transposing_pointwise_in_2d_tiles(server):
+    """Reads across rows (x + y.t(), a channels-last copy) run in 2-D tiles;
+    odd sizes leave partial tiles at both edges."""
+    def f(x, y, z):
+        return x + y.t(), z.contiguous(memory_format=torch.channels_last) * 2, (x * 3).t().contiguous()
+    x, y = torch.randn(100, 130), torch.randn(130, 100)
+    z = torch.randn(2, 70, 9, 67)
+    check(f, (x, y, z), server=server, fallback=0)
+    cf = compiled.compile(f, (x, y, z), server=server)
+    assert "2-D tiles" in cf.programs[-1].c_source
+
+
+def test_identical_kernels_are_generated_once(server):
+    """Repeated blocks give kernels that differ only in invented names: the
+    C has one function for them, called with each block's buffers."""
+    def block(x, w, b):
+        return torch.nn.functional.gelu(x @ w + b) * 0.5
+
+    def f(x, w1, b1, w2, b2, w3, b3):
+        return block(block(block(x, w1, b1), w2, b2), w3, b3)
+
+    args = [torch.randn(32, 48)]
+    for _ in range(3):
+        args += [torch.randn(48, 48), torch.randn(48)]
+    check(f, args, server=server, fallback=0)
+    cf = compiled.compile(f, args, server=server)
+    src = cf.sources()
+    kernels = re.findall(r"^static int (k\d+_\w+)\(", src, re.M)
+    same = re.findall(r"^/\* (k\d+_\w+): the same code as (k\d+_\w+) \*/", src, re.M)
+    assert len(same) == 2 and {b for _, b in same} == set(kernels[:1]), (kernels, same)
+    # a different block (other sizes) is not merged
+    args2 = args[:3] + [torch.randn(48, 24), torch.randn(24), torch.randn(24, 24), torch.randn(24)]
+    check(f, args2, server=server, fallback=0)
+    src2 = compiled.compile(f, args2, server=server).sources()
+    assert len(re.findall(r"the same code as", src2)) == 1
+
+
+def test_long_chains_of_shared_subexpressions(server, tmp_path):
+    """relu reads its input twice (where(x < 0, 0, x)), so a chain of n
+    relus is a DAG of n operations but a tree of 2^n: every pass, the
+    verifier and the dumps must visit each shared subexpression once."""
+    def f(x):
+        for _ in range(300):
+            x = torch.relu(x) - 0.001
+        return x
+    check(f, (torch.randn(8, 33),), server=server, fallback=0)
+    ctl = os.path.join(daemon_util.BUILD, "bin", "compilectl")
+    sizes = []
+    for n in (100, 200):
+        path = tmp_path / ("chain%d.pb" % n)
+        path.write_bytes(biggraph.chain_graph_bytes(n))
+        for cmd in ("lower", "plan"):
+            r = subprocess.run([ctl, "graph", cmd, str(path)], capture_output=True,
+                               text=True, timeout=120)
+            assert r.returncode == 0, r.stderr
+            if cmd == "plan":
+                sizes.append(len(r.stdout))
+    assert "$1 = where(lt($0, 0), 0, $0)" in r.stdout  # shared parts are named
+    assert sizes[1] < 3 * sizes[0], sizes  # linear in n, not exponential
