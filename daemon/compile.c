@@ -1041,6 +1041,8 @@ static void run_flight(uv_work_t *work) {
       break;
     uv_sleep(5);
   }
+  if (d->cfg.debug_compile_stuck_ms > 0)
+    uv_sleep((unsigned)d->cfg.debug_compile_stuck_ms);
   gc_hooks hooks = {.stage = hook_stage, .abandoned = hook_abandoned, .ctx = f};
   gc_backend be = {.target = &f->target,
                    .toolchain = &d->toolchain.iface,

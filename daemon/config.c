@@ -103,6 +103,9 @@ static const opt opts[] = {
     {"debug-compile-delay-ms", T_INT, F(debug_compile_delay_ms), 0, "MS",
      "for tests: make every compile wait MS first (it still\n"
      "                            stops early when abandoned)"},
+    {"debug-compile-stuck-ms", T_INT, F(debug_compile_stuck_ms), 0, "MS",
+     "for tests: make every compile wait MS first, even when\n"
+     "                            abandoned (a compile that does not end)"},
     {"debug-decode-delay-ms", T_INT, F(debug_decode_delay_ms), 0, "MS",
      "for tests: make every decode on the decode threads wait\n"
      "                            MS first"},

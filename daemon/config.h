@@ -38,6 +38,7 @@ typedef struct config {
   char port_file[1024];       /* write the bound port here ("": don't) */
   bool check_cache;           /* verify the cache and exit */
   int debug_compile_delay_ms; /* tests: each compile first waits this long */
+  int debug_compile_stuck_ms; /* tests: ... and this long, abandoned or not */
   int debug_decode_delay_ms;  /* tests: each big decode first waits */
   bool native;                /* compile to native code (else ATen only) */
   char cc[1024];              /* the C compiler ($CC or cc) */

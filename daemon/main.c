@@ -109,11 +109,35 @@ static void on_server_done(void *arg) {
   daemon_maybe_stop(d);
 }
 
+/* A compile thread cannot be interrupted: one that never ends (a compiler
+ * bug) would keep the daemon from ever stopping. OVERDUE_MS after the grace
+ * period the daemon closes its log and exits with status 3 without waiting
+ * for such compiles. */
+#define OVERDUE_MS 10000
+
+static void on_overdue(uv_timer_t *t) {
+  daemon_ctx *d = t->data;
+  int left = compile_inflight(d);
+  if (left == 0)
+    return;
+  LOG(LOG_ERROR,
+      "%d compiles still running %d s after the grace period: exiting "
+      "without them (a compile that does not end is a bug: please report "
+      "it with its graph)",
+      left, OVERDUE_MS / 1000);
+  /* The compile threads may be inside the cache: leave it as it is (every
+   * stored entry is committed; only pending hit counts are lost). */
+  LOG(LOG_INFO, "stopped (exit status 3: compiles abandoned)");
+  log_close();
+  _exit(3);
+}
+
 static void on_grace(uv_timer_t *t) {
   daemon_ctx *d = t->data;
   LOG(LOG_WARN, "grace period over: cancelling %d calls and %d compiles",
       srv_live_calls(d->server), compile_inflight(d));
   compile_abandon_all(d);
+  uv_timer_start(&d->grace_timer, on_overdue, OVERDUE_MS, 0);
   d->lame_duck_over = true;
   if (!d->server_closing) {
     d->server_closing = true;

@@ -372,6 +372,33 @@ def test_sigterm_drains_in_flight_compiles(daemon):
     assert "draining" in d.log() and "stopped" in d.log()
 
 
+def test_a_compile_that_never_ends_does_not_keep_the_daemon_running(daemon):
+    """Compile threads cannot be interrupted; a compiler bug that loops
+    would keep a drain waiting for ever. Ten seconds after the grace period
+    the daemon exits anyway (status 3), and its cache is intact."""
+    d = daemon("--grace-seconds", "1", "--lame-duck-ms", "100")
+    stub = d.stub()
+    run_compile(stub, compile_request(load_graph("attention")))
+    d.stop()
+    d = daemon("--grace-seconds", "1", "--lame-duck-ms", "100",
+               "--debug-compile-stuck-ms", "600000", cache_dir=d.cache_dir)
+    stub = d.stub()
+    call = stub.Compile(compile_request(load_graph("mlp")), timeout=60)
+    assert next(call).stage.name == "compile"  # stuck now
+    started = time.time()
+    d.send_signal(signal.SIGTERM)
+    with pytest.raises(grpc.RpcError):
+        list(call)
+    assert d.proc.wait(40) == 3
+    assert time.time() - started < 40
+    d.proc = None
+    d.out.close()
+    assert "still running" in d.log() and "a compile that does not end is a bug" in d.log()
+    d2 = daemon(cache_dir=d.cache_dir)
+    _, hit = run_compile(d2.stub(), compile_request(load_graph("attention")))
+    assert hit.served == SERVED.SERVED_L1_HIT
+
+
 def test_drain_refuses_new_compiles_with_unavailable(daemon):
     """During a drain a request that would start a compile gets UNAVAILABLE
     with a message saying the daemon is stopping (not CANCELLED, which
