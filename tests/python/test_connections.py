@@ -18,28 +18,10 @@ import grpc
 import compiled  # noqa: F401  (makes compiled.v1 importable)
 from compiled.v1 import compiled_pb2, health_pb2, health_pb2_grpc
 
-from daemon_util import Daemon
 
-import pytest
 
 PREFACE = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n"
 EMPTY_SETTINGS = b"\x00\x00\x00\x04\x00\x00\x00\x00\x00"
-
-
-@pytest.fixture
-def daemon(tmp_path):
-    ds = []
-
-    def make(*args, **kw):
-        d = Daemon(tmp_path / ("d%d" % len(ds)), *args, **kw)
-        os.makedirs(d.dir, exist_ok=True)
-        ds.append(d)
-        return d.start()
-
-    yield make
-    for d in ds:
-        if d.proc is not None:
-            d.stop()
 
 
 def open_idle(port, n):

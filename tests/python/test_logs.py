@@ -8,7 +8,6 @@ calls (Evict) name their peer.
 """
 
 import json
-import os
 import time
 
 import grpc
@@ -16,28 +15,12 @@ import grpc
 import compiled  # noqa: F401  (makes compiled.v1 importable)
 from compiled.v1 import compiled_pb2
 
-from daemon_util import Daemon, load_graph
+from daemon_util import load_graph
 
 import pytest
 
 # 63 characters: the daemon quotes at most 64 of a device type.
 FORGED = "\n2026-01-01T00:00:00Z info  Compile hit peer=ipv4:10.0.0.1\r\x1b\x07\"\\"
-
-
-@pytest.fixture
-def daemon(tmp_path):
-    ds = []
-
-    def make(*args, **kw):
-        d = Daemon(tmp_path / ("d%d" % len(ds)), *args, **kw)
-        os.makedirs(d.dir, exist_ok=True)
-        ds.append(d)
-        return d.start()
-
-    yield make
-    for d in ds:
-        if d.proc is not None:
-            d.stop()
 
 
 def with_device(device):

@@ -17,25 +17,9 @@ import compiled  # noqa: F401  (makes compiled.v1 importable)
 from compiled.v1 import compiled_pb2
 
 import biggraph
-from daemon_util import Daemon, compile_request, load_graph, run_compile
+from daemon_util import compile_request, load_graph, run_compile
 
 SERVED = compiled_pb2.Served
-
-
-@pytest.fixture
-def daemon(tmp_path):
-    ds = []
-
-    def make(*args, **kw):
-        d = Daemon(tmp_path / ("d%d" % len(ds)), *args, **kw)
-        os.makedirs(d.dir, exist_ok=True)
-        ds.append(d)
-        return d.start()
-
-    yield make
-    for d in ds:
-        if d.proc is not None:
-            d.stop()
 
 
 def status_kb(pid, field):

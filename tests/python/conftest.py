@@ -1,0 +1,26 @@
+"""Fixtures shared by the daemon test files."""
+
+import os
+
+import pytest
+
+from daemon_util import Daemon
+
+
+@pytest.fixture
+def daemon(tmp_path):
+    """make(*args, cache_dir=None, nofile=None) starts a daemon with those
+    settings in its own folder under tmp_path; all are stopped (and checked
+    for a clean exit) at the end of the test."""
+    ds = []
+
+    def make(*args, **kw):
+        d = Daemon(tmp_path / ("d%d" % len(ds)), *args, **kw)
+        os.makedirs(d.dir, exist_ok=True)
+        ds.append(d)
+        return d.start()
+
+    yield make
+    for d in ds:
+        if d.proc is not None:
+            d.stop()
