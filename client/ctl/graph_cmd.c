@@ -1,7 +1,8 @@
 /*
- * graph_cmd.c: `compilectl graph validate|hash|fmt|convert`, the local tools
+ * graph_cmd.c: `compilectl graph validate|hash|fmt|convert` and the pass
+ * dumps (functionalize|lower|schedule|plan|codegen|program), the local tools
  * for graph files (.pb or .json). Nothing here talks to a server: they use
- * the same decoder, validator and key code as the daemon.
+ * the same decoder, validator, key code and compiler passes as the daemon.
  */
 #include <errno.h>
 #include <getopt.h>

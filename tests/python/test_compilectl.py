@@ -370,6 +370,9 @@ def test_usage_and_local_errors(daemon, tmp_path):
         h = run_ctl(cmd, "--help")
         assert h.returncode == OK and h.stdout.startswith("usage:"), cmd
         assert "--timeout" in h.stdout, cmd
+    for cmd in ("validate", "hash", "fmt", "convert", "functionalize", "lower",
+                "schedule", "plan", "codegen", "program"):
+        assert cmd in r.stdout.split("help [COMMAND]")[0], cmd  # the local commands
 
 
 def closed_port():
