@@ -6,7 +6,7 @@
  * one:
  *
  *   - makes a private directory (mode 0700) under the cache directory's
- *     tmp/ (or $TMPDIR), writes the source there as k.c;
+ *     tmp/, writes the source there as k.c;
  *   - runs `<cc> <flags> -o k.so k.c <libs>` with posix_spawn (never fork:
  *     the daemon is threaded), in its own process group, with that
  *     directory as the working directory: file names are relative, so no
