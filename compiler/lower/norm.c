@@ -81,6 +81,13 @@ static const gc_value *arg_value(lower_ctx *L, const gc_node *n,
   return a->v;
 }
 
+/* A value computed by the program (functionalization's clone of a running
+ * statistic), not a graph input or a view of one. */
+static bool owned(const ir_tensor *t) {
+  return t->kind == IR_T_LOOP ||
+         (t->kind == IR_T_BUF && t->buf->kind != IR_BUF_INPUT);
+}
+
 static int batch_norm_train(lower_ctx *L, const gc_node *n, ir_tensor *x,
                             ir_tensor *w, ir_tensor *b, double eps) {
   ir_graph *ir = L_ir(L);
@@ -96,7 +103,7 @@ static int batch_norm_train(lower_ctx *L, const gc_node *n, ir_tensor *x,
     return GC_EUNSUPPORTED;
   /* the running statistics must be values the program owns (clones): a
    * graph input written here would need a write-back */
-  if (rm && (!rmv || rmv->def_node < 0 || !rvv || rvv->def_node < 0))
+  if (rm && (!rmv || !rvv || !owned(rm) || !owned(rv)))
     return GC_EUNSUPPORTED;
   const gc_tensor_meta *m1 = L_out_meta(n, 1), *m2m = L_out_meta(n, 2);
   if (!m1 || !m2m || m1->rank != 1 || m2m->rank != 1)
