@@ -106,7 +106,11 @@ static int batch_norm_train(lower_ctx *L, const gc_node *n, ir_tensor *x,
   if (rm && (!rmv || !rvv || !owned(rm) || !owned(rv)))
     return GC_EUNSUPPORTED;
   const gc_tensor_meta *m1 = L_out_meta(n, 1), *m2m = L_out_meta(n, 2);
-  if (!m1 || !m2m || m1->rank != 1 || m2m->rank != 1)
+  /* outputs checked here, not by the driver after the rule: the running
+   * statistics' new values cannot be undone */
+  if (!m1 || !m2m || m1->rank != 1 || m2m->rank != 1 || m1->dtype != dt ||
+      m2m->dtype != dt || m1->sizes[0].expr || m1->sizes[0].v != c ||
+      m2m->sizes[0].expr || m2m->sizes[0].v != c)
     return GC_EUNSUPPORTED;
   int64_t count = 1;
   int rr = 0;

@@ -112,7 +112,7 @@ def test_avg_and_adaptive_pool(server):
                 F.avg_pool2d(x, (3, 2), (2, 1), (1, 0), divisor_override=5),
                 F.adaptive_avg_pool2d(x, (3, 4)), F.adaptive_avg_pool2d(x, (4, 3)),
                 F.adaptive_avg_pool2d(x, (9, 11)), F.adaptive_avg_pool2d(x, (2, 5)),
-                F.adaptive_avg_pool2d(x, 1))
+                F.adaptive_avg_pool2d(x, 1), F.adaptive_avg_pool2d(x, (12, 13)))
     for name, x in layouts((2, 3, 9, 11)):
         check(f, (x,), server=server, fallback=0)
     check(f, (torch.randn(3, 9, 11, dtype=torch.float64),), server=server, fallback=0)
