@@ -109,9 +109,8 @@ int lower_index_select(lower_ctx *L, const gc_node *n, int unused) {
     return rc;
   ir_tensor *x = L_tensor(L, n, "self"), *ix = L_tensor(L, n, "index");
   int64_t dim;
-  if (!x || !ix || !L_int(L, n, "dim", &dim) || x->rank == 0 ||
-      ix->rank > 1 || !index_dtype(ix->dtype) || p.rank != x->rank ||
-      p.dt != x->dtype)
+  if (!x || !ix || !L_int(L, n, "dim", &dim) || x->rank == 0 || ix->rank > 1 ||
+      !index_dtype(ix->dtype) || p.rank != x->rank || p.dt != x->dtype)
     return GC_EUNSUPPORTED;
   if (dim < 0)
     dim += x->rank;
@@ -138,8 +137,8 @@ int lower_gather(lower_ctx *L, const gc_node *n, int unused) {
     return rc;
   ir_tensor *x = L_tensor(L, n, "self"), *ix = L_tensor(L, n, "index");
   int64_t dim;
-  if (!x || !ix || !L_int(L, n, "dim", &dim) ||
-      ix->dtype != GC_DTYPE_INT64 || p.dt != x->dtype)
+  if (!x || !ix || !L_int(L, n, "dim", &dim) || ix->dtype != GC_DTYPE_INT64 ||
+      p.dt != x->dtype)
     return GC_EUNSUPPORTED;
   int rank = x->rank ? x->rank : 1;
   if (dim < 0)
@@ -226,9 +225,10 @@ int lower_cat(lower_ctx *L, const gc_node *n, int unused) {
                     part[k]->sizes[dim] - 1);
     ir_expr *x = ir_cast(ir, L_load(L, part[k], at), p.dt);
     e = !e ? x
-           : ir_op3(ir, IR_WHERE, p.dt,
-                    ir_op2(ir, IR_LT, i64, j, ir_const_i(ir, start[k + 1], i64)),
-                    x, e);
+           : ir_op3(
+                 ir, IR_WHERE, p.dt,
+                 ir_op2(ir, IR_LT, i64, j, ir_const_i(ir, start[k + 1], i64)),
+                 x, e);
   }
   return L__pw_finish(L, n, 0, &p, e);
 }
@@ -276,10 +276,10 @@ int lower_constant_pad(lower_ctx *L, const gc_node *n, int unused) {
       return GC_ENOMEM;
     if (src->lo < 0 || src->hi >= x->sizes[d]) {
       ir_expr *v = ir_index(ir, src, i64);
-      ir_expr *c = ir_op2(
-          ir, IR_AND, GC_DTYPE_BOOL,
-          ir_op2(ir, IR_GE, i64, v, ir_const_i(ir, 0, i64)),
-          ir_op2(ir, IR_LT, i64, v, ir_const_i(ir, x->sizes[d], i64)));
+      ir_expr *c =
+          ir_op2(ir, IR_AND, GC_DTYPE_BOOL,
+                 ir_op2(ir, IR_GE, i64, v, ir_const_i(ir, 0, i64)),
+                 ir_op2(ir, IR_LT, i64, v, ir_const_i(ir, x->sizes[d], i64)));
       inside = inside ? ir_op2(ir, IR_AND, GC_DTYPE_BOOL, inside, c) : c;
     }
     at[d] = clamp(s, src, x->sizes[d] - 1);

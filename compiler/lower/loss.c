@@ -52,12 +52,12 @@ static ir_expr *nll_row(lower_ctx *L, ir_view *xv, ir_view *wv, ir_tensor *t,
   gc_sym *off = gc_sym_const(s, xv->offset);
   if (row)
     off = gc_sym_add(s, off, gc_sym_scale(s, row, xv->strides[0]));
-  ir_expr *x = ir_gather(ir, xv->buf, off, cls, xv->strides[cd],
-                         xv->sizes[cd], false);
+  ir_expr *x =
+      ir_gather(ir, xv->buf, off, cls, xv->strides[cd], xv->sizes[cd], false);
   ir_expr *w = ir_const_f(ir, 1, dt);
   if (wv)
-    w = ir_gather(ir, wv->buf, gc_sym_const(s, wv->offset), cls,
-                  wv->strides[0], wv->sizes[0], false);
+    w = ir_gather(ir, wv->buf, gc_sym_const(s, wv->offset), cls, wv->strides[0],
+                  wv->sizes[0], false);
   if (!x || !w)
     return NULL;
   ir_expr *zero = ir_const_f(ir, 0, dt);
@@ -74,8 +74,8 @@ int lower_nll_loss_forward(lower_ctx *L, const gc_node *n, int unused) {
   if (!x || !t || !L_int(L, n, "reduction", &red) ||
       !L_int(L, n, "ignore_index", &ignore) || !L_is_float(x->dtype) ||
       (x->rank != 1 && x->rank != 2) || t->rank != x->rank - 1 ||
-      !L_is_integral(t->dtype) || t->dtype == GC_DTYPE_BOOL ||
-      red < 0 || red > 2)
+      !L_is_integral(t->dtype) || t->dtype == GC_DTYPE_BOOL || red < 0 ||
+      red > 2)
     return GC_EUNSUPPORTED;
   gc_dtype dt = x->dtype;
   int64_t nrow = x->rank == 2 ? x->sizes[0] : 1, ncls = x->sizes[x->rank - 1];
@@ -97,7 +97,8 @@ int lower_nll_loss_forward(lower_ctx *L, const gc_node *n, int unused) {
   if (red == 0 && x->rank == 2) { /* per row */
     if (p0.rank != 1)
       return GC_EUNSUPPORTED;
-    ir_expr *e = nll_row(L, &xv, w ? &wv : NULL, t, p0.vars[0], ignore, dt, &wt);
+    ir_expr *e =
+        nll_row(L, &xv, w ? &wv : NULL, t, p0.vars[0], ignore, dt, &wt);
     if ((rc = L__pw_finish(L, n, 0, &p0, e)))
       return rc;
     return L__pw_finish(L, n, 1, &p1, ir_const_f(ir, 0, dt));

@@ -75,8 +75,7 @@ static int empty_out(lower_ctx *L, const gc_node *n, int k) {
 static const gc_value *arg_value(lower_ctx *L, const gc_node *n,
                                  const char *name) {
   const gc_arg *a = L_arg(L, n, name);
-  if (!a || a->kind != GC_ARG_TENSOR || !a->v ||
-      a->v->kind != GC_VALUE_TENSOR)
+  if (!a || a->kind != GC_ARG_TENSOR || !a->v || a->v->kind != GC_VALUE_TENSOR)
     return NULL;
   return a->v;
 }
@@ -130,9 +129,8 @@ static int batch_norm_train(lower_ctx *L, const gc_node *n, ir_tensor *x,
   for (int i = 0, q = 0; i < x->rank; i++)
     xi[i] = i == 1 ? cv[0] : rvars[q++];
   ir_buf *m2b = NULL, *cntb = NULL;
-  ir_buf *meanb =
-      L_reduce(L, n, IR_RED_WELFORD, dt, 1, &c, cv, rr, rsz, rvars,
-               ir_cast(ir, L_load(L, x, xi), dt), &m2b, &cntb);
+  ir_buf *meanb = L_reduce(L, n, IR_RED_WELFORD, dt, 1, &c, cv, rr, rsz, rvars,
+                           ir_cast(ir, L_load(L, x, xi), dt), &m2b, &cntb);
   if (!meanb || !m2b)
     return GC_ENOMEM;
   ir_tensor *mean = ir_tensor_of_buf(ir, meanb);
@@ -153,9 +151,9 @@ static int batch_norm_train(lower_ctx *L, const gc_node *n, ir_tensor *x,
   if (rc)
     return rc;
   gc_sym **ch = &p.vars[1];
-  ir_expr *y = OP2(MUL, OP2(SUB, ir_cast(ir, L_load(L, x, p.vars), dt),
-                            L_load(L, mean, ch)),
-                   L_load(L, invstd, ch));
+  ir_expr *y = OP2(
+      MUL, OP2(SUB, ir_cast(ir, L_load(L, x, p.vars), dt), L_load(L, mean, ch)),
+      L_load(L, invstd, ch));
   if (w)
     y = OP2(MUL, y, L_load(L, w, ch));
   if (b)
@@ -173,10 +171,9 @@ static int batch_norm_train(lower_ctx *L, const gc_node *n, ir_tensor *x,
   ir_expr *km = ir_const_f(ir, mom, dt), *k1 = ir_const_f(ir, 1 - mom, dt);
   ir_expr *nm = OP2(ADD, OP2(MUL, km, L_load(L, mean, uv)),
                     OP2(MUL, k1, L_load(L, rm, uv)));
-  ir_expr *uvar = OP2(DIV, L_load(L, m2, uv2),
-                      ir_const_f(ir, (double)(count - 1), dt));
-  ir_expr *nv =
-      OP2(ADD, OP2(MUL, km, uvar), OP2(MUL, k1, L_load(L, rv, uv2)));
+  ir_expr *uvar =
+      OP2(DIV, L_load(L, m2, uv2), ir_const_f(ir, (double)(count - 1), dt));
+  ir_expr *nv = OP2(ADD, OP2(MUL, km, uvar), OP2(MUL, k1, L_load(L, rv, uv2)));
   ir_tensor *nmt = chan_buf(L, n, dt, c, uv, nm);
   ir_tensor *nvt = chan_buf(L, n, dt, c, uv2, nv);
   if (!nmt || !nvt)
@@ -212,9 +209,9 @@ int lower_batch_norm(lower_ctx *L, const gc_node *n, int unused) {
   gc_sym **av = L_vars(L, 1, &c), **bv = L_vars(L, 1, &c);
   if (!av || !bv)
     return GC_ENOMEM;
-  ir_expr *invstd = OP2(DIV, ir_const_f(ir, 1, dt),
-                        OP1(SQRT, OP2(ADD, L_load(L, rv, av),
-                                      ir_const_f(ir, eps, dt))));
+  ir_expr *invstd =
+      OP2(DIV, ir_const_f(ir, 1, dt),
+          OP1(SQRT, OP2(ADD, L_load(L, rv, av), ir_const_f(ir, eps, dt))));
   ir_expr *alpha = w ? OP2(MUL, invstd, L_load(L, w, av)) : invstd;
   ir_tensor *at = chan_buf(L, n, dt, c, av, alpha);
   if (!at)
@@ -230,10 +227,9 @@ int lower_batch_norm(lower_ctx *L, const gc_node *n, int unused) {
   if (rc)
     return rc;
   gc_sym **ch = &p.vars[1];
-  rc = L__pw_finish(
-      L, n, 0, &p,
-      fma_of(ir, dt, L_load(L, x, p.vars), L_load(L, at, ch),
-             L_load(L, bt, ch)));
+  rc = L__pw_finish(L, n, 0, &p,
+                    fma_of(ir, dt, L_load(L, x, p.vars), L_load(L, at, ch),
+                           L_load(L, bt, ch)));
   if (!rc)
     rc = empty_out(L, n, 1);
   if (!rc)

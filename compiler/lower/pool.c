@@ -54,10 +54,10 @@ static bool pair_arg(lower_ctx *L, const gc_node *n, const char *name,
 /* The pooling parameters and the input. */
 typedef struct pool {
   ir_tensor *x;
-  int rank;         /* 3 or 4 */
-  int64_t H, W;     /* input plane */
+  int rank;     /* 3 or 4 */
+  int64_t H, W; /* input plane */
   int64_t k[2], s[2], p[2], d[2];
-  L_pw out;         /* output 0 */
+  L_pw out; /* output 0 */
 } pool;
 
 static int pool_args(lower_ctx *L, const gc_node *n, bool dilation, pool *P) {
@@ -65,8 +65,7 @@ static int pool_args(lower_ctx *L, const gc_node *n, bool dilation, pool *P) {
   P->x = L_tensor(L, n, "self");
   static const int64_t zero[2] = {0, 0}, one[2] = {1, 1};
   if (!P->x || (P->x->rank != 3 && P->x->rank != 4) ||
-      !L_is_float(P->x->dtype) ||
-      !pair_arg(L, n, "kernel_size", NULL, P->k) ||
+      !L_is_float(P->x->dtype) || !pair_arg(L, n, "kernel_size", NULL, P->k) ||
       !pair_arg(L, n, "stride", P->k, P->s) ||
       !pair_arg(L, n, "padding", zero, P->p) ||
       (dilation && !pair_arg(L, n, "dilation", one, P->d)))
@@ -144,12 +143,13 @@ static ir_expr *max_chain(lower_ctx *L, pool *P, gc_sym **v, int which) {
       /* a position outside the input for every output is never taken */
       if (ih->hi < 0 || ih->lo >= P->H || iw->hi < 0 || iw->lo >= P->W)
         continue;
-      ir_expr *inb = and_opt(ir, in_range(ir, ih, P->H), in_range(ir, iw, P->W));
+      ir_expr *inb =
+          and_opt(ir, in_range(ir, ih, P->H), in_range(ir, iw, P->W));
       xi[r - 2] = clamp(s, ih, P->H - 1);
       xi[r - 1] = clamp(s, iw, P->W - 1);
       ir_expr *val = L_load(L, P->x, xi);
-      ir_expr *at = ir_index(
-          ir, gc_sym_add(s, gc_sym_scale(s, ih, P->W), iw), GC_DTYPE_INT64);
+      ir_expr *at = ir_index(ir, gc_sym_add(s, gc_sym_scale(s, ih, P->W), iw),
+                             GC_DTYPE_INT64);
       if (!val || !at)
         return NULL;
       if (first && !inb) { /* the first position: always taken */
@@ -159,8 +159,8 @@ static ir_expr *max_chain(lower_ctx *L, pool *P, gc_sym **v, int which) {
         continue;
       }
       first = false;
-      ir_expr *take = OR(ir_op2(ir, IR_GT, dt, val, m),
-                         ir_op1(ir, IR_ISNAN, dt, val));
+      ir_expr *take =
+          OR(ir_op2(ir, IR_GT, dt, val, m), ir_op1(ir, IR_ISNAN, dt, val));
       if (unset)
         take = OR(take, ir_op2(ir, IR_LT, GC_DTYPE_INT64, idx,
                                ir_const_i(ir, 0, GC_DTYPE_INT64)));
@@ -224,13 +224,13 @@ static ir_tensor *window_sum(lower_ctx *L, const gc_node *n, pool *P,
   ir_expr *inb = and_opt(ir, in_range(ir, ih, P->H), in_range(ir, iw, P->W));
   gc_dtype i64 = GC_DTYPE_INT64;
   if (hend)
-    inb = and_opt(ir, inb,
-                  ir_op2(ir, IR_LT, i64, ir_index(ir, ih, i64),
-                         ir_index(ir, hend, i64)));
+    inb = and_opt(
+        ir, inb,
+        ir_op2(ir, IR_LT, i64, ir_index(ir, ih, i64), ir_index(ir, hend, i64)));
   if (wend)
-    inb = and_opt(ir, inb,
-                  ir_op2(ir, IR_LT, i64, ir_index(ir, iw, i64),
-                         ir_index(ir, wend, i64)));
+    inb = and_opt(
+        ir, inb,
+        ir_op2(ir, IR_LT, i64, ir_index(ir, iw, i64), ir_index(ir, wend, i64)));
   ir_expr *val = L_load(L, P->x, xi);
   if (inb)
     val = WHERE(inb, val, ir_const_f(ir, 0, dt));
@@ -274,29 +274,30 @@ int lower_avg_pool2d(lower_ctx *L, const gc_node *n, int unused) {
   gc_sym **v = P.out.vars;
   gc_sym *hs = gc_sym_addc(s, gc_sym_scale(s, v[r - 2], P.s[0]), -P.p[0]);
   gc_sym *ws = gc_sym_addc(s, gc_sym_scale(s, v[r - 1], P.s[1]), -P.p[1]);
-  gc_sym *he = gc_sym_min(s, gc_sym_addc(s, hs, P.k[0]),
-                          gc_sym_const(s, P.H + P.p[0]));
-  gc_sym *we = gc_sym_min(s, gc_sym_addc(s, ws, P.k[1]),
-                          gc_sym_const(s, P.W + P.p[1]));
-  gc_sym *pool_size = gc_sym_mul(s, gc_sym_sub(s, he, hs), gc_sym_sub(s, we, ws));
+  gc_sym *he =
+      gc_sym_min(s, gc_sym_addc(s, hs, P.k[0]), gc_sym_const(s, P.H + P.p[0]));
+  gc_sym *we =
+      gc_sym_min(s, gc_sym_addc(s, ws, P.k[1]), gc_sym_const(s, P.W + P.p[1]));
+  gc_sym *pool_size =
+      gc_sym_mul(s, gc_sym_sub(s, he, hs), gc_sym_sub(s, we, ws));
   gc_sym *hs0 = gc_sym_max(s, hs, gc_sym_const(s, 0));
   gc_sym *ws0 = gc_sym_max(s, ws, gc_sym_const(s, 0));
   gc_sym *he0 = gc_sym_min(s, he, gc_sym_const(s, P.H));
   gc_sym *we0 = gc_sym_min(s, we, gc_sym_const(s, P.W));
-  gc_sym *valid = gc_sym_mul(s, gc_sym_sub(s, he0, hs0), gc_sym_sub(s, we0, ws0));
+  gc_sym *valid =
+      gc_sym_mul(s, gc_sym_sub(s, he0, hs0), gc_sym_sub(s, we0, ws0));
   if (!pool_size || !valid)
     return GC_ENOMEM;
-  ir_expr *d = div ? ir_const_f(ir, (double)div, dt)
-                   : ir_cast(ir, ir_index(ir, incl ? pool_size : valid,
-                                          GC_DTYPE_INT64),
-                             dt);
+  ir_expr *d =
+      div ? ir_const_f(ir, (double)div, dt)
+          : ir_cast(ir, ir_index(ir, incl ? pool_size : valid, GC_DTYPE_INT64),
+                    dt);
   ir_expr *y = OP2(DIV, L_load(L, sum, v), d);
   if (valid->lo <= 0) { /* a window entirely in the padding gives 0 */
     gc_dtype i64 = GC_DTYPE_INT64;
-    ir_expr *empty = OR(ir_op2(ir, IR_LE, i64, ir_index(ir, he0, i64),
-                               ir_index(ir, hs0, i64)),
-                        ir_op2(ir, IR_LE, i64, ir_index(ir, we0, i64),
-                               ir_index(ir, ws0, i64)));
+    ir_expr *empty = OR(
+        ir_op2(ir, IR_LE, i64, ir_index(ir, he0, i64), ir_index(ir, hs0, i64)),
+        ir_op2(ir, IR_LE, i64, ir_index(ir, we0, i64), ir_index(ir, ws0, i64)));
     y = WHERE(empty, ir_const_f(ir, 0, dt), y);
   }
   return L__pw_finish(L, n, 0, &P.out, y);
@@ -332,7 +333,8 @@ int lower_adaptive_avg_pool2d(lower_ctx *L, const gc_node *n, int unused) {
     kmax[a] = 0;
     int64_t kmin = INT64_MAX;
     for (int64_t o = 0; o < on[a]; o++) {
-      int64_t st = o * in[a] / on[a], en = ((o + 1) * in[a] + on[a] - 1) / on[a];
+      int64_t st = o * in[a] / on[a],
+              en = ((o + 1) * in[a] + on[a] - 1) / on[a];
       kmax[a] = en - st > kmax[a] ? en - st : kmax[a];
       kmin = en - st < kmin ? en - st : kmin;
     }

@@ -429,8 +429,9 @@ int lower_logsumexp(lower_ctx *L, const gc_node *n, int unused) {
   mx = ir_op3(ir, IR_WHERE, dt,
               ir_op2(ir, IR_EQ, dt, ir_op1(ir, IR_ABS, dt, mx), inf),
               ir_const_f(ir, 0, dt), mx);
-  ir_expr *body = ir_op1(
-      ir, IR_EXP, dt, ir_op2(ir, IR_SUB, dt, ir_cast(ir, load_x(L, &r2), dt), mx));
+  ir_expr *body =
+      ir_op1(ir, IR_EXP, dt,
+             ir_op2(ir, IR_SUB, dt, ir_cast(ir, load_x(L, &r2), dt), mx));
   ir_buf *sb = L_reduce(L, n, IR_RED_SUM, dt, r2.rank, r2.sizes, r2.vars,
                         r2.rrank, r2.rsizes, r2.rvars, body, NULL, NULL);
   if (!sb)
