@@ -76,6 +76,23 @@ def test_batch_norm_training_updates_running_stats(server):
           atol=1e-5, rtol=1e-5)
 
 
+def test_batch_norm_module_in_training_mode(server):
+    import copy
+    torch.manual_seed(3)
+    m = torch.nn.Sequential(torch.nn.Conv2d(3, 4, 3), torch.nn.BatchNorm2d(4),
+                            torch.nn.ReLU()).train()
+    mc = copy.deepcopy(m)
+    x = torch.randn(2, 3, 8, 8)
+    with torch.no_grad():
+        cf = compiled.compile(mc, (x,), server=server)
+        for _ in range(3):  # the running statistics move at every call
+            torch.testing.assert_close(cf(x), m(x))
+    s = cf.summary()
+    assert s["runs"] == "native" and s["fallback"] == 0, s
+    for k, v in m.state_dict().items():
+        torch.testing.assert_close(mc.state_dict()[k], v, msg=k)
+
+
 # ---- pooling ----
 
 def max_pools(x):
@@ -265,3 +282,9 @@ def test_torchvision_eval_runs_without_fallback(server, name):
     s = check(m, (x,), server=server, fallback=0, atol=1e-4, rtol=1e-4)
     # convolutions (and the classifier's addmm) stay extern calls
     assert s["extern"] >= 20, s
+
+
+def test_empty_arena_views(server):
+    # an ATen call reading a zero-size arena buffer of an empty arena
+    x = torch.randn(0, 3, 3)
+    check(lambda x: F.pad(x, (1, 2), "circular"), (x,), server=server)
