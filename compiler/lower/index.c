@@ -14,8 +14,9 @@
  * eager).
  *
  * cat selects, per element along `dim`, which input it comes from: a chain
- * of where() over the inputs (at most MAX_CAT of them), each loaded at an
- * index clamped into its own range, so unselected loads stay in bounds.
+ * of where() over the inputs, each loaded at an index clamped into its own
+ * range, so unselected loads stay in bounds; more than MAX_CAT inputs are
+ * concatenated in realized groups first.
  * Inputs that eager skips (1-D and empty) and inputs of size 0 along dim
  * take no part; each input is converted to the output's dtype (cat
  * promotes). constant_pad_nd reads the input where the padded index falls
@@ -26,7 +27,7 @@
 
 #include "compiler/lower/pointwise.h"
 
-#define MAX_CAT 16 /* cat inputs: each element evaluates every input's load */
+#define MAX_CAT 16 /* cat inputs per where() chain (see lower_cat) */
 
 /* t as a strided buffer view, realizing it when it is not one. */
 static bool as_buffer(lower_ctx *L, ir_tensor *t, ir_view *v) {
@@ -168,11 +169,38 @@ static gc_sym *clamp(gc_symctx *s, gc_sym *e, int64_t hi) {
                     gc_sym_const(s, 0));
 }
 
-/* cat(tensors, dim). */
+/* The where() chain selecting, at index `vars` of a tensor of `rank`
+ * dims, the element of parts[0..np) (concatenated along dim, parts[k]
+ * starting at start[k]; start[np] is the total) in dtype dt. */
+static ir_expr *cat_chain(lower_ctx *L, ir_tensor **parts, const int64_t *start,
+                          int np, int rank, int dim, gc_sym **vars,
+                          gc_dtype dt) {
+  ir_graph *ir = L_ir(L);
+  gc_symctx *s = &ir->sym;
+  gc_dtype i64 = GC_DTYPE_INT64;
+  ir_expr *j = ir_index(ir, vars[dim], i64);
+  ir_expr *e = NULL;
+  gc_sym *at[IR_MAX_RANK];
+  memcpy(at, vars, (size_t)rank * sizeof *at);
+  for (int k = np - 1; k >= 0; k--) {
+    at[dim] = clamp(s, gc_sym_addc(s, vars[dim], -start[k]),
+                    parts[k]->sizes[dim] - 1);
+    ir_expr *x = ir_cast(ir, L_load(L, parts[k], at), dt);
+    e = !e ? x
+           : ir_op3(
+                 ir, IR_WHERE, dt,
+                 ir_op2(ir, IR_LT, i64, j, ir_const_i(ir, start[k + 1], i64)),
+                 x, e);
+  }
+  return e;
+}
+
+/* cat(tensors, dim). More than MAX_CAT inputs are concatenated in groups
+ * of MAX_CAT first (each group realized), so no element evaluates more
+ * than MAX_CAT loads. */
 int lower_cat(lower_ctx *L, const gc_node *n, int unused) {
   (void)unused;
   ir_graph *ir = L_ir(L);
-  gc_symctx *s = &ir->sym;
   L_pw p;
   int rc = L__pw_begin(L, n, 0, &p);
   if (rc)
@@ -180,15 +208,18 @@ int lower_cat(lower_ctx *L, const gc_node *n, int unused) {
   ir_tensor **ts;
   int nt = L_tensors(L, n, "tensors", &ts);
   int64_t dim;
-  if (nt < 1 || !L_int(L, n, "dim", &dim) || p.rank == 0)
+  if (nt < 1 || nt > MAX_CAT * MAX_CAT || !L_int(L, n, "dim", &dim) ||
+      p.rank == 0)
     return GC_EUNSUPPORTED;
   if (dim < 0)
     dim += p.rank;
   if (dim < 0 || dim >= p.rank)
     return GC_EUNSUPPORTED;
   /* the inputs that contribute, and where each starts along dim */
-  ir_tensor *part[MAX_CAT];
-  int64_t start[MAX_CAT + 1];
+  ir_tensor **part = gc_arena_calloc(ir->a, (size_t)nt + 1, sizeof *part);
+  int64_t *start = gc_arena_calloc(ir->a, (size_t)nt + 1, sizeof *start);
+  if (!part || !start)
+    return GC_ENOMEM;
   int np = 0;
   int64_t off = 0;
   for (int k = 0; k < nt; k++) {
@@ -204,8 +235,6 @@ int lower_cat(lower_ctx *L, const gc_node *n, int unused) {
         return GC_EUNSUPPORTED;
     if (t->sizes[dim] == 0)
       continue;
-    if (np == MAX_CAT)
-      return GC_EUNSUPPORTED;
     part[np] = t;
     start[np++] = off;
     off += t->sizes[dim];
@@ -215,22 +244,37 @@ int lower_cat(lower_ctx *L, const gc_node *n, int unused) {
   if (numel(p.rank, p.sizes) == 0 || np == 0)
     return empty(L, n, &p);
   start[np] = off;
-  gc_dtype i64 = GC_DTYPE_INT64;
-  ir_expr *j = ir_index(ir, p.vars[dim], i64);
-  ir_expr *e = NULL;
-  gc_sym *at[IR_MAX_RANK];
-  memcpy(at, p.vars, (size_t)p.rank * sizeof *at);
-  for (int k = np - 1; k >= 0; k--) {
-    at[dim] = clamp(s, gc_sym_addc(s, p.vars[dim], -start[k]),
-                    part[k]->sizes[dim] - 1);
-    ir_expr *x = ir_cast(ir, L_load(L, part[k], at), p.dt);
-    e = !e ? x
-           : ir_op3(
-                 ir, IR_WHERE, p.dt,
-                 ir_op2(ir, IR_LT, i64, j, ir_const_i(ir, start[k + 1], i64)),
-                 x, e);
+  if (np > MAX_CAT) { /* groups of MAX_CAT, each a realized buffer */
+    int ng = 0;
+    for (int g = 0; g < np; g += MAX_CAT) {
+      int cnt = np - g < MAX_CAT ? np - g : MAX_CAT;
+      if (cnt == 1) { /* a group of one is that input */
+        part[ng] = part[g];
+        start[ng++] = start[g];
+        continue;
+      }
+      int64_t gsz[IR_MAX_RANK], gst[MAX_CAT + 1];
+      memcpy(gsz, p.sizes, (size_t)p.rank * sizeof *gsz);
+      gsz[dim] = start[g + cnt] - start[g];
+      for (int k = 0; k <= cnt; k++)
+        gst[k] = start[g + k] - start[g];
+      gc_sym **gv = L_vars(L, p.rank, gsz);
+      if (!gv)
+        return GC_ENOMEM;
+      ir_tensor *gt = L_pointwise(
+          L, n, p.dt, p.rank, gsz, gv,
+          cat_chain(L, &part[g], gst, cnt, p.rank, (int)dim, gv, p.dt));
+      if (!gt || !L_realize(L, gt, L_out_meta(n, 0)))
+        return GC_ENOMEM;
+      part[ng] = gt;
+      start[ng++] = start[g];
+    }
+    start[ng] = off;
+    np = ng;
   }
-  return L__pw_finish(L, n, 0, &p, e);
+  return L__pw_finish(
+      L, n, 0, &p,
+      cat_chain(L, part, start, np, p.rank, (int)dim, p.vars, p.dt));
 }
 
 /* constant_pad_nd(self, pad, value): pad pairs (before, after) from the

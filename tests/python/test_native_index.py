@@ -207,6 +207,10 @@ def test_cat(server):
         e = torch.randn(3, 0)
         i = torch.randint(-5, 5, (3, 2))
         check(f, (a, b, c, e, i), server=server, fallback=0)
+    # more inputs than one where() chain takes: grouped (17 = 16 + 1, 40)
+    many = [torch.randn(2, k % 3 + 1, 3) for k in range(40)]
+    check(lambda *xs: (torch.cat(xs[:17], 1), torch.cat(xs, 1), torch.cat(xs[:33], -2)),
+          many, server=server, fallback=0)
     x = next(layouts((2, 3, 4, 5)))[1].contiguous(memory_format=torch.channels_last)
     check(lambda x: (torch.cat([x, x * 2], 1), torch.cat([x, x[:, :, :1]], 2)), (x,),
           server=server, fallback=0)
