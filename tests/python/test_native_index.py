@@ -172,6 +172,20 @@ def test_gathers_of_computed_values_and_empty(server):
           server=server, fallback=0)
 
 
+def test_token_and_position_embedding_with_cross_entropy(server):
+    torch.manual_seed(4)
+    emb, pos = torch.nn.Embedding(50, 16), torch.nn.Embedding(12, 16)
+    head = torch.nn.Linear(16, 50)
+
+    def f(ids, tgt):
+        h = emb(ids) + pos(torch.arange(ids.shape[1])) + pos(torch.arange(2, 12))
+        logits = head(torch.layer_norm(h, (16,)))
+        return F.cross_entropy(logits.view(-1, 50), tgt.view(-1)), logits.logsumexp(-1)
+    ids, tgt = torch.randint(0, 50, (3, 10)), torch.randint(0, 50, (3, 10))
+    s = check(f, (ids, tgt), server=server, fallback=0, atol=1e-5, rtol=1e-5)
+    assert s["extern"] == 1, s  # the head's addmm
+
+
 @pytest.mark.parametrize("bad", [4, -1, 100])
 def test_index_out_of_range_raises_like_eager(server, bad):
     x = torch.randn(4, 3)
