@@ -135,6 +135,18 @@ def test_avg_and_adaptive_pool(server):
     check(f, (torch.randn(3, 9, 11, dtype=torch.float64),), server=server, fallback=0)
 
 
+def test_as_strided_of_dense_values(server):
+    def f(x):
+        y = x * 2
+        return (y.as_strided((3, 2), (1, 3)) + 1, y.as_strided((2, 2), (2, 1), 2) - 1,
+                x.as_strided((3,), (2,), 1) * 3, y.t().contiguous().as_strided((6,), (1,)) + 0)
+    check(f, (torch.randn(2, 3),), server=server, fallback=0)
+    # reaching past the value's own elements: left to ATen
+    s = check(lambda x: x[:1].as_strided((2, 3), (3, 1)) * 1, (torch.randn(2, 3),),
+              server=server)
+    assert s["fallback"] == 1, s
+
+
 # ---- embedding, index_select, gather ----
 
 def test_embedding_index_select_gather(server):
