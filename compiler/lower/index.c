@@ -333,3 +333,62 @@ int lower_constant_pad(lower_ctx *L, const gc_node *n, int unused) {
     e = ir_op3(ir, IR_WHERE, p.dt, inside, e, value);
   return L__pw_finish(L, n, 0, &p, e);
 }
+
+/* index.Tensor(self, indices) with one index tensor (integer, any shape)
+ * at dim d, the others None: out = self[:, ..., idx, ...] with the index's
+ * dims in place of dim d. Negative indices count from the end (advanced
+ * indexing wraps, unlike index_select). Boolean masks and several index
+ * tensors fall back. */
+int lower_index_tensor(lower_ctx *L, const gc_node *n, int unused) {
+  (void)unused;
+  L_pw p;
+  int rc = L__pw_begin(L, n, 0, &p);
+  if (rc)
+    return rc;
+  ir_tensor *x = L_tensor(L, n, "self");
+  ir_tensor **ix;
+  int ni = L_tensors(L, n, "indices", &ix);
+  if (!x || ni < 1 || ni > x->rank || p.dt != x->dtype)
+    return GC_EUNSUPPORTED;
+  int d = -1;
+  for (int k = 0; k < ni; k++)
+    if (ix[k]) {
+      if (d >= 0 || !index_dtype(ix[k]->dtype))
+        return GC_EUNSUPPORTED;
+      d = k;
+    }
+  if (d < 0)
+    return GC_EUNSUPPORTED;
+  ir_tensor *t = ix[d];
+  if (p.rank != x->rank - 1 + t->rank)
+    return GC_EUNSUPPORTED;
+  for (int k = 0; k < x->rank; k++) {
+    int o = k < d ? k : k + t->rank - 1;
+    if (k != d && p.sizes[o] != x->sizes[k])
+      return GC_EUNSUPPORTED;
+  }
+  for (int k = 0; k < t->rank; k++)
+    if (p.sizes[d + k] != t->sizes[k])
+      return GC_EUNSUPPORTED;
+  if (numel(p.rank, p.sizes) == 0)
+    return empty(L, n, &p);
+  if (x->sizes[d] == 0)
+    return GC_EUNSUPPORTED;
+  ir_view v;
+  if (!as_buffer(L, x, &v))
+    return GC_ENOMEM;
+  ir_graph *ir = L_ir(L);
+  gc_symctx *s = &ir->sym;
+  gc_sym *off = gc_sym_const(s, v.offset);
+  for (int k = 0; k < x->rank; k++)
+    if (k != d)
+      off = gc_sym_add(
+          s, off,
+          gc_sym_scale(s, p.vars[k < d ? k : k + t->rank - 1], v.strides[k]));
+  ir_expr *i = ir_cast(ir, L_load(L, t, &p.vars[d]), GC_DTYPE_INT64);
+  if (!off || !i)
+    return GC_ENOMEM;
+  return L__pw_finish(
+      L, n, 0, &p,
+      ir_gather(ir, v.buf, off, i, v.strides[d], v.sizes[d], true));
+}

@@ -174,6 +174,22 @@ def test_embedding_index_select_gather(server):
               (x, torch.tensor([5, 0, 3])), server=server, fallback=0)
 
 
+def test_advanced_indexing_wraps_negative_indices(server):
+    def f(x, i, j):
+        return x[i], x[:, j], x[..., i], x[j.view(2, 2)] * 2, x.exp()[:, i.view(1, -1, 1)]
+    i = torch.tensor([0, -1, 2, -3, 1])
+    j = torch.tensor([-4, 3, 0, 1])
+    for name, x in layouts((4, 5, 6)):
+        check(f, (x, i, j), server=server, fallback=0)
+    cf = compiled_fn(lambda x, i: x[i] + 1, (torch.randn(4, 3), i), server)
+    with torch.no_grad(), pytest.raises(IndexError):
+        cf(torch.randn(4, 3), torch.tensor([0, -5]))
+    # a boolean mask (data-dependent shape) and two index tensors: ATen
+    s = check(lambda x, i: x[:, i, i], (torch.randn(3, 4, 5), torch.tensor([1, 0])),
+              server=server)
+    assert s["fallback_ops"] == ["aten::index.Tensor"], s
+
+
 def test_gathers_of_computed_values_and_empty(server):
     def f(x, i, e):
         y = (x * 2).t()  # a view of a computed value
