@@ -114,6 +114,24 @@ ir_tensor *L_tensor(lower_ctx *L, const gc_node *n, const char *name) {
   return L->val[a->v->id];
 }
 
+int L_tensors(lower_ctx *L, const gc_node *n, const char *name,
+              ir_tensor ***out) {
+  const gc_arg *a = L_arg(L, n, name);
+  if (!a || (a->kind != GC_ARG_TENSORS && a->kind != GC_ARG_OPT_TENSORS))
+    return -1;
+  ir_tensor **t = gc_arena_calloc(L->ir->a, (size_t)a->n + 1, sizeof *t);
+  if (!t)
+    return -1;
+  for (int i = 0; i < a->n; i++) {
+    const gc_value *v = a->vals[i];
+    if (v && v->kind != GC_VALUE_TENSOR)
+      return -1;
+    t[i] = v ? L->val[v->id] : NULL;
+  }
+  *out = t;
+  return a->n;
+}
+
 bool L_scalar(lower_ctx *L, const gc_node *n, const char *name, double *v,
               int64_t *iv, gc_dtype *dt) {
   const gc_arg *a = L_arg(L, n, name);
@@ -1151,7 +1169,12 @@ static int lower_outputs(lower_ctx *L) {
         return GC_ENOMEM;
     }
     ir_view v;
-    if (ir_tensor_as_strided(ir, t, &v)) {
+    /* an unrealized computation is never a view, even when its body is a
+     * plain load (clone, contiguous, a cat of one input): it gets its own
+     * buffer, else the output would alias what it copies */
+    bool computed = (t->kind == IR_T_LOOP && !t->realized) ||
+                    (t->kind == IR_T_VIEW && view_root(t));
+    if (!computed && ir_tensor_as_strided(ir, t, &v)) {
       if (v.buf->kind == IR_BUF_ARENA) {
         /* the call's result lives in the buffer it views (fresh per call) */
         v.buf->kind = IR_BUF_OUTPUT;

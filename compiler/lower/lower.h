@@ -72,6 +72,11 @@ const gc_arg *L_arg(lower_ctx *L, const gc_node *n, const char *name);
 /* The IR tensor of a tensor argument; NULL when None, absent or not a
  * tensor (a number in a Tensor slot is not a tensor: see L_scalar). */
 ir_tensor *L_tensor(lower_ctx *L, const gc_node *n, const char *name);
+/* The IR tensors of a Tensor[] argument: returns how many items it has
+ * (-1 when it is not a list of tensors) and sets *out to an array of them
+ * (an item that is None gets NULL). */
+int L_tensors(lower_ctx *L, const gc_node *n, const char *name,
+              ir_tensor ***out);
 /* A number argument (int, float, bool literal, or a wrapped number in a
  * Tensor slot). Returns false when it is not one. *dt gets int64, float64
  * or bool; *v the value (as double; exact for ints up to 2^53, see *iv). */

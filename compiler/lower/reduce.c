@@ -393,3 +393,58 @@ int lower_layer_norm(lower_ctx *L, const gc_node *n, int unused) {
     rc = L_set(L, n, 2, rstd);
   return rc;
 }
+
+/* logsumexp(self, dim, keepdim): max over dim, then log(sum(exp(x - max)))
+ * + max, with an infinite max replaced by 0 in both places, as ATen. */
+int lower_logsumexp(lower_ctx *L, const gc_node *n, int unused) {
+  (void)unused;
+  ir_graph *ir = L_ir(L);
+  const int64_t *dims = NULL;
+  int nd = 0;
+  if (!get_dims(L, n, "dim", &dims, &nd))
+    return GC_EUNSUPPORTED;
+  ir_tensor *x = L_tensor(L, n, "self");
+  const gc_tensor_meta *m = L_out_meta(n, 0);
+  if (!x || !m || !L_is_float(m->dtype))
+    return GC_EUNSUPPORTED;
+  gc_dtype dt = m->dtype;
+  red r;
+  int rc = setup(L, n, 0, x, dims, nd, true, &r);
+  if (rc)
+    return rc;
+  if (r.count == 0)
+    return GC_EUNSUPPORTED;
+  ir_buf *mb =
+      L_reduce(L, n, IR_RED_MAX, dt, r.rank, r.sizes, r.vars, r.rrank, r.rsizes,
+               r.rvars, ir_cast(ir, load_x(L, &r), dt), NULL, NULL);
+  if (!mb)
+    return GC_ENOMEM;
+  ir_tensor *mt = ir_tensor_of_buf(ir, mb);
+  /* the max with infinities replaced by 0, at output variables v */
+  red r2;
+  if ((rc = setup(L, n, 0, x, dims, nd, true, &r2)))
+    return rc;
+  ir_expr *mx = L_load(L, mt, r2.vars);
+  ir_expr *inf = ir_const_f(ir, INFINITY, dt);
+  mx = ir_op3(ir, IR_WHERE, dt,
+              ir_op2(ir, IR_EQ, dt, ir_op1(ir, IR_ABS, dt, mx), inf),
+              ir_const_f(ir, 0, dt), mx);
+  ir_expr *body =
+      ir_op1(ir, IR_EXP, dt,
+             ir_op2(ir, IR_SUB, dt, ir_cast(ir, load_x(L, &r2), dt), mx));
+  ir_buf *sb = L_reduce(L, n, IR_RED_SUM, dt, r2.rank, r2.sizes, r2.vars,
+                        r2.rrank, r2.rsizes, r2.rvars, body, NULL, NULL);
+  if (!sb)
+    return GC_ENOMEM;
+  ir_tensor *st = ir_tensor_of_buf(ir, sb);
+  gc_sym **v = L_vars(L, r.rank, r.sizes);
+  if (!v)
+    return GC_ENOMEM;
+  ir_expr *mv = L_load(L, mt, v);
+  mv = ir_op3(ir, IR_WHERE, dt,
+              ir_op2(ir, IR_EQ, dt, ir_op1(ir, IR_ABS, dt, mv), inf),
+              ir_const_f(ir, 0, dt), mv);
+  ir_expr *y =
+      ir_op2(ir, IR_ADD, dt, ir_op1(ir, IR_LOG, dt, L_load(L, st, v)), mv);
+  return L_set(L, n, 0, L_pointwise(L, n, dt, r.rank, r.sizes, v, y));
+}

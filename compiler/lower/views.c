@@ -332,3 +332,71 @@ int lower_split(lower_ctx *L, const gc_node *n, int unbind) {
   }
   return start == x->sizes[dim] ? 0 : GC_EUNSUPPORTED;
 }
+
+/* as_strided(self, size, stride, storage_offset) over a value whose
+ * storage is exactly its own elements (dense strides, offset 0, as a fresh
+ * result is: adaptive_avg_pool2d's channels-last restride of a mean): the
+ * storage position of each output element is decomposed back into the
+ * input's index through its strides. Positions past the input's elements
+ * and other layouts are declined. */
+int lower_as_strided(lower_ctx *L, const gc_node *n, int unused) {
+  (void)unused;
+  gc_symctx *s = &L_ir(L)->sym;
+  vw v;
+  int rc = begin(L, n, "self", &v);
+  if (rc)
+    return rc;
+  const gc_arg *xa = L_arg(L, n, "self");
+  const int64_t *sz, *st;
+  int nsz, nst;
+  int64_t off = 0;
+  const gc_arg *oa = L_arg(L, n, "storage_offset");
+  if (!xa || !xa->v || !L_ints(L, n, "size", &sz, &nsz) ||
+      !L_ints(L, n, "stride", &st, &nst) || nsz != v.rank || nst != v.rank ||
+      (oa && oa->kind != GC_ARG_NONE && !L_int(L, n, "storage_offset", &off)))
+    return GC_EUNSUPPORTED;
+  const gc_tensor_meta *m = &xa->v->meta;
+  ir_tensor *x = v.x;
+  if (m->rank != x->rank || m->offset.expr || m->offset.v != 0)
+    return GC_EUNSUPPORTED;
+  /* x's dims by decreasing stride, and the strides dense for its sizes */
+  int order[IR_MAX_RANK];
+  int64_t ms[IR_MAX_RANK], numel = 1;
+  for (int i = 0; i < x->rank; i++) {
+    if (m->strides[i].expr)
+      return GC_EUNSUPPORTED;
+    ms[i] = m->strides[i].v;
+    order[i] = i;
+    numel *= x->sizes[i];
+  }
+  for (int i = 1; i < x->rank; i++) {
+    int d = order[i], j = i - 1;
+    while (j >= 0 && ms[order[j]] < ms[d]) {
+      order[j + 1] = order[j];
+      j--;
+    }
+    order[j + 1] = d;
+  }
+  int64_t dense = 1;
+  for (int i = x->rank - 1; i >= 0; i--) {
+    int d = order[i];
+    if (x->sizes[d] > 1 && ms[d] != dense)
+      return GC_EUNSUPPORTED;
+    dense *= x->sizes[d];
+  }
+  gc_sym *p = gc_sym_const(s, off);
+  for (int i = 0; i < v.rank; i++)
+    p = gc_sym_add(s, p, gc_sym_scale(s, v.vars[i], st[i]));
+  if (!p)
+    return GC_ENOMEM;
+  int64_t total = 1;
+  for (int i = 0; i < v.rank; i++)
+    total *= v.sizes[i];
+  if (total > 0 && (p->lo < 0 || p->hi >= numel))
+    return GC_EUNSUPPORTED;
+  for (int i = 0; i < x->rank; i++)
+    v.map[i] = x->sizes[i] == 1
+                   ? gc_sym_const(s, 0)
+                   : gc_sym_mod(s, gc_sym_floordiv(s, p, ms[i]), x->sizes[i]);
+  return finish(L, n, &v);
+}

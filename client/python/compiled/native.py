@@ -252,7 +252,9 @@ class _Arena:
     __slots__ = ("buf", "p", "views")
 
     def __init__(self, nbytes: int, nslots: int, specs):
-        self.buf = torch.empty(max(nbytes, 1), dtype=torch.uint8)
+        # slack past the end: a zero-size view at the arena's end (or of an
+        # empty arena) still slices one element to view its dtype
+        self.buf = torch.empty(nbytes + 16, dtype=torch.uint8)
         self.p = (ctypes.c_void_p * max(nslots, 1))()
         self.p[0] = self.buf.data_ptr()
         views = []

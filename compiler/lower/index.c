@@ -1,0 +1,394 @@
+/*
+ * index.c: lowering of the operators that read their input at indices that
+ * are data (embedding, index_select, gather) or piecewise (cat,
+ * constant_pad_nd). All return unrealized pointwise values over the
+ * output's shape.
+ *
+ * Indices read from data are IR_GATHER loads from a realized buffer (a
+ * view of an input or an intermediate, through its strides): generated
+ * code checks each index against the gathered dim's size, and an index
+ * out of range makes the call raise IndexError, as eager does (none of the
+ * three wraps negative indices: -1 is out of range). A gathered dim of
+ * size 0 with a non-empty output is declined (eager raises; the fallback
+ * does). int32 and int64 indices are read (gather requires int64, as
+ * eager).
+ *
+ * cat selects, per element along `dim`, which input it comes from: a chain
+ * of where() over the inputs, each loaded at an index clamped into its own
+ * range, so unselected loads stay in bounds; more than MAX_CAT inputs are
+ * concatenated in realized groups first.
+ * Inputs that eager skips (1-D and empty) and inputs of size 0 along dim
+ * take no part; each input is converted to the output's dtype (cat
+ * promotes). constant_pad_nd reads the input where the padded index falls
+ * inside it (negative pads crop) and the value elsewhere.
+ */
+#include <math.h>
+#include <string.h>
+
+#include "compiler/lower/pointwise.h"
+
+#define MAX_CAT 16 /* cat inputs per where() chain (see lower_cat) */
+
+/* t as a strided buffer view, realizing it when it is not one. */
+static bool as_buffer(lower_ctx *L, ir_tensor *t, ir_view *v) {
+  ir_graph *ir = L_ir(L);
+  if (ir_tensor_as_strided(ir, t, v))
+    return true;
+  ir_buf *b = L_realize(L, t, t->value ? &t->value->meta : NULL);
+  if (!b)
+    return false;
+  v->buf = b;
+  v->rank = t->rank;
+  v->sizes = t->sizes;
+  v->strides = b->strides;
+  v->offset = 0;
+  return true;
+}
+
+static int64_t numel(int rank, const int64_t *sizes) {
+  int64_t n = 1;
+  for (int i = 0; i < rank; i++)
+    n *= sizes[i];
+  return n;
+}
+
+static bool index_dtype(gc_dtype d) {
+  return d == GC_DTYPE_INT64 || d == GC_DTYPE_INT32;
+}
+
+/* A gather from view v: element of v at index `at` (v->rank entries) with
+ * dim `dim` replaced by the data index `i`. */
+static ir_expr *gather_at(lower_ctx *L, ir_view *v, gc_sym **at, int dim,
+                          ir_expr *i) {
+  ir_graph *ir = L_ir(L);
+  gc_symctx *s = &ir->sym;
+  gc_sym *off = gc_sym_const(s, v->offset);
+  for (int k = 0; k < v->rank; k++)
+    if (k != dim)
+      off = gc_sym_add(s, off, gc_sym_scale(s, at[k], v->strides[k]));
+  if (!off || !i)
+    return NULL;
+  return ir_gather(ir, v->buf, off, ir_cast(ir, i, GC_DTYPE_INT64),
+                   v->strides[dim], v->sizes[dim], false);
+}
+
+/* The output of n is empty: a constant. */
+static int empty(lower_ctx *L, const gc_node *n, L_pw *p) {
+  return L__pw_finish(L, n, 0, p, ir_const_i(L_ir(L), 0, p->dt));
+}
+
+/* embedding(weight, indices, padding_idx, scale_grad_by_freq, sparse):
+ * out[..., j] = weight[indices[...], j]. */
+int lower_embedding(lower_ctx *L, const gc_node *n, int unused) {
+  (void)unused;
+  L_pw p;
+  int rc = L__pw_begin(L, n, 0, &p);
+  if (rc)
+    return rc;
+  ir_tensor *w = L_tensor(L, n, "weight"), *ix = L_tensor(L, n, "indices");
+  if (!w || !ix || w->rank != 2 || !index_dtype(ix->dtype) ||
+      p.rank != ix->rank + 1 || p.dt != w->dtype)
+    return GC_EUNSUPPORTED;
+  if (numel(p.rank, p.sizes) == 0)
+    return empty(L, n, &p);
+  if (w->sizes[0] == 0)
+    return GC_EUNSUPPORTED;
+  ir_view v;
+  if (!as_buffer(L, w, &v))
+    return GC_ENOMEM;
+  gc_sym *at[2] = {NULL, p.vars[p.rank - 1]};
+  ir_expr *i = L_load(L, ix, p.vars);
+  return L__pw_finish(L, n, 0, &p, gather_at(L, &v, at, 0, i));
+}
+
+/* index_select(self, dim, index): out[.., j, ..] = self[.., index[j], ..]. */
+int lower_index_select(lower_ctx *L, const gc_node *n, int unused) {
+  (void)unused;
+  L_pw p;
+  int rc = L__pw_begin(L, n, 0, &p);
+  if (rc)
+    return rc;
+  ir_tensor *x = L_tensor(L, n, "self"), *ix = L_tensor(L, n, "index");
+  int64_t dim;
+  if (!x || !ix || !L_int(L, n, "dim", &dim) || x->rank == 0 || ix->rank > 1 ||
+      !index_dtype(ix->dtype) || p.rank != x->rank || p.dt != x->dtype)
+    return GC_EUNSUPPORTED;
+  if (dim < 0)
+    dim += x->rank;
+  if (dim < 0 || dim >= x->rank)
+    return GC_EUNSUPPORTED;
+  if (numel(p.rank, p.sizes) == 0)
+    return empty(L, n, &p);
+  if (x->sizes[dim] == 0)
+    return GC_EUNSUPPORTED;
+  ir_view v;
+  if (!as_buffer(L, x, &v))
+    return GC_ENOMEM;
+  ir_expr *i = L_load(L, ix, ix->rank ? &p.vars[dim] : NULL);
+  return L__pw_finish(L, n, 0, &p, gather_at(L, &v, p.vars, (int)dim, i));
+}
+
+/* gather(self, dim, index, sparse_grad): out[i] = self[i with dim replaced
+ * by index[i]]; out has index's shape. */
+int lower_gather(lower_ctx *L, const gc_node *n, int unused) {
+  (void)unused;
+  L_pw p;
+  int rc = L__pw_begin(L, n, 0, &p);
+  if (rc)
+    return rc;
+  ir_tensor *x = L_tensor(L, n, "self"), *ix = L_tensor(L, n, "index");
+  int64_t dim;
+  if (!x || !ix || !L_int(L, n, "dim", &dim) || ix->dtype != GC_DTYPE_INT64 ||
+      p.dt != x->dtype)
+    return GC_EUNSUPPORTED;
+  int rank = x->rank ? x->rank : 1;
+  if (dim < 0)
+    dim += rank;
+  if (dim < 0 || dim >= rank || x->rank == 0 || ix->rank != x->rank ||
+      p.rank != ix->rank)
+    return GC_EUNSUPPORTED; /* 0-D gathers fall back */
+  for (int k = 0; k < x->rank; k++)
+    if (k != dim && ix->sizes[k] > x->sizes[k])
+      return GC_EUNSUPPORTED; /* eager raises */
+  if (numel(p.rank, p.sizes) == 0)
+    return empty(L, n, &p);
+  if (x->sizes[dim] == 0)
+    return GC_EUNSUPPORTED;
+  ir_view v;
+  if (!as_buffer(L, x, &v))
+    return GC_ENOMEM;
+  ir_expr *i = L_load(L, ix, p.vars);
+  return L__pw_finish(L, n, 0, &p, gather_at(L, &v, p.vars, (int)dim, i));
+}
+
+/* `e` clamped to [0, hi]. */
+static gc_sym *clamp(gc_symctx *s, gc_sym *e, int64_t hi) {
+  if (e->lo >= 0 && e->hi <= hi)
+    return e;
+  return gc_sym_max(s, gc_sym_min(s, e, gc_sym_const(s, hi)),
+                    gc_sym_const(s, 0));
+}
+
+/* The where() chain selecting, at index `vars` of a tensor of `rank`
+ * dims, the element of parts[0..np) (concatenated along dim, parts[k]
+ * starting at start[k]; start[np] is the total) in dtype dt. */
+static ir_expr *cat_chain(lower_ctx *L, ir_tensor **parts, const int64_t *start,
+                          int np, int rank, int dim, gc_sym **vars,
+                          gc_dtype dt) {
+  ir_graph *ir = L_ir(L);
+  gc_symctx *s = &ir->sym;
+  gc_dtype i64 = GC_DTYPE_INT64;
+  ir_expr *j = ir_index(ir, vars[dim], i64);
+  ir_expr *e = NULL;
+  gc_sym *at[IR_MAX_RANK];
+  memcpy(at, vars, (size_t)rank * sizeof *at);
+  for (int k = np - 1; k >= 0; k--) {
+    at[dim] = clamp(s, gc_sym_addc(s, vars[dim], -start[k]),
+                    parts[k]->sizes[dim] - 1);
+    ir_expr *x = ir_cast(ir, L_load(L, parts[k], at), dt);
+    e = !e ? x
+           : ir_op3(
+                 ir, IR_WHERE, dt,
+                 ir_op2(ir, IR_LT, i64, j, ir_const_i(ir, start[k + 1], i64)),
+                 x, e);
+  }
+  return e;
+}
+
+/* cat(tensors, dim). More than MAX_CAT inputs are concatenated in groups
+ * of MAX_CAT first (each group realized), so no element evaluates more
+ * than MAX_CAT loads. */
+int lower_cat(lower_ctx *L, const gc_node *n, int unused) {
+  (void)unused;
+  ir_graph *ir = L_ir(L);
+  L_pw p;
+  int rc = L__pw_begin(L, n, 0, &p);
+  if (rc)
+    return rc;
+  ir_tensor **ts;
+  int nt = L_tensors(L, n, "tensors", &ts);
+  int64_t dim;
+  if (nt < 1 || nt > MAX_CAT * MAX_CAT || !L_int(L, n, "dim", &dim) ||
+      p.rank == 0)
+    return GC_EUNSUPPORTED;
+  if (dim < 0)
+    dim += p.rank;
+  if (dim < 0 || dim >= p.rank)
+    return GC_EUNSUPPORTED;
+  /* the inputs that contribute, and where each starts along dim */
+  ir_tensor **part = gc_arena_calloc(ir->a, (size_t)nt + 1, sizeof *part);
+  int64_t *start = gc_arena_calloc(ir->a, (size_t)nt + 1, sizeof *start);
+  if (!part || !start)
+    return GC_ENOMEM;
+  int np = 0;
+  int64_t off = 0;
+  for (int k = 0; k < nt; k++) {
+    ir_tensor *t = ts[k];
+    if (!t)
+      return GC_EUNSUPPORTED;
+    if (t->rank == 1 && t->sizes[0] == 0 && p.rank != 1)
+      continue; /* eager skips legacy empty tensors */
+    if (t->rank != p.rank)
+      return GC_EUNSUPPORTED;
+    for (int i = 0; i < p.rank; i++)
+      if (i != dim && t->sizes[i] != p.sizes[i])
+        return GC_EUNSUPPORTED;
+    if (t->sizes[dim] == 0)
+      continue;
+    part[np] = t;
+    start[np++] = off;
+    off += t->sizes[dim];
+  }
+  if (off != p.sizes[dim])
+    return GC_EUNSUPPORTED;
+  if (numel(p.rank, p.sizes) == 0 || np == 0)
+    return empty(L, n, &p);
+  start[np] = off;
+  if (np > MAX_CAT) { /* groups of MAX_CAT, each a realized buffer */
+    int ng = 0;
+    for (int g = 0; g < np; g += MAX_CAT) {
+      int cnt = np - g < MAX_CAT ? np - g : MAX_CAT;
+      if (cnt == 1) { /* a group of one is that input */
+        part[ng] = part[g];
+        start[ng++] = start[g];
+        continue;
+      }
+      int64_t gsz[IR_MAX_RANK], gst[MAX_CAT + 1];
+      memcpy(gsz, p.sizes, (size_t)p.rank * sizeof *gsz);
+      gsz[dim] = start[g + cnt] - start[g];
+      for (int k = 0; k <= cnt; k++)
+        gst[k] = start[g + k] - start[g];
+      gc_sym **gv = L_vars(L, p.rank, gsz);
+      if (!gv)
+        return GC_ENOMEM;
+      ir_tensor *gt = L_pointwise(
+          L, n, p.dt, p.rank, gsz, gv,
+          cat_chain(L, &part[g], gst, cnt, p.rank, (int)dim, gv, p.dt));
+      if (!gt || !L_realize(L, gt, L_out_meta(n, 0)))
+        return GC_ENOMEM;
+      part[ng] = gt;
+      start[ng++] = start[g];
+    }
+    start[ng] = off;
+    np = ng;
+  }
+  return L__pw_finish(
+      L, n, 0, &p,
+      cat_chain(L, part, start, np, p.rank, (int)dim, p.vars, p.dt));
+}
+
+/* constant_pad_nd(self, pad, value): pad pairs (before, after) from the
+ * last dim backwards; negative pads crop. */
+int lower_constant_pad(lower_ctx *L, const gc_node *n, int unused) {
+  (void)unused;
+  ir_graph *ir = L_ir(L);
+  gc_symctx *s = &ir->sym;
+  L_pw p;
+  int rc = L__pw_begin(L, n, 0, &p);
+  if (rc)
+    return rc;
+  ir_tensor *x = L_tensor(L, n, "self");
+  const int64_t *pad;
+  int np;
+  ir_expr *value = NULL;
+  if (!x || !L_ints(L, n, "pad", &pad, &np) || np % 2 || np / 2 > x->rank ||
+      p.rank != x->rank || p.dt != x->dtype)
+    return GC_EUNSUPPORTED;
+  if (!L__pw_scalar(L, n, "value", p.dt, &value)) {
+    /* a float value of an integer tensor: exact integers only (the default
+     * 0.0 is one) */
+    double f;
+    if (!L_float(L, n, "value", &f) || !(fabs(f) <= 1e15) || f != trunc(f) ||
+        !(value = ir_const_i(ir, (int64_t)f, p.dt)))
+      return GC_EUNSUPPORTED;
+  }
+  if (numel(p.rank, p.sizes) == 0)
+    return empty(L, n, &p);
+  if (numel(x->rank, x->sizes) == 0)
+    return L__pw_finish(L, n, 0, &p, value);
+  gc_sym *at[IR_MAX_RANK];
+  ir_expr *inside = NULL;
+  gc_dtype i64 = GC_DTYPE_INT64;
+  for (int d = 0; d < p.rank; d++) {
+    int i = p.rank - 1 - d; /* pad pair i pads dim d */
+    int64_t lo = i < np / 2 ? pad[2 * i] : 0;
+    int64_t hi = i < np / 2 ? pad[2 * i + 1] : 0;
+    if (x->sizes[d] + lo + hi != p.sizes[d])
+      return GC_EUNSUPPORTED;
+    gc_sym *src = gc_sym_addc(s, p.vars[d], -lo);
+    if (!src)
+      return GC_ENOMEM;
+    if (src->lo < 0 || src->hi >= x->sizes[d]) {
+      ir_expr *v = ir_index(ir, src, i64);
+      ir_expr *c =
+          ir_op2(ir, IR_AND, GC_DTYPE_BOOL,
+                 ir_op2(ir, IR_GE, i64, v, ir_const_i(ir, 0, i64)),
+                 ir_op2(ir, IR_LT, i64, v, ir_const_i(ir, x->sizes[d], i64)));
+      inside = inside ? ir_op2(ir, IR_AND, GC_DTYPE_BOOL, inside, c) : c;
+    }
+    at[d] = clamp(s, src, x->sizes[d] - 1);
+  }
+  ir_expr *e = L_load(L, x, at);
+  if (inside)
+    e = ir_op3(ir, IR_WHERE, p.dt, inside, e, value);
+  return L__pw_finish(L, n, 0, &p, e);
+}
+
+/* index.Tensor(self, indices) with one index tensor (integer, any shape)
+ * at dim d, the others None: out = self[:, ..., idx, ...] with the index's
+ * dims in place of dim d. Negative indices count from the end (advanced
+ * indexing wraps, unlike index_select). Boolean masks and several index
+ * tensors fall back. */
+int lower_index_tensor(lower_ctx *L, const gc_node *n, int unused) {
+  (void)unused;
+  L_pw p;
+  int rc = L__pw_begin(L, n, 0, &p);
+  if (rc)
+    return rc;
+  ir_tensor *x = L_tensor(L, n, "self");
+  ir_tensor **ix;
+  int ni = L_tensors(L, n, "indices", &ix);
+  if (!x || ni < 1 || ni > x->rank || p.dt != x->dtype)
+    return GC_EUNSUPPORTED;
+  int d = -1;
+  for (int k = 0; k < ni; k++)
+    if (ix[k]) {
+      if (d >= 0 || !index_dtype(ix[k]->dtype))
+        return GC_EUNSUPPORTED;
+      d = k;
+    }
+  if (d < 0)
+    return GC_EUNSUPPORTED;
+  ir_tensor *t = ix[d];
+  if (p.rank != x->rank - 1 + t->rank)
+    return GC_EUNSUPPORTED;
+  for (int k = 0; k < x->rank; k++) {
+    int o = k < d ? k : k + t->rank - 1;
+    if (k != d && p.sizes[o] != x->sizes[k])
+      return GC_EUNSUPPORTED;
+  }
+  for (int k = 0; k < t->rank; k++)
+    if (p.sizes[d + k] != t->sizes[k])
+      return GC_EUNSUPPORTED;
+  if (numel(p.rank, p.sizes) == 0)
+    return empty(L, n, &p);
+  if (x->sizes[d] == 0)
+    return GC_EUNSUPPORTED;
+  ir_view v;
+  if (!as_buffer(L, x, &v))
+    return GC_ENOMEM;
+  ir_graph *ir = L_ir(L);
+  gc_symctx *s = &ir->sym;
+  gc_sym *off = gc_sym_const(s, v.offset);
+  for (int k = 0; k < x->rank; k++)
+    if (k != d)
+      off = gc_sym_add(
+          s, off,
+          gc_sym_scale(s, p.vars[k < d ? k : k + t->rank - 1], v.strides[k]));
+  ir_expr *i = ir_cast(ir, L_load(L, t, &p.vars[d]), GC_DTYPE_INT64);
+  if (!off || !i)
+    return GC_ENOMEM;
+  return L__pw_finish(
+      L, n, 0, &p,
+      ir_gather(ir, v.buf, off, i, v.strides[d], v.sizes[d], true));
+}

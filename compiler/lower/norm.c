@@ -1,0 +1,238 @@
+/*
+ * norm.c: lowering of batch normalization (native_batch_norm), as torch
+ * 1.13's make_fx records it in eval and in training mode.
+ *
+ * Eval (training false): a per-channel affine map of the input, as ATen's
+ * CPU kernel computes it:
+ *
+ *   invstd = 1 / sqrt(running_var + eps)          in the input's dtype
+ *   alpha  = invstd * weight
+ *   beta   = bias - running_mean * alpha          (fused multiply-add)
+ *   out    = x * alpha + beta                     (fused multiply-add)
+ *
+ * ATen's vectorized loop contracts both multiply-adds (one rounding); on
+ * float32 generated code gets the same by computing them in double and
+ * rounding once. alpha and beta are realized per channel (two small
+ * buffers), so the per-element work is one multiply-add that the scheduler
+ * fuses with the convolution's other consumers (relu, the residual add).
+ * save_mean and save_invstd are empty in eval mode, as eager's.
+ *
+ * Training: the batch statistics are a Welford reduction over every dim
+ * but the channel (dim 1); save_invstd = 1 / sqrt(m2 / N + eps); out =
+ * (x - mean) * invstd * weight + bias. The running statistics update that
+ * torch 1.13 does in place (functionalization makes the call write clones
+ * of them, see docs/functionalization.md) becomes the new value of those
+ * clones: momentum * mean + (1 - momentum) * running_mean, and the same
+ * with the unbiased variance m2 / (N - 1).
+ */
+#include <string.h>
+
+#include "compiler/lower/pointwise.h"
+
+#define OP1(op, a) ir_op1(ir, IR_##op, dt, a)
+#define OP2(op, a, b) ir_op2(ir, IR_##op, dt, a, b)
+
+/* A per-channel tensor (rank 1, size c) of dtype dt, or NULL. */
+static bool per_channel(ir_tensor *t, int64_t c, gc_dtype dt) {
+  return t && t->rank == 1 && t->sizes[0] == c && t->dtype == dt;
+}
+
+/* A [c] value computed by `body` over the variable v, realized. */
+static ir_tensor *chan_buf(lower_ctx *L, const gc_node *n, gc_dtype dt,
+                           int64_t c, gc_sym **v, ir_expr *body) {
+  ir_tensor *t = L_pointwise(L, n, dt, 1, &c, v, body);
+  if (!t || !L_realize(L, t, NULL))
+    return NULL;
+  return t;
+}
+
+/* a * b + c rounded once (float32 through double). */
+static ir_expr *fma_of(ir_graph *ir, gc_dtype dt, ir_expr *a, ir_expr *b,
+                       ir_expr *c) {
+  if (dt != GC_DTYPE_FLOAT32)
+    return OP2(ADD, OP2(MUL, a, b), c);
+  gc_dtype d = GC_DTYPE_FLOAT64;
+  ir_expr *r =
+      ir_op2(ir, IR_ADD, d,
+             ir_op2(ir, IR_MUL, d, ir_cast(ir, a, d), ir_cast(ir, b, d)),
+             ir_cast(ir, c, d));
+  return ir_cast(ir, r, dt);
+}
+
+/* Outputs 1 and 2 of eval mode: empty tensors. */
+static int empty_out(lower_ctx *L, const gc_node *n, int k) {
+  L_pw p;
+  int rc = L__pw_begin(L, n, k, &p);
+  if (rc)
+    return rc;
+  for (int i = 0; i < p.rank; i++)
+    if (p.sizes[i] == 0)
+      return L__pw_finish(L, n, k, &p, ir_const_f(L_ir(L), 0, p.dt));
+  return GC_EUNSUPPORTED;
+}
+
+/* The graph value of a tensor argument (NULL when none). */
+static const gc_value *arg_value(lower_ctx *L, const gc_node *n,
+                                 const char *name) {
+  const gc_arg *a = L_arg(L, n, name);
+  if (!a || a->kind != GC_ARG_TENSOR || !a->v || a->v->kind != GC_VALUE_TENSOR)
+    return NULL;
+  return a->v;
+}
+
+/* A value computed by the program (functionalization's clone of a running
+ * statistic), not a graph input or a view of one. */
+static bool owned(const ir_tensor *t) {
+  return t->kind == IR_T_LOOP ||
+         (t->kind == IR_T_BUF && t->buf->kind != IR_BUF_INPUT);
+}
+
+static int batch_norm_train(lower_ctx *L, const gc_node *n, ir_tensor *x,
+                            ir_tensor *w, ir_tensor *b, double eps) {
+  ir_graph *ir = L_ir(L);
+  gc_dtype dt = x->dtype;
+  int64_t c = x->sizes[1];
+  ir_tensor *rm = L_tensor(L, n, "running_mean");
+  ir_tensor *rv = L_tensor(L, n, "running_var");
+  const gc_value *rmv = arg_value(L, n, "running_mean");
+  const gc_value *rvv = arg_value(L, n, "running_var");
+  double mom;
+  if (!L_float(L, n, "momentum", &mom) || (rm && !per_channel(rm, c, dt)) ||
+      (rv && !per_channel(rv, c, dt)) || !rm != !rv)
+    return GC_EUNSUPPORTED;
+  /* the running statistics must be values the program owns (clones): a
+   * graph input written here would need a write-back */
+  if (rm && (!rmv || !rvv || !owned(rm) || !owned(rv)))
+    return GC_EUNSUPPORTED;
+  const gc_tensor_meta *m1 = L_out_meta(n, 1), *m2m = L_out_meta(n, 2);
+  /* outputs checked here, not by the driver after the rule: the running
+   * statistics' new values cannot be undone */
+  if (!m1 || !m2m || m1->rank != 1 || m2m->rank != 1 || m1->dtype != dt ||
+      m2m->dtype != dt || m1->sizes[0].expr || m1->sizes[0].v != c ||
+      m2m->sizes[0].expr || m2m->sizes[0].v != c)
+    return GC_EUNSUPPORTED;
+  int64_t count = 1;
+  int rr = 0;
+  int64_t rsz[IR_MAX_RANK];
+  for (int i = 0; i < x->rank; i++)
+    if (i != 1) {
+      count *= x->sizes[i];
+      rsz[rr++] = x->sizes[i];
+    }
+  if (count == 0 || (rm && count < 2))
+    return GC_EUNSUPPORTED; /* eager raises */
+  gc_sym **cv = L_vars(L, 1, &c);
+  gc_sym **rvars = L_vars(L, rr, rsz);
+  if (!cv || !rvars)
+    return GC_ENOMEM;
+  gc_sym *xi[IR_MAX_RANK];
+  for (int i = 0, q = 0; i < x->rank; i++)
+    xi[i] = i == 1 ? cv[0] : rvars[q++];
+  ir_buf *m2b = NULL, *cntb = NULL;
+  ir_buf *meanb = L_reduce(L, n, IR_RED_WELFORD, dt, 1, &c, cv, rr, rsz, rvars,
+                           ir_cast(ir, L_load(L, x, xi), dt), &m2b, &cntb);
+  if (!meanb || !m2b)
+    return GC_ENOMEM;
+  ir_tensor *mean = ir_tensor_of_buf(ir, meanb);
+  ir_tensor *m2 = ir_tensor_of_buf(ir, m2b);
+  /* save_invstd = 1 / sqrt(m2 / N + eps) */
+  gc_sym **sv = L_vars(L, 1, &c);
+  if (!sv || !mean || !m2)
+    return GC_ENOMEM;
+  ir_expr *var = OP2(DIV, L_load(L, m2, sv), ir_const_f(ir, (double)count, dt));
+  ir_tensor *invstd =
+      chan_buf(L, n, dt, c, sv,
+               OP2(DIV, ir_const_f(ir, 1, dt),
+                   OP1(SQRT, OP2(ADD, var, ir_const_f(ir, eps, dt)))));
+  if (!invstd)
+    return GC_ENOMEM;
+  L_pw p;
+  int rc = L__pw_begin(L, n, 0, &p);
+  if (rc)
+    return rc;
+  gc_sym **ch = &p.vars[1];
+  ir_expr *y = OP2(
+      MUL, OP2(SUB, ir_cast(ir, L_load(L, x, p.vars), dt), L_load(L, mean, ch)),
+      L_load(L, invstd, ch));
+  if (w)
+    y = OP2(MUL, y, L_load(L, w, ch));
+  if (b)
+    y = OP2(ADD, y, L_load(L, b, ch));
+  if ((rc = L__pw_finish(L, n, 0, &p, y)) || (rc = L_set(L, n, 1, mean)) ||
+      (rc = L_set(L, n, 2, invstd)))
+    return rc;
+  if (!rm)
+    return 0;
+  /* the clones of the running statistics take their new values */
+  gc_sym **uv = L_vars(L, 1, &c);
+  gc_sym **uv2 = L_vars(L, 1, &c);
+  if (!uv || !uv2)
+    return GC_ENOMEM;
+  ir_expr *km = ir_const_f(ir, mom, dt), *k1 = ir_const_f(ir, 1 - mom, dt);
+  ir_expr *nm = OP2(ADD, OP2(MUL, km, L_load(L, mean, uv)),
+                    OP2(MUL, k1, L_load(L, rm, uv)));
+  ir_expr *uvar =
+      OP2(DIV, L_load(L, m2, uv2), ir_const_f(ir, (double)(count - 1), dt));
+  ir_expr *nv = OP2(ADD, OP2(MUL, km, uvar), OP2(MUL, k1, L_load(L, rv, uv2)));
+  ir_tensor *nmt = chan_buf(L, n, dt, c, uv, nm);
+  ir_tensor *nvt = chan_buf(L, n, dt, c, uv2, nv);
+  if (!nmt || !nvt)
+    return GC_ENOMEM;
+  if ((rc = L_set_value(L, rmv, nmt)))
+    return rc;
+  return L_set_value(L, rvv, nvt);
+}
+
+/* native_batch_norm(input, weight, bias, running_mean, running_var,
+ * training, momentum, eps) -> (out, save_mean, save_invstd). */
+int lower_batch_norm(lower_ctx *L, const gc_node *n, int unused) {
+  (void)unused;
+  ir_graph *ir = L_ir(L);
+  ir_tensor *x = L_tensor(L, n, "input");
+  ir_tensor *w = L_tensor(L, n, "weight"), *b = L_tensor(L, n, "bias");
+  bool train;
+  double eps;
+  if (!x || x->rank < 2 || !L_is_float(x->dtype) ||
+      !L_bool(L, n, "training", &train) || !L_float(L, n, "eps", &eps))
+    return GC_EUNSUPPORTED;
+  gc_dtype dt = x->dtype;
+  int64_t c = x->sizes[1];
+  if ((w && !per_channel(w, c, dt)) || (b && !per_channel(b, c, dt)))
+    return GC_EUNSUPPORTED;
+  if (train)
+    return batch_norm_train(L, n, x, w, b, eps);
+  ir_tensor *rm = L_tensor(L, n, "running_mean");
+  ir_tensor *rv = L_tensor(L, n, "running_var");
+  if (!per_channel(rm, c, dt) || !per_channel(rv, c, dt))
+    return GC_EUNSUPPORTED;
+  /* alpha and beta per channel */
+  gc_sym **av = L_vars(L, 1, &c), **bv = L_vars(L, 1, &c);
+  if (!av || !bv)
+    return GC_ENOMEM;
+  ir_expr *invstd =
+      OP2(DIV, ir_const_f(ir, 1, dt),
+          OP1(SQRT, OP2(ADD, L_load(L, rv, av), ir_const_f(ir, eps, dt))));
+  ir_expr *alpha = w ? OP2(MUL, invstd, L_load(L, w, av)) : invstd;
+  ir_tensor *at = chan_buf(L, n, dt, c, av, alpha);
+  if (!at)
+    return GC_ENOMEM;
+  ir_expr *bias = b ? L_load(L, b, bv) : ir_const_f(ir, 0, dt);
+  ir_tensor *bt = chan_buf(
+      L, n, dt, c, bv,
+      fma_of(ir, dt, OP1(NEG, L_load(L, rm, bv)), L_load(L, at, bv), bias));
+  if (!bt)
+    return GC_ENOMEM;
+  L_pw p;
+  int rc = L__pw_begin(L, n, 0, &p);
+  if (rc)
+    return rc;
+  gc_sym **ch = &p.vars[1];
+  rc = L__pw_finish(L, n, 0, &p,
+                    fma_of(ir, dt, L_load(L, x, p.vars), L_load(L, at, ch),
+                           L_load(L, bt, ch)));
+  if (!rc)
+    rc = empty_out(L, n, 1);
+  if (!rc)
+    rc = empty_out(L, n, 2);
+  return rc;
+}

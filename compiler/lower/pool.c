@@ -1,0 +1,373 @@
+/*
+ * pool.c: lowering of 2-D pooling over the last two dims of a 3-D or 4-D
+ * input (any layout: loads go through the input's strides, outputs get
+ * eager's layout, channels-last included).
+ *
+ * max_pool2d_with_indices: the window (at most 64 positions) is unrolled
+ *   into a pointwise chain that visits the positions in ATen's order (rows,
+ *   then columns) and takes a value when it is greater than the maximum so
+ *   far or NaN, as ATen's CPU kernel: NaN propagates, the index of the
+ *   last NaN wins, ties keep the first index, and an all -inf window gives
+ *   its first position. Positions in the padding are skipped (their loads
+ *   are clamped to the input and masked); the index output is the flat
+ *   h * W + w of the input plane, int64.
+ * avg_pool2d: a sum reduction over the window (padding positions add 0)
+ *   and a pointwise division by ATen's divisor: the window clipped to the
+ *   padded input (count_include_pad), to the input, or divisor_override.
+ * _adaptive_avg_pool2d: window [floor(o*H/OH), ceil((o+1)*H/OH)) per
+ *   output; a sum reduction over the largest window with the positions
+ *   past a smaller window masked, divided by the window's height and then
+ *   its width, as ATen.
+ *
+ * Floating dtypes only (ATen's integer pooling is declined).
+ */
+#include <math.h>
+#include <string.h>
+
+#include "compiler/lower/pointwise.h"
+
+#define OP2(op, a, b) ir_op2(ir, IR_##op, dt, a, b)
+#define WHERE(c, a, b) ir_op3(ir, IR_WHERE, dt, c, a, b)
+#define AND(a, b) ir_op2(ir, IR_AND, GC_DTYPE_BOOL, a, b)
+#define OR(a, b) ir_op2(ir, IR_OR, GC_DTYPE_BOOL, a, b)
+#define MAX_WINDOW 64 /* unrolled max-pool windows */
+
+/* An int[2] argument: one value means both; none gives `dflt`. */
+static bool pair_arg(lower_ctx *L, const gc_node *n, const char *name,
+                     const int64_t *dflt, int64_t out[2]) {
+  const int64_t *v;
+  int k;
+  if (!L_ints(L, n, name, &v, &k))
+    return false;
+  if (k == 0 && dflt) {
+    out[0] = dflt[0];
+    out[1] = dflt[1];
+    return true;
+  }
+  if (k != 1 && k != 2)
+    return false;
+  out[0] = v[0];
+  out[1] = v[k - 1];
+  return true;
+}
+
+/* The pooling parameters and the input. */
+typedef struct pool {
+  ir_tensor *x;
+  int rank;     /* 3 or 4 */
+  int64_t H, W; /* input plane */
+  int64_t k[2], s[2], p[2], d[2];
+  L_pw out; /* output 0 */
+} pool;
+
+static int pool_args(lower_ctx *L, const gc_node *n, bool dilation, pool *P) {
+  memset(P, 0, sizeof *P);
+  P->x = L_tensor(L, n, "self");
+  static const int64_t zero[2] = {0, 0}, one[2] = {1, 1};
+  if (!P->x || (P->x->rank != 3 && P->x->rank != 4) ||
+      !L_is_float(P->x->dtype) || !pair_arg(L, n, "kernel_size", NULL, P->k) ||
+      !pair_arg(L, n, "stride", P->k, P->s) ||
+      !pair_arg(L, n, "padding", zero, P->p) ||
+      (dilation && !pair_arg(L, n, "dilation", one, P->d)))
+    return GC_EUNSUPPORTED;
+  if (!dilation)
+    P->d[0] = P->d[1] = 1;
+  for (int i = 0; i < 2; i++)
+    if (P->k[i] <= 0 || P->s[i] <= 0 || P->p[i] < 0 || P->d[i] <= 0 ||
+        P->p[i] > P->k[i] / 2)
+      return GC_EUNSUPPORTED; /* eager raises */
+  P->rank = P->x->rank;
+  P->H = P->x->sizes[P->rank - 2];
+  P->W = P->x->sizes[P->rank - 1];
+  int rc = L__pw_begin(L, n, 0, &P->out);
+  if (rc)
+    return rc;
+  if (P->out.rank != P->rank || P->out.dt != P->x->dtype)
+    return GC_EUNSUPPORTED;
+  for (int i = 0; i < P->rank - 2; i++)
+    if (P->out.sizes[i] != P->x->sizes[i])
+      return GC_EUNSUPPORTED;
+  return 0;
+}
+
+static int64_t numel(int rank, const int64_t *sizes) {
+  int64_t n = 1;
+  for (int i = 0; i < rank; i++)
+    n *= sizes[i];
+  return n;
+}
+
+/* `e` clamped to [0, hi]. */
+static gc_sym *clamp(gc_symctx *s, gc_sym *e, int64_t hi) {
+  if (e->lo >= 0 && e->hi <= hi)
+    return e;
+  return gc_sym_max(s, gc_sym_min(s, e, gc_sym_const(s, hi)),
+                    gc_sym_const(s, 0));
+}
+
+/* 0 <= e < size as a bool expression; NULL when always true. */
+static ir_expr *in_range(ir_graph *ir, gc_sym *e, int64_t size) {
+  if (e->lo >= 0 && e->hi < size)
+    return NULL;
+  gc_dtype dt = GC_DTYPE_INT64;
+  ir_expr *v = ir_index(ir, e, dt);
+  return AND(ir_op2(ir, IR_GE, dt, v, ir_const_i(ir, 0, dt)),
+             ir_op2(ir, IR_LT, dt, v, ir_const_i(ir, size, dt)));
+}
+
+static ir_expr *and_opt(ir_graph *ir, ir_expr *a, ir_expr *b) {
+  return !a ? b : !b ? a : AND(a, b);
+}
+
+/* The max-pool chain over output variables v: the maximum (which 0) or
+ * its flat index (which 1). */
+static ir_expr *max_chain(lower_ctx *L, pool *P, gc_sym **v, int which) {
+  ir_graph *ir = L_ir(L);
+  gc_symctx *s = &ir->sym;
+  gc_dtype dt = P->x->dtype;
+  int r = P->rank;
+  ir_expr *m = ir_const_f(ir, -INFINITY, dt);
+  ir_expr *idx = ir_const_i(ir, -1, GC_DTYPE_INT64);
+  bool unset = true, first = true; /* idx may be -1; no position yet */
+  gc_sym *xi[4];
+  for (int i = 0; i < r - 2; i++)
+    xi[i] = v[i];
+  for (int64_t kh = 0; kh < P->k[0]; kh++) {
+    gc_sym *ih = gc_sym_addc(s, gc_sym_scale(s, v[r - 2], P->s[0]),
+                             kh * P->d[0] - P->p[0]);
+    for (int64_t kw = 0; kw < P->k[1]; kw++) {
+      gc_sym *iw = gc_sym_addc(s, gc_sym_scale(s, v[r - 1], P->s[1]),
+                               kw * P->d[1] - P->p[1]);
+      if (!ih || !iw)
+        return NULL;
+      /* a position outside the input for every output is never taken */
+      if (ih->hi < 0 || ih->lo >= P->H || iw->hi < 0 || iw->lo >= P->W)
+        continue;
+      ir_expr *inb =
+          and_opt(ir, in_range(ir, ih, P->H), in_range(ir, iw, P->W));
+      xi[r - 2] = clamp(s, ih, P->H - 1);
+      xi[r - 1] = clamp(s, iw, P->W - 1);
+      ir_expr *val = L_load(L, P->x, xi);
+      ir_expr *at = ir_index(ir, gc_sym_add(s, gc_sym_scale(s, ih, P->W), iw),
+                             GC_DTYPE_INT64);
+      if (!val || !at)
+        return NULL;
+      if (first && !inb) { /* the first position: always taken */
+        m = val;
+        idx = at;
+        unset = first = false;
+        continue;
+      }
+      first = false;
+      ir_expr *take =
+          OR(ir_op2(ir, IR_GT, dt, val, m), ir_op1(ir, IR_ISNAN, dt, val));
+      if (unset)
+        take = OR(take, ir_op2(ir, IR_LT, GC_DTYPE_INT64, idx,
+                               ir_const_i(ir, 0, GC_DTYPE_INT64)));
+      take = and_opt(ir, inb, take);
+      m = WHERE(take, val, m);
+      idx = ir_op3(ir, IR_WHERE, GC_DTYPE_INT64, take, at, idx);
+      if (!inb)
+        unset = false; /* a position always inside is taken when unset */
+    }
+  }
+  return which ? idx : m;
+}
+
+/* max_pool2d_with_indices(self, kernel_size, stride, padding, dilation,
+ * ceil_mode) -> (values, indices). */
+int lower_max_pool2d(lower_ctx *L, const gc_node *n, int unused) {
+  (void)unused;
+  ir_graph *ir = L_ir(L);
+  pool P;
+  int rc = pool_args(L, n, true, &P);
+  if (rc)
+    return rc;
+  if (P.k[0] * P.k[1] > MAX_WINDOW)
+    return GC_EUNSUPPORTED;
+  L_pw pi;
+  if ((rc = L__pw_begin(L, n, 1, &pi)))
+    return rc;
+  if (pi.dt != GC_DTYPE_INT64 || pi.rank != P.rank)
+    return GC_EUNSUPPORTED;
+  if (numel(P.rank, P.out.sizes) == 0) { /* nothing to read */
+    rc = L__pw_finish(L, n, 0, &P.out, ir_const_f(ir, 0, P.out.dt));
+    return rc ? rc
+              : L__pw_finish(L, n, 1, &pi, ir_const_i(ir, 0, GC_DTYPE_INT64));
+  }
+  if (P.H == 0 || P.W == 0)
+    return GC_EUNSUPPORTED;
+  rc = L__pw_finish(L, n, 0, &P.out, max_chain(L, &P, P.out.vars, 0));
+  return rc ? rc : L__pw_finish(L, n, 1, &pi, max_chain(L, &P, pi.vars, 1));
+}
+
+/* A sum over a window of x: output variables ov (P->out's shape), window
+ * variables rv of sizes kh x kw; the input row/column of window position
+ * (rv0, rv1) are h0 + rv0 and w0 + rv1, valid below hend/wend (NULL: the
+ * input's end). Positions outside contribute 0. */
+static ir_tensor *window_sum(lower_ctx *L, const gc_node *n, pool *P,
+                             gc_sym **ov, gc_sym *h0, gc_sym *w0,
+                             const int64_t *ksz, gc_sym *hend, gc_sym *wend) {
+  ir_graph *ir = L_ir(L);
+  gc_symctx *s = &ir->sym;
+  gc_dtype dt = P->x->dtype;
+  int r = P->rank;
+  gc_sym **rv = L_vars(L, 2, ksz);
+  if (!rv)
+    return NULL;
+  gc_sym *ih = gc_sym_add(s, h0, rv[0]), *iw = gc_sym_add(s, w0, rv[1]);
+  gc_sym *xi[4];
+  for (int i = 0; i < r - 2; i++)
+    xi[i] = ov[i];
+  xi[r - 2] = clamp(s, ih, P->H - 1);
+  xi[r - 1] = clamp(s, iw, P->W - 1);
+  ir_expr *inb = and_opt(ir, in_range(ir, ih, P->H), in_range(ir, iw, P->W));
+  gc_dtype i64 = GC_DTYPE_INT64;
+  if (hend)
+    inb = and_opt(
+        ir, inb,
+        ir_op2(ir, IR_LT, i64, ir_index(ir, ih, i64), ir_index(ir, hend, i64)));
+  if (wend)
+    inb = and_opt(
+        ir, inb,
+        ir_op2(ir, IR_LT, i64, ir_index(ir, iw, i64), ir_index(ir, wend, i64)));
+  ir_expr *val = L_load(L, P->x, xi);
+  if (inb)
+    val = WHERE(inb, val, ir_const_f(ir, 0, dt));
+  ir_buf *b = L_reduce(L, n, IR_RED_SUM, dt, r, P->out.sizes, ov, 2, ksz, rv,
+                       val, NULL, NULL);
+  return b ? ir_tensor_of_buf(ir, b) : NULL;
+}
+
+/* avg_pool2d(self, kernel_size, stride, padding, ceil_mode,
+ * count_include_pad, divisor_override). */
+int lower_avg_pool2d(lower_ctx *L, const gc_node *n, int unused) {
+  (void)unused;
+  ir_graph *ir = L_ir(L);
+  gc_symctx *s = &ir->sym;
+  pool P;
+  int rc = pool_args(L, n, false, &P);
+  if (rc)
+    return rc;
+  bool incl = true;
+  int64_t div = 0;
+  L_bool(L, n, "count_include_pad", &incl);
+  const gc_arg *da = L_arg(L, n, "divisor_override");
+  if (da && da->kind != GC_ARG_NONE &&
+      (!L_int(L, n, "divisor_override", &div) || div == 0))
+    return GC_EUNSUPPORTED;
+  gc_dtype dt = P.out.dt;
+  int r = P.rank;
+  if (numel(r, P.out.sizes) == 0)
+    return L__pw_finish(L, n, 0, &P.out, ir_const_f(ir, 0, dt));
+  if (P.H == 0 || P.W == 0)
+    return GC_EUNSUPPORTED;
+  gc_sym **ov = L_vars(L, r, P.out.sizes);
+  if (!ov)
+    return GC_ENOMEM;
+  gc_sym *h0 = gc_sym_addc(s, gc_sym_scale(s, ov[r - 2], P.s[0]), -P.p[0]);
+  gc_sym *w0 = gc_sym_addc(s, gc_sym_scale(s, ov[r - 1], P.s[1]), -P.p[1]);
+  ir_tensor *sum = window_sum(L, n, &P, ov, h0, w0, P.k, NULL, NULL);
+  if (!sum)
+    return GC_ENOMEM;
+  /* ATen's divisor, over the output variables */
+  gc_sym **v = P.out.vars;
+  gc_sym *hs = gc_sym_addc(s, gc_sym_scale(s, v[r - 2], P.s[0]), -P.p[0]);
+  gc_sym *ws = gc_sym_addc(s, gc_sym_scale(s, v[r - 1], P.s[1]), -P.p[1]);
+  gc_sym *he =
+      gc_sym_min(s, gc_sym_addc(s, hs, P.k[0]), gc_sym_const(s, P.H + P.p[0]));
+  gc_sym *we =
+      gc_sym_min(s, gc_sym_addc(s, ws, P.k[1]), gc_sym_const(s, P.W + P.p[1]));
+  gc_sym *pool_size =
+      gc_sym_mul(s, gc_sym_sub(s, he, hs), gc_sym_sub(s, we, ws));
+  gc_sym *hs0 = gc_sym_max(s, hs, gc_sym_const(s, 0));
+  gc_sym *ws0 = gc_sym_max(s, ws, gc_sym_const(s, 0));
+  gc_sym *he0 = gc_sym_min(s, he, gc_sym_const(s, P.H));
+  gc_sym *we0 = gc_sym_min(s, we, gc_sym_const(s, P.W));
+  gc_sym *valid =
+      gc_sym_mul(s, gc_sym_sub(s, he0, hs0), gc_sym_sub(s, we0, ws0));
+  if (!pool_size || !valid)
+    return GC_ENOMEM;
+  ir_expr *d =
+      div ? ir_const_f(ir, (double)div, dt)
+          : ir_cast(ir, ir_index(ir, incl ? pool_size : valid, GC_DTYPE_INT64),
+                    dt);
+  ir_expr *y = OP2(DIV, L_load(L, sum, v), d);
+  if (valid->lo <= 0) { /* a window entirely in the padding gives 0 */
+    gc_dtype i64 = GC_DTYPE_INT64;
+    ir_expr *empty = OR(
+        ir_op2(ir, IR_LE, i64, ir_index(ir, he0, i64), ir_index(ir, hs0, i64)),
+        ir_op2(ir, IR_LE, i64, ir_index(ir, we0, i64), ir_index(ir, ws0, i64)));
+    y = WHERE(empty, ir_const_f(ir, 0, dt), y);
+  }
+  return L__pw_finish(L, n, 0, &P.out, y);
+}
+
+/* _adaptive_avg_pool2d(self, output_size). */
+int lower_adaptive_avg_pool2d(lower_ctx *L, const gc_node *n, int unused) {
+  (void)unused;
+  ir_graph *ir = L_ir(L);
+  gc_symctx *s = &ir->sym;
+  pool P;
+  memset(&P, 0, sizeof P);
+  P.x = L_tensor(L, n, "self");
+  if (!P.x || (P.x->rank != 3 && P.x->rank != 4) || !L_is_float(P.x->dtype))
+    return GC_EUNSUPPORTED;
+  int rc = L__pw_begin(L, n, 0, &P.out);
+  if (rc)
+    return rc;
+  int r = P.rank = P.x->rank;
+  P.H = P.x->sizes[r - 2];
+  P.W = P.x->sizes[r - 1];
+  gc_dtype dt = P.out.dt;
+  if (P.out.rank != r || dt != P.x->dtype)
+    return GC_EUNSUPPORTED;
+  if (numel(r, P.out.sizes) == 0)
+    return L__pw_finish(L, n, 0, &P.out, ir_const_f(ir, 0, dt));
+  int64_t in[2] = {P.H, P.W}, on[2] = {P.out.sizes[r - 2], P.out.sizes[r - 1]};
+  int64_t kmax[2];
+  bool uniform[2];
+  for (int a = 0; a < 2; a++) {
+    if (in[a] == 0)
+      return GC_EUNSUPPORTED;
+    kmax[a] = 0;
+    int64_t kmin = INT64_MAX;
+    for (int64_t o = 0; o < on[a]; o++) {
+      int64_t st = o * in[a] / on[a],
+              en = ((o + 1) * in[a] + on[a] - 1) / on[a];
+      kmax[a] = en - st > kmax[a] ? en - st : kmax[a];
+      kmin = en - st < kmin ? en - st : kmin;
+    }
+    uniform[a] = kmin == kmax[a];
+  }
+  /* window bounds over output variables v */
+  gc_sym *start[2][2], *end[2][2];
+  gc_sym **ov = L_vars(L, r, P.out.sizes);
+  if (!ov)
+    return GC_ENOMEM;
+  gc_sym **vv[2] = {ov, P.out.vars};
+  for (int k = 0; k < 2; k++)
+    for (int a = 0; a < 2; a++) {
+      gc_sym *o = vv[k][r - 2 + a];
+      start[k][a] = gc_sym_floordiv(s, gc_sym_scale(s, o, in[a]), on[a]);
+      end[k][a] = gc_sym_floordiv(
+          s, gc_sym_addc(s, gc_sym_scale(s, o, in[a]), in[a] + on[a] - 1),
+          on[a]);
+      if (!start[k][a] || !end[k][a])
+        return GC_ENOMEM;
+    }
+  ir_tensor *sum =
+      window_sum(L, n, &P, ov, start[0][0], start[0][1], kmax,
+                 uniform[0] ? NULL : end[0][0], uniform[1] ? NULL : end[0][1]);
+  if (!sum)
+    return GC_ENOMEM;
+  gc_sym **v = P.out.vars;
+  ir_expr *y = L_load(L, sum, v);
+  for (int a = 0; a < 2; a++)
+    y = OP2(DIV, y,
+            ir_cast(ir,
+                    ir_index(ir, gc_sym_sub(s, end[1][a], start[1][a]),
+                             GC_DTYPE_INT64),
+                    dt));
+  return L__pw_finish(L, n, 0, &P.out, y);
+}

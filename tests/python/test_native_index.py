@@ -1,0 +1,336 @@
+"""Native lowering of the operator families CNN and transformer inference
+graphs need beyond pointwise math: batch norm, pooling, embedding,
+index_select, gather, cat, constant_pad_nd, logsumexp and loss forwards
+(compiler/lower/norm.c, pool.c, index.c, loss.c).
+
+Everything is compared against eager PyTorch (native_util.check) and must
+run without a fallback call. Cases are batched into one compiled function
+per layout where possible: every compile runs the C compiler.
+"""
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+import compiled
+import daemon_util
+from native_util import check, clone_inputs, layouts
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory):
+    d = daemon_util.Daemon(tmp_path_factory.mktemp("native_index"), "--verify-ir").start()
+    yield d.address
+    d.stop()
+
+
+def compiled_fn(fn, args, server):
+    with torch.no_grad():
+        return compiled.compile(fn, clone_inputs(args), server=server)
+
+
+# ---- batch norm ----
+
+def test_batch_norm_eval_fuses_with_its_consumers(server):
+    g = torch.Generator().manual_seed(0)
+    C = 5
+    w, b = torch.randn(C, generator=g), torch.randn(C, generator=g)
+    rm, rv = torch.randn(C, generator=g), torch.rand(C, generator=g) + 0.1
+
+    def f(x, r, w, b, rm, rv):
+        y = F.batch_norm(x, rm, rv, w, b, False, 0.1, 1e-5)
+        z = F.batch_norm(x, rm, rv, None, None, False, 0.1, 1e-3)
+        return torch.relu(y + r), z
+
+    for name, x in layouts((2, C, 6, 7)):
+        r = torch.randn(2, C, 6, 7, generator=g)
+        s = check(f, (x, r, w, b, rm, rv), server=server, fallback=0)
+        if name == "contiguous":
+            # alpha/beta per channel, then one kernel for norm + add + relu
+            # and one for the second norm: far fewer kernels than nodes
+            assert s["kernels"] <= 4, s
+    for shape in [(3, C), (2, C, 9), (1, C, 1, 1), (0, C, 3, 3)]:
+        x = torch.randn(shape, generator=g)
+        check(lambda x, w, b, rm, rv: F.batch_norm(x, rm, rv, w, b, False, 0.1, 1e-5),
+              (x, w, b, rm, rv), server=server, fallback=0)
+    xd = torch.randn(2, C, 4, 3, dtype=torch.float64, generator=g)
+    check(lambda x, w, b, rm, rv: F.batch_norm(x, rm, rv, w, b, False, 0.1, 1e-5),
+          (xd, w.double(), b.double(), rm.double(), rv.double()), server=server, fallback=0)
+
+
+def test_batch_norm_training_updates_running_stats(server):
+    g = torch.Generator().manual_seed(1)
+    C = 4
+
+    def f(x, w, b, rm, rv):
+        return F.batch_norm(x, rm, rv, w, b, True, 0.3, 1e-5) * 2
+
+    for name, x in layouts((3, C, 5, 2)):
+        w, b = torch.randn(C, generator=g), torch.randn(C, generator=g)
+        rm, rv = torch.randn(C, generator=g), torch.rand(C, generator=g) + 0.5
+        # check() compares the inputs after the call: the running stats
+        check(f, (x, w, b, rm, rv), server=server, fallback=0, atol=1e-5, rtol=1e-5)
+    rm, rv = torch.randn(C, generator=g), torch.rand(C, generator=g) + 0.5
+    check(lambda x, rm, rv: F.batch_norm(x, rm, rv, None, None, True, 0.1, 1e-5),
+          (torch.randn(6, C, generator=g), rm, rv), server=server, fallback=0,
+          atol=1e-5, rtol=1e-5)
+
+
+def test_batch_norm_module_in_training_mode(server):
+    import copy
+    torch.manual_seed(3)
+    m = torch.nn.Sequential(torch.nn.Conv2d(3, 4, 3), torch.nn.BatchNorm2d(4),
+                            torch.nn.ReLU()).train()
+    mc = copy.deepcopy(m)
+    x = torch.randn(2, 3, 8, 8)
+    with torch.no_grad():
+        cf = compiled.compile(mc, (x,), server=server)
+        for _ in range(3):  # the running statistics move at every call
+            torch.testing.assert_close(cf(x), m(x))
+    s = cf.summary()
+    assert s["runs"] == "native" and s["fallback"] == 0, s
+    for k, v in m.state_dict().items():
+        torch.testing.assert_close(mc.state_dict()[k], v, msg=k)
+
+
+# ---- pooling ----
+
+def max_pools(x):
+    out = []
+    for kw in [dict(kernel_size=3, stride=2, padding=1), dict(kernel_size=2),
+               dict(kernel_size=3, stride=1, padding=1, dilation=2),
+               dict(kernel_size=3, stride=2, ceil_mode=True),
+               dict(kernel_size=(2, 3), stride=(1, 2), padding=(1, 1), ceil_mode=True)]:
+        out += list(F.max_pool2d(x, return_indices=True, **kw))
+    return tuple(out)
+
+
+def test_max_pool2d_values_and_indices(server):
+    for name, x in layouts((2, 3, 9, 11)):
+        check(max_pools, (x,), server=server, fallback=0)
+    check(max_pools, (torch.randn(3, 7, 8),), server=server, fallback=0)
+
+
+def test_max_pool2d_nan_inf_and_ties(server):
+    x = torch.randn(1, 2, 7, 7)
+    x[0, 0, 1, 1] = float("nan")
+    x[0, 0, 4, 2] = float("nan")
+    x[0, 0, 4, 3] = float("nan")      # two NaNs in a window: the last one's index
+    x[0, 1, :3, :3] = float("-inf")   # an all -inf window: its first position
+    x[0, 1, 5:, 5:] = 2.0              # ties: the first index
+    check(max_pools, (x,), server=server, fallback=0)
+
+
+def test_avg_and_adaptive_pool(server):
+    def f(x):
+        return (F.avg_pool2d(x, 3, 2, 1), F.avg_pool2d(x, 3, 2, 1, count_include_pad=False),
+                F.avg_pool2d(x, 2), F.avg_pool2d(x, 3, 2, 1, ceil_mode=True),
+                F.avg_pool2d(x, 3, 2, 1, ceil_mode=True, count_include_pad=False),
+                F.avg_pool2d(x, (3, 2), (2, 1), (1, 0), divisor_override=5),
+                F.adaptive_avg_pool2d(x, (3, 4)), F.adaptive_avg_pool2d(x, (4, 3)),
+                F.adaptive_avg_pool2d(x, (9, 11)), F.adaptive_avg_pool2d(x, (2, 5)),
+                F.adaptive_avg_pool2d(x, 1), F.adaptive_avg_pool2d(x, (12, 13)))
+    for name, x in layouts((2, 3, 9, 11)):
+        check(f, (x,), server=server, fallback=0)
+    check(f, (torch.randn(3, 9, 11, dtype=torch.float64),), server=server, fallback=0)
+
+
+def test_as_strided_of_dense_values(server):
+    def f(x):
+        y = x * 2
+        return (y.as_strided((3, 2), (1, 3)) + 1, y.as_strided((2, 2), (2, 1), 2) - 1,
+                x.as_strided((3,), (2,), 1) * 3, y.t().contiguous().as_strided((6,), (1,)) + 0)
+    check(f, (torch.randn(2, 3),), server=server, fallback=0)
+    # reaching past the value's own elements: left to ATen
+    s = check(lambda x: x[:1].as_strided((2, 3), (3, 1)) * 1, (torch.randn(2, 3),),
+              server=server)
+    assert s["fallback"] == 1, s
+
+
+# ---- embedding, index_select, gather ----
+
+def test_embedding_index_select_gather(server):
+    g = torch.Generator().manual_seed(2)
+
+    def f(w, x, i32, i64, gi):
+        return (F.embedding(i64, w), F.embedding(i32, w) * 2,
+                torch.index_select(x, 0, i32[0] % x.shape[0]),
+                torch.index_select(x, 1, i64[1] % x.shape[1]),
+                torch.index_select(x, -1, i64[0] % x.shape[-1]),
+                torch.gather(x, 0, gi % x.shape[0]), torch.gather(x, 1, gi % x.shape[1]),
+                torch.gather(x, -1, gi[:, :2] % x.shape[-1]))
+    w = torch.randn(10, 6, generator=g)
+    i64 = torch.randint(0, 10, (2, 3), generator=g)
+    for name, x in layouts((5, 7)):
+        gi = torch.randint(0, 35, (4, 3), generator=g)
+        check(f, (w, x, i64.int(), i64, gi), server=server, fallback=0)
+    wt = torch.randn(6, 10, generator=g).t()  # a transposed table
+    check(f, (wt, torch.randn(5, 7, generator=g).exp(), i64.int(), i64,
+              torch.randint(0, 35, (4, 3), generator=g)), server=server, fallback=0)
+    for dtype in [torch.int64, torch.int32, torch.float64, torch.bool, torch.uint8]:
+        x = next(layouts((4, 6), dtype=dtype))[1]
+        check(lambda x, i: (torch.index_select(x, 1, i), torch.gather(x, 0, i.view(1, 3) % 4),
+                            F.embedding(i % 4, x) if dtype.is_floating_point else x),
+              (x, torch.tensor([5, 0, 3])), server=server, fallback=0)
+
+
+def test_advanced_indexing_wraps_negative_indices(server):
+    def f(x, i, j):
+        return x[i], x[:, j], x[..., i], x[j.view(2, 2)] * 2, x.exp()[:, i.view(1, -1, 1)]
+    i = torch.tensor([0, -1, 2, -3, 1])
+    j = torch.tensor([-4, 3, 0, 1])
+    for name, x in layouts((4, 5, 6)):
+        check(f, (x, i, j), server=server, fallback=0)
+    cf = compiled_fn(lambda x, i: x[i] + 1, (torch.randn(4, 3), i), server)
+    with torch.no_grad(), pytest.raises(IndexError):
+        cf(torch.randn(4, 3), torch.tensor([0, -5]))
+    # a boolean mask (data-dependent shape) and two index tensors: ATen
+    s = check(lambda x, i: x[:, i, i], (torch.randn(3, 4, 5), torch.tensor([1, 0])),
+              server=server)
+    assert s["fallback_ops"] == ["aten::index.Tensor"], s
+
+
+def test_gathers_of_computed_values_and_empty(server):
+    def f(x, i, e):
+        y = (x * 2).t()  # a view of a computed value
+        return (torch.index_select(y, 0, i), torch.gather(y.exp(), 1, i.view(1, -1)),
+                F.embedding(i, x + 1), torch.index_select(x, 0, e), F.embedding(e, x))
+    x = torch.randn(4, 4)
+    check(f, (x, torch.tensor([3, 0, 0, 1]), torch.zeros(0, dtype=torch.int64)),
+          server=server, fallback=0)
+
+
+def test_token_and_position_embedding_with_cross_entropy(server):
+    torch.manual_seed(4)
+    emb, pos = torch.nn.Embedding(50, 16), torch.nn.Embedding(12, 16)
+    head = torch.nn.Linear(16, 50)
+
+    def f(ids, tgt):
+        h = emb(ids) + pos(torch.arange(ids.shape[1])) + pos(torch.arange(2, 12))
+        logits = head(torch.layer_norm(h, (16,)))
+        return F.cross_entropy(logits.view(-1, 50), tgt.view(-1)), logits.logsumexp(-1)
+    ids, tgt = torch.randint(0, 50, (3, 10)), torch.randint(0, 50, (3, 10))
+    s = check(f, (ids, tgt), server=server, fallback=0, atol=1e-5, rtol=1e-5)
+    assert s["extern"] == 1, s  # the head's addmm
+
+
+@pytest.mark.parametrize("bad", [4, -1, 100])
+def test_index_out_of_range_raises_like_eager(server, bad):
+    x = torch.randn(4, 3)
+    fns = [lambda x, i: torch.index_select(x, 0, i) * 2,
+           lambda x, i: F.embedding(i, x) + 1,
+           lambda x, i: torch.gather(x, 0, i.view(-1, 1)) - 1]
+    for fn in fns:
+        good = torch.tensor([0, 3, 1])
+        cf = compiled_fn(fn, (x, good), server)
+        with torch.no_grad():
+            torch.testing.assert_close(cf(x, good), fn(x, good))
+            assert cf.summary()["fallback"] == 0, cf.summary()
+            i = torch.tensor([0, bad, 1])
+            with pytest.raises((IndexError, RuntimeError)):
+                fn(x, i)
+            # gather raises RuntimeError in eager; the native program raises
+            # IndexError for every out-of-range data index
+            with pytest.raises((IndexError, RuntimeError)):
+                cf(x, i)
+
+
+# ---- cat, constant_pad_nd ----
+
+def test_cat(server):
+    def f(a, b, c, e, i):
+        return (torch.cat([a, b, c], 1), torch.cat([a, e, b], 1), torch.cat([a, a], 0),
+                torch.cat([a, torch.zeros(0)], 1), torch.cat([a[:, :2], i.float()], 1),
+                torch.cat([i, i[:, :1]], 1), torch.cat([a.t(), b.t()], 0),
+                torch.cat([a, b.double()], -1), torch.cat([e, e], 1))
+    for name, a in layouts((3, 5)):
+        b = next(layouts((3, 1), seed=4))[1]
+        c = torch.randn(3, 4)
+        e = torch.randn(3, 0)
+        i = torch.randint(-5, 5, (3, 2))
+        check(f, (a, b, c, e, i), server=server, fallback=0)
+    # more inputs than one where() chain takes: grouped (17 = 16 + 1, 40)
+    many = [torch.randn(2, k % 3 + 1, 3) for k in range(40)]
+    check(lambda *xs: (torch.cat(xs[:17], 1), torch.cat(xs, 1), torch.cat(xs[:33], -2)),
+          many, server=server, fallback=0)
+    x = next(layouts((2, 3, 4, 5)))[1].contiguous(memory_format=torch.channels_last)
+    check(lambda x: (torch.cat([x, x * 2], 1), torch.cat([x, x[:, :, :1]], 2)), (x,),
+          server=server, fallback=0)
+
+
+def test_constant_pad_nd(server):
+    def f(x):
+        return (F.pad(x, (1, 2)), F.pad(x, (1, 1, 2, 0), value=1.5), F.pad(x, (-1, 2, 0, -1)),
+                F.pad(x, (0, 0, 0, 0, 1, 1)), F.pad(x, (3, -2), value=-7.0))
+    for shape in [(2, 4, 5), (2, 2, 2), (0, 2, 3), (3, 6, 7)]:
+        for name, x in layouts(shape):
+            check(f, (x,), server=server, fallback=0)
+    for dtype in [torch.int64, torch.uint8, torch.bool]:
+        x = next(layouts((2, 3, 4), dtype=dtype))[1]
+        check(lambda x: (F.pad(x, (1, 1), value=1), F.pad(x, (2, -1, 1, 0))), (x,),
+              server=server, fallback=0)
+
+
+# ---- logsumexp, losses ----
+
+def test_logsumexp(server):
+    def f(x):
+        return (torch.logsumexp(x, 1), torch.logsumexp(x, (0, 2), keepdim=True),
+                torch.logsumexp(x, -1), torch.logsumexp(x * 100, 0))
+    for name, x in layouts((3, 5, 4)):
+        check(f, (x,), server=server, fallback=0)
+    x = torch.randn(3, 5, 4)
+    x[0, 0, :] = float("inf")
+    x[1, :, :] = float("-inf")
+    x[2, 1, 1] = float("nan")
+    check(f, (x,), server=server, fallback=0)
+    check(lambda i: torch.logsumexp(i.double(), 0), (torch.randint(0, 5, (6,)),),
+          server=server, fallback=0)
+
+
+def test_nll_and_mse_loss(server):
+    g = torch.Generator().manual_seed(5)
+
+    def f(x, t, w, y):
+        lp = F.log_softmax(x, 1)
+        return (F.nll_loss(lp, t), F.nll_loss(lp, t, reduction="sum"),
+                F.nll_loss(lp, t, reduction="none"), F.nll_loss(lp, t, weight=w),
+                F.nll_loss(lp, t, weight=w, ignore_index=2, reduction="none"),
+                F.nll_loss(lp, t, ignore_index=1), F.nll_loss(lp[0], t[0]),
+                F.mse_loss(x, y), F.mse_loss(x, y, reduction="sum"),
+                F.mse_loss(x, y, reduction="none"))
+    for name, x in layouts((6, 5)):
+        t = torch.randint(0, 5, (6,), generator=g)
+        t[3] = 1
+        check(f, (x, t, torch.rand(5, generator=g), torch.randn(6, 5, generator=g)),
+              server=server, fallback=0, atol=1e-5, rtol=1e-5)
+    # every row ignored: the mean is NaN, as eager
+    x = torch.randn(3, 4)
+    check(lambda x, t: (F.nll_loss(x, t, ignore_index=2), F.nll_loss(x, t, reduction="sum")),
+          (x, torch.tensor([2, 2, 2])), server=server, fallback=0)
+    # a target out of range raises
+    t = torch.tensor([0, 1, 2])
+    cf = compiled_fn(lambda x, t: F.nll_loss(x, t), (x, t), server)
+    with torch.no_grad():
+        torch.testing.assert_close(cf(x, t), F.nll_loss(x, t))
+        with pytest.raises(IndexError):
+            cf(x, torch.tensor([0, 7, 1]))
+
+
+# ---- whole networks ----
+
+@pytest.mark.parametrize("name", ["resnet18", "mobilenet_v2"])
+def test_torchvision_eval_runs_without_fallback(server, name):
+    torchvision = pytest.importorskip("torchvision")
+    torch.manual_seed(0)
+    m = getattr(torchvision.models, name)().eval()
+    x = torch.randn(1, 3, 64, 64)
+    s = check(m, (x,), server=server, fallback=0, atol=1e-4, rtol=1e-4)
+    # convolutions (and the classifier's addmm) stay extern calls
+    assert s["extern"] >= 20, s
+
+
+def test_empty_arena_views(server):
+    # an ATen call reading a zero-size arena buffer of an empty arena
+    x = torch.randn(0, 3, 3)
+    check(lambda x: F.pad(x, (1, 2), "circular"), (x,), server=server)
