@@ -47,6 +47,7 @@
 #include <openssl/evp.h>
 
 #include "build_id.h"
+#include "compiler/opfacts.h"
 #include "compiler/ops.h"
 #include "compiler/strmap.h"
 #include "compiler/symexpr.h"
@@ -448,22 +449,6 @@ static void uf_union(int *parent, int a, int b) {
     parent[a < b ? b : a] = a < b ? a : b;
 }
 
-/* Operators that consume random numbers. */
-static bool uses_rng(const gc_schema *s) {
-  for (int i = 0; i < s->nargs; i++) {
-    const gc_type *t = base_type(s->args[i].type);
-    if (t && t->kind == GC_TY_GENERATOR)
-      return true;
-  }
-  static const char *const words[] = {
-      "rand",    "dropout",     "bernoulli", "multinomial", "normal", "uniform",
-      "poisson", "exponential", "cauchy",    "geometric",   "random"};
-  for (size_t i = 0; i < sizeof words / sizeof words[0]; i++)
-    if (strstr(s->name, words[i]))
-      return true;
-  return false;
-}
-
 /* A growable list of edges (from -> to). */
 typedef struct edges {
   int *from, *to;
@@ -649,7 +634,7 @@ static int storage_edges(keyer *k, edges *e) {
     for (int w = 0; w < wr.n; w++)
       if (write_class(ar, &ac, e, wr.cls[w], i))
         return GC_ENOMEM;
-    if (uses_rng(s) && write_class(ar, &ac, e, uf_find(parent, rng), i))
+    if (gc_opfacts_is_random(s) && write_class(ar, &ac, e, uf_find(parent, rng), i))
       return GC_ENOMEM;
   }
   return 0;
