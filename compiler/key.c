@@ -11,8 +11,9 @@
  * the client reported as sharing storage start in one class), and a node that
  * writes a class is ordered after every earlier reader and writer of it, and
  * before every later one. Operators that draw random numbers (a Generator
- * parameter, or a name like rand/dropout/bernoulli) read and write one
- * pseudo-class for the random generator, so their relative order is kept.
+ * parameter, a name like rand/dropout/bernoulli, a RANDOM row of
+ * opfacts.def: gc_opfacts_is_random) read and write one pseudo-class for the
+ * random generator, so their relative order is kept.
  *
  * Which order among the allowed ones. Kahn's algorithm, taking among ready
  * nodes the one with the smallest signature. A signature must not depend on
@@ -634,7 +635,8 @@ static int storage_edges(keyer *k, edges *e) {
     for (int w = 0; w < wr.n; w++)
       if (write_class(ar, &ac, e, wr.cls[w], i))
         return GC_ENOMEM;
-    if (gc_opfacts_is_random(s) && write_class(ar, &ac, e, uf_find(parent, rng), i))
+    if (gc_opfacts_is_random(s) &&
+        write_class(ar, &ac, e, uf_find(parent, rng), i))
       return GC_ENOMEM;
   }
   return 0;

@@ -89,8 +89,7 @@ const gc_opfacts *gc_opfacts_of(const char *name) {
 }
 
 /* The family row of ns::name with `drop` bytes cut off the end of name. */
-static const gc_opfacts *family(const char *ns, const char *name,
-                                size_t drop) {
+static const gc_opfacts *family(const char *ns, const char *name, size_t drop) {
   char key[256];
   size_t nl = strlen(name);
   if (!ns || drop > nl)

@@ -51,41 +51,41 @@ typedef enum gc_opclass {
 } gc_opclass;
 
 /* Fact flags. */
-#define GC_OF_FAMILY 0x1u  /* the row covers every overload of its name */
-#define GC_OF_RANDOM 0x2u  /* draws random numbers */
+#define GC_OF_FAMILY 0x1u       /* the row covers every overload of its name */
+#define GC_OF_RANDOM 0x2u       /* draws random numbers */
 #define GC_OF_META_INPLACE 0x4u /* in-place, changes metadata only */
 #define GC_OF_WRAPPED_NUMBERS 0x8u /* numbers may stand for Tensors */
 
 /* How a write through a view goes back into the view's base. */
 typedef enum gc_view_inverse {
-  GC_INV_NONE,       /* not invertible (or not a view) */
-  GC_INV_SELECT,     /* select_scatter(base, src, dim, index) */
-  GC_INV_UNBIND,     /* select_scatter at the element's index */
-  GC_INV_SLICE,      /* slice_scatter(base, src, dim, start, end, step) */
-  GC_INV_SPLIT,      /* slice_scatter of the element's range (split_size) */
+  GC_INV_NONE,        /* not invertible (or not a view) */
+  GC_INV_SELECT,      /* select_scatter(base, src, dim, index) */
+  GC_INV_UNBIND,      /* select_scatter at the element's index */
+  GC_INV_SLICE,       /* slice_scatter(base, src, dim, start, end, step) */
+  GC_INV_SPLIT,       /* slice_scatter of the element's range (split_size) */
   GC_INV_SPLIT_SIZES, /* slice_scatter of the element's range (split_sizes) */
-  GC_INV_DIAGONAL,   /* diagonal_scatter(base, src, offset, dim1, dim2) */
-  GC_INV_T,          /* t(src) */
-  GC_INV_TRANSPOSE,  /* transpose(src, dim0, dim1) */
-  GC_INV_SWAPAXES,   /* transpose(src, axis0, axis1) */
-  GC_INV_PERMUTE,    /* permute(src, inverse permutation) */
-  GC_INV_RESHAPE,    /* reshape(src, base sizes) */
-  GC_INV_EXPAND,     /* reshape when the sizes did not change; else refused
-                        (eager refuses writes through expanded views) */
-  GC_INV_IDENTITY,   /* the view is its base (alias, detach) */
-  GC_INV_AS_STRIDED, /* as_strided_scatter (contiguous storages only) */
+  GC_INV_DIAGONAL,    /* diagonal_scatter(base, src, offset, dim1, dim2) */
+  GC_INV_T,           /* t(src) */
+  GC_INV_TRANSPOSE,   /* transpose(src, dim0, dim1) */
+  GC_INV_SWAPAXES,    /* transpose(src, axis0, axis1) */
+  GC_INV_PERMUTE,     /* permute(src, inverse permutation) */
+  GC_INV_RESHAPE,     /* reshape(src, base sizes) */
+  GC_INV_EXPAND,      /* reshape when the sizes did not change; else refused
+                         (eager refuses writes through expanded views) */
+  GC_INV_IDENTITY,    /* the view is its base (alias, detach) */
+  GC_INV_AS_STRIDED,  /* as_strided_scatter (contiguous storages only) */
 } gc_view_inverse;
 
 typedef struct gc_opfacts {
-  const char *name;       /* "aten::add.Tensor", or a family "aten::split" */
-  int index;              /* row number in opfacts.def */
-  gc_opclass cls;         /* GC_OPC_FALLBACK: no lowering rule */
-  const char *lowering;   /* the rule function's name; NULL when none */
-  unsigned flags;         /* GC_OF_* */
+  const char *name;        /* "aten::add.Tensor", or a family "aten::split" */
+  int index;               /* row number in opfacts.def */
+  gc_opclass cls;          /* GC_OPC_FALLBACK: no lowering rule */
+  const char *lowering;    /* the rule function's name; NULL when none */
+  unsigned flags;          /* GC_OF_* */
   gc_view_inverse inverse; /* GC_INV_NONE unless a view */
-  const char *inverse_op; /* the operator the inverse emits; NULL: none */
-  const char *writes;     /* unannotated written parameters, space-separated;
-                             NULL: none */
+  const char *inverse_op;  /* the operator the inverse emits; NULL: none */
+  const char *writes;      /* unannotated written parameters, space-separated;
+                              NULL: none */
   const char *writes_when; /* bool parameter enabling them; NULL: always */
 } gc_opfacts;
 

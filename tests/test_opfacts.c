@@ -116,8 +116,8 @@ Test(opfacts, view_inverses_name_existing_operators) {
                        "%s: its inverse %s has no row", t[i].name,
                        t[i].inverse_op);
     cr_expect_not_null(gc_torch_schema(t[i].inverse_op),
-                       "%s: its inverse %s is not a torch operator",
-                       t[i].name, t[i].inverse_op);
+                       "%s: its inverse %s is not a torch operator", t[i].name,
+                       t[i].inverse_op);
   }
   cr_expect_geq(views, 20);
 }
