@@ -50,6 +50,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "compiler/opfacts.h"
 #include "compiler/ops.h"
 #include "compiler/torchops.h"
 
@@ -506,24 +507,23 @@ static gc_arg sizes_arg(fz *z, const gc_tensor_meta *m) {
 static gc_value *invert(fz *z, const gc_view_step *s, gc_value *base,
                         gc_value *src, const gc_tensor_meta *root_meta) {
   const gc_node *n = s->node;
-  const gc_schema *sc = n->op->schema;
-  const char *q = sc->qualified;
+  const char *q = n->op->schema->qualified;
   const gc_tensor_meta *bm = &step_input(s)->meta;
-  char name[256];
-  snprintf(name, sizeof name, "%s::%s", sc->ns, sc->name);
-  /* in-place view steps invert like their view ops */
-  size_t nl = strlen(name);
-  if (nl && name[nl - 1] == '_')
-    name[nl - 1] = '\0';
-  if (!strcmp(q, "aten::select.int") ||
-      (!strcmp(name, "aten::unbind") && s->item >= 0)) {
+  /* how to invert the view, from the operator facts table (opfacts.def) */
+  const gc_opfacts *f = gc_opfacts_view(n->op->schema);
+  const char *inv = f ? f->inverse_op : NULL;
+  switch (f ? f->inverse : GC_INV_NONE) {
+  case GC_INV_SELECT:
+  case GC_INV_UNBIND: {
+    if (f->inverse == GC_INV_UNBIND && s->item < 0)
+      break;
     int64_t dim = arg_int(n, "dim", 0);
     int64_t idx =
-        !strcmp(q, "aten::select.int") ? arg_int(n, "index", 0) : s->item;
+        f->inverse == GC_INV_SELECT ? arg_int(n, "index", 0) : s->item;
     gc_arg a[] = {A_T(base), A_T(src), A_I(dim), A_I(idx)};
-    return emit_call(z, "aten::select_scatter", a, 4, bm);
+    return emit_call(z, inv, a, 4, bm);
   }
-  if (!strcmp(q, "aten::slice.Tensor")) {
+  case GC_INV_SLICE: {
     const gc_arg *st = arg_named(n, "start"), *en = arg_named(n, "end");
     gc_arg a[] = {A_T(base),
                   A_T(src),
@@ -531,16 +531,17 @@ static gc_value *invert(fz *z, const gc_view_step *s, gc_value *base,
                   st ? *st : A_NONE(),
                   en ? *en : A_NONE(),
                   A_I(arg_int(n, "step", 1))};
-    return emit_call(z, "aten::slice_scatter", a, 6, bm);
+    return emit_call(z, inv, a, 6, bm);
   }
-  if (!strcmp(name, "aten::split") || !strcmp(name, "aten::split_with_sizes")) {
+  case GC_INV_SPLIT:
+  case GC_INV_SPLIT_SIZES: {
     int64_t dim = arg_int(n, "dim", 0);
     if (dim < 0)
       dim += bm->rank;
     if (dim < 0 || dim >= bm->rank || bm->sizes[dim].expr)
       return bail(z, "split of a symbolic dimension"), NULL;
     int64_t start = 0, end = 0, total = bm->sizes[dim].v;
-    if (!strcmp(name, "aten::split")) {
+    if (f->inverse == GC_INV_SPLIT) {
       int64_t ss = arg_int(n, "split_size", 1);
       start = (int64_t)s->item * ss;
       end = start + ss < total ? start + ss : total;
@@ -552,53 +553,58 @@ static gc_value *invert(fz *z, const gc_view_step *s, gc_value *base,
       }
     }
     gc_arg a[] = {A_T(base), A_T(src), A_I(dim), A_I(start), A_I(end), A_I(1)};
-    return emit_call(z, "aten::slice_scatter", a, 6, bm);
+    return emit_call(z, inv, a, 6, bm);
   }
-  if (!strcmp(name, "aten::diagonal")) {
+  case GC_INV_DIAGONAL: {
     gc_arg a[] = {A_T(base), A_T(src), A_I(arg_int(n, "offset", 0)),
                   A_I(arg_int(n, "dim1", 0)), A_I(arg_int(n, "dim2", 1))};
-    return emit_call(z, "aten::diagonal_scatter", a, 5, bm);
+    return emit_call(z, inv, a, 5, bm);
   }
-  if (!strcmp(name, "aten::t")) {
+  case GC_INV_T: {
     gc_arg a[] = {A_T(src)};
-    return emit_call(z, "aten::t", a, 1, bm);
+    return emit_call(z, inv, a, 1, bm);
   }
-  if (!strcmp(name, "aten::transpose") || !strcmp(name, "aten::swapaxes") ||
-      !strcmp(name, "aten::swapdims")) {
-    bool axes = !strcmp(name, "aten::swapaxes");
+  case GC_INV_TRANSPOSE:
+  case GC_INV_SWAPAXES: {
+    bool axes = f->inverse == GC_INV_SWAPAXES;
     int64_t d0 = arg_int(n, axes ? "axis0" : "dim0", 0);
     int64_t d1 = arg_int(n, axes ? "axis1" : "dim1", 1);
     gc_arg a[] = {A_T(src), A_I(d0), A_I(d1)};
-    return emit_call(z, "aten::transpose.int", a, 3, bm);
+    return emit_call(z, inv, a, 3, bm);
   }
-  if (!strcmp(name, "aten::permute")) {
+  case GC_INV_PERMUTE: {
     const gc_arg *dims = arg_named(n, "dims");
     if (!dims || dims->kind != GC_ARG_INTS || dims->n > 64)
       return bail(z, "permute with unusual dims"), NULL;
-    int64_t inv[64];
+    int64_t pinv[64];
     for (int i = 0; i < dims->n; i++) {
       int64_t d = dims->ints[i] < 0 ? dims->ints[i] + dims->n : dims->ints[i];
       if (d < 0 || d >= dims->n)
         return bail(z, "permute with bad dims"), NULL;
-      inv[d] = i;
+      pinv[d] = i;
     }
-    gc_arg a[] = {A_T(src), A_INTS(z, inv, dims->n)};
-    return emit_call(z, "aten::permute", a, 2, bm);
+    gc_arg a[] = {A_T(src), A_INTS(z, pinv, dims->n)};
+    return emit_call(z, inv, a, 2, bm);
   }
-  if (!strcmp(name, "aten::view") || !strcmp(name, "aten::_reshape_alias") ||
-      !strcmp(name, "aten::view_as") || !strcmp(name, "aten::unsqueeze") ||
-      !strcmp(name, "aten::squeeze") || !strcmp(name, "aten::reshape") ||
-      !strcmp(name, "aten::unflatten") || !strcmp(name, "aten::flatten") ||
-      (!strcmp(name, "aten::expand") &&
-       same_sizes(bm, &step_output(s)->meta))) {
+  case GC_INV_EXPAND:
+    if (!same_sizes(bm, &step_output(s)->meta)) {
+      bailf(z,
+            "an in-place write through an expanded view (%s): eager refuses "
+            "it too",
+            q);
+      return NULL;
+    }
+    /* an expand that changes no size is a reshape */
+    /* fall through */
+  case GC_INV_RESHAPE: {
     if (bm->rank > 64)
       return bail(z, "rank too large"), NULL;
     gc_arg a[] = {A_T(src), sizes_arg(z, bm)};
-    return emit_call(z, "aten::reshape", a, 2, bm);
+    return emit_call(z, inv, a, 2, bm);
   }
-  if (!strcmp(name, "aten::alias") || !strcmp(name, "aten::detach"))
+  case GC_INV_IDENTITY:
     return src;
-  if (!strcmp(name, "aten::as_strided")) {
+  case GC_INV_AS_STRIDED: {
     /* as_strided_scatter places src by storage offsets of a clone of the
      * base, which match the storage's only if it is contiguous from 0. */
     if (!dense_contiguous(root_meta))
@@ -610,16 +616,12 @@ static gc_value *invert(fz *z, const gc_view_step *s, gc_value *base,
     if (!size || !stride)
       return bail(z, "as_strided without sizes"), NULL;
     gc_arg a[] = {A_T(base), A_T(src), *size, *stride, off ? *off : A_NONE()};
-    return emit_call(z, "aten::as_strided_scatter", a, 5, bm);
+    return emit_call(z, inv, a, 5, bm);
   }
-  if (!strcmp(name, "aten::expand"))
-    bailf(z,
-          "an in-place write through an expanded view (%s): eager refuses "
-          "it too",
-          q);
-  else
-    bailf(z, "a write through the view %s, which the compiler cannot invert",
-          q);
+  case GC_INV_NONE:
+    break;
+  }
+  bailf(z, "a write through the view %s, which the compiler cannot invert", q);
   return NULL;
 }
 
@@ -703,17 +705,9 @@ static void write_obj(fz *z, int id, gc_value *nv) {
 
 /* ---- the operators ---- */
 
-/* In-place operators that change metadata only. */
+/* In-place operators that change metadata only (opfacts.def). */
 static bool is_meta_inplace(const gc_schema *s) {
-  static const char *const names[] = {"t_",          "transpose_", "unsqueeze_",
-                                      "squeeze_",    "swapaxes_",  "swapdims_",
-                                      "as_strided_", "detach_"};
-  if (strcmp(s->ns, "aten") != 0)
-    return false;
-  for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
-    if (!strcmp(s->name, names[i]))
-      return true;
-  return false;
+  return gc_opfacts_meta_inplace(s);
 }
 
 static int bound_index(const gc_node *n, int param) {
@@ -1339,10 +1333,7 @@ static void eliminate_dead(fz *z) {
   }
   for (int i = z->nnodes - 1; i >= 0; i--) {
     gc_node *n = z->nodes[i];
-    bool k = gc_node_is_mutating(n) || strstr(n->op->name, "rand") ||
-             strstr(n->op->name, "dropout") ||
-             strstr(n->op->name, "bernoulli") ||
-             strstr(n->op->name, "normal") || strstr(n->op->name, "uniform");
+    bool k = gc_node_is_mutating(n) || gc_opfacts_is_random(n->op->schema);
     for (int o = 0; o < n->noutputs && !k; o++) {
       const gc_arg *a = &n->outputs[o];
       if (a->kind == GC_ARG_TENSOR)

@@ -11,8 +11,9 @@
  * the client reported as sharing storage start in one class), and a node that
  * writes a class is ordered after every earlier reader and writer of it, and
  * before every later one. Operators that draw random numbers (a Generator
- * parameter, or a name like rand/dropout/bernoulli) read and write one
- * pseudo-class for the random generator, so their relative order is kept.
+ * parameter, a name like rand/dropout/bernoulli, a RANDOM row of
+ * opfacts.def: gc_opfacts_is_random) read and write one pseudo-class for the
+ * random generator, so their relative order is kept.
  *
  * Which order among the allowed ones. Kahn's algorithm, taking among ready
  * nodes the one with the smallest signature. A signature must not depend on
@@ -47,6 +48,7 @@
 #include <openssl/evp.h>
 
 #include "build_id.h"
+#include "compiler/opfacts.h"
 #include "compiler/ops.h"
 #include "compiler/strmap.h"
 #include "compiler/symexpr.h"
@@ -448,22 +450,6 @@ static void uf_union(int *parent, int a, int b) {
     parent[a < b ? b : a] = a < b ? a : b;
 }
 
-/* Operators that consume random numbers. */
-static bool uses_rng(const gc_schema *s) {
-  for (int i = 0; i < s->nargs; i++) {
-    const gc_type *t = base_type(s->args[i].type);
-    if (t && t->kind == GC_TY_GENERATOR)
-      return true;
-  }
-  static const char *const words[] = {
-      "rand",    "dropout",     "bernoulli", "multinomial", "normal", "uniform",
-      "poisson", "exponential", "cauchy",    "geometric",   "random"};
-  for (size_t i = 0; i < sizeof words / sizeof words[0]; i++)
-    if (strstr(s->name, words[i]))
-      return true;
-  return false;
-}
-
 /* A growable list of edges (from -> to). */
 typedef struct edges {
   int *from, *to;
@@ -649,7 +635,8 @@ static int storage_edges(keyer *k, edges *e) {
     for (int w = 0; w < wr.n; w++)
       if (write_class(ar, &ac, e, wr.cls[w], i))
         return GC_ENOMEM;
-    if (uses_rng(s) && write_class(ar, &ac, e, uf_find(parent, rng), i))
+    if (gc_opfacts_is_random(s) &&
+        write_class(ar, &ac, e, uf_find(parent, rng), i))
       return GC_ENOMEM;
   }
   return 0;

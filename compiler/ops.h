@@ -5,7 +5,8 @@
  * with one exception: a few of torch's schemas omit a mutation. In torch
  * 1.13, aten::native_batch_norm updates running_mean and running_var in
  * training mode but declares them as plain `Tensor?`. Asking "does this op
- * write argument i" must go through gc_op_writes, which adds those.
+ * write argument i" must go through gc_op_writes, which adds those (from
+ * the unannotated writes of compiler/opfacts.def).
  */
 #ifndef GC_OPS_H
 #define GC_OPS_H
@@ -31,7 +32,7 @@ bool gc_node_writes(const gc_node *n, int i);
 bool gc_node_is_mutating(const gc_node *n);
 
 /* True when the write of parameter `i` is one the schema does not annotate
- * (from the table of omissions). */
+ * (from the unannotated writes of opfacts.def). */
 bool gc_write_unannotated(const gc_schema *s, int i);
 
 /* True when torch lets a Python number stand for a `Tensor` argument of the

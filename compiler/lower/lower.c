@@ -23,6 +23,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "compiler/opfacts.h"
 #include "compiler/ops.h"
 #include "compiler/schema.h"
 #include "compiler/strmap.h"
@@ -37,14 +38,22 @@
 typedef struct rule {
   const char *name;
   gc_opclass cls;
-  lower_fn fn;
+  lower_fn fn; /* NULL: a row of facts only, a fallback */
   int param;
 } rule;
 
+/* The lowering columns of the operator facts table, row for row (a row's
+ * gc_opfacts.index is its index here). */
 static const rule rules[] = {
 #define RULE(name, cls, fn, param) {name, GC_OPC_##cls, fn, param},
-#include "compiler/lower/ops.def"
+#define OP(name, cls, fn, param, flags, inv, inv_op, writes, when)             \
+  RULE(name, cls, fn, param)
+#define FACTS(name, flags, inv, inv_op, writes, when)                          \
+  {name, GC_OPC_FALLBACK, NULL, 0},
+#include "compiler/opfacts.def"
 #undef RULE
+#undef OP
+#undef FACTS
 };
 #define NRULES (sizeof rules / sizeof rules[0])
 
@@ -55,7 +64,6 @@ struct lower_ctx {
   gc_error *err;
   ir_tensor **val;          /* graph value id -> its IR tensor */
   int *users;               /* graph value id -> number of uses */
-  gc_strmap rules;          /* operator name -> rule */
   gc_strmap ops;            /* operator name -> gc_op (introduced operators) */
   ir_tensor **realized_log; /* tensors realized, for undoing a rule */
   int nrealized, caprealized;
@@ -960,7 +968,11 @@ static int maybe_realize(lower_ctx *L, const gc_value *v) {
 }
 
 static const rule *rule_of(lower_ctx *L, const gc_node *n) {
-  return gc_strmap_get(&L->rules, n->op->schema->qualified);
+  const gc_opfacts *f = gc_opfacts_of(n->op->schema->qualified);
+  if (!f || f->index < 0 || (size_t)f->index >= NRULES)
+    return NULL;
+  const rule *r = &rules[f->index];
+  return r->fn ? r : NULL;
 }
 
 static int lower_node(lower_ctx *L, const gc_node *n) {
@@ -1211,12 +1223,8 @@ int gc_lower(ir_graph *ir, const gc_functional *f, gc_lower_stats *stats,
   ir->gnode_what =
       gc_arena_calloc(ir->a, (size_t)g->nnodes + 1, sizeof *ir->gnode_what);
   if (!L.val || !L.users || !wb || !ir->gnode_what ||
-      gc_strmap_init(&L.rules, ir->a, NRULES * 2) != 0 ||
       gc_strmap_init(&L.ops, ir->a, 16) != 0)
     return gc_errorf(err, GC_ENOMEM, "lower: out of memory");
-  for (size_t i = 0; i < NRULES; i++)
-    if (gc_strmap_put(&L.rules, rules[i].name, (void *)&rules[i], NULL) < 0)
-      return gc_errorf(err, GC_ENOMEM, "lower: out of memory");
   if (stats) {
     memset(stats, 0, sizeof *stats);
     stats->nodes = g->nnodes;

@@ -3,7 +3,7 @@
  * lowering rules are written in.
  *
  * gc_lower() walks the functional graph's nodes in order. For each it looks
- * its operator up in the operator table (compiler/lower/ops.def): a row
+ * its operator up in the operator facts table (compiler/opfacts.def): a row
  * names the operator's class and the C function that lowers it, with an
  * integer parameter (which operation of a family). The function reads the
  * node's arguments through L_* helpers and sets an ir_tensor for each
@@ -31,6 +31,7 @@
 
 #include "compiler/functionalize.h"
 #include "compiler/ir/ir.h"
+#include "compiler/opfacts.h"
 
 typedef struct lower_ctx lower_ctx;
 
@@ -55,14 +56,7 @@ int gc_lower(ir_graph *ir, const gc_functional *f, gc_lower_stats *stats,
  * GC_EUNSUPPORTED to make the node a fallback, or another GC_E* to fail. */
 typedef int (*lower_fn)(lower_ctx *L, const gc_node *n, int param);
 
-/* Operator classes of the table. */
-typedef enum gc_opclass {
-  GC_OPC_POINTWISE,
-  GC_OPC_REDUCTION,
-  GC_OPC_VIEW,
-  GC_OPC_EXTERN,
-  GC_OPC_OTHER, /* lowered natively but none of the above (cat, pad...) */
-} gc_opclass;
+/* Operator classes of the table: gc_opclass (compiler/opfacts.h). */
 
 /* The graph and the IR being built. */
 ir_graph *L_ir(lower_ctx *L);
@@ -183,7 +177,12 @@ typedef enum L_math {
 /* Rule families (compiler/lower/ files). */
 #define RULE(name, cls, fn, param)                                             \
   int fn(lower_ctx *L, const gc_node *n, int p);
-#include "compiler/lower/ops.def"
+#define OP(name, cls, fn, param, flags, inv, inv_op, writes, when)             \
+  RULE(name, cls, fn, param)
+#define FACTS(name, flags, inv, inv_op, writes, when)
+#include "compiler/opfacts.def"
 #undef RULE
+#undef OP
+#undef FACTS
 
 #endif

@@ -879,6 +879,16 @@ def rng_dropout_and_rand(x):
     return torch.nn.functional.dropout(x, 0.5, training=True), torch.rand(3) + x[0, 0]
 
 
+@case(x34, rng=True)
+def rng_dead_draws_still_move_the_generator(x):
+    # poisson's and multinomial's results are unused, but their draws move
+    # the generator before rand_like's: dropping them as dead code would
+    # change every later draw.
+    torch.poisson(x.abs())
+    torch.multinomial(x.abs().flatten() + 0.1, 2)
+    return x + torch.rand_like(x)
+
+
 CASE_IDS = [c.name for c in CASES]
 assert len(set(CASE_IDS)) == len(CASE_IDS)
 
