@@ -206,6 +206,8 @@ def _same_eager(a, b):
 def usable_samples(op, max_samples):
     """The op's float32 CPU samples whose eager run works and is
     deterministic, as Sample objects; and the reasons others were skipped."""
+    if "empty" in op.name:
+        return [], ["uninitialized output (empty)"]
     code = getattr(op.op, "__code__", None)
     if code is not None and "wrapper_set_seed" in code.co_names:
         # Seeds the generator inside the call: deterministic eagerly, but
@@ -291,8 +293,11 @@ def run_batch(samples, server):
         res["status"] = "wrong"
         res["detail"] = "; ".join(_one_line(m) for m in res["mismatch"].values())
     elif summary.get("runs") != "native":
-        res["status"] = "partial"
-        res["detail"] = "no native code: " + str(cf.programs[-1].native_reason)
+        reason = str(cf.programs[-1].native_reason)
+        # No native code because nothing was lowered is a gap; because the
+        # C compiler or the native build failed, a bug.
+        res["status"] = "error" if ("failed" in reason or "cc:" in reason) else "partial"
+        res["detail"] = "no native code: " + reason
     elif summary.get("fallback", 0) > 0:
         res["status"] = "partial"
         counts = collections.Counter(summary.get("fallback_ops", []))

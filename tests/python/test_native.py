@@ -55,6 +55,19 @@ def test_unary_special_values(server):
     check(lambda x: tuple(op(x) for op in UNARY), (x,), server=server, fallback=0)
 
 
+def test_negative_constants_under_a_minus(server):
+    # Found by tests/python/difftest.py (OpInfo nn.functional.hardshrink):
+    # lambd=-0.5 generated "(--0.5f)", which C parses as a decrement, so
+    # the C compiler failed and the program ran through ATen.
+    def f(x, i):
+        return (torch.nn.functional.hardshrink(x, -0.5), torch.nn.functional.hardshrink(x, -1e30),
+                torch.nn.functional.hardshrink(x, float("-inf")), torch.clamp(-x, -2.0),
+                torch.nn.functional.hardshrink(x.double(), -0.25), i * -3, -(i - 7))
+    x = torch.tensor([0.0, -0.0, 0.3, -0.3, 0.7, -0.7, float("inf"), float("nan"), -1e30])
+    i = torch.arange(-4, 5)
+    check(f, (x, i), server=server, fallback=0)
+
+
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float64, torch.int64, torch.int32,
                                    torch.uint8, torch.bool])
 def test_binary_arithmetic_and_promotion(server, dtype):
