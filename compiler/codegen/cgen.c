@@ -489,6 +489,14 @@ static void reduce_innermost(cg *g, const sc_stage *st, const sc_dim *d,
     cx_reset(&g->x);
     update_accs(g, st, ind + 2, true);
     cg__line(g, ind, "}");
+    /* A one-element block deviates by nothing. The deviation pass
+     * recomputes the body, and gcc may contract its last product into
+     * "value - mean" (an FMA), leaving the product's rounding error: a
+     * positive m2 would make var(one element) +inf instead of eager's
+     * 0/0 = NaN. */
+    for (int i = 0; i < st->nnodes; i++)
+      if (st->nodes[i]->red == IR_RED_WELFORD)
+        cg__line(g, ind, "if (wn == 1) wq%d = 0;", st->nodes[i]->id);
   }
   for (int i = 0; i < st->nnodes; i++) {
     const ir_node *n = st->nodes[i];

@@ -153,6 +153,21 @@ def test_big_sums_accumulate_accurately(server):
           rtol=1e-6, atol=1e-6)
 
 
+def test_variance_of_one_computed_element_is_nan(server):
+    # Found by tests/python/graphgen.py (seed 100093): var over one element
+    # of gelu(x) gave +inf, not eager's NaN: Welford's deviation pass
+    # recomputes gelu, and gcc contracted its last product into
+    # "value - mean", leaving a rounding residue as m2 (m2 / 0 = inf).
+    def f(x, y):
+        g = torch.nn.functional.gelu(x)
+        return (torch.var(g[16:17:2], 0), torch.std(g[:1], 0, keepdim=True),
+                torch.var(g.reshape(17, 1), 1), (x * y).var(1), torch.var(x[:1] * 1.7, 0),
+                g.var(0))
+    x = torch.randn(17)
+    y = torch.randn(17, 1)
+    check(f, (x, y), server=server, fallback=0, atol=1e-5, rtol=1e-5)
+
+
 def test_max_propagates_nan_and_argmax_ties(server):
     x = torch.tensor([[1.0, float("nan"), 3.0, 3.0], [2.0, 2.0, 1.0, 0.0],
                       [float("-inf")] * 4])
