@@ -168,6 +168,22 @@ def test_variance_of_one_computed_element_is_nan(server):
     check(f, (x, y), server=server, fallback=0, atol=1e-5, rtol=1e-5)
 
 
+def test_variance_of_a_constant_row_is_exactly_zero(server):
+    # Found by tests/python/graphgen.py (seed 101761): var over a dimension
+    # along which the values are equal was a tiny positive number (eager:
+    # exactly 0), so `var > 0` disagreed; the Welford block mean was a
+    # float32 sum divided by the count. Likewise layer_norm of such rows.
+    def f(x, y):
+        v = -(y + 0.5 * x)
+        return (torch.var(v, 2) == 0, torch.std(x, 2), torch.var(v, 2, keepdim=True),
+                torch.nn.functional.layer_norm(x, [1, 17]),
+                torch.where(torch.var(v, 2, keepdim=True) > 0, v, 0.25))
+    g = torch.Generator().manual_seed(1543)
+    x = torch.randn(16, 1, 1, generator=g).expand(16, 1, 17)
+    y = torch.randn(16, 1, 1, generator=g)
+    check(f, (x, y), server=server, fallback=0, atol=1e-6, rtol=1e-6)
+
+
 def test_max_propagates_nan_and_argmax_ties(server):
     x = torch.tensor([[1.0, float("nan"), 3.0, 3.0], [2.0, 2.0, 1.0, 0.0],
                       [float("-inf")] * 4])
