@@ -74,8 +74,7 @@ char *cx_literal(gc_arena *a, double f, int64_t i, gc_dtype d) {
   snprintf(num, sizeof num, fl ? "%.9g" : "%.17g", f);
   if (!strpbrk(num, ".e"))
     strcat(num, ".0");
-  return gc_arena_printf(a, signbit(f) ? "(%s%s)" : "%s%s", num,
-                         fl ? "f" : "");
+  return gc_arena_printf(a, signbit(f) ? "(%s%s)" : "%s%s", num, fl ? "f" : "");
 }
 
 const char *cx_reduction_init(gc_arena *a, ir_reduction r, gc_dtype d) {

@@ -410,8 +410,9 @@ static void update_accs(cg *g, const sc_stage *st, int ind, bool second) {
       if (!second)
         cg__line(g, ind, "ws%d += %s;", id, v);
       else
-        cg__line(g, ind, "{ const double d = (double)%s - wm%d; wq%d += d * d; }",
-                 v, id, id);
+        cg__line(g, ind,
+                 "{ const double d = (double)%s - wm%d; wq%d += d * d; }", v,
+                 id, id);
       break;
     }
   }
