@@ -122,6 +122,32 @@ def test_views_compose_without_copies(server):
         check(f, (x,), server=server, fallback=0)
 
 
+def test_copies_are_fresh_tensors_not_views_of_what_they_copy(server):
+    # Found by tests/python/graphgen.py (seed 200675): an output whose
+    # lowered body is a plain load (clone, x * 1, where(c, x, x),
+    # contiguous() of an expanded input) was returned as a view of the
+    # input it loads: the caller's result shared the input's storage (and
+    # kept its stride-0 layout).
+    def f(x, e, y):
+        h = y * 2
+        return (x.clone(), x * 1, torch.where(x > 0, x, x), e.contiguous(), e * 1,
+                torch.where(e > e.flatten(), e, e.flatten()).expand(8), h, h.clone(),
+                y.t().clone(), y.clone().t(), (y * 1)[1:].unsqueeze(0), y.t(), y)
+    x = torch.randn(8)
+    e = torch.randn(1).expand(8)
+    y = torch.randn(3, 4)
+    check(f, (x, e, y), server=server, fallback=0)
+    with torch.no_grad():
+        cf = compiled.compile(f, (x, e, y), server=server)
+        outs = cf(x, e, y)
+    inputs = {x.data_ptr(), e.data_ptr(), y.data_ptr()}
+    ptrs = [o.data_ptr() for o in outs[:-2]]
+    assert not inputs & set(ptrs), "an output shares an input's storage"
+    assert len(set(ptrs)) == len(ptrs), "two outputs share storage"
+    assert outs[-1].data_ptr() == y.data_ptr()  # eager returns y itself
+    assert outs[-2].data_ptr() == y.data_ptr()  # and a view of y
+
+
 def test_reshape_of_non_contiguous_data(server):
     def f(x):
         return (x.transpose(0, 1).reshape(3, 16) * 2, x.t().contiguous().view(-1) + 1)
