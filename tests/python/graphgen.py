@@ -16,7 +16,8 @@ needed.
 daemon (the C compiler runs once per batch), runs it under
 ``torch.no_grad`` and compares every output with eager (dtype, shape,
 strides, values with ``equal_nan``; tolerances ``rtol=atol=1e-4``, chains
-of float32 operators drift). A batch that fails is split into its programs
+of float32 operators drift) and which outputs share storage with inputs and
+with each other. A batch that fails is split into its programs
 to name the guilty one.
 
 Running it::
@@ -233,14 +234,14 @@ class _Gen:
         if kind == "reduce":
             if rank == 0:
                 return self.try_stmt(f"{a.name}.sum()")
-            fn = r.choice(["sum", "mean", "amax", "amin", "sum", "var", "logsumexp"])
+            fn = r.choice(["sum", "mean", "amax", "amin", "sum", "var", "std", "prod", "logsumexp"])
             nd = r.choice([1, 1, 1, 2]) if rank >= 2 else 1
             dims = sorted(r.sample(range(rank), nd))
             if r.random() < 0.3:
                 dims = [d - rank for d in dims]
             keep = r.random() < 0.5
             dim = str(dims[0]) if nd == 1 else f"({', '.join(map(str, dims))},)"
-            if fn == "logsumexp":
+            if fn in ("logsumexp", "prod"):
                 dim = str(dims[0])
             if r.random() < 0.1 and fn in ("sum", "mean", "amax"):
                 return self.try_stmt(f"{a.name}.{fn}()")
@@ -406,8 +407,10 @@ def _run_batch(programs, server):
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore")
                 cf = compiled.compile(fn, clone_inputs(flat), server=server)
-            want = fn(*clone_inputs(flat))
-            got = cf(*clone_inputs(flat))
+            eager_in = clone_inputs(flat)
+            comp_in = clone_inputs(flat)
+            want = fn(*eager_in)
+            got = cf(*comp_in)
         except Exception as e:
             return f"{type(e).__name__}: {e}", {}
     if not cf.programs:
@@ -416,11 +419,34 @@ def _run_batch(programs, server):
     if summary.get("runs") != "native":
         return f"did not run native code: {cf.programs[-1].native_reason}", summary
     msgs = []
+    sharing_got, sharing_want = sharing(got, comp_in), sharing(want, eager_in)
+    at = 0
     for k, p in enumerate(programs):
         m = judge(p, fns[k], got[k], want[k], built[k][1])
+        n = len(p.outputs)
+        if m is None and sharing_got[at:at + n] != sharing_want[at:at + n]:
+            m = (f"graph {p.seed}: outputs share storage with inputs/outputs "
+                 f"{sharing_got[at:at + n]}, eager's {sharing_want[at:at + n]}")
+        at += n
         if m is not None:
             msgs.append(m)
     return ("; ".join(msgs) or None), summary
+
+
+def sharing(outputs, inputs):
+    """Per output (flattened): the inputs and earlier outputs whose storage
+    it shares, as ("in", i) / ("out", j) pairs."""
+    flat = [o for group in outputs for o in group]
+    ptr = [t.storage().data_ptr() if t.numel() else None for t in flat]
+    in_ptr = [t.storage().data_ptr() if t.numel() else None for t in inputs]
+    out = []
+    for k, p in enumerate(ptr):
+        if p is None:
+            out.append(())
+            continue
+        out.append(tuple([("in", i) for i, q in enumerate(in_ptr) if q == p] +
+                         [("out", j) for j in range(k) if ptr[j] == p]))
+    return out
 
 
 def judge(program, f, got, want, inputs):
