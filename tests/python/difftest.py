@@ -6,7 +6,8 @@ For each operator of PyTorch's own OpInfo database
 float32 on the CPU, this runs its sample inputs through
 ``compiled.compile`` (a real daemon, ``--verify-ir``) and eagerly, under
 ``torch.no_grad``, and compares every output (dtype, shape, values with
-``equal_nan``) and every input afterwards. Each operator gets one status:
+``equal_nan``), which outputs share storage with inputs and with each
+other, and every input afterwards. Each operator gets one status:
 
 - ``native``: every sample compiled, ran native code with no fallback node,
   and matched eager;
@@ -194,6 +195,24 @@ def _compare(got, want, what, notes=None):
         return ("wrong", f"{what}: cannot compare: {type(e).__name__}: {e}")
 
 
+def _sharing(outputs, inputs):
+    """Per tensor output: the inputs and earlier outputs whose storage it
+    shares, as ("in", i) / ("out", j) pairs (eager's views share)."""
+    outs = [t for t in pytree.tree_flatten(outputs)[0] if isinstance(t, torch.Tensor)]
+    ins = [t for t in pytree.tree_flatten(list(inputs))[0] if isinstance(t, torch.Tensor)]
+
+    def ptr(t):
+        try:
+            return t.storage().data_ptr() if t.numel() and t.layout == torch.strided else None
+        except Exception:
+            return None
+    op, ip = [ptr(t) for t in outs], [ptr(t) for t in ins]
+    return [() if p is None else
+            tuple([("in", i) for i, q in enumerate(ip) if q == p] +
+                  [("out", j) for j in range(k) if op[j] == p])
+            for k, p in enumerate(op)]
+
+
 def _same_eager(a, b):
     try:
         from native_util import assert_same
@@ -285,6 +304,11 @@ def run_batch(samples, server):
         bad = _compare(got[k], want[k], "output", res["notes"])
         if bad is None:
             bad = _compare(comp_args[at:at + n], eager_args[at:at + n], "input after the call")
+        if bad is None:
+            sg = _sharing(got[k], comp_args[at:at + n])
+            sw = _sharing(want[k], eager_args[at:at + n])
+            if sg != sw:
+                bad = ("wrong", f"outputs share storage with inputs/outputs {sg}, eager's {sw}")
         at += n
         if bad is not None:
             kind, msg = bad
