@@ -23,6 +23,8 @@ CC      ?= gcc
 PYTHON  ?= /usr/bin/python3
 SAN     ?=
 FUZZ_SECONDS ?= 60
+FUZZ_GRAPHS ?= 2000
+FUZZ_SEED ?=
 # V=1 shows full command lines.
 Q := $(if $(V),,@)
 
@@ -94,7 +96,7 @@ TESTS := $(patsubst tests/%.c,$(BUILD)/tests/%,$(TEST_SRC))
 BENCHES := $(patsubst bench/%.c,$(BUILD)/bench/%,$(BENCH_SRC))
 BUILD_ID_H := $(BUILD)/gen/build_id.h
 
-.PHONY: all demo bench-build bench-hit bench-runtime bench-models bench-bandwidth bench-compile bench-heavy test test-c test-py check valgrind format format-check lint asan fuzz \
+.PHONY: all demo bench-build bench-hit bench-runtime bench-models bench-bandwidth bench-compile bench-heavy test test-c test-py test-opinfo fuzz-graphs check valgrind format format-check lint asan fuzz \
         fuzz-build bootstrap clean py-proto
 .DEFAULT_GOAL := all
 
@@ -258,6 +260,16 @@ test-c: all $(TESTS)
 
 test-py: all
 	$(TEST_ENV) $(PYTHON) -m pytest -q -p no:cacheprovider tests/python
+
+# Differential testing against eager PyTorch (long; not part of `make test`,
+# which runs short fixed subsets): every float32 OpInfo operator, and
+# FUZZ_GRAPHS random programs (FUZZ_SEED: the first seed; default random).
+test-opinfo: all
+	$(TEST_ENV):$(CURDIR)/tests/python $(PYTHON) tests/python/difftest.py
+
+fuzz-graphs: all
+	$(TEST_ENV):$(CURDIR)/tests/python $(PYTHON) tests/python/graphgen.py -n $(FUZZ_GRAPHS) \
+	  $(if $(FUZZ_SEED),--seed $(FUZZ_SEED))
 
 # ---- quality gates ----
 OUR_C := $(sort $(wildcard compiler/*.[ch] compiler/*/*.[ch] cache/*.[ch] daemon/*.[ch] client/ctl/*.[ch] client/lib/*.[ch] \

@@ -52,26 +52,29 @@ static bool is_f(gc_dtype d) {
   return d == GC_DTYPE_FLOAT32 || d == GC_DTYPE_FLOAT64;
 }
 
+/* Negative literals are parenthesized: operations spell their operands
+ * after a unary minus ("(-%s)"), and "--0.5f" is a decrement. */
 char *cx_literal(gc_arena *a, double f, int64_t i, gc_dtype d) {
   if (!is_f(d)) {
     if (d == GC_DTYPE_BOOL)
       return gc_arena_printf(a, "%d", i != 0);
     if (i == INT64_MIN)
       return gc_arena_strdup(a, "INT64_MIN");
-    return gc_arena_printf(a, "%" PRId64 "%s", i,
+    return gc_arena_printf(a, i < 0 ? "(%" PRId64 "%s)" : "%" PRId64 "%s", i,
                            d == GC_DTYPE_INT64 ? "LL" : "");
   }
   bool fl = d == GC_DTYPE_FLOAT32;
   if (isnan(f))
     return gc_arena_strdup(a, fl ? "NAN" : "((double)NAN)");
   if (isinf(f))
-    return gc_arena_printf(a, "%s%s", f < 0 ? "-" : "",
-                           fl ? "INFINITY" : "((double)INFINITY)");
+    return gc_arena_printf(a, "%s%s%s", f < 0 ? "(-" : "",
+                           fl ? "INFINITY" : "((double)INFINITY)",
+                           f < 0 ? ")" : "");
   char num[64];
   snprintf(num, sizeof num, fl ? "%.9g" : "%.17g", f);
   if (!strpbrk(num, ".e"))
     strcat(num, ".0");
-  return gc_arena_printf(a, "%s%s", num, fl ? "f" : "");
+  return gc_arena_printf(a, signbit(f) ? "(%s%s)" : "%s%s", num, fl ? "f" : "");
 }
 
 const char *cx_reduction_init(gc_arena *a, ir_reduction r, gc_dtype d) {

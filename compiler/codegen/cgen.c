@@ -19,7 +19,8 @@
  * (so gcc vectorizes them without -ffast-math), float32 sums in blocks of
  * CG_SUM_BLOCK elements whose float partial sums are added in double, Welford
  * in blocks of CG_WELFORD_BLOCK elements (block sum, then the block's squared
- * deviations from its mean, merged with Chan's formula), max/min with a
+ * deviations from its mean, both in double so a constant row's variance is
+ * exactly 0 as eager's is, merged with Chan's formula), max/min with a
  * separate NaN flag so NaN propagates. argmax/argmin are scalar loops (NaN
  * is the maximum, ties keep the first index). A kernel with no outer loop
  * and one big reduction stage splits the reduction between threads, each
@@ -409,8 +410,9 @@ static void update_accs(cg *g, const sc_stage *st, int ind, bool second) {
       if (!second)
         cg__line(g, ind, "ws%d += %s;", id, v);
       else
-        cg__line(g, ind, "{ const %s d = %s - wm%d; wq%d += d * d; }",
-                 cx_ctype(cg__val_dtype(g, n)), v, id, id);
+        cg__line(g, ind,
+                 "{ const double d = (double)%s - wm%d; wq%d += d * d; }", v,
+                 id, id);
       break;
     }
   }
@@ -459,8 +461,7 @@ static void reduce_innermost(cg *g, const sc_stage *st, const sc_dim *d,
     if (cg__float32_sum(n))
       cg__line(g, ind, "float p%d = 0;", n->id);
     if (n->red == IR_RED_WELFORD)
-      cg__line(g, ind, "%s ws%d = 0, wq%d = 0;", cx_ctype(cg__val_dtype(g, n)),
-               n->id, n->id);
+      cg__line(g, ind, "double ws%d = 0, wq%d = 0;", n->id, n->id);
   }
   const char *clauses = simd_clauses(g, st, false);
   if (clauses)
@@ -477,9 +478,8 @@ static void reduce_innermost(cg *g, const sc_stage *st, const sc_dim *d,
     cg__line(g, ind, "const int64_t wn = %s - %s;", bhi, blo);
     for (int i = 0; i < st->nnodes; i++)
       if (st->nodes[i]->red == IR_RED_WELFORD)
-        cg__line(g, ind, "const %s wm%d = ws%d / (%s)wn;",
-                 cx_ctype(cg__val_dtype(g, st->nodes[i])), st->nodes[i]->id,
-                 st->nodes[i]->id, cx_ctype(cg__val_dtype(g, st->nodes[i])));
+        cg__line(g, ind, "const double wm%d = ws%d / (double)wn;",
+                 st->nodes[i]->id, st->nodes[i]->id);
     const char *c2 = simd_clauses(g, st, true);
     if (c2)
       cg__line(g, ind, "#pragma omp simd%s%s", c2,
@@ -489,6 +489,14 @@ static void reduce_innermost(cg *g, const sc_stage *st, const sc_dim *d,
     cx_reset(&g->x);
     update_accs(g, st, ind + 2, true);
     cg__line(g, ind, "}");
+    /* A one-element block deviates by nothing. The deviation pass
+     * recomputes the body, and gcc may contract its last product into
+     * "value - mean" (an FMA), leaving the product's rounding error: a
+     * positive m2 would make var(one element) +inf instead of eager's
+     * 0/0 = NaN. */
+    for (int i = 0; i < st->nnodes; i++)
+      if (st->nodes[i]->red == IR_RED_WELFORD)
+        cg__line(g, ind, "if (wn == 1) wq%d = 0;", st->nodes[i]->id);
   }
   for (int i = 0; i < st->nnodes; i++) {
     const ir_node *n = st->nodes[i];

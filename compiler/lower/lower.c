@@ -1148,6 +1148,45 @@ static int set_output(lower_ctx *L, int i, const ir_view *v) {
   return 0;
 }
 
+/* Whether graph value v is, in eager, a view of a graph input: following
+ * the operators whose return aliases an argument (view operators) from v
+ * back, an input is reached. The functional graph keeps no producer links,
+ * so they are searched (only for outputs that land on an input's buffer).
+ * True when unsure. */
+static bool aliases_input(const lower_ctx *L, const gc_value *v) {
+  const gc_graph *g = L->g;
+  for (int depth = 0; v && depth <= g->nnodes; depth++) {
+    const gc_node *n = NULL;
+    int slot = -1;
+    for (int k = 0; k < g->nnodes && !n; k++)
+      for (int j = 0; j < g->nodes[k].noutputs && !n; j++) {
+        const gc_arg *o = &g->nodes[k].outputs[j];
+        bool hit = o->kind == GC_ARG_TENSOR && o->v == v;
+        for (int e = 0; o->kind == GC_ARG_TENSORS && e < o->n && !hit; e++)
+          hit = o->vals[e] == v;
+        if (hit) {
+          n = &g->nodes[k];
+          slot = j;
+        }
+      }
+    if (!n)
+      return true; /* an input (or a constant) */
+    if (!n->op || !n->op->schema)
+      return true;
+    int a = gc_schema_return_alias(n->op->schema, slot);
+    if (a < 0)
+      return false; /* a fresh tensor */
+    const gc_value *next = NULL;
+    for (int k = 0; k < n->nargs; k++)
+      if (n->args[k].param == a && n->args[k].arg.kind == GC_ARG_TENSOR)
+        next = n->args[k].arg.v;
+    if (!next)
+      return true;
+    v = next;
+  }
+  return true;
+}
+
 /* Program outputs. An output that eager returns as a view of something
  * (an input, another output, an intermediate: chunks of one tensor share
  * its storage) stays a view here: the buffer it views becomes a per-call
@@ -1181,12 +1220,16 @@ static int lower_outputs(lower_ctx *L) {
         return GC_ENOMEM;
     }
     ir_view v;
-    /* an unrealized computation is never a view, even when its body is a
-     * plain load (clone, contiguous, a cat of one input): it gets its own
-     * buffer, else the output would alias what it copies */
+    /* An unrealized computation is a fresh tensor in eager even when its
+     * body is a plain load (clone, contiguous, x * 1, where(c, x, x), a cat
+     * of one input): it gets its own buffer, else the output would alias
+     * what it copies. Likewise a view of such a computation, which
+     * lowering turns into a view of the input it loads (x.clone().t()),
+     * unless the output is a view of that input in eager too. */
     bool computed = (t->kind == IR_T_LOOP && !t->realized) ||
                     (t->kind == IR_T_VIEW && view_root(t));
-    if (!computed && ir_tensor_as_strided(ir, t, &v)) {
+    if (!computed && ir_tensor_as_strided(ir, t, &v) &&
+        (v.buf->kind != IR_BUF_INPUT || aliases_input(L, o->v))) {
       if (v.buf->kind == IR_BUF_ARENA) {
         /* the call's result lives in the buffer it views (fresh per call) */
         v.buf->kind = IR_BUF_OUTPUT;

@@ -55,6 +55,19 @@ def test_unary_special_values(server):
     check(lambda x: tuple(op(x) for op in UNARY), (x,), server=server, fallback=0)
 
 
+def test_negative_constants_under_a_minus(server):
+    # Found by tests/python/difftest.py (OpInfo nn.functional.hardshrink):
+    # lambd=-0.5 generated "(--0.5f)", which C parses as a decrement, so
+    # the C compiler failed and the program ran through ATen.
+    def f(x, i):
+        return (torch.nn.functional.hardshrink(x, -0.5), torch.nn.functional.hardshrink(x, -1e30),
+                torch.nn.functional.hardshrink(x, float("-inf")), torch.clamp(-x, -2.0),
+                torch.nn.functional.hardshrink(x.double(), -0.25), i * -3, -(i - 7))
+    x = torch.tensor([0.0, -0.0, 0.3, -0.3, 0.7, -0.7, float("inf"), float("nan"), -1e30])
+    i = torch.arange(-4, 5)
+    check(f, (x, i), server=server, fallback=0)
+
+
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float64, torch.int64, torch.int32,
                                    torch.uint8, torch.bool])
 def test_binary_arithmetic_and_promotion(server, dtype):
@@ -109,6 +122,32 @@ def test_views_compose_without_copies(server):
         check(f, (x,), server=server, fallback=0)
 
 
+def test_copies_are_fresh_tensors_not_views_of_what_they_copy(server):
+    # Found by tests/python/graphgen.py (seed 200675): an output whose
+    # lowered body is a plain load (clone, x * 1, where(c, x, x),
+    # contiguous() of an expanded input) was returned as a view of the
+    # input it loads: the caller's result shared the input's storage (and
+    # kept its stride-0 layout).
+    def f(x, e, y):
+        h = y * 2
+        return (x.clone(), x * 1, torch.where(x > 0, x, x), e.contiguous(), e * 1,
+                torch.where(e > e.flatten(), e, e.flatten()).expand(8), h, h.clone(),
+                y.t().clone(), y.clone().t(), (y * 1)[1:].unsqueeze(0), y.t(), y)
+    x = torch.randn(8)
+    e = torch.randn(1).expand(8)
+    y = torch.randn(3, 4)
+    check(f, (x, e, y), server=server, fallback=0)
+    with torch.no_grad():
+        cf = compiled.compile(f, (x, e, y), server=server)
+        outs = cf(x, e, y)
+    inputs = {x.data_ptr(), e.data_ptr(), y.data_ptr()}
+    ptrs = [o.data_ptr() for o in outs[:-2]]
+    assert not inputs & set(ptrs), "an output shares an input's storage"
+    assert len(set(ptrs)) == len(ptrs), "two outputs share storage"
+    assert outs[-1].data_ptr() == y.data_ptr()  # eager returns y itself
+    assert outs[-2].data_ptr() == y.data_ptr()  # and a view of y
+
+
 def test_reshape_of_non_contiguous_data(server):
     def f(x):
         return (x.transpose(0, 1).reshape(3, 16) * 2, x.t().contiguous().view(-1) + 1)
@@ -138,6 +177,37 @@ def test_big_sums_accumulate_accurately(server):
     x = torch.rand(3_000_000, dtype=torch.float32)
     check(lambda x: (x.sum(), x.mean(), x.var()), (x,), server=server, fallback=0,
           rtol=1e-6, atol=1e-6)
+
+
+def test_variance_of_one_computed_element_is_nan(server):
+    # Found by tests/python/graphgen.py (seed 100093): var over one element
+    # of gelu(x) gave +inf, not eager's NaN: Welford's deviation pass
+    # recomputes gelu, and gcc contracted its last product into
+    # "value - mean", leaving a rounding residue as m2 (m2 / 0 = inf).
+    def f(x, y):
+        g = torch.nn.functional.gelu(x)
+        return (torch.var(g[16:17:2], 0), torch.std(g[:1], 0, keepdim=True),
+                torch.var(g.reshape(17, 1), 1), (x * y).var(1), torch.var(x[:1] * 1.7, 0),
+                g.var(0))
+    x = torch.randn(17)
+    y = torch.randn(17, 1)
+    check(f, (x, y), server=server, fallback=0, atol=1e-5, rtol=1e-5)
+
+
+def test_variance_of_a_constant_row_is_exactly_zero(server):
+    # Found by tests/python/graphgen.py (seed 101761): var over a dimension
+    # along which the values are equal was a tiny positive number (eager:
+    # exactly 0), so `var > 0` disagreed; the Welford block mean was a
+    # float32 sum divided by the count. Likewise layer_norm of such rows.
+    def f(x, y):
+        v = -(y + 0.5 * x)
+        return (torch.var(v, 2) == 0, torch.std(x, 2), torch.var(v, 2, keepdim=True),
+                torch.nn.functional.layer_norm(x, [1, 17]),
+                torch.where(torch.var(v, 2, keepdim=True) > 0, v, 0.25))
+    g = torch.Generator().manual_seed(1543)
+    x = torch.randn(16, 1, 1, generator=g).expand(16, 1, 17)
+    y = torch.randn(16, 1, 1, generator=g)
+    check(f, (x, y), server=server, fallback=0, atol=1e-6, rtol=1e-6)
 
 
 def test_max_propagates_nan_and_argmax_ties(server):
