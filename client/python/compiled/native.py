@@ -23,7 +23,8 @@ the epilogue, generating only the body differently:
   through ``.out`` overloads, fallback results are dropped after their last
   use;
 - a segment call passes the pointer table to ``gc_seg<N>``; a non-zero
-  return (an index out of range) raises ``IndexError`` as eager does.
+  return (an index out of range) raises ``NativeIndexError``, both an
+  ``IndexError`` and a ``RuntimeError`` (eager raises one or the other).
 
 Environment: ``COMPILED_NATIVE=0`` runs ATen programs only;
 ``COMPILED_ARENA_REUSE=0`` allocates a fresh arena for every call.
@@ -279,9 +280,15 @@ def _restride(t: torch.Tensor, size, stride) -> torch.Tensor:
     return torch.empty_strided(size, stride, dtype=t.dtype).copy_(t)
 
 
+class NativeIndexError(IndexError, RuntimeError):
+    """An index out of range in a native program. Eager raises IndexError
+    (embedding, index_select, indexing) or RuntimeError (gather) depending
+    on the operator; this is both, so either ``except`` clause catches it."""
+
+
 def _index_error():
-    return IndexError("index out of range in self (a gather, embedding or index "
-                      "argument of the compiled program)")
+    return NativeIndexError("index out of range in self (a gather, embedding or "
+                            "index argument of the compiled program)")
 
 
 def build(gen, artifact) -> Any:
