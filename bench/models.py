@@ -9,7 +9,11 @@ mode, torch.no_grad(), torch.set_num_threads(2), as users run inference):
 - checks the compiled result against eager (tolerance printed on failure);
 - times eager and compiled calls interleaved in the same process (median);
 - measures the peak resident memory of each in a fresh process (the rise
-  over the RSS once the model and inputs exist, see bench/benchlib.py);
+  over the RSS once the model and inputs exist, see bench/benchlib.py),
+  and the time per call there ("speedup alone"): interleaved in one
+  process, eager and compiled share glibc's allocator, whose state (what
+  it keeps, trims or maps afresh) each changes for the other; alone, each
+  runs as a user's process would;
 - prints eager ms, compiled ms, speedup, first-call time, peak RSS of both,
   and what the program is made of (generated kernels, library calls,
   fallbacks), then the geometric mean speedup.
@@ -100,9 +104,9 @@ def build(name):
     return CASES[name]()
 
 
-# ---- one case in a fresh process: peak memory ----
+# ---- one case in a fresh process: peak memory, and time alone ----
 
-def memory_main(name, mode, server):
+def memory_main(name, mode, server, seconds):
     torch.set_num_threads(2)
     state = {}
 
@@ -121,7 +125,11 @@ def memory_main(name, mode, server):
         del out
 
     peak, base = benchlib.measure_peak(setup, run)
-    print(json_line({"peak_mib": peak, "base_mib": base}))
+    # Time per call with this process to itself: in the interleaved
+    # measurement eager and compiled share one allocator, whose state (what
+    # glibc keeps, trims or maps afresh) each changes for the other.
+    alone = benchlib.time_calls(lambda: run(None), min_seconds=seconds)
+    print(json_line({"peak_mib": peak, "base_mib": base, "alone_s": alone}))
 
 
 def json_line(d):
@@ -153,11 +161,11 @@ def main():
     ap.add_argument("--server", help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.memory_case:
-        memory_main(args.memory_case, args.mode, args.server)
+        memory_main(args.memory_case, args.mode, args.server, args.seconds / 2)
         return
     torch.set_num_threads(2)
     names = [n for n in CASES if not args.only or n in args.only.split(",")]
-    rows, speedups = [], []
+    rows, speedups, alone_speedups = [], [], []
     print(f"torch {torch.__version__}, {torch.get_num_threads()} threads; "
           f"BLAS: {'OpenBLAS' if 'openblas' in open('/proc/self/maps').read() else 'other'}")
     with benchlib.Daemon() as d:
@@ -175,23 +183,32 @@ def main():
             s = cf.summary()
             speed = eager_s / comp_s
             speedups.append(speed)
-            mem_e = mem_c = float("nan")
+            mem_e = mem_c = alone = float("nan")
             if not args.no_memory:
-                mem_e = benchlib.subprocess_json([__file__, "--memory-case", name, "--mode",
-                                                  "eager"])["peak_mib"]
-                mem_c = benchlib.subprocess_json([__file__, "--memory-case", name, "--mode",
-                                                  "compiled", "--server", d.address])["peak_mib"]
+                je = benchlib.subprocess_json([__file__, "--memory-case", name, "--mode",
+                                               "eager", "--seconds", str(args.seconds)])
+                jc = benchlib.subprocess_json([__file__, "--memory-case", name, "--mode",
+                                               "compiled", "--server", d.address,
+                                               "--seconds", str(args.seconds)])
+                mem_e, mem_c = je["peak_mib"], jc["peak_mib"]
+                alone = je["alone_s"] / jc["alone_s"]
+                alone_speedups.append(alone)
             rows.append([name, f"{eager_s * 1e3:.2f}", f"{comp_s * 1e3:.2f}", f"{speed:.2f}x",
+                         f"{alone:.2f}x",
                          f"{first:.2f}", f"{mem_e:.0f}", f"{mem_c:.0f}",
                          f"{s.get('kernels', 0)}/{s.get('extern', 0)}/{s.get('fallback', 0)}",
                          f"{err:.1e}", s.get("runs", "?")])
             print(f"  {name}: {speed:.2f}x", file=sys.stderr, flush=True)
             del cf, model, inputs, out, ref
-    print(benchlib.table(rows, ["case", "eager ms", "compiled ms", "speedup", "first call s",
+    print(benchlib.table(rows, ["case", "eager ms", "compiled ms", "speedup",
+                                "speedup alone", "first call s",
                                 "eager peak MiB", "compiled peak MiB",
                                 "kernels/extern/fallback", "max rel err", "runs"]))
     print(f"geomean speedup: {benchlib.geomean(speedups):.2f}x over {len(speedups)} cases; "
-          f"slowest {min(speedups):.2f}x")
+          f"slowest {min(speedups):.2f}x (eager and compiled interleaved in one process)")
+    if alone_speedups:
+        print(f"geomean speedup alone: {benchlib.geomean(alone_speedups):.2f}x; slowest "
+              f"{min(alone_speedups):.2f}x (each in a fresh process of its own)")
 
 
 if __name__ == "__main__":
