@@ -29,22 +29,6 @@
 
 #define MAX_CAT 16 /* cat inputs per where() chain (see lower_cat) */
 
-/* t as a strided buffer view, realizing it when it is not one. */
-static bool as_buffer(lower_ctx *L, ir_tensor *t, ir_view *v) {
-  ir_graph *ir = L_ir(L);
-  if (ir_tensor_as_strided(ir, t, v))
-    return true;
-  ir_buf *b = L_realize(L, t, t->value ? &t->value->meta : NULL);
-  if (!b)
-    return false;
-  v->buf = b;
-  v->rank = t->rank;
-  v->sizes = t->sizes;
-  v->strides = b->strides;
-  v->offset = 0;
-  return true;
-}
-
 static int64_t numel(int rank, const int64_t *sizes) {
   int64_t n = 1;
   for (int i = 0; i < rank; i++)
@@ -94,7 +78,7 @@ int lower_embedding(lower_ctx *L, const gc_node *n, int unused) {
   if (w->sizes[0] == 0)
     return GC_EUNSUPPORTED;
   ir_view v;
-  if (!as_buffer(L, w, &v))
+  if (!L_as_buffer(L, w, &v))
     return GC_ENOMEM;
   gc_sym *at[2] = {NULL, p.vars[p.rank - 1]};
   ir_expr *i = L_load(L, ix, p.vars);
@@ -122,7 +106,7 @@ int lower_index_select(lower_ctx *L, const gc_node *n, int unused) {
   if (x->sizes[dim] == 0)
     return GC_EUNSUPPORTED;
   ir_view v;
-  if (!as_buffer(L, x, &v))
+  if (!L_as_buffer(L, x, &v))
     return GC_ENOMEM;
   ir_expr *i = L_load(L, ix, ix->rank ? &p.vars[dim] : NULL);
   return L__pw_finish(L, n, 0, &p, gather_at(L, &v, p.vars, (int)dim, i));
@@ -155,7 +139,7 @@ int lower_gather(lower_ctx *L, const gc_node *n, int unused) {
   if (x->sizes[dim] == 0)
     return GC_EUNSUPPORTED;
   ir_view v;
-  if (!as_buffer(L, x, &v))
+  if (!L_as_buffer(L, x, &v))
     return GC_ENOMEM;
   ir_expr *i = L_load(L, ix, p.vars);
   return L__pw_finish(L, n, 0, &p, gather_at(L, &v, p.vars, (int)dim, i));
@@ -375,7 +359,7 @@ int lower_index_tensor(lower_ctx *L, const gc_node *n, int unused) {
   if (x->sizes[d] == 0)
     return GC_EUNSUPPORTED;
   ir_view v;
-  if (!as_buffer(L, x, &v))
+  if (!L_as_buffer(L, x, &v))
     return GC_ENOMEM;
   ir_graph *ir = L_ir(L);
   gc_symctx *s = &ir->sym;

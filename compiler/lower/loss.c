@@ -22,21 +22,6 @@
 #define OP2(op, a, b) ir_op2(ir, IR_##op, dt, a, b)
 #define WHERE(c, a, b) ir_op3(ir, IR_WHERE, dt, c, a, b)
 
-/* t as a strided buffer view, realizing it when it is not one. */
-static bool as_buffer(lower_ctx *L, ir_tensor *t, ir_view *v) {
-  if (ir_tensor_as_strided(L_ir(L), t, v))
-    return true;
-  ir_buf *b = L_realize(L, t, t->value ? &t->value->meta : NULL);
-  if (!b)
-    return false;
-  v->buf = b;
-  v->rank = t->rank;
-  v->sizes = t->sizes;
-  v->strides = b->strides;
-  v->offset = 0;
-  return true;
-}
-
 /* The loss of row `row` (NULL for a 1-D self): -w[t] * x[row, t], 0 when
  * ignored; *wt gets the row's weight (0 when ignored). */
 static ir_expr *nll_row(lower_ctx *L, ir_view *xv, ir_view *wv, ir_tensor *t,
@@ -83,7 +68,7 @@ int lower_nll_loss_forward(lower_ctx *L, const gc_node *n, int unused) {
       (w && (w->rank != 1 || w->sizes[0] != ncls || w->dtype != dt)))
     return GC_EUNSUPPORTED;
   ir_view xv, wv;
-  if (!as_buffer(L, x, &xv) || (w && !as_buffer(L, w, &wv)))
+  if (!L_as_buffer(L, x, &xv) || (w && !L_as_buffer(L, w, &wv)))
     return GC_ENOMEM;
   L_pw p0, p1;
   int rc = L__pw_begin(L, n, 0, &p0);

@@ -550,6 +550,20 @@ ir_buf *L_realize(lower_ctx *L, ir_tensor *t, const gc_tensor_meta *like) {
   return b;
 }
 
+bool L_as_buffer(lower_ctx *L, ir_tensor *t, ir_view *v) {
+  if (ir_tensor_as_strided(L->ir, t, v))
+    return true;
+  ir_buf *b = L_realize(L, t, t->value ? &t->value->meta : NULL);
+  if (!b)
+    return false;
+  v->buf = b;
+  v->rank = t->rank;
+  v->sizes = t->sizes;
+  v->strides = b->strides;
+  v->offset = 0;
+  return true;
+}
+
 ir_buf *L_reduce(lower_ctx *L, const gc_node *gn, ir_reduction red, gc_dtype dt,
                  int rank, const int64_t *ranges, gc_sym **vars, int rrank,
                  const int64_t *rranges, gc_sym **rvars, ir_expr *body,

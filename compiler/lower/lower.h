@@ -124,6 +124,9 @@ ir_buf *L_reduce(lower_ctx *L, const gc_node *n, ir_reduction red, gc_dtype dt,
  * order of `like` when given: eager's layout, e.g. channels-last). Returns
  * the buffer; later loads of t read it. */
 ir_buf *L_realize(lower_ctx *L, ir_tensor *t, const gc_tensor_meta *like);
+/* t as a strided view of a buffer (*v), realizing t when it is not one;
+ * false when out of memory. */
+bool L_as_buffer(lower_ctx *L, ir_tensor *t, ir_view *v);
 
 /* An operator by qualified name: one of the graph's, or torch 1.13's (for
  * the .out overloads extern calls use). NULL when unknown. */
