@@ -740,8 +740,9 @@ int lower_copy_functional(lower_ctx *L, const gc_node *n, int unused) {
 /* ---- creation ---- */
 
 /* fill.Scalar(self, value), full(size, fill_value), full_like(self,
- * fill_value), zeros/ones(_like) (param: 0 zeros, 1 ones, 2 "value", 3
- * "fill_value"). Only the output's shape and dtype matter. */
+ * fill_value), zeros/ones(_like), new_zeros/new_ones/new_full(self, size,
+ * ...) (param: 0 zeros, 1 ones, 2 "value", 3 "fill_value"). Only the
+ * output's shape and dtype matter. */
 int lower_fill(lower_ctx *L, const gc_node *n, int which) {
   L_pw p;
   int rc = L__pw_begin(L, n, 0, &p);

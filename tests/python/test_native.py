@@ -346,3 +346,14 @@ def test_long_chains_of_shared_subexpressions(server, tmp_path):
                 sizes.append(len(r.stdout))
     assert "$1 = where(lt($0, 0), 0, $0)" in r.stdout  # shared parts are named
     assert sizes[1] < 3 * sizes[0], sizes  # linear in n, not exponential
+
+
+def test_new_zeros_ones_full(server):
+    """new_* take their dtype from self unless given; only the result's
+    shape and dtype matter (self is not read)."""
+    def f(x):
+        return (x.new_zeros((3, 5)) + x.sum(), x.new_ones((2, 0, 4)),
+                x.new_full((4, 3), -2.5), x.new_full((2, 3), 7, dtype=torch.int32),
+                x.new_ones((5,), dtype=torch.float64) * 3, x.new_zeros(()))
+    for dt in (torch.float32, torch.int64, torch.bool):
+        check(f, (torch.ones(2, 3, dtype=dt),), server=server, fallback=0)
