@@ -768,6 +768,22 @@ int lower_fill(lower_ctx *L, const gc_node *n, int which) {
   return L__pw_finish(L, n, 0, &p, k);
 }
 
+/* eye(n), eye.m(n, m): 1 where the row equals the column, else 0. */
+int lower_eye(lower_ctx *L, const gc_node *n, int unused) {
+  (void)unused;
+  L_pw p;
+  int rc = L__pw_begin(L, n, 0, &p);
+  if (rc)
+    return rc;
+  if (p.rank != 2)
+    return GC_EUNSUPPORTED;
+  ir_graph *ir = L_ir(L);
+  ir_expr *diag = ir_op2(ir, IR_EQ, GC_DTYPE_BOOL,
+                         ir_index(ir, p.vars[0], GC_DTYPE_INT64),
+                         ir_index(ir, p.vars[1], GC_DTYPE_INT64));
+  return L__pw_finish(L, n, 0, &p, ir_cast(ir, diag, p.dt));
+}
+
 /* scalar_tensor(s): a zero-dim tensor holding s. */
 int lower_scalar_tensor(lower_ctx *L, const gc_node *n, int unused) {
   (void)unused;

@@ -357,3 +357,10 @@ def test_new_zeros_ones_full(server):
                 x.new_ones((5,), dtype=torch.float64) * 3, x.new_zeros(()))
     for dt in (torch.float32, torch.int64, torch.bool):
         check(f, (torch.ones(2, 3, dtype=dt),), server=server, fallback=0)
+
+
+def test_eye(server):
+    def f(x):
+        return (torch.eye(4) + x, torch.eye(3, 5, dtype=torch.int64), torch.eye(0),
+                torch.eye(2, 1, dtype=torch.bool), torch.eye(6, 3, dtype=torch.float64))
+    check(f, (torch.randn(4, 4),), server=server, fallback=0)
