@@ -778,9 +778,9 @@ int lower_eye(lower_ctx *L, const gc_node *n, int unused) {
   if (p.rank != 2)
     return GC_EUNSUPPORTED;
   ir_graph *ir = L_ir(L);
-  ir_expr *diag = ir_op2(ir, IR_EQ, GC_DTYPE_BOOL,
-                         ir_index(ir, p.vars[0], GC_DTYPE_INT64),
-                         ir_index(ir, p.vars[1], GC_DTYPE_INT64));
+  ir_expr *diag =
+      ir_op2(ir, IR_EQ, GC_DTYPE_BOOL, ir_index(ir, p.vars[0], GC_DTYPE_INT64),
+             ir_index(ir, p.vars[1], GC_DTYPE_INT64));
   return L__pw_finish(L, n, 0, &p, ir_cast(ir, diag, p.dt));
 }
 
