@@ -376,3 +376,40 @@ int lower_index_tensor(lower_ctx *L, const gc_node *n, int unused) {
       L, n, 0, &p,
       ir_gather(ir, v.buf, off, i, v.strides[d], v.sizes[d], true));
 }
+
+/* flip(self, dims): a load through a view with those dims' strides negated
+ * (a copy, as eager's: never a view of self). */
+int lower_flip(lower_ctx *L, const gc_node *n, int unused) {
+  (void)unused;
+  L_pw p;
+  int rc = L__pw_begin(L, n, 0, &p);
+  if (rc)
+    return rc;
+  ir_graph *ir = L_ir(L);
+  ir_tensor *x = L_tensor(L, n, "self");
+  const int64_t *dims;
+  int nd;
+  if (!x || x->rank != p.rank || !L_ints(L, n, "dims", &dims, &nd))
+    return GC_EUNSUPPORTED;
+  ir_view v;
+  if (!L_as_buffer(L, x, &v))
+    return GC_ENOMEM;
+  int64_t strides[IR_MAX_RANK];
+  bool flipped[IR_MAX_RANK] = {false};
+  int64_t offset = v.offset;
+  memcpy(strides, v.strides, (size_t)v.rank * sizeof *strides);
+  for (int i = 0; i < nd; i++) {
+    int64_t d = dims[i] < 0 ? dims[i] + v.rank : dims[i];
+    if (d < 0 || d >= v.rank || flipped[d])
+      return GC_EUNSUPPORTED; /* eager raises; so does the fallback */
+    flipped[d] = true;
+    if (v.sizes[d] > 0)
+      offset += (v.sizes[d] - 1) * strides[d];
+    strides[d] = -strides[d];
+  }
+  ir_tensor *t = ir_tensor_strided(ir, v.buf, v.rank, v.sizes, strides, offset);
+  if (!t)
+    return GC_ENOMEM;
+  return L__pw_finish(L, n, 0, &p,
+                      ir_cast(ir, ir_tensor_load(ir, t, p.vars), p.dt));
+}

@@ -364,3 +364,16 @@ def test_eye(server):
         return (torch.eye(4) + x, torch.eye(3, 5, dtype=torch.int64), torch.eye(0),
                 torch.eye(2, 1, dtype=torch.bool), torch.eye(6, 3, dtype=torch.float64))
     check(f, (torch.randn(4, 4),), server=server, fallback=0)
+
+
+@pytest.mark.parametrize("shape", SHAPES, ids=str)
+def test_flip_on_every_layout(server, shape):
+    def f(x):
+        outs = [torch.flip(x, [0]) * 2, torch.flip(x, [-1]), torch.flip(x, list(range(x.dim())))]
+        return tuple(outs)
+    for name, x in layouts(shape):
+        if x.dim() == 0:
+            continue
+        check(f, (x,), server=server, fallback=0)
+    y = torch.arange(6).view(2, 3)
+    check(lambda y: torch.flip(y, [0, 1]), (y,), server=server, fallback=0)
