@@ -16,10 +16,14 @@
 /* The flags generated C is compiled with (part of the target, so of the
  * key), besides -march (from the target's ISA features, gc_target_march)
  * and the libraries: optimized and vectorized, OpenMP for the outer loops,
- * errno-free math (so math calls vectorize), wrapping signed integer
+ * errno-free math (so math calls vectorize), floating-point operations
+ * that do not trap (so gcc may compute both sides of a select and
+ * if-convert loops full of them; values are unchanged, only FP exception
+ * flags, which nothing reads, may differ), wrapping signed integer
  * arithmetic (what PyTorch's integer tensors do in practice). */
 #define GC_DEFAULT_CFLAGS                                                      \
-  "-O3 -std=gnu11 -fPIC -shared -fopenmp -fno-math-errno -fwrapv -fno-plt "    \
+  "-O3 -std=gnu11 -fPIC -shared -fopenmp -fno-math-errno -fno-trapping-math "  \
+  "-fwrapv -fno-plt "                                                          \
   "-w"
 
 /* The libraries generated code links: SLEEF's GNU-vector-ABI math and libm

@@ -404,10 +404,16 @@ static char *spell(cx *c, const ir_expr *e, const char *a, const char *b,
     return gc_arena_printf(ar, "(%s > %s)", a, b);
   case IR_GE:
     return gc_arena_printf(ar, "(%s >= %s)", a, b);
+  /* No && or ||: their short circuit is control flow, which stops gcc's
+   * vectorizer (both operands are computed values without side effects). */
   case IR_AND:
-    return gc_arena_printf(ar, "(%s && %s)", a, b);
-  case IR_OR:
-    return gc_arena_printf(ar, "(%s || %s)", a, b);
+  case IR_OR: {
+    const char *op = e->op == IR_AND ? "&" : "|";
+    gc_dtype bd = e->args[1] ? e->args[1]->dtype : d;
+    if (ad == GC_DTYPE_BOOL && bd == GC_DTYPE_BOOL)
+      return gc_arena_printf(ar, "(%s %s %s)", a, op, b);
+    return gc_arena_printf(ar, "((%s != 0) %s (%s != 0))", a, op, b);
+  }
   case IR_XOR:
     return gc_arena_printf(ar, "((%s != 0) != (%s != 0))", a, b);
   case IR_BAND:
