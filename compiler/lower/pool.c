@@ -76,6 +76,14 @@ static int pool_args(lower_ctx *L, const gc_node *n, bool dilation, pool *P) {
     if (P->k[i] <= 0 || P->s[i] <= 0 || P->p[i] < 0 || P->d[i] <= 0 ||
         P->p[i] > P->k[i] / 2)
       return GC_EUNSUPPORTED; /* eager raises */
+  /* A window reads each input element up to kh * kw times: computing an
+   * inlined producer (batch norm, relu, ...) that often costs more than
+   * writing it once, and its index arithmetic at the padded borders keeps
+   * the pooling loop from vectorizing. Realize it unless it is a plain
+   * load (Inductor's pooling lowerings hint the same). */
+  if (P->k[0] * P->k[1] > 1 && P->x->kind == IR_T_LOOP && !P->x->realized &&
+      P->x->nops > 0 && !L_realize(L, P->x, NULL))
+    return GC_ENOMEM;
   P->rank = P->x->rank;
   P->H = P->x->sizes[P->rank - 2];
   P->W = P->x->sizes[P->rank - 1];

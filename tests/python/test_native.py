@@ -377,3 +377,33 @@ def test_flip_on_every_layout(server, shape):
         check(f, (x,), server=server, fallback=0)
     y = torch.arange(6).view(2, 3)
     check(lambda y: torch.flip(y, [0, 1]), (y,), server=server, fallback=0)
+
+
+def bn_relu_max_pool(x, mean, var, w, b):
+    y = torch.relu(torch.nn.functional.batch_norm(x, mean, var, w, b, False, 0.1, 1e-5))
+    return torch.nn.functional.max_pool2d(y, 3, 2, 1)
+
+
+def test_a_pooled_producer_is_computed_once(server):
+    """A window reads each element of its input up to kh * kw times: the
+    batch norm + relu in front of the max pool (the stem of resnet and
+    densenet) is computed once into a buffer, not inlined nine times, and
+    the values match eager on odd sizes, NaN and infinities."""
+    c = 5
+    x = torch.randn(2, c, 13, 11)
+    x[0, 1, 3, 4] = float("nan")
+    x[1, 2, 0, 0] = float("inf")
+    x[1, 3, 12, 10] = -float("inf")
+    stats = (torch.randn(c), torch.rand(c) + 0.5, torch.randn(c), torch.randn(c))
+    summary = check(bn_relu_max_pool, (x,) + stats, server=server, fallback=0)
+    cf = compiled.compile(bn_relu_max_pool, (x,) + stats, server=server)
+    with torch.no_grad():
+        cf(x, *stats)
+    src = cf.sources()
+    # the pooling kernel reads the realized producer: it names max_pool2d
+    # but no batch_norm node
+    pool_kernels = [k for k in re.findall(r"/\* (k\d+_[a-z0-9_]+)\n((?: \*.*\n)+)", src)
+                    if "max_pool2d" in k[1]]
+    assert pool_kernels, src[:2000]
+    assert all("batch_norm" not in k[1] for k in pool_kernels), pool_kernels
+    assert summary["kernels"] >= 2, summary
