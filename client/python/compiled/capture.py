@@ -632,7 +632,20 @@ def _replay(gm: torch.fx.GraphModule, env_inputs: Dict[torch.fx.Node, Any]):
             for i, item in enumerate(value):
                 record(path + (i,), item)
 
-    for node in gm.graph.nodes:
+    # Each value is dropped after its last use, as eager drops it: keeping
+    # every intermediate alive would grow the process heap to the sum of all
+    # of them, and glibc cannot return that memory once later allocations
+    # sit above it (the process would keep a larger working set for good).
+    nodes = list(gm.graph.nodes)
+    last_use: Dict[torch.fx.Node, int] = {}
+    for i, node in enumerate(nodes):
+        for used in node.all_input_nodes:
+            last_use[used] = i
+    dying: Dict[int, List[torch.fx.Node]] = {}
+    for used, i in last_use.items():
+        dying.setdefault(i, []).append(used)
+
+    for i, node in enumerate(nodes):
         if node.op in ("placeholder", "get_attr"):
             env[node] = env_inputs[node]
             record((node,), env[node])
@@ -640,10 +653,15 @@ def _replay(gm: torch.fx.GraphModule, env_inputs: Dict[torch.fx.Node, Any]):
             args = torch.fx.node.map_arg(node.args, env.__getitem__)
             kwargs = torch.fx.node.map_arg(node.kwargs, env.__getitem__)
             env[node] = node.target(*args, **kwargs)
+            del args, kwargs
             if node.target is not operator.getitem:
                 record((node,), env[node])
         elif node.op != "output":
             raise CaptureError(f"node '{node.name}': unexpected FX op {node.op!r} in a make_fx graph")
+        for used in dying.get(i, ()):
+            del env[used]
+        if node.op == "call_function" and node not in last_use:
+            del env[node]  # a result nothing reads (an output reads it)
     return metas
 
 
