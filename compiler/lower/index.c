@@ -413,3 +413,90 @@ int lower_flip(lower_ctx *L, const gc_node *n, int unused) {
   return L__pw_finish(L, n, 0, &p,
                       ir_cast(ir, ir_tensor_load(ir, t, p.vars), p.dt));
 }
+
+/* roll(self, shifts, dims): out[i] = self[(i - shift) mod size] along each
+ * rolled dim; with no dims, along the flattened tensor (and the shape is
+ * kept). A copy, as eager's. */
+int lower_roll(lower_ctx *L, const gc_node *n, int unused) {
+  (void)unused;
+  L_pw p;
+  int rc = L__pw_begin(L, n, 0, &p);
+  if (rc)
+    return rc;
+  ir_graph *ir = L_ir(L);
+  gc_symctx *s = &ir->sym;
+  ir_tensor *x = L_tensor(L, n, "self");
+  const int64_t *shifts, *dims;
+  int ns, nd;
+  if (!x || x->rank != p.rank || p.dt != x->dtype ||
+      !L_ints(L, n, "shifts", &shifts, &ns) ||
+      !L_ints(L, n, "dims", &dims, &nd))
+    return GC_EUNSUPPORTED;
+  if (numel(p.rank, p.sizes) == 0)
+    return empty(L, n, &p);
+  gc_sym *xi[IR_MAX_RANK];
+  for (int k = 0; k < p.rank; k++)
+    xi[k] = p.vars[k];
+  if (nd == 0) { /* the flattened tensor */
+    if (ns != 1)
+      return GC_EUNSUPPORTED;
+    int64_t total = numel(p.rank, p.sizes), st[IR_MAX_RANK], acc = 1;
+    gc_sym *flat = gc_sym_const(s, 0);
+    for (int k = p.rank - 1; k >= 0; k--) {
+      st[k] = acc;
+      flat = gc_sym_add(s, flat, gc_sym_scale(s, p.vars[k], acc));
+      acc *= p.sizes[k];
+    }
+    int64_t sh = ((shifts[0] % total) + total) % total;
+    gc_sym *src = gc_sym_mod(s, gc_sym_addc(s, flat, total - sh), total);
+    for (int k = 0; k < p.rank; k++)
+      xi[k] = gc_sym_mod(s, gc_sym_floordiv(s, src, st[k]), p.sizes[k]);
+  } else {
+    if (ns != nd)
+      return GC_EUNSUPPORTED; /* eager raises */
+    for (int i = 0; i < nd; i++) {
+      int64_t d = dims[i] < 0 ? dims[i] + p.rank : dims[i];
+      if (d < 0 || d >= p.rank)
+        return GC_EUNSUPPORTED;
+      int64_t size = p.sizes[d];
+      int64_t sh = ((shifts[i] % size) + size) % size;
+      xi[d] = gc_sym_mod(s, gc_sym_addc(s, xi[d], size - sh), size);
+    }
+  }
+  for (int k = 0; k < p.rank; k++)
+    if (!xi[k])
+      return GC_ENOMEM;
+  return L__pw_finish(L, n, 0, &p, L_load(L, x, xi));
+}
+
+/* repeat(self, repeats): self tiled; output dim k of size
+ * repeats[k] * (self's size aligned to the right, 1 where self has none)
+ * reads self at the output index modulo self's size. */
+int lower_repeat(lower_ctx *L, const gc_node *n, int unused) {
+  (void)unused;
+  L_pw p;
+  int rc = L__pw_begin(L, n, 0, &p);
+  if (rc)
+    return rc;
+  ir_graph *ir = L_ir(L);
+  gc_symctx *s = &ir->sym;
+  ir_tensor *x = L_tensor(L, n, "self");
+  const int64_t *reps;
+  int nr;
+  if (!x || p.dt != x->dtype || !L_ints(L, n, "repeats", &reps, &nr) ||
+      nr != p.rank || nr < x->rank)
+    return GC_EUNSUPPORTED;
+  int lead = p.rank - x->rank;
+  for (int k = 0; k < p.rank; k++) {
+    int64_t xs = k < lead ? 1 : x->sizes[k - lead];
+    if (reps[k] < 0 || p.sizes[k] != xs * reps[k])
+      return GC_EUNSUPPORTED;
+  }
+  if (numel(p.rank, p.sizes) == 0)
+    return empty(L, n, &p);
+  gc_sym *xi[IR_MAX_RANK];
+  for (int j = 0; j < x->rank; j++)
+    if (!(xi[j] = gc_sym_mod(s, p.vars[j + lead], x->sizes[j])))
+      return GC_ENOMEM;
+  return L__pw_finish(L, n, 0, &p, L_load(L, x, xi));
+}

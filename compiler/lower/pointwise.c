@@ -650,6 +650,26 @@ int lower_where(lower_ctx *L, const gc_node *n, int unused) {
   return L__pw_finish(L, n, 0, &p, ir_op3(ir, IR_WHERE, p.dt, cond, a, b));
 }
 
+/* masked_fill(self, mask, value): where(mask, value, self); value a
+ * number (.Scalar) or a 0-d tensor (.Tensor), cast to self's dtype. */
+int lower_masked_fill(lower_ctx *L, const gc_node *n, int unused) {
+  (void)unused;
+  L_pw p;
+  int rc = L__pw_begin(L, n, 0, &p);
+  if (rc)
+    return rc;
+  ir_graph *ir = L_ir(L);
+  ir_tensor *m = L_tensor(L, n, "mask");
+  if (!m || m->dtype != GC_DTYPE_BOOL || !L_dtype_ok(p.dt))
+    return GC_EUNSUPPORTED;
+  ir_expr *mask = L_load_bcast(L, m, p.rank, p.vars);
+  ir_expr *x = L__pw_operand(L, n, &p, "self", p.dt);
+  ir_expr *v = L__pw_operand(L, n, &p, "value", p.dt);
+  if (!mask || !x || !v)
+    return GC_EUNSUPPORTED;
+  return L__pw_finish(L, n, 0, &p, ir_op3(ir, IR_WHERE, p.dt, mask, v, x));
+}
+
 /* ---- clamps ---- */
 
 /* x clamped below by a number: x < lo ? lo : x, as ATen's clamp with a

@@ -275,9 +275,22 @@ int lower_softmax(lower_ctx *L, const gc_node *n, int is_log) {
   if (!x || !L_int(L, n, "dim", &dim) || h2f || !L_is_float(x->dtype))
     return GC_EUNSUPPORTED;
   dim = norm_dim(dim, x->rank);
-  if (x->rank == 0 || dim < 0 || dim >= x->rank)
-    return GC_EUNSUPPORTED;
   gc_dtype dt = x->dtype;
+  if (x->rank == 0) { /* ATen views it as [1]: max and sum are x, exp(x-x) */
+    if (dim != 0)
+      return GC_EUNSUPPORTED;
+    ir_expr *xv = L_load(L, x, NULL);
+    ir_expr *sh = ir_op2(ir, IR_SUB, dt, xv, xv); /* 0, or NaN if not finite */
+    ir_expr *body =
+        is_log ? ir_op2(ir, IR_SUB, dt, sh,
+                        ir_op1(ir, IR_LOG, dt, ir_op1(ir, IR_EXP, dt, sh)))
+               : ir_op2(ir, IR_MUL, dt, ir_op1(ir, IR_EXP, dt, sh),
+                        ir_op1(ir, IR_RECIP, dt, ir_op1(ir, IR_EXP, dt, sh)));
+    return L_set(L, n, 0,
+                 L_pointwise(L, n, dt, 0, NULL, L_vars(L, 0, NULL), body));
+  }
+  if (dim < 0 || dim >= x->rank)
+    return GC_EUNSUPPORTED;
   /* max over dim (keepdim), sum of exp(x - max), then the epilogue */
   int64_t ksz[IR_MAX_RANK];
   memcpy(ksz, x->sizes, (size_t)x->rank * 8);
