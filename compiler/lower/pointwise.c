@@ -861,3 +861,63 @@ int lower_arange(lower_ctx *L, const gc_node *n, int unused) {
   }
   return L__pw_finish(L, n, 0, &p, r);
 }
+
+/* round.decimals(self, decimals): ATen's kernel with p = 10^|decimals| in
+ * self's dtype: nearbyint(x * p) / p, or nearbyint(x / p) * p for negative
+ * decimals (the same operations, so the same roundings). */
+int lower_round_decimals(lower_ctx *L, const gc_node *n, int unused) {
+  (void)unused;
+  L_pw p;
+  int rc = L__pw_begin(L, n, 0, &p);
+  if (rc)
+    return rc;
+  ir_graph *ir = L_ir(L);
+  int64_t dec;
+  if (!L_is_float(p.dt) || !L_int(L, n, "decimals", &dec))
+    return GC_EUNSUPPORTED;
+  ir_expr *x = L__pw_operand(L, n, &p, "self", p.dt);
+  if (!x)
+    return GC_EUNSUPPORTED;
+  bool neg = dec < 0;
+  double pw = pow(10.0, (double)(neg ? -dec : dec));
+  if (p.dt == GC_DTYPE_FLOAT32)
+    pw = (double)(float)pw;
+  ir_expr *c = ir_const_f(ir, pw, p.dt);
+  ir_expr *r =
+      neg ? ir_op2(ir, IR_MUL, p.dt,
+                   ir_op1(ir, IR_ROUND, p.dt, ir_op2(ir, IR_DIV, p.dt, x, c)),
+                   c)
+          : ir_op2(ir, IR_DIV, p.dt,
+                   ir_op1(ir, IR_ROUND, p.dt, ir_op2(ir, IR_MUL, p.dt, x, c)),
+                   c);
+  return L__pw_finish(L, n, 0, &p, r);
+}
+
+/* tril/triu(self, diagonal): self where column - row <= diagonal (tril)
+ * or >= diagonal (triu) over the last two dims, else 0. */
+int lower_tri(lower_ctx *L, const gc_node *n, int upper) {
+  L_pw p;
+  int rc = L__pw_begin(L, n, 0, &p);
+  if (rc)
+    return rc;
+  ir_graph *ir = L_ir(L);
+  int64_t diag = 0;
+  const gc_arg *a = L_arg(L, n, "diagonal");
+  if (a && a->kind != GC_ARG_NONE && !L_int(L, n, "diagonal", &diag))
+    return GC_EUNSUPPORTED;
+  if (p.rank < 2 || !L_dtype_ok(p.dt))
+    return GC_EUNSUPPORTED;
+  ir_expr *x = L__pw_operand(L, n, &p, "self", p.dt);
+  if (!x)
+    return GC_EUNSUPPORTED;
+  gc_dtype i64 = GC_DTYPE_INT64;
+  gc_symctx *s = &ir->sym;
+  ir_expr *d = ir_index(
+      ir, gc_sym_sub(s, p.vars[p.rank - 1], p.vars[p.rank - 2]), i64);
+  ir_expr *keep = ir_op2(ir, upper ? IR_GE : IR_LE, i64, d,
+                         ir_const_i(ir, diag, i64));
+  return L__pw_finish(L, n, 0, &p,
+                      ir_op3(ir, IR_WHERE, p.dt, keep, x,
+                             L_is_float(p.dt) ? ir_const_f(ir, 0, p.dt)
+                                              : ir_const_i(ir, 0, p.dt)));
+}
