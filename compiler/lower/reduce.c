@@ -461,3 +461,37 @@ int lower_logsumexp(lower_ctx *L, const gc_node *n, int unused) {
       ir_op2(ir, IR_ADD, dt, ir_op1(ir, IR_LOG, dt, L_load(L, st, v)), mv);
   return L_set(L, n, 0, L_pointwise(L, n, dt, r.rank, r.sizes, v, y));
 }
+
+/* dot/vdot (param 0: [K] . [K] -> []) and mv (param 1: [M, K] x [K] ->
+ * [M]) as sum reductions of products (float dtypes; the sum accumulates
+ * as every float sum here does, see the top of this file). */
+int lower_dot(lower_ctx *L, const gc_node *n, int is_mv) {
+  ir_graph *ir = L_ir(L);
+  ir_tensor *a = L_tensor(L, n, "self");
+  ir_tensor *b = L_tensor(L, n, is_mv                     ? "vec"
+                                : L_arg(L, n, "tensor") ? "tensor"
+                                                        : "other");
+  const gc_tensor_meta *m = L_out_meta(n, 0);
+  if (!a || !b || !m || a->dtype != b->dtype || m->dtype != a->dtype ||
+      !L_is_float(a->dtype) || b->rank != 1 || a->rank != 1 + is_mv ||
+      a->sizes[a->rank - 1] != b->sizes[0])
+    return GC_EUNSUPPORTED;
+  gc_dtype dt = a->dtype;
+  int64_t k = b->sizes[0], msz = is_mv ? a->sizes[0] : 1;
+  gc_sym **ov = L_vars(L, is_mv, &msz);
+  gc_sym **rv = L_vars(L, 1, &k);
+  if (!ov || !rv)
+    return GC_ENOMEM;
+  gc_sym *ai[2] = {is_mv ? ov[0] : rv[0], rv[0]};
+  ir_expr *body = ir_op2(ir, IR_MUL, dt, L_load(L, a, ai), L_load(L, b, rv));
+  if (k == 0) { /* an empty sum: zeros */
+    gc_sym **v = L_vars(L, is_mv, &msz);
+    return v ? L_set(L, n, 0,
+                     L_pointwise(L, n, dt, is_mv, &msz, v,
+                                 ir_const_f(ir, 0, dt)))
+             : GC_ENOMEM;
+  }
+  ir_buf *r = L_reduce(L, n, IR_RED_SUM, dt, is_mv, &msz, ov, 1, &k, rv, body,
+                       NULL, NULL);
+  return r ? L_set(L, n, 0, ir_tensor_of_buf(ir, r)) : GC_ENOMEM;
+}
