@@ -912,10 +912,10 @@ int lower_tri(lower_ctx *L, const gc_node *n, int upper) {
     return GC_EUNSUPPORTED;
   gc_dtype i64 = GC_DTYPE_INT64;
   gc_symctx *s = &ir->sym;
-  ir_expr *d = ir_index(
-      ir, gc_sym_sub(s, p.vars[p.rank - 1], p.vars[p.rank - 2]), i64);
-  ir_expr *keep = ir_op2(ir, upper ? IR_GE : IR_LE, i64, d,
-                         ir_const_i(ir, diag, i64));
+  ir_expr *d =
+      ir_index(ir, gc_sym_sub(s, p.vars[p.rank - 1], p.vars[p.rank - 2]), i64);
+  ir_expr *keep =
+      ir_op2(ir, upper ? IR_GE : IR_LE, i64, d, ir_const_i(ir, diag, i64));
   return L__pw_finish(L, n, 0, &p,
                       ir_op3(ir, IR_WHERE, p.dt, keep, x,
                              L_is_float(p.dt) ? ir_const_f(ir, 0, p.dt)

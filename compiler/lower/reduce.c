@@ -468,9 +468,10 @@ int lower_logsumexp(lower_ctx *L, const gc_node *n, int unused) {
 int lower_dot(lower_ctx *L, const gc_node *n, int is_mv) {
   ir_graph *ir = L_ir(L);
   ir_tensor *a = L_tensor(L, n, "self");
-  ir_tensor *b = L_tensor(L, n, is_mv                     ? "vec"
-                                : L_arg(L, n, "tensor") ? "tensor"
-                                                        : "other");
+  ir_tensor *b = L_tensor(L, n,
+                          is_mv                   ? "vec"
+                          : L_arg(L, n, "tensor") ? "tensor"
+                                                  : "other");
   const gc_tensor_meta *m = L_out_meta(n, 0);
   if (!a || !b || !m || a->dtype != b->dtype || m->dtype != a->dtype ||
       !L_is_float(a->dtype) || b->rank != 1 || a->rank != 1 + is_mv ||
@@ -486,12 +487,74 @@ int lower_dot(lower_ctx *L, const gc_node *n, int is_mv) {
   ir_expr *body = ir_op2(ir, IR_MUL, dt, L_load(L, a, ai), L_load(L, b, rv));
   if (k == 0) { /* an empty sum: zeros */
     gc_sym **v = L_vars(L, is_mv, &msz);
-    return v ? L_set(L, n, 0,
-                     L_pointwise(L, n, dt, is_mv, &msz, v,
-                                 ir_const_f(ir, 0, dt)))
+    return v ? L_set(
+                   L, n, 0,
+                   L_pointwise(L, n, dt, is_mv, &msz, v, ir_const_f(ir, 0, dt)))
              : GC_ENOMEM;
   }
   ir_buf *r = L_reduce(L, n, IR_RED_SUM, dt, is_mv, &msz, ov, 1, &k, rv, body,
                        NULL, NULL);
   return r ? L_set(L, n, 0, ir_tensor_of_buf(ir, r)) : GC_ENOMEM;
+}
+
+/* linalg_vector_norm(self, ord, dim, keepdim, dtype) (param 0) and
+ * norm.ScalarOpt_dim / norm.Scalar(self, p, dim, keepdim) (param 1): a
+ * reduction of |x| by the order: 2 sqrt of the sum of squares, 1 the sum,
+ * inf / -inf the max / min (NaN propagates), 0 the count of non-zeros,
+ * other p (sum |x|^p)^(1/p). Float dtypes, no dtype conversion. */
+int lower_vector_norm(lower_ctx *L, const gc_node *n, int is_norm) {
+  ir_graph *ir = L_ir(L);
+  double p = 2;
+  const char *pname = is_norm ? "p" : "ord";
+  const gc_arg *pa = L_arg(L, n, pname);
+  if (pa && pa->kind != GC_ARG_NONE && !L_float(L, n, pname, &p))
+    return GC_EUNSUPPORTED;
+  const gc_arg *da = L_arg(L, n, "dtype");
+  gc_dtype want;
+  if (da && da->kind != GC_ARG_NONE &&
+      (!L_dtype(L, n, "dtype", &want) || want != L_out_meta(n, 0)->dtype))
+    return GC_EUNSUPPORTED; /* the input is converted below: same dtype only */
+  const int64_t *dims = NULL;
+  int nd = 0;
+  if (!get_dims(L, n, "dim", &dims, &nd))
+    return GC_EUNSUPPORTED;
+  ir_tensor *x = L_tensor(L, n, "self");
+  red r;
+  int rc = setup(L, n, 0, x, dims, nd, true, &r);
+  if (rc)
+    return rc;
+  gc_dtype dt = x->dtype;
+  const gc_tensor_meta *m = L_out_meta(n, 0);
+  if (!L_is_float(dt) || m->dtype != dt || r.count == 0)
+    return GC_EUNSUPPORTED;
+  ir_expr *ax = ir_op1(ir, IR_ABS, dt, load_x(L, &r));
+  ir_reduction red_op = IR_RED_SUM;
+  ir_expr *body;
+  if (p == 2)
+    body = ir_op2(ir, IR_MUL, dt, ax, ax);
+  else if (p == 1)
+    body = ax;
+  else if (isinf(p)) {
+    red_op = p > 0 ? IR_RED_MAX : IR_RED_MIN;
+    body = ax;
+  } else if (p == 0)
+    body = ir_cast(ir, ir_op2(ir, IR_NE, dt, ax, ir_const_f(ir, 0, dt)), dt);
+  else
+    body = ir_op2(ir, IR_POW, dt, ax, ir_const_f(ir, p, dt));
+  ir_buf *b = L_reduce(L, n, red_op, dt, r.rank, r.sizes, r.vars, r.rrank,
+                       r.rsizes, r.rvars, body, NULL, NULL);
+  if (!b)
+    return GC_ENOMEM;
+  ir_tensor *t = ir_tensor_of_buf(ir, b);
+  if (p == 2 || (p != 1 && p != 0 && !isinf(p))) {
+    gc_sym **v = L_vars(L, r.rank, r.sizes);
+    if (!v)
+      return GC_ENOMEM;
+    ir_expr *s = L_load(L, t, v);
+    ir_expr *e = p == 2
+                     ? ir_op1(ir, IR_SQRT, dt, s)
+                     : ir_op2(ir, IR_POW, dt, s, ir_const_f(ir, 1.0 / p, dt));
+    t = L_pointwise(L, n, dt, r.rank, r.sizes, v, e);
+  }
+  return L_set(L, n, 0, t);
 }
