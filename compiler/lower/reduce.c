@@ -103,8 +103,9 @@ static bool get_dims(lower_ctx *L, const gc_node *n, const char *name,
 }
 
 /* sum(self, dim, keepdim, dtype), sum(self, dtype), mean (param 1),
- * prod (param 2: prod.dim_int / prod). The accumulation dtype is the
- * output's. */
+ * prod (param 2: prod.dim_int / prod), nansum (param 3: NaN adds 0),
+ * count_nonzero (param 4: the int64 count of x != 0). The accumulation dtype is
+ * the output's. */
 int lower_sum(lower_ctx *L, const gc_node *n, int which) {
   ir_graph *ir = L_ir(L);
   const int64_t *dims = NULL;
@@ -119,9 +120,19 @@ int lower_sum(lower_ctx *L, const gc_node *n, int which) {
   gc_dtype dt = m->dtype;
   if (which == 1 && !L_is_float(dt))
     return GC_EUNSUPPORTED;
-  if (dt == GC_DTYPE_BOOL)
+  if (dt == GC_DTYPE_BOOL || (which == 4 && dt != GC_DTYPE_INT64))
     return GC_EUNSUPPORTED;
   ir_expr *body = ir_cast(ir, load_x(L, &r), dt);
+  if (which == 3 && L_is_float(dt)) /* nansum: NaN counts 0 */
+    body = ir_op3(ir, IR_WHERE, dt, ir_op1(ir, IR_ISNAN, dt, body),
+                  ir_const_f(ir, 0, dt), body);
+  if (which == 4) /* count_nonzero: int64 sum of x != 0 */
+    body =
+        ir_cast(ir,
+                ir_op2(ir, IR_NE, r.x->dtype, load_x(L, &r),
+                       L_is_float(r.x->dtype) ? ir_const_f(ir, 0, r.x->dtype)
+                                              : ir_const_i(ir, 0, r.x->dtype)),
+                dt);
   ir_buf *b =
       L_reduce(L, n, which == 2 ? IR_RED_PROD : IR_RED_SUM, dt, r.rank, r.sizes,
                r.vars, r.rrank, r.rsizes, r.rvars, body, NULL, NULL);

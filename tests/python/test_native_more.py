@@ -103,3 +103,27 @@ def test_vector_norms(server):
     x[2, 3] = float("inf")
     x[3] = 0
     check(f, (x,), server=server, fallback=0, rtol=1e-5, atol=1e-6)
+
+
+def test_nansum_prod_dim_count_nonzero_zero(server):
+    def f(x):
+        return (torch.nansum(x), torch.nansum(x, 1, keepdim=True), torch.nanmean(x, 0),
+                torch.prod(x, 1), torch.prod(x, -1, keepdim=True),
+                torch.count_nonzero(x), torch.count_nonzero(x, 0),
+                torch.count_nonzero(x, (0, 1)))
+    x = torch.randn(5, 6)
+    x[1, 2] = float("nan")
+    x[3] = 0
+    x[0, 0] = -0.0
+    check(f, (x,), server=server, fallback=0, rtol=1e-5, atol=1e-6)
+    for dtype in (torch.int64, torch.int32):
+        xi = torch.randint(-3, 3, (4, 7), dtype=dtype)
+        check(lambda x: (torch.prod(x, 1), torch.count_nonzero(x, 1), torch.nansum(x, 0)),
+              (xi,), server=server, fallback=0)
+
+
+def test_zero_in_place_writes_the_input(server):
+    def f(x, y):
+        x.zero_()
+        return x + y
+    check(f, (torch.randn(3, 4), torch.randn(3, 4)), server=server, fallback=0)
