@@ -297,6 +297,9 @@ def test_transposing_pointwise_in_2d_tiles(server):
     check(f, (x, y, z), server=server, fallback=0)
     cf = compiled.compile(f, (x, y, z), server=server)
     assert "2-D tiles" in cf.programs[-1].c_source
+    # more rows than one tile is long (256) and a partial last tile
+    x, y = torch.randn(300, 70), torch.randn(70, 300)
+    check(f, (x, y, z), server=server, fallback=0)
 
 
 def test_identical_kernels_are_generated_once(server):
