@@ -226,6 +226,12 @@ static const char **memo_slot(cx *c, const ir_expr *e) {
   return &c->names[j];
 }
 
+void cx_bind(cx *c, const ir_expr *e, const char *name) {
+  const char **slot = memo_slot(c, e);
+  if (slot)
+    *slot = name;
+}
+
 /* ---- spelling ---- */
 
 static const char *fn_name(ir_op op) {

@@ -43,6 +43,10 @@ struct cx {
 /* Starts a new loop body (forgets earlier temporaries). */
 void cx_reset(cx *c);
 
+/* Makes the current loop body name e `name` (a temporary the caller has
+ * declared) instead of computing it. */
+void cx_bind(cx *c, const ir_expr *e, const char *name);
+
 /* Emits e (and what it needs) and returns the C expression naming it. */
 const char *cx_emit(cx *c, const ir_expr *e);
 

@@ -246,6 +246,7 @@ static void pointwise_stage(cg *g, const sc_stage *st, int ind, bool par) {
     ind += 2;
   }
   cx_reset(&g->x);
+  cg__bind_reused(g, (int)(st - g->k->stages), ind);
   emit_stores(g, st, ind);
   for (int i = nd - 1; i >= 0; i--)
     cg__line(g, ind -= 2, "}");
@@ -372,6 +373,10 @@ static void update_accs(cg *g, const sc_stage *st, int ind, bool second) {
       continue;
     const char *v = cx_emit(&g->x, g->s->place[id].body);
     bool fl = cg__is_float(cg__val_dtype(g, n));
+    const cg_reuse *u = second ? NULL : cg__reuse_of(g, n);
+    if (u)
+      cg__line(g, ind, "b%d[%s] = %s; /* read back by stage %d */", u->buf->id,
+               cg__sym(g, u->store_r), v, u->stage);
     switch (n->red) {
     case IR_RED_SUM:
       cg__line(g, ind, "%s%d += %s;", cg__float32_sum(n) ? "p" : "a", id, v);
@@ -835,6 +840,7 @@ static void gen_kernel(cg *g, const sc_kernel *k) {
   size_t start = g->out.len;
   g->k = k;
   g->temp = 0;
+  g->nreuse = 0;
   params p = {0};
   cg__kernel_params(g, k, &p);
   cg__kernel_comment(g, k);
@@ -864,6 +870,7 @@ static void gen_kernel(cg *g, const sc_kernel *k) {
     dedup_kernel(g, k, start, sig);
     return;
   }
+  cg__find_reuse(g, k);
   if (k->ndims > 0) {
     if (par)
       cg__line(g, ind, "#pragma omp parallel for schedule(static)%s%s",

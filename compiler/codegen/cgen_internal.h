@@ -14,6 +14,17 @@
 #define CG_WELFORD_BLOCK 1024 /* Welford: blocks merged with Chan's formula */
 #define CG_MAX_THREADS 256    /* per-thread partials of big reductions */
 #define CG_TILE 64            /* lanes of a tiled kernel */
+#define CG_MAX_REUSE 8        /* reused reduction values per kernel */
+
+/* A sum's value that a later pointwise stage reads back (reuse.c). */
+typedef struct cg_reuse {
+  const ir_node *red;   /* the sum */
+  const ir_expr *expr;  /* the value in the later stage's loop variables */
+  ir_buf *buf;          /* where the sum stage stores it */
+  gc_sym *store_r;      /* at this index in the sum stage's variables */
+  gc_sym *store_p;      /* the same index in the later stage's variables */
+  int stage, red_stage; /* the later stage, the sum's stage */
+} cg_reuse;
 
 typedef struct cg {
   ir_graph *ir;
@@ -30,6 +41,8 @@ typedef struct cg {
   const char **impl;  /* per kernel index: the function that runs it (its
                          own, or an identical earlier kernel's) */
   gc_strmap bodies;   /* canonical kernel text -> function name */
+  cg_reuse reuse[CG_MAX_REUSE]; /* of the kernel being generated */
+  int nreuse;
 } cg;
 
 /* The buffers a kernel touches, and whether it writes each. */
@@ -71,5 +84,12 @@ void cg__gen_tiled(cg *g, const sc_kernel *k, bool par);
  * read), and its code. */
 bool cg__tile2d_kernel(cg *g, const sc_kernel *k);
 void cg__gen_tiled2d(cg *g, const sc_kernel *k, bool par);
+
+/* reuse.c: finds the sums of kernel k whose values a later stage
+ * recomputes; the sum's update stores its value (cg__reuse_of) and the
+ * later stage loads it (cg__bind_reused, after its cx_reset). */
+void cg__find_reuse(cg *g, const sc_kernel *k);
+const cg_reuse *cg__reuse_of(const cg *g, const ir_node *red);
+void cg__bind_reused(cg *g, int stage, int ind);
 
 #endif

@@ -410,3 +410,32 @@ def test_a_pooled_producer_is_computed_once(server):
     assert pool_kernels, src[:2000]
     assert all("batch_norm" not in k[1] for k in pool_kernels), pool_kernels
     assert summary["kernels"] >= 2, summary
+
+
+def test_softmax_reads_back_the_exponentials_it_summed(server):
+    """The sum stage stores exp(x - max) into the output and the normalizing
+    stage reads it back instead of computing exp again (reuse.c); where the
+    output is also read by the kernel, or is a caller's tensor, it is not."""
+    def f(x):
+        e = torch.exp(x - x.amax(-1, keepdim=True))
+        return torch.softmax(x, -1), e / e.sum(-1, keepdim=True)
+    for name, x in layouts((5, 7, 300)):
+        check(f, (x,), server=server, fallback=0)
+    x = torch.randn(6, 300)
+    x[2, 5] = float("nan")
+    x[3] = float("-inf")
+    x[4, 7] = float("inf")
+    check(f, (x,), server=server, fallback=0)
+    cf = compiled.compile(f, (x,), server=server)
+    src = cf.programs[-1].c_source
+    assert "read back by stage" in src, src
+
+    def g(x):  # the output feeds a later node of the same kernel
+        s = torch.softmax(x, -1)
+        return s, s * s.sum(-1, keepdim=True)
+    check(g, (x,), server=server, fallback=0)
+
+    def h(x):  # the result is written into the caller's tensor
+        return x.copy_(torch.softmax(x, -1))
+    x = torch.randn(4, 300)
+    check(h, (x,), server=server, fallback=0)
