@@ -16,8 +16,9 @@
  *   - rsqrt is 1 / sqrt(x) and sigmoid 1 / (1 + exp(-x)), as ATen computes
  *     them.
  * Transcendental functions are the C library's names; the prelude declares
- * them `simd`, so gcc's vectorizer calls SLEEF's vector versions (through
- * the GNU vector ABI that libsleefgnuabi implements) in vectorized loops.
+ * them `simd`, so gcc's vectorizer calls their vector versions through the
+ * GNU vector ABI in vectorized loops: glibc's libmvec, or SLEEF's
+ * libsleefgnuabi for the few libmvec lacks (GC_CODEGEN_LIBS).
  */
 #include "compiler/codegen/cexpr.h"
 
@@ -116,8 +117,9 @@ static const char prelude[] =
     "#include <omp.h>\n"
     "\n"
     "/* Vector math: gcc vectorizes calls to functions declared simd, calling\n"
-    " * the GNU vector ABI variants (_ZGVdN8v_expf, ...), which SLEEF's\n"
-    " * libsleefgnuabi provides (1-ulp accuracy, IEEE special values). */\n"
+    " * the GNU vector ABI variants (_ZGVdN8v_expf, ...), which glibc's\n"
+    " * libmvec provides (up to 4 ulp, IEEE special values), and SLEEF's\n"
+    " * libsleefgnuabi (1 ulp) where libmvec has none (lgamma, fmod). */\n"
     "#define GC_SIMD __attribute__((simd(\"notinbranch\")))\n"
     "#define GC_MATH(n) GC_SIMD float n##f(float); GC_SIMD double n(double);\n"
     "#define GC_MATH2(n) GC_SIMD float n##f(float, float); "
@@ -321,6 +323,77 @@ static bool vector_math(ir_op op) {
   }
 }
 
+/* ---- vector math from SLEEF's own API ----
+ *
+ * Generated code links glibc's libmvec before SLEEF's libsleefgnuabi (both
+ * implement the GNU vector ABI), since libmvec is 2-4x faster for erf,
+ * tanh, sin, cos, expm1, sinh, cosh and atan. For exp, log and log1p SLEEF
+ * is the better one: libmvec's exp made the softmax kernel 1.5x slower, its
+ * log and log1p take a slow path (8x) on inputs giving NaN, and SLEEF's are
+ * the ones ATen uses, to 1 ulp (libmvec: up to 4). These three get
+ * definitions of their vector ABI names in the translation unit, hidden so
+ * the kernels' calls bind to them, calling SLEEF's dispatching entry points
+ * (Sleef_expf16_u10, ...) in libsleef. One per x86-64 vector ABI level the
+ * target has: b (SSE2), c (AVX), d (AVX2), e (AVX-512). */
+
+static unsigned sleef_bit(ir_op op) {
+  return op == IR_EXP     ? CX_SLEEF_EXP
+         : op == IR_LOG   ? CX_SLEEF_LOG
+         : op == IR_LOG1P ? CX_SLEEF_LOG1P
+                          : 0;
+}
+
+const char *cx_sleef_wrappers(gc_arena *a, unsigned used) {
+  static const char *const names[] = {"exp", "log", "log1p"};
+  static const struct {
+    const char *isa, *guard;
+    int f, d; /* float and double lanes */
+  } levels[] = {{"b", "__SSE2__", 4, 2},
+                {"c", "__AVX__", 8, 4},
+                {"d", "__AVX2__", 8, 4},
+                {"e", "__AVX512F__", 16, 8}};
+  if (!used)
+    return "";
+  gc_buf b = {0};
+  gc_buf_puts(
+      &b, "/* exp, log, log1p: SLEEF's own entry points (libsleef), not\n"
+          " * libmvec's (docs/native-math.md says why). */\n"
+          "#if defined(__x86_64__)\n"
+          "#define GC_SLEEF(isa, fn, vt, sleef)                          "
+          "\\\n"
+          "  vt sleef(vt);                                               "
+          "\\\n"
+          "  __attribute__((visibility(\"hidden\"))) vt _ZGV##isa##_##fn(vt x) "
+          "{ \\\n"
+          "    return sleef(x);                                          "
+          "\\\n"
+          "  }\n");
+  for (size_t l = 0; l < sizeof levels / sizeof *levels; l++) {
+    gc_buf_printf(&b, "#if defined(%s)\n", levels[l].guard);
+    gc_buf_printf(&b,
+                  "typedef float gc_%sf __attribute__((vector_size(%d)));\n"
+                  "typedef double gc_%sd __attribute__((vector_size(%d)));\n",
+                  levels[l].isa, 4 * levels[l].f, levels[l].isa,
+                  8 * levels[l].d);
+    for (int i = 0; i < 3; i++) {
+      if (!(used & (1u << i)))
+        continue;
+      gc_buf_printf(&b, "GC_SLEEF(%sN%dv, %sf, gc_%sf, Sleef_%sf%d_u10)\n",
+                    levels[l].isa, levels[l].f, names[i], levels[l].isa,
+                    names[i], levels[l].f);
+      gc_buf_printf(&b, "GC_SLEEF(%sN%dv, %s, gc_%sd, Sleef_%sd%d_u10)\n",
+                    levels[l].isa, levels[l].d, names[i], levels[l].isa,
+                    names[i], levels[l].d);
+    }
+    gc_buf_puts(&b, "#endif\n");
+  }
+  gc_buf_puts(&b, "#endif\n\n");
+  const char *r =
+      b.failed ? NULL : gc_arena_strndup(a, b.data ? b.data : "", b.len);
+  gc_buf_free(&b);
+  return r;
+}
+
 /* Shifts of integers as ATen 1.13's CPU kernels do them: a << b is
  * (unsigned)a << b and a >> b arithmetic, in C's promoted type (int for
  * types narrower than int), and the count is not checked, so x86 reduces
@@ -361,6 +434,7 @@ static char *spell(cx *c, const ir_expr *e, const char *a, const char *b,
     return gc_arena_printf(ar, "(%s / %s)", one, a);
   case IR_SIGMOID:
     c->vector_math = true;
+    c->sleef |= CX_SLEEF_EXP;
     return gc_arena_printf(ar, "(%s / (%s + exp%s(-%s)))", one, one, sfx, a);
   case IR_ISNAN:
     return gc_arena_printf(ar, "(%s != %s)", a, a);
@@ -452,6 +526,7 @@ static char *spell(cx *c, const ir_expr *e, const char *a, const char *b,
     return NULL;
   if (vector_math(e->op))
     c->vector_math = true;
+  c->sleef |= sleef_bit(e->op);
   if (ir_op_arity(e->op) == 2)
     return gc_arena_printf(ar, "%s%s(%s, %s)", f, sfx, a, b);
   return gc_arena_printf(ar, "%s%s(%s)", f, sfx, a);

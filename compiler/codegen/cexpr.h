@@ -36,9 +36,19 @@ struct cx {
   const char **names;
   size_t cap, n;
   int *next_temp;   /* shared counter: names unique in a function */
-  bool vector_math; /* set when a SLEEF-vectorized function is used */
+  bool vector_math; /* set when a vectorized math function is used */
+  unsigned sleef;   /* CX_SLEEF_* bits: the functions taken from SLEEF */
   int depth;
 };
+
+/* The math functions whose vector versions come from SLEEF's own API
+ * (libsleef) rather than from the GNU vector ABI's first provider, glibc's
+ * libmvec: cx_sleef_wrappers() defines their vector ABI names in the
+ * translation unit (hidden, so calls bind to them) to call SLEEF. */
+enum { CX_SLEEF_EXP = 1, CX_SLEEF_LOG = 2, CX_SLEEF_LOG1P = 4 };
+
+/* The definitions for the bits of `used`, in the arena; "" for none. */
+const char *cx_sleef_wrappers(gc_arena *a, unsigned used);
 
 /* Starts a new loop body (forgets earlier temporaries). */
 void cx_reset(cx *c);

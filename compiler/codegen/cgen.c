@@ -1014,6 +1014,12 @@ int gc_codegen(ir_graph *ir, const sc_schedule *s, const char *key_hex,
     }
   gen_segments(&g);
   out->uses_vector_math = g.x.vector_math;
+  out->uses_sleef = g.x.sleef != 0;
+  const char *wrap = cx_sleef_wrappers(ir->a, g.x.sleef);
+  if (!wrap)
+    g.out.failed = true;
+  else
+    gc_buf_puts(&g.out, wrap);
   if (g.out.failed || ir->oom || ir->sym.oom) {
     gc_buf_free(&g.out);
     return gc_errorf(err, GC_ENOMEM, "codegen: out of memory");

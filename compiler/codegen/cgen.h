@@ -43,7 +43,8 @@ typedef struct gc_csource {
   int nslots;            /* including slot 0 (the arena) */
   int *buf_slot;         /* per buffer id: its slot, 0 when none */
   int nkernels;          /* loop kernels generated */
-  bool uses_vector_math; /* needs SLEEF's vector functions */
+  bool uses_vector_math; /* needs vector math (libmvec, libsleefgnuabi) */
+  bool uses_sleef;       /* needs SLEEF's own API (libsleef) */
 } gc_csource;
 
 /* Generates the C source for schedule `s` of `ir`. key_hex (may be NULL)

@@ -500,9 +500,12 @@ static int code(pe *e, const gc_backend *be) {
     return GC_ENOMEM;
   for (int i = 0; i < n->src.nsegments; i++)
     c->entry_symbols[i] = gc_arena_printf(e->a, "gc_seg%d", i);
-  static char *libs_math[] = {"libgomp.so.1", "libsleefgnuabi.so.3",
-                              "libm.so.6"};
-  c->n_runtime_libraries = n->src.uses_vector_math ? 3 : 1;
+  static char *libs_math[] = {"libgomp.so.1", "libmvec.so.1",
+                              "libsleefgnuabi.so.3", "libm.so.6",
+                              "libsleef.so.3"};
+  c->n_runtime_libraries = n->src.uses_sleef         ? 5
+                           : n->src.uses_vector_math ? 4
+                                                     : 1;
   c->runtime_libraries = libs_math;
   const char *march = be && be->target ? gc_target_march(be->target) : NULL;
   c->target = (char *)(march ? march : "");
