@@ -432,8 +432,27 @@ static ir_expr **memo_slot(ir_graph *ir, memo *m, const ir_expr *k) {
   return &m->vals[j];
 }
 
+/* ir_expr_gather_var's variable: its data value, and what was made */
+typedef struct gvar {
+  int var;
+  ir_expr *data;
+  int64_t size;
+  bool wrap;
+  int made;  /* gathers made from loads */
+  bool fail; /* an index depends on var in a way a gather cannot express */
+} gvar;
+
+/* Does index expression x depend on g's variable? (*fail when it does
+ * other than affinely.) */
+static int64_t gvar_coef(gvar *g, const gc_sym *x) {
+  int64_t c = 0;
+  if (!gc_sym_linear_in(x, g->var, &c))
+    g->fail = true;
+  return c;
+}
+
 static ir_expr *subst(ir_graph *ir, ir_expr *e, gc_sym *const *map, memo *m,
-                      int depth) {
+                      gvar *g, int depth) {
   if (!e)
     return NULL;
   if (depth > 10000) { /* bodies are bounded by realization; be safe */
@@ -442,20 +461,40 @@ static ir_expr *subst(ir_graph *ir, ir_expr *e, gc_sym *const *map, memo *m,
   }
   switch (e->op) {
   case IR_CONST:
-  case IR_ACC:
     return e;
-  case IR_LOAD:
-    return ir_load(ir, e->load.buf, gc_sym_subst(&ir->sym, e->load.index, map));
+  case IR_ACC:
+    if (g)
+      g->fail = true; /* a reduction of the kernel reading it */
+    return g ? NULL : e;
+  case IR_LOAD: {
+    gc_sym *at = gc_sym_subst(&ir->sym, e->load.index, map);
+    int64_t c = g ? gvar_coef(g, e->load.index) : 0;
+    if (g && g->fail)
+      return NULL;
+    if (!c)
+      return ir_load(ir, e->load.buf, at);
+    g->made++;
+    return ir_gather(ir, e->load.buf, at, g->data, c, g->size, g->wrap);
+  }
   case IR_INDEX:
+    if (g && (gvar_coef(g, e->index) || g->fail)) {
+      g->fail = true;
+      return NULL;
+    }
     return ir_index(ir, gc_sym_subst(&ir->sym, e->index, map), e->dtype);
   default:
     break;
   }
-  if (e->op == IR_GATHER)
+  if (e->op == IR_GATHER) {
+    if (g && (gvar_coef(g, e->load.index) || g->fail)) {
+      g->fail = true;
+      return NULL;
+    }
     return ir_gather(ir, e->load.buf,
                      gc_sym_subst(&ir->sym, e->load.index, map),
-                     subst(ir, e->args[0], map, m, depth + 1), e->load.stride,
-                     e->load.size, e->load.wrap);
+                     subst(ir, e->args[0], map, m, g, depth + 1),
+                     e->load.stride, e->load.size, e->load.wrap);
+  }
   ir_expr **slot = memo_slot(ir, m, e);
   if (!slot)
     return NULL;
@@ -463,7 +502,7 @@ static ir_expr *subst(ir_graph *ir, ir_expr *e, gc_sym *const *map, memo *m,
     return *slot; /* cppcheck-suppress identicalInnerCondition */
   ir_expr *a[3] = {NULL, NULL, NULL};
   for (int i = 0; i < ir_op_arity(e->op); i++)
-    if (!(a[i] = subst(ir, e->args[i], map, m, depth + 1)))
+    if (!(a[i] = subst(ir, e->args[i], map, m, g, depth + 1)))
       return NULL;
   ir_expr *r = e->op == IR_CAST
                    ? ir_cast(ir, a[0], e->dtype)
@@ -476,7 +515,24 @@ static ir_expr *subst(ir_graph *ir, ir_expr *e, gc_sym *const *map, memo *m,
 
 ir_expr *ir_expr_subst(ir_graph *ir, ir_expr *e, gc_sym *const *map) {
   memo m = {0};
-  return subst(ir, e, map, &m, 0);
+  return subst(ir, e, map, &m, NULL, 0);
+}
+
+ir_expr *ir_expr_gather_var(ir_graph *ir, ir_expr *e, gc_sym *const *map,
+                            int var, ir_expr *data, int64_t size, bool wrap) {
+  gc_symctx *s = &ir->sym;
+  if (!e || !data || var < 0 || var >= s->nvars || size <= 0)
+    return NULL;
+  gc_sym **m0 = gc_arena_calloc(ir->a, (size_t)s->nvars + 1, sizeof *m0);
+  if (!m0)
+    return NULL;
+  for (int i = 0; i < s->nvars; i++)
+    m0[i] = map ? map[i] : NULL;
+  m0[var] = gc_sym_const(s, 0); /* the data part goes into the gather */
+  memo m = {0};
+  gvar g = {var, data, size, wrap, 0, false};
+  ir_expr *r = subst(ir, e, m0, &m, &g, 0);
+  return g.fail || !g.made ? NULL : r;
 }
 
 /* ---- walking ---- */

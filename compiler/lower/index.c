@@ -56,6 +56,28 @@ static ir_expr *gather_at(lower_ctx *L, ir_view *v, gc_sym **at, int dim,
                    v->strides[dim], v->sizes[dim], false);
 }
 
+/* Element `at` of x with dim `dim` the data index `i` (as gather_at), or
+ * NULL (*rc set): from x's loop when x is computed and the output (`out`
+ * elements) is no larger than x, so computing only the gathered elements
+ * never computes more than realizing x would; else from x realized. */
+static ir_expr *gather_from(lower_ctx *L, ir_tensor *x, int64_t out,
+                            gc_sym **at, int dim, ir_expr *i, int *rc) {
+  ir_expr *e = NULL;
+  if (out <= numel(x->rank, x->sizes) && L_gather_loop_ok(L, x, dim))
+    e = L_gather_loop(L, x, at, dim, i, false);
+  if (!e) {
+    ir_view v;
+    if (!L_as_buffer(L, x, &v)) {
+      *rc = GC_ENOMEM;
+      return NULL;
+    }
+    e = gather_at(L, &v, at, dim, i);
+  }
+  if (!e)
+    *rc = GC_ENOMEM;
+  return e;
+}
+
 /* The output of n is empty: a constant. */
 static int empty(lower_ctx *L, const gc_node *n, L_pw *p) {
   return L__pw_finish(L, n, 0, p, ir_const_i(L_ir(L), 0, p->dt));
@@ -77,12 +99,10 @@ int lower_embedding(lower_ctx *L, const gc_node *n, int unused) {
     return empty(L, n, &p);
   if (w->sizes[0] == 0)
     return GC_EUNSUPPORTED;
-  ir_view v;
-  if (!L_as_buffer(L, w, &v))
-    return GC_ENOMEM;
   gc_sym *at[2] = {NULL, p.vars[p.rank - 1]};
   ir_expr *i = L_load(L, ix, p.vars);
-  return L__pw_finish(L, n, 0, &p, gather_at(L, &v, at, 0, i));
+  ir_expr *e = gather_from(L, w, numel(p.rank, p.sizes), at, 0, i, &rc);
+  return e ? L__pw_finish(L, n, 0, &p, e) : rc;
 }
 
 /* index_select(self, dim, index): out[.., j, ..] = self[.., index[j], ..]. */
@@ -105,11 +125,10 @@ int lower_index_select(lower_ctx *L, const gc_node *n, int unused) {
     return empty(L, n, &p);
   if (x->sizes[dim] == 0)
     return GC_EUNSUPPORTED;
-  ir_view v;
-  if (!L_as_buffer(L, x, &v))
-    return GC_ENOMEM;
   ir_expr *i = L_load(L, ix, ix->rank ? &p.vars[dim] : NULL);
-  return L__pw_finish(L, n, 0, &p, gather_at(L, &v, p.vars, (int)dim, i));
+  ir_expr *e =
+      gather_from(L, x, numel(p.rank, p.sizes), p.vars, (int)dim, i, &rc);
+  return e ? L__pw_finish(L, n, 0, &p, e) : rc;
 }
 
 /* gather(self, dim, index, sparse_grad): out[i] = self[i with dim replaced
@@ -138,11 +157,10 @@ int lower_gather(lower_ctx *L, const gc_node *n, int unused) {
     return empty(L, n, &p);
   if (x->sizes[dim] == 0)
     return GC_EUNSUPPORTED;
-  ir_view v;
-  if (!L_as_buffer(L, x, &v))
-    return GC_ENOMEM;
   ir_expr *i = L_load(L, ix, p.vars);
-  return L__pw_finish(L, n, 0, &p, gather_at(L, &v, p.vars, (int)dim, i));
+  ir_expr *e =
+      gather_from(L, x, numel(p.rank, p.sizes), p.vars, (int)dim, i, &rc);
+  return e ? L__pw_finish(L, n, 0, &p, e) : rc;
 }
 
 /* `e` clamped to [0, hi]. */

@@ -24,8 +24,8 @@
 
 /* The loss of row `row` (NULL for a 1-D self): -w[t] * x[row, t], 0 when
  * ignored; *wt gets the row's weight (0 when ignored). */
-static ir_expr *nll_row(lower_ctx *L, ir_view *xv, ir_view *wv, ir_tensor *t,
-                        gc_sym *row, int64_t ignore, gc_dtype dt,
+static ir_expr *nll_row(lower_ctx *L, ir_tensor *xt, ir_view *xv, ir_view *wv,
+                        ir_tensor *t, gc_sym *row, int64_t ignore, gc_dtype dt,
                         ir_expr **wt) {
   ir_graph *ir = L_ir(L);
   gc_symctx *s = &ir->sym;
@@ -33,12 +33,17 @@ static ir_expr *nll_row(lower_ctx *L, ir_view *xv, ir_view *wv, ir_tensor *t,
   ir_expr *tv = ir_cast(ir, L_load(L, t, row ? &row : NULL), i64);
   ir_expr *ign = ir_op2(ir, IR_EQ, i64, tv, ir_const_i(ir, ignore, i64));
   ir_expr *cls = ir_op3(ir, IR_WHERE, i64, ign, ir_const_i(ir, 0, i64), tv);
-  int cd = xv->rank - 1;
-  gc_sym *off = gc_sym_const(s, xv->offset);
-  if (row)
-    off = gc_sym_add(s, off, gc_sym_scale(s, row, xv->strides[0]));
-  ir_expr *x =
-      ir_gather(ir, xv->buf, off, cls, xv->strides[cd], xv->sizes[cd], false);
+  int cd = xt->rank - 1;
+  ir_expr *x;
+  if (!xv) { /* computed only at the picked class */
+    gc_sym *at[2] = {row, NULL};
+    x = L_gather_loop(L, xt, at, cd, cls, false);
+  } else {
+    gc_sym *off = gc_sym_const(s, xv->offset);
+    if (row)
+      off = gc_sym_add(s, off, gc_sym_scale(s, row, xv->strides[0]));
+    x = ir_gather(ir, xv->buf, off, cls, xv->strides[cd], xv->sizes[cd], false);
+  }
   ir_expr *w = ir_const_f(ir, 1, dt);
   if (wv)
     w = ir_gather(ir, wv->buf, gc_sym_const(s, wv->offset), cls, wv->strides[0],
@@ -67,8 +72,15 @@ int lower_nll_loss_forward(lower_ctx *L, const gc_node *n, int unused) {
   if ((x->rank == 2 && t->sizes[0] != nrow) || ncls == 0 ||
       (w && (w->rank != 1 || w->sizes[0] != ncls || w->dtype != dt)))
     return GC_EUNSUPPORTED;
-  ir_view xv, wv;
-  if (!L_as_buffer(L, x, &xv) || (w && !L_as_buffer(L, w, &wv)))
+  /* self computed (a log_softmax): only the picked elements are, from its
+   * loop, instead of realizing all of it */
+  ir_view xbuf, wv, *xv = NULL;
+  if (!L_gather_loop_ok(L, x, x->rank - 1)) {
+    if (!L_as_buffer(L, x, &xbuf))
+      return GC_ENOMEM;
+    xv = &xbuf;
+  }
+  if (w && !L_as_buffer(L, w, &wv))
     return GC_ENOMEM;
   L_pw p0, p1;
   int rc = L__pw_begin(L, n, 0, &p0);
@@ -83,7 +95,7 @@ int lower_nll_loss_forward(lower_ctx *L, const gc_node *n, int unused) {
     if (p0.rank != 1)
       return GC_EUNSUPPORTED;
     ir_expr *e =
-        nll_row(L, &xv, w ? &wv : NULL, t, p0.vars[0], ignore, dt, &wt);
+        nll_row(L, x, xv, w ? &wv : NULL, t, p0.vars[0], ignore, dt, &wt);
     if ((rc = L__pw_finish(L, n, 0, &p0, e)))
       return rc;
     return L__pw_finish(L, n, 1, &p1, ir_const_f(ir, 0, dt));
@@ -93,7 +105,7 @@ int lower_nll_loss_forward(lower_ctx *L, const gc_node *n, int unused) {
   ir_tensor *loss, *total;
   if (x->rank == 1) {
     gc_sym **v = L_vars(L, 0, NULL);
-    ir_expr *e = nll_row(L, &xv, w ? &wv : NULL, t, NULL, ignore, dt, &wt);
+    ir_expr *e = nll_row(L, x, xv, w ? &wv : NULL, t, NULL, ignore, dt, &wt);
     if (!v || !e)
       return GC_ENOMEM;
     loss = L_pointwise(L, n, dt, 0, NULL, v, e);
@@ -104,8 +116,9 @@ int lower_nll_loss_forward(lower_ctx *L, const gc_node *n, int unused) {
     if (!ov || !rv || !ov2 || !rv2)
       return GC_ENOMEM;
     ir_expr *wt2;
-    ir_expr *e = nll_row(L, &xv, w ? &wv : NULL, t, rv[0], ignore, dt, &wt);
-    ir_expr *e2 = nll_row(L, &xv, w ? &wv : NULL, t, rv2[0], ignore, dt, &wt2);
+    ir_expr *e = nll_row(L, x, xv, w ? &wv : NULL, t, rv[0], ignore, dt, &wt);
+    ir_expr *e2 =
+        nll_row(L, x, xv, w ? &wv : NULL, t, rv2[0], ignore, dt, &wt2);
     if (!e || !e2)
       return GC_ENOMEM;
     ir_buf *lb = L_reduce(L, n, IR_RED_SUM, dt, 0, NULL, ov, 1, &nrow, rv, e,

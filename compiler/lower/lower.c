@@ -968,6 +968,36 @@ static void undo(lower_ctx *L, const gc_node *n, int mark_nodes,
 
 /* Realizes an unrealized result that is shared and costly, or too big to
  * keep inlining. */
+static ir_expr *gather_loop(lower_ctx *L, ir_tensor *t, gc_sym *const *at,
+                            int dim, ir_expr *i, bool wrap) {
+  ir_graph *ir = L->ir;
+  if (!t || t->kind != IR_T_LOOP || t->realized || dim < 0 || dim >= t->rank)
+    return NULL;
+  gc_sym **map = gc_arena_calloc(ir->a, (size_t)ir->sym.nvars + 1, sizeof *map);
+  if (!map)
+    return NULL;
+  for (int k = 0; k < t->rank; k++)
+    if (k != dim)
+      map[t->vars[k]->var] = at ? at[k] : t->vars[k];
+  return ir_expr_gather_var(ir, t->body, map, t->vars[dim]->var, i,
+                            t->sizes[dim], wrap);
+}
+
+bool L_gather_loop_ok(lower_ctx *L, ir_tensor *t, int dim) {
+  return gather_loop(L, t, NULL, dim, ir_const_i(L->ir, 0, GC_DTYPE_INT64),
+                     false) != NULL;
+}
+
+ir_expr *L_gather_loop(lower_ctx *L, ir_tensor *t, gc_sym *const *at, int dim,
+                       ir_expr *i, bool wrap) {
+  ir_expr *r = gather_loop(L, t, at, dim, i, wrap);
+  if (r) {
+    t->uses++;
+    note_inlined(L, t);
+  }
+  return r;
+}
+
 static int maybe_realize(lower_ctx *L, const gc_value *v) {
   ir_tensor *t = L->val[v->id];
   if (!t || t->kind != IR_T_LOOP || t->realized)

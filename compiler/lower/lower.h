@@ -128,6 +128,16 @@ ir_buf *L_realize(lower_ctx *L, ir_tensor *t, const gc_tensor_meta *like);
  * false when out of memory. */
 bool L_as_buffer(lower_ctx *L, ir_tensor *t, ir_view *v);
 
+/* Element `at` of the unrealized loop tensor t (rank entries; at[dim] is
+ * ignored) with index `dim` the int64 data value `i`, computed from t's
+ * body (ir_expr_gather_var) instead of from a realized buffer: a gather of
+ * a computed tensor computes only the gathered elements. NULL when t is
+ * not an unrealized loop or its body has no such form (the caller then
+ * realizes t). L_gather_loop_ok says whether it would succeed. */
+ir_expr *L_gather_loop(lower_ctx *L, ir_tensor *t, gc_sym *const *at, int dim,
+                       ir_expr *i, bool wrap);
+bool L_gather_loop_ok(lower_ctx *L, ir_tensor *t, int dim);
+
 /* An operator by qualified name: one of the graph's, or torch 1.13's (for
  * the .out overloads extern calls use). NULL when unknown. */
 const gc_op *L_op(lower_ctx *L, const char *name);

@@ -334,3 +334,62 @@ def test_empty_arena_views(server):
     # an ATen call reading a zero-size arena buffer of an empty arena
     x = torch.randn(0, 3, 3)
     check(lambda x: F.pad(x, (1, 2), "circular"), (x,), server=server)
+
+
+def test_cross_entropy_computes_log_softmax_only_at_the_targets(server):
+    """nll_loss of a log_softmax used nowhere else gathers from the
+    log_softmax's loop: the row max and sum are realized (one number per
+    row), the [N, C] log-probabilities never are."""
+    g = torch.Generator().manual_seed(7)
+
+    def f(x, t, w):
+        return (F.cross_entropy(x, t), F.cross_entropy(x, t, reduction="sum"),
+                F.cross_entropy(x, t, weight=w, ignore_index=2, reduction="none"))
+    for name, x in layouts((64, 300)):
+        t = torch.randint(0, 300, (64,), generator=g)
+        t[5] = 2
+        check(f, (x, t, torch.rand(300, generator=g)), server=server, fallback=0,
+              atol=1e-5, rtol=1e-5)
+    x = torch.randn(64, 300, generator=g)
+    t = torch.randint(0, 300, (64,), generator=g)
+    cf = compiled_fn(lambda x, t: F.cross_entropy(x, t), (x, t), server)
+    with torch.no_grad():
+        torch.testing.assert_close(cf(x, t), F.cross_entropy(x, t))
+        assert cf.summary()["arena_bytes"] < x.numel() * 4, cf.summary()
+        bad = t.clone()
+        bad[9] = 300
+        with pytest.raises(IndexError):
+            cf(x, bad)
+        bad[9] = -1
+        with pytest.raises(IndexError):
+            cf(x, bad)
+    # a 1-D input and a scalar target
+    check(lambda x, t: F.cross_entropy(x, t), (torch.randn(7), torch.tensor(3)),
+          server=server, fallback=0)
+
+
+def test_gathers_from_computed_tensors(server):
+    """gather, index_select and embedding of a computed tensor compute only
+    the picked elements when there are no more of them than the tensor has
+    (otherwise the tensor is realized first); indices are checked either
+    way."""
+    g = torch.Generator().manual_seed(8)
+
+    def f(x, i, j, k, m):
+        return (torch.gather(torch.log_softmax(x, 1), 1, i),
+                torch.index_select(torch.exp(x) * 2 + 1, 0, j),
+                torch.index_select(x.t() - 1, 1, j),
+                F.embedding(k, torch.tanh(x)),
+                torch.gather(x * 3, 0, m))  # more picked than x has: realized
+    x = torch.randn(8, 30, generator=g)
+    i = torch.randint(0, 30, (8, 4), generator=g)
+    j = torch.tensor([7, 0, 3])
+    k = torch.randint(0, 8, (2, 3), generator=g)
+    m = torch.randint(0, 8, (20, 30), generator=g)
+    check(f, (x, i, j, k, m), server=server, fallback=0)
+    cf = compiled_fn(f, (x, i, j, k, m), server)
+    with torch.no_grad():
+        for bad in ((x, i.clone().fill_(30), j, k, m), (x, i, torch.tensor([8]), k, m),
+                    (x, i, j, k.clone().fill_(-1), m), (x, i, j, k, m.clone().fill_(8))):
+            with pytest.raises(IndexError):
+                cf(*bad)
