@@ -30,6 +30,7 @@
  * Kernels whose work is below PARALLEL_MIN elements run on the calling
  * thread: an OpenMP fork costs microseconds.
  */
+#include <stdlib.h>
 #include "compiler/codegen/cgen.h"
 
 #include <stdio.h>
@@ -836,6 +837,10 @@ static void dedup_kernel(cg *g, const sc_kernel *k, size_t start, size_t sig) {
                 (const char *)old);
 }
 
+static void gen_nest(cg *g, const sc_kernel *k, bool par, int sd,
+                     const char *lo, const char *hi);
+static bool split_kernel(cg *g, const sc_kernel *k, bool par);
+
 static void gen_kernel(cg *g, const sc_kernel *k) {
   size_t start = g->out.len;
   g->k = k;
@@ -859,7 +864,6 @@ static void gen_kernel(cg *g, const sc_kernel *k) {
   if (g->chk)
     cg__line(g, 2, "int gc_err = 0; /* a data index out of range */");
   bool par = k->work >= PARALLEL_MIN;
-  int ind = 2;
   if (cg__tile_kernel(g, k) || cg__tile2d_kernel(g, k)) {
     if (cg__tile2d_kernel(g, k))
       cg__gen_tiled2d(g, k, par);
@@ -871,6 +875,18 @@ static void gen_kernel(cg *g, const sc_kernel *k) {
     return;
   }
   cg__find_reuse(g, k);
+  if (!split_kernel(g, k, par))
+    gen_nest(g, k, par, -1, NULL, NULL);
+  cg__line(g, 2, "return %s;", g->chk ? "gc_err" : "0");
+  gc_buf_puts(&g->out, "}\n\n");
+  dedup_kernel(g, k, start, sig);
+}
+
+/* The loop nest of kernel k; outer dim `sd` (if >= 0) restricted to
+ * [lo, hi). */
+static void gen_nest(cg *g, const sc_kernel *k, bool par, int sd,
+                     const char *lo, const char *hi) {
+  int ind = 2;
   if (k->ndims > 0) {
     if (par)
       cg__line(g, ind, "#pragma omp parallel for schedule(static)%s%s",
@@ -879,7 +895,8 @@ static void gen_kernel(cg *g, const sc_kernel *k) {
                    : "",
                g->chk ? " reduction(|:gc_err)" : "");
     for (int i = 0; i < k->ndims; i++) {
-      cg__open_loop(g, ind, &k->dims[i], NULL, NULL);
+      cg__open_loop(g, ind, &k->dims[i], i == sd ? lo : NULL,
+                    i == sd ? hi : NULL);
       ind += 2;
     }
     par = false;
@@ -906,9 +923,120 @@ static void gen_kernel(cg *g, const sc_kernel *k) {
   }
   for (int i = 0; i < k->ndims; i++)
     cg__line(g, ind -= 2, "}");
-  cg__line(g, 2, "return %s;", g->chk ? "gc_err" : "0");
-  gc_buf_puts(&g->out, "}\n\n");
-  dedup_kernel(g, k, start, sig);
+}
+
+/* ---- loops split into ranges ----
+ *
+ * cat selects its input by comparing the index along the concatenated dim
+ * with each input's end (a chain of where()s), and every element loads
+ * from every input at a clamped index; constant_pad_nd compares the index
+ * with the padding's bounds. When that dim is an outer loop of a kernel
+ * (whose outer points are independent), the loop splits at those bounds: one
+ * loop nest per range, each with a variable whose range is that range, so the
+ * comparisons fold to constants (ir.c's make_op), the where()s to one arm and
+ * the clamps to the plain index (sym.c): each range loads only its own input.
+ * densenet's cat + batch norm + relu kernels load 1 input per element instead
+ * of up to 16. */
+
+#define SPLIT_MAX 32 /* ranges per kernel */
+
+typedef struct splits {
+  int var;
+  int64_t size;
+  int64_t pts[SPLIT_MAX + 1];
+  int n;
+} splits;
+
+static int find_splits(const ir_expr *e, void *ctx) {
+  splits *sp = ctx;
+  if (ir_op_arity(e->op) != 2 || e->dtype != GC_DTYPE_BOOL)
+    return 0;
+  const ir_expr *a = e->args[0], *b = e->args[1];
+  if (a->op != IR_INDEX || b->op != IR_CONST || !a->index ||
+      cg__is_float(b->dtype))
+    return 0;
+  /* the index is the variable plus a constant */
+  const gc_sym *x = a->index;
+  int64_t c0 = 0;
+  if (x->kind == GC_SYM_ADD && x->n == 1 && x->coefs[0] == 1) {
+    c0 = x->c;
+    x = x->ops[0];
+  }
+  if (x->kind != GC_SYM_VAR || x->var != sp->var)
+    return 0;
+  int64_t p = e->op == IR_LT || e->op == IR_GE   ? b->k.i - c0
+              : e->op == IR_LE || e->op == IR_GT ? b->k.i + 1 - c0
+                                                 : -1;
+  if (p <= 0 || p >= sp->size)
+    return 0;
+  for (int i = 0; i < sp->n; i++)
+    if (sp->pts[i] == p)
+      return 0;
+  if (sp->n == SPLIT_MAX)
+    return 1;
+  sp->pts[sp->n++] = p;
+  return 0;
+}
+
+static int cmp64(const void *a, const void *b) {
+  int64_t x = *(const int64_t *)a, y = *(const int64_t *)b;
+  return (x > y) - (x < y);
+}
+
+static bool split_kernel(cg *g, const sc_kernel *k, bool par) {
+  if (k->call || k->ndims == 0) /* (outer points are independent) */
+    return false;
+  ir_graph *ir = g->ir;
+  for (int d = 0; d < k->ndims; d++) {
+    splits sp = {k->dims[d].var->var, k->dims[d].size, {0}, 0};
+    int rc = 0;
+    for (int i = 0; i < k->nnodes && !rc; i++)
+      rc = ir_expr_walk(g->s->place[k->nodes[i]->id].body, find_splits, &sp);
+    if (rc || sp.n == 0)
+      continue;
+    qsort(sp.pts, (size_t)sp.n, sizeof *sp.pts, cmp64);
+    sp.pts[sp.n] = sp.size;
+    /* each range: a variable ranging over it, substituted in every place
+     * of the kernel (restored after) */
+    sc_place *places = (sc_place *)g->s->place;
+    sc_place *saved = gc_arena_calloc(ir->a, (size_t)k->nnodes, sizeof *saved);
+    gc_sym **map =
+        gc_arena_calloc(ir->a, (size_t)ir->sym.nvars + 1, sizeof *map);
+    if (!saved || !map)
+      return false;
+    for (int i = 0; i < k->nnodes; i++)
+      saved[i] = places[k->nodes[i]->id];
+    sc_dim *dim = (sc_dim *)&k->dims[d];
+    gc_sym *var = dim->var;
+    cg__line(g, 2, "/* %s split at the bounds its values are compared with */",
+             cg__sym(g, var));
+    int64_t lo = 0;
+    for (int r = 0; r <= sp.n; r++) {
+      int64_t hi = sp.pts[r];
+      char name[24];
+      snprintf(name, sizeof name, "x%d", ir->sym.nvars);
+      gc_sym *v = gc_sym_newvar(&ir->sym, name, lo, hi - 1);
+      if (!v)
+        return false;
+      map[var->var] = v;
+      for (int i = 0; i < k->nnodes; i++) {
+        sc_place *p = &places[k->nodes[i]->id];
+        p->body = ir_expr_subst(ir, saved[i].body, map);
+        p->store = gc_sym_subst(&ir->sym, saved[i].store, map);
+      }
+      dim->var = v;
+      cx_reset(&g->x);
+      gen_nest(g, k, par, d,
+               gc_arena_printf(cg__arena(g), "%lld", (long long)lo),
+               gc_arena_printf(cg__arena(g), "%lld", (long long)hi));
+      lo = hi;
+    }
+    dim->var = var;
+    for (int i = 0; i < k->nnodes; i++)
+      places[k->nodes[i]->id] = saved[i];
+    return true;
+  }
+  return false;
 }
 
 /* ---- segments and slots ---- */

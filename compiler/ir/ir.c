@@ -361,6 +361,32 @@ ir_expr *ir_cast(ir_graph *ir, ir_expr *x, gc_dtype dt) {
   return ir_op1(ir, IR_CAST, dt, x);
 }
 
+/* a op b for an INDEX a and an integer constant b: 1 or 0 when a's range
+ * decides it, -1 otherwise. */
+static int index_compare(ir_op op, const ir_expr *a, const ir_expr *b) {
+  if (a->op != IR_INDEX || b->op != IR_CONST || is_float(a->dtype) ||
+      is_float(b->dtype) || a->dtype == GC_DTYPE_BOOL ||
+      b->dtype == GC_DTYPE_BOOL || !a->index)
+    return -1;
+  int64_t lo = a->index->lo, hi = a->index->hi, k = b->k.i;
+  switch (op) {
+  case IR_LT:
+    return hi < k ? 1 : lo >= k ? 0 : -1;
+  case IR_LE:
+    return hi <= k ? 1 : lo > k ? 0 : -1;
+  case IR_GT:
+    return lo > k ? 1 : hi <= k ? 0 : -1;
+  case IR_GE:
+    return lo >= k ? 1 : hi < k ? 0 : -1;
+  case IR_EQ:
+    return lo == hi && lo == k ? 1 : (k < lo || k > hi) ? 0 : -1;
+  case IR_NE:
+    return lo == hi && lo == k ? 0 : (k < lo || k > hi) ? 1 : -1;
+  default:
+    return -1;
+  }
+}
+
 static ir_expr *make_op(ir_graph *ir, ir_op op, gc_dtype dt, ir_expr *a,
                         ir_expr *b, ir_expr *c) {
   int n = ir_op_arity(op);
@@ -370,12 +396,29 @@ static ir_expr *make_op(ir_graph *ir, ir_op op, gc_dtype dt, ir_expr *a,
   e.args[0] = a;
   e.args[1] = n > 1 ? b : NULL;
   e.args[2] = n > 2 ? c : NULL;
-  /* exact identities only: x*1, x/1, where(c, x, x) */
+  /* exact identities only: x*1, x/1, where(c, x, x), where of a known
+   * condition, and a comparison of an index with a constant that the
+   * index's range decides (what a loop split into ranges makes of cat's
+   * and padding's selections) */
   if ((op == IR_MUL || op == IR_DIV) && b->op == IR_CONST && b->dtype == dt &&
       a->dtype == dt && (is_float(dt) ? b->k.f == 1.0 : b->k.i == 1))
     return a;
   if (op == IR_WHERE && b == c && b->dtype == e.dtype)
     return b;
+  if (op == IR_WHERE && a->op == IR_CONST && !is_float(a->dtype) &&
+      b->dtype == e.dtype && c->dtype == e.dtype)
+    return a->k.i ? b : c;
+  if ((op == IR_AND || op == IR_OR) && a->dtype == GC_DTYPE_BOOL &&
+      b->dtype == GC_DTYPE_BOOL && (a->op == IR_CONST || b->op == IR_CONST)) {
+    const ir_expr *k = a->op == IR_CONST ? a : b, *x = k == a ? b : a;
+    bool one = k->k.i != 0;
+    if (op == IR_AND)
+      return one ? (ir_expr *)x : (ir_expr *)k;
+    return one ? (ir_expr *)k : (ir_expr *)x;
+  }
+  int decided = n == 2 ? index_compare(op, a, b) : -1;
+  if (decided >= 0)
+    return ir_const_i(ir, decided, GC_DTYPE_BOOL);
   return eintern(ir, &e);
 }
 

@@ -452,3 +452,22 @@ def test_softmax_reads_back_the_exponentials_it_summed(server):
         return x.copy_(torch.softmax(x, -1))
     x = torch.randn(4, 300)
     check(h, (x,), server=server, fallback=0)
+
+
+def test_cat_and_pad_split_their_outer_loop(server):
+    """A pointwise kernel selecting by the index along an outer dim (cat's
+    inputs, constant_pad_nd's padding) runs one loop nest per range of that
+    dim, each reading only its own input; the results are eager's, at odd
+    sizes, with an empty input and with negative (cropping) pads."""
+    def f(a, b, c, e):
+        y = torch.relu(torch.cat([a, b, e, c], 1) * 2 - 1)
+        z = torch.nn.functional.pad(a, (0, 0, 0, 0, 2, 3), value=0.5) + 1
+        w = torch.nn.functional.pad(b, (1, 1, 0, 0, -1, 2)) * 3
+        return y, z, w
+    a = torch.randn(2, 5, 7, 9)
+    b = torch.randn(2, 3, 7, 9)
+    c = torch.randn(2, 1, 7, 9)
+    e = torch.randn(2, 0, 7, 9)
+    check(f, (a, b, c, e), server=server, fallback=0)
+    cf = compiled.compile(f, (a, b, c, e), server=server)
+    assert cf.programs[-1].c_source.count("split at the bounds") >= 2, cf.programs[-1].c_source
