@@ -837,7 +837,7 @@ static void dedup_kernel(cg *g, const sc_kernel *k, size_t start, size_t sig) {
                 (const char *)old);
 }
 
-static void gen_nest(cg *g, const sc_kernel *k, bool par, int sd,
+static void gen_nest(cg *g, const sc_kernel *k, bool par, bool inside, int sd,
                      const char *lo, const char *hi);
 static bool split_kernel(cg *g, const sc_kernel *k, bool par);
 
@@ -876,7 +876,7 @@ static void gen_kernel(cg *g, const sc_kernel *k) {
   }
   cg__find_reuse(g, k);
   if (!split_kernel(g, k, par))
-    gen_nest(g, k, par, -1, NULL, NULL);
+    gen_nest(g, k, par, false, -1, NULL, NULL);
   cg__line(g, 2, "return %s;", g->chk ? "gc_err" : "0");
   gc_buf_puts(&g->out, "}\n\n");
   dedup_kernel(g, k, start, sig);
@@ -884,16 +884,18 @@ static void gen_kernel(cg *g, const sc_kernel *k) {
 
 /* The loop nest of kernel k; outer dim `sd` (if >= 0) restricted to
  * [lo, hi). */
-static void gen_nest(cg *g, const sc_kernel *k, bool par, int sd,
+static void gen_nest(cg *g, const sc_kernel *k, bool par, bool inside, int sd,
                      const char *lo, const char *hi) {
   int ind = 2;
   if (k->ndims > 0) {
-    if (par)
+    const char *collapse =
+        k->ndims > 1 ? gc_arena_printf(cg__arena(g), " collapse(%d)", k->ndims)
+                     : "";
+    if (par && inside) /* in the split kernel's one parallel region */
+      cg__line(g, ind, "#pragma omp for schedule(static)%s nowait", collapse);
+    else if (par)
       cg__line(g, ind, "#pragma omp parallel for schedule(static)%s%s",
-               k->ndims > 1
-                   ? gc_arena_printf(cg__arena(g), " collapse(%d)", k->ndims)
-                   : "",
-               g->chk ? " reduction(|:gc_err)" : "");
+               collapse, g->chk ? " reduction(|:gc_err)" : "");
     for (int i = 0; i < k->ndims; i++) {
       cg__open_loop(g, ind, &k->dims[i], i == sd ? lo : NULL,
                     i == sd ? hi : NULL);
@@ -1010,6 +1012,13 @@ static bool split_kernel(cg *g, const sc_kernel *k, bool par) {
     gc_sym *var = dim->var;
     cg__line(g, 2, "/* %s split at the bounds its values are compared with */",
              cg__sym(g, var));
+    /* one parallel region for all ranges (each its own outlined function
+     * would double the C compiler's time on densenet121) */
+    if (par) {
+      cg__line(g, 2, "#pragma omp parallel%s",
+               g->chk ? " reduction(|:gc_err)" : "");
+      cg__line(g, 2, "{");
+    }
     int64_t lo = 0;
     for (int r = 0; r <= sp.n; r++) {
       int64_t hi = sp.pts[r];
@@ -1026,11 +1035,13 @@ static bool split_kernel(cg *g, const sc_kernel *k, bool par) {
       }
       dim->var = v;
       cx_reset(&g->x);
-      gen_nest(g, k, par, d,
+      gen_nest(g, k, par, true, d,
                gc_arena_printf(cg__arena(g), "%lld", (long long)lo),
                gc_arena_printf(cg__arena(g), "%lld", (long long)hi));
       lo = hi;
     }
+    if (par)
+      cg__line(g, 2, "}");
     dim->var = var;
     for (int i = 0; i < k->nnodes; i++)
       places[k->nodes[i]->id] = saved[i];

@@ -471,3 +471,15 @@ def test_cat_and_pad_split_their_outer_loop(server):
     check(f, (a, b, c, e), server=server, fallback=0)
     cf = compiled.compile(f, (a, b, c, e), server=server)
     assert cf.programs[-1].c_source.count("split at the bounds") >= 2, cf.programs[-1].c_source
+
+    # a gather in a split kernel big enough to run in parallel: an index
+    # out of range still raises
+    def g(i, w, x):
+        return torch.cat([torch.nn.functional.embedding(i, w), x], 1) * 2
+    i = torch.randint(0, 50, (4, 64))
+    w, x = torch.randn(50, 128), torch.randn(4, 64, 128)
+    check(g, (i, w, x), server=server, fallback=0)
+    cg = compiled.compile(g, (i, w, x), server=server)
+    assert "split at the bounds" in cg.programs[-1].c_source
+    with torch.no_grad(), pytest.raises(IndexError):
+        cg(torch.full((4, 64), 50), w, x)
