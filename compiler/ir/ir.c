@@ -364,9 +364,10 @@ ir_expr *ir_cast(ir_graph *ir, ir_expr *x, gc_dtype dt) {
 /* a op b for an INDEX a and an integer constant b: 1 or 0 when a's range
  * decides it, -1 otherwise. */
 static int index_compare(ir_op op, const ir_expr *a, const ir_expr *b) {
-  if (a->op != IR_INDEX || b->op != IR_CONST || is_float(a->dtype) ||
-      is_float(b->dtype) || a->dtype == GC_DTYPE_BOOL ||
-      b->dtype == GC_DTYPE_BOOL || !a->index)
+  /* int64 only: a narrower INDEX wraps values outside its dtype, which
+   * the range (of the unwrapped expression) does not describe */
+  if (a->op != IR_INDEX || b->op != IR_CONST || a->dtype != GC_DTYPE_INT64 ||
+      b->dtype != GC_DTYPE_INT64 || !a->index)
     return -1;
   int64_t lo = a->index->lo, hi = a->index->hi, k = b->k.i;
   switch (op) {

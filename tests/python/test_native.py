@@ -483,3 +483,10 @@ def test_cat_and_pad_split_their_outer_loop(server):
     assert "split at the bounds" in cg.programs[-1].c_source
     with torch.no_grad(), pytest.raises(IndexError):
         cg(torch.full((4, 64), 50), w, x)
+
+    # an index cast to a narrow dtype wraps before it is compared: neither
+    # a split nor a folded comparison may assume the unwrapped range
+    def h(x):
+        i = torch.arange(300, dtype=torch.uint8).view(300, 1)
+        return torch.where(i < 100, x, -x) + torch.where(i >= 200, x, 0 * x)
+    check(h, (torch.randn(300, 128),), server=server, fallback=0)
