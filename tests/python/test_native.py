@@ -490,3 +490,23 @@ def test_cat_and_pad_split_their_outer_loop(server):
         i = torch.arange(300, dtype=torch.uint8).view(300, 1)
         return torch.where(i < 100, x, -x) + torch.where(i >= 200, x, 0 * x)
     check(h, (torch.randn(300, 128),), server=server, fallback=0)
+
+
+def test_column_sums_split_rows_between_threads(server):
+    """A float32 sum over the rows of a narrow operand splits the rows
+    between threads (each adds whole rows into its own partial row), for
+    odd row counts, with a computed operand and NaN; a transposed operand
+    keeps the tiled kernel."""
+    def f(x):
+        return x.sum(0), (x * 2 + 1).sum(0, keepdim=True)
+    for rows, cols in ((1025, 33), (4099, 2048), (3000, 16)):
+        x = torch.randn(rows, cols)
+        x[7, 3] = float("nan")
+        check(f, (x,), server=server, fallback=0, atol=1e-4, rtol=1e-4)
+    x = torch.randn(4099, 100)
+    cf = compiled.compile(f, (x,), server=server)
+    assert "column sum: rows split" in cf.programs[-1].c_source
+    xt = torch.randn(100, 4099).t()
+    check(f, (xt,), server=server, fallback=0, atol=1e-4, rtol=1e-4)
+    cf = compiled.compile(f, (xt,), server=server)
+    assert "column sum: rows split" not in cf.programs[-1].c_source
