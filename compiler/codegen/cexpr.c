@@ -183,7 +183,12 @@ static const char prelude[] =
     "  }\n"
     "GC_FLOORDIV(float, f, f)\n"
     "GC_FLOORDIV(double, d, )\n"
-    "\n";
+    "\n"
+    "\n"
+    "/* 16 float lanes (GCC vector extension) and their 16 x 16 transpose,\n"
+    " * defined at the end when a kernel uses it. */\n"
+    "typedef float gc_v16 __attribute__((vector_size(64)));\n"
+    "static inline void gc_tr16(gc_v16 r[16]);\n";
 
 const char *cx_prelude(void) {
   return prelude;

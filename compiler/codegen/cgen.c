@@ -1287,6 +1287,8 @@ int gc_codegen(ir_graph *ir, const sc_schedule *s, const char *key_hex,
   gen_segments(&g);
   out->uses_vector_math = g.x.vector_math;
   out->uses_sleef = g.x.sleef != 0;
+  if (g.tr16)
+    gc_buf_puts(&g.out, cg__tr16_text());
   const char *wrap = cx_sleef_wrappers(ir->a, g.x.sleef);
   if (!wrap)
     g.out.failed = true;

@@ -41,6 +41,7 @@ typedef struct cg {
   const char **impl;  /* per kernel index: the function that runs it (its
                          own, or an identical earlier kernel's) */
   gc_strmap bodies;   /* canonical kernel text -> function name */
+  bool tr16;          /* a kernel uses gc_tr16 (tiled.c) */
   cg_reuse reuse[CG_MAX_REUSE]; /* of the kernel being generated */
   int nreuse;
 } cg;
@@ -84,6 +85,8 @@ void cg__gen_tiled(cg *g, const sc_kernel *k, bool par);
  * read), and its code. */
 bool cg__tile2d_kernel(cg *g, const sc_kernel *k);
 void cg__gen_tiled2d(cg *g, const sc_kernel *k, bool par);
+/* tiled.c: the definition of gc_tr16, which the prelude declares. */
+const char *cg__tr16_text(void);
 
 /* reuse.c: finds the sums of kernel k whose values a later stage
  * recomputes; the sum's update stores its value (cg__reuse_of) and the

@@ -395,13 +395,81 @@ bool cg__tile2d_kernel(cg *g, const sc_kernel *k) {
   return v.strided > 0;
 }
 
+/* ---- 16 x 16 blocks transposed in registers ----
+ *
+ * Inside a rectangle, a full 16 x 16 block whose transposed operands are
+ * float32 loads contiguous along o reads each such operand as 16 vectors
+ * along o (one per i), transposes them with shuffles (gc_tr16, GCC vector
+ * extensions: vpermt2ps on AVX-512, split on narrower targets) and runs
+ * the body over the block with those loads replaced by the transposed
+ * values, so every load and store of the inner loop is contiguous along
+ * i. Partial blocks run the plain loop. 4096 x 4096 float32 x + y.t():
+ * 10.5 -> 7.1-7.7 ms in a standalone C test (x86-64-v3 and -v4 alike). */
+
+typedef struct tloads {
+  int o, i;
+  const ir_expr *ld[4];
+  int n;
+  bool other; /* a transposed read this path does not handle */
+} tloads;
+
+static int find_tloads(const ir_expr *e, void *ctx) {
+  tloads *t = ctx;
+  int64_t co, ci;
+  if (!ir_reads_buffer(e))
+    return 0;
+  if (!gc_sym_linear_in(e->load.index, t->o, &co) ||
+      !gc_sym_linear_in(e->load.index, t->i, &ci)) {
+    t->other = true;
+    return 0;
+  }
+  if (ci == 1 || ci == 0)
+    return 0; /* contiguous (or constant) along i */
+  if (e->op == IR_LOAD && e->dtype == GC_DTYPE_FLOAT32 && co == 1 && t->n < 4) {
+    for (int k = 0; k < t->n; k++)
+      if (t->ld[k] == e)
+        return 0;
+    t->ld[t->n++] = e;
+  } else {
+    t->other = true;
+  }
+  return 0;
+}
+
+/* The body of the 2-D tiled kernel's innermost loop over [lo, hi) of iv. */
+static void tiled2d_body(cg *g, const sc_stage *st, int ind, const char *iv,
+                         const char *lo, const char *hi, bool simd) {
+  if (simd) /* (with transposed loads left in, gathers: 10% slower) */
+    cg__line(g, ind, "#pragma omp simd%s",
+             g->chk ? " reduction(|:gc_err)" : "");
+  cg__line(g, ind, "for (int64_t %s = %s; %s < %s; %s++) {", iv, lo, iv, hi,
+           iv);
+  g->x.indent = ind + 2;
+  for (int n = 0; n < st->nnodes; n++) {
+    const ir_node *nd = st->nodes[n];
+    const sc_place *pl = &g->s->place[nd->id];
+    const char *v = cx_emit(&g->x, pl->body);
+    if (!g->s->local[nd->out->id])
+      cg__line(g, ind + 2, "b%d[%s] = %s;", nd->out->id, cg__sym(g, pl->store),
+               v);
+  }
+  cg__line(g, ind, "}");
+}
+
 void cg__gen_tiled2d(cg *g, const sc_kernel *k, bool par) {
   const sc_stage *st = &k->stages[0];
   const sc_dim *o = &k->dims[k->ndims - 1], *i = &st->dims[st->ndims - 1];
   const char *ov = cg__sym(g, o->var), *iv = cg__sym(g, i->var);
+  /* the register transpose: one stage dim, float32 transposed loads */
+  tloads tl = {o->var->var, i->var->var, {0}, 0, false};
+  if (st->ndims == 1)
+    for (int n = 0; n < st->nnodes; n++)
+      ir_expr_walk(g->s->place[st->nodes[n]->id].body, find_tloads, &tl);
+  bool regs = st->ndims == 1 && tl.n > 0 && !tl.other;
   int ind = 2;
-  cg__line(g, ind, "/* 2-D tiles of %d x %d over %s and %s */", TILE2_O,
-           TILE2_I, ov, iv);
+  cg__line(g, ind, "/* 2-D tiles of %d x %d over %s and %s%s */", TILE2_O,
+           TILE2_I, ov, iv,
+           regs ? ", 16 x 16 blocks transposed in registers" : "");
   if (par)
     cg__line(g, ind, "#pragma omp parallel for schedule(static) collapse(%d)%s",
              k->ndims + 1, g->chk ? " reduction(|:gc_err)" : "");
@@ -420,30 +488,88 @@ void cg__gen_tiled2d(cg *g, const sc_kernel *k, bool par) {
   cg__line(g, ind, "const int64_t %s_e = %s_t + %d < %lld ? %s_t + %d : %lld;",
            iv, iv, TILE2_I, (long long)i->size, iv, TILE2_I,
            (long long)i->size);
-  cg__line(g, ind, "for (int64_t %s = %s_t; %s < %s_e; %s++) {", ov, ov, ov, ov,
-           ov);
+  const char *ilo = gc_arena_printf(cg__arena(g), "%s_t", iv);
+  const char *ihi = gc_arena_printf(cg__arena(g), "%s_e", iv);
+  if (regs) {
+    cg__line(g, ind, "int64_t %s_b = %s_t;", ov, ov);
+    cg__line(g, ind, "if (%s_e - %s_t == 16)", iv, iv);
+    cg__line(g, ind + 2, "for (; %s_b + 16 <= %s_e; %s_b += 16) {", ov, ov, ov);
+    int in2 = ind + 4;
+    for (int t = 0; t < tl.n; t++) {
+      cg__line(g, in2, "gc_v16 gc_r%d[16];", t);
+      cg__line(g, in2, "for (int gc_q = 0; gc_q < 16; gc_q++) {");
+      cg__line(g, in2 + 2, "const int64_t %s = %s_b, %s = %s_t + gc_q;", ov, ov,
+               iv, iv);
+      cg__line(g, in2 + 2, "__builtin_memcpy(&gc_r%d[gc_q], &b%d[%s], 64);", t,
+               tl.ld[t]->load.buf->id, cg__sym(g, tl.ld[t]->load.index));
+      cg__line(g, in2, "}");
+      cg__line(g, in2, "gc_tr16(gc_r%d);", t);
+    }
+    cg__line(g, in2, "for (int64_t %s = %s_b; %s < %s_b + 16; %s++) {", ov, ov,
+             ov, ov, ov);
+    cx_reset(&g->x);
+    for (int t = 0; t < tl.n; t++)
+      cx_bind(&g->x, tl.ld[t],
+              gc_arena_printf(cg__arena(g),
+                              "((const float *)gc_r%d)[(%s - %s_b) * 16 + (%s "
+                              "- %s_t)]",
+                              t, ov, ov, iv, iv));
+    tiled2d_body(g, st, in2 + 2, iv, ilo, ihi, true);
+    cg__line(g, in2, "}");
+    cg__line(g, ind + 2, "}");
+    g->tr16 = true;
+  }
+  cg__line(g, ind, "for (int64_t %s = %s; %s < %s_e; %s++) {", ov,
+           regs ? gc_arena_printf(cg__arena(g), "%s_b", ov)
+                : gc_arena_printf(cg__arena(g), "%s_t", ov),
+           ov, ov, ov);
   ind += 2;
   for (int d = 0; d < st->ndims - 1; d++) {
     cg__open_loop(g, ind, &st->dims[d], NULL, NULL);
     ind += 2;
   }
-  cg__line(g, ind, "for (int64_t %s = %s_t; %s < %s_e; %s++) {", iv, iv, iv, iv,
-           iv);
   cx_reset(&g->x);
-  g->x.indent = ind + 2;
-  for (int n = 0; n < st->nnodes; n++) {
-    const ir_node *nd = st->nodes[n];
-    const sc_place *pl = &g->s->place[nd->id];
-    const char *v = cx_emit(&g->x, pl->body);
-    if (!g->s->local[nd->out->id])
-      cg__line(g, ind + 2, "b%d[%s] = %s;", nd->out->id, cg__sym(g, pl->store),
-               v);
-  }
-  cg__line(g, ind, "}");
+  tiled2d_body(g, st, ind, iv, ilo, ihi, false);
   for (int d = 0; d < st->ndims - 1; d++)
     cg__line(g, ind -= 2, "}");
   cg__line(g, ind -= 2, "}");
   cg__line(g, ind -= 2, "}");
   for (int d = 0; d < k->ndims - 1; d++)
     cg__line(g, ind -= 2, "}");
+}
+
+const char *cg__tr16_text(void) {
+  return "/* the 16 x 16 transpose of 2-D tiled kernels: r[j][q] <- r[q][j] "
+         "*/\n"
+         "static inline void gc_tr16(gc_v16 r[16]) {\n"
+         "  typedef int gc_i16 __attribute__((vector_size(64)));\n"
+         "  const gc_i16 l1 = {0,16,2,18,4,20,6,22,8,24,10,26,12,28,14,30};\n"
+         "  const gc_i16 h1 = {1,17,3,19,5,21,7,23,9,25,11,27,13,29,15,31};\n"
+         "  const gc_i16 l2 = {0,1,16,17,4,5,20,21,8,9,24,25,12,13,28,29};\n"
+         "  const gc_i16 h2 = {2,3,18,19,6,7,22,23,10,11,26,27,14,15,30,31};\n"
+         "  const gc_i16 l4 = {0,1,2,3,16,17,18,19,8,9,10,11,24,25,26,27};\n"
+         "  const gc_i16 h4 = {4,5,6,7,20,21,22,23,12,13,14,15,28,29,30,31};\n"
+         "  const gc_i16 l8 = {0,1,2,3,4,5,6,7,16,17,18,19,20,21,22,23};\n"
+         "  const gc_i16 h8 = "
+         "{8,9,10,11,12,13,14,15,24,25,26,27,28,29,30,31};\n"
+         "  gc_v16 t[16];\n"
+         "  for (int i = 0; i < 16; i += 2) {\n"
+         "    t[i] = __builtin_shuffle(r[i], r[i + 1], l1);\n"
+         "    t[i + 1] = __builtin_shuffle(r[i], r[i + 1], h1);\n"
+         "  }\n"
+         "  for (int i = 0; i < 16; i += 4)\n"
+         "    for (int j = 0; j < 2; j++) {\n"
+         "      r[i + j] = __builtin_shuffle(t[i + j], t[i + j + 2], l2);\n"
+         "      r[i + j + 2] = __builtin_shuffle(t[i + j], t[i + j + 2], h2);\n"
+         "    }\n"
+         "  for (int i = 0; i < 16; i += 8)\n"
+         "    for (int j = 0; j < 4; j++) {\n"
+         "      t[i + j] = __builtin_shuffle(r[i + j], r[i + j + 4], l4);\n"
+         "      t[i + j + 4] = __builtin_shuffle(r[i + j], r[i + j + 4], h4);\n"
+         "    }\n"
+         "  for (int j = 0; j < 8; j++) {\n"
+         "    r[j] = __builtin_shuffle(t[j], t[j + 8], l8);\n"
+         "    r[j + 8] = __builtin_shuffle(t[j], t[j + 8], h8);\n"
+         "  }\n"
+         "}\n\n";
 }

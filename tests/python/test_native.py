@@ -314,6 +314,18 @@ def test_transposing_pointwise_in_2d_tiles(server):
     x, y = torch.randn(300, 70), torch.randn(70, 300)
     check(f, (x, y, z), server=server, fallback=0)
 
+    # full 16 x 16 blocks transposed in registers: two transposed operands,
+    # a computed body, NaN; float64 keeps the plain loop
+    def g(x, y, w):
+        return x + torch.relu(y.t() * w.t() - 1)
+    for dt in (torch.float32, torch.float64):
+        x, y, w = (torch.randn(512, 90, dtype=dt), torch.randn(90, 512, dtype=dt),
+                   torch.randn(90, 512, dtype=dt))
+        y[5, 17] = float("nan")
+        check(g, (x, y, w), server=server, fallback=0)
+        cg = compiled.compile(g, (x, y, w), server=server)
+        assert ("transposed in registers" in cg.programs[-1].c_source) == (dt == torch.float32)
+
 
 def test_identical_kernels_are_generated_once(server):
     """Repeated blocks give kernels that differ only in invented names: the
