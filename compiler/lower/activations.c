@@ -227,7 +227,8 @@ int lower_gelu(lower_ctx *L, const gc_node *n, int unused) {
       OP2(MUL, OP2(MUL, x, L__k(L, 0.5, dt)), OP2(ADD, L__k(L, 1, dt), inner)));
 }
 
-/* silu: x / (1 + exp(-x)); sigmoid: 1 / (1 + exp(-x)) (param 1) */
+/* silu: x / (1 + exp(-x)); sigmoid: 1 / (1 + exp(-x)) (param 1); both as
+ * ATen's kernels write them (silu is one division, not x * sigmoid(x)) */
 int lower_silu(lower_ctx *L, const gc_node *n, int sigmoid_only) {
   L_pw p;
   ir_expr *x;
@@ -236,8 +237,10 @@ int lower_silu(lower_ctx *L, const gc_node *n, int sigmoid_only) {
     return rc;
   ir_graph *ir = L_ir(L);
   gc_dtype dt = p.dt;
-  ir_expr *s = OP1(SIGMOID, x);
-  return L__pw_finish(L, n, 0, &p, sigmoid_only ? s : OP2(MUL, x, s));
+  if (sigmoid_only)
+    return L__pw_finish(L, n, 0, &p, OP1(SIGMOID, x));
+  ir_expr *den = OP2(ADD, L__k(L, 1, dt), OP1(EXP, OP1(NEG, x)));
+  return L__pw_finish(L, n, 0, &p, OP2(DIV, x, den));
 }
 
 /* hardsigmoid (param 0): min(max(x + 3, 0), 6) / 6; hardswish (param 1):
