@@ -539,6 +539,9 @@ static bool merge_dims(sctx *c, sc_kernel *k, sc_dim *dims, int *nd) {
  * merge its last outer dim with its inner one too; we keep outer and inner
  * separate (parallel outside, vector inside) unless the outer loop is too
  * short to share between threads. */
+#define SHORT_INNER 512 /* an inner loop this short takes in an outer dim */
+#define MIN_OUTER 16    /* outer iterations left to share between threads */
+
 static int finish_kernel(sctx *c, sc_kernel *k) {
   if (k->call)
     return 0;
@@ -547,10 +550,20 @@ static int finish_kernel(sctx *c, sc_kernel *k) {
   for (int s = 0; s < k->nstages; s++)
     if (!merge_dims(c, k, k->stages[s].dims, &k->stages[s].ndims))
       return GC_ENOMEM;
-  /* one pointwise stage and at most one outer dim left: one flat loop */
-  if (k->nstages == 1 && !k->stages[0].reduction && k->ndims == 1 &&
-      k->stages[0].ndims == 1) {
-    sc_dim d[2] = {k->dims[0], k->stages[0].dims[0]};
+  /* one pointwise stage and at most one outer dim left: one flat loop.
+   * With more outer dims, a short inner loop (a 56-wide image row of a
+   * per-channel batch norm + silu) takes in the last outer dim when the
+   * indices allow, as long as the outer dims left still give threads
+   * work: a 56-element loop of 16-lane vectors ends in a scalar
+   * remainder of 8 (scalar exp calls) per row; 3136 elements do not. */
+  int64_t rest = 1;
+  for (int i = 0; i + 1 < k->ndims; i++)
+    rest *= k->dims[i].size;
+  if (k->nstages == 1 && !k->stages[0].reduction && k->ndims >= 1 &&
+      k->stages[0].ndims == 1 &&
+      (k->ndims == 1 ||
+       (k->stages[0].dims[0].size < SHORT_INNER && rest >= MIN_OUTER))) {
+    sc_dim d[2] = {k->dims[k->ndims - 1], k->stages[0].dims[0]};
     int nd = 2;
     idxs x = {0};
     kernel_indices(c, k, &x);
@@ -558,7 +571,7 @@ static int finish_kernel(sctx *c, sc_kernel *k) {
       if (!merge_dims(c, k, d, &nd))
         return GC_ENOMEM;
       if (nd == 1) {
-        k->ndims = 0;
+        k->ndims--;
         k->stages[0].dims[0] = d[0];
       }
     }

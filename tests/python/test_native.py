@@ -522,3 +522,23 @@ def test_column_sums_split_rows_between_threads(server):
     check(f, (xt,), server=server, fallback=0, atol=1e-4, rtol=1e-4)
     cf = compiled.compile(f, (xt,), server=server)
     assert "column sum: rows split" not in cf.programs[-1].c_source
+
+
+def test_short_rows_take_in_an_outer_dim(server):
+    """A per-channel pointwise kernel over short image rows loops over
+    whole planes (the row dim merged into the inner loop), where the
+    layout allows; a sliced input whose rows are not adjacent keeps them
+    apart. Both agree with eager."""
+    bn = torch.nn.BatchNorm2d(16).eval()
+    bn.running_mean.normal_()
+    bn.running_var.uniform_(0.5, 2)
+    m = torch.nn.Sequential(bn, torch.nn.SiLU()).eval()
+    x = torch.randn(4, 16, 20, 30)
+    check(m, (x,), server=server, fallback=0, atol=1e-5, rtol=1e-5)
+    with torch.no_grad():
+        cf = compiled.compile(m, (x,), server=server)
+        cf(x)
+    assert re.search(r"pointwise over \[x\d+ < 600\]", cf.programs[-1].c_source), \
+        cf.programs[-1].c_source
+    xs = torch.randn(4, 16, 20, 64)[..., 2:32]
+    check(m, (xs,), server=server, fallback=0, atol=1e-5, rtol=1e-5)
