@@ -184,7 +184,6 @@ static const char prelude[] =
     "GC_FLOORDIV(float, f, f)\n"
     "GC_FLOORDIV(double, d, )\n"
     "\n"
-    "\n"
     "/* 16 float lanes (GCC vector extension) and their 16 x 16 transpose,\n"
     " * defined at the end when a kernel uses it. */\n"
     "typedef float gc_v16 __attribute__((vector_size(64)));\n"

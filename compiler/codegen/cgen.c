@@ -30,10 +30,10 @@
  * Kernels whose work is below PARALLEL_MIN elements run on the calling
  * thread: an OpenMP fork costs microseconds.
  */
-#include <stdlib.h>
 #include "compiler/codegen/cgen.h"
 
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "compiler/codegen/cexpr.h"
@@ -219,7 +219,7 @@ void cg__open_loop(cg *g, int ind, const sc_dim *d, const char *lo,
 
 /* ---- pointwise stages ---- */
 
-static void emit_stores(cg *g, const sc_stage *st, int ind) {
+void cg__emit_stores(cg *g, const sc_stage *st, int ind) {
   g->x.indent = ind;
   for (int i = 0; i < st->nnodes; i++) {
     const ir_node *n = st->nodes[i];
@@ -248,7 +248,7 @@ static void pointwise_stage(cg *g, const sc_stage *st, int ind, bool par) {
   }
   cx_reset(&g->x);
   cg__bind_reused(g, (int)(st - g->k->stages), ind);
-  emit_stores(g, st, ind);
+  cg__emit_stores(g, st, ind);
   for (int i = nd - 1; i >= 0; i--)
     cg__line(g, ind -= 2, "}");
 }
@@ -748,8 +748,7 @@ void cg__kernel_comment(cg *g, const sc_kernel *k) {
 static const char *const invented[] = {
     "a",  "b",  "g",  "i",  "p",    "r",     "s",    "t",
     "v",  "w",  "x",  "z",  "pa",   "pm",    "pn",   "pq",
-    "sv", "wm", "wq", "ws", "pnan", "gc_wi", "gc_wn"}; /* gc_cs, gc_acc ...
-                                                         are not numbered */
+    "sv", "wm", "wq", "ws", "pnan", "gc_wi", "gc_wn"};
 
 static bool invented_prefix(const char *s, size_t n) {
   for (size_t i = 0; i < sizeof invented / sizeof invented[0]; i++)

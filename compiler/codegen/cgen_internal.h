@@ -69,6 +69,9 @@ void cg__kernel_comment(cg *g, const sc_kernel *k);
 void cg__open_loop(cg *g, int ind, const sc_dim *d, const char *lo,
                    const char *hi);
 bool cg__float32_sum(const ir_node *n);
+/* One loop body of a pointwise stage at indentation ind: each node's value,
+ * stored unless its buffer is local. */
+void cg__emit_stores(cg *g, const sc_stage *st, int ind);
 /* The C type reduction n accumulates in. */
 const char *cg__acc_type(const ir_node *n);
 /* The dtype of the values reduction n reads. */

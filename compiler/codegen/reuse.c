@@ -113,6 +113,16 @@ static bool same_dims(const sc_stage *a, const sc_stage *b) {
   return true;
 }
 
+/* The substitution from stage a's loop variables to stage b's (same dims). */
+static gc_sym **rename_vars(ir_graph *ir, const sc_stage *a,
+                            const sc_stage *b) {
+  gc_sym **map = gc_arena_calloc(ir->a, (size_t)ir->sym.nvars + 1, sizeof *map);
+  if (map)
+    for (int i = 0; i < a->ndims; i++)
+      map[a->dims[i].var->var] = b->dims[i].var;
+  return map;
+}
+
 /* Looks for a pointwise node in a stage after `sr` that recomputes the value
  * reduction n (in stage sr) sums. */
 static void match(cg *g, const sc_kernel *k, int sr, const ir_node *n) {
@@ -124,12 +134,9 @@ static void match(cg *g, const sc_kernel *k, int sr, const ir_node *n) {
     if (p->reduction || !same_dims(r, p))
       continue;
     /* R's body in P's loop variables */
-    gc_sym **map =
-        gc_arena_calloc(ir->a, (size_t)ir->sym.nvars + 1, sizeof *map);
+    gc_sym **map = rename_vars(ir, r, p);
     if (!map)
       return;
-    for (int i = 0; i < r->ndims; i++)
-      map[r->dims[i].var->var] = p->dims[i].var;
     const ir_expr *want = ir_expr_subst(ir, (ir_expr *)body, map);
     if (!want)
       return;
@@ -151,12 +158,9 @@ static void match(cg *g, const sc_kernel *k, int sr, const ir_node *n) {
           kernel_reads(g, k, b))
         continue;
       /* P's store index in R's loop variables */
-      gc_sym **back =
-          gc_arena_calloc(ir->a, (size_t)ir->sym.nvars + 1, sizeof *back);
+      gc_sym **back = rename_vars(ir, p, r);
       if (!back)
         return;
-      for (int d = 0; d < p->ndims; d++)
-        back[p->dims[d].var->var] = r->dims[d].var;
       gc_sym *store_r = gc_sym_subst(&ir->sym, pl->store, back);
       if (!store_r || g->nreuse == CG_MAX_REUSE)
         return;

@@ -284,15 +284,7 @@ static void pointwise_stage(cg *g, const sc_stage *st, const tile *t, int ind) {
   }
   lane_loop(g, t, in);
   cx_reset(&g->x);
-  g->x.indent = in + 2;
-  for (int i = 0; i < st->nnodes; i++) {
-    const ir_node *n = st->nodes[i];
-    const sc_place *pl = &g->s->place[n->id];
-    const char *v = cx_emit(&g->x, pl->body);
-    if (!g->s->local[n->out->id])
-      cg__line(g, in + 2, "b%d[%s] = %s;", n->out->id, cg__sym(g, pl->store),
-               v);
-  }
+  cg__emit_stores(g, st, in + 2);
   cg__line(g, in, "}");
   for (int i = st->ndims - 1; i >= 0; i--)
     cg__line(g, in -= 2, "}");
@@ -444,15 +436,7 @@ static void tiled2d_body(cg *g, const sc_stage *st, int ind, const char *iv,
              g->chk ? " reduction(|:gc_err)" : "");
   cg__line(g, ind, "for (int64_t %s = %s; %s < %s; %s++) {", iv, lo, iv, hi,
            iv);
-  g->x.indent = ind + 2;
-  for (int n = 0; n < st->nnodes; n++) {
-    const ir_node *nd = st->nodes[n];
-    const sc_place *pl = &g->s->place[nd->id];
-    const char *v = cx_emit(&g->x, pl->body);
-    if (!g->s->local[nd->out->id])
-      cg__line(g, ind + 2, "b%d[%s] = %s;", nd->out->id, cg__sym(g, pl->store),
-               v);
-  }
+  cg__emit_stores(g, st, ind + 2);
   cg__line(g, ind, "}");
 }
 

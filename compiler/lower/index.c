@@ -63,8 +63,8 @@ static ir_expr *gather_at(lower_ctx *L, ir_view *v, gc_sym **at, int dim,
 static ir_expr *gather_from(lower_ctx *L, ir_tensor *x, int64_t out,
                             gc_sym **at, int dim, ir_expr *i, int *rc) {
   ir_expr *e = NULL;
-  if (out <= numel(x->rank, x->sizes) && L_gather_loop_ok(L, x, dim))
-    e = L_gather_loop(L, x, at, dim, i, false);
+  if (out <= numel(x->rank, x->sizes))
+    e = L_gather_loop(L, x, at, dim, i, false); /* NULL: not a loop */
   if (!e) {
     ir_view v;
     if (!L_as_buffer(L, x, &v)) {
