@@ -140,31 +140,42 @@ static const char *local_load(cx *c, const ir_expr *ld, void *ctx) {
 
 /* ---- kernel parameters ---- */
 
+/* Appends b (once) to a list of buffers with a written flag. */
+static void add_unique(cg *g, ir_buf ***bufs, bool **written, int *n, int *cap,
+                       ir_buf *b, bool write) {
+  for (int i = 0; i < *n; i++)
+    if ((*bufs)[i] == b) {
+      (*written)[i] |= write;
+      return;
+    }
+  if (*n == *cap) {
+    int nc = *cap ? *cap * 2 : 16;
+    ir_buf **nb = gc_arena_calloc(cg__arena(g), (size_t)nc, sizeof *nb);
+    bool *nw = gc_arena_calloc(cg__arena(g), (size_t)nc, sizeof *nw);
+    if (!nb || !nw)
+      return;
+    if (*n) {
+      memcpy(nb, *bufs, (size_t)*n * sizeof *nb);
+      memcpy(nw, *written, (size_t)*n * sizeof *nw);
+    }
+    *bufs = nb;
+    *written = nw;
+    *cap = nc;
+  }
+  (*bufs)[*n] = b;
+  (*written)[*n] = write;
+  (*n)++;
+}
+
 static void cg__add_param(cg *g, params *p, ir_buf *b, bool write) {
   if (!b || g->s->local[b->id])
     return;
-  for (int i = 0; i < p->n; i++)
-    if (p->bufs[i] == b) {
-      p->written[i] |= write;
-      return;
-    }
-  if (p->n == p->cap) {
-    int cap = p->cap ? p->cap * 2 : 16;
-    ir_buf **nb = gc_arena_calloc(cg__arena(g), (size_t)cap, sizeof *nb);
-    bool *nw = gc_arena_calloc(cg__arena(g), (size_t)cap, sizeof *nw);
-    if (!nb || !nw)
-      return;
-    if (p->n) {
-      memcpy(nb, p->bufs, (size_t)p->n * sizeof *nb);
-      memcpy(nw, p->written, (size_t)p->n * sizeof *nw);
-    }
-    p->bufs = nb;
-    p->written = nw;
-    p->cap = cap;
+  if (b->share) {
+    add_unique(g, &p->alias, &p->alias_written, &p->nalias, &p->capalias, b,
+               write);
+    b = ir_buf_storage(b);
   }
-  p->bufs[p->n] = b;
-  p->written[p->n] = write;
-  p->n++;
+  add_unique(g, &p->bufs, &p->written, &p->n, &p->cap, b, write);
 }
 
 typedef struct loadparams {
@@ -863,6 +874,12 @@ static void gen_kernel(cg *g, const sc_kernel *k) {
   if (!p.n)
     gc_buf_puts(&g->out, "void");
   gc_buf_puts(&g->out, ") {\n");
+  for (int i = 0; i < p.nalias; i++) {
+    const ir_buf *a = p.alias[i];
+    cg__line(g, 2, "%s%s *const b%d = b%d; /* in place */",
+             p.alias_written[i] ? "" : "const ", cx_ctype(a->dtype), a->id,
+             ir_buf_storage(p.alias[i])->id);
+  }
   if (g->chk)
     cg__line(g, 2, "int gc_err = 0; /* a data index out of range */");
   bool par = k->work >= PARALLEL_MIN;

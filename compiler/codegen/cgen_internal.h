@@ -47,10 +47,16 @@ typedef struct cg {
 } cg;
 
 /* The buffers a kernel touches, and whether it writes each. */
+/* A kernel's parameters: the buffers it reads or writes, by storage (a
+ * buffer computed in place is its storage's parameter, declared in the
+ * body as a pointer based on it, so `restrict` holds). */
 typedef struct params {
   ir_buf **bufs;
   bool *written;
   int n, cap;
+  ir_buf **alias; /* buffers living in a parameter's memory */
+  bool *alias_written;
+  int nalias, capalias;
 } params;
 
 gc_arena *cg__arena(cg *g);

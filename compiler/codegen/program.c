@@ -6,8 +6,9 @@
  * results, arena buffers a call reads or writes), one per strided view a
  * call or an output needs, and the literal arguments of calls. Each value
  * has a Placement. Instructions follow the kernels: a segment instruction
- * at the first kernel of each segment, a kernel call per call kernel, and
- * after each instruction a free of the call results nobody reads any more
+ * at the first kernel of each segment, a kernel call per call kernel,
+ * before each an alloc of the program outputs it is the first to write,
+ * and after each a free of the call results nobody reads any more
  * (unless they are program outputs).
  *
  * Everything is in the job's arena and a function of the schedule, which is
@@ -129,6 +130,16 @@ static int buf_value(pe *e, ir_buf *b) {
   Compiled__V1__PlacementKind k = COMPILED__V1__PLACEMENT_KIND__PLACEMENT_NONE;
   int index = 0;
   int64_t off = 0;
+  ir_buf *root = ir_buf_storage(b);
+  if (root != b && root->kind != IR_BUF_ARENA) {
+    /* living in a call's result or a program output: a view of it */
+    int base = buf_value(e, root);
+    int v =
+        add_value(e, tensor_value(e, b->dtype, b->rank, b->sizes, b->strides),
+                  COMPILED__V1__PLACEMENT_KIND__PLACEMENT_VIEW, base, 0);
+    e->buf_value[b->id] = v;
+    return v;
+  }
   switch (b->kind) {
   case IR_BUF_INPUT:
     k = COMPILED__V1__PLACEMENT_KIND__PLACEMENT_INPUT;
@@ -331,23 +342,9 @@ static bool push_ins(pe *e, Compiled__V1__NativeInstruction *ins, int *cap) {
   return true;
 }
 
-/* Frees the results last used by kernel k (and not program outputs). */
-static bool frees_after(pe *e, int k, int *cap) {
-  ir_graph *ir = &e->n->ir;
-  int *items = gc_arena_calloc(e->a, (size_t)ir->nbufs + 1, sizeof *items);
-  if (!items)
-    return false;
-  int n = 0;
-  for (int b = 0; b < ir->nbufs; b++) {
-    ir_buf *bb = ir->bufs[b];
-    if (bb->kind != IR_BUF_RESULT || bb->last != k || e->buf_value[b] < 0)
-      continue;
-    bool output = false;
-    for (int o = 0; o < ir->noutputs; o++)
-      output |= ir->outputs[o] && ir->outputs[o]->buf == bb;
-    if (!output)
-      items[n++] = e->buf_value[b];
-  }
+/* A free or alloc instruction of n values (none: no instruction). */
+static bool push_list(pe *e, Compiled__V1__NativeInstruction__KindCase kind,
+                      int *items, int n, int *cap) {
   if (!n)
     return true;
   Compiled__V1__NativeInstruction *ins =
@@ -359,17 +356,81 @@ static bool frees_after(pe *e, int k, int *cap) {
     return false;
   l->n_items = (size_t)n;
   l->items = items;
-  ins->kind_case = COMPILED__V1__NATIVE_INSTRUCTION__KIND_FREE;
-  ins->free = l;
+  ins->kind_case = kind;
+  if (kind == COMPILED__V1__NATIVE_INSTRUCTION__KIND_FREE)
+    ins->free = l;
+  else
+    ins->alloc = l;
   return push_ins(e, ins, cap);
+}
+
+/* Frees the results last used by kernel k (and not program outputs). */
+static bool frees_after(pe *e, int k, int *cap) {
+  ir_graph *ir = &e->n->ir;
+  int *items = gc_arena_calloc(e->a, (size_t)ir->nbufs + 1, sizeof *items);
+  if (!items)
+    return false;
+  int n = 0;
+  for (int b = 0; b < ir->nbufs; b++) {
+    ir_buf *bb = ir->bufs[b];
+    /* a call's result, or a view of one a kernel computed in place */
+    if (ir_buf_storage(bb)->kind != IR_BUF_RESULT || bb->last != k ||
+        e->buf_value[b] < 0)
+      continue;
+    bool output = false;
+    for (int o = 0; o < ir->noutputs; o++)
+      output |= ir->outputs[o] && ir->outputs[o]->buf == bb;
+    if (!output)
+      items[n++] = e->buf_value[b];
+  }
+  return push_list(e, COMPILED__V1__NATIVE_INSTRUCTION__KIND_FREE, items, n,
+                   cap);
+}
+
+/* An alloc of the program outputs first written by kernels [k, end]
+ * (an output's memory is first written by the earliest buffer living in
+ * it: a matrix product computed into it). Outputs are made when needed,
+ * not when the call starts, so they add nothing to the peak before. */
+static bool allocs_for(pe *e, const int *first, int k, int end, int *cap) {
+  ir_graph *ir = &e->n->ir;
+  int *items = gc_arena_calloc(e->a, (size_t)ir->nbufs + 1, sizeof *items);
+  if (!items)
+    return false;
+  int n = 0;
+  for (int b = 0; b < ir->nbufs; b++)
+    if (first[b] >= k && first[b] <= end)
+      items[n++] = buf_value(e, ir->bufs[b]);
+  return push_list(e, COMPILED__V1__NATIVE_INSTRUCTION__KIND_ALLOC, items, n,
+                   cap);
 }
 
 static int instructions(pe *e) {
   const sc_schedule *s = &e->n->sched;
   const gc_csource *src = &e->n->src;
+  ir_graph *ir = &e->n->ir;
+  /* per OUTPUT buffer: the first kernel writing its memory (-1: none) */
+  int *first = gc_arena_calloc(e->a, (size_t)ir->nbufs + 1, sizeof *first);
+  if (!first)
+    return GC_ENOMEM;
+  for (int b = 0; b < ir->nbufs; b++)
+    first[b] = -1;
+  for (int b = 0; b < ir->nbufs; b++) {
+    ir_buf *x = ir->bufs[b], *root = ir_buf_storage(x);
+    if (root->kind == IR_BUF_OUTPUT && x->first >= 0 &&
+        (first[root->id] < 0 || x->first < first[root->id]))
+      first[root->id] = x->first;
+  }
   int cap = 0, last_seg = -1;
   for (int k = 0; k < s->nkernels; k++) {
     const sc_kernel *kn = s->kernels[k];
+    int end = k; /* the instruction's last kernel */
+    if (!kn->call && src->kernel_segment[k] != last_seg)
+      while (end + 1 < s->nkernels && !s->kernels[end + 1]->call &&
+             src->kernel_segment[end + 1] == src->kernel_segment[k])
+        end++;
+    if ((kn->call || src->kernel_segment[k] != last_seg) &&
+        !allocs_for(e, first, k, end, &cap))
+      return GC_ENOMEM;
     if (kn->call) {
       if (!push_ins(e, call(e, kn->call), &cap))
         return GC_ENOMEM;

@@ -203,10 +203,14 @@ char *gc_native_program_str(gc_arena *a, const Compiled__V1__NativeProgram *p) {
       break;
     }
     case COMPILED__V1__NATIVE_INSTRUCTION__KIND_FREE:
-      putf(&t, "free ");
-      ints(&t, ins->free->items, ins->free->n_items, "v");
+    case COMPILED__V1__NATIVE_INSTRUCTION__KIND_ALLOC: {
+      bool f = ins->kind_case == COMPILED__V1__NATIVE_INSTRUCTION__KIND_FREE;
+      const Compiled__V1__ValueList *l = f ? ins->free : ins->alloc;
+      putf(&t, f ? "free " : "alloc ");
+      ints(&t, l->items, l->n_items, "v");
       putf(&t, "\n");
       break;
+    }
     default:
       putf(&t, "?\n");
     }

@@ -144,7 +144,10 @@ static void match(cg *g, const sc_kernel *k, int sr, const ir_node *n) {
       const ir_node *pn = p->nodes[i];
       ir_buf *b = pn->out;
       const sc_place *pl = &g->s->place[pn->id];
-      if (g->s->local[b->id] || b->dtype != body->dtype ||
+      /* not a buffer sharing memory with another: the earlier stage
+         would write over the input its own stage still reads */
+      if (g->s->local[b->id] || b->share || b->shared ||
+          b->dtype != body->dtype ||
           (b->kind != IR_BUF_ARENA && b->kind != IR_BUF_OUTPUT))
         continue;
       bool taken = false;

@@ -1158,6 +1158,12 @@ char *ir_expr_str(ir_graph *ir, const ir_expr *e) {
   return p.s ? p.s : gc_arena_strdup(ir->a, "");
 }
 
+ir_buf *ir_buf_storage(ir_buf *b) {
+  while (b && b->share)
+    b = b->share;
+  return b;
+}
+
 static const char *kind_name(ir_buf_kind k) {
   switch (k) {
   case IR_BUF_INPUT:
@@ -1182,7 +1188,9 @@ static void pbufdecl(pbuf *p, const ir_buf *b) {
   pf(p, "] %s", kind_name(b->kind));
   if (b->kind == IR_BUF_INPUT || b->kind == IR_BUF_OUTPUT)
     pf(p, " %d", b->index);
-  if (b->kind == IR_BUF_ARENA && b->first >= 0)
+  if (b->share)
+    pf(p, " in place of buf%d live %d..%d", b->share->id, b->first, b->last);
+  else if (b->kind == IR_BUF_ARENA && b->first >= 0)
     pf(p, " @%lld live %d..%d", (long long)b->arena_offset, b->first, b->last);
   if (b->mutated)
     pf(p, " (written back)");

@@ -197,8 +197,17 @@ struct ir_buf {
   bool mutated;          /* an INPUT written back by the program */
   /* set by the memory planner (ARENA only) */
   int64_t arena_offset; /* bytes from the arena's base */
-  int first, last;      /* live range in kernel order */
+  int first, last;      /* live range in kernel order; a storage root's
+                           `last` covers every buffer sharing it */
+  ir_buf *share;        /* computed in place: this buffer lives in the
+                           memory of `share` (an ARENA, RESULT or OUTPUT
+                           buffer, or one sharing in turn); NULL: its own
+                           memory */
+  bool shared;          /* its memory also holds another buffer */
 };
+
+/* The buffer whose memory b lives in (b itself unless computed in place). */
+ir_buf *ir_buf_storage(ir_buf *b);
 
 typedef enum ir_node_kind {
   IR_POINTWISE, /* out[layout(vars)] = body(vars) for every point */

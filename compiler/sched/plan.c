@@ -17,6 +17,20 @@
  * A call whose result may alias its inputs (a fallback view operator)
  * keeps those inputs alive to the end: the planner cannot see how long
  * the alias is used.
+ *
+ * In place: a pointwise node whose input dies in the node's kernel writes
+ * its output into that input's memory when nothing can see the
+ * difference: same dtype and layout, the input read only by that stage,
+ * at the very element the node writes, and by no node after it (so every
+ * element is read before it is overwritten, whatever the loop order,
+ * tiling or threads). The input may be an arena buffer or a tensor an
+ * ATen call returned (a convolution's output: batch norm and the
+ * activation after it then need no memory of their own, where eager
+ * allocates a second tensor). When the node writes a program output,
+ * the input (with the chain of buffers computed in place before it) moves
+ * into the output's tensor instead, if it is an arena buffer: a matrix
+ * product then writes its result where the activation after it returns
+ * it. Codegen passes the two as one pointer, so `restrict` stays true.
  */
 #include <stdint.h>
 #include <stdlib.h>
@@ -77,9 +91,161 @@ static bool arg_returned(const ir_node *n, const ir_call_arg *a) {
   return false;
 }
 
+/* ---- in place ---- */
+
+typedef struct inplace_scan {
+  const ir_buf *r;     /* the candidate input */
+  const gc_sym *index; /* where it may be read; NULL: nowhere */
+} inplace_scan;
+
+static int bad_read(const ir_expr *e, void *ctx) {
+  const inplace_scan *c = ctx;
+  if (!ir_reads_buffer(e) || e->load.buf != c->r)
+    return 0;
+  return e->op != IR_LOAD || !c->index || e->load.index != c->index;
+}
+
+static bool is_output(const ir_graph *ir, const ir_buf *b) {
+  for (int o = 0; o < ir->noutputs; o++)
+    if (ir->outputs[o] && ir->outputs[o]->buf == b)
+      return true;
+  return false;
+}
+
+/* Whether a call's results are all fresh tensors (no alias annotation). */
+static bool fresh_results(const ir_node *call) {
+  const gc_schema *sc = call && call->op ? call->op->schema : NULL;
+  if (!sc || (call->kind != IR_EXTERN && call->kind != IR_FALLBACK))
+    return false;
+  for (int r = 0; r < sc->nrets; r++)
+    if (gc_schema_return_alias(sc, r) >= 0)
+      return false;
+  return true;
+}
+
+/* Whether b's elements fill [0, span) exactly once (no element shares an
+ * address with another: each is written by one iteration). */
+static bool dense(const ir_buf *b) {
+  if (b->numel != b->span || b->numel <= 0)
+    return false;
+  int64_t want = 1;
+  bool used[IR_MAX_RANK] = {false};
+  for (int n = 0; n < b->rank; n++) { /* innermost first, by stride */
+    int best = -1;
+    for (int d = 0; d < b->rank; d++)
+      if (!used[d] && b->sizes[d] > 1 && b->strides[d] == want)
+        best = d;
+    if (best < 0)
+      break;
+    used[best] = true;
+    want *= b->sizes[best];
+  }
+  return want == b->numel;
+}
+
+/* Whether node n (in stage st of loop kernel k) may write its output over
+ * buffer r: the same dtype and extent, b dense, and every read of r at
+ * the element n writes in the same iteration (the layouts may differ: a
+ * matrix product's [M, N] result read as the [B, T, N] it is a view of). */
+static bool can_overwrite(const ir_graph *ir, const sc_schedule *s,
+                          const sc_kernel *kn, int k, const ir_node *n,
+                          ir_buf *r) {
+  ir_buf *b = n->out, *root = ir_buf_storage(r);
+  if (r == b || r->shared || s->local[r->id] || r->first >= k || r->last != k ||
+      root->last != k || r->dtype != b->dtype || r->span != b->span ||
+      !dense(b) || is_output(ir, root))
+    return false;
+  if (root->kind == IR_BUF_RESULT) {
+    /* an ATen tensor: moving it into an output is not ours to do */
+    if (!fresh_results(root->def) || b->kind != IR_BUF_ARENA)
+      return false;
+  } else if (root->kind != IR_BUF_ARENA) {
+    return false;
+  }
+  /* every read of r: in n's stage, at n's element, at or before n */
+  const sc_place *pn = &s->place[n->id];
+  for (int st = 0; st < kn->nstages; st++) {
+    const sc_stage *sg = &kn->stages[st];
+    bool after = false;
+    for (int i = 0; i < sg->nnodes; i++) {
+      const ir_node *m = sg->nodes[i];
+      inplace_scan c = {r, st == pn->stage && !after ? pn->store : NULL};
+      if (ir_expr_walk(s->place[m->id].body, bad_read, &c))
+        return false;
+      after |= m == n;
+    }
+  }
+  return true;
+}
+
+typedef struct loadlist {
+  ir_buf **bufs;
+  int n, cap;
+} loadlist;
+
+static int collect_load(const ir_expr *e, void *ctx) {
+  loadlist *l = ctx;
+  if (e->op != IR_LOAD || l->n == l->cap)
+    return 0;
+  for (int i = 0; i < l->n; i++)
+    if (l->bufs[i] == e->load.buf)
+      return 0;
+  l->bufs[l->n++] = e->load.buf;
+  return 0;
+}
+
+/* Chooses the buffers computed in place (kernel order, so chains form:
+ * conv -> batch norm -> activation all in the convolution's tensor). */
+static int plan_in_place(ir_graph *ir, sc_schedule *s, gc_error *err) {
+  loadlist l = {gc_arena_calloc(ir->a, 64, sizeof(ir_buf *)), 0, 64};
+  if (!l.bufs)
+    return gc_errorf(err, GC_ENOMEM, "plan: out of memory");
+  for (int k = 0; k < s->nkernels; k++) {
+    sc_kernel *kn = s->kernels[k];
+    if (kn->call)
+      continue;
+    for (int i = 0; i < kn->nnodes; i++) {
+      ir_node *n = kn->nodes[i];
+      ir_buf *b = n->out;
+      const sc_place *pn = &s->place[n->id];
+      if (n->kind != IR_POINTWISE || n->out2 || !b ||
+          (b->kind != IR_BUF_ARENA && b->kind != IR_BUF_OUTPUT) ||
+          s->local[b->id] || b->first != k || kn->stages[pn->stage].reduction)
+        continue;
+      l.n = 0;
+      if (ir_expr_walk(pn->body, collect_load, &l))
+        return gc_errorf(err, GC_EINTERNAL,
+                         "memory plan: node %d's body is nested too deep",
+                         n->id);
+      for (int j = 0; j < l.n; j++) {
+        ir_buf *r = l.bufs[j];
+        if (!can_overwrite(ir, s, kn, k, n, r))
+          continue;
+        ir_buf *root = ir_buf_storage(r);
+        r->shared = true;
+        if (b->kind == IR_BUF_OUTPUT) {
+          /* an arena chain ending in a program output: all of it lives in
+             the output's tensor (allocated when the call starts) */
+          root->share = b;
+          b->shared = true;
+          break;
+        }
+        b->share = r;
+        if (b->last > root->last)
+          root->last = b->last;
+        break;
+      }
+    }
+  }
+  return 0;
+}
+
 int sc_plan_memory(ir_graph *ir, sc_schedule *s, gc_error *err) {
-  for (int i = 0; i < ir->nbufs; i++)
+  for (int i = 0; i < ir->nbufs; i++) {
     ir->bufs[i]->first = ir->bufs[i]->last = -1;
+    ir->bufs[i]->share = NULL;
+    ir->bufs[i]->shared = false;
+  }
   int end = s->nkernels;
   for (int k = 0; k < s->nkernels; k++) {
     sc_kernel *kn = s->kernels[k];
@@ -111,6 +277,9 @@ int sc_plan_memory(ir_graph *ir, sc_schedule *s, gc_error *err) {
       }
     }
   }
+  int rc = plan_in_place(ir, s, err);
+  if (rc)
+    return rc;
   /* the arena buffers that need memory, largest first */
   rng *r = gc_arena_calloc(ir->a, (size_t)ir->nbufs + 1, sizeof *r);
   ir_buf **placed =
@@ -120,7 +289,7 @@ int sc_plan_memory(ir_graph *ir, sc_schedule *s, gc_error *err) {
   int n = 0;
   for (int i = 0; i < ir->nbufs; i++) {
     ir_buf *b = ir->bufs[i];
-    if (b->kind != IR_BUF_ARENA || s->local[i] || b->first < 0)
+    if (b->kind != IR_BUF_ARENA || s->local[i] || b->first < 0 || b->share)
       continue;
     r[n].b = b;
     r[n].bytes = buf_bytes(b);
@@ -161,6 +330,11 @@ int sc_plan_memory(ir_graph *ir, sc_schedule *s, gc_error *err) {
     placed[nplaced++] = b;
     if (off + r[i].bytes > s->arena_bytes)
       s->arena_bytes = off + r[i].bytes;
+  }
+  for (int i = 0; i < ir->nbufs; i++) {
+    ir_buf *b = ir->bufs[i];
+    if (b->share)
+      b->arena_offset = ir_buf_storage(b)->arena_offset;
   }
   s->planned = true;
   return 0;
@@ -226,13 +400,15 @@ char *sc_print(ir_graph *ir, const sc_schedule *s) {
         const ir_node *n = sg->nodes[i];
         const sc_place *pl = &s->place[n->id];
         const ir_buf *b = n->out;
-        const char *where = s->local[b->id] ? "local"
-                            : b->kind == IR_BUF_ARENA
-                                ? gc_arena_printf(ir->a, "arena@%lld",
-                                                  (long long)b->arena_offset)
-                            : b->kind == IR_BUF_OUTPUT ? "output"
-                            : b->kind == IR_BUF_INPUT  ? "input"
-                                                       : "result";
+        const char *where =
+            s->local[b->id] ? "local"
+            : b->share      ? gc_arena_printf(ir->a, "in buf%d", b->share->id)
+            : b->kind == IR_BUF_ARENA
+                ? gc_arena_printf(ir->a, "arena@%lld",
+                                  (long long)b->arena_offset)
+            : b->kind == IR_BUF_OUTPUT ? "output"
+            : b->kind == IR_BUF_INPUT  ? "input"
+                                       : "result";
         put(&p,
             gc_arena_printf(
                 ir->a, "    node%d %s -> buf%d (%s)[%s]%s = %s\n", n->id,
@@ -253,6 +429,7 @@ char *sc_print(ir_graph *ir, const sc_schedule *s) {
       for (int i = 0; i < ir->nbufs; i++) {
         const ir_buf *b = ir->bufs[i];
         if (b->kind == IR_BUF_ARENA && !s->local[i] && b->first >= 0 &&
+            ir_buf_storage((ir_buf *)b)->kind == IR_BUF_ARENA &&
             b->arena_offset > at && b->arena_offset < next)
           next = b->arena_offset;
       }
@@ -261,13 +438,17 @@ char *sc_print(ir_graph *ir, const sc_schedule *s) {
       for (int i = 0; i < ir->nbufs; i++) {
         const ir_buf *b = ir->bufs[i];
         if (b->kind != IR_BUF_ARENA || s->local[i] || b->first < 0 ||
-            b->arena_offset != next)
+            b->arena_offset != next ||
+            ir_buf_storage((ir_buf *)b)->kind != IR_BUF_ARENA)
           continue;
-        put(&p,
-            gc_arena_printf(ir->a, "  [%6lld, %6lld) buf%d, live k%d..k%d\n",
-                            (long long)b->arena_offset,
-                            (long long)(b->arena_offset + buf_bytes(b)), b->id,
-                            b->first, b->last));
+        put(&p, gc_arena_printf(
+                    ir->a, "  [%6lld, %6lld) buf%d, live k%d..k%d%s\n",
+                    (long long)b->arena_offset,
+                    (long long)(b->arena_offset + buf_bytes(b)), b->id,
+                    b->first, b->last,
+                    b->share ? gc_arena_printf(ir->a, " (in place of buf%d)",
+                                               b->share->id)
+                             : ""));
       }
       at = next;
     }

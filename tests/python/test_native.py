@@ -256,7 +256,13 @@ def test_input_mutation_in_place(server):
     check(f, (torch.randn(5, 8), torch.randn(8)), server=server)
 
 
-def test_arena_reuse_gives_the_same_answers(server):
+@pytest.mark.parametrize("mode", ["1", "0", "all"])
+def test_arena_reuse_gives_the_same_answers(server, monkeypatch, mode):
+    """Whether the arena is kept between calls (all), made per call (0) or
+    kept only when large (1, the default: this one is small), every call
+    gives the same answers, and release_memory() says what was kept."""
+    monkeypatch.setenv("COMPILED_ARENA_REUSE", mode)
+
     def f(x):
         a = torch.softmax(x, -1)
         b = torch.relu(x @ x.t())
@@ -269,7 +275,13 @@ def test_arena_reuse_gives_the_same_answers(server):
             again = cf(x)
             for a, b in zip(first, again):
                 assert torch.equal(a, b)
-    assert cf.summary()["runs"] == "native"
+    s = cf.summary()
+    assert s["runs"] == "native" and 0 < s["arena_bytes"] < 1 << 20, s
+    kept = cf.release_memory()
+    assert (kept >= s["arena_bytes"]) if mode == "all" else kept == 0, kept
+    assert cf.release_memory() == 0
+    with torch.no_grad():
+        assert all(torch.equal(a, b) for a, b in zip(first, cf(x)))
 
 
 def test_transcendentals_use_vector_math(server, tmp_path):
@@ -329,16 +341,18 @@ def test_transposing_pointwise_in_2d_tiles(server):
 
 def test_identical_kernels_are_generated_once(server):
     """Repeated blocks give kernels that differ only in invented names: the
-    C has one function for them, called with each block's buffers."""
+    C has one function for them, called with each block's buffers. (The
+    last block writes the program's output where the others compute in
+    place of their matrix product, so its code differs.)"""
     def block(x, w, b):
         return torch.nn.functional.gelu(x @ w + b) * 0.5
 
-    def f(x, w1, b1, w2, b2, w3, b3):
-        return block(block(block(x, w1, b1), w2, b2), w3, b3)
+    def f(x, w1, b1, w2, b2, w3, b3, w4, b4):
+        return block(block(block(block(x, w1, b1), w2, b2), w3, b3), w4, b4)
 
     args = [torch.randn(32, 48)]
-    for _ in range(3):
-        args += [torch.randn(48, 48), torch.randn(48)]
+    for _ in range(4):  # weights scaled to keep values near 1 through the chain
+        args += [torch.randn(48, 48) / 7, torch.randn(48)]
     check(f, args, server=server, fallback=0)
     cf = compiled.compile(f, args, server=server)
     src = cf.sources()
@@ -346,7 +360,8 @@ def test_identical_kernels_are_generated_once(server):
     same = re.findall(r"^/\* (k\d+_\w+): the same code as (k\d+_\w+) \*/", src, re.M)
     assert len(same) == 2 and {b for _, b in same} == set(kernels[:1]), (kernels, same)
     # a different block (other sizes) is not merged
-    args2 = args[:3] + [torch.randn(48, 24), torch.randn(24), torch.randn(24, 24), torch.randn(24)]
+    args2 = args[:3] + [torch.randn(48, 24), torch.randn(24)] + \
+        [torch.randn(24, 24), torch.randn(24)] * 2
     check(f, args2, server=server, fallback=0)
     src2 = compiled.compile(f, args2, server=server).sources()
     assert len(re.findall(r"the same code as", src2)) == 1
@@ -542,3 +557,65 @@ def test_short_rows_take_in_an_outer_dim(server):
         cf.programs[-1].c_source
     xs = torch.randn(4, 16, 20, 64)[..., 2:32]
     check(m, (xs,), server=server, fallback=0, atol=1e-5, rtol=1e-5)
+
+
+def test_in_place_over_library_results(server):
+    """Batch norm and relu after a convolution compute in the convolution's
+    own tensor (it dies there): no arena bytes for them, the same values as
+    eager, and the next convolution reads a view of that tensor. (The arena
+    keeps batch norm's per-channel scale and shift, far below one
+    activation.)"""
+    conv1 = torch.nn.Conv2d(3, 8, 3, padding=1)
+    bn1 = torch.nn.BatchNorm2d(8).eval()
+    conv2 = torch.nn.Conv2d(8, 8, 3, padding=1)
+    bn2 = torch.nn.BatchNorm2d(8).eval()
+    for bn in (bn1, bn2):
+        bn.running_mean.uniform_(-1, 1)
+        bn.running_var.uniform_(0.5, 2)
+
+    def f(x):
+        y = torch.relu(bn1(conv1(x)))
+        return torch.relu(bn2(conv2(y)) + 1) * 2
+
+    x = torch.randn(2, 3, 16, 16)
+    s = check(f, (x,), server=server, fallback=0)
+    assert s["arena_bytes"] < 2 * 8 * 16 * 16 * 4, s
+    cf = compiled.compile(f, (x,), server=server)
+    assert cf.sources().count("/* in place */") >= 1
+
+
+@pytest.mark.parametrize("case", ["transposed", "later_node", "two_stages", "output",
+                                  "flipped"])
+def test_in_place_only_when_invisible(server, case):
+    """A kernel must not write over a dying input it still reads elsewhere:
+    at another element (a transpose, a flip), after the write (a later node
+    of the kernel), in another stage (softmax's passes), or when the input
+    is a program output. Each kernel writes an intermediate (the next
+    product's operand), checked against eager."""
+    def f(x, w, w2):
+        y = x @ w  # written into the arena by mm.out
+        if case == "transposed":
+            return ((y + y.t()) * 3) @ w2
+        if case == "later_node":
+            z = torch.sigmoid(y)
+            return z @ w2, y * 2 + z
+        if case == "two_stages":
+            return torch.softmax(y, dim=1) @ w2
+        if case == "output":
+            return y, torch.relu(y) @ w2
+        return (torch.exp(y) + torch.flip(y, [1])) @ w2
+
+    x, w, w2 = torch.randn(64, 40), torch.randn(40, 64), torch.randn(64, 8)
+    check(f, (x, w, w2), server=server, fallback=0)
+
+
+def test_matrix_product_writes_into_the_output(server):
+    """A product whose only reader is the pointwise kernel writing the
+    program's output is computed into the output tensor (read there through
+    a view of another shape) and the kernel works in place: no arena."""
+    def f(x, w, b):
+        return torch.nn.functional.gelu((x @ w).view(4, 16, 64) + b)
+
+    x, w, b = torch.randn(64, 32), torch.randn(32, 64), torch.randn(64)
+    s = check(f, (x, w, b), server=server, fallback=0)
+    assert s["arena_bytes"] == 0, s

@@ -319,6 +319,19 @@ class CompiledFunction:
                 return dict(p.summary)
         return dict(self.programs[-1].summary) if self.programs else {}
 
+    def release_memory(self) -> int:
+        """Drops the memory kept between calls for reuse: the arenas of this
+        function's native programs and the process's free recycled output
+        blocks (see compiled.native). The next call allocates afresh, paying
+        the page faults of new memory once. Returns the bytes released."""
+        from . import native as native_module
+        released = 0
+        for p in self.programs:
+            pool = getattr(p.fn, "__globals__", {}).get("_pool")
+            if isinstance(pool, list):  # arenas; their small pointer tables stay
+                released += sum(a.release() for a in pool)
+        return released + native_module.release_output_pool()
+
     # -- the hot path --------------------------------------------------------
 
     def __call__(self, *args, **kwargs):

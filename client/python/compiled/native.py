@@ -15,9 +15,13 @@ the epilogue, generating only the body differently:
 - each call takes an *arena* from the program's pool (or makes one): a
   uint8 tensor of ``memory_plan.arena_bytes`` with the views the ATen calls
   need precomputed, and its own pointer table (so concurrent calls from
-  several threads never share one). Reusing it across calls is what saves
-  the page faults of fresh allocations; the pool keeps one arena per
-  concurrent call, held as long as the compiled function lives;
+  several threads never share one). The arena tensor is made just before
+  the first instruction that needs it. An arena of 32 MiB or more stays
+  allocated between calls (glibc would map it afresh every time, and its
+  page faults cost about 2 ms per MiB on the machines this was measured
+  on); a smaller one is freed at the end of the call, where malloc
+  recycles it as it does eager's temporaries, so it adds nothing to the
+  process's memory between calls;
 - program outputs are allocated per call with ``torch.empty_strided``
   (with eager's strides), extern calls write into their planned buffers
   through ``.out`` overloads, fallback results are dropped after their last
@@ -27,7 +31,8 @@ the epilogue, generating only the body differently:
   ``IndexError`` and a ``RuntimeError`` (eager raises one or the other).
 
 Environment: ``COMPILED_NATIVE=0`` runs ATen programs only;
-``COMPILED_ARENA_REUSE=0`` allocates a fresh arena for every call.
+``COMPILED_ARENA_REUSE=0`` frees every arena at the end of its call,
+``=all`` keeps every arena between calls.
 """
 
 from __future__ import annotations
@@ -232,6 +237,18 @@ class _OutputPool:
 _output_pool: Optional[_OutputPool] = None
 
 
+def release_output_pool() -> int:
+    """Drops the output pool's free blocks (outputs still in use keep
+    theirs); returns their bytes."""
+    pool = _output_pool
+    if pool is None:
+        return 0
+    with pool.lock:
+        n = sum(len(blocks) * size for size, blocks in pool.free.items())
+        pool.free.clear()
+    return n
+
+
 def _outputs_allocator():
     """torch.empty_strided, or the recycling pool (the default)."""
     global _output_pool
@@ -249,21 +266,57 @@ def _outputs_allocator():
 
 class _Arena:
     """One call's memory: the arena tensor, its pointer table and the views
-    of it that ATen calls use."""
-    __slots__ = ("buf", "p", "views")
+    of it that ATen calls use. The pointer table lives as long as the
+    object (the pool keeps it); the arena itself is made by take(), when a
+    call first needs it, and dropped by done() at the call's end unless
+    `keep` (see _keep_arena)."""
+    __slots__ = ("nbytes", "specs", "keep", "buf", "p", "views")
 
-    def __init__(self, nbytes: int, nslots: int, specs):
-        # slack past the end: a zero-size view at the arena's end (or of an
-        # empty arena) still slices one element to view its dtype
-        self.buf = torch.empty(nbytes + 16, dtype=torch.uint8)
+    def __init__(self, nbytes: int, nslots: int, specs, keep: bool):
+        self.nbytes, self.specs, self.keep = nbytes, specs, keep
+        self.buf = None
+        self.views = ()
         self.p = (ctypes.c_void_p * max(nslots, 1))()
-        self.p[0] = self.buf.data_ptr()
-        views = []
-        for dtype, offset, nbytes_v, size, stride, extra in specs:
-            item = torch.empty((), dtype=dtype).element_size()
-            flat = self.buf[offset:offset + max(nbytes_v, item)].view(dtype)
-            views.append(flat.as_strided(size, stride, flat.storage_offset() + extra))
-        self.views = tuple(views)
+
+    def take(self):
+        if self.buf is None:
+            # slack past the end: a zero-size view at the arena's end (or of
+            # an empty arena) still slices one element to view its dtype
+            self.buf = torch.empty(self.nbytes + 16, dtype=torch.uint8)
+            self.p[0] = self.buf.data_ptr()
+            views = []
+            for dtype, offset, nbytes_v, size, stride, extra in self.specs:
+                item = torch.empty((), dtype=dtype).element_size()
+                flat = self.buf[offset:offset + max(nbytes_v, item)].view(dtype)
+                views.append(flat.as_strided(size, stride, flat.storage_offset() + extra))
+            self.views = tuple(views)
+        return self.views
+
+    def done(self):
+        if not self.keep:
+            self.release()
+
+    def release(self) -> int:
+        """Drops the arena (the next take() makes a new one); its bytes."""
+        n = self.buf.numel() if self.buf is not None else 0
+        self.buf, self.views, self.p[0] = None, (), None
+        return n
+
+
+# glibc maps every allocation of at least this size afresh (its largest
+# mmap threshold): such an arena costs its page faults on every call unless
+# kept; a smaller one comes back from malloc's free lists, as eager's
+# temporaries do, and keeping it would only add to the process's memory.
+KEEP_ARENA_BYTES = 32 << 20
+
+
+def _keep_arena(nbytes: int) -> bool:
+    """Whether an arena of nbytes stays allocated between calls:
+    COMPILED_ARENA_REUSE=0 never, =all always, else from KEEP_ARENA_BYTES."""
+    mode = os.environ.get("COMPILED_ARENA_REUSE", "1").lower()
+    if mode in ("0", "false", "no"):
+        return False
+    return mode == "all" or nbytes >= KEEP_ARENA_BYTES
 
 
 def _bump_version(t: torch.Tensor) -> None:
@@ -420,26 +473,22 @@ class _NativeBody:
         self.lines.append("    _A = _new_arena()")
         self.lines.append("try:")
         self.lines.append("    _P = _A.p")
-        unpack_at = len(self.lines)
+        take_at = None  # the arena is made before the first instruction using it
         # inputs and outputs fill their slots first
         ready = set()
         for i, v in enumerate(np_.inputs):
             if self.places[v].kind == _P.PLACEMENT_INPUT:
                 ready.add(v)
+        # outputs an alloc instruction names are made there, the others now
+        later = {v for ins in np_.instructions if ins.WhichOneof("kind") == "alloc"
+                 for v in ins.alloc.items}
         for v in range(len(self.places)):
-            if self.places[v].kind == _P.PLACEMENT_OUTPUT:
-                dtype, size, stride = self.meta(v)
-                name = f"o{v}"
-                item = torch.empty((), dtype=dtype).element_size()
-                span = 0 if 0 in size else \
-                    1 + sum((s - 1) * st for s, st in zip(size, stride))
-                self.lines.append(f"    {name} = _new_output({size!r}, {stride!r}, "
-                                  f"{g.obj(dtype)}, {span * item})")
-                self.expr[v] = name
-                ready.add(v)
+            if self.places[v].kind == _P.PLACEMENT_OUTPUT and v not in later:
+                ready.add(self.new_output(v))
         self.fill_slots(ready)
         for n, ins in enumerate(np_.instructions):
             kind = ins.WhichOneof("kind")
+            start, named = len(self.lines), len(self.arena_names)
             if kind == "segment":
                 if not 0 <= ins.segment < len(np_.code.entry_symbols):
                     raise ArtifactError(f"native instruction {n}: segment {ins.segment} "
@@ -449,12 +498,23 @@ class _NativeBody:
             elif kind == "kernel":
                 made = self.call(n, ins.kernel)
                 self.fill_slots(made)
+            elif kind == "alloc":
+                made = set()
+                for v in ins.alloc.items:
+                    if not 0 <= v < len(self.places) or \
+                            self.places[v].kind != _P.PLACEMENT_OUTPUT or v in self.expr:
+                        raise ArtifactError(f"native instruction {n}: alloc of value {v}, "
+                                            "not an output not yet made")
+                    made.add(self.new_output(v))
+                self.fill_slots(made)
             elif kind == "free":
                 names = [self.expr.pop(v) for v in ins.free.items if v in self.expr]
                 if names:
                     self.lines.append(f"    del {', '.join(names)}")
             else:
                 raise ArtifactError(f"native instruction {n}: unknown kind {kind!r}")
+            if take_at is None and (kind == "segment" or len(self.arena_names) > named):
+                take_at = start
         # Generated kernels write mutated inputs directly; torch's version
         # counter must still move (autograd and tests check it): an in-place
         # op on an empty view shares the counter and touches no data.
@@ -463,18 +523,34 @@ class _NativeBody:
                     i < len(g.input_expr):
                 g.globals["_bump"] = _bump_version
                 self.lines.append(f"    _bump({g.input_expr[i]})")
+        named = len(self.arena_names)
         outs = [self.value(v, f"program output {i}") for i, v in enumerate(np_.outputs)]
+        if take_at is None and len(self.arena_names) > named:
+            take_at = len(self.lines)
         self.lines.append("finally:")
-        self.lines.append("    _pool.append(_A)" if _reuse() else "    pass")
-        if self.arena_names:
+        self.lines.append("    _A.done()")
+        self.lines.append("    _pool.append(_A)")
+        if take_at is not None:
             names = ", ".join(self.arena_names) + ("," if len(self.arena_names) == 1 else "")
-            self.lines.insert(unpack_at, f"    {names} = _A.views")
+            self.lines.insert(take_at, f"    {names} = _A.take()" if self.arena_names
+                              else "    _A.take()")
         specs = tuple(self.arena_specs)
         nbytes = int(np_.memory_plan.arena_bytes)
         nslots = len(np_.slots)
-        g.globals["_new_arena"] = lambda: _Arena(nbytes, nslots, specs)
+        keep = _keep_arena(nbytes)
+        g.globals["_new_arena"] = lambda: _Arena(nbytes, nslots, specs, keep)
         del head
         return outs
+
+    def new_output(self, v: int) -> int:
+        """Allocates program output value v (recycled memory when large)."""
+        dtype, size, stride = self.meta(v)
+        item = torch.empty((), dtype=dtype).element_size()
+        span = 0 if 0 in size else 1 + sum((s - 1) * st for s, st in zip(size, stride))
+        self.lines.append(f"    o{v} = _new_output({size!r}, {stride!r}, "
+                          f"{self.gen.obj(dtype)}, {span * item})")
+        self.expr[v] = f"o{v}"
+        return v
 
     def call(self, n: int, k) -> set:
         """A kernel call; returns the values it made."""
@@ -534,5 +610,3 @@ class _NativeBody:
         return made
 
 
-def _reuse() -> bool:
-    return os.environ.get("COMPILED_ARENA_REUSE", "1") not in ("0", "false", "no")
