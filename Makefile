@@ -78,7 +78,7 @@ CLIENT_SRC   := $(wildcard client/lib/*.c)
 TEST_SRC     := $(wildcard tests/test_*.c)
 TESTLIB_SRC  := $(wildcard tests/lib/*.c)
 FUZZ_SRC     := $(wildcard tests/fuzz/fuzz_*.c)
-BENCH_SRC    := $(wildcard bench/*.c)
+BENCH_SRC    := $(filter-out bench/peakheap.c,$(wildcard bench/*.c))
 
 obj = $(patsubst %.c,$(BUILD)/obj/%.o,$(1))
 
@@ -233,7 +233,12 @@ bench-runtime: all
 	COMPILED_BUILD=$(abspath $(BUILD)) $(PYTHON) bench/runtime_overhead.py $(BENCH_ARGS)
 
 # Native code against eager PyTorch on models: speed, first call, peak RSS.
-bench-models: all
+# counts malloc'd bytes in a preloaded process: the models' peak memory
+$(BUILD)/bench/peakheap.so: bench/peakheap.c
+	@mkdir -p $(dir $@)
+	$(Q)$(CC) -O2 -fPIC -shared -Wall -Wextra -o $@ $<
+
+bench-models: all $(BUILD)/bench/peakheap.so
 	COMPILED_BUILD=$(abspath $(BUILD)) $(PYTHON) bench/models.py $(BENCH_ARGS)
 
 # Memory-bound graphs against the copy-bandwidth bound of the same run.

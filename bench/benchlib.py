@@ -124,24 +124,57 @@ def trim_and_reset_peak():
         f.write("5")
 
 
-def measure_peak(setup, run, calls=3):
-    """Peak RSS increase (MiB) of running run() `calls` times, over the RSS
-    once setup() is done; setup may return state passed to run."""
+PEAKHEAP = os.path.join(os.environ.get("COMPILED_BUILD", os.path.join(REPO, "build")),
+                        "bench", "peakheap.so")
+
+
+def _peakheap():
+    """bench/peakheap.c when this process was started with it preloaded
+    (subprocess_json(..., heap=True)), else None."""
+    if PEAKHEAP not in os.environ.get("LD_PRELOAD", ""):
+        return None
+    lib = ctypes.CDLL(PEAKHEAP)  # the preloaded copy: its counters
+    for f in ("peakheap_current", "peakheap_peak"):
+        getattr(lib, f).restype = ctypes.c_longlong
+    return lib
+
+
+def measure_peak(setup, run, calls=3, release=None):
+    """Memory of running run() `calls` times, once setup() is done and run()
+    has run once; setup may return state passed to run. release(state),
+    when given, drops what the first call kept for reuse (a compiled
+    function's arenas and output blocks), so the memory a call needs is
+    counted even when it is kept between calls. Returns a dict: rss_mib,
+    the peak RSS increase over the RSS before the calls; heap_mib, the peak
+    increase of malloc'd bytes (None without bench/peakheap.c preloaded);
+    base_mib, that RSS."""
     state = setup()
     run(state)  # first call: compiles, loads, allocates what stays
+    if release is not None:
+        release(state)
     trim_and_reset_peak()
+    heap = _peakheap()
+    if heap is not None:
+        heap.peakheap_reset()
+        heap0 = heap.peakheap_current()
     base = _rss_kb()
     for _ in range(calls):
         run(state)
-    return (_hwm_kb() - base) / 1024.0, base / 1024.0
+    rss = (_hwm_kb() - base) / 1024.0
+    heap_mib = (heap.peakheap_peak() - heap0) / 2**20 if heap is not None else None
+    return {"rss_mib": rss, "heap_mib": heap_mib, "base_mib": base / 1024.0}
 
 
-def subprocess_json(args, timeout=900):
+def subprocess_json(args, timeout=900, heap=False):
     """Runs `python args...` (this interpreter), returns the JSON it prints
-    last."""
+    last. heap: with bench/peakheap.c preloaded (measure_peak's heap_mib)."""
+    env = dict(os.environ, PYTHONPATH=os.path.join(REPO, "client", "python"))
+    if heap:
+        if not os.path.exists(PEAKHEAP):
+            raise RuntimeError(f"{PEAKHEAP} is missing: run `make bench-models`")
+        env["LD_PRELOAD"] = PEAKHEAP
     out = subprocess.run([sys.executable] + args, capture_output=True, text=True,
-                         timeout=timeout, env=dict(os.environ, PYTHONPATH=os.path.join(
-                             REPO, "client", "python")))
+                         timeout=timeout, env=env)
     if out.returncode != 0:
         raise RuntimeError(f"{' '.join(args)} failed:\n{out.stderr[-3000:]}")
     return json.loads(out.stdout.strip().splitlines()[-1])

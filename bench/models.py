@@ -8,13 +8,18 @@ mode, torch.no_grad(), torch.set_num_threads(2), as users run inference):
   compile on the daemon, load, run);
 - checks the compiled result against eager (tolerance printed on failure);
 - times eager and compiled calls interleaved in the same process (median);
-- measures the peak resident memory of each in a fresh process (the rise
-  over the RSS once the model and inputs exist, see bench/benchlib.py);
-  for eager twice: in a process that never captured anything, and in one
-  that captured and compiled the model first, as the compiled case did
-  ("after capture"): capture runs the model on real copies of its state,
-  and glibc keeps the freed memory as holes in the heap that later
-  allocations fault back in, so the same eager call peaks higher there;
+- measures the peak memory of each in a fresh process, once the model
+  and inputs exist and a first call has run (for compiled, what that call
+  kept for reuse, its arena and output blocks, is released first, so the
+  measured calls count it): "heap", the peak rise of the bytes allocated
+  with malloc (bench/peakheap.c, preloaded), what the calls need; and
+  "RSS", the peak rise of resident memory, which also counts what glibc's
+  heap did with earlier frees. For eager RSS is measured twice: in a
+  process that never captured anything, and in one that captured and
+  compiled the model first, as the compiled case did ("after capture"):
+  capture runs the model on real copies of its state, and glibc keeps the
+  freed memory as holes in the heap that later allocations fault back in,
+  so the same eager call's RSS peaks higher there;
   and the time per call there ("speedup alone"): interleaved in one
   process, eager and compiled share glibc's allocator, whose state (what
   it keeps, trims or maps afresh) each changes for the other; alone, each
@@ -137,12 +142,18 @@ def memory_main(name, mode, server, seconds):
                 out = state["model"](*state["inputs"])
         del out
 
-    peak, base = benchlib.measure_peak(setup, run)
+    def release(_):
+        # the compiled function keeps its arena and output blocks between
+        # calls: count them as memory a call needs, as eager's temporaries
+        if mode == "compiled":
+            state["cf"].release_memory()
+
+    mem = benchlib.measure_peak(setup, run, release=release)
     # Time per call with this process to itself: in the interleaved
     # measurement eager and compiled share one allocator, whose state (what
     # glibc keeps, trims or maps afresh) each changes for the other.
     alone = benchlib.time_calls(lambda: run(None), min_seconds=seconds)
-    print(json_line({"peak_mib": peak, "base_mib": base, "alone_s": alone}))
+    print(json_line(dict(mem, alone_s=alone)))
 
 
 def json_line(d):
@@ -178,7 +189,7 @@ def main():
         return
     torch.set_num_threads(2)
     names = [n for n in CASES if not args.only or n in args.only.split(",")]
-    rows, speedups, alone_speedups = [], [], []
+    rows, speedups, alone_speedups, heap_ratios = [], [], [], []
     print(f"torch {torch.__version__}, {torch.get_num_threads()} threads; "
           f"BLAS: {'OpenBLAS' if 'openblas' in open('/proc/self/maps').read() else 'other'}")
     with benchlib.Daemon() as d:
@@ -196,33 +207,44 @@ def main():
             s = cf.summary()
             speed = eager_s / comp_s
             speedups.append(speed)
-            mem_e = mem_c = mem_k = alone = float("nan")
+            heap_e = heap_c = rss_e = rss_k = rss_c = alone = float("nan")
             if not args.no_memory:
                 je = benchlib.subprocess_json([__file__, "--memory-case", name, "--mode",
-                                               "eager", "--seconds", str(args.seconds)])
+                                               "eager", "--seconds", str(args.seconds)],
+                                              heap=True)
                 jc = benchlib.subprocess_json([__file__, "--memory-case", name, "--mode",
                                                "compiled", "--server", d.address,
-                                               "--seconds", str(args.seconds)])
+                                               "--seconds", str(args.seconds)], heap=True)
                 jk = benchlib.subprocess_json([__file__, "--memory-case", name, "--mode",
                                                "eager-captured", "--server", d.address,
                                                "--seconds", "0"])
-                mem_e, mem_c, mem_k = je["peak_mib"], jc["peak_mib"], jk["peak_mib"]
+                heap_e, heap_c = je["heap_mib"], jc["heap_mib"]
+                rss_e, rss_k, rss_c = je["rss_mib"], jk["rss_mib"], jc["rss_mib"]
+                heap_ratios.append(heap_c / heap_e if heap_e > 0 else 1.0)
                 alone = je["alone_s"] / jc["alone_s"]
                 alone_speedups.append(alone)
             rows.append([name, f"{eager_s * 1e3:.2f}", f"{comp_s * 1e3:.2f}", f"{speed:.2f}x",
                          f"{alone:.2f}x",
-                         f"{first:.2f}", f"{mem_e:.0f}", f"{mem_k:.0f}", f"{mem_c:.0f}",
+                         f"{first:.2f}", f"{heap_e:.1f}", f"{heap_c:.1f}",
+                         f"{rss_e:.0f}", f"{rss_k:.0f}", f"{rss_c:.0f}",
                          f"{s.get('kernels', 0)}/{s.get('extern', 0)}/{s.get('fallback', 0)}",
                          f"{err:.1e}", s.get("runs", "?")])
             print(f"  {name}: {speed:.2f}x", file=sys.stderr, flush=True)
             del cf, model, inputs, out, ref
     print(benchlib.table(rows, ["case", "eager ms", "compiled ms", "speedup",
                                 "speedup alone", "first call s",
-                                "eager peak MiB", "eager peak after capture",
-                                "compiled peak MiB",
+                                "eager heap MiB", "compiled heap MiB",
+                                "eager RSS MiB", "eager RSS after capture",
+                                "compiled RSS MiB",
                                 "kernels/extern/fallback", "max rel err", "runs"]))
     print(f"geomean speedup: {benchlib.geomean(speedups):.2f}x over {len(speedups)} cases; "
           f"slowest {min(speedups):.2f}x (eager and compiled interleaved in one process)")
+    if heap_ratios:
+        below = sum(r <= 1.0 for r in heap_ratios)
+        near = sum(1.0 < r <= 1.001 for r in heap_ratios)
+        print(f"peak heap memory: compiled at most eager's in {below} of {len(heap_ratios)} "
+              f"cases, above by at most 0.1% in {near} (a call's own Python objects), "
+              f"largest ratio {max(heap_ratios):.4f}")
     if alone_speedups:
         print(f"geomean speedup alone: {benchlib.geomean(alone_speedups):.2f}x; slowest "
               f"{min(alone_speedups):.2f}x (each in a fresh process of its own)")
