@@ -87,6 +87,16 @@ typedef struct cache_part {
   uint8_t digest[CACHE_KEY_LEN];
 } cache_part;
 
+/* A signature stored with an entry: an HMAC-SHA-256 by the key `key_id`
+ * (the daemon's, over the entry's key and digest; the store only keeps
+ * it). */
+#define CACHE_SIG_LEN 32
+#define CACHE_SIG_KEY_MAX 33 /* key id, NUL included */
+typedef struct cache_sig {
+  uint8_t mac[CACHE_SIG_LEN];
+  char key_id[CACHE_SIG_KEY_MAX];
+} cache_sig;
+
 /* What the store knows about an entry. */
 typedef struct cache_info {
   uint8_t key[CACHE_KEY_LEN];
@@ -99,6 +109,8 @@ typedef struct cache_info {
   int64_t last_used;             /* unix seconds */
   uint64_t hits;                 /* includes hits not yet flushed */
   uint8_t digest[CACHE_KEY_LEN]; /* SHA-256 of the artifact */
+  bool is_signed;                /* stored with a signature */
+  cache_sig sig;                 /* when is_signed */
 } cache_info;
 
 typedef struct cache_stats {
@@ -153,6 +165,13 @@ int cache_info_get(cache_conn *c, const uint8_t key[CACHE_KEY_LEN],
 int cache_put(cache_conn *c, const uint8_t key[CACHE_KEY_LEN],
               const cache_part *parts, int nparts, const uint8_t *data,
               size_t len, uint64_t compile_us, cache_error *err);
+
+/* cache_put with a signature stored beside the entry (NULL: none); an
+ * empty or over-long key id is CACHE_EINVAL. */
+int cache_put_signed(cache_conn *c, const uint8_t key[CACHE_KEY_LEN],
+                     const cache_part *parts, int nparts, const uint8_t *data,
+                     size_t len, uint64_t compile_us, const cache_sig *sig,
+                     cache_error *err);
 
 /* Removes one entry; CACHE_EMISS if absent. *freed (if not NULL) gets the
  * stored bytes released. */

@@ -67,6 +67,16 @@ int64_t cache__row_info(sqlite3_stmt *st, cache_info *info) {
   info->created = sqlite3_column_int64(st, 6) / 1000;
   info->last_used = sqlite3_column_int64(st, 7) / 1000;
   info->hits = col_u64(st, 8);
+  const unsigned char *kid = sqlite3_column_text(st, 10);
+  int kidlen = sqlite3_column_bytes(st, 10);
+  if (sqlite3_column_type(st, 9) == SQLITE_BLOB &&
+      sqlite3_column_bytes(st, 9) == CACHE_SIG_LEN && kid && kidlen > 0 &&
+      kidlen < CACHE_SIG_KEY_MAX) {
+    info->is_signed = true;
+    memcpy(info->sig.mac, sqlite3_column_blob(st, 9), CACHE_SIG_LEN);
+    memcpy(info->sig.key_id, kid, (size_t)kidlen);
+    info->sig.key_id[kidlen] = '\0';
+  }
   return sqlite3_column_int64(st, 0);
 }
 
@@ -154,10 +164,10 @@ int cache_get(cache_conn *c, const uint8_t key[CACHE_KEY_LEN], uint8_t **data,
   }
   cache_info tmp;
   int64_t id = cache__row_info(st, &tmp);
-  const void *blob = sqlite3_column_type(st, 9) == SQLITE_BLOB
-                         ? sqlite3_column_blob(st, 9)
+  const void *blob = sqlite3_column_type(st, CACHE__INFO_NCOLS) == SQLITE_BLOB
+                         ? sqlite3_column_blob(st, CACHE__INFO_NCOLS)
                          : NULL;
-  int blob_len = blob ? sqlite3_column_bytes(st, 9) : 0;
+  int blob_len = blob ? sqlite3_column_bytes(st, CACHE__INFO_NCOLS) : 0;
   const void *digest = sqlite3_column_type(st, 2) == SQLITE_BLOB
                            ? sqlite3_column_blob(st, 2)
                            : NULL;
@@ -299,7 +309,7 @@ static int evict_to_cap(cache_conn *c, int64_t keep, uint64_t *evicted,
 static int put_rows(cache_conn *c, const uint8_t *key, const cache_part *parts,
                     int nparts, const uint8_t *digest, size_t len,
                     const uint8_t *z, size_t zlen, uint64_t compile_us,
-                    uint64_t *evicted, cache_error *err) {
+                    const cache_sig *sig, uint64_t *evicted, cache_error *err) {
   sqlite3_stmt *st = cache__stmt(c, CACHE__STMT_ENTRY_DELETE_KEY, err);
   if (!st)
     return err ? err->code : CACHE_EIO;
@@ -316,6 +326,13 @@ static int put_rows(cache_conn *c, const uint8_t *key, const cache_part *parts,
   sqlite3_bind_int64(
       st, 5, compile_us > INT64_MAX ? INT64_MAX : (sqlite3_int64)compile_us);
   sqlite3_bind_int64(st, 6, cache__now_ms());
+  if (sig) {
+    sqlite3_bind_blob(st, 7, sig->mac, CACHE_SIG_LEN, SQLITE_STATIC);
+    sqlite3_bind_text(st, 8, sig->key_id, -1, SQLITE_STATIC);
+  } else {
+    sqlite3_bind_null(st, 7);
+    sqlite3_bind_null(st, 8);
+  }
   if ((rc = cache__step_done(c, st, "inserting an entry", err)) != 0)
     return rc;
   int64_t id = sqlite3_last_insert_rowid(c->db);
@@ -342,8 +359,22 @@ static int put_rows(cache_conn *c, const uint8_t *key, const cache_part *parts,
 int cache_put(cache_conn *c, const uint8_t key[CACHE_KEY_LEN],
               const cache_part *parts, int nparts, const uint8_t *data,
               size_t len, uint64_t compile_us, cache_error *err) {
+  return cache_put_signed(c, key, parts, nparts, data, len, compile_us, NULL,
+                          err);
+}
+
+int cache_put_signed(cache_conn *c, const uint8_t key[CACHE_KEY_LEN],
+                     const cache_part *parts, int nparts, const uint8_t *data,
+                     size_t len, uint64_t compile_us, const cache_sig *sig,
+                     cache_error *err) {
   if (!c || !key || (!data && len > 0))
     return cache__errorf(err, CACHE_EINVAL, "cache_put: NULL argument");
+  if (sig && (!sig->key_id[0] ||
+              strnlen(sig->key_id, CACHE_SIG_KEY_MAX) == CACHE_SIG_KEY_MAX))
+    return cache__errorf(err, CACHE_EINVAL,
+                         "cache_put: the signature's key id is empty or "
+                         "longer than %d bytes",
+                         CACHE_SIG_KEY_MAX - 1);
   int rc = check_parts(parts, nparts, err);
   if (rc != 0)
     return rc;
@@ -367,7 +398,7 @@ int cache_put(cache_conn *c, const uint8_t key[CACHE_KEY_LEN],
   uint64_t evicted = 0;
   rc = cache__begin_write(c, err);
   if (rc == 0) {
-    rc = put_rows(c, key, parts, nparts, digest, len, z, zlen, compile_us,
+    rc = put_rows(c, key, parts, nparts, digest, len, z, zlen, compile_us, sig,
                   &evicted, err);
     if (rc == 0)
       rc = cache__commit_write(c, err);
@@ -680,10 +711,10 @@ static int entries(cache_conn *c, uint64_t *checked, char *msg, size_t cap,
   while (rc == 0 && (step = sqlite3_step(st)) == SQLITE_ROW) {
     cache_info info;
     int64_t id = cache__row_info(st, &info);
-    const void *blob = sqlite3_column_type(st, 9) == SQLITE_BLOB
-                           ? sqlite3_column_blob(st, 9)
+    const void *blob = sqlite3_column_type(st, CACHE__INFO_NCOLS) == SQLITE_BLOB
+                           ? sqlite3_column_blob(st, CACHE__INFO_NCOLS)
                            : NULL;
-    int blob_len = blob ? sqlite3_column_bytes(st, 9) : 0;
+    int blob_len = blob ? sqlite3_column_bytes(st, CACHE__INFO_NCOLS) : 0;
     const void *dg = sqlite3_column_type(st, 2) == SQLITE_BLOB
                          ? sqlite3_column_blob(st, 2)
                          : NULL;

@@ -126,6 +126,10 @@ static const char *const migrations[] = {
     "CREATE TRIGGER failures_del AFTER DELETE ON failures BEGIN"
     "  UPDATE state SET failures = failures - 1, gen = gen + 1 WHERE id = 1;"
     "END;",
+    /* 1 -> 2: signatures (an HMAC and the id of its key); entries of
+     * version 1 are unsigned. */
+    "ALTER TABLE entries ADD COLUMN sig BLOB;"
+    "ALTER TABLE entries ADD COLUMN sig_key TEXT;",
 };
 
 _Static_assert(sizeof migrations / sizeof migrations[0] ==

@@ -1293,7 +1293,7 @@ Test(cache, schema_version_set_and_migration_idempotent) {
   env e;
   env_init(&e, 0);
   put_random(&e, 1, 100, 1);
-  cr_assert_eq(raw_int(&e, "PRAGMA user_version", UINT64_MAX), 1);
+  cr_assert_eq(raw_int(&e, "PRAGMA user_version", UINT64_MAX), 2);
   sqlite3 *db = raw_open(&e);
   sqlite3_stmt *st;
   sqlite3_prepare_v2(db, "PRAGMA journal_mode", -1, &st, NULL);
@@ -1304,7 +1304,70 @@ Test(cache, schema_version_set_and_migration_idempotent) {
   env_reopen(&e);
   env_reopen(&e);
   cr_assert_eq(get_key(&e, 1, NULL, 0), 0);
-  cr_assert_eq(raw_int(&e, "PRAGMA user_version", UINT64_MAX), 1);
+  cr_assert_eq(raw_int(&e, "PRAGMA user_version", UINT64_MAX), 2);
+  env_fini(&e);
+}
+
+Test(cache, signatures_stored_and_read) {
+  env e;
+  env_init(&e, 0);
+  uint8_t key[CACHE_KEY_LEN];
+  make_key(5, key);
+  cache_sig sig;
+  for (int i = 0; i < CACHE_SIG_LEN; i++)
+    sig.mac[i] = (uint8_t)(i * 7 + 1);
+  snprintf(sig.key_id, sizeof sig.key_id, "k2026");
+  cache_error err;
+  cr_assert_eq(cache_put_signed(e.c, key, NULL, 0, (const uint8_t *)"abc", 3, 1,
+                                &sig, &err),
+               0, "%s", err.msg);
+  cache_info info;
+  uint8_t *data = NULL;
+  size_t len = 0;
+  cr_assert_eq(cache_get(e.c, key, &data, &len, &info, &err), 0, "%s", err.msg);
+  free(data);
+  cr_assert(info.is_signed);
+  cr_assert_str_eq(info.sig.key_id, "k2026");
+  cr_assert_arr_eq(info.sig.mac, sig.mac, CACHE_SIG_LEN);
+  /* unsigned entries say so; bad key ids are refused */
+  make_key(6, key);
+  cr_assert_eq(cache_put(e.c, key, NULL, 0, (const uint8_t *)"x", 1, 1, &err),
+               0);
+  cr_assert_eq(cache_info_get(e.c, key, &info, &err), 0);
+  cr_assert(!info.is_signed);
+  sig.key_id[0] = '\0';
+  cr_assert_eq(cache_put_signed(e.c, key, NULL, 0, (const uint8_t *)"x", 1, 1,
+                                &sig, &err),
+               CACHE_EINVAL);
+  memset(sig.key_id, 'a', sizeof sig.key_id);
+  cr_assert_eq(cache_put_signed(e.c, key, NULL, 0, (const uint8_t *)"x", 1, 1,
+                                &sig, &err),
+               CACHE_EINVAL);
+  env_fini(&e);
+}
+
+Test(cache, version_1_database_migrates_with_its_entries) {
+  env e;
+  env_init(&e, 0);
+  put_random(&e, 3, 2000, 5);
+  env_shut(&e);
+  /* back to version 1: the columns version 2 added are gone */
+  sqlite3 *db = raw_open(&e);
+  cr_assert_eq(sqlite3_exec(db,
+                            "ALTER TABLE entries DROP COLUMN sig;"
+                            "ALTER TABLE entries DROP COLUMN sig_key;"
+                            "PRAGMA user_version = 1;",
+                            NULL, NULL, NULL),
+               SQLITE_OK, "%s", sqlite3_errmsg(db));
+  sqlite3_close(db);
+  env_open(&e);
+  cr_assert_eq(raw_int(&e, "PRAGMA user_version", UINT64_MAX), 2);
+  cr_assert_eq(get_key(&e, 3, NULL, 0), 0);
+  cache_info info;
+  uint8_t key[CACHE_KEY_LEN];
+  make_key(3, key);
+  cr_assert_eq(cache_info_get(e.c, key, &info, NULL), 0);
+  cr_assert(!info.is_signed);
   env_fini(&e);
 }
 
