@@ -152,6 +152,11 @@ static void handle_lookup(srv_call *c) {
   int rc;
   if (req->include_artifact) {
     rc = cache_get(conn, key, &data, &len, &info, &cerr);
+    if (rc == 0 && !daemon_entry_trusted(d, conn, key, req->key, &info)) {
+      free(data);
+      data = NULL;
+      rc = CACHE_EMISS;
+    }
     if (rc == 0) {
       uint64_t limit = req->max_inline_bytes ? req->max_inline_bytes
                                              : d->cfg.max_inline_bytes;
@@ -196,6 +201,11 @@ static void handle_fetch(srv_call *c) {
   cache_info info;
   cache_error cerr;
   int rc = conn ? cache_get(conn, key, &data, &len, &info, &cerr) : CACHE_EIO;
+  if (rc == 0 && !daemon_entry_trusted(d, conn, key, req->key, &info)) {
+    free(data);
+    data = NULL;
+    rc = CACHE_ECORRUPT;
+  }
   if (rc == CACHE_EMISS || rc == CACHE_ECORRUPT) {
     fail(c, "Fetch", req->key, GRPC_STATUS_NOT_FOUND,
          rc == CACHE_EMISS ? "no such key in the cache"
@@ -254,6 +264,17 @@ static void handle_stats(srv_call *c) {
   cache_stats_get(d->cache, &cs);
   Compiled__V1__StatsResponse r;
   compiled__v1__stats_response__init(&r);
+  r.unauthenticated = atomic_load(&d->stats.unauthenticated);
+  r.permission_denied = atomic_load(&d->stats.permission_denied);
+  r.tokens = d->auth ? (uint32_t)auth_count(d->auth) : 0;
+  r.signature_failures = atomic_load(&d->stats.signature_failures);
+  r.redis_configured = d->l2 != NULL;
+  r.redis_up = d->l2 && l2_up(d->l2);
+  r.redis_errors = d->l2 ? l2_errors(d->l2) : 0;
+  r.l2_hits = atomic_load(&d->stats.l2_hits);
+  r.l2_puts = atomic_load(&d->stats.l2_puts);
+  r.lease_waits = atomic_load(&d->stats.lease_waits);
+  r.lease_takeovers = atomic_load(&d->stats.lease_takeovers);
   r.hits = atomic_load(&d->stats.hits);
   r.misses = atomic_load(&d->stats.misses);
   r.joins = atomic_load(&d->stats.joins);
@@ -309,6 +330,8 @@ static int list_one(const cache_info *info, void *arg) {
 
 static void handle_list(srv_call *c) {
   daemon_ctx *d = srv_call_user(c);
+  if (!daemon_allow(d, c, AUTH_ADMIN, "listing the cache"))
+    return;
   gc_arena *a = gc_arena_new(0);
   Compiled__V1__ListRequest *req =
       a ? unpack(c, a, &compiled__v1__list_request__descriptor) : NULL;
@@ -340,6 +363,8 @@ out:
 
 static void handle_evict(srv_call *c) {
   daemon_ctx *d = srv_call_user(c);
+  if (!daemon_allow(d, c, AUTH_ADMIN, "evicting"))
+    return;
   gc_arena *a = gc_arena_new(1 << 20);
   Compiled__V1__EvictRequest *req =
       a ? unpack(c, a, &compiled__v1__evict_request__descriptor) : NULL;
@@ -545,6 +570,40 @@ out:
 
 /* ---- grpc.health.v1.Health/Check ---- */
 
+/* ---- authentication (auth.h) ---- */
+
+#define HEALTH_PATH "/grpc.health.v1.Health/Check"
+
+int daemon_auth(void *user, const char *method, const char *value, size_t len,
+                char *who, size_t wholen) {
+  daemon_ctx *d = user;
+  if (!d->auth)
+    return AUTH_ADMIN;
+  if (method && !strcmp(method, HEALTH_PATH))
+    return AUTH_READ; /* load balancers probe without credentials */
+  auth_role r = auth_check(d->auth, value, len, who, wholen);
+  if (r == AUTH_NONE)
+    atomic_fetch_add(&d->stats.unauthenticated, 1);
+  return r;
+}
+
+bool daemon_allow(daemon_ctx *d, srv_call *c, auth_role need,
+                  const char *what) {
+  auth_role have = (auth_role)srv_call_role(c);
+  if (have >= need)
+    return true;
+  atomic_fetch_add(&d->stats.permission_denied, 1);
+  char msg[256];
+  snprintf(msg, sizeof msg,
+           "%s needs a token with role '%s'; token '%s' has role '%s'", what,
+           auth_role_name(need), srv_call_who(c), auth_role_name(have));
+  LOG(LOG_WARN, "refused %s from %s: %s", srv_call_method(c), srv_call_peer(c),
+      msg);
+  srv_finish(c, GRPC_STATUS_PERMISSION_DENIED, msg);
+  srv_call_unref(c);
+  return false;
+}
+
 static void handle_health(srv_call *c) {
   daemon_ctx *d = srv_call_user(c);
   gc_arena *a = gc_arena_new(1 << 16);
@@ -576,5 +635,5 @@ void admin_register(daemon_ctx *d) {
   srv_add_method(d->server, "/compiled.v1.Compiler/List", handle_list);
   srv_add_method(d->server, "/compiled.v1.Compiler/Evict", handle_evict);
   srv_add_method(d->server, "/compiled.v1.Compiler/Explain", handle_explain);
-  srv_add_method(d->server, "/grpc.health.v1.Health/Check", handle_health);
+  srv_add_method(d->server, HEALTH_PATH, handle_health);
 }

@@ -73,6 +73,13 @@ struct flight {
   bool from_cache; /* found in the cache by the worker */
   bool stored;
   uint8_t digest[GC_DIGEST_LEN];
+  bool is_signed; /* sig holds the artifact's signature */
+  cache_sig sig;
+  bool from_l2;           /* found in Redis */
+  atomic_bool no_compile; /* every waiter has a read-only token: Redis only */
+  bool denied;            /* ... and it was not there */
+  bool lease;             /* this daemon holds the cluster's lease */
+  int64_t lease_renewed;  /* when (monotonic us) */
 };
 
 /* A request between the completion-queue thread and the loop. */
@@ -177,7 +184,8 @@ typedef struct result {
   const uint8_t *artifact;
   size_t len;
   const uint8_t *digest;
-  bool must_inline; /* not in the cache: Fetch could not serve it */
+  const cache_sig *sig; /* NULL: unsigned */
+  bool must_inline;     /* not in the cache: Fetch could not serve it */
   uint64_t max_inline;
   int64_t compile_us;
   const gc_timing *timings;
@@ -190,6 +198,7 @@ static grpc_slice pack_result(const result *r) {
   Compiled__V1__KeyComponents kc;
   Compiled__V1__CompileEvent ev;
   char comp_hex[GC_KEY_NCOMPONENTS * GC_HEX_LEN], digest_hex[GC_HEX_LEN];
+  char sig_hex[GC_HEX_LEN];
   compiled__v1__compile_result__init(&res);
   compiled__v1__key_components__init(&kc);
   compiled__v1__compile_event__init(&ev);
@@ -201,6 +210,11 @@ static grpc_slice pack_result(const result *r) {
   res.artifact_size = r->len;
   res.artifact_digest = digest_hex;
   res.compile_micros = r->compile_us;
+  if (r->sig) {
+    gc_digest_hex(r->sig->mac, sig_hex);
+    res.signature = sig_hex;
+    res.signature_key = (char *)r->sig->key_id;
+  }
   if (r->must_inline || r->len <= r->max_inline) {
     res.artifact_inline = 1;
     res.artifact.data = (uint8_t *)r->artifact;
@@ -259,6 +273,8 @@ typedef struct hot_entry {
   uint64_t size;
   uint8_t digest[GC_DIGEST_LEN];
   int64_t compile_us;
+  bool is_signed;
+  cache_sig sig;
 } hot_entry;
 
 static void memo_release(void *v) {
@@ -302,7 +318,8 @@ void compile_forget(daemon_ctx *d, const uint8_t *key) {
 /* Keeps the hit response of a verified artifact in memory. */
 static void hot_remember(daemon_ctx *d, const gc_key *key, const char *hex,
                          const uint8_t *artifact, size_t len,
-                         const uint8_t *digest, int64_t compile_us) {
+                         const uint8_t *digest, const cache_sig *sig,
+                         int64_t compile_us) {
   if (!d->hot.budget || len > d->hot.budget)
     return;
   hot_entry *h = malloc(sizeof *h);
@@ -314,9 +331,13 @@ static void hot_remember(daemon_ctx *d, const gc_key *key, const char *hex,
                 .artifact = artifact,
                 .len = len,
                 .digest = digest,
+                .sig = sig,
                 .must_inline = true,
                 .compile_us = compile_us};
   h->response = pack_result(&res);
+  h->is_signed = sig != NULL;
+  if (sig)
+    h->sig = *sig;
   h->key = *key;
   h->size = len;
   memcpy(h->digest, digest, GC_DIGEST_LEN);
@@ -348,6 +369,7 @@ static bool try_hot(daemon_ctx *d, srv_call *c, const gc_key *key,
                   .served = COMPILED__V1__SERVED__SERVED_L1_HIT,
                   .len = h.size,
                   .digest = h.digest,
+                  .sig = h.is_signed ? &h.sig : NULL,
                   .max_inline = max_inline,
                   .compile_us = h.compile_us};
     send_result(c, &res);
@@ -445,6 +467,25 @@ static int read_target(daemon_ctx *d, gc_arena *a,
 
 static void submit_on_loop(void *arg);
 
+bool daemon_entry_trusted(daemon_ctx *d, cache_conn *conn, const uint8_t *key,
+                          const char *hex, const cache_info *info) {
+  if (!d->signer || !d->cfg.verify_cache)
+    return true;
+  sign_check sc = signer_verify(d->signer, key, info->digest,
+                                info->is_signed ? &info->sig : NULL);
+  if (sc == SIGN_OK)
+    return true;
+  atomic_fetch_add(&d->stats.signature_failures, 1);
+  LOG(LOG_WARN, "cache entry %s: %s%s%s; not served, dropped, recompiling", hex,
+      sign_check_name(sc), sc == SIGN_UNKNOWN_KEY ? " " : "",
+      sc == SIGN_UNKNOWN_KEY ? info->sig.key_id : "");
+  cache_error cerr;
+  if (cache_evict_key(conn, key, NULL, &cerr) != 0 && cerr.code != CACHE_EMISS)
+    LOG(LOG_WARN, "dropping cache entry %s failed: %s", hex, cerr.msg);
+  compile_forget(d, key);
+  return false;
+}
+
 /* Serves a hit from the cache; returns true when the call was answered. */
 static bool try_cache(daemon_ctx *d, request *r) {
   cache_conn *conn = daemon_conn(d);
@@ -455,6 +496,10 @@ static bool try_cache(daemon_ctx *d, request *r) {
   cache_info info;
   cache_error cerr;
   int rc = cache_get(conn, r->key.key, &data, &len, &info, &cerr);
+  if (rc == 0 && !daemon_entry_trusted(d, conn, r->key.key, r->hex, &info)) {
+    free(data);
+    return false; /* dropped: compile it again */
+  }
   if (rc == 0) {
     atomic_fetch_add(&d->stats.hits, 1);
     atomic_fetch_add(&d->stats.saved_us, info.compile_us);
@@ -464,6 +509,7 @@ static bool try_cache(daemon_ctx *d, request *r) {
                   .artifact = data,
                   .len = len,
                   .digest = info.digest,
+                  .sig = info.is_signed ? &info.sig : NULL,
                   .max_inline = r->max_inline,
                   .compile_us = (int64_t)info.compile_us,
                   .timings = r->prep.timings,
@@ -472,7 +518,7 @@ static bool try_cache(daemon_ctx *d, request *r) {
              r->prep.timings[1].micros, -1, -1, len, NULL);
     send_result(r->call, &res);
     hot_remember(d, &r->key, r->hex, data, len, info.digest,
-                 (int64_t)info.compile_us);
+                 info.is_signed ? &info.sig : NULL, (int64_t)info.compile_us);
     free(data);
     return true;
   }
@@ -811,6 +857,15 @@ static void add_waiter(flight *f, request *r, bool owner) {
   srv_call_on_cancel(r->call, on_waiter_cancel, f->d);
 }
 
+/* Ends a miss that will not be compiled (loop thread). */
+static void refuse_miss(request *r, const char *outcome, grpc_status_code code,
+                        const char *msg) {
+  log_done(r->call, r->hex, outcome, code, r->prep.timings[0].micros,
+           r->prep.timings[1].micros, -1, -1, 0, msg);
+  srv_finish(r->call, code, msg);
+  request_end(r);
+}
+
 static void submit_on_loop(void *arg) {
   request *r = arg;
   daemon_ctx *d = r->d;
@@ -820,6 +875,8 @@ static void submit_on_loop(void *arg) {
     /* A running flight whose waiters all left was told to stop; it has one
      * again. If it stops anyway, deliver_on_loop queues it again. */
     atomic_store(&f->abandoned, false);
+    if (srv_call_role(r->call) >= AUTH_COMPILE)
+      atomic_store(&f->no_compile, false);
     add_waiter(f, r, false);
     if (f->state == F_QUEUED) {
       int pos = 0;
@@ -830,6 +887,21 @@ static void submit_on_loop(void *arg) {
       send_stage_to(r->call, "compile", false, 0); /* joined a running one */
     }
     request_free(r);
+    return;
+  }
+  /* A read-only token gets hits (from Redis too: its flight looks there
+   * and waits for another daemon's compile) and joins of compiles others
+   * started, never a compile of its own. */
+  bool read_only = srv_call_role(r->call) < AUTH_COMPILE;
+  if (read_only && (!d->l2 || r->force)) {
+    atomic_fetch_add(&d->stats.permission_denied, 1);
+    char msg[300];
+    snprintf(msg, sizeof msg,
+             "graph %.16s is not cached, and compiling it needs a token "
+             "with role 'compile'; token '%s' has role '%s'",
+             r->hex, srv_call_who(r->call),
+             auth_role_name((auth_role)srv_call_role(r->call)));
+    refuse_miss(r, "refused-role", GRPC_STATUS_PERMISSION_DENIED, msg);
     return;
   }
   /* A drain lets running compiles finish but starts none: the client runs
@@ -853,12 +925,7 @@ static void submit_on_loop(void *arg) {
     snprintf(msg, sizeof msg,
              "compile queue is full (%d waiting, --max-queue %d); retry later",
              d->nqueued, d->cfg.max_queue);
-    log_done(r->call, r->hex, "rejected", GRPC_STATUS_RESOURCE_EXHAUSTED,
-             r->prep.timings[0].micros, r->prep.timings[1].micros, -1, -1, 0,
-             msg);
-    srv_finish(r->call, GRPC_STATUS_RESOURCE_EXHAUSTED, msg);
-
-    request_end(r);
+    refuse_miss(r, "rejected", GRPC_STATUS_RESOURCE_EXHAUSTED, msg);
     return;
   }
   f = calloc(1, sizeof *f);
@@ -878,6 +945,7 @@ static void submit_on_loop(void *arg) {
   f->opts = r->opts;
   f->target = r->target;
   f->force = r->force;
+  atomic_init(&f->no_compile, read_only);
   atomic_init(&f->refs, 1); /* the flight list */
   atomic_init(&f->abandoned, false);
   f->next = d->flights;
@@ -988,9 +1056,12 @@ static void stage_on_loop(void *arg) {
   free(e);
 }
 
+static void renew_lease(flight *f);
+
 static void hook_stage(void *ctx, const char *stage, bool done,
                        int64_t micros) {
   flight *f = ctx;
+  renew_lease(f); /* a stage boundary: the worker's thread */
   stage_event *e = malloc(sizeof *e);
   if (!e)
     return;
@@ -1005,6 +1076,103 @@ static void hook_stage(void *ctx, const char *stage, bool done,
 static bool hook_abandoned(void *ctx) {
   flight *f = ctx;
   return atomic_load(&f->abandoned);
+}
+
+/* The key's components, stored with an entry (Explain finds near misses
+ * by them). */
+static void key_parts(const flight *f, cache_part parts[GC_KEY_NCOMPONENTS]) {
+  memset(parts, 0, GC_KEY_NCOMPONENTS * sizeof *parts);
+  for (int i = 0; i < GC_KEY_NCOMPONENTS; i++) {
+    snprintf(parts[i].name, sizeof parts[i].name, "%s",
+             gc_key_component_name((gc_key_component)i));
+    memcpy(parts[i].digest, f->fullkey.part[i], GC_DIGEST_LEN);
+  }
+}
+
+/* ---- the shared tier (l2.h), on the worker ---- */
+
+/* Renews the flight's lease when a third of it has passed. */
+static void renew_lease(flight *f) {
+  daemon_ctx *d = f->d;
+  int64_t now = gc_now_us();
+  if (!f->lease || now - f->lease_renewed < d->cfg.redis_lease_ms * 1000 / 3)
+    return;
+  f->lease_renewed = now;
+  l2_lease_renew(d->l2, f->key, d->owner, d->cfg.redis_lease_ms);
+}
+
+/* An entry from Redis that passes the checks (digest; signature when the
+ * daemon has keys), else counted, logged and deleted there. */
+static bool l2_trusted(daemon_ctx *d, flight *f, const l2_entry *e) {
+  uint8_t dg[GC_DIGEST_LEN];
+  sha256(e->data, e->len, dg);
+  const char *why = NULL;
+  if (memcmp(dg, e->digest, GC_DIGEST_LEN) != 0) {
+    why = "its bytes do not match its digest";
+  } else if (d->signer) {
+    sign_check sc = signer_verify(d->signer, f->key, e->digest,
+                                  e->is_signed ? &e->sig : NULL);
+    if (sc != SIGN_OK)
+      why = sign_check_name(sc);
+  }
+  if (!why)
+    return true;
+  atomic_fetch_add(&d->stats.signature_failures, 1);
+  LOG(LOG_WARN,
+      "shared cache entry %s: %s; not served, deleted from Redis, "
+      "recompiling",
+      f->hex, why);
+  l2_delete(d->l2, f->key);
+  return false;
+}
+
+/* Looks the flight's key up in Redis and, while another daemon holds its
+ * lease, waits for that daemon's result; takes the lease when it is free.
+ * Returns true when the artifact came from Redis (f->out filled). Any
+ * Redis failure ends it: the flight compiles locally. */
+static bool from_l2(flight *f) {
+  daemon_ctx *d = f->d;
+  bool waited = false;
+  for (int polls = 0; !atomic_load(&f->abandoned); polls++) {
+    l2_entry e;
+    int rc = l2_get(d->l2, f->key, &e);
+    if (rc == 1 && l2_trusted(d, f, &e)) {
+      f->out.artifact = e.data;
+      f->out.len = e.len;
+      f->out.micros = (int64_t)e.compile_us;
+      memcpy(f->digest, e.digest, GC_DIGEST_LEN);
+      f->is_signed = e.is_signed;
+      f->sig = e.sig;
+      return true;
+    }
+    if (rc == 1)
+      free(e.data);
+    if (rc < 0)
+      return false;
+    int t = atomic_load(&f->no_compile)
+                ? 0 /* wait while someone holds it; never take it */
+                : l2_lease_take(d->l2, f->key, d->owner, d->cfg.redis_lease_ms);
+    if (t == 0 && atomic_load(&f->no_compile) && !l2_lease_held(d->l2, f->key))
+      return false;
+    if (t != 0) {
+      if (t == 1) {
+        f->lease = true;
+        f->lease_renewed = gc_now_us();
+        if (waited) {
+          atomic_fetch_add(&d->stats.lease_takeovers, 1);
+          LOG(LOG_INFO, "%s: the lease was free again; compiling here", f->hex);
+        }
+      }
+      return false;
+    }
+    if (!waited) {
+      waited = true;
+      atomic_fetch_add(&d->stats.lease_waits, 1);
+      LOG(LOG_DEBUG, "%s: another daemon is compiling it; waiting", f->hex);
+    }
+    uv_sleep(polls < 20 ? 25 : 100);
+  }
+  return false;
 }
 
 static void deliver_on_loop(void *arg);
@@ -1022,17 +1190,46 @@ static void run_flight(uv_work_t *work) {
   /* Another thread may have stored it since the request missed. */
   if (!f->force && conn) {
     cache_info info;
-    if (cache_get(conn, f->key, &f->out.artifact, &f->out.len, &info, &cerr) ==
-        0) {
+    int grc =
+        cache_get(conn, f->key, &f->out.artifact, &f->out.len, &info, &cerr);
+    if (grc == 0 && !daemon_entry_trusted(d, conn, f->key, f->hex, &info)) {
+      free(f->out.artifact);
+      f->out.artifact = NULL;
+      f->out.len = 0;
+      grc = CACHE_EMISS;
+    }
+    if (grc == 0) {
       f->from_cache = true;
       f->stored = true;
       f->out.micros = (int64_t)info.compile_us;
       memcpy(f->digest, info.digest, GC_DIGEST_LEN);
+      f->is_signed = info.is_signed;
+      f->sig = info.sig;
       f->rc = 0;
       hot_remember(d, &f->fullkey, f->hex, f->out.artifact, f->out.len,
-                   f->digest, f->out.micros);
+                   f->digest, f->is_signed ? &f->sig : NULL, f->out.micros);
       goto out;
     }
+  }
+  if (d->l2 && !f->force && from_l2(f)) {
+    f->from_l2 = true;
+    f->rc = 0;
+    atomic_fetch_add(&d->stats.l2_hits, 1);
+    cache_part parts[GC_KEY_NCOMPONENTS];
+    key_parts(f, parts);
+    if (conn &&
+        cache_put_signed(conn, f->key, parts, GC_KEY_NCOMPONENTS,
+                         f->out.artifact, f->out.len, (uint64_t)f->out.micros,
+                         f->is_signed ? &f->sig : NULL, &cerr) == 0)
+      f->stored = true;
+    hot_remember(d, &f->fullkey, f->hex, f->out.artifact, f->out.len, f->digest,
+                 f->is_signed ? &f->sig : NULL, f->out.micros);
+    goto out;
+  }
+  if (atomic_load(&f->no_compile)) {
+    f->denied = true;
+    f->rc = gc_errorf(&f->err, GC_EINVAL, "not cached");
+    goto out;
   }
   atomic_fetch_add(&d->stats.compiles, 1);
   /* Tests make compiles slow to exercise joining, cancelling, queueing. */
@@ -1040,6 +1237,7 @@ static void run_flight(uv_work_t *work) {
     if (atomic_load(&f->abandoned))
       break;
     uv_sleep(5);
+    renew_lease(f);
   }
   if (d->cfg.debug_compile_stuck_ms > 0)
     uv_sleep((unsigned)d->cfg.debug_compile_stuck_ms);
@@ -1049,6 +1247,14 @@ static void run_flight(uv_work_t *work) {
                    .verify = d->cfg.verify_ir};
   f->rc = gc_compile(f->arena, f->graph, &f->fullkey, &f->opts,
                      d->cfg.native ? &be : NULL, &hooks, &f->out, &f->err);
+  if (f->rc == 0) {
+    static const int64_t bounds[] = DAEMON_COMPILE_BUCKETS_US;
+    int b = 0;
+    while (b < DAEMON_COMPILE_NBUCKETS - 1 && f->out.micros > bounds[b])
+      b++;
+    atomic_fetch_add(&d->stats.compile_hist[b], 1);
+    atomic_fetch_add(&d->stats.compile_sum_us, (uint64_t)f->out.micros);
+  }
   if (f->rc == 0 && f->out.native_failed) {
     atomic_fetch_add(&d->stats.native_failures, 1);
     LOG(LOG_WARN, "native code for %s failed at %s; serving its ATen program",
@@ -1059,19 +1265,22 @@ static void run_flight(uv_work_t *work) {
   if (f->rc == 0) {
     sha256(f->out.artifact, f->out.len, f->digest);
     cache_part parts[GC_KEY_NCOMPONENTS];
-    memset(parts, 0, sizeof parts);
-    for (int i = 0; i < GC_KEY_NCOMPONENTS; i++) {
-      snprintf(parts[i].name, sizeof parts[i].name, "%s",
-               gc_key_component_name((gc_key_component)i));
-      memcpy(parts[i].digest, f->fullkey.part[i], GC_DIGEST_LEN);
-    }
+    key_parts(f, parts);
     int64_t t0 = gc_now_us();
-    if (conn &&
-        cache_put(conn, f->key, parts, GC_KEY_NCOMPONENTS, f->out.artifact,
-                  f->out.len, (uint64_t)f->out.micros, &cerr) == 0) {
+    if (d->signer) {
+      signer_sign(d->signer, f->key, f->digest, &f->sig);
+      f->is_signed = true;
+    }
+    const cache_sig *sig = f->is_signed ? &f->sig : NULL;
+    if (d->l2 && l2_put(d->l2, f->key, f->out.artifact, f->out.len, f->digest,
+                        sig, (uint64_t)f->out.micros) == 0)
+      atomic_fetch_add(&d->stats.l2_puts, 1);
+    if (conn && cache_put_signed(conn, f->key, parts, GC_KEY_NCOMPONENTS,
+                                 f->out.artifact, f->out.len,
+                                 (uint64_t)f->out.micros, sig, &cerr) == 0) {
       f->stored = true;
       hot_remember(d, &f->fullkey, f->hex, f->out.artifact, f->out.len,
-                   f->digest, f->out.micros);
+                   f->digest, sig, f->out.micros);
     } else
 
       LOG(LOG_WARN, "storing %s failed: %s", f->hex,
@@ -1088,6 +1297,10 @@ static void run_flight(uv_work_t *work) {
       cache_fail_put(conn, f->key, f->err.msg, &cerr);
   }
 out:
+  if (f->lease) { /* stored (or failed): the others need not wait */
+    l2_lease_release(d->l2, f->key, d->owner);
+    f->lease = false;
+  }
   flight_ref(f); /* the delivery's */
   srv_post(d->server, deliver_on_loop, f);
 }
@@ -1101,8 +1314,12 @@ static void after_flight(uv_work_t *work, int status) {
 /* A flight that stopped because it was abandoned, but gained waiters
  * meanwhile, goes back to the queue instead of failing them. */
 static bool requeue_if_wanted(daemon_ctx *d, flight *f) {
-  if (f->rc != GC_ECANCELED || !f->waiters)
+  /* a flight whose read-only waiters were denied while a request that may
+   * compile joined: compile it after all */
+  bool may_compile_now = f->denied && !atomic_load(&f->no_compile);
+  if (!f->waiters || (f->rc != GC_ECANCELED && !may_compile_now))
     return false;
+  f->denied = false;
   LOG(LOG_INFO, "flight %.16s was abandoned but has waiters again; requeued",
       f->hex);
   f->rc = 0;
@@ -1130,7 +1347,19 @@ static void deliver_on_loop(void *arg) {
 
   for (waiter *w = f->waiters; w;) {
     waiter *next = w->next;
-    if (f->rc == 0) {
+    if (f->denied) {
+      atomic_fetch_add(&d->stats.permission_denied, 1);
+      char msg[300];
+      snprintf(msg, sizeof msg,
+               "graph %.16s is cached neither here nor in the shared tier, "
+               "and compiling it needs a token with role 'compile'; token "
+               "'%s' has role '%s'",
+               f->hex, srv_call_who(w->call),
+               auth_role_name((auth_role)srv_call_role(w->call)));
+      log_done(w->call, f->hex, "refused-role", GRPC_STATUS_PERMISSION_DENIED,
+               w->validate_us, w->key_us, -1, -1, 0, msg);
+      srv_finish(w->call, GRPC_STATUS_PERMISSION_DENIED, msg);
+    } else if (f->rc == 0) {
       gc_timing tim[GC_MAX_STAGES + 2];
       int nt = 0;
       tim[nt++] = (gc_timing){"validate", w->validate_us};
@@ -1139,15 +1368,17 @@ static void deliver_on_loop(void *arg) {
       for (int i = 0; i < f->out.ntimings && nt < GC_MAX_STAGES; i++)
         tim[nt++] = f->out.timings[i];
       Compiled__V1__Served served =
-          f->from_cache ? COMPILED__V1__SERVED__SERVED_L1_HIT
-          : w->owner    ? COMPILED__V1__SERVED__SERVED_COMPILED
-                        : COMPILED__V1__SERVED__SERVED_JOINED;
+          f->from_l2      ? COMPILED__V1__SERVED__SERVED_L2_HIT
+          : f->from_cache ? COMPILED__V1__SERVED__SERVED_L1_HIT
+          : w->owner      ? COMPILED__V1__SERVED__SERVED_COMPILED
+                          : COMPILED__V1__SERVED__SERVED_JOINED;
       result res = {.hex = f->hex,
                     .key = &f->fullkey,
                     .served = served,
                     .artifact = f->out.artifact,
                     .len = f->out.len,
                     .digest = f->digest,
+                    .sig = f->is_signed ? &f->sig : NULL,
                     .must_inline = !f->stored,
                     .max_inline = w->max_inline,
                     .compile_us = f->out.micros,
@@ -1156,6 +1387,7 @@ static void deliver_on_loop(void *arg) {
       log_done(w->call, f->hex,
                served == COMPILED__V1__SERVED__SERVED_COMPILED ? "compiled"
                : served == COMPILED__V1__SERVED__SERVED_JOINED ? "joined"
+               : served == COMPILED__V1__SERVED__SERVED_L2_HIT ? "l2-hit"
                                                                : "hit",
                0, w->validate_us, w->key_us, queue_us, f->out.micros,
                f->out.len, NULL);

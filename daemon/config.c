@@ -120,6 +120,38 @@ static const opt opts[] = {
     {"verify-ir", T_BOOL, F(verify_ir), 0, NULL,
      "run the loop IR verifier after every pass (slower; for\n"
      "                            debugging the compiler)"},
+    {"tokens", T_STR, F(tokens), sizeof(((config *)0)->tokens), "FILE",
+     "bearer tokens with roles, one 'ROLE TOKEN [NAME]' per line\n"
+     "                            (read, compile, admin; reloaded on SIGHUP).\n"
+     "                            Without it every client is admin and only\n"
+     "                            a loopback --listen is allowed"},
+    {"insecure", T_BOOL, F(insecure), 0, NULL,
+     "allow a non-loopback --listen without --tokens (anyone who\n"
+     "                            can connect may compile and evict)"},
+    {"signing-keys", T_STR, F(signing_keys),
+     sizeof(((config *)0)->signing_keys), "FILE",
+     "sign every artifact stored (HMAC-SHA-256); lines 'KEY_ID\n"
+     "                            HEX_SECRET', the first signs, all verify"},
+    {"verify-cache", T_BOOL, F(verify_cache), 0, NULL,
+     "check the signature of every entry read from the cache;\n"
+     "                            one that fails is dropped and recompiled\n"
+     "                            (needs --signing-keys)"},
+    {"metrics-listen", T_STR, F(metrics_listen),
+     sizeof(((config *)0)->metrics_listen), "ADDR",
+     "serve /metrics (Prometheus) and /healthz over HTTP on\n"
+     "                            HOST:PORT (default: off)"},
+    {"redis", T_STR, F(redis), sizeof(((config *)0)->redis), "URL",
+     "shared cache tier: redis://[user:password@]host:port[/db];\n"
+     "                            daemons on one Redis compile each graph\n"
+     "                            once for the cluster"},
+    {"redis-timeout-ms", T_INT, F(redis_timeout_ms), 0, "MS",
+     "time limit of a Redis connect or command (default 200)"},
+    {"redis-ttl", T_INT, F(redis_ttl), 0, "SECONDS",
+     "how long entries live in Redis (default 604800, 7 days)"},
+    {"redis-lease-ms", T_INT, F(redis_lease_ms), 0, "MS",
+     "a compile's lease in Redis, renewed while it runs; other\n"
+     "                            daemons wait for its result, or take over\n"
+     "                            when it expires (default 30000)"},
     {"check-cache", T_BOOL, F(check_cache), 0, NULL,
      "verify the cache (integrity check, every digest) and exit"},
 };
@@ -359,6 +391,9 @@ static void defaults(config *c) {
   snprintf(c->cc, sizeof c->cc, "%s",
            getenv("CC") && *getenv("CC") ? getenv("CC") : "cc");
   c->lame_duck_ms = 250;
+  c->redis_timeout_ms = 200;
+  c->redis_ttl = 7 * 86400;
+  c->redis_lease_ms = 30000;
   c->failure_ttl = 600;
   c->log_level = LOG_INFO;
   c->log_format = LOG_TEXT;

@@ -44,6 +44,15 @@ typedef struct config {
   char cc[1024];              /* the C compiler ($CC or cc) */
   int cc_timeout;             /* seconds a C compile may take */
   bool verify_ir;             /* verify the loop IR after every pass */
+  char tokens[1024];          /* bearer tokens file ("": no authentication) */
+  bool insecure;              /* allow a non-loopback --listen without tokens */
+  char signing_keys[1024];    /* HMAC keys file ("": artifacts unsigned) */
+  bool verify_cache;          /* check the signature of every cache read */
+  char redis[512];            /* shared tier URL ("": none) */
+  char metrics_listen[256];   /* HTTP host:port of /metrics ("": off) */
+  int redis_timeout_ms;       /* connect and each command */
+  int redis_ttl;              /* seconds entries live in Redis */
+  int redis_lease_ms;         /* a compile's lease, renewed while it runs */
 } config;
 
 /* Fills defaults, reads --config FILE if given, then applies the flags.

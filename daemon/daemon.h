@@ -17,7 +17,11 @@
 #include "compiled/v1/compiled.pb-c.h"
 #include "compiler/graph.h"
 #include "compiler/key.h"
+#include "daemon/auth.h"
 #include "daemon/config.h"
+#include "daemon/l2.h"
+#include "daemon/server.h"
+#include "daemon/sign.h"
 #include "daemon/toolchain.h"
 #include "daemon/lru.h"
 #include "daemon/pool.h"
@@ -26,6 +30,14 @@
 #define DAEMON_VERSION "0.1.0"
 
 typedef struct flight flight;
+
+/* Upper bounds of the compile-duration histogram's buckets (us). */
+#define DAEMON_COMPILE_BUCKETS_US                                              \
+  {                                                                            \
+    10000, 50000, 100000, 250000, 500000, 1000000, 2500000, 5000000, 10000000, \
+        30000000, 60000000                                                     \
+  }
+#define DAEMON_COMPILE_NBUCKETS 12 /* the 11 bounds and +Inf */
 
 typedef struct daemon_stats {
   atomic_uint_fast64_t requests; /* Compile requests */
@@ -43,12 +55,28 @@ typedef struct daemon_stats {
   atomic_uint_fast64_t rejected_memory; /* refused: memory budget */
   atomic_uint_fast64_t native_compiles; /* artifacts with native code */
   atomic_uint_fast64_t native_failures; /* native code failed: ATen program */
+  atomic_uint_fast64_t unauthenticated; /* refused: no or unknown token */
+  atomic_uint_fast64_t permission_denied;  /* refused: role too low */
+  atomic_uint_fast64_t signature_failures; /* entries not served (sign.h) */
+  atomic_uint_fast64_t l2_hits;            /* served from Redis */
+  /* compile durations: counts per bucket of DAEMON_COMPILE_BUCKETS_US
+   * (the last: +Inf), their sum */
+  atomic_uint_fast64_t compile_hist[12];
+  atomic_uint_fast64_t compile_sum_us;
+  atomic_uint_fast64_t l2_puts;         /* entries stored in Redis */
+  atomic_uint_fast64_t lease_waits;     /* compiles another daemon ran */
+  atomic_uint_fast64_t lease_takeovers; /* ... until its lease expired */
   atomic_int queued;                    /* mirrors of loop state, for Stats */
   atomic_int running;
 } daemon_stats;
 
 typedef struct daemon_ctx {
   config cfg;
+  auth *auth;     /* bearer tokens (--tokens); NULL: every client is admin */
+  signer *signer; /* --signing-keys; NULL: artifacts are not signed */
+  l2 *l2;         /* --redis: the shared tier; NULL: none */
+  struct MHD_Daemon *metrics; /* --metrics-listen (metrics.c) */
+  char owner[96];             /* this daemon's id in leases: host:pid:random */
   uv_loop_t *loop;
   srv *server;
   int port; /* bound port */
@@ -102,6 +130,28 @@ void compile_cleanup(daemon_ctx *d);
 void compile_forget(daemon_ctx *d, const uint8_t *key);
 
 void admin_register(daemon_ctx *d);
+
+/* Starts the /metrics and /healthz server when --metrics-listen is set;
+ * 0, or -1 with a message. metrics_stop stops it (metrics.c). */
+int metrics_start(daemon_ctx *d, char *err, size_t errlen);
+void metrics_stop(daemon_ctx *d);
+
+/* Whether an entry read from the cache may be served: always without
+ * --verify-cache; else only with a valid signature by a key of
+ * --signing-keys. An entry that fails is counted, logged, dropped from the
+ * cache and the hot tier (compile.c). */
+bool daemon_entry_trusted(daemon_ctx *d, cache_conn *conn, const uint8_t *key,
+                          const char *hex, const cache_info *info);
+
+/* srv_options.auth: the role of a call's bearer token (admin for every call
+ * without --tokens; health checks need none). */
+int daemon_auth(void *user, const char *method, const char *value, size_t len,
+                char *who, size_t wholen);
+
+/* Whether call c's role is at least `need`; if not, finishes it
+ * PERMISSION_DENIED naming what needed more (and drops the handler's
+ * reference). */
+bool daemon_allow(daemon_ctx *d, srv_call *c, auth_role need, const char *what);
 
 /* ---- memory.c: the budget for requests ---- */
 

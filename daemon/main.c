@@ -12,7 +12,11 @@
  * cancelled; when the last call and compile are gone, the cache (flushing
  * its pending updates) and the log are closed. A second signal skips the
  * grace period.
- * SIGHUP reopens the log file.
+ * SIGHUP reopens the log file and reloads the --tokens file.
+ *
+ * Authentication (auth.h): with --tokens every call but a health check
+ * needs a bearer token; without it every client is admin, so the daemon
+ * refuses to listen on anything but loopback unless --insecure says so.
  */
 #include <errno.h>
 #include <grpc/grpc.h>
@@ -175,6 +179,14 @@ static void on_signal(uv_signal_t *h, int signum) {
     int rc = log_reopen();
     LOG(rc ? LOG_ERROR : LOG_INFO, "SIGHUP: log reopened%s",
         rc ? " (failed)" : "");
+    if (d->auth) {
+      char err[600];
+      if (auth_reload(d->auth, d->cfg.tokens, err, sizeof err))
+        LOG(LOG_ERROR, "SIGHUP: %s; keeping the previous tokens", err);
+      else
+        LOG(LOG_INFO, "SIGHUP: %d tokens reloaded from %s", auth_count(d->auth),
+            d->cfg.tokens);
+    }
     return;
   }
   begin_drain(d, signum == SIGTERM ? "SIGTERM" : "SIGINT");
@@ -310,6 +322,79 @@ static int connection_cap(daemon_ctx *d, long nofile) {
   return (int)cap;
 }
 
+/* --redis; 0 or an exit code. */
+static int init_l2(daemon_ctx *d) {
+  char host[64] = "?";
+  gethostname(host, sizeof host - 1);
+  unsigned rnd = 0;
+  FILE *u = fopen("/dev/urandom", "rb");
+  if (u) {
+    if (fread(&rnd, sizeof rnd, 1, u) != 1)
+      rnd = (unsigned)time(NULL);
+    fclose(u);
+  }
+  snprintf(d->owner, sizeof d->owner, "%s:%d:%08x", host, (int)getpid(), rnd);
+  if (!d->cfg.redis[0])
+    return 0;
+  char err[600];
+  l2_config lc = {.url = d->cfg.redis,
+                  .timeout_ms = d->cfg.redis_timeout_ms,
+                  .ttl_s = d->cfg.redis_ttl};
+  d->l2 = l2_new(&lc, err, sizeof err);
+  if (!d->l2) {
+    fprintf(stderr, "compiled: %s\n", err);
+    return 2;
+  }
+  if (d->cfg.redis_lease_ms < 100)
+    d->cfg.redis_lease_ms = 100;
+  return 0;
+}
+
+/* --signing-keys and --verify-cache; 0 or an exit code. */
+static int init_signing(daemon_ctx *d) {
+  if (!d->cfg.signing_keys[0]) {
+    if (d->cfg.verify_cache) {
+      fprintf(stderr, "compiled: --verify-cache needs --signing-keys FILE\n");
+      return 2;
+    }
+    return 0;
+  }
+  char err[600];
+  d->signer = signer_load(d->cfg.signing_keys, err, sizeof err);
+  if (!d->signer) {
+    fprintf(stderr, "compiled: %s\n", err);
+    return 2;
+  }
+  return 0;
+}
+
+/* --tokens, or the loopback-only rule without it; 0 or an exit code. */
+static int init_auth(daemon_ctx *d) {
+  if (!d->cfg.tokens[0]) {
+    if (!auth_loopback_listen(d->cfg.listen) && !d->cfg.insecure) {
+      fprintf(stderr,
+              "compiled: --listen %s is not a loopback address and there is "
+              "no --tokens file: anyone who can connect could compile and "
+              "evict. Give --tokens FILE, or --insecure to allow it.\n",
+              d->cfg.listen);
+      return 2;
+    }
+    return 0;
+  }
+  char err[600];
+  d->auth = auth_load(d->cfg.tokens, err, sizeof err);
+  if (!d->auth) {
+    fprintf(stderr, "compiled: %s\n", err);
+    return 2;
+  }
+  struct stat st;
+  if (stat(d->cfg.tokens, &st) == 0 && (st.st_mode & 077))
+    LOG(LOG_WARN,
+        "tokens file %s is readable by others (mode %03o): chmod 600 it",
+        d->cfg.tokens, (unsigned)(st.st_mode & 0777));
+  return 0;
+}
+
 static void write_port_file(daemon_ctx *d) {
   if (!d->cfg.port_file[0])
     return;
@@ -333,6 +418,9 @@ int main(int argc, char **argv) {
             strerror(errno));
     return 1;
   }
+  if ((rc = init_auth(d)) != 0 || (rc = init_signing(d)) != 0 ||
+      (rc = init_l2(d)) != 0)
+    return rc;
   signal(SIGPIPE, SIG_IGN);
   /* The libuv pool runs the compiles: size it before its first use. */
   char workers[16];
@@ -360,6 +448,7 @@ int main(int argc, char **argv) {
   grpc_init();
   d->loop = uv_default_loop();
   srv_options so = {.user = d,
+                    .auth = daemon_auth,
                     .listen = d->cfg.listen,
                     .max_message_bytes = d->cfg.max_message_bytes,
                     .cq_threads = d->cfg.cq_threads,
@@ -389,7 +478,35 @@ int main(int argc, char **argv) {
     LOG(LOG_ERROR, "%s", err);
     return 1;
   }
+  if (metrics_start(d, err, sizeof err) != 0) {
+    fprintf(stderr, "compiled: %s\n", err);
+    LOG(LOG_ERROR, "%s", err);
+    return 1;
+  }
   write_port_file(d);
+  if (d->l2)
+    LOG(LOG_INFO,
+        "shared cache tier %s (entries live %d s, leases %d ms, timeout %d "
+        "ms); this daemon is %s%s",
+        l2_where(d->l2), d->cfg.redis_ttl, d->cfg.redis_lease_ms,
+        d->cfg.redis_timeout_ms, d->owner,
+        d->signer ? ""
+                  : "; without --signing-keys, entries from Redis are "
+                    "checked against their digest only");
+  if (d->signer)
+    LOG(LOG_INFO,
+        "signing artifacts with key '%s' (%d keys verify); cache reads %s",
+        signer_key_id(d->signer), signer_count(d->signer),
+        d->cfg.verify_cache ? "verified" : "not verified (no --verify-cache)");
+  if (d->auth)
+    LOG(LOG_INFO, "authentication: %d bearer tokens from %s",
+        auth_count(d->auth), d->cfg.tokens);
+  else
+    LOG(LOG_INFO,
+        "authentication: none (no --tokens): every client is "
+        "admin%s",
+        auth_loopback_listen(d->cfg.listen) ? "; listening on loopback only"
+                                            : "; NOT on loopback (--insecure)");
   LOG(LOG_INFO,
       "compiled %s listening on %s (port %d); cache %s (cap %llu bytes); "
       "%d workers; at most %d connections (descriptor limit %ld); memory "
@@ -402,6 +519,7 @@ int main(int argc, char **argv) {
       d->target.isa, d->target.toolchain);
   uv_run(d->loop, UV_RUN_DEFAULT);
 
+  metrics_stop(d);
   uv_loop_close(d->loop);
   close_conns(d);
   cache_store_close(d->cache);
@@ -410,6 +528,9 @@ int main(int argc, char **argv) {
   grpc_shutdown();
 
   gc_arena_free(d->target_arena);
+  auth_free(d->auth);
+  signer_free(d->signer);
+  l2_free(d->l2);
   LOG(LOG_INFO, "stopped");
   log_close();
   return 0;

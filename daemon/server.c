@@ -48,10 +48,13 @@ typedef struct srv_tag {
   void (*fn)(struct srv_tag *t, bool ok);
 } srv_tag;
 
+#define NCODES 17 /* gRPC status codes 0..16 */
+
 typedef struct method {
   char *path;
   srv_handler handler;
   void *registered; /* grpc_server_register_method's handle */
+  atomic_uint_fast64_t answered[NCODES]; /* calls finished, by status */
 } method;
 
 typedef struct post {
@@ -70,6 +73,7 @@ struct srv {
   grpc_server_credentials *creds; /* insecure, for the connections we hand */
   method methods[MAX_METHODS];
   int nmethods;
+  atomic_uint_fast64_t unknown_answered[NCODES]; /* unregistered methods */
   pthread_t *threads;
   int nthreads;
   /* loop bridge */
@@ -104,6 +108,8 @@ struct srv_call {
   size_t request_len;        /* its length, known from the start */
   bool has_request;
   char *peer;
+  int role;     /* from srv_options.auth */
+  char who[64]; /* the credential's name, for logs */
   int64_t start_us;
   srv_tag t_request, t_close, t_send;
   int cancelled; /* written by gRPC when the close completes */
@@ -299,6 +305,13 @@ static void on_send(srv_tag *t, bool ok) {
   srv_call_unref(c);
 }
 
+/* Counts a call's final status (once: callers hold c->mu and see
+ * finish_queued unset). */
+static void count_status(srv_call *c, grpc_status_code code) {
+  unsigned i = (unsigned)code < NCODES ? (unsigned)code : GRPC_STATUS_UNKNOWN;
+  atomic_fetch_add(c->m ? &c->m->answered[i] : &c->s->unknown_answered[i], 1);
+}
+
 /* Appends to the send queue; with `last`, queues status OK too before
  * pumping, so both go in one batch. */
 static void enqueue(srv_call *c, grpc_byte_buffer *bb, bool last) {
@@ -324,6 +337,7 @@ static void enqueue(srv_call *c, grpc_byte_buffer *bb, bool last) {
   if (last) {
     c->finish_queued = true;
     c->status = GRPC_STATUS_OK;
+    count_status(c, GRPC_STATUS_OK);
   }
   pump(c);
   pthread_mutex_unlock(&c->mu);
@@ -350,6 +364,7 @@ void srv_finish_bin(srv_call *c, grpc_status_code code, const char *details,
   }
   c->finish_queued = true;
   c->status = code;
+  count_status(c, code);
   grpc_slice_unref(c->status_details);
   c->status_details = grpc_slice_from_copied_string(details ? details : "");
   if (md_key && md_value) {
@@ -444,6 +459,31 @@ const char *srv_call_method(srv_call *c) {
   return c->m ? c->m->path : "(unknown)";
 }
 
+void srv_method_counts(srv *s,
+                       void (*fn)(void *arg, const char *method, int code,
+                                  uint64_t n),
+                       void *arg) {
+  for (int m = 0; m < s->nmethods; m++)
+    for (int k = 0; k < NCODES; k++) {
+      uint64_t n = atomic_load(&s->methods[m].answered[k]);
+      if (n)
+        fn(arg, s->methods[m].path, k, n);
+    }
+  for (int k = 0; k < NCODES; k++) {
+    uint64_t n = atomic_load(&s->unknown_answered[k]);
+    if (n)
+      fn(arg, NULL, k, n);
+  }
+}
+
+int srv_call_role(srv_call *c) {
+  return c->role;
+}
+
+const char *srv_call_who(srv_call *c) {
+  return c->who;
+}
+
 const char *srv_call_peer(srv_call *c) {
   return c->peer ? c->peer : "?";
 }
@@ -485,6 +525,35 @@ static void resolve_peer(srv *s, srv_call *c) {
   c->peer = gpr_strdup(buf);
 }
 
+/* Runs srv_options.auth on the call's "authorization" metadata; false
+ * when the call was refused (and finished). */
+static bool authenticate(srv *s, srv_call *c) {
+  if (!s->opts.auth)
+    return true;
+  const char *value = NULL;
+  size_t len = 0;
+  for (size_t i = 0; i < c->md.count; i++)
+    if (grpc_slice_str_cmp(c->md.metadata[i].key, "authorization") == 0) {
+      value = (const char *)GRPC_SLICE_START_PTR(c->md.metadata[i].value);
+      len = GRPC_SLICE_LENGTH(c->md.metadata[i].value);
+      break;
+    }
+  c->role = s->opts.auth(s->opts.user, c->m ? c->m->path : NULL, value, len,
+                         c->who, sizeof c->who);
+  if (c->role >= 0)
+    return true;
+  LOG(LOG_WARN, "refused %s from %s: %s bearer token", srv_call_method(c),
+      srv_call_peer(c), value ? "unknown" : "no");
+  srv_finish(c, GRPC_STATUS_UNAUTHENTICATED,
+             value ? "unknown bearer token (metadata 'authorization: Bearer "
+                     "TOKEN'; see the daemon's --tokens file)"
+                   : "this daemon needs a bearer token (metadata "
+                     "'authorization: Bearer TOKEN'; compilectl --token, "
+                     "COMPILED_TOKEN)");
+  srv_call_unref(c);
+  return false;
+}
+
 static void on_request(srv_tag *t, bool ok) {
   srv_call *c = (srv_call *)((char *)t - offsetof(srv_call, t_request));
   srv *s = c->s;
@@ -514,6 +583,8 @@ static void on_request(srv_tag *t, bool ok) {
     LOG(LOG_ERROR, "grpc_call_start_batch (close) failed");
     atomic_fetch_sub(&c->refs, 1);
   }
+  if (!authenticate(s, c))
+    return;
   if (c->m)
     c->m->handler(c);
   else

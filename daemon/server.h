@@ -45,8 +45,16 @@ typedef struct srv_call srv_call;
  * the handler must eventually drop (after srv_finish). */
 typedef void (*srv_handler)(srv_call *c);
 
+/* Authenticates a call before its handler runs: `value` is its
+ * "authorization" metadata (NULL when absent). Returns the call's role
+ * (>= 0, srv_call_role) and may name the credential in who[wholen] (for
+ * logs), or returns < 0 to refuse the call UNAUTHENTICATED. */
+typedef int (*srv_auth_fn)(void *user, const char *method, const char *value,
+                           size_t len, char *who, size_t wholen);
+
 typedef struct srv_options {
   void *user;                 /* returned by srv_call_user() */
+  srv_auth_fn auth;           /* NULL: every call has role 0 */
   const char *listen;         /* "host:port"; port 0 picks a free one */
   uint64_t max_message_bytes; /* receive limit */
   int cq_threads;
@@ -107,6 +115,17 @@ void *srv_call_user(srv_call *c);
 
 /* The method path, the peer ("ipv4:127.0.0.1:5555"), the deadline. */
 const char *srv_call_method(srv_call *c);
+/* Calls answered so far, per method (NULL: unregistered ones) and gRPC
+ * status code with a non-zero count. Any thread. */
+void srv_method_counts(srv *s,
+                       void (*fn)(void *arg, const char *method, int code,
+                                  uint64_t n),
+                       void *arg);
+
+/* What srv_options.auth said: the role, and the credential's name ("" when
+ * none). */
+int srv_call_role(srv_call *c);
+const char *srv_call_who(srv_call *c);
 const char *srv_call_peer(srv_call *c);
 gpr_timespec srv_call_deadline(srv_call *c);
 

@@ -19,6 +19,10 @@ PACKAGES=(
   # daemon, cache and compiler libraries
   libuv1-dev libsqlite3-dev sqlite3 libssl-dev libzstd-dev libjansson-dev
   libhiredis-dev
+  # the shared cache tier (tests start their own redis-server)
+  redis-server
+  # /metrics and /healthz
+  libmicrohttpd-dev
   # generated code: vectorized math (SLEEF) and OpenMP (with gcc)
   libsleef-dev libgomp1
   # tests, analysis and fuzzing

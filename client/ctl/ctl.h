@@ -22,6 +22,8 @@ enum {
   CTL_ESERVER = 5,      /* the server failed the request (busy, internal
                            error, timed out mid-call, bad response) */
   CTL_ENOTFOUND = 6,    /* the key is not in the cache */
+  CTL_EDENIED = 7,      /* no, an unknown or a too weak bearer token
+                           (UNAUTHENTICATED, PERMISSION_DENIED) */
 };
 
 /* Prints "compilectl: <msg>" on stderr. */
@@ -58,6 +60,10 @@ int ctl_cmd_graph(int argc, char **argv);
 /* The daemon's address: --server, else $COMPILED_SERVER, else the default.
  * Set by main() before any command runs. */
 extern const char *ctl_server;
+
+/* The bearer token sent with every call: --token, else $COMPILED_TOKEN
+ * (NULL: none). */
+extern const char *ctl_token;
 
 /* A client for ctl_server, or NULL after printing why. Free with
  * rpc_close. */

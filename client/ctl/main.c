@@ -15,7 +15,7 @@
 #include "compiler/key.h"
 
 static const char usage[] =
-    "usage: compilectl [--server ADDR] COMMAND [ARGS]\n"
+    "usage: compilectl [--server ADDR] [--token TOKEN] COMMAND [ARGS]\n"
     "\n"
     "local commands:\n"
     "  graph validate|hash|fmt|convert FILE...   local graph tools (no "
@@ -43,6 +43,8 @@ static const char usage[] =
     "  --server ADDR       the daemon's gRPC address (default: "
     "$COMPILED_SERVER,\n"
     "                      else " CTL_DEFAULT_SERVER ")\n"
+    "  --token TOKEN       bearer token for a daemon with --tokens (default:\n"
+    "                      $COMPILED_TOKEN, which keeps it out of `ps`)\n"
     "\n"
     "Every daemon command takes --timeout SECONDS (default 60, submit 600)\n"
     "and --help. KEYs are 64 hex digits or a unique prefix of at least 4.\n"
@@ -54,7 +56,8 @@ static const char usage[] =
     "3 server unreachable (UNAVAILABLE, or no answer within the timeout),\n"
     "4 local I/O error, 5 server error (RESOURCE_EXHAUSTED, INTERNAL, a\n"
     "timeout after the server started answering, a bad answer, any other\n"
-    "gRPC error), 6 key not in the cache (NOT_FOUND).\n";
+    "gRPC error), 6 key not in the cache (NOT_FOUND), 7 not allowed\n"
+    "(UNAUTHENTICATED, PERMISSION_DENIED: see --token).\n";
 
 /* The commands that talk to a daemon. */
 static const struct net_command {
@@ -70,22 +73,48 @@ static const struct net_command {
 
 /* Reads the global options at the front of argv; returns the index of the
  * command, or -1 after printing a usage error. */
+/* "--NAME VALUE" or "--NAME=VALUE" at argv[*i]: sets *value, advances *i;
+ * 0 when argv[*i] is not --NAME, -1 when it has no value. */
+static int global_option(int argc, char **argv, int *i, const char *name,
+                         const char **value) {
+  size_t n = strlen(name);
+  if (strncmp(argv[*i], name, n) != 0)
+    return 0;
+  if (argv[*i][n] == '=') {
+    *value = argv[*i] + n + 1;
+    *i += 1;
+    return 1;
+  }
+  if (argv[*i][n] == '\0' && *i + 1 < argc) {
+    *value = argv[*i + 1];
+    *i += 2;
+    return 1;
+  }
+  return argv[*i][n] == '\0' ? -1 : 0;
+}
+
 static int global_options(int argc, char **argv) {
   const char *env = getenv("COMPILED_SERVER");
   if (env && *env)
     ctl_server = env;
+  env = getenv("COMPILED_TOKEN");
+  if (env && *env)
+    ctl_token = env;
   int i = 1;
-  while (i < argc && strncmp(argv[i], "--server", 8) == 0) {
-    if (argv[i][8] == '=') {
-      ctl_server = argv[i] + 9;
-      i++;
-    } else if (argv[i][8] == '\0' && i + 1 < argc) {
-      ctl_server = argv[i + 1];
-      i += 2;
-    } else {
+  while (i < argc) {
+    int rs = global_option(argc, argv, &i, "--server", &ctl_server);
+    int rt = rs ? 0 : global_option(argc, argv, &i, "--token", &ctl_token);
+    if (rs < 0) {
       ctl_errorf("--server wants an address, e.g. --server 127.0.0.1:7421");
       return -1;
     }
+    if (rt < 0) {
+      ctl_errorf("--token wants a token (or set $COMPILED_TOKEN, which keeps "
+                 "it out of the process list)");
+      return -1;
+    }
+    if (!rs && !rt)
+      break;
   }
   if (!*ctl_server) {
     ctl_errorf("--server wants an address, e.g. --server 127.0.0.1:7421");

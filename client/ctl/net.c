@@ -24,11 +24,15 @@
 #define CTL_MAX_ARTIFACT ((uint64_t)4 << 30)
 
 const char *ctl_server = CTL_DEFAULT_SERVER;
+const char *ctl_token = NULL;
 
 rpc_client *ctl_connect(void) {
   rpc_client *c = rpc_connect(ctl_server);
-  if (!c)
+  if (!c || rpc_set_token(c, ctl_token) != 0) {
+    rpc_close(c);
     ctl_errorf("out of memory");
+    return NULL;
+  }
   return c;
 }
 
@@ -50,6 +54,9 @@ int ctl_status_exit(const rpc_status *st) {
     return st->messages ? CTL_ESERVER : CTL_EUNREACHABLE;
   case GRPC_STATUS_NOT_FOUND:
     return CTL_ENOTFOUND;
+  case GRPC_STATUS_UNAUTHENTICATED:
+  case GRPC_STATUS_PERMISSION_DENIED:
+    return CTL_EDENIED;
   default:
     /* A compile that failed comes with a GraphError whatever its code. */
     return st->graph_error ? CTL_EGRAPH : CTL_ESERVER;

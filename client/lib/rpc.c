@@ -33,6 +33,7 @@
 struct rpc_client {
   grpc_channel *channel;
   char *target;
+  char *authorization; /* "Bearer TOKEN", or NULL */
 };
 
 struct rpc_stream {
@@ -84,10 +85,23 @@ rpc_client *rpc_connect(const char *target) {
   return c;
 }
 
+int rpc_set_token(rpc_client *c, const char *token) {
+  free(c->authorization);
+  c->authorization = NULL;
+  if (!token || !*token)
+    return 0;
+  size_t n = strlen(token) + sizeof "Bearer ";
+  if (!(c->authorization = malloc(n)))
+    return -1;
+  snprintf(c->authorization, n, "Bearer %s", token);
+  return 0;
+}
+
 void rpc_close(rpc_client *c) {
   if (!c)
     return;
   grpc_channel_destroy(c->channel);
+  free(c->authorization);
   free(c->target);
   free(c);
 }
@@ -196,12 +210,21 @@ rpc_stream *rpc_stream_start(rpc_client *c, const char *method,
   grpc_op ops[3];
   memset(ops, 0, sizeof ops);
   ops[0].op = GRPC_OP_SEND_INITIAL_METADATA;
+  grpc_metadata md;
+  if (c->authorization) {
+    md.key = grpc_slice_from_static_string("authorization");
+    md.value = grpc_slice_from_copied_string(c->authorization);
+    ops[0].data.send_initial_metadata.count = 1;
+    ops[0].data.send_initial_metadata.metadata = &md;
+  }
   ops[1].op = GRPC_OP_SEND_MESSAGE;
   ops[1].data.send_message.send_message = bb;
   ops[2].op = GRPC_OP_SEND_CLOSE_FROM_CLIENT;
   /* A failed send shows in the status; nothing to do about it here. */
   (void)run_batch(s, ops, 3);
   grpc_byte_buffer_destroy(bb);
+  if (c->authorization)
+    grpc_slice_unref(md.value);
   return s;
 }
 

@@ -72,6 +72,10 @@ rpc_client *rpc_connect(const char *target);
  * in progress. */
 void rpc_close(rpc_client *c);
 
+/* Sends `authorization: Bearer TOKEN` with every call (NULL or "": none).
+ * Returns 0, or -1 out of memory. */
+int rpc_set_token(rpc_client *c, const char *token);
+
 /* The target `c` was opened with (owned by `c`). */
 const char *rpc_target(const rpc_client *c);
 

@@ -34,6 +34,7 @@ from __future__ import annotations
 
 import dataclasses
 import hashlib
+import hmac
 import os
 import threading
 import time
@@ -49,6 +50,8 @@ __all__ = ["Client", "CompileOutcome", "DEFAULT_ADDRESS", "compile", "get_client
 
 DEFAULT_ADDRESS = "127.0.0.1:7421"
 ENV_ADDRESS = "COMPILED_SERVER"
+ENV_TOKEN = "COMPILED_TOKEN"
+ENV_TRUST_KEY = "COMPILED_TRUST_KEY"
 MAX_RECEIVE_BYTES = 256 << 20
 ERROR_METADATA_KEY = "compiled-error-bin"
 
@@ -115,11 +118,27 @@ class Client:
         address: ``host:port``; None resolves as :func:`resolve_address`.
         timeout: default deadline of a ``Compile`` call, in seconds (compiles
             of large graphs take a while; hits answer in a millisecond).
+        token: bearer token for a daemon started with ``--tokens`` (sent as
+            ``authorization: Bearer TOKEN``); None: ``$COMPILED_TOKEN``, if
+            set. A ``read`` token gets cache hits only: a miss is refused
+            (PERMISSION_DENIED) and :func:`compiled.compile` runs eagerly.
+        trust_key: the daemons' signing keys (their ``--signing-keys`` file,
+            or ``"KEY_ID:HEX_SECRET"``); None: ``$COMPILED_TRUST_KEY``, if
+            set. With keys, every artifact must carry a valid signature by
+            one of them (see :func:`verify_signature`), else
+            :class:`DaemonError` (and :func:`compiled.compile` runs eagerly).
     """
 
-    def __init__(self, address: Optional[str] = None, *, timeout: float = 600.0):
+    def __init__(self, address: Optional[str] = None, *, timeout: float = 600.0,
+                 token: Optional[str] = None, trust_key: Optional[str] = None):
         self.address = resolve_address(address)
         self.timeout = timeout
+        token = token if token is not None else os.environ.get(ENV_TOKEN, "")
+        if token and (token != token.strip() or any(ord(ch) < 33 for ch in token)):
+            raise ValueError("compiled: the bearer token has spaces or control characters")
+        self._metadata = (("authorization", "Bearer " + token),) if token else None
+        trust_key = trust_key if trust_key is not None else os.environ.get(ENV_TRUST_KEY, "")
+        self._trust = load_trust_keys(trust_key) if trust_key else None
         self._stub = compiled_pb2_grpc.CompilerStub(_channel(self.address))
 
     def __repr__(self) -> str:
@@ -167,13 +186,17 @@ class Client:
         else:
             data = self.fetch(result.key, digest=result.artifact_digest,
                               size=result.artifact_size or None)
+        if self._trust is not None:
+            verify_signature(self._trust, result.key, data, result.signature,
+                             result.signature_key)
         result.ClearField("artifact")
         return CompileOutcome(result.key, data, result)
 
     def _compile_once(self, request, timeout) -> compiled_pb2.CompileResult:
         result = None
         try:
-            for event in self._stub.Compile(request, timeout=timeout):
+            for event in self._stub.Compile(request, timeout=timeout,
+                                            metadata=self._metadata):
                 if event.WhichOneof("event") == "result":
                     result = event.result
         except grpc.RpcError as e:
@@ -194,7 +217,8 @@ class Client:
         total = None
         try:
             for chunk in self._stub.Fetch(compiled_pb2.FetchRequest(key=key),
-                                          timeout=self.timeout if timeout is None else timeout):
+                                          timeout=self.timeout if timeout is None else timeout,
+                                          metadata=self._metadata):
                 if chunk.offset != offset:
                     raise DaemonError(f"Fetch {key}: chunk at offset {chunk.offset}, "
                                       f"expected {offset}")
@@ -218,7 +242,8 @@ class Client:
     def stats(self, timeout: float = 10.0) -> compiled_pb2.StatsResponse:
         """The daemon's counters."""
         try:
-            return self._stub.Stats(compiled_pb2.StatsRequest(), timeout=timeout)
+            return self._stub.Stats(compiled_pb2.StatsRequest(), timeout=timeout,
+                                    metadata=self._metadata)
         except grpc.RpcError as e:
             raise _map_rpc_error(e, "Stats") from None
 
@@ -227,6 +252,56 @@ def compile(graph_module, options: Optional[compiled_pb2.CompileOptions] = None,
             server: Optional[str] = None) -> Tuple[str, bytes]:
     """``get_client(server).compile(graph_module, options)``."""
     return get_client(server).compile(graph_module, options)
+
+
+def load_trust_keys(spec: str) -> Dict[str, bytes]:
+    """Signing keys from ``"KEY_ID:HEX_SECRET"`` or a file of ``KEY_ID
+    HEX_SECRET`` lines (the daemon's ``--signing-keys`` format)."""
+    if ":" in spec and not os.path.exists(spec):
+        lines = [spec.replace(":", " ", 1)]
+    else:
+        try:
+            with open(spec) as f:
+                lines = f.read().splitlines()
+        except OSError as e:
+            raise ValueError(f"compiled: trust key file {spec}: {e.strerror}") from None
+    keys: Dict[str, bytes] = {}
+    for n, line in enumerate(lines, 1):
+        words = line.split("#", 1)[0].split()
+        if not words:
+            continue
+        try:
+            if len(words) != 2:
+                raise ValueError
+            secret = bytes.fromhex(words[1])
+            if len(secret) < 32:
+                raise ValueError
+        except ValueError:
+            raise ValueError(f"compiled: trust key line {n}: want 'KEY_ID HEX_SECRET' with a "
+                             "secret of at least 32 bytes in hex") from None
+        keys[words[0]] = secret
+    if not keys:
+        raise ValueError("compiled: no trust keys given")
+    return keys
+
+
+def verify_signature(keys: Dict[str, bytes], key: str, data: bytes, signature: str,
+                     key_id: str) -> None:
+    """Checks an artifact's signature: HMAC-SHA-256 by ``keys[key_id]`` of
+    ``"compiled-artifact-v1\\n" + key + "\\n" + sha256(data)`` (hex, lower
+    case), as the daemon makes it (daemon/sign.h). Raises DaemonError."""
+    if not signature:
+        raise DaemonError(f"artifact {key[:16]}: not signed, and this client trusts only "
+                          "signed artifacts (COMPILED_TRUST_KEY)")
+    secret = keys.get(key_id)
+    if secret is None:
+        raise DaemonError(f"artifact {key[:16]}: signed with key '{key_id}', which this client "
+                          f"does not hold (it has {', '.join(sorted(keys))})")
+    msg = b"compiled-artifact-v1\n" + key.lower().encode() + b"\n" + \
+        hashlib.sha256(data).hexdigest().encode()
+    want = hmac.new(secret, msg, hashlib.sha256).hexdigest()
+    if not hmac.compare_digest(want, signature.lower()):
+        raise DaemonError(f"artifact {key[:16]}: the signature by key '{key_id}' does not match")
 
 
 def _check_digest(data: bytes, digest: str, key: str) -> None:
@@ -249,6 +324,8 @@ def _map_rpc_error(e: grpc.RpcError, what: str) -> DaemonError:
     if code == grpc.StatusCode.UNAVAILABLE:
         return DaemonUnavailable(f"{what}: daemon unavailable (UNAVAILABLE): {details}", code,
                                  details)
+    if code in (grpc.StatusCode.UNAUTHENTICATED, grpc.StatusCode.PERMISSION_DENIED):
+        return DaemonError(f"{what} not allowed ({code.name}): {details}", code, details)
     if code == grpc.StatusCode.RESOURCE_EXHAUSTED:
         return DaemonBusy(f"{what}: daemon busy (RESOURCE_EXHAUSTED): {details}", code, details)
     return DaemonError(f"{what} failed: {_describe_status(code, details)}", code, details)

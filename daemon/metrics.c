@@ -1,0 +1,276 @@
+/*
+ * metrics.c: /metrics (Prometheus text format 0.0.4) and /healthz on a
+ * separate HTTP port (--metrics-listen), served by libmicrohttpd on a
+ * thread of its own. See daemon.h and docs/operations.md for the metrics.
+ *
+ * Everything read here is an atomic counter or a snapshot a function of
+ * another module takes under its own lock, so a scrape never blocks the
+ * gRPC threads or the event loop. The endpoint carries no secrets (no
+ * keys, tokens or cache keys) and needs no token: bind it to loopback or
+ * to the monitoring network.
+ */
+#include <arpa/inet.h>
+#include <microhttpd.h>
+#include <netdb.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "daemon/daemon.h"
+#include "daemon/log.h"
+
+typedef struct text {
+  char *s;
+  size_t len, cap;
+  bool failed;
+} text;
+
+static void put(text *t, const char *fmt, ...) {
+  if (t->failed)
+    return;
+  for (;;) {
+    va_list ap;
+    va_start(ap, fmt);
+    int n = vsnprintf(t->s + t->len, t->cap - t->len, fmt, ap);
+    va_end(ap);
+    if (n < 0) {
+      t->failed = true;
+      return;
+    }
+    if ((size_t)n < t->cap - t->len) {
+      t->len += (size_t)n;
+      return;
+    }
+    size_t cap = (t->cap + (size_t)n) * 2;
+    char *s = realloc(t->s, cap);
+    if (!s) {
+      t->failed = true;
+      return;
+    }
+    t->s = s;
+    t->cap = cap;
+  }
+}
+
+static void metric(text *t, const char *name, const char *type,
+                   const char *help) {
+  put(t, "# HELP compiled_%s %s\n# TYPE compiled_%s %s\n", name, help, name,
+      type);
+}
+
+static void one(text *t, const char *name, const char *type, const char *help,
+                double v) {
+  metric(t, name, type, help);
+  put(t, "compiled_%s %.17g\n", name, v);
+}
+
+static const char *const code_names[] = {
+    "OK",
+    "CANCELLED",
+    "UNKNOWN",
+    "INVALID_ARGUMENT",
+    "DEADLINE_EXCEEDED",
+    "NOT_FOUND",
+    "ALREADY_EXISTS",
+    "PERMISSION_DENIED",
+    "RESOURCE_EXHAUSTED",
+    "FAILED_PRECONDITION",
+    "ABORTED",
+    "OUT_OF_RANGE",
+    "UNIMPLEMENTED",
+    "INTERNAL",
+    "UNAVAILABLE",
+    "DATA_LOSS",
+    "UNAUTHENTICATED",
+};
+
+static void request_line(void *arg, const char *method, int code, uint64_t n) {
+  text *t = arg;
+  const char *name = method ? strrchr(method, '/') : NULL;
+  put(t, "compiled_requests_total{method=\"%s\",code=\"%s\"} %llu\n",
+      name ? name + 1 : "unknown",
+      code >= 0 && code < 17 ? code_names[code] : "UNKNOWN",
+      (unsigned long long)n);
+}
+
+#define A(x) ((double)atomic_load(&d->stats.x))
+
+static void render(daemon_ctx *d, text *t) {
+  metric(t, "requests_total", "counter",
+         "gRPC calls answered, by method and status code.");
+  srv_method_counts(d->server, request_line, t);
+  metric(t, "cache_hits_total", "counter",
+         "Compile requests served from a cache tier: memory (prebuilt "
+         "responses), l1 (this daemon's sqlite), l2 (the cluster's Redis).");
+  put(t, "compiled_cache_hits_total{tier=\"memory\"} %.17g\n", A(hot_hits));
+  put(t, "compiled_cache_hits_total{tier=\"l1\"} %.17g\n",
+      A(hits) - A(hot_hits));
+  put(t, "compiled_cache_hits_total{tier=\"l2\"} %.17g\n", A(l2_hits));
+  one(t, "cache_misses_total", "counter",
+      "Compile requests found in neither the memory tier nor sqlite "
+      "(served from Redis, a compile, or a join).",
+      A(misses));
+  one(t, "joins_total", "counter",
+      "Requests that waited for a compile already running here.", A(joins));
+  one(t, "compiles_total", "counter", "Compiles run.", A(compiles));
+  one(t, "compile_failures_total", "counter", "Compiles that failed.",
+      A(compile_failures));
+  one(t, "native_failures_total", "counter",
+      "Compiles whose native code failed (served as ATen programs).",
+      A(native_failures));
+  metric(t, "compile_duration_seconds", "histogram",
+         "Duration of successful compiles.");
+  static const int64_t bounds[] = DAEMON_COMPILE_BUCKETS_US;
+  uint64_t cum = 0;
+  for (int b = 0; b < DAEMON_COMPILE_NBUCKETS; b++) {
+    cum += atomic_load(&d->stats.compile_hist[b]);
+    if (b < DAEMON_COMPILE_NBUCKETS - 1)
+      put(t, "compiled_compile_duration_seconds_bucket{le=\"%g\"} %llu\n",
+          (double)bounds[b] / 1e6, (unsigned long long)cum);
+    else
+      put(t, "compiled_compile_duration_seconds_bucket{le=\"+Inf\"} %llu\n",
+          (unsigned long long)cum);
+  }
+  put(t, "compiled_compile_duration_seconds_sum %.6f\n",
+      A(compile_sum_us) / 1e6);
+  put(t, "compiled_compile_duration_seconds_count %llu\n",
+      (unsigned long long)cum);
+  one(t, "queue_depth", "gauge", "Compiles waiting for a worker.", A(queued));
+  one(t, "compiles_in_flight", "gauge", "Compiles running on a worker.",
+      A(running));
+  one(t, "lease_waits_total", "counter",
+      "Compiles left to another daemon holding the cluster lease.",
+      A(lease_waits));
+  one(t, "lease_takeovers_total", "counter",
+      "Leases taken over after their owner stopped renewing them.",
+      A(lease_takeovers));
+  one(t, "l2_puts_total", "counter", "Artifacts stored in Redis.", A(l2_puts));
+  one(t, "signature_failures_total", "counter",
+      "Cache entries not served: a missing, unknown or wrong signature, or "
+      "bytes not matching their digest (Redis).",
+      A(signature_failures));
+  one(t, "redis_errors_total", "counter",
+      "Redis calls that failed (timeouts, connection errors).",
+      d->l2 ? (double)l2_errors(d->l2) : 0);
+  one(t, "redis_up", "gauge",
+      "1 when the last Redis call succeeded (0 as well without --redis).",
+      d->l2 && l2_up(d->l2));
+  one(t, "rejected_busy_total", "counter",
+      "Requests refused RESOURCE_EXHAUSTED: the compile queue was full.",
+      A(rejected_busy));
+  one(t, "rejected_memory_total", "counter",
+      "Requests refused RESOURCE_EXHAUSTED: the memory budget was used up.",
+      A(rejected_memory));
+  one(t, "unauthenticated_total", "counter",
+      "Calls refused for no or an unknown bearer token.", A(unauthenticated));
+  one(t, "permission_denied_total", "counter",
+      "Calls refused for their token's role.", A(permission_denied));
+  cache_stats cs;
+  cache_stats_get(d->cache, &cs);
+  one(t, "cache_bytes", "gauge", "Bytes stored in sqlite (compressed).",
+      (double)cs.bytes);
+  one(t, "cache_entries", "gauge", "Entries in sqlite.", (double)cs.entries);
+  one(t, "compile_seconds_saved_total", "counter",
+      "Compile time the hits of this daemon saved.", A(saved_us) / 1e6);
+  one(t, "draining", "gauge", "1 while the daemon drains after a signal.",
+      atomic_load(&d->draining));
+}
+
+static enum MHD_Result answer(void *cls, struct MHD_Connection *conn,
+                              const char *url, const char *method,
+                              const char *version, const char *upload,
+                              size_t *upload_len, void **state) {
+  (void)version;
+  (void)upload;
+  (void)upload_len;
+  (void)state;
+  daemon_ctx *d = cls;
+  unsigned status = MHD_HTTP_OK;
+  const char *type = "text/plain; charset=utf-8";
+  text t = {0};
+  if (strcmp(method, "GET") != 0 && strcmp(method, "HEAD") != 0) {
+    status = MHD_HTTP_METHOD_NOT_ALLOWED;
+    put(&t, "only GET\n");
+  } else if (!strcmp(url, "/metrics")) {
+    type = "text/plain; version=0.0.4; charset=utf-8";
+    render(d, &t);
+  } else if (!strcmp(url, "/healthz")) {
+    bool draining = atomic_load(&d->draining);
+    status = draining ? MHD_HTTP_SERVICE_UNAVAILABLE : MHD_HTTP_OK;
+    put(&t, "%s; redis %s\n", draining ? "draining" : "ok",
+        !d->l2         ? "not configured"
+        : l2_up(d->l2) ? "up"
+                       : "down");
+  } else {
+    status = MHD_HTTP_NOT_FOUND;
+    put(&t, "not found: /metrics and /healthz are served here\n");
+  }
+  if (t.failed) {
+    free(t.s);
+    return MHD_NO;
+  }
+  struct MHD_Response *r =
+      MHD_create_response_from_buffer(t.len, t.s, MHD_RESPMEM_MUST_FREE);
+  if (!r) {
+    free(t.s);
+    return MHD_NO;
+  }
+  MHD_add_response_header(r, "Content-Type", type);
+  enum MHD_Result rc = MHD_queue_response(conn, status, r);
+  MHD_destroy_response(r);
+  return rc;
+}
+
+int metrics_start(daemon_ctx *d, char *err, size_t errlen) {
+  if (!d->cfg.metrics_listen[0])
+    return 0;
+  char host[256];
+  const char *colon = strrchr(d->cfg.metrics_listen, ':');
+  if (!colon || colon == d->cfg.metrics_listen ||
+      (size_t)(colon - d->cfg.metrics_listen) >= sizeof host) {
+    snprintf(err, errlen, "--metrics-listen %s: want HOST:PORT",
+             d->cfg.metrics_listen);
+    return -1;
+  }
+  snprintf(host, sizeof host, "%.*s", (int)(colon - d->cfg.metrics_listen),
+           d->cfg.metrics_listen);
+  if (host[0] == '[' && host[strlen(host) - 1] == ']') {
+    memmove(host, host + 1, strlen(host));
+    host[strlen(host) - 1] = '\0';
+  }
+  struct addrinfo hints = {.ai_family = AF_UNSPEC,
+                           .ai_socktype = SOCK_STREAM,
+                           .ai_flags = AI_PASSIVE | AI_NUMERICSERV},
+                  *ai = NULL;
+  int g = getaddrinfo(host, colon + 1, &hints, &ai);
+  if (g != 0 || !ai) {
+    snprintf(err, errlen, "--metrics-listen %s: %s", d->cfg.metrics_listen,
+             gai_strerror(g));
+    return -1;
+  }
+  unsigned flags = MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_ERROR_LOG;
+  if (ai->ai_family == AF_INET6)
+    flags |= MHD_USE_IPv6;
+  d->metrics = MHD_start_daemon(
+      flags, 0, NULL, NULL, answer, d, MHD_OPTION_SOCK_ADDR, ai->ai_addr,
+      MHD_OPTION_CONNECTION_LIMIT, (unsigned)64, MHD_OPTION_CONNECTION_TIMEOUT,
+      (unsigned)10, MHD_OPTION_END);
+  freeaddrinfo(ai);
+  if (!d->metrics) {
+    snprintf(err, errlen, "--metrics-listen %s: cannot listen there",
+             d->cfg.metrics_listen);
+    return -1;
+  }
+  const union MHD_DaemonInfo *info =
+      MHD_get_daemon_info(d->metrics, MHD_DAEMON_INFO_BIND_PORT);
+  LOG(LOG_INFO, "metrics on http://%s:%u/metrics and /healthz", host,
+      info ? (unsigned)info->port : 0);
+  return 0;
+}
+
+void metrics_stop(daemon_ctx *d) {
+  if (d->metrics)
+    MHD_stop_daemon(d->metrics);
+  d->metrics = NULL;
+}

@@ -1,0 +1,240 @@
+"""The shared Redis tier (--redis): two daemons on one real redis-server
+(started here on a free loopback port), one compile per graph for the
+cluster, leases that survive a dead owner, Redis going away, and poisoned
+entries."""
+
+import concurrent.futures
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import time
+
+import grpc
+import pytest
+
+from compiled.v1 import compiled_pb2
+from daemon_util import compile_request, load_graph, run_compile, variant
+
+REDIS = shutil.which("redis-server")
+REDIS_CLI = shutil.which("redis-cli")
+pytestmark = pytest.mark.skipif(REDIS is None, reason="redis-server is not installed "
+                                "(deploy/bootstrap.sh installs it)")
+
+KEYS = ("k1", "5e" * 32)
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class Redis:
+    def __init__(self, tmp_path):
+        self.port = free_port()
+        self.dir = tmp_path
+        self.proc = None
+
+    def start(self):
+        self.proc = subprocess.Popen(
+            [REDIS, "--port", str(self.port), "--bind", "127.0.0.1", "--save", "",
+             "--appendonly", "no", "--dir", str(self.dir)],
+            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        deadline = time.time() + 10
+        while time.time() < deadline:
+            try:
+                socket.create_connection(("127.0.0.1", self.port), timeout=0.2).close()
+                return self
+            except OSError:
+                time.sleep(0.02)
+        raise RuntimeError("redis-server did not start")
+
+    def stop(self):
+        if self.proc:
+            self.proc.kill()
+            self.proc.wait()
+            self.proc = None
+
+    def cli(self, *args):
+        return subprocess.run([REDIS_CLI, "-p", str(self.port)] + list(args),
+                              capture_output=True, timeout=10)
+
+    @property
+    def url(self):
+        return f"redis://127.0.0.1:{self.port}/0"
+
+
+@pytest.fixture
+def redis(tmp_path):
+    r = Redis(tmp_path).start()
+    yield r
+    r.stop()
+
+
+def keys_file(tmp_path):
+    p = tmp_path / "signing.keys"
+    p.write_text(f"{KEYS[0]} {KEYS[1]}\n")
+    os.chmod(p, 0o600)
+    return str(p)
+
+
+def cluster(daemon, redis, tmp_path, *extra):
+    keys = keys_file(tmp_path)
+    return [daemon("--redis", redis.url, "--signing-keys", keys, *extra) for _ in range(2)]
+
+
+def test_a_compile_on_one_daemon_is_a_hit_on_the_other(daemon, redis, tmp_path):
+    mport = free_port()
+    a, b = cluster(daemon, redis, tmp_path, "--metrics-listen", "127.0.0.1:0")
+    b.stop()
+    b.start(extra=["--metrics-listen", f"127.0.0.1:{mport}"])
+    req = compile_request(variant(load_graph("mlp_block"), "l2"))
+    _, ra = run_compile(a.stub(), req)
+    assert ra.served == compiled_pb2.SERVED_COMPILED
+    _, rb = run_compile(b.stub(), req)
+    assert rb.served == compiled_pb2.SERVED_L2_HIT
+    assert (rb.artifact, rb.signature) == (ra.artifact, ra.signature)
+    _, rb2 = run_compile(b.stub(), req)
+    assert rb2.served == compiled_pb2.SERVED_L1_HIT
+    sa, sb = a.stats(), b.stats()
+    assert (sa.compiles, sa.l2_puts, sb.compiles, sb.l2_hits) == (1, 1, 0, 1)
+    assert sa.redis_configured and sa.redis_up and sb.redis_up
+    import test_metrics
+    m = test_metrics.samples(test_metrics.scrape(mport)[2])
+    assert m['compiled_cache_hits_total{tier="l2"}'] == 1
+    assert m['compiled_cache_hits_total{tier="l1"}'] + \
+        m['compiled_cache_hits_total{tier="memory"}'] == 1
+    assert (m["compiled_redis_up"], m["compiled_compiles_total"]) == (1, 0)
+
+
+def test_one_compile_for_the_cluster(daemon, redis, tmp_path):
+    """16 concurrent identical requests to each of two daemons: exactly one
+    compile in the cluster, 32 identical answers."""
+    a, b = cluster(daemon, redis, tmp_path, "--debug-compile-delay-ms", "1500")
+    req = compile_request(variant(load_graph("mlp_block"), "flight"))
+    with concurrent.futures.ThreadPoolExecutor(32) as ex:
+        futs = [ex.submit(run_compile, d.stub(), req) for d in (a, b) for _ in range(16)]
+        results = [f.result()[1] for f in futs]
+    assert len({r.artifact_digest for r in results}) == 1
+    assert all(r.artifact_digest for r in results)
+    compiles = a.stats().compiles + b.stats().compiles
+    waits = a.stats().lease_waits + b.stats().lease_waits
+    assert (compiles, waits) == (1, 1), (compiles, waits)
+    served = sorted(r.served for r in results)
+    assert served.count(compiled_pb2.SERVED_COMPILED) == 1
+    assert served.count(compiled_pb2.SERVED_L2_HIT) == 16  # the waiting daemon's
+
+
+def test_a_dead_owners_lease_is_taken_over(daemon, redis, tmp_path):
+    a, b = cluster(daemon, redis, tmp_path, "--debug-compile-delay-ms", "3000",
+                   "--redis-lease-ms", "600")
+    req = compile_request(variant(load_graph("mlp_block"), "takeover"))
+    with concurrent.futures.ThreadPoolExecutor(8) as ex:
+        ex.submit(lambda: list(a.stub().Compile(req, timeout=30)))
+        deadline = time.time() + 10  # until a holds the lease
+        while not redis.cli("--scan", "--pattern", "compiled:v1:lease:*").stdout.strip():
+            assert time.time() < deadline
+            time.sleep(0.02)
+        futs = [ex.submit(run_compile, b.stub(), req) for _ in range(4)]
+        time.sleep(0.3)
+        a.proc.send_signal(signal.SIGKILL)  # mid-compile
+        a.proc.wait()
+        results = [f.result()[1] for f in futs]
+    a.proc = None
+    assert {r.served for r in results} <= {compiled_pb2.SERVED_COMPILED,
+                                          compiled_pb2.SERVED_JOINED}
+    s = b.stats()
+    assert (s.compiles, s.lease_waits, s.lease_takeovers) == (1, 1, 1), s
+
+
+def test_redis_down_and_back(daemon, redis, tmp_path):
+    a, b = cluster(daemon, redis, tmp_path, "--redis-timeout-ms", "100")
+    gm = load_graph("mlp_block")
+    _, r = run_compile(a.stub(), compile_request(variant(gm, "before")))
+    redis.stop()
+    # every request is answered: compiled here, or from the local cache
+    for i in range(3):
+        _, r = run_compile(a.stub(), compile_request(variant(gm, f"down{i}")))
+        assert r.served == compiled_pb2.SERVED_COMPILED
+    _, r = run_compile(a.stub(), compile_request(variant(gm, "before")))
+    assert r.served in (compiled_pb2.SERVED_L1_HIT,)
+    sa = a.stats()
+    assert not sa.redis_up and sa.redis_errors >= 1
+    redis.start()
+    time.sleep(5.5)  # past the longest back-off
+    _, r = run_compile(a.stub(), compile_request(variant(gm, "after")))
+    assert r.served == compiled_pb2.SERVED_COMPILED
+    _, r = run_compile(b.stub(), compile_request(variant(gm, "after")))
+    assert r.served == compiled_pb2.SERVED_L2_HIT
+    assert a.stats().redis_up
+    assert "shared cache" in a.log() and "failed" in a.log()
+
+
+@pytest.mark.parametrize("poison", ["signature", "swapped", "unsigned"])
+def test_poisoned_redis_entry_is_rejected_and_replaced(daemon, redis, tmp_path, poison):
+    a, b = cluster(daemon, redis, tmp_path)
+    req = compile_request(variant(load_graph("mlp_block"), "poison-" + poison))
+    _, ra = run_compile(a.stub(), req)
+    key = "compiled:v1:a:" + ra.key
+    if poison == "signature":
+        redis.cli("HSET", key, "s", "x" * 32)
+    elif poison == "unsigned":
+        redis.cli("HDEL", key, "s", "k")
+    else:  # another graph's entry, signed and intact, under this key
+        other = compile_request(variant(load_graph("mlp_block"), "other"))
+        _, ro = run_compile(a.stub(), other)
+        assert redis.cli("COPY", "compiled:v1:a:" + ro.key, key, "REPLACE").returncode == 0
+    _, rb = run_compile(b.stub(), req)
+    assert rb.served == compiled_pb2.SERVED_COMPILED  # never served from Redis
+    assert rb.artifact_digest == ra.artifact_digest
+    assert b.stats().signature_failures == 1
+    assert "not served, deleted from Redis" in b.log()
+    # replaced: a third daemon gets it from Redis
+    c = daemon("--redis", redis.url, "--signing-keys", keys_file(tmp_path))
+    _, rc = run_compile(c.stub(), req)
+    assert rc.served == compiled_pb2.SERVED_L2_HIT
+
+
+def test_read_tokens_get_shared_hits_but_never_compile(daemon, redis, tmp_path):
+    tokens = tmp_path / "tokens"
+    tokens.write_text("read read-token-0123456789ab r\ncompile compile-token-0123456789 c\n")
+    os.chmod(tokens, 0o600)
+    read = (("authorization", "Bearer read-token-0123456789ab"),)
+    comp = (("authorization", "Bearer compile-token-0123456789"),)
+    a, b = cluster(daemon, redis, tmp_path, "--tokens", str(tokens),
+                   "--debug-compile-delay-ms", "800")
+
+    def compile_on(d, req, md):
+        return list(d.stub().Compile(req, timeout=60, metadata=md))[-1].result
+
+    gm = load_graph("mlp_block")
+    # nowhere cached: refused
+    with pytest.raises(grpc.RpcError) as e:
+        compile_on(b, compile_request(variant(gm, "nowhere")), read)
+    assert e.value.code() == grpc.StatusCode.PERMISSION_DENIED
+    assert "neither here nor in the shared tier" in e.value.details()
+    # being compiled on a: b's read-only request waits for it
+    req = compile_request(variant(gm, "shared"))
+    with concurrent.futures.ThreadPoolExecutor(2) as ex:
+        fa = ex.submit(compile_on, a, req, comp)
+        time.sleep(0.3)
+        rb = compile_on(b, req, read)
+        ra = fa.result()
+    assert ra.served == compiled_pb2.SERVED_COMPILED
+    assert rb.served == compiled_pb2.SERVED_L2_HIT and rb.artifact == ra.artifact
+    assert b.stub().Stats(compiled_pb2.StatsRequest(), timeout=10, metadata=read).compiles == 0
+
+
+def test_deploy_cluster_demo_works_as_written():
+    src = os.environ.get("COMPILED_SRC", os.path.join(os.path.dirname(__file__), "..", ".."))
+    build = os.environ.get("COMPILED_BUILD", os.path.join(src, "build"))
+    p = subprocess.run(["bash", os.path.join(src, "deploy", "cluster", "demo.sh")], cwd=src,
+                       env=dict(os.environ, BUILD=build), capture_output=True, text=True,
+                       timeout=120)
+    assert p.returncode == 0, p.stdout + p.stderr
+    lines = p.stdout.splitlines()
+    assert any(" compiled " in ln for ln in lines)
+    assert any(" hit-l2 " in ln for ln in lines), p.stdout
+    assert "'l2_hits': 1" in p.stdout and "'redis_up': True" in p.stdout
