@@ -275,6 +275,7 @@ static void handle_stats(srv_call *c) {
   r.l2_puts = atomic_load(&d->stats.l2_puts);
   r.lease_waits = atomic_load(&d->stats.lease_waits);
   r.lease_takeovers = atomic_load(&d->stats.lease_takeovers);
+  r.rejected_client = srv_client_rejections(d->server);
   r.hits = atomic_load(&d->stats.hits);
   r.misses = atomic_load(&d->stats.misses);
   r.joins = atomic_load(&d->stats.joins);

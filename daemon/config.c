@@ -74,6 +74,14 @@ static const opt opts[] = {
      "open client connections allowed at once; more are closed\n"
      "                            on arrival (default 1024, lowered to what\n"
      "                            the descriptor limit allows)"},
+    {"max-client-calls", T_INT, F(max_client_calls), 0, "N",
+     "calls one client (a token's name, else an address) may have\n"
+     "                            open at once; more get RESOURCE_EXHAUSTED\n"
+     "                            (default 256; 0: no limit)"},
+    {"max-client-bytes", T_SIZE, F(max_client_bytes), 0, "SIZE",
+     "request bytes one client's open calls may hold together\n"
+     "                            (default: half the memory budget; 0: no "
+     "limit)"},
     {"idle-timeout", T_INT, F(idle_timeout), 0, "SECONDS",
      "close a connection that has had no call for this long,\n"
      "                            or never completed its HTTP/2 handshake\n"
@@ -383,6 +391,8 @@ static void defaults(config *c) {
 
   c->cq_threads = 2;
   c->max_connections = 1024;
+  c->max_client_calls = 256;
+  c->max_client_bytes = UINT64_MAX; /* half the budget, once it is known */
   c->idle_timeout = 120;
   c->keepalive = 60;
   c->grace_seconds = 30;

@@ -24,14 +24,16 @@ typedef struct config {
   uint64_t max_inline_bytes;    /* default inline artifact limit */
   uint64_t hot_cache_bytes;     /* in-memory tier of hit responses; 0: off */
 
-  int cq_threads;      /* gRPC completion-queue threads */
-  int max_connections; /* open at once (lowered to fit the descriptors) */
-  int idle_timeout;    /* seconds a connection may go without calls */
-  int keepalive;       /* seconds between keepalive pings; 0: gRPC's 2 h */
-  int grace_seconds;   /* drain time on SIGTERM/SIGINT */
-  int lame_duck_ms;    /* drain: answer new calls ourselves this long before
-                          the port closes (UNAVAILABLE for new compiles) */
-  int failure_ttl;     /* seconds a failed graph is remembered */
+  int cq_threads;            /* gRPC completion-queue threads */
+  int max_connections;       /* open at once (lowered to fit the descriptors) */
+  int max_client_calls;      /* calls open per client; 0: no limit */
+  uint64_t max_client_bytes; /* request bytes held per client; 0: none */
+  int idle_timeout;          /* seconds a connection may go without calls */
+  int keepalive;     /* seconds between keepalive pings; 0: gRPC's 2 h */
+  int grace_seconds; /* drain time on SIGTERM/SIGINT */
+  int lame_duck_ms;  /* drain: answer new calls ourselves this long before
+                        the port closes (UNAVAILABLE for new compiles) */
+  int failure_ttl;   /* seconds a failed graph is remembered */
   log_level log_level;
   log_format log_format;
   char log_file[1024];        /* "" or "-": stderr */

@@ -454,7 +454,11 @@ int main(int argc, char **argv) {
                     .cq_threads = d->cfg.cq_threads,
                     .max_connections = connection_cap(d, nofile),
                     .idle_timeout_ms = d->cfg.idle_timeout * 1000,
-                    .keepalive_ms = d->cfg.keepalive * 1000};
+                    .keepalive_ms = d->cfg.keepalive * 1000,
+                    .max_client_calls = d->cfg.max_client_calls,
+                    .max_client_bytes = d->cfg.max_client_bytes == UINT64_MAX
+                                            ? d->cfg.memory_budget / 2
+                                            : d->cfg.max_client_bytes};
   d->server = srv_new(d->loop, &so);
   compile_register(d);
   admin_register(d);

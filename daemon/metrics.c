@@ -162,6 +162,9 @@ static void render(daemon_ctx *d, text *t) {
   one(t, "rejected_memory_total", "counter",
       "Requests refused RESOURCE_EXHAUSTED: the memory budget was used up.",
       A(rejected_memory));
+  one(t, "rejected_client_total", "counter",
+      "Calls refused RESOURCE_EXHAUSTED: their client's own limits.",
+      (double)srv_client_rejections(d->server));
   one(t, "unauthenticated_total", "counter",
       "Calls refused for no or an unknown bearer token.", A(unauthenticated));
   one(t, "permission_denied_total", "counter",

@@ -74,6 +74,11 @@ struct srv {
   method methods[MAX_METHODS];
   int nmethods;
   atomic_uint_fast64_t unknown_answered[NCODES]; /* unregistered methods */
+  /* per-client use (open addressing, by client name) */
+  pthread_mutex_t clients_mu;
+  struct client *clients;
+  size_t nclients_cap, nclients;
+  atomic_uint_fast64_t client_rejections;
   pthread_t *threads;
   int nthreads;
   /* loop bridge */
@@ -89,6 +94,13 @@ struct srv {
   void (*done)(void *arg);
   void *done_arg;
 };
+
+/* A client's open calls and the request bytes they hold. */
+typedef struct client {
+  char name[96]; /* "" : free slot */
+  int calls;
+  uint64_t bytes;
+} client;
 
 /* One queued outgoing message. */
 typedef struct out {
@@ -108,8 +120,10 @@ struct srv_call {
   size_t request_len;        /* its length, known from the start */
   bool has_request;
   char *peer;
-  int role;     /* from srv_options.auth */
-  char who[64]; /* the credential's name, for logs */
+  int role;        /* from srv_options.auth */
+  char who[64];    /* the credential's name, for logs */
+  char client[96]; /* counted against this client ("": not counted) */
+  uint64_t client_bytes;
   int64_t start_us;
   srv_tag t_request, t_close, t_send;
   int cancelled; /* written by gRPC when the close completes */
@@ -191,8 +205,74 @@ static void *cq_thread(void *arg) {
 
 static void maybe_done(void *arg);
 
+static client *client_slot(srv *s, const char *name, bool add);
+
+/* Rebuilds the table with the clients that have calls open (the others'
+ * slots would fill it over time); with clients_mu held. */
+static void compact_clients(srv *s) {
+  client *old = s->clients;
+  size_t cap = s->nclients_cap;
+  s->clients = calloc(cap, sizeof *s->clients);
+  s->nclients = 0;
+  if (!s->clients) { /* keep counting in the old table, full or not */
+    s->clients = old;
+    return;
+  }
+  for (size_t i = 0; i < cap; i++)
+    if (old[i].name[0] && old[i].calls > 0) {
+      client *c = client_slot(s, old[i].name, true);
+      if (c)
+        *c = old[i];
+    }
+  free(old);
+}
+
+/* The slot of client `name` (a new one when absent and `add`); NULL when
+ * absent. Called with clients_mu held. */
+static client *client_slot(srv *s, const char *name, bool add) {
+  if (!s->clients)
+    return NULL;
+  size_t h = 1469598103934665603u;
+  for (const char *p = name; *p; p++)
+    h = (h ^ (unsigned char)*p) * 1099511628211u;
+  for (size_t i = 0; i < s->nclients_cap; i++) {
+    client *c = &s->clients[(h + i) % s->nclients_cap];
+    if (!strcmp(c->name, name))
+      return c;
+    if (!c->name[0]) {
+      if (!add)
+        return NULL;
+      if (2 * (s->nclients + 1) > s->nclients_cap) {
+        compact_clients(s);
+        return client_slot(s, name, true);
+      }
+      snprintf(c->name, sizeof c->name, "%s", name);
+      s->nclients++;
+      return c;
+    }
+  }
+  return NULL;
+}
+
+/* Gives a call's use back to its client. */
+static void client_release(srv_call *c) {
+  srv *s = c->s;
+  if (!c->client[0])
+    return;
+  pthread_mutex_lock(&s->clients_mu);
+  client *k = client_slot(s, c->client, false);
+  if (k) {
+    k->calls--;
+    k->bytes -= c->client_bytes;
+    /* Slots are not emptied (open addressing): a client that comes back
+     * reuses its own; the table holds at most max_connections' worth. */
+  }
+  pthread_mutex_unlock(&s->clients_mu);
+}
+
 static void call_free(srv_call *c) {
   srv *s = c->s;
+  client_release(c);
   if (c->call)
     grpc_call_unref(c->call);
   grpc_metadata_array_destroy(&c->md);
@@ -554,6 +634,57 @@ static bool authenticate(srv *s, srv_call *c) {
   return false;
 }
 
+/* Counts call c against its client's limits; false when over them (and
+ * the call finished RESOURCE_EXHAUSTED). */
+static bool admit_client(srv *s, srv_call *c) {
+  if (!s->clients)
+    return true;
+  char name[96];
+  if (c->who[0]) {
+    snprintf(name, sizeof name, "token %s", c->who);
+  } else {
+    snprintf(name, sizeof name, "%s", srv_call_peer(c));
+    char *colon = strrchr(name, ':'); /* the port */
+    if (colon && colon != name)
+      *colon = '\0';
+  }
+  uint64_t bytes = c->request_len;
+  pthread_mutex_lock(&s->clients_mu);
+  client *k = client_slot(s, name, true);
+  bool over =
+      k &&
+      ((s->opts.max_client_calls > 0 && k->calls >= s->opts.max_client_calls) ||
+       (s->opts.max_client_bytes > 0 &&
+        k->bytes + bytes > s->opts.max_client_bytes));
+  int calls = k ? k->calls : 0;
+  uint64_t held = k ? k->bytes : 0;
+  if (k && !over) {
+    k->calls++;
+    k->bytes += bytes;
+    snprintf(c->client, sizeof c->client, "%s", name);
+    c->client_bytes = bytes;
+  }
+  pthread_mutex_unlock(&s->clients_mu);
+  if (!over)
+    return true;
+  atomic_fetch_add(&s->client_rejections, 1);
+  char msg[300];
+  snprintf(msg, sizeof msg,
+           "client %s has %d calls open holding %llu request bytes; the "
+           "daemon allows %d calls and %llu bytes per client "
+           "(--max-client-calls, --max-client-bytes): retry later",
+           name, calls, (unsigned long long)held, s->opts.max_client_calls,
+           (unsigned long long)s->opts.max_client_bytes);
+  LOG(LOG_WARN, "refused %s: %s", srv_call_method(c), msg);
+  srv_finish(c, GRPC_STATUS_RESOURCE_EXHAUSTED, msg);
+  srv_call_unref(c);
+  return false;
+}
+
+uint64_t srv_client_rejections(srv *s) {
+  return atomic_load(&s->client_rejections);
+}
+
 static void on_request(srv_tag *t, bool ok) {
   srv_call *c = (srv_call *)((char *)t - offsetof(srv_call, t_request));
   srv *s = c->s;
@@ -583,7 +714,7 @@ static void on_request(srv_tag *t, bool ok) {
     LOG(LOG_ERROR, "grpc_call_start_batch (close) failed");
     atomic_fetch_sub(&c->refs, 1);
   }
-  if (!authenticate(s, c))
+  if (!authenticate(s, c) || !admit_client(s, c))
     return;
   if (c->m)
     c->m->handler(c);
@@ -651,6 +782,13 @@ srv *srv_new(uv_loop_t *loop, const srv_options *o) {
   snprintf(s->listen, sizeof s->listen, "%s", o->listen);
   s->opts.listen = s->listen;
   pthread_mutex_init(&s->post_mu, NULL);
+  pthread_mutex_init(&s->clients_mu, NULL);
+  if (o->max_client_calls > 0 || o->max_client_bytes > 0) {
+    /* twice the connections: a client per connection at most, half full */
+    s->nclients_cap =
+        2 * (size_t)(o->max_connections > 64 ? o->max_connections : 64) + 1;
+    s->clients = calloc(s->nclients_cap, sizeof *s->clients);
+  }
   atomic_init(&s->live, 0);
   atomic_init(&s->shutting_down, false);
   s->cq = grpc_completion_queue_create_for_next(NULL);
@@ -766,7 +904,9 @@ static void close_async(uv_handle_t *h) {
   for (int i = 0; i < s->nmethods; i++)
     free(s->methods[i].path);
   free(s->threads);
+  free(s->clients);
   pthread_mutex_destroy(&s->post_mu);
+  pthread_mutex_destroy(&s->clients_mu);
   free(s);
 }
 

@@ -61,6 +61,12 @@ typedef struct srv_options {
   int max_connections; /* open at once; more are accepted and closed */
   int idle_timeout_ms; /* close connections without calls this long; 0: no */
   int keepalive_ms;    /* ping interval to find dead peers; 0: gRPC's */
+  /* Per client (the credential's name from auth, else the peer's
+   * address without its port): calls open at once, and request bytes
+   * they hold; past either, a new call gets RESOURCE_EXHAUSTED. 0: no
+   * limit. */
+  int max_client_calls;
+  uint64_t max_client_bytes;
 } srv_options;
 
 /* Creates the server; nothing is bound yet. NULL on failure. */
@@ -121,6 +127,9 @@ void srv_method_counts(srv *s,
                        void (*fn)(void *arg, const char *method, int code,
                                   uint64_t n),
                        void *arg);
+
+/* Calls refused for their client's limits so far. */
+uint64_t srv_client_rejections(srv *s);
 
 /* What srv_options.auth said: the role, and the credential's name ("" when
  * none). */

@@ -1,0 +1,63 @@
+"""Per-client limits (--max-client-calls, --max-client-bytes): one client
+cannot take the daemon from the others. A client is a token's name, else
+the peer's address."""
+
+import concurrent.futures
+import os
+import time
+
+import grpc
+import pytest
+
+from compiled.v1 import compiled_pb2
+from daemon_util import compile_request, load_graph, run_compile, variant
+
+
+def md(tok):
+    return (("authorization", "Bearer " + tok),)
+
+
+def test_calls_per_client(daemon, tmp_path):
+    tokens = tmp_path / "tokens"
+    tokens.write_text("compile busy-client-token-0001 busy\ncompile other-client-token-0002 other\n")
+    os.chmod(tokens, 0o600)
+    d = daemon("--tokens", str(tokens), "--max-client-calls", "2",
+               "--debug-compile-delay-ms", "1500")
+    stub = d.stub()
+    gm = load_graph("mlp_block")
+    busy, other = md("busy-client-token-0001"), md("other-client-token-0002")
+    with concurrent.futures.ThreadPoolExecutor(2) as ex:
+        slow = [ex.submit(lambda t=t: list(stub.Compile(compile_request(variant(gm, t)),
+                                                        timeout=60, metadata=busy)))
+                for t in ("x", "y")]
+        deadline = time.time() + 10  # until both are open
+        while stub.Stats(compiled_pb2.StatsRequest(), timeout=10,
+                         metadata=other).running + \
+                stub.Stats(compiled_pb2.StatsRequest(), timeout=10,
+                           metadata=other).queued < 2:
+            assert time.time() < deadline
+            time.sleep(0.02)
+        with pytest.raises(grpc.RpcError) as e:
+            stub.Stats(compiled_pb2.StatsRequest(), timeout=10, metadata=busy)
+        assert e.value.code() == grpc.StatusCode.RESOURCE_EXHAUSTED
+        assert "client token busy has 2 calls open" in e.value.details()
+        # the other client is not held back
+        assert stub.Stats(compiled_pb2.StatsRequest(), timeout=10,
+                          metadata=other).rejected_client == 1
+        for f in slow:
+            f.result()
+    # the busy client's calls are given back when they end
+    assert stub.Stats(compiled_pb2.StatsRequest(), timeout=10, metadata=busy).compiles == 2
+
+
+def test_bytes_per_client(daemon):
+    d = daemon("--max-client-bytes", "1K")
+    gm = load_graph("mlp_block")
+    req = compile_request(gm)
+    assert req.ByteSize() > 1024
+    with pytest.raises(grpc.RpcError) as e:
+        run_compile(d.stub(), req)
+    assert e.value.code() == grpc.StatusCode.RESOURCE_EXHAUSTED
+    assert "--max-client-bytes" in e.value.details()
+    s = d.stats()  # small calls still pass
+    assert s.rejected_client == 1 and s.requests == 0
