@@ -36,7 +36,7 @@ Q := $(if $(V),,@)
 # then restarts itself with it, so the very first `make` on a fresh machine
 # installs, configures and builds in one run. Goals that need no libraries
 # (clean, format, bootstrap) skip it.
-PKGS     := grpc gpr libprotobuf-c libuv sqlite3 libcrypto libzstd jansson zlib hiredis libmicrohttpd
+PKGS     := grpc gpr libprotobuf-c libuv sqlite3 libcrypto libzstd jansson zlib hiredis libmicrohttpd libssl
 CONFIG_MK := $(BUILD)/config.mk
 NO_CONFIG_GOALS := clean format bootstrap
 ifneq ($(filter-out $(NO_CONFIG_GOALS),$(or $(MAKECMDGOALS),all)),)

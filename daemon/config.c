@@ -144,6 +144,14 @@ static const opt opts[] = {
      "check the signature of every entry read from the cache;\n"
      "                            one that fails is dropped and recompiled\n"
      "                            (needs --signing-keys)"},
+    {"tls-cert", T_STR, F(tls_cert), sizeof(((config *)0)->tls_cert), "FILE",
+     "serve gRPC over TLS with this certificate chain (PEM)"},
+    {"tls-key", T_STR, F(tls_key), sizeof(((config *)0)->tls_key), "FILE",
+     "the private key of --tls-cert (PEM)"},
+    {"tls-client-ca", T_STR, F(tls_client_ca),
+     sizeof(((config *)0)->tls_client_ca), "FILE",
+     "mutual TLS: clients must present a certificate this CA\n"
+     "                            signed (PEM)"},
     {"metrics-listen", T_STR, F(metrics_listen),
      sizeof(((config *)0)->metrics_listen), "ADDR",
      "serve /metrics (Prometheus) and /healthz over HTTP on\n"

@@ -22,6 +22,7 @@
 #include "daemon/l2.h"
 #include "daemon/server.h"
 #include "daemon/sign.h"
+#include "daemon/tls.h"
 #include "daemon/toolchain.h"
 #include "daemon/lru.h"
 #include "daemon/pool.h"
@@ -76,6 +77,7 @@ typedef struct daemon_ctx {
   signer *signer; /* --signing-keys; NULL: artifacts are not signed */
   l2 *l2;         /* --redis: the shared tier; NULL: none */
   struct MHD_Daemon *metrics; /* --metrics-listen (metrics.c) */
+  tls_server *tls;            /* --tls-cert; NULL: plain gRPC */
   char owner[96];             /* this daemon's id in leases: host:pid:random */
   uv_loop_t *loop;
   srv *server;

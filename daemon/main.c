@@ -368,14 +368,34 @@ static int init_signing(daemon_ctx *d) {
   return 0;
 }
 
+/* --tls-cert, --tls-key, --tls-client-ca; 0 or an exit code. */
+static int init_tls(daemon_ctx *d) {
+  if (!d->cfg.tls_cert[0] && !d->cfg.tls_key[0] && !d->cfg.tls_client_ca[0])
+    return 0;
+  if (!d->cfg.tls_cert[0] || !d->cfg.tls_key[0]) {
+    fprintf(stderr, "compiled: TLS needs both --tls-cert and --tls-key\n");
+    return 2;
+  }
+  char err[600];
+  d->tls = tls_new(d->cfg.tls_cert, d->cfg.tls_key, d->cfg.tls_client_ca, err,
+                   sizeof err);
+  if (!d->tls) {
+    fprintf(stderr, "compiled: %s\n", err);
+    return 2;
+  }
+  return 0;
+}
+
 /* --tokens, or the loopback-only rule without it; 0 or an exit code. */
 static int init_auth(daemon_ctx *d) {
   if (!d->cfg.tokens[0]) {
-    if (!auth_loopback_listen(d->cfg.listen) && !d->cfg.insecure) {
+    if (!auth_loopback_listen(d->cfg.listen) && !d->cfg.insecure &&
+        !d->cfg.tls_cert[0]) {
       fprintf(stderr,
               "compiled: --listen %s is not a loopback address and there is "
-              "no --tokens file: anyone who can connect could compile and "
-              "evict. Give --tokens FILE, or --insecure to allow it.\n",
+              "neither a --tokens file nor TLS: anyone who can connect could "
+              "compile and evict. Give --tokens FILE and/or --tls-cert, or "
+              "--insecure to allow it.\n",
               d->cfg.listen);
       return 2;
     }
@@ -419,7 +439,7 @@ int main(int argc, char **argv) {
     return 1;
   }
   if ((rc = init_auth(d)) != 0 || (rc = init_signing(d)) != 0 ||
-      (rc = init_l2(d)) != 0)
+      (rc = init_l2(d)) != 0 || (rc = init_tls(d)) != 0)
     return rc;
   signal(SIGPIPE, SIG_IGN);
   /* The libuv pool runs the compiles: size it before its first use. */
@@ -455,6 +475,7 @@ int main(int argc, char **argv) {
                     .max_connections = connection_cap(d, nofile),
                     .idle_timeout_ms = d->cfg.idle_timeout * 1000,
                     .keepalive_ms = d->cfg.keepalive * 1000,
+                    .tls = d->tls,
                     .max_client_calls = d->cfg.max_client_calls,
                     .max_client_bytes = d->cfg.max_client_bytes == UINT64_MAX
                                             ? d->cfg.memory_budget / 2
@@ -488,6 +509,10 @@ int main(int argc, char **argv) {
     return 1;
   }
   write_port_file(d);
+  if (d->tls)
+    LOG(LOG_INFO, "TLS on the gRPC port (%s)%s", d->cfg.tls_cert,
+        d->cfg.tls_client_ca[0] ? "; clients need a certificate (mutual TLS)"
+                                : "");
   if (d->l2)
     LOG(LOG_INFO,
         "shared cache tier %s (entries live %d s, leases %d ms, timeout %d "
@@ -535,6 +560,7 @@ int main(int argc, char **argv) {
   auth_free(d->auth);
   signer_free(d->signer);
   l2_free(d->l2);
+  tls_free(d->tls); /* bridges still running hold the context's refs */
   LOG(LOG_INFO, "stopped");
   log_close();
   return 0;

@@ -30,7 +30,11 @@
 #include <grpc/support/alloc.h>
 #include <grpc/support/string_util.h>
 #include <grpc/support/time.h>
+#include <errno.h>
+#include <fcntl.h>
 #include <pthread.h>
+#include <sys/socket.h>
+#include <unistd.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -39,6 +43,7 @@
 
 #include "daemon/listen.h"
 #include "daemon/log.h"
+#include "daemon/tls.h"
 
 /* Requests kept armed per method, so bursts do not wait for re-arming. */
 #define ARMED_PER_METHOD 8
@@ -79,6 +84,11 @@ struct srv {
   struct client *clients;
   size_t nclients_cap, nclients;
   atomic_uint_fast64_t client_rejections;
+  /* TLS: the peer of the connection behind each socketpair end the core
+   * serves (by descriptor) */
+  pthread_mutex_t alias_mu;
+  char (*alias)[64];
+  int nalias;
   pthread_t *threads;
   int nthreads;
   /* loop bridge */
@@ -598,8 +608,21 @@ static void unimplemented(srv_call *c) {
  * listener knows its address. */
 static void resolve_peer(srv *s, srv_call *c) {
   char buf[80];
-  if (!c->peer || strncmp(c->peer, "fd:", 3) != 0 || !s->lsn ||
-      !lsn_peer(s->lsn, atoi(c->peer + 3), buf, sizeof buf))
+  if (!c->peer || strncmp(c->peer, "fd:", 3) != 0)
+    return;
+  int fd = atoi(c->peer + 3);
+  bool found = false;
+  if (s->opts.tls) {
+    pthread_mutex_lock(&s->alias_mu);
+    if (fd >= 0 && fd < s->nalias && s->alias[fd][0]) {
+      snprintf(buf, sizeof buf, "%s", s->alias[fd]);
+      found = true;
+    }
+    pthread_mutex_unlock(&s->alias_mu);
+  } else {
+    found = s->lsn && lsn_peer(s->lsn, fd, buf, sizeof buf);
+  }
+  if (!found)
     return;
   gpr_free(c->peer);
   c->peer = gpr_strdup(buf);
@@ -783,6 +806,7 @@ srv *srv_new(uv_loop_t *loop, const srv_options *o) {
   s->opts.listen = s->listen;
   pthread_mutex_init(&s->post_mu, NULL);
   pthread_mutex_init(&s->clients_mu, NULL);
+  pthread_mutex_init(&s->alias_mu, NULL);
   if (o->max_client_calls > 0 || o->max_client_bytes > 0) {
     /* twice the connections: a client per connection at most, half full */
     s->nclients_cap =
@@ -830,10 +854,49 @@ int srv_add_method(srv *s, const char *path, srv_handler h) {
   return m->registered ? 0 : -1;
 }
 
-/* Hands an accepted connection to the core (loop thread). */
+/* Remembers the peer of the TCP connection behind socketpair end `fd`. */
+static void set_alias(srv *s, int fd, int tcp) {
+  char peer[64] = "";
+  if (s->lsn)
+    lsn_peer(s->lsn, tcp, peer, sizeof peer);
+  pthread_mutex_lock(&s->alias_mu);
+  if (fd >= s->nalias) {
+    int n = fd + 64;
+    char(*a)[64] = realloc(s->alias, (size_t)n * sizeof *a);
+    if (a) {
+      memset(a + s->nalias, 0, (size_t)(n - s->nalias) * sizeof *a);
+      s->alias = a;
+      s->nalias = n;
+    }
+  }
+  if (fd < s->nalias)
+    snprintf(s->alias[fd], sizeof s->alias[fd], "%s", peer);
+  pthread_mutex_unlock(&s->alias_mu);
+}
+
+/* Hands an accepted connection to the core (loop thread); with TLS, the
+ * core gets one end of a socketpair and a bridge thread the rest. */
 static void adopt(void *arg, int fd) {
   srv *s = arg;
-  grpc_server_add_channel_from_fd(s->server, fd, s->creds);
+  if (!s->opts.tls) {
+    grpc_server_add_channel_from_fd(s->server, fd, s->creds);
+    return;
+  }
+  int sv[2];
+  if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) != 0) {
+    LOG(LOG_WARN, "TLS: socketpair failed (%s); connection closed",
+        strerror(errno));
+    close(fd);
+    return;
+  }
+  int fl = fcntl(sv[0], F_GETFL);
+  fcntl(sv[0], F_SETFL, fl | O_NONBLOCK);
+  set_alias(s, sv[0], fd);
+  if (tls_bridge(s->opts.tls, fd, sv[1]) != 0) {
+    close(sv[0]);
+    return;
+  }
+  grpc_server_add_channel_from_fd(s->server, sv[0], s->creds);
 }
 
 int srv_start(srv *s, char *err, size_t errlen) {
@@ -905,6 +968,8 @@ static void close_async(uv_handle_t *h) {
     free(s->methods[i].path);
   free(s->threads);
   free(s->clients);
+  free(s->alias);
+  pthread_mutex_destroy(&s->alias_mu);
   pthread_mutex_destroy(&s->post_mu);
   pthread_mutex_destroy(&s->clients_mu);
   free(s);

@@ -67,6 +67,8 @@ typedef struct srv_options {
    * limit. */
   int max_client_calls;
   uint64_t max_client_bytes;
+  struct tls_server *tls; /* TLS terminated by the daemon (tls.h); NULL:
+                             plain connections */
 } srv_options;
 
 /* Creates the server; nothing is bound yet. NULL on failure. */

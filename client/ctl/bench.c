@@ -186,11 +186,11 @@ static void worker_loop(worker *w, rpc_client *c,
 
 static void *worker_main(void *arg) {
   worker *w = arg;
-  rpc_client *c = rpc_connect(ctl_server);
+  rpc_client *c = ctl_connect();
   Compiled__V1__GraphModule *g = compiled__v1__graph_module__unpack(
       NULL, w->cfg->graph_len, w->cfg->graph);
   if (!c || !g)
-    w->failed = "out of memory";
+    w->failed = c ? "out of memory" : "cannot connect (see the message above)";
   else
     worker_loop(w, c, g);
   if (g)

@@ -65,6 +65,11 @@ extern const char *ctl_server;
  * (NULL: none). */
 extern const char *ctl_token;
 
+/* TLS: --ca (the daemon's CA; "": the system's roots when --cert is
+ * given), --cert and --key (mutual TLS), else $COMPILED_CA, $COMPILED_CERT,
+ * $COMPILED_KEY. All NULL: plain gRPC. */
+extern const char *ctl_ca, *ctl_cert, *ctl_key;
+
 /* A client for ctl_server, or NULL after printing why. Free with
  * rpc_close. */
 rpc_client *ctl_connect(void);

@@ -15,7 +15,9 @@
 #include "compiler/key.h"
 
 static const char usage[] =
-    "usage: compilectl [--server ADDR] [--token TOKEN] COMMAND [ARGS]\n"
+    "usage: compilectl [--server ADDR] [--token TOKEN] [--ca FILE [--cert FILE "
+    "--key FILE]]\n"
+    "                  COMMAND [ARGS]\n"
     "\n"
     "local commands:\n"
     "  graph validate|hash|fmt|convert FILE...   local graph tools (no "
@@ -45,6 +47,10 @@ static const char usage[] =
     "                      else " CTL_DEFAULT_SERVER ")\n"
     "  --token TOKEN       bearer token for a daemon with --tokens (default:\n"
     "                      $COMPILED_TOKEN, which keeps it out of `ps`)\n"
+    "  --ca FILE           TLS: the daemon's CA (PEM; $COMPILED_CA)\n"
+    "  --cert FILE, --key FILE\n"
+    "                      mutual TLS: this client's certificate and key\n"
+    "                      ($COMPILED_CERT, $COMPILED_KEY)\n"
     "\n"
     "Every daemon command takes --timeout SECONDS (default 60, submit 600)\n"
     "and --help. KEYs are 64 hex digits or a unique prefix of at least 4.\n"
@@ -97,24 +103,37 @@ static int global_options(int argc, char **argv) {
   const char *env = getenv("COMPILED_SERVER");
   if (env && *env)
     ctl_server = env;
-  env = getenv("COMPILED_TOKEN");
-  if (env && *env)
-    ctl_token = env;
+  static const struct {
+    const char *flag, *env, *want;
+    const char **value;
+  } opts[] = {
+      {"--server", "COMPILED_SERVER",
+       "an address, e.g. --server 127.0.0.1:7421", &ctl_server},
+      {"--token", "COMPILED_TOKEN",
+       "a token (or set $COMPILED_TOKEN, which keeps it out of the process "
+       "list)",
+       &ctl_token},
+      {"--ca", "COMPILED_CA", "the PEM file of the daemon's CA", &ctl_ca},
+      {"--cert", "COMPILED_CERT", "a PEM client certificate", &ctl_cert},
+      {"--key", "COMPILED_KEY", "the PEM key of --cert", &ctl_key},
+  };
+  const int nopts = (int)(sizeof opts / sizeof opts[0]);
+  for (int o = 1; o < nopts; o++) {
+    env = getenv(opts[o].env);
+    if (env && *env)
+      *opts[o].value = env;
+  }
   int i = 1;
-  while (i < argc) {
-    int rs = global_option(argc, argv, &i, "--server", &ctl_server);
-    int rt = rs ? 0 : global_option(argc, argv, &i, "--token", &ctl_token);
-    if (rs < 0) {
-      ctl_errorf("--server wants an address, e.g. --server 127.0.0.1:7421");
-      return -1;
+  for (bool more = true; more && i < argc;) {
+    more = false;
+    for (int o = 0; o < nopts && !more; o++) {
+      int r = global_option(argc, argv, &i, opts[o].flag, opts[o].value);
+      if (r < 0) {
+        ctl_errorf("%s wants %s", opts[o].flag, opts[o].want);
+        return -1;
+      }
+      more = r > 0;
     }
-    if (rt < 0) {
-      ctl_errorf("--token wants a token (or set $COMPILED_TOKEN, which keeps "
-                 "it out of the process list)");
-      return -1;
-    }
-    if (!rs && !rt)
-      break;
   }
   if (!*ctl_server) {
     ctl_errorf("--server wants an address, e.g. --server 127.0.0.1:7421");

@@ -25,12 +25,15 @@
 
 const char *ctl_server = CTL_DEFAULT_SERVER;
 const char *ctl_token = NULL;
+const char *ctl_ca = NULL, *ctl_cert = NULL, *ctl_key = NULL;
 
 rpc_client *ctl_connect(void) {
-  rpc_client *c = rpc_connect(ctl_server);
+  char err[1200] = "out of memory";
+  rpc_client *c =
+      rpc_connect_tls(ctl_server, ctl_ca, ctl_cert, ctl_key, err, sizeof err);
   if (!c || rpc_set_token(c, ctl_token) != 0) {
     rpc_close(c);
-    ctl_errorf("out of memory");
+    ctl_errorf("%s", err);
     return NULL;
   }
   return c;

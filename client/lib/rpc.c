@@ -58,7 +58,39 @@ void rpc_shutdown(void) {
   grpc_shutdown_blocking();
 }
 
+static char *slurp_pem(const char *path) {
+  FILE *f = path && *path ? fopen(path, "rb") : NULL;
+  if (!f)
+    return NULL;
+  char *s = NULL;
+  size_t n = 0, cap = 0;
+  int ch;
+  while ((ch = fgetc(f)) != EOF) {
+    if (n + 2 > cap) {
+      cap = cap ? cap * 2 : 4096;
+      char *ns = realloc(s, cap);
+      if (!ns) {
+        free(s);
+        fclose(f);
+        return NULL;
+      }
+      s = ns;
+    }
+    s[n++] = (char)ch;
+  }
+  fclose(f);
+  if (s)
+    s[n] = '\0';
+  return s;
+}
+
 rpc_client *rpc_connect(const char *target) {
+  return rpc_connect_tls(target, NULL, NULL, NULL, NULL, 0);
+}
+
+rpc_client *rpc_connect_tls(const char *target, const char *ca,
+                            const char *cert, const char *key, char *err,
+                            size_t errlen) {
   rpc_client *c = calloc(1, sizeof *c);
   if (!c || !(c->target = strdup(target))) {
     free(c);
@@ -74,7 +106,33 @@ rpc_client *rpc_connect(const char *target) {
   args[1].key = GRPC_ARG_USE_LOCAL_SUBCHANNEL_POOL;
   args[1].value.integer = 1;
   grpc_channel_args cargs = {.num_args = 2, .args = args};
-  grpc_channel_credentials *creds = grpc_insecure_credentials_create();
+  grpc_channel_credentials *creds = NULL;
+  if ((ca && *ca) || (cert && *cert)) {
+    char *ca_pem = slurp_pem(ca), *cert_pem = slurp_pem(cert),
+         *key_pem = slurp_pem(key);
+    const char *bad = (ca && *ca && !ca_pem)         ? ca
+                      : (cert && *cert && !cert_pem) ? cert
+                      : (cert && *cert && !key_pem)  ? (key ? key : "(no key)")
+                                                     : NULL;
+    if (bad) {
+      if (err)
+        snprintf(err, errlen, "cannot read %s", bad);
+    } else {
+      grpc_ssl_pem_key_cert_pair pair = {key_pem, cert_pem};
+      creds = grpc_ssl_credentials_create(ca_pem, cert_pem ? &pair : NULL, NULL,
+                                          NULL);
+    }
+    free(ca_pem);
+    free(cert_pem);
+    free(key_pem);
+    if (!creds) {
+      free(c->target);
+      free(c);
+      return NULL;
+    }
+  } else {
+    creds = grpc_insecure_credentials_create();
+  }
   c->channel = grpc_channel_create(target, creds, &cargs);
   grpc_channel_credentials_release(creds);
   if (!c->channel) {

@@ -72,6 +72,13 @@ rpc_client *rpc_connect(const char *target);
  * in progress. */
 void rpc_close(rpc_client *c);
 
+/* rpc_connect over TLS: `ca` (PEM file; NULL: the system's roots), and a
+ * client certificate and key for mutual TLS (NULL: none). NULL with a
+ * message in err (when given) if a file cannot be read. */
+rpc_client *rpc_connect_tls(const char *target, const char *ca,
+                            const char *cert, const char *key, char *err,
+                            size_t errlen);
+
 /* Sends `authorization: Bearer TOKEN` with every call (NULL or "": none).
  * Returns 0, or -1 out of memory. */
 int rpc_set_token(rpc_client *c, const char *token);

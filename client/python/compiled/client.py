@@ -70,14 +70,33 @@ def resolve_address(address: Optional[str] = None) -> str:
     return address or os.environ.get(ENV_ADDRESS) or DEFAULT_ADDRESS
 
 
-def _channel(address: str) -> grpc.Channel:
-    """The process's channel to ``address`` (made on first use)."""
-    key = (os.getpid(), address)
+def _read_pem(path: Optional[str], what: str) -> Optional[bytes]:
+    if not path:
+        return None
+    try:
+        with open(path, "rb") as f:
+            return f.read()
+    except OSError as e:
+        raise ValueError(f"compiled: {what} {path}: {e.strerror}") from None
+
+
+def _channel(address: str, tls: Tuple[str, str, str] = ("", "", "")) -> grpc.Channel:
+    """The process's channel to ``address`` (made on first use); over TLS
+    when ``tls`` (ca, cert, key file names) names a CA or a certificate."""
+    key = (os.getpid(), address) + tuple(tls)
     with _lock:
         channel = _channels.get(key)
         if channel is None:
-            channel = grpc.insecure_channel(
-                address, options=[("grpc.max_receive_message_length", MAX_RECEIVE_BYTES)])
+            options = [("grpc.max_receive_message_length", MAX_RECEIVE_BYTES)]
+            ca, cert, pkey = tls
+            if ca or cert:
+                creds = grpc.ssl_channel_credentials(
+                    root_certificates=_read_pem(ca, "TLS CA"),
+                    private_key=_read_pem(pkey, "TLS key"),
+                    certificate_chain=_read_pem(cert, "TLS certificate"))
+                channel = grpc.secure_channel(address, creds, options=options)
+            else:
+                channel = grpc.insecure_channel(address, options=options)
             _channels[key] = channel
         return channel
 
@@ -122,6 +141,10 @@ class Client:
             ``authorization: Bearer TOKEN``); None: ``$COMPILED_TOKEN``, if
             set. A ``read`` token gets cache hits only: a miss is refused
             (PERMISSION_DENIED) and :func:`compiled.compile` runs eagerly.
+        ca, cert, key: TLS: the daemon's CA certificate (PEM file), and for
+            mutual TLS this client's certificate and key; None:
+            ``$COMPILED_CA``, ``$COMPILED_CERT``, ``$COMPILED_KEY``. With
+            none of them the connection is plain.
         trust_key: the daemons' signing keys (their ``--signing-keys`` file,
             or ``"KEY_ID:HEX_SECRET"``); None: ``$COMPILED_TRUST_KEY``, if
             set. With keys, every artifact must carry a valid signature by
@@ -130,7 +153,9 @@ class Client:
     """
 
     def __init__(self, address: Optional[str] = None, *, timeout: float = 600.0,
-                 token: Optional[str] = None, trust_key: Optional[str] = None):
+                 token: Optional[str] = None, trust_key: Optional[str] = None,
+                 ca: Optional[str] = None, cert: Optional[str] = None,
+                 key: Optional[str] = None):
         self.address = resolve_address(address)
         self.timeout = timeout
         token = token if token is not None else os.environ.get(ENV_TOKEN, "")
@@ -139,7 +164,14 @@ class Client:
         self._metadata = (("authorization", "Bearer " + token),) if token else None
         trust_key = trust_key if trust_key is not None else os.environ.get(ENV_TRUST_KEY, "")
         self._trust = load_trust_keys(trust_key) if trust_key else None
-        self._stub = compiled_pb2_grpc.CompilerStub(_channel(self.address))
+        env = os.environ.get
+        tls = (ca if ca is not None else env("COMPILED_CA", ""),
+               cert if cert is not None else env("COMPILED_CERT", ""),
+               key if key is not None else env("COMPILED_KEY", ""))
+        if tls[1] and not tls[2]:
+            raise ValueError("compiled: a TLS client certificate needs its key "
+                             "(key= or COMPILED_KEY)")
+        self._stub = compiled_pb2_grpc.CompilerStub(_channel(self.address, tls))
 
     def __repr__(self) -> str:
         return f"Client({self.address!r})"

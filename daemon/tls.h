@@ -1,0 +1,37 @@
+/*
+ * tls.h: TLS (and mutual TLS) on the gRPC port, terminated by the daemon.
+ *
+ * The daemon accepts connections itself (listen.h) and hands each socket
+ * to the gRPC core, whose fd hand-over (gRPC 1.51) takes insecure
+ * credentials only. So with --tls-cert the daemon runs TLS itself: each
+ * accepted connection gets a bridge thread that does the handshake with
+ * OpenSSL and copies bytes between the TLS connection and one end of a
+ * socketpair, whose other end the core serves as a plain HTTP/2
+ * connection. The listener's connection cap and descriptor recovery keep
+ * working (the accepted socket is still the one counted), and the bridge
+ * threads are as many as the open connections, at most max-connections.
+ *
+ * ALPN "h2" is selected (gRPC clients require it). With a client CA
+ * (--tls-client-ca) a client must present a certificate it signed, else
+ * the handshake fails and the connection is closed. Handshakes have 10 s.
+ */
+#ifndef DAEMON_TLS_H
+#define DAEMON_TLS_H
+
+#include <stddef.h>
+
+typedef struct tls_server tls_server;
+
+/* Loads the certificate chain and key (PEM), and the client CA when given
+ * (NULL or "": no client certificates asked). NULL and a message on
+ * error. */
+tls_server *tls_new(const char *cert, const char *key, const char *client_ca,
+                    char *err, size_t errlen);
+void tls_free(tls_server *t);
+
+/* Starts a bridge thread between accepted socket tcp_fd and plain_fd;
+ * both belong to the bridge, which closes them when either side ends.
+ * Returns 0, or -1 (both closed) when no thread could start. */
+int tls_bridge(tls_server *t, int tcp_fd, int plain_fd);
+
+#endif
