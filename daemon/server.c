@@ -264,25 +264,29 @@ static client *client_slot(srv *s, const char *name, bool add) {
   return NULL;
 }
 
-/* Gives a call's use back to its client. */
-static void client_release(srv_call *c) {
+/* Gives a call's use back to its client: its request bytes, and with
+ * `call` the call itself. */
+static void client_release(srv_call *c, bool call) {
   srv *s = c->s;
   if (!c->client[0])
     return;
   pthread_mutex_lock(&s->clients_mu);
   client *k = client_slot(s, c->client, false);
   if (k) {
-    k->calls--;
+    k->calls -= call;
     k->bytes -= c->client_bytes;
-    /* Slots are not emptied (open addressing): a client that comes back
-     * reuses its own; the table holds at most max_connections' worth. */
+    /* Slots stay (open addressing): a client that comes back reuses its
+     * own; compact_clients drops the idle ones when the table fills. */
   }
+  c->client_bytes = 0;
+  if (call)
+    c->client[0] = '\0';
   pthread_mutex_unlock(&s->clients_mu);
 }
 
 static void call_free(srv_call *c) {
   srv *s = c->s;
-  client_release(c);
+  client_release(c, true);
   if (c->call)
     grpc_call_unref(c->call);
   grpc_metadata_array_destroy(&c->md);
@@ -532,6 +536,7 @@ size_t srv_call_request_len(srv_call *c) {
 }
 
 void srv_call_drop_request(srv_call *c) {
+  client_release(c, false); /* the bytes are gone */
   pthread_mutex_lock(&c->mu);
   if (c->payload)
     grpc_byte_buffer_destroy(c->payload);
@@ -674,10 +679,13 @@ static bool admit_client(srv *s, srv_call *c) {
   uint64_t bytes = c->request_len;
   pthread_mutex_lock(&s->clients_mu);
   client *k = client_slot(s, name, true);
+  /* bytes: a request joining others the client's calls still hold may
+   * not take them past the limit (a lone big one is the memory budget's
+   * to judge) */
   bool over =
       k &&
       ((s->opts.max_client_calls > 0 && k->calls >= s->opts.max_client_calls) ||
-       (s->opts.max_client_bytes > 0 &&
+       (s->opts.max_client_bytes > 0 && bytes > 0 && k->bytes > 0 &&
         k->bytes + bytes > s->opts.max_client_bytes));
   int calls = k ? k->calls : 0;
   uint64_t held = k ? k->bytes : 0;

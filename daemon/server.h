@@ -63,7 +63,8 @@ typedef struct srv_options {
   int keepalive_ms;    /* ping interval to find dead peers; 0: gRPC's */
   /* Per client (the credential's name from auth, else the peer's
    * address without its port): calls open at once, and request bytes
-   * they hold; past either, a new call gets RESOURCE_EXHAUSTED. 0: no
+   * they hold (until the handler drops them); past either, a new call gets
+   * RESOURCE_EXHAUSTED (a lone request is left to the memory budget). 0: no
    * limit. */
   int max_client_calls;
   uint64_t max_client_bytes;
