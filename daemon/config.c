@@ -157,9 +157,12 @@ static const opt opts[] = {
      "serve /metrics (Prometheus) and /healthz over HTTP on\n"
      "                            HOST:PORT (default: off)"},
     {"redis", T_STR, F(redis), sizeof(((config *)0)->redis), "URL",
-     "shared cache tier: redis://[user:password@]host:port[/db];\n"
+     "shared cache tier: redis[s]://[user:password@]host:port[/db];\n"
      "                            daemons on one Redis compile each graph\n"
      "                            once for the cluster"},
+    {"redis-ca", T_STR, F(redis_ca), sizeof(((config *)0)->redis_ca), "FILE",
+     "rediss://: the CA of Redis's certificate (PEM; default: the\n"
+     "                            system's roots)"},
     {"redis-timeout-ms", T_INT, F(redis_timeout_ms), 0, "MS",
      "time limit of a Redis connect or command (default 200)"},
     {"redis-ttl", T_INT, F(redis_ttl), 0, "SECONDS",

@@ -56,6 +56,7 @@ typedef struct config {
   char tls_key[1024];         /* its private key */
   char tls_client_ca[1024];   /* mutual TLS: CA of client certificates */
   int redis_timeout_ms;       /* connect and each command */
+  char redis_ca[1024];        /* rediss://: CA of Redis's certificate */
   int redis_ttl;              /* seconds entries live in Redis */
   int redis_lease_ms;         /* a compile's lease, renewed while it runs */
 } config;

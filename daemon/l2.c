@@ -13,6 +13,7 @@
 #include <zstd.h>
 
 #include "daemon/log.h"
+#include "daemon/tls.h"
 
 #define BACKOFF_MIN_US 100000
 #define BACKOFF_MAX_US 5000000
@@ -26,6 +27,8 @@ struct l2 {
   int db;
   char user[128], password[256];
   char where[400];
+  bool tls;      /* rediss:// */
+  char ca[1024]; /* its CA file ("": system roots) */
   int timeout_ms, ttl_s;
   atomic_bool up;
   atomic_uint_fast64_t errors;
@@ -65,18 +68,15 @@ l2 *l2_new(const l2_config *cfg, char *err, size_t errlen) {
     return NULL;
   }
   const char *u = cfg->url;
-  if (strncmp(u, "redis://", 8) != 0) {
+  t->tls = strncmp(u, "rediss://", 9) == 0;
+  if (!t->tls && strncmp(u, "redis://", 8) != 0) {
     snprintf(err, errlen,
-             "--redis %s: want redis://[user:password@]host:port[/db]%s", u,
-             strncmp(u, "rediss://", 9) == 0
-                 ? " (rediss:// needs hiredis 1.0 with TLS; Debian 12 has "
-                   "0.14: use a TLS tunnel such as stunnel to reach Redis "
-                   "over TLS)"
-                 : "");
+             "--redis %s: want redis[s]://[user:password@]host:port[/db]", u);
     free(t);
     return NULL;
   }
-  u += 8;
+  u += t->tls ? 9 : 8;
+  snprintf(t->ca, sizeof t->ca, "%s", cfg->ca ? cfg->ca : "");
   const char *at = strrchr(u, '@');
   if (at) {
     const char *colon = memchr(u, ':', (size_t)(at - u));
@@ -109,8 +109,9 @@ l2 *l2_new(const l2_config *cfg, char *err, size_t errlen) {
   memcpy(t->host, u, hl);
   t->port = (int)port;
   t->db = (int)db;
-  snprintf(t->where, sizeof t->where, "redis://%s%s%s:%d/%d",
-           t->password[0] ? "***@" : "", "", t->host, t->port, t->db);
+  snprintf(t->where, sizeof t->where, "%s://%s%s:%d/%d",
+           t->tls ? "rediss" : "redis", t->password[0] ? "***@" : "", t->host,
+           t->port, t->db);
   t->timeout_ms = cfg->timeout_ms > 0 ? cfg->timeout_ms : 200;
   t->ttl_s = cfg->ttl_s > 0 ? cfg->ttl_s : 7 * 86400;
   atomic_init(&t->backoff_us, BACKOFF_MIN_US);
@@ -196,7 +197,19 @@ static redisContext *conn(l2 *t) {
   if (now_us() < atomic_load(&t->retry_at_us))
     return NULL;
   struct timeval tv = {t->timeout_ms / 1000, (t->timeout_ms % 1000) * 1000};
-  redisContext *c = redisConnectWithTimeout(t->host, t->port, tv);
+  redisContext *c = NULL;
+  if (t->tls) {
+    char why[600];
+    int fd = tls_client_connect(t->host, t->port, t->ca, t->timeout_ms, why,
+                                sizeof why);
+    if (fd < 0) {
+      fail(t, "connecting over TLS", why);
+      return NULL;
+    }
+    c = redisConnectFd(fd);
+  } else {
+    c = redisConnectWithTimeout(t->host, t->port, tv);
+  }
   if (!c || c->err) {
     char why[200];
     snprintf(why, sizeof why, "%.190s", c ? c->errstr : "out of memory");

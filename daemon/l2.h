@@ -13,6 +13,10 @@
  * warnings are logged at most every 10 s. A request never fails because of
  * Redis: a daemon whose L2 is down serves from its own cache and compiles.
  *
+ * rediss:// runs the connection over TLS (tls.h's client side: hiredis 0.14,
+ * Debian 12's, has no TLS of its own, so it gets a socketpair bridged to
+ * the TLS connection by a thread), verifying Redis's certificate.
+ *
  * Entries: a hash at "compiled:v1:a:<key hex>" with the zstd-compressed
  * artifact (z), its SHA-256 (d), size (n), compile time (u) and signature
  * (s, k: see sign.h), expiring after --redis-ttl. Leases:
@@ -33,7 +37,9 @@
 typedef struct l2 l2;
 
 typedef struct l2_config {
-  const char *url; /* redis://[user:password@]host:port[/db] */
+  const char *url; /* redis[s]://[user:password@]host:port[/db] */
+  const char *ca;  /* rediss://: the CA of Redis's certificate (NULL or "":
+                      the system's roots) */
   int timeout_ms;  /* connect and each command */
   int ttl_s;       /* entries expire after this */
 } l2_config;

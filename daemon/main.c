@@ -338,6 +338,7 @@ static int init_l2(daemon_ctx *d) {
     return 0;
   char err[600];
   l2_config lc = {.url = d->cfg.redis,
+                  .ca = d->cfg.redis_ca,
                   .timeout_ms = d->cfg.redis_timeout_ms,
                   .ttl_s = d->cfg.redis_ttl};
   d->l2 = l2_new(&lc, err, sizeof err);

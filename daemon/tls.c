@@ -4,7 +4,10 @@
 #include "daemon/tls.h"
 
 #include <errno.h>
+#include <arpa/inet.h>
 #include <fcntl.h>
+#include <netdb.h>
+#include <openssl/x509v3.h>
 #include <openssl/err.h>
 #include <openssl/ssl.h>
 #include <poll.h>
@@ -94,6 +97,7 @@ void tls_free(tls_server *t) {
 
 typedef struct bridge {
   SSL_CTX *ctx;
+  SSL *ssl; /* client side: already connected */
   int tcp, plain;
 } bridge;
 
@@ -158,6 +162,20 @@ static void pump(SSL *ssl, int tcp, int plain) {
   free(buf);
 }
 
+/* Client side: the handshake is done; copy, then clean up. */
+static void *run_client_bridge(void *arg) {
+  bridge *b = arg;
+  pump(b->ssl, b->tcp, b->plain);
+  SSL_shutdown(b->ssl);
+  SSL_free(b->ssl);
+  SSL_CTX_free(b->ctx);
+  ERR_clear_error();
+  close(b->plain);
+  close(b->tcp);
+  free(b);
+  return NULL;
+}
+
 static void *run_bridge(void *arg) {
   bridge *b = arg;
   set_blocking(b->tcp);
@@ -185,19 +203,28 @@ static void *run_bridge(void *arg) {
   return NULL;
 }
 
-int tls_bridge(tls_server *t, int tcp_fd, int plain_fd) {
-  bridge *b = malloc(sizeof *b);
+/* Starts fn(b) on a detached thread with a small stack; 0 or -1. */
+static int start_thread(void *(*fn)(void *), bridge *b) {
   pthread_attr_t at;
   pthread_t th;
+  if (pthread_attr_init(&at) != 0)
+    return -1;
+  pthread_attr_setdetachstate(&at, PTHREAD_CREATE_DETACHED);
+  pthread_attr_setstacksize(&at, 256 << 10);
+  int rc = pthread_create(&th, &at, fn, b) == 0 ? 0 : -1;
+  pthread_attr_destroy(&at);
+  return rc;
+}
+
+int tls_bridge(tls_server *t, int tcp_fd, int plain_fd) {
+  bridge *b = malloc(sizeof *b);
   int rc = -1;
-  if (b && pthread_attr_init(&at) == 0) {
+  if (b) {
     b->ctx = t->ctx;
+    b->ssl = NULL;
     b->tcp = tcp_fd;
     b->plain = plain_fd;
-    pthread_attr_setdetachstate(&at, PTHREAD_CREATE_DETACHED);
-    pthread_attr_setstacksize(&at, 256 << 10);
-    rc = pthread_create(&th, &at, run_bridge, b) == 0 ? 0 : -1;
-    pthread_attr_destroy(&at);
+    rc = start_thread(run_bridge, b);
   }
   if (rc) {
     free(b);
@@ -206,4 +233,106 @@ int tls_bridge(tls_server *t, int tcp_fd, int plain_fd) {
     LOG(LOG_WARN, "TLS: no thread for a new connection; closed it");
   }
   return rc;
+}
+
+/* A TCP connection to host:port within timeout_ms (blocking once made). */
+static int tcp_connect(const char *host, int port, int timeout_ms, char *err,
+                       size_t errlen) {
+  char ps[16];
+  snprintf(ps, sizeof ps, "%d", port);
+  struct addrinfo hints = {.ai_socktype = SOCK_STREAM}, *ai = NULL;
+  int g = getaddrinfo(host, ps, &hints, &ai);
+  if (g != 0 || !ai) {
+    snprintf(err, errlen, "%s: %s", host, gai_strerror(g));
+    return -1;
+  }
+  int fd = socket(ai->ai_family, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+  int rc = fd < 0 ? -1 : connect(fd, ai->ai_addr, ai->ai_addrlen);
+  freeaddrinfo(ai);
+  if (rc != 0 && fd >= 0 && errno == EINPROGRESS) {
+    struct pollfd p = {fd, POLLOUT, 0};
+    int soerr = 0;
+    socklen_t sl = sizeof soerr;
+    if (poll(&p, 1, timeout_ms) == 1 &&
+        getsockopt(fd, SOL_SOCKET, SO_ERROR, &soerr, &sl) == 0 && !soerr)
+      rc = 0;
+    else
+      errno = soerr ? soerr : ETIMEDOUT;
+  }
+  if (rc != 0) {
+    snprintf(err, errlen, "connecting to %s:%d: %s", host, port,
+             strerror(errno));
+    if (fd >= 0)
+      close(fd);
+    return -1;
+  }
+  set_blocking(fd);
+  return fd;
+}
+
+int tls_client_connect(const char *host, int port, const char *ca,
+                       int timeout_ms, char *err, size_t errlen) {
+  int tcp = tcp_connect(host, port, timeout_ms, err, errlen);
+  if (tcp < 0)
+    return -1;
+  SSL_CTX *ctx = SSL_CTX_new(TLS_client_method());
+  SSL *ssl = NULL;
+  int sv[2] = {-1, -1};
+  const char *fail = "out of memory";
+  if (!ctx)
+    goto out;
+  SSL_CTX_set_min_proto_version(ctx, TLS1_2_VERSION);
+  SSL_CTX_set_verify(ctx, SSL_VERIFY_PEER, NULL);
+  if ((ca && *ca) ? SSL_CTX_load_verify_locations(ctx, ca, NULL) != 1
+                  : SSL_CTX_set_default_verify_paths(ctx) != 1) {
+    fail = "cannot load the CA";
+    goto out;
+  }
+  if (!(ssl = SSL_new(ctx)) || SSL_set_fd(ssl, tcp) != 1)
+    goto out;
+  unsigned char ip[16];
+  bool is_ip =
+      inet_pton(AF_INET, host, ip) == 1 || inet_pton(AF_INET6, host, ip) == 1;
+  if (is_ip)
+    X509_VERIFY_PARAM_set1_ip_asc(SSL_get0_param(ssl), host);
+  else {
+    SSL_set1_host(ssl, host);
+    SSL_set_tlsext_host_name(ssl, host);
+  }
+  set_timeout(tcp, (timeout_ms + 999) / 1000);
+  if (SSL_connect(ssl) != 1) {
+    fail = "TLS handshake failed";
+    goto out;
+  }
+  set_timeout(tcp, 0);
+  if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) != 0) {
+    fail = "no socketpair";
+    goto out;
+  }
+  bridge *b = malloc(sizeof *b);
+  if (!b)
+    goto out;
+  *b = (bridge){.ctx = ctx, .ssl = ssl, .tcp = tcp, .plain = sv[1]};
+  if (start_thread(run_client_bridge, b) != 0) {
+    free(b);
+    fail = "no thread";
+    goto out;
+  }
+  return sv[0];
+out:;
+  char why[256] = "";
+  unsigned long e = ERR_get_error();
+  if (e)
+    ERR_error_string_n(e, why, sizeof why);
+  ERR_clear_error();
+  snprintf(err, errlen, "%s:%d: %s%s%s", host, port, fail, why[0] ? ": " : "",
+           why);
+  SSL_free(ssl);
+  SSL_CTX_free(ctx);
+  close(tcp);
+  if (sv[0] >= 0) {
+    close(sv[0]);
+    close(sv[1]);
+  }
+  return -1;
 }

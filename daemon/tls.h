@@ -34,4 +34,13 @@ void tls_free(tls_server *t);
  * Returns 0, or -1 (both closed) when no thread could start. */
 int tls_bridge(tls_server *t, int tcp_fd, int plain_fd);
 
+/* The client side, for Redis over TLS (l2.h): connects to host:port within
+ * timeout_ms, does the handshake verifying the server's certificate
+ * against `ca` (a PEM file; NULL or "": the system's roots) and `host`
+ * (a name or an IP address), and bridges the connection in a thread to one
+ * end of a socketpair. Returns the other end (a plain socket), or -1 with a
+ * message. */
+int tls_client_connect(const char *host, int port, const char *ca,
+                       int timeout_ms, char *err, size_t errlen);
+
 #endif

@@ -238,3 +238,54 @@ def test_deploy_cluster_demo_works_as_written():
     assert any(" compiled " in ln for ln in lines)
     assert any(" hit-l2 " in ln for ln in lines), p.stdout
     assert "'l2_hits': 1" in p.stdout and "'redis_up': True" in p.stdout
+
+
+def test_redis_over_tls(daemon, tmp_path):
+    """rediss://: two daemons reach a TLS-only Redis and share it; one that
+    does not trust Redis's certificate never uses it, and still answers."""
+    if subprocess.run(["openssl", "version"], capture_output=True).returncode != 0:
+        pytest.skip("no openssl command")
+
+    def openssl(*args):
+        subprocess.run(["openssl"] + list(args), cwd=tmp_path, check=True,
+                       capture_output=True, timeout=60)
+    for ca in ("ca", "other"):
+        openssl("req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "2", "-keyout",
+                f"{ca}.key", "-out", f"{ca}.pem", "-subj", f"/CN={ca}")
+    (tmp_path / "san.ext").write_text("subjectAltName=IP:127.0.0.1\n")
+    openssl("req", "-newkey", "rsa:2048", "-nodes", "-keyout", "redis.key", "-out", "redis.csr",
+            "-subj", "/CN=redis")
+    openssl("x509", "-req", "-in", "redis.csr", "-CA", "ca.pem", "-CAkey", "ca.key",
+            "-CAcreateserial", "-days", "2", "-out", "redis.pem", "-extfile", "san.ext")
+    port = free_port()
+    proc = subprocess.Popen(
+        [REDIS, "--port", "0", "--tls-port", str(port), "--tls-cert-file", "redis.pem",
+         "--tls-key-file", "redis.key", "--tls-ca-cert-file", "ca.pem", "--tls-auth-clients",
+         "no", "--bind", "127.0.0.1", "--save", "", "--appendonly", "no"],
+        cwd=tmp_path, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        deadline = time.time() + 10
+        while True:
+            try:
+                socket.create_connection(("127.0.0.1", port), timeout=0.2).close()
+                break
+            except OSError:
+                assert time.time() < deadline
+                time.sleep(0.02)
+        url = f"rediss://127.0.0.1:{port}/0"
+        keys = keys_file(tmp_path)
+        a, b = [daemon("--redis", url, "--redis-ca", str(tmp_path / "ca.pem"),
+                       "--signing-keys", keys) for _ in range(2)]
+        req = compile_request(variant(load_graph("mlp_block"), "rediss"))
+        assert run_compile(a.stub(), req)[1].served == compiled_pb2.SERVED_COMPILED
+        assert run_compile(b.stub(), req)[1].served == compiled_pb2.SERVED_L2_HIT
+        assert a.stats().redis_up and b.stats().l2_hits == 1
+        c = daemon("--redis", url, "--redis-ca", str(tmp_path / "other.pem"),
+                   "--signing-keys", keys)
+        assert run_compile(c.stub(), req)[1].served == compiled_pb2.SERVED_COMPILED
+        s = c.stats()
+        assert not s.redis_up and s.redis_errors >= 1 and s.l2_hits == 0
+        assert "TLS handshake failed" in c.log()
+    finally:
+        proc.kill()
+        proc.wait()
