@@ -1268,8 +1268,9 @@ static void run_flight(uv_work_t *work) {
     key_parts(f, parts);
     int64_t t0 = gc_now_us();
     if (d->signer) {
-      signer_sign(d->signer, f->key, f->digest, &f->sig);
-      f->is_signed = true;
+      f->is_signed = signer_sign(d->signer, f->key, f->digest, &f->sig);
+      if (!f->is_signed)
+        LOG(LOG_ERROR, "signing %s failed (OpenSSL); stored unsigned", f->hex);
     }
     const cache_sig *sig = f->is_signed ? &f->sig : NULL;
     if (d->l2 && l2_put(d->l2, f->key, f->out.artifact, f->out.len, f->digest,

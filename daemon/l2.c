@@ -141,8 +141,11 @@ uint64_t l2_errors(const l2 *t) {
   return atomic_load(&t->errors);
 }
 
-/* Drops this thread's connection and marks the tier down. */
-static void fail(l2 *t, const char *what, const char *why) {
+/* Drops this thread's connection and marks the tier down. `why` may point
+ * into the connection: copied first. */
+static void fail(l2 *t, const char *what, const char *why_in) {
+  char why[256];
+  snprintf(why, sizeof why, "%s", why_in);
   atomic_fetch_add(&t->errors, 1);
   if (tls_conn) {
     pthread_mutex_lock(&t->mu);

@@ -7,7 +7,8 @@
 #include <errno.h>
 #include <openssl/crypto.h>
 #include <openssl/evp.h>
-#include <openssl/hmac.h>
+#include <openssl/core_names.h>
+#include <openssl/params.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -19,6 +20,10 @@ typedef struct skey {
   char id[CACHE_SIG_KEY_MAX];
   uint8_t secret[SECRET_MAX];
   size_t len;
+  /* HMAC-SHA-256 keyed with the secret, made once on the loading thread:
+   * each signature works on a copy, so the compile threads never fetch
+   * algorithms (which leaves OpenSSL error state on every thread) */
+  EVP_MAC_CTX *ctx;
 } skey;
 
 struct signer {
@@ -46,6 +51,8 @@ static bool valid_id(const char *s) {
 void signer_free(signer *s) {
   if (!s)
     return;
+  for (int i = 0; i < s->n; i++)
+    EVP_MAC_CTX_free(s->k[i].ctx);
   OPENSSL_cleanse(s->k, (size_t)s->n * sizeof *s->k);
   free(s->k);
   free(s);
@@ -113,8 +120,22 @@ signer *signer_load(const char *path, char *err, size_t errlen) {
                  path, lineno, k->id);
         bad = true;
       }
-    if (!bad)
+    if (!bad) {
+      EVP_MAC *hmac = EVP_MAC_fetch(NULL, "HMAC", NULL);
+      OSSL_PARAM params[] = {OSSL_PARAM_construct_utf8_string(
+                                 OSSL_MAC_PARAM_DIGEST, (char *)"SHA256", 0),
+                             OSSL_PARAM_construct_end()};
+      k->ctx = hmac ? EVP_MAC_CTX_new(hmac) : NULL;
+      EVP_MAC_free(hmac);
+      if (!k->ctx || EVP_MAC_init(k->ctx, k->secret, k->len, params) != 1) {
+        EVP_MAC_CTX_free(k->ctx);
+        snprintf(err, errlen, "signing keys %s: OpenSSL has no HMAC-SHA-256",
+                 path);
+        bad = true;
+        break;
+      }
       s->n++;
+    }
     OPENSSL_cleanse(hex, sizeof hex);
   }
   OPENSSL_cleanse(line, sizeof line);
@@ -139,7 +160,8 @@ int signer_count(const signer *s) {
   return s->n;
 }
 
-static void mac(const skey *k, const uint8_t key[32], const uint8_t digest[32],
+/* The HMAC of (key, digest); false when OpenSSL failed (out unusable). */
+static bool mac(const skey *k, const uint8_t key[32], const uint8_t digest[32],
                 uint8_t out[CACHE_SIG_LEN]) {
   static const char hexd[] = "0123456789abcdef";
   char msg[sizeof "compiled-artifact-v1\n" + 64 + 1 + 64];
@@ -155,16 +177,20 @@ static void mac(const skey *k, const uint8_t key[32], const uint8_t digest[32],
     msg[n++] = hexd[digest[i] >> 4];
     msg[n++] = hexd[digest[i] & 15];
   }
-  unsigned int len = 0;
-  HMAC(EVP_sha256(), k->secret, (int)k->len, (const unsigned char *)msg, n, out,
-       &len);
+  size_t len = 0;
+  EVP_MAC_CTX *c = EVP_MAC_CTX_dup(k->ctx);
+  bool ok = c && EVP_MAC_update(c, (const unsigned char *)msg, n) == 1 &&
+            EVP_MAC_final(c, out, &len, CACHE_SIG_LEN) == 1 &&
+            len == CACHE_SIG_LEN;
+  EVP_MAC_CTX_free(c);
+  return ok;
 }
 
-void signer_sign(const signer *s, const uint8_t key[32],
+bool signer_sign(const signer *s, const uint8_t key[32],
                  const uint8_t digest[32], cache_sig *out) {
   memset(out, 0, sizeof *out);
-  mac(&s->k[0], key, digest, out->mac);
   snprintf(out->key_id, sizeof out->key_id, "%s", s->k[0].id);
+  return mac(&s->k[0], key, digest, out->mac);
 }
 
 sign_check signer_verify(const signer *s, const uint8_t key[32],
@@ -174,7 +200,8 @@ sign_check signer_verify(const signer *s, const uint8_t key[32],
   for (int i = 0; i < s->n; i++)
     if (!strcmp(s->k[i].id, sig->key_id)) {
       uint8_t want[CACHE_SIG_LEN];
-      mac(&s->k[i], key, digest, want);
+      if (!mac(&s->k[i], key, digest, want))
+        return SIGN_BAD;
       return CRYPTO_memcmp(want, sig->mac, CACHE_SIG_LEN) == 0 ? SIGN_OK
                                                                : SIGN_BAD;
     }

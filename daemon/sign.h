@@ -23,6 +23,7 @@
 #ifndef DAEMON_SIGN_H
 #define DAEMON_SIGN_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -38,8 +39,9 @@ void signer_free(signer *s);
 const char *signer_key_id(const signer *s);
 int signer_count(const signer *s);
 
-/* Signs (key, digest) with the first key. */
-void signer_sign(const signer *s, const uint8_t key[32],
+/* Signs (key, digest) with the first key; false when OpenSSL failed (the
+ * artifact then goes unsigned). */
+bool signer_sign(const signer *s, const uint8_t key[32],
                  const uint8_t digest[32], cache_sig *out);
 
 typedef enum sign_check {

@@ -17,6 +17,7 @@
 #include <string.h>
 #include <sys/socket.h>
 #include <sys/time.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "daemon/log.h"
@@ -61,6 +62,10 @@ tls_server *tls_new(const char *cert, const char *key, const char *client_ca,
     return NULL;
   }
   SSL_CTX_set_min_proto_version(t->ctx, TLS1_2_VERSION);
+  /* SSL_read returns after a record with no data (a session ticket, a key
+   * update) instead of blocking for the next: the pump must go back to
+   * poll, or the other direction stalls */
+  SSL_CTX_clear_mode(t->ctx, SSL_MODE_AUTO_RETRY);
   SSL_CTX_set_alpn_select_cb(t->ctx, select_h2, NULL);
   if (SSL_CTX_use_certificate_chain_file(t->ctx, cert) != 1) {
     ssl_message("--tls-cert", cert, err, errlen);
@@ -97,7 +102,6 @@ void tls_free(tls_server *t) {
 
 typedef struct bridge {
   SSL_CTX *ctx;
-  SSL *ssl; /* client side: already connected */
   int tcp, plain;
 } bridge;
 
@@ -162,20 +166,6 @@ static void pump(SSL *ssl, int tcp, int plain) {
   free(buf);
 }
 
-/* Client side: the handshake is done; copy, then clean up. */
-static void *run_client_bridge(void *arg) {
-  bridge *b = arg;
-  pump(b->ssl, b->tcp, b->plain);
-  SSL_shutdown(b->ssl);
-  SSL_free(b->ssl);
-  SSL_CTX_free(b->ctx);
-  ERR_clear_error();
-  close(b->plain);
-  close(b->tcp);
-  free(b);
-  return NULL;
-}
-
 static void *run_bridge(void *arg) {
   bridge *b = arg;
   set_blocking(b->tcp);
@@ -204,7 +194,7 @@ static void *run_bridge(void *arg) {
 }
 
 /* Starts fn(b) on a detached thread with a small stack; 0 or -1. */
-static int start_thread(void *(*fn)(void *), bridge *b) {
+static int start_thread(void *(*fn)(void *), void *b) {
   pthread_attr_t at;
   pthread_t th;
   if (pthread_attr_init(&at) != 0)
@@ -221,7 +211,6 @@ int tls_bridge(tls_server *t, int tcp_fd, int plain_fd) {
   int rc = -1;
   if (b) {
     b->ctx = t->ctx;
-    b->ssl = NULL;
     b->tcp = tcp_fd;
     b->plain = plain_fd;
     rc = start_thread(run_bridge, b);
@@ -270,69 +259,148 @@ static int tcp_connect(const char *host, int port, int timeout_ms, char *err,
   return fd;
 }
 
-int tls_client_connect(const char *host, int port, const char *ca,
-                       int timeout_ms, char *err, size_t errlen) {
-  int tcp = tcp_connect(host, port, timeout_ms, err, errlen);
-  if (tcp < 0)
-    return -1;
-  SSL_CTX *ctx = SSL_CTX_new(TLS_client_method());
+/* A client connection: set up and run on a thread of its own (OpenSSL
+ * keeps per-thread state, freed when a thread exits normally, which the
+ * compile workers asking for connections never do), while the asking
+ * thread waits for the handshake's outcome. */
+typedef struct client_bridge {
+  pthread_mutex_t mu;
+  pthread_cond_t cv;
+  int state; /* 0: connecting; 1: bridged; -1: failed */
+  int refs;  /* the thread and the asker */
+  char err[1024];
+  char host[256], ca[1024];
+  int port, timeout_ms, plain;
+} client_bridge;
+
+static void client_unref(client_bridge *cb) {
+  pthread_mutex_lock(&cb->mu);
+  int left = --cb->refs;
+  pthread_mutex_unlock(&cb->mu);
+  if (left)
+    return;
+  pthread_mutex_destroy(&cb->mu);
+  pthread_cond_destroy(&cb->cv);
+  free(cb);
+}
+
+static void client_done(client_bridge *cb, int state, const char *fail) {
+  pthread_mutex_lock(&cb->mu);
+  cb->state = state;
+  if (fail) {
+    char why[256] = "";
+    unsigned long e = ERR_get_error();
+    if (e)
+      ERR_error_string_n(e, why, sizeof why);
+    snprintf(cb->err, sizeof cb->err, "%s:%d: %s%s%s", cb->host, cb->port, fail,
+             why[0] ? ": " : "", why);
+  }
+  pthread_cond_signal(&cb->cv);
+  pthread_mutex_unlock(&cb->mu);
+}
+
+static void *run_client(void *arg) {
+  client_bridge *cb = arg;
+  char err[400];
+  SSL_CTX *ctx = NULL;
   SSL *ssl = NULL;
-  int sv[2] = {-1, -1};
-  const char *fail = "out of memory";
-  if (!ctx)
+  int tcp = tcp_connect(cb->host, cb->port, cb->timeout_ms, err, sizeof err);
+  const char *fail = tcp < 0 ? err : "out of memory";
+  if (tcp < 0 || !(ctx = SSL_CTX_new(TLS_client_method())))
     goto out;
   SSL_CTX_set_min_proto_version(ctx, TLS1_2_VERSION);
+  SSL_CTX_clear_mode(ctx, SSL_MODE_AUTO_RETRY); /* see tls_new */
   SSL_CTX_set_verify(ctx, SSL_VERIFY_PEER, NULL);
-  if ((ca && *ca) ? SSL_CTX_load_verify_locations(ctx, ca, NULL) != 1
-                  : SSL_CTX_set_default_verify_paths(ctx) != 1) {
+  if (cb->ca[0] ? SSL_CTX_load_verify_locations(ctx, cb->ca, NULL) != 1
+                : SSL_CTX_set_default_verify_paths(ctx) != 1) {
     fail = "cannot load the CA";
     goto out;
   }
   if (!(ssl = SSL_new(ctx)) || SSL_set_fd(ssl, tcp) != 1)
     goto out;
   unsigned char ip[16];
-  bool is_ip =
-      inet_pton(AF_INET, host, ip) == 1 || inet_pton(AF_INET6, host, ip) == 1;
-  if (is_ip)
-    X509_VERIFY_PARAM_set1_ip_asc(SSL_get0_param(ssl), host);
-  else {
-    SSL_set1_host(ssl, host);
-    SSL_set_tlsext_host_name(ssl, host);
+  if (inet_pton(AF_INET, cb->host, ip) == 1 ||
+      inet_pton(AF_INET6, cb->host, ip) == 1) {
+    X509_VERIFY_PARAM_set1_ip_asc(SSL_get0_param(ssl), cb->host);
+  } else {
+    SSL_set1_host(ssl, cb->host);
+    SSL_set_tlsext_host_name(ssl, cb->host);
   }
-  set_timeout(tcp, (timeout_ms + 999) / 1000);
+  set_timeout(tcp, (cb->timeout_ms + 999) / 1000);
   if (SSL_connect(ssl) != 1) {
     fail = "TLS handshake failed";
     goto out;
   }
   set_timeout(tcp, 0);
-  if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) != 0) {
-    fail = "no socketpair";
-    goto out;
-  }
-  bridge *b = malloc(sizeof *b);
-  if (!b)
-    goto out;
-  *b = (bridge){.ctx = ctx, .ssl = ssl, .tcp = tcp, .plain = sv[1]};
-  if (start_thread(run_client_bridge, b) != 0) {
-    free(b);
-    fail = "no thread";
-    goto out;
-  }
-  return sv[0];
-out:;
-  char why[256] = "";
-  unsigned long e = ERR_get_error();
-  if (e)
-    ERR_error_string_n(e, why, sizeof why);
+  client_done(cb, 1, NULL);
+  pump(ssl, tcp, cb->plain);
+  SSL_shutdown(ssl);
+  fail = NULL;
+out:
+  if (fail)
+    client_done(cb, -1, fail);
   ERR_clear_error();
-  snprintf(err, errlen, "%s:%d: %s%s%s", host, port, fail, why[0] ? ": " : "",
-           why);
   SSL_free(ssl);
   SSL_CTX_free(ctx);
-  close(tcp);
-  if (sv[0] >= 0) {
+  if (tcp >= 0)
+    close(tcp);
+  close(cb->plain);
+  client_unref(cb);
+  return NULL;
+}
+
+int tls_client_connect(const char *host, int port, const char *ca,
+                       int timeout_ms, char *err, size_t errlen) {
+  int sv[2];
+  if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) != 0) {
+    snprintf(err, errlen, "%s:%d: no socketpair: %s", host, port,
+             strerror(errno));
+    return -1;
+  }
+  client_bridge *cb = calloc(1, sizeof *cb);
+  if (!cb) {
+    snprintf(err, errlen, "out of memory");
     close(sv[0]);
     close(sv[1]);
+    return -1;
   }
-  return -1;
+  pthread_mutex_init(&cb->mu, NULL);
+  pthread_cond_init(&cb->cv, NULL);
+  cb->refs = 2;
+  snprintf(cb->host, sizeof cb->host, "%s", host);
+  snprintf(cb->ca, sizeof cb->ca, "%s", ca ? ca : "");
+  cb->port = port;
+  cb->timeout_ms = timeout_ms;
+  cb->plain = sv[1];
+  if (start_thread(run_client, cb) != 0) {
+    snprintf(err, errlen, "%s:%d: no thread", host, port);
+    close(sv[0]);
+    close(sv[1]);
+    pthread_mutex_destroy(&cb->mu);
+    pthread_cond_destroy(&cb->cv);
+    free(cb);
+    return -1;
+  }
+  /* the connect and the handshake each have timeout_ms */
+  struct timespec until;
+  clock_gettime(CLOCK_REALTIME, &until);
+  int64_t ns = until.tv_nsec + (int64_t)(2 * timeout_ms + 1000) * 1000000;
+  until.tv_sec += (time_t)(ns / 1000000000);
+  until.tv_nsec = (long)(ns % 1000000000);
+  pthread_mutex_lock(&cb->mu);
+  while (cb->state == 0 &&
+         pthread_cond_timedwait(&cb->cv, &cb->mu, &until) != ETIMEDOUT)
+    ;
+  int state = cb->state;
+  if (state < 0)
+    snprintf(err, errlen, "%s", cb->err);
+  else if (state == 0)
+    snprintf(err, errlen, "%s:%d: no TLS connection in time", host, port);
+  pthread_mutex_unlock(&cb->mu);
+  client_unref(cb);
+  if (state != 1) {
+    close(sv[0]); /* a late handshake finds nobody and ends */
+    return -1;
+  }
+  return sv[0];
 }

@@ -219,7 +219,10 @@ def test_read_tokens_get_shared_hits_but_never_compile(daemon, redis, tmp_path):
     req = compile_request(variant(gm, "shared"))
     with concurrent.futures.ThreadPoolExecutor(2) as ex:
         fa = ex.submit(compile_on, a, req, comp)
-        time.sleep(0.3)
+        deadline = time.time() + 30  # until a holds the lease
+        while not redis.cli("--scan", "--pattern", "compiled:v1:lease:*").stdout.strip():
+            assert time.time() < deadline
+            time.sleep(0.02)
         rb = compile_on(b, req, read)
         ra = fa.result()
     assert ra.served == compiled_pb2.SERVED_COMPILED
