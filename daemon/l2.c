@@ -12,6 +12,7 @@
 #include <time.h>
 #include <zstd.h>
 
+#include "compiler/key.h"
 #include "daemon/log.h"
 #include "daemon/tls.h"
 
@@ -52,13 +53,9 @@ static int64_t now_us(void) {
 
 static void hexkey(const char *prefix, const uint8_t key[32], char *out,
                    size_t n) {
-  static const char hx[] = "0123456789abcdef";
-  size_t p = (size_t)snprintf(out, n, "%s", prefix);
-  for (int i = 0; i < 32 && p + 2 < n; i++) {
-    out[p++] = hx[key[i] >> 4];
-    out[p++] = hx[key[i] & 15];
-  }
-  out[p] = '\0';
+  char hex[GC_HEX_LEN];
+  gc_digest_hex(key, hex);
+  snprintf(out, n, "%s%s", prefix, hex);
 }
 
 l2 *l2_new(const l2_config *cfg, char *err, size_t errlen) {

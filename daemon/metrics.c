@@ -17,6 +17,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "client/lib/rpc.h"
 #include "daemon/daemon.h"
 #include "daemon/log.h"
 
@@ -65,32 +66,11 @@ static void one(text *t, const char *name, const char *type, const char *help,
   put(t, "compiled_%s %.17g\n", name, v);
 }
 
-static const char *const code_names[] = {
-    "OK",
-    "CANCELLED",
-    "UNKNOWN",
-    "INVALID_ARGUMENT",
-    "DEADLINE_EXCEEDED",
-    "NOT_FOUND",
-    "ALREADY_EXISTS",
-    "PERMISSION_DENIED",
-    "RESOURCE_EXHAUSTED",
-    "FAILED_PRECONDITION",
-    "ABORTED",
-    "OUT_OF_RANGE",
-    "UNIMPLEMENTED",
-    "INTERNAL",
-    "UNAVAILABLE",
-    "DATA_LOSS",
-    "UNAUTHENTICATED",
-};
-
 static void request_line(void *arg, const char *method, int code, uint64_t n) {
   text *t = arg;
   const char *name = method ? strrchr(method, '/') : NULL;
   put(t, "compiled_requests_total{method=\"%s\",code=\"%s\"} %llu\n",
-      name ? name + 1 : "unknown",
-      code >= 0 && code < 17 ? code_names[code] : "UNKNOWN",
+      name ? name + 1 : "unknown", rpc_code_name((grpc_status_code)code),
       (unsigned long long)n);
 }
 

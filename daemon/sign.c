@@ -13,6 +13,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "compiler/key.h"
+
 #define SECRET_MIN 32
 #define SECRET_MAX 128
 
@@ -163,20 +165,11 @@ int signer_count(const signer *s) {
 /* The HMAC of (key, digest); false when OpenSSL failed (out unusable). */
 static bool mac(const skey *k, const uint8_t key[32], const uint8_t digest[32],
                 uint8_t out[CACHE_SIG_LEN]) {
-  static const char hexd[] = "0123456789abcdef";
-  char msg[sizeof "compiled-artifact-v1\n" + 64 + 1 + 64];
-  size_t n = 0;
-  memcpy(msg, "compiled-artifact-v1\n", 21);
-  n = 21;
-  for (int i = 0; i < 32; i++) {
-    msg[n++] = hexd[key[i] >> 4];
-    msg[n++] = hexd[key[i] & 15];
-  }
-  msg[n++] = '\n';
-  for (int i = 0; i < 32; i++) {
-    msg[n++] = hexd[digest[i] >> 4];
-    msg[n++] = hexd[digest[i] & 15];
-  }
+  char kh[GC_HEX_LEN], dh[GC_HEX_LEN], msg[32 + 2 * GC_HEX_LEN];
+  gc_digest_hex(key, kh);
+  gc_digest_hex(digest, dh);
+  size_t n =
+      (size_t)snprintf(msg, sizeof msg, "compiled-artifact-v1\n%s\n%s", kh, dh);
   size_t len = 0;
   EVP_MAC_CTX *c = EVP_MAC_CTX_dup(k->ctx);
   bool ok = c && EVP_MAC_update(c, (const unsigned char *)msg, n) == 1 &&
