@@ -96,6 +96,30 @@ def __getattr__(name):
 def __dir__():
     return sorted(set(globals()) | set(_LAZY))
 
+
+def _prefetch():
+    """Import compile()'s modules (grpc: ~0.1 s, most of it ssl) on a
+    background thread, so a job that imports compiled and then builds its
+    model finds them loaded at its first compile() instead of waiting for
+    them. $COMPILED_PREFETCH=0 turns this off (e.g. for a process that forks
+    right after importing compiled). Failures are ignored: the import on
+    first use reports them."""
+    import os
+    if os.environ.get("COMPILED_PREFETCH", "1") == "0":
+        return
+
+    def run():
+        try:
+            import importlib
+            importlib.import_module(".frontend", __name__)
+        except Exception:
+            pass
+    import threading
+    threading.Thread(target=run, name="compiled-prefetch", daemon=True).start()
+
+
+_prefetch()
+
 __all__ = [
     "ArtifactError",
     "CaptureError",

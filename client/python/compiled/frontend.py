@@ -392,7 +392,8 @@ class CompiledFunction:
                 key = entry = None
             if entry is None or (entry.__class__ is _Eager
                                  and time.monotonic() >= entry.retry_at):
-                entry = self._compile_for(args, state, flat, entry)
+                with _capture.paused_gc():
+                    entry = self._compile_for(args, state, flat, entry)
                 if key is not None:
                     self._entries[key] = entry
             return entry, state, flat
@@ -430,7 +431,7 @@ class CompiledFunction:
             return _Eager(delay)
         self.compiles += 1
         program = runtime.load(data, constants=list(captured.constants.values()),
-                               out_spec=_output_spec(captured.fx_graph))
+                               out_spec=captured.out_spec)
         self._check_inputs(program, len(state), len(flat))
         self.programs.append(program)
         _log.debug("compiled %s: program %d for a new signature (key %s, %s, grad=%s)",
@@ -493,12 +494,6 @@ def _user_stacklevel() -> int:
 def _kind_names(kinds: List[int]) -> str:
     return "[" + ", ".join(graph_pb2.InputKind.Name(k).replace("INPUT_KIND_", "").lower()
                            for k in kinds) + "]"
-
-
-def _output_spec(gm: torch.fx.GraphModule) -> pytree.TreeSpec:
-    """The pytree structure of what the traced function returns."""
-    output = next(n for n in gm.graph.nodes if n.op == "output")
-    return pytree.tree_flatten(output.args[0])[1]
 
 
 class _fork_rng:

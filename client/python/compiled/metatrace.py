@@ -1,0 +1,591 @@
+"""Capture without computing: trace a program on shape-only tensors.
+
+:func:`compiled.capture.trace` runs a program twice on real data (make_fx in
+real mode, then a replay for the metadata): a resnet50 at batch 2 costs
+several eager calls before its first compiled result. This module traces it
+once, on tensors that have sizes, strides, dtypes and a device but no data,
+and records the same graph make_fx would record, with every value's
+metadata taken when the value is produced. resnet50: about 15 ms instead of
+0.5 s.
+
+How it works
+------------
+The program runs under :class:`_Tracer`, a ``TorchDispatchMode``, on
+:class:`ShapeTensor` inputs: wrapper tensors that report the caller's device
+(``cpu``) and layout to Python code but hold a ``meta`` tensor inside.
+Every ATen call reaches the mode, which, like make_fx's proxy mode,
+
+- decomposes CompositeImplicitAutograd operators (``func.decompose``);
+- turns ``lift_fresh`` into ``lift_fresh_copy``;
+- runs the operator on the meta tensors (factories with their device
+  replaced by ``meta``), which computes the output sizes and strides with
+  the same meta functions real kernels use for their outputs;
+- records an FX node with the operator's own arguments, ``getitem`` nodes
+  for the tensors of a tuple or list result, ``get_attr`` nodes for real
+  tensors the program reaches (``_tensor_constant<i>``, as make_fx names
+  them), and the metadata of each result;
+- returns the input wrapper itself for results that are inputs (in-place
+  and ``out=`` operators), so later uses refer to the new node, as in
+  make_fx.
+
+When the trace cannot vouch for the graph
+-----------------------------------------
+:class:`Untrusted` is raised and the caller takes the real trace instead
+(and logs why at debug level), so a program is never captured differently
+from what make_fx on real data records. That happens when
+
+- an operator's result depends on tensor values (tagged
+  ``data_dependent_output`` or ``dynamic_output_shape``, a ``.item()``, a
+  Python ``bool`` of a tensor, an operator returning a number): real data
+  would decide the graph;
+- an operator has no meta function (except a short list of operators whose
+  output shapes never depend on values, run on zero-filled tensors of the
+  same layout instead, see :data:`_RUN_ON_ZEROS`);
+- anything raises (an error in the program: the real trace raises the
+  error users expect);
+- Python code reads data (``data_ptr()``, ``storage()``, ``numpy()``);
+- a value requires grad (this path serves inference captures; autograd
+  metadata comes from the real trace);
+- an input is not a strided CPU tensor.
+
+The stack trace and module path of every node are recorded as in the real
+trace.
+"""
+
+from __future__ import annotations
+
+import operator
+import weakref
+from typing import Any, Dict, List, Optional, Tuple
+
+import torch
+import torch.fx
+import torch.utils._pytree as pytree
+from torch.utils._mode_utils import no_dispatch
+from torch.utils._python_dispatch import TorchDispatchMode
+
+__all__ = ["ShapeTensor", "Untrusted", "eligible", "trace"]
+
+_aten = torch.ops.aten
+_META = torch.device("meta")
+_CPU = torch.device("cpu")
+_DATA_DEPENDENT = torch.Tag.data_dependent_output
+_DYNAMIC_SHAPE = torch.Tag.dynamic_output_shape
+
+# Operators without a meta function in torch 1.13 whose result layout is a
+# function of the input layouts and the non-tensor arguments alone (never of
+# tensor values): run on zero-filled tensors to learn the output metadata.
+# These are the fused inference paths nn.MultiheadAttention and
+# nn.TransformerEncoderLayer take under no_grad.
+_RUN_ON_ZEROS = frozenset(op for op in (
+    getattr(getattr(_aten, "_native_multi_head_attention", None), "default", None),
+    getattr(getattr(_aten, "_transformer_encoder_layer_fwd", None), "default", None),
+    getattr(getattr(_aten, "_masked_softmax", None), "default", None),
+) if op is not None)
+
+
+def _batch_norm_eval(out, args, kwargs):
+    """native_batch_norm: in eval mode the CPU kernel returns empty saved
+    statistics; the meta function returns them with C elements."""
+    training = args[5] if len(args) > 5 else kwargs.get("training")
+    if training:
+        return out
+    empty = torch.empty((0,), dtype=out[1].dtype, device=_META)
+    return (out[0], empty, torch.empty((0,), dtype=out[2].dtype, device=_META))
+
+
+# Corrections of meta functions whose result layout differs from the CPU
+# kernel's in torch 1.13: (out, args, kwargs) -> out.
+_FIXES = {
+    _aten.native_batch_norm.default: _batch_norm_eval,
+}
+
+# Operators whose meta function and CPU kernel disagree in ways not
+# corrected above (found by tests/python/metatrace_diff.py): never trusted.
+_DIFFERS = frozenset(op for op in (
+    _aten.var_mean.correction,             # strides of kept dimensions
+    _aten._linalg_slogdet.default,         # strides of empty results
+    _aten._embedding_bag_forward_only.default,  # offset2bag, max_indices sizes
+    _aten._embedding_bag.default,
+))
+
+
+def _dispatch_source(table: str, key: str) -> str:
+    """Where the kernel for dispatch ``key`` was registered ("" if none)."""
+    for line in table.splitlines():
+        if line.startswith(key + ": "):
+            return line[len(key) + 2:].split(" [", 1)[0]
+    return ""
+
+
+_META_KINDS: Dict[Any, str] = {}
+
+
+def _meta_kind(func) -> str:
+    """How far ``func``'s meta function can be trusted to lay its results out
+    as its CPU kernel does:
+
+    - "same": the Meta kernel is a structured kernel's meta function
+      (RegisterMeta.cpp; the CPU kernel runs the same code to allocate its
+      outputs), or Meta and CPU run one and the same kernel (composite
+      kernels, views);
+    - "other": a separate implementation (a Python meta registration, or a
+      composite kernel where CPU has its own): trusted only for the
+      operators and layouts in _CHECKED, verified by tests/python/
+      test_metatrace.py.
+    """
+    kind = _META_KINDS.get(func)
+    if kind is None:
+        schema = func._schema
+        name = schema.name + ("." + schema.overload_name if schema.overload_name else "")
+        table = torch._C._dispatch_dump_table(name)
+        meta, cpu = _dispatch_source(table, "Meta"), _dispatch_source(table, "CPU")
+        if meta.endswith("RegisterMeta.cpp") or "RegisterMeta.cpp:" in meta:
+            kind = "same"
+        elif meta and meta == cpu:
+            kind = "same"
+        else:
+            kind = "other"
+        _META_KINDS[func] = kind
+    return kind
+
+
+def _contiguous_inputs(args, kwargs) -> bool:
+    for v in list(args) + list(kwargs.values()):
+        if isinstance(v, torch.Tensor) and not v.is_contiguous():
+            return False
+    return True
+
+
+def _dense_input(args, kwargs) -> bool:
+    """The first argument is contiguous or channels-last contiguous."""
+    x = args[0]
+    return x.is_contiguous() or (x.dim() == 4 and x.is_contiguous(memory_format=torch.channels_last))
+
+
+def _convolution(args, kwargs) -> bool:
+    """Any layout, except for a transposed convolution (contiguous only)."""
+    transposed = args[6] if len(args) > 6 else kwargs.get("transposed", False)
+    return not transposed or _contiguous_inputs(args, kwargs)
+
+
+# Operators whose meta function is a separate implementation (see
+# _meta_kind), checked against the CPU kernel on the layouts the condition
+# admits: operator -> condition on the arguments.
+_CHECKED = {
+    _aten.convolution.default: _convolution,
+    _aten.native_batch_norm.default: _dense_input,    # with _batch_norm_eval
+    _aten.native_layer_norm.default: _contiguous_inputs,
+    _aten.roll.default: _contiguous_inputs,
+}
+
+
+class Untrusted(BaseException):
+    """The shape-only trace cannot vouch for this program's graph. A
+    BaseException, so that a program's own ``except Exception:`` around,
+    say, a ``data_ptr()`` call cannot swallow it and go on tracing."""
+
+
+class ShapeTensor(torch.Tensor):
+    """A tensor with metadata and no data: what the traced program sees.
+
+    Reports the device and layout the real tensor has; ``elem`` is a meta
+    tensor with the same sizes, strides and storage offset. Outside the
+    tracer, any operation on it raises :class:`Untrusted`.
+    """
+
+    __torch_function__ = torch._C._disabled_torch_function_impl
+
+    @staticmethod
+    def __new__(cls, elem: torch.Tensor, requires_grad: bool = False):
+        if elem.is_conj() or elem.is_neg():
+            # Python code branches on these bits, which a wrapper lacks.
+            raise Untrusted("a tensor with a lazy conjugate or negative bit")
+        t = torch.Tensor._make_wrapper_subclass(
+            cls, elem.size(), strides=elem.stride(), storage_offset=elem.storage_offset(),
+            dtype=elem.dtype, layout=torch.strided, device=_CPU, requires_grad=requires_grad)
+        t.elem = elem
+        return t
+
+    @classmethod
+    def __torch_dispatch__(cls, func, types, args=(), kwargs=None):
+        raise Untrusted(f"{func} ran on a traced tensor outside the trace")
+
+    def __repr__(self):
+        return f"ShapeTensor({tuple(self.shape)}, {self.dtype})"
+
+    # Python code that reaches the data would bake what it reads into the
+    # graph: a real trace must see it.
+    def _no_data(self, *args, **kwargs):
+        raise Untrusted("the program reads tensor data from Python (data_ptr, storage, numpy)")
+
+    data_ptr = storage = numpy = __array__ = __dlpack__ = _no_data
+
+
+def eligible(flat_inputs) -> Optional[str]:
+    """None if a shape-only trace may serve these inputs, else why not."""
+    grad = torch.is_grad_enabled()
+    for t in flat_inputs:
+        if isinstance(t, torch.Tensor):
+            if t.device.type != "cpu" or t.layout != torch.strided:
+                return f"an input on {t.device} with layout {t.layout}"
+            if grad and t.requires_grad:
+                return "grad mode is on and an input requires grad"
+    return None
+
+
+def _meta_like(t: torch.Tensor) -> torch.Tensor:
+    """A meta tensor with ``t``'s dtype, sizes, strides and storage offset."""
+    return _empty_meta(t.dtype, t.size(), t.stride(), t.storage_offset())
+
+
+class _Tracer(TorchDispatchMode):
+    """Records one FX node per ATen call on ShapeTensors; see the module
+    docstring. ``meta_of(t, where)`` builds the TensorMeta of a value.
+
+    The FX node of a value is an attribute of its ShapeTensor. Results are
+    referenced weakly until the next call (a strong reference to a factory's
+    result while its Python binding wraps it makes the binding add a
+    ``detach``, which a real trace does not see).
+    """
+
+    def __init__(self, graph: torch.fx.Graph, meta_of, annotate):
+        super().__init__()
+        self.graph = graph
+        self.meta_of = meta_of
+        self.annotate = annotate           # (nodes) -> None: stack, module
+        self.metas: Dict[tuple, Any] = {}
+        self.constants: Dict[str, torch.Tensor] = {}  # target -> real tensor
+        self._const_node: Dict[int, Tuple[torch.fx.Node, torch.Tensor, torch.Tensor]] = {}
+        self._counts = {"param": 0, "tensor": 0}
+        # (weakref to a result, value path, whether it is a view of a
+        # tensor that requires grad): requires_grad is read after autograd
+        # has set it, at the next call or at the end.
+        self.pending: List[Tuple[Any, tuple, bool]] = []
+
+    # -- values ---------------------------------------------------------------
+
+    def settle(self) -> None:
+        """Record requires_grad of the results of earlier calls."""
+        for ref, path, view_of_grad in self.pending:
+            t = ref()
+            if t.requires_grad if t is not None else view_of_grad:
+                self.metas[path].requires_grad = True
+        self.pending.clear()
+
+    def _constant(self, t: torch.Tensor):
+        """(get_attr node, meta tensor) of a real tensor the program reached."""
+        hit = self._const_node.get(id(t))
+        if hit is None:
+            if t.device.type != "cpu" or t.layout != torch.strided:
+                raise Untrusted(f"a constant on {t.device} with layout {t.layout}")
+            # make_fx's names: parameters and other tensors counted apart.
+            kind = "param" if isinstance(t, torch.nn.Parameter) else "tensor"
+            target = f"_{kind}_constant{self._counts[kind]}"
+            self._counts[kind] += 1
+            self.constants[target] = t
+            node = self.graph.create_node("get_attr", target)
+            self.metas[(node,)] = self.meta_of(t, f"constant '{target}'")
+            hit = (node, _meta_like(t), t)
+            self._const_node[id(t)] = hit
+        return hit[0], hit[1]
+
+    def _unwrap(self, value):
+        """(FX argument, value to run on meta) for one argument."""
+        if isinstance(value, torch.Tensor):
+            if type(value) is ShapeTensor:
+                node = getattr(value, "node", None)
+                if node is None or node.graph is not self.graph:
+                    raise Untrusted("a traced tensor from another trace")
+                return node, value.elem
+            return self._constant(value)
+        if isinstance(value, (list, tuple)):
+            pairs = [self._unwrap(v) for v in value]
+            return type(value)(p[0] for p in pairs), type(value)(p[1] for p in pairs)
+        if isinstance(value, torch.device):
+            if value.type != "cpu":
+                raise Untrusted(f"a device argument {value}")
+            return value, _META
+        return value, value
+
+    # -- the dispatch ---------------------------------------------------------
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        if self.pending:
+            self.settle()
+        kwargs = kwargs or {}
+        tags = func.tags
+        if _DATA_DEPENDENT in tags:
+            raise Untrusted(f"{func} reads tensor values")
+        if _DYNAMIC_SHAPE in tags and not _static_index(func, args):
+            raise Untrusted(f"{func} has a data-dependent output shape")
+        if func in _DIFFERS:
+            raise Untrusted(f"{func}: its meta function and its CPU kernel disagree")
+        if func not in _RUN_ON_ZEROS and _meta_kind(func) != "same":
+            check = _CHECKED.get(func)
+            if check is None or not check(args, kwargs):
+                raise Untrusted(f"{func}: its meta function is not the CPU kernel's "
+                                "(checked operators and layouts only)")
+        with self:
+            decomposed = func.decompose(*args, **kwargs)
+        if decomposed is not NotImplemented:
+            return decomposed
+        if func is _aten.lift_fresh.default:
+            func = _aten.lift_fresh_copy.default
+
+        node_args, run_args = self._unwrap(args)
+        node_kwargs, run_kwargs = {}, {}
+        for k, v in kwargs.items():
+            node_kwargs[k], run_kwargs[k] = self._unwrap(v)
+        if _has_device_arg(func) and kwargs.get("device") is None and not _has_tensor(args):
+            run_kwargs["device"] = _META
+        try:
+            out = func(*run_args, **run_kwargs)
+        except NotImplementedError as e:
+            if func not in _RUN_ON_ZEROS:
+                raise Untrusted(f"{func} has no meta function ({str(e).splitlines()[0]})") from None
+            out = _run_on_zeros(func, run_args, run_kwargs)
+        except Untrusted:
+            raise
+        except Exception as e:
+            raise Untrusted(f"{func} raised {type(e).__name__}: {e}") from None
+        fix = _FIXES.get(func)
+        if fix is not None:
+            out = fix(out, args, kwargs)
+
+        node = self.graph.create_node("call_function", func, node_args, node_kwargs,
+                                      name=func.overloadpacket.__name__)
+        new_nodes = [node]
+        inputs = _input_elems(args, kwargs)
+        view_of_grad = _is_view(func) and any(t.requires_grad for t in inputs.values())
+        if isinstance(out, torch.Tensor):
+            result = self._result(out, inputs, node, (node,), view_of_grad, func)
+        elif isinstance(out, (tuple, list)):
+            items = []
+            for i, item in enumerate(out):
+                if isinstance(item, torch.Tensor):
+                    get = self.graph.create_node("call_function", operator.getitem, (node, i), {},
+                                                 name="getitem")
+                    new_nodes.append(get)
+                    items.append(self._result(item, inputs, get, (node, i), view_of_grad, func))
+                elif item is None:
+                    items.append(None)
+                else:
+                    raise Untrusted(f"{func} returned a {type(item).__name__}")
+            result = type(out)(items)
+        elif out is None:
+            result = None
+        else:
+            raise Untrusted(f"{func} returned a {type(out).__name__}, a value of the data")
+        self.annotate(new_nodes)
+        return result
+
+    def _result(self, elem: torch.Tensor, inputs: Dict[int, torch.Tensor], node, path,
+                view_of_grad: bool, func):
+        """The ShapeTensor the program gets for ``elem``, bound to ``node``."""
+        t = inputs.get(id(elem))
+        if t is None:
+            t = ShapeTensor(elem)
+        elif (t.size() != elem.size() or t.stride() != elem.stride()
+              or t.storage_offset() != elem.storage_offset()):
+            # An in-place view or a resized out= argument: the wrapper
+            # follows its meta tensor.
+            try:
+                with no_dispatch():
+                    t.as_strided_(elem.size(), elem.stride(), elem.storage_offset())
+            except RuntimeError:
+                raise Untrusted(f"{func} grows a tensor beyond its storage") from None
+        t.node = node
+        self.metas[path] = self.meta_of(t, f"node '{node.name}'")
+        self.pending.append((weakref.ref(t), path, view_of_grad))
+        return t
+
+
+_VIEWS: Dict[Any, bool] = {}
+
+
+def _is_view(func) -> bool:
+    """Whether ``func`` returns a view of an input (an alias it does not
+    write): under no_grad such a view of a tensor requiring grad requires
+    grad too."""
+    v = _VIEWS.get(func)
+    if v is None:
+        v = _VIEWS[func] = any(r.alias_info is not None and not r.alias_info.is_write
+                               for r in func._schema.returns)
+    return v
+
+
+def _has_tensor(args) -> bool:
+    for a in args:
+        if isinstance(a, torch.Tensor):
+            return True
+        if isinstance(a, (list, tuple)) and _has_tensor(a):
+            return True
+    return False
+
+
+_DEVICE_ARG: Dict[Any, bool] = {}
+
+
+def _has_device_arg(func) -> bool:
+    has = _DEVICE_ARG.get(func)
+    if has is None:
+        has = _DEVICE_ARG[func] = any(a.name == "device" for a in func._schema.arguments)
+    return has
+
+
+def _static_index(func, args) -> bool:
+    """aten.index with integer index tensors only: its shape is known."""
+    if func is not _aten.index.Tensor or len(args) < 2:
+        return False
+    return all(i is None or (isinstance(i, torch.Tensor)
+                             and not (i.dtype is torch.bool or i.dtype is torch.uint8))
+               for i in args[1])
+
+
+def _input_elems(args, kwargs) -> Dict[int, torch.Tensor]:
+    """id(meta elem) -> ShapeTensor, for the ShapeTensors among the args."""
+    found: Dict[int, torch.Tensor] = {}
+
+    def visit(v):
+        if type(v) is ShapeTensor:
+            found[id(v.elem)] = v
+        elif isinstance(v, (list, tuple)):
+            for x in v:
+                visit(x)
+    visit(args)
+    visit(tuple(kwargs.values()))
+    return found
+
+
+_ZEROS_MEMO: Dict[Any, Any] = {}
+_ZEROS_MEMO_MAX = 256
+
+
+def _layout_key(v):
+    """A hashable description of an argument: the layout of a tensor, the
+    value of anything else."""
+    if isinstance(v, torch.Tensor):
+        return ("T", v.dtype, tuple(v.size()), v.stride(), v.storage_offset())
+    if isinstance(v, (list, tuple)):
+        return (type(v).__name__,) + tuple(_layout_key(x) for x in v)
+    return v
+
+
+def _run_on_zeros(func, args, kwargs):
+    """Run ``func`` on zero-filled CPU tensors laid out as the meta ones;
+    return meta tensors laid out as its results. The result layouts of these
+    operators depend on the argument layouts and values alone, so they are
+    remembered per (operator, arguments): a 12-layer transformer pays once."""
+    try:
+        key = (func, _layout_key(args), _layout_key(tuple(sorted(kwargs.items()))))
+        hash(key)
+    except TypeError:
+        key = None
+    layouts = _ZEROS_MEMO.get(key) if key is not None else None
+    if layouts is None:
+        def real(v):
+            if isinstance(v, torch.Tensor):
+                span = 1 + v.storage_offset() + sum((s - 1) * st for s, st in
+                                                    zip(v.size(), v.stride()) if s > 0)
+                return torch.zeros(span, dtype=v.dtype).as_strided(v.size(), v.stride(),
+                                                                   v.storage_offset())
+            if isinstance(v, (list, tuple)):
+                return type(v)(real(x) for x in v)
+            if isinstance(v, torch.device):
+                return _CPU
+            return v
+        with torch.no_grad():
+            out = func(*real(args), **{k: real(v) for k, v in kwargs.items()})
+        layouts = pytree.tree_map(lambda v: _layout_key(v) if isinstance(v, torch.Tensor) else v,
+                                  out)
+        if key is not None:
+            if len(_ZEROS_MEMO) >= _ZEROS_MEMO_MAX:
+                _ZEROS_MEMO.clear()
+            _ZEROS_MEMO[key] = layouts
+
+    def meta(v):
+        if isinstance(v, tuple) and v and v[0] == "T":
+            _, dtype, size, stride, offset = v
+            return _empty_meta(dtype, size, stride, offset)
+        if isinstance(v, (list, tuple)):
+            return type(v)(meta(x) for x in v)
+        return v
+    return meta(layouts)
+
+
+def _empty_meta(dtype, size, stride, offset):
+    """A meta tensor with this dtype, sizes, strides and storage offset."""
+    span = offset + 1 + sum((s - 1) * st for s, st in zip(size, stride) if s > 0)
+    if 0 in size:
+        span = offset + 1
+    return torch.empty((span,), dtype=dtype, device=_META).as_strided(size, stride, offset)
+
+
+def trace(fn, module, state_paths, n_state, user_spec, flat_real, meta_of, annotator_factory,
+          watch_grad_mode):
+    """Trace ``fn`` (or ``module``) on ShapeTensors standing for
+    ``flat_real`` (state then user leaves).
+
+    Returns (graph, constants, metas, out_spec, placeholders).
+    ``meta_of(t, where)`` builds a TensorMeta; ``annotator_factory(graph,
+    stop_code)`` returns (hooks context manager, annotate(nodes) function);
+    ``watch_grad_mode()`` is a context manager yielding the list of grad
+    mode switches the program made. Raises Untrusted.
+    """
+    graph = torch.fx.Graph()
+    flat = []
+    placeholders = []
+    for i, t in enumerate(flat_real):
+        node = graph.create_node("placeholder", f"arg{i}_1", name=f"arg{i}_1")
+        placeholders.append(node)
+        flat.append(ShapeTensor(_meta_like(t), requires_grad=t.requires_grad)
+                    if isinstance(t, torch.Tensor) else t)
+
+    def flat_fn(*flat_args):
+        user_args = pytree.tree_unflatten(list(flat_args[n_state:]), user_spec)
+        if module is None:
+            return fn(*user_args)
+        state = {path: flat_args[i] for path, i in state_paths.items()}
+        return torch.nn.utils.stateless.functional_call(module, state, tuple(user_args))
+
+    hooks, annotate = annotator_factory(graph, flat_fn.__code__)
+    tracer = _Tracer(graph, meta_of, annotate)
+    seen: Dict[int, ShapeTensor] = {}
+    for i, (node, real_t) in enumerate(zip(placeholders, flat_real)):
+        if isinstance(real_t, torch.Tensor):
+            # The same tensor twice is one object, bound (as in make_fx) to
+            # its last placeholder.
+            flat[i] = seen.setdefault(id(real_t), flat[i])
+            flat[i].node = node
+            tracer.metas[(node,)] = meta_of(real_t, f"input {node.name}")
+
+    try:
+        with watch_grad_mode() as switches, hooks, tracer:
+            result = flat_fn(*flat)
+    except Untrusted:
+        raise
+    except Exception as e:  # the real trace reports the error users expect
+        raise Untrusted(f"{type(e).__name__}: {e}") from None
+    if switches:
+        raise Untrusted(f"the program switches grad mode inside ({switches[0]})")
+    tracer.settle()
+    if torch.is_grad_enabled() and any(m.requires_grad for p, m in tracer.metas.items()
+                                       if p[0].op == "call_function"):
+        raise Untrusted("a value the program computes requires grad")
+    leaves, out_spec = pytree.tree_flatten(result)
+    out = []
+    for leaf in leaves:
+        if isinstance(leaf, torch.Tensor):
+            if type(leaf) is ShapeTensor:
+                node = getattr(leaf, "node", None)
+                if node is None or node.graph is not graph:
+                    raise Untrusted("the program returns a tensor from another trace")
+                out.append(node)
+            else:
+                out.append(tracer._constant(leaf)[0])
+        else:
+            out.append(leaf)
+    graph.output(pytree.tree_unflatten(out, out_spec))
+    return graph, tracer.constants, tracer.metas, out_spec, placeholders
+
