@@ -96,7 +96,7 @@ TESTS := $(patsubst tests/%.c,$(BUILD)/tests/%,$(TEST_SRC))
 BENCHES := $(patsubst bench/%.c,$(BUILD)/bench/%,$(BENCH_SRC))
 BUILD_ID_H := $(BUILD)/gen/build_id.h
 
-.PHONY: all demo bench-build bench-hit bench-runtime bench-models bench-bandwidth bench-compile bench-heavy test test-c test-py test-opinfo fuzz-graphs check valgrind format format-check lint asan fuzz \
+.PHONY: all demo bench-build bench-hit bench-runtime bench-models bench-bandwidth bench-startup bench-compile bench-heavy test test-c test-py test-opinfo fuzz-graphs check valgrind format format-check lint asan fuzz \
         fuzz-build bootstrap clean py-proto
 .DEFAULT_GOAL := all
 
@@ -244,6 +244,10 @@ bench-models: all $(BUILD)/bench/peakheap.so
 # Memory-bound graphs against the copy-bandwidth bound of the same run.
 bench-bandwidth: all
 	COMPILED_BUILD=$(abspath $(BUILD)) $(PYTHON) bench/bandwidth.py $(BENCH_ARGS)
+
+# A new process's wait for its first compiled result on a warm cache.
+bench-startup: all
+	COMPILED_BUILD=$(abspath $(BUILD)) $(PYTHON) bench/startup.py $(BENCH_ARGS)
 
 # Cold compiles (empty cache): request to artifact, time per pass.
 bench-compile: all

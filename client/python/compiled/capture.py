@@ -301,6 +301,7 @@ class _FrameFormatter:
         roots = {os.path.abspath(entry or os.curdir) for entry in sys.path}
         self._roots = sorted(roots, key=len, reverse=True)
         self._paths: Dict[str, Optional[str]] = {}
+        self._entries: Dict[Any, str] = {}
 
     def display_path(self, filename: str) -> Optional[str]:
         """The path to show for ``filename``, or None to hide the frame."""
@@ -324,17 +325,47 @@ class _FrameFormatter:
 
     def format(self, frame, stop_code) -> str:
         """The stack from just inside the frame running ``stop_code`` down to
-        ``frame``, outermost first, like a Python traceback."""
-        summaries = []
+        ``frame``, outermost first, as ``traceback.format_list`` writes it.
+        Each frame's text is made once per (code, line) and reused."""
+        entries = []
+        cache = self._entries
         while frame is not None and frame.f_code is not stop_code:
-            path = self.display_path(frame.f_code.co_filename)
-            if path is not None:
-                summaries.append(traceback.FrameSummary(path, frame.f_lineno, frame.f_code.co_name,
-                                                        lookup_line=False,
-                                                        line=_source_line(frame)))
+            key = (frame.f_code, frame.f_lineno)
+            entry = cache.get(key)
+            if entry is None:
+                path = self.display_path(frame.f_code.co_filename)
+                if path is None:
+                    entry = ""
+                else:
+                    line = _source_line(frame)
+                    entry = (f'  File "{path}", line {frame.f_lineno}, in {frame.f_code.co_name}\n'
+                             + (f"    {line}\n" if line else ""))
+                cache[key] = entry
+            if entry:
+                entries.append(entry)
             frame = frame.f_back
-        summaries.reverse()
-        return "".join(traceback.format_list(summaries))
+        entries.reverse()
+        return "".join(_collapse_repeats(entries))
+
+
+def _collapse_repeats(entries: List[str]) -> List[str]:
+    """traceback's rule: after three identical frames in a row, the rest
+    become one "[Previous line repeated N more times]" line."""
+    out: List[str] = []
+    last, count = None, 0
+    for entry in entries + [None]:
+        if entry is not None and entry == last:
+            count += 1
+            if count <= 3:
+                out.append(entry)
+            continue
+        if count > 3:
+            n = count - 3
+            out.append(f"  [Previous line repeated {n} more time{'s' if n > 1 else ''}]\n")
+        if entry is not None:
+            out.append(entry)
+        last, count = entry, 1
+    return out
 
 
 def _source_line(frame) -> str:
@@ -474,13 +505,13 @@ class Captured:
     constants: Dict[str, torch.Tensor]
     out_spec: Any
     method: str
-    _graph: torch.fx.Graph
+    _graph: Any
     _gm: Optional[torch.fx.GraphModule] = None
 
     @property
     def fx_graph(self) -> torch.fx.GraphModule:
         if self._gm is None:
-            self._gm = torch.fx.GraphModule(torch.nn.Module(), self._graph)
+            self._gm = torch.fx.GraphModule(torch.nn.Module(), self._graph.to_fx())
             for target, value in self.constants.items():
                 setattr(self._gm, target, value)
         return self._gm

@@ -280,6 +280,8 @@ class CompiledFunction:
         self._entries: Dict[tuple, Any] = {}   # signature -> program fn or _Eager
         self.programs: List[runtime.LoadedProgram] = []
         self.compiles = 0
+        # How the last capture traced: "meta" (shape-only) or "real".
+        self.capture_method: Optional[str] = None
         self._last_fn = None
         self._warned = False
         self._fallback_warned = False
@@ -408,6 +410,7 @@ class CompiledFunction:
         try:
             with _fork_rng():
                 captured = _capture.trace(self._fn, args)
+            self.capture_method = captured.method
         except UnsupportedCapture as e:
             # Running it eagerly is exact; compiling it could be wrong.
             if not self._fallback_warned:

@@ -54,6 +54,8 @@ trace.
 
 from __future__ import annotations
 
+import builtins
+import keyword
 import operator
 import weakref
 from typing import Any, Dict, List, Optional, Tuple
@@ -239,6 +241,61 @@ def _meta_like(t: torch.Tensor) -> torch.Tensor:
     return _empty_meta(t.dtype, t.size(), t.stride(), t.storage_offset())
 
 
+class _Node(torch.fx.Node):
+    """An FX node without FX's bookkeeping (argument maps, user lists, a
+    linked list, name deduplication): the attributes capture's encoder
+    reads. ``users`` holds the getitem nodes of a multi-output node."""
+
+    def __init__(self, graph: "_Graph", name: str, op: str, target, args=(), kwargs=None):
+        self.graph = graph
+        self.name = name
+        self.op = op
+        self.target = target
+        self._args = args
+        self._kwargs = kwargs or {}
+        self.users: Dict["_Node", None] = {}
+        self.meta: Dict[str, Any] = {}
+
+    def __repr__(self):
+        return self.name
+
+
+class _Graph:
+    """The nodes of a shape-only trace, in order; ``to_fx()`` makes a
+    torch.fx.Graph of them (for Captured.fx_graph)."""
+
+    def __init__(self):
+        self.nodes: List[_Node] = []
+
+    def create_node(self, op, target, args=(), kwargs=None, name=None) -> _Node:
+        node = _Node(self, name or str(target), op, target, args, kwargs)
+        self.nodes.append(node)
+        return node
+
+    def output(self, result) -> _Node:
+        return self.create_node("output", "output", (result,), name="output")
+
+    def to_fx(self) -> torch.fx.Graph:
+        g = torch.fx.Graph()
+        env: Dict[_Node, torch.fx.Node] = {}
+
+        def arg(v):
+            if isinstance(v, _Node):
+                return env[v]
+            if isinstance(v, (list, tuple)):
+                return type(v)(arg(x) for x in v)
+            if isinstance(v, dict):
+                return {k: arg(x) for k, x in v.items()}
+            return v
+        for n in self.nodes:
+            if n.op == "output":
+                g.output(arg(n.args[0]))
+                continue
+            env[n] = g.create_node(n.op, n.target, arg(n.args), arg(n.kwargs), name=n.name)
+            env[n].meta.update(n.meta)
+        return g
+
+
 class _Tracer(TorchDispatchMode):
     """Records one FX node per ATen call on ShapeTensors; see the module
     docstring. ``meta_of(t, where)`` builds the TensorMeta of a value.
@@ -249,7 +306,7 @@ class _Tracer(TorchDispatchMode):
     ``detach``, which a real trace does not see).
     """
 
-    def __init__(self, graph: torch.fx.Graph, meta_of, annotate):
+    def __init__(self, graph: _Graph, meta_of, annotate):
         super().__init__()
         self.graph = graph
         self.meta_of = meta_of
@@ -258,12 +315,23 @@ class _Tracer(TorchDispatchMode):
         self.constants: Dict[str, torch.Tensor] = {}  # target -> real tensor
         self._const_node: Dict[int, Tuple[torch.fx.Node, torch.Tensor, torch.Tensor]] = {}
         self._counts = {"param": 0, "tensor": 0}
+        self._names: Dict[str, int] = {}
         # (weakref to a result, value path, whether it is a view of a
         # tensor that requires grad): requires_grad is read after autograd
         # has set it, at the next call or at the end.
         self.pending: List[Tuple[Any, tuple, bool]] = []
 
     # -- values ---------------------------------------------------------------
+
+    def _name(self, base: str) -> str:
+        """FX's names (add, add_1, ...), counted here: FX finds a free
+        suffix by trying 1, 2, ... in turn, quadratic in a graph with a
+        thousand getitems."""
+        n = self._names.get(base, 0)
+        if n == 0 and base in _RESERVED:  # FX never names a node `abs`
+            n = 1
+        self._names[base] = n + 1
+        return f"{base}_{n}" if n else base
 
     def settle(self) -> None:
         """Record requires_grad of the results of earlier calls."""
@@ -326,10 +394,11 @@ class _Tracer(TorchDispatchMode):
             if check is None or not check(args, kwargs):
                 raise Untrusted(f"{func}: its meta function is not the CPU kernel's "
                                 "(checked operators and layouts only)")
-        with self:
-            decomposed = func.decompose(*args, **kwargs)
-        if decomposed is not NotImplemented:
-            return decomposed
+        if _decomposes(func):
+            with self:
+                decomposed = func.decompose(*args, **kwargs)
+            if decomposed is not NotImplemented:
+                return decomposed
         if func is _aten.lift_fresh.default:
             func = _aten.lift_fresh_copy.default
 
@@ -354,7 +423,7 @@ class _Tracer(TorchDispatchMode):
             out = fix(out, args, kwargs)
 
         node = self.graph.create_node("call_function", func, node_args, node_kwargs,
-                                      name=func.overloadpacket.__name__)
+                                      name=self._name(func.overloadpacket.__name__))
         new_nodes = [node]
         inputs = _input_elems(args, kwargs)
         view_of_grad = _is_view(func) and any(t.requires_grad for t in inputs.values())
@@ -365,7 +434,8 @@ class _Tracer(TorchDispatchMode):
             for i, item in enumerate(out):
                 if isinstance(item, torch.Tensor):
                     get = self.graph.create_node("call_function", operator.getitem, (node, i), {},
-                                                 name="getitem")
+                                                 name=self._name("getitem"))
+                    node.users[get] = None
                     new_nodes.append(get)
                     items.append(self._result(item, inputs, get, (node, i), view_of_grad, func))
                 elif item is None:
@@ -399,6 +469,28 @@ class _Tracer(TorchDispatchMode):
         self.metas[path] = self.meta_of(t, f"node '{node.name}'")
         self.pending.append((weakref.ref(t), path, view_of_grad))
         return t
+
+
+# Names FX gives a suffix from the start: keywords, builtins, and the
+# globals of the code FX generates.
+_RESERVED = frozenset(keyword.kwlist) | frozenset(vars(builtins)) | frozenset(
+    getattr(torch.fx.graph, "_custom_builtins", {"inf": 0, "nan": 0, "NoneType": 0,
+                                                "torch": 0, "device": 0, "fx_pytree": 0,
+                                                "pytree": 0}))
+
+_DECOMPOSES: Dict[Any, bool] = {}
+_IMPLICIT = torch._C.DispatchKey.CompositeImplicitAutograd
+
+
+def _decomposes(func) -> bool:
+    """Whether ``func.decompose`` may do something (make_fx calls it on
+    every operator; most have nothing to decompose)."""
+    d = _DECOMPOSES.get(func)
+    if d is None:
+        d = _DECOMPOSES[func] = (_IMPLICIT in func.py_kernels or
+                                 torch._C._dispatch_has_kernel_for_dispatch_key(func.name(),
+                                                                                _IMPLICIT))
+    return d
 
 
 _VIEWS: Dict[Any, bool] = {}
@@ -533,7 +625,7 @@ def trace(fn, module, state_paths, n_state, user_spec, flat_real, meta_of, annot
     ``watch_grad_mode()`` is a context manager yielding the list of grad
     mode switches the program made. Raises Untrusted.
     """
-    graph = torch.fx.Graph()
+    graph = _Graph()
     flat = []
     placeholders = []
     for i, t in enumerate(flat_real):
