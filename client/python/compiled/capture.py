@@ -517,20 +517,37 @@ class Captured:
         return self._gm
 
 
-def _module_state(module: torch.nn.Module):
+def _module_state(module: torch.nn.Module, owners: Optional[list] = None):
     """Parameters and buffers of ``module``.
 
     Returns (params, buffers, aliases): params and buffers are lists of
-    (path, tensor, persistent) with each tensor once, under its first path;
-    aliases maps every path under which a tensor is reachable (tied weights
-    included) to the index of its entry in params + buffers.
+    (path, tensor, persistent) with each tensor once, under its first path,
+    in ``named_parameters()`` and ``named_buffers()`` order; aliases maps
+    every path under which a tensor is reachable (tied weights included) to
+    the index of its entry in params + buffers. ``owners``, if given, gets
+    the (module, attribute) holding each entry, in the same order.
     """
-    params = [(path, p, True) for path, p in module.named_parameters()]
-    buffers = []
-    for path, b in module.named_buffers():
-        owner_path, _, attr = path.rpartition(".")
-        owner = module.get_submodule(owner_path)
-        buffers.append((path, b, attr not in owner._non_persistent_buffers_set))
+    modules = list(module.named_modules())  # what both named_* walk
+    params, buffers = [], []
+    param_owners, buffer_owners = [], []
+    seen = set()
+    for mod_path, mod in modules:
+        prefix = mod_path + "." if mod_path else ""
+        for attr, p in mod._parameters.items():
+            if p is not None and id(p) not in seen:
+                seen.add(id(p))
+                params.append((prefix + attr, p, True))
+                param_owners.append((mod, attr))
+    seen = set()
+    for mod_path, mod in modules:
+        prefix = mod_path + "." if mod_path else ""
+        for attr, b in mod._buffers.items():
+            if b is not None and id(b) not in seen:
+                seen.add(id(b))
+                buffers.append((prefix + attr, b, attr not in mod._non_persistent_buffers_set))
+                buffer_owners.append((mod, attr))
+    if owners is not None:
+        owners.extend(param_owners + buffer_owners)
     index_of = {id(t): i for i, (_, t, _) in enumerate(params + buffers)}
     aliases: Dict[str, int] = {}
     for mod_path, mod in module.named_modules(remove_duplicate=False):

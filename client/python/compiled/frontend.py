@@ -203,7 +203,8 @@ class _StateLayout:
     """
 
     def __init__(self, module: torch.nn.Module):
-        params, buffers, _ = _capture._module_state(module)
+        owners: List[Any] = []
+        params, buffers, _ = _capture._module_state(module, owners)
         self.paths = [path for path, _, _ in params] + [path for path, _, _ in buffers]
         self.num_params = len(params)
         scope: Dict[str, Any] = {}
@@ -225,9 +226,7 @@ class _StateLayout:
                     checks.append(f"{bind(m._modules, '_D')}[{child_name!r}] is not "
                                   f"{bind(child, '_M')}")
         reads = []
-        for i, path in enumerate(self.paths):
-            owner_path, _, attr = path.rpartition(".")
-            owner = module.get_submodule(owner_path)
+        for i, (owner, attr) in enumerate(owners):
             table = owner._parameters if i < self.num_params else owner._buffers
             reads.append(f"{bind(table, '_T')}[{attr!r}]")
         flags = [f"{bind(m, '_M')}.training" for m in modules]
@@ -288,6 +287,7 @@ class CompiledFunction:
 
         self._lock = threading.RLock()
         self._layout = _StateLayout(self._module) if self._module is not None else None
+        self._layout_fresh = True  # built just now: the first lookup need not rebuild it
         self._bind_signature = None
         try:
             self.__wrapped__ = fn_or_module
@@ -377,11 +377,13 @@ class CompiledFunction:
         fallback). Re-reads the module's layout first: a changed module tree
         forgets every program."""
         with self._lock:
-            if self._module is not None:
+            if self._module is not None and not self._layout_fresh:
                 layout = _StateLayout(self._module)
                 if layout.identity != self._layout.identity:
                     self._layout = layout
                     self._entries.clear()
+            self._layout_fresh = False
+            if self._module is not None:
                 state, flags = self._layout.read()
             else:
                 state = flags = ()
