@@ -615,7 +615,7 @@ def _empty_meta(dtype, size, stride, offset):
 
 
 def trace(fn, module, state_paths, n_state, user_spec, flat_real, meta_of, annotator_factory,
-          watch_grad_mode):
+          watch_grad_mode, call_with_state):
     """Trace ``fn`` (or ``module``) on ShapeTensors standing for
     ``flat_real`` (state then user leaves).
 
@@ -623,7 +623,9 @@ def trace(fn, module, state_paths, n_state, user_spec, flat_real, meta_of, annot
     ``meta_of(t, where)`` builds a TensorMeta; ``annotator_factory(graph,
     stop_code)`` returns (hooks context manager, annotate(nodes) function);
     ``watch_grad_mode()`` is a context manager yielding the list of grad
-    mode switches the program made. Raises Untrusted.
+    mode switches the program made; ``call_with_state(module, state, args)``
+    calls the module with its parameters and buffers replaced. Raises
+    Untrusted.
     """
     graph = _Graph()
     flat = []
@@ -639,7 +641,7 @@ def trace(fn, module, state_paths, n_state, user_spec, flat_real, meta_of, annot
         if module is None:
             return fn(*user_args)
         state = {path: flat_args[i] for path, i in state_paths.items()}
-        return torch.nn.utils.stateless.functional_call(module, state, tuple(user_args))
+        return call_with_state(module, state, tuple(user_args))
 
     hooks, annotate = annotator_factory(graph, flat_fn.__code__)
     tracer = _Tracer(graph, meta_of, annotate)
