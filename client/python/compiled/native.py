@@ -53,7 +53,17 @@ from .v1 import artifact_pb2
 __all__ = ["NativeUnavailable", "available", "build", "cpu_features", "source_of"]
 
 _A = artifact_pb2
-_P = _A.PlacementKind
+
+
+class _P:
+    """The placement kinds as plain ints (an enum wrapper's attribute
+    lookup costs a microsecond, thousands of times per load)."""
+    PLACEMENT_INPUT = _A.PlacementKind.PLACEMENT_INPUT
+    PLACEMENT_ARENA = _A.PlacementKind.PLACEMENT_ARENA
+    PLACEMENT_VIEW = _A.PlacementKind.PLACEMENT_VIEW
+    PLACEMENT_OUTPUT = _A.PlacementKind.PLACEMENT_OUTPUT
+    PLACEMENT_RESULT = _A.PlacementKind.PLACEMENT_RESULT
+
 
 # The ABI the generated code speaks (compiler/codegen/cgen.h).
 ABI_VERSION = 1
@@ -373,6 +383,7 @@ class _NativeBody:
         self.arena_specs = []
         self.arena_names: List[str] = []
         self.lines = gen.lines
+        self._slots_of: Optional[Dict[int, List[int]]] = None
 
     # -- values ------------------------------------------------------------
 
@@ -448,9 +459,18 @@ class _NativeBody:
     # -- pointer slots -----------------------------------------------------
 
     def fill_slots(self, indices) -> None:
-        for i, v in enumerate(self.np.slots):
-            if i and v in indices:
-                self.lines.append(f"    _P[{i}] = {self.value(v, f'slot {i}')}.data_ptr()")
+        """Store the data pointers of the values ``indices`` (just made) in
+        the slots that hold them, in slot order."""
+        by_value = self._slots_of
+        if by_value is None:  # value -> its slots (slot 0 is reserved)
+            by_value = self._slots_of = {}
+            for i, v in enumerate(self.np.slots):
+                if i:
+                    by_value.setdefault(v, []).append(i)
+        slots = sorted(i for v in set(indices) for i in by_value.get(v, ()))
+        for i in slots:
+            v = self.np.slots[i]
+            self.lines.append(f"    _P[{i}] = {self.value(v, f'slot {i}')}.data_ptr()")
 
     # -- the body ------------------------------------------------------------
 
