@@ -337,8 +337,12 @@ class _Tracer(TorchDispatchMode):
         """Record requires_grad of the results of earlier calls."""
         for ref, path, view_of_grad in self.pending:
             t = ref()
-            if t.requires_grad if t is not None else view_of_grad:
-                self.metas[path].requires_grad = True
+            if (t.requires_grad if t is not None else view_of_grad) and \
+                    not self.metas[path].requires_grad:
+                meta = type(self.metas[path])()  # meta_of may share messages
+                meta.CopyFrom(self.metas[path])
+                meta.requires_grad = True
+                self.metas[path] = meta
         self.pending.clear()
 
     def _constant(self, t: torch.Tensor):
@@ -620,7 +624,8 @@ def trace(fn, module, state_paths, n_state, user_spec, flat_real, meta_of, annot
     ``flat_real`` (state then user leaves).
 
     Returns (graph, constants, metas, out_spec, placeholders).
-    ``meta_of(t, where)`` builds a TensorMeta; ``annotator_factory(graph,
+    ``meta_of(t, where)`` returns a TensorMeta (shared between values:
+    never changed in place); ``annotator_factory(graph,
     stop_code)`` returns (hooks context manager, annotate(nodes) function);
     ``watch_grad_mode()`` is a context manager yielding the list of grad
     mode switches the program made; ``call_with_state(module, state, args)``
