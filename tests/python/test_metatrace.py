@@ -293,3 +293,27 @@ def test_the_shape_only_trace_computes_nothing_and_draws_no_numbers():
     assert torch.equal(state, torch.get_rng_state())
     targets = [n.target for n in c.graph_module.graph.nodes]
     assert "aten::randn" in targets and any("bernoulli" in t or "dropout" in t for t in targets)
+
+
+def test_under_a_dispatch_mode_of_the_callers_own(tmp_path):
+    """With a mode already active the tracer goes on torch's mode stack
+    instead of installing itself; the graph is the same."""
+    from torch.utils._python_dispatch import TorchDispatchMode
+    seen = []
+
+    class Passthrough(TorchDispatchMode):
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+            seen.append(func)
+            return func(*args, **(kwargs or {}))
+
+    def f(t):
+        return torch.nn.functional.gelu(t * 2 + torch.tensor(1.0))
+
+    x = torch.randn(3, 4)
+    with torch.no_grad():
+        alone = capture.trace(f, (x,), method="meta").graph_module
+        with Passthrough():
+            under = capture.trace(f, (x,), method="meta").graph_module
+    assert seen  # the caller's mode saw the operators run on meta tensors
+    a, b = keys([alone, under], tmp_path)
+    assert a is not None and a == b

@@ -55,6 +55,7 @@ trace.
 from __future__ import annotations
 
 import builtins
+import contextlib
 import keyword
 import operator
 import weakref
@@ -320,6 +321,7 @@ class _Tracer(TorchDispatchMode):
         # tensor that requires grad): requires_grad is read after autograd
         # has set it, at the next call or at the end.
         self.pending: List[Tuple[Any, tuple, bool]] = []
+        self.direct = False  # installed as the C++ dispatch mode itself
 
     # -- values ---------------------------------------------------------------
 
@@ -358,9 +360,20 @@ class _Tracer(TorchDispatchMode):
             self.constants[target] = t
             node = self.graph.create_node("get_attr", target)
             self.metas[(node,)] = self.meta_of(t, f"constant '{target}'")
-            hit = (node, _meta_like(t), t)
+            hit = (node, self._unhooked(_meta_like, t), t)
             self._const_node[id(t)] = hit
         return hit[0], hit[1]
+
+    def _unhooked(self, fn, *args):
+        """fn(*args) with this mode off (it is on, when installed directly,
+        while the program's own code runs)."""
+        if not self.direct:
+            return fn(*args)
+        _set_mode(None)
+        try:
+            return fn(*args)
+        finally:
+            _set_mode(self)
 
     def _unwrap(self, value):
         """(FX argument, value to run on meta) for one argument."""
@@ -399,8 +412,11 @@ class _Tracer(TorchDispatchMode):
                 raise Untrusted(f"{func}: its meta function is not the CPU kernel's "
                                 "(checked operators and layouts only)")
         if _decomposes(func):
-            with self:
+            if self.direct:  # still the dispatch mode: inner calls come here
                 decomposed = func.decompose(*args, **kwargs)
+            else:
+                with self:
+                    decomposed = func.decompose(*args, **kwargs)
             if decomposed is not NotImplemented:
                 return decomposed
         if func is _aten.lift_fresh.default:
@@ -412,8 +428,13 @@ class _Tracer(TorchDispatchMode):
             node_kwargs[k], run_kwargs[k] = self._unwrap(v)
         if _has_device_arg(func) and kwargs.get("device") is None and not _has_tensor(args):
             run_kwargs["device"] = _META
+        if self.direct:
+            _set_mode(None)
         try:
             out = func(*run_args, **run_kwargs)
+            fix = _FIXES.get(func)
+            if fix is not None:
+                out = fix(out, args, kwargs)
         except NotImplementedError as e:
             if func not in _RUN_ON_ZEROS:
                 raise Untrusted(f"{func} has no meta function ({str(e).splitlines()[0]})") from None
@@ -422,9 +443,9 @@ class _Tracer(TorchDispatchMode):
             raise
         except Exception as e:
             raise Untrusted(f"{func} raised {type(e).__name__}: {e}") from None
-        fix = _FIXES.get(func)
-        if fix is not None:
-            out = fix(out, args, kwargs)
+        finally:
+            if self.direct:
+                _set_mode(self)
 
         node = self.graph.create_node("call_function", func, node_args, node_kwargs,
                                       name=self._name(func.overloadpacket.__name__))
@@ -618,6 +639,30 @@ def _empty_meta(dtype, size, stride, offset):
     return torch.empty((span,), dtype=dtype, device=_META).as_strided(size, stride, offset)
 
 
+_set_mode = torch._C._set_torch_dispatch_mode
+
+
+@contextlib.contextmanager
+def _installed(tracer: "_Tracer"):
+    """Make ``tracer`` the dispatch mode. With no other mode active, it is
+    installed as the C++ dispatch mode itself: torch 1.13's mode stack
+    calls a mode through a Python wrapper that pops and pushes it with a
+    generator context manager around every operator (a third of the
+    trace's cost); the tracer turns itself off around the operators it
+    runs instead. Under another mode, the stack is used as usual."""
+    if torch._C._len_torch_dispatch_stack() > 0:
+        with tracer:
+            yield
+        return
+    tracer.direct = True
+    _set_mode(tracer)
+    try:
+        yield
+    finally:
+        _set_mode(None)
+        tracer.direct = False
+
+
 def trace(fn, module, state_paths, n_state, user_spec, flat_real, meta_of, annotator_factory,
           watch_grad_mode, call_with_state):
     """Trace ``fn`` (or ``module``) on ShapeTensors standing for
@@ -660,7 +705,7 @@ def trace(fn, module, state_paths, n_state, user_spec, flat_real, meta_of, annot
             tracer.metas[(node,)] = meta_of(real_t, f"input {node.name}")
 
     try:
-        with watch_grad_mode() as switches, hooks, tracer:
+        with watch_grad_mode() as switches, hooks, _installed(tracer):
             result = flat_fn(*flat)
     except Untrusted:
         raise
