@@ -130,6 +130,33 @@ class CompileOutcome:
     result: compiled_pb2.CompileResult
 
 
+def _request_bytes(graph_module, options, target) -> bytes:
+    """A serialized CompileRequest for ``graph_module``, without copying the
+    graph into a request message first (CompileRequest(graph=...) copies
+    every node: 5-10 ms for a 700 KB densenet121 graph). Protobuf parsers
+    merge fields in any order, so the graph field (1, length-delimited) is
+    written by hand in front of the other fields."""
+    rest = compiled_pb2.CompileRequest(client=f"compiled-python/{__version__} pid={os.getpid()}")
+    if options is not None:
+        rest.options.CopyFrom(options)
+    if target is not None:
+        rest.target.CopyFrom(target)
+    graph = graph_module.SerializeToString()
+    return b"\x0a" + _varint(len(graph)) + graph + rest.SerializeToString()
+
+
+def _varint(n: int) -> bytes:
+    out = bytearray()
+    while True:
+        byte = n & 0x7F
+        n >>= 7
+        if n:
+            out.append(byte | 0x80)
+        else:
+            out.append(byte)
+            return bytes(out)
+
+
 class Client:
     """A client of one daemon. Cheap to create: the channel is shared.
 
@@ -171,7 +198,12 @@ class Client:
         if tls[1] and not tls[2]:
             raise ValueError("compiled: a TLS client certificate needs its key "
                              "(key= or COMPILED_KEY)")
-        self._stub = compiled_pb2_grpc.CompilerStub(_channel(self.address, tls))
+        channel = _channel(self.address, tls)
+        self._stub = compiled_pb2_grpc.CompilerStub(channel)
+        # Compile with the request already serialized (see _request_bytes).
+        self._compile_bytes = channel.unary_stream(
+            "/compiled.v1.Compiler/Compile", request_serializer=None,
+            response_deserializer=compiled_pb2.CompileEvent.FromString)
 
     def __repr__(self) -> str:
         return f"Client({self.address!r})"
@@ -197,12 +229,7 @@ class Client:
                         *, target: Optional[compiled_pb2.Target] = None,
                         timeout: Optional[float] = None) -> CompileOutcome:
         """Like :meth:`compile`, also returning the daemon's CompileResult."""
-        request = compiled_pb2.CompileRequest(
-            graph=graph_module, client=f"compiled-python/{__version__} pid={os.getpid()}")
-        if options is not None:
-            request.options.CopyFrom(options)
-        if target is not None:
-            request.target.CopyFrom(target)
+        request = _request_bytes(graph_module, options, target)
         timeout = self.timeout if timeout is None else timeout
         for attempt in range(BUSY_RETRIES + 1):
             try:
@@ -224,11 +251,10 @@ class Client:
         result.ClearField("artifact")
         return CompileOutcome(result.key, data, result)
 
-    def _compile_once(self, request, timeout) -> compiled_pb2.CompileResult:
+    def _compile_once(self, request: bytes, timeout) -> compiled_pb2.CompileResult:
         result = None
         try:
-            for event in self._stub.Compile(request, timeout=timeout,
-                                            metadata=self._metadata):
+            for event in self._compile_bytes(request, timeout=timeout, metadata=self._metadata):
                 if event.WhichOneof("event") == "result":
                     result = event.result
         except grpc.RpcError as e:
