@@ -25,6 +25,13 @@ How a capture runs
    the graph keeps one input per argument but a different value means a
    different graph.
 
+2-4 run in one of two ways. By default the program is traced once on
+   shape-only tensors, without computing anything (:mod:`compiled.metatrace`,
+   ``docs/capture.md``): same graph, metadata taken as values appear. Where
+   that trace cannot vouch for the graph (data-dependent operators, meta
+   functions that are not the CPU kernel's, grad...) it refuses, and the
+   steps below run instead (``$COMPILED_CAPTURE`` or ``method=`` choose).
+
 2. **Copy.** Tracing and replay run on copies of every tensor input and of
    the module state, never on the caller's tensors. The copies keep object
    identity (the same tensor passed twice stays one object), storage sharing
