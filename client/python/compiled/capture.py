@@ -549,26 +549,25 @@ def _module_state(module: torch.nn.Module, owners: Optional[list] = None):
     the (module, attribute) holding each entry, in the same order.
     """
     modules = list(module.named_modules())  # what both named_* walk
-    params, buffers = [], []
-    param_owners, buffer_owners = [], []
-    seen = set()
-    for mod_path, mod in modules:
-        prefix = mod_path + "." if mod_path else ""
-        for attr, p in mod._parameters.items():
-            if p is not None and id(p) not in seen:
-                seen.add(id(p))
-                params.append((prefix + attr, p, True))
-                param_owners.append((mod, attr))
-    seen = set()
-    for mod_path, mod in modules:
-        prefix = mod_path + "." if mod_path else ""
-        for attr, b in mod._buffers.items():
-            if b is not None and id(b) not in seen:
-                seen.add(id(b))
-                buffers.append((prefix + attr, b, attr not in mod._non_persistent_buffers_set))
-                buffer_owners.append((mod, attr))
+
+    def members(table_of):
+        """(path, tensor, owner, attribute) of each distinct tensor, as
+        named_parameters()/named_buffers() list them."""
+        seen = set()
+        for mod_path, mod in modules:
+            prefix = mod_path + "." if mod_path else ""
+            for attr, t in table_of(mod).items():
+                if t is not None and id(t) not in seen:
+                    seen.add(id(t))
+                    yield prefix + attr, t, mod, attr
+
+    param_members = list(members(lambda m: m._parameters))
+    buffer_members = list(members(lambda m: m._buffers))
+    params = [(path, t, True) for path, t, _, _ in param_members]
+    buffers = [(path, t, attr not in mod._non_persistent_buffers_set)
+               for path, t, mod, attr in buffer_members]
     if owners is not None:
-        owners.extend(param_owners + buffer_owners)
+        owners.extend((mod, attr) for _, _, mod, attr in param_members + buffer_members)
     index_of = {id(t): i for i, (_, t, _) in enumerate(params + buffers)}
     aliases: Dict[str, int] = {}
     for mod_path, mod in module.named_modules(remove_duplicate=False):
