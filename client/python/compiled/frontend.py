@@ -396,8 +396,7 @@ class CompiledFunction:
                 key = entry = None
             if entry is None or (entry.__class__ is _Eager
                                  and time.monotonic() >= entry.retry_at):
-                with _capture.paused_gc():
-                    entry = self._compile_for(args, state, flat, entry)
+                entry = self._compile_for(args, state, flat, entry)
                 if key is not None:
                     self._entries[key] = entry
             return entry, state, flat
@@ -435,8 +434,9 @@ class CompiledFunction:
             delay = RETRY_FIRST if previous is None else min(previous.delay * 2, RETRY_MAX)
             return _Eager(delay)
         self.compiles += 1
-        program = runtime.load(data, constants=list(captured.constants.values()),
-                               out_spec=captured.out_spec)
+        with _capture.paused_gc():  # as for the capture; not while waiting for the daemon
+            program = runtime.load(data, constants=list(captured.constants.values()),
+                                   out_spec=captured.out_spec)
         self._check_inputs(program, len(state), len(flat))
         self.programs.append(program)
         _log.debug("compiled %s: program %d for a new signature (key %s, %s, grad=%s)",
