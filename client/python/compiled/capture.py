@@ -85,7 +85,6 @@ import linecache
 import os
 import sys
 import threading
-import traceback
 import operator
 from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple, Union
 
