@@ -317,3 +317,19 @@ def test_under_a_dispatch_mode_of_the_callers_own(tmp_path):
     assert seen  # the caller's mode saw the operators run on meta tensors
     a, b = keys([alone, under], tmp_path)
     assert a is not None and a == b
+
+
+def test_a_fork_right_after_import_can_import_the_client():
+    """compiled prefetches its client modules on a thread at import; a fork
+    in the middle of that must not leave the child with an import lock
+    nobody will release."""
+    code = ("import os, sys, compiled\n"
+            "pid = os.fork()\n"
+            "if pid == 0:\n"
+            "    import compiled.frontend\n"
+            "    os._exit(7)\n"
+            "_, status = os.waitpid(pid, 0)\n"
+            "sys.exit(os.waitstatus_to_exitcode(status))\n")
+    r = subprocess.run([sys.executable, "-c", code], timeout=120, capture_output=True,
+                       env=dict(os.environ, COMPILED_PREFETCH="1"))
+    assert r.returncode == 7, r.stderr[-2000:]

@@ -101,9 +101,8 @@ def _prefetch():
     """Import compile()'s modules (grpc: ~0.1 s, most of it ssl) on a
     background thread, so a job that imports compiled and then builds its
     model finds them loaded at its first compile() instead of waiting for
-    them. $COMPILED_PREFETCH=0 turns this off (e.g. for a process that forks
-    right after importing compiled). Failures are ignored: the import on
-    first use reports them."""
+    them. A fork waits until the import is done. $COMPILED_PREFETCH=0 turns
+    this off. Failures are ignored: the import on first use reports them."""
     import os
     if os.environ.get("COMPILED_PREFETCH", "1") == "0":
         return
@@ -115,7 +114,11 @@ def _prefetch():
         except Exception:
             pass
     import threading
-    threading.Thread(target=run, name="compiled-prefetch", daemon=True).start()
+    thread = threading.Thread(target=run, name="compiled-prefetch", daemon=True)
+    thread.start()
+    # A fork while the thread imports would leave the child with import
+    # locks nobody releases: forks wait for the import to end.
+    os.register_at_fork(before=lambda: thread.join(30))
 
 
 _prefetch()
