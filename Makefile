@@ -96,7 +96,7 @@ TESTS := $(patsubst tests/%.c,$(BUILD)/tests/%,$(TEST_SRC))
 BENCHES := $(patsubst bench/%.c,$(BUILD)/bench/%,$(BENCH_SRC))
 BUILD_ID_H := $(BUILD)/gen/build_id.h
 
-.PHONY: all demo bench-build bench-hit bench-runtime bench-models bench-bandwidth bench-startup bench-compile bench-heavy test test-c test-py test-opinfo fuzz-graphs check valgrind format format-check lint asan fuzz \
+.PHONY: all demo bench-build bench-hit bench-runtime bench-models bench-bandwidth bench-startup bench-compile bench-heavy test test-c test-py test-opinfo capture-zoo fuzz-graphs check valgrind format format-check lint asan fuzz \
         fuzz-build bootstrap clean py-proto
 .DEFAULT_GOAL := all
 
@@ -275,6 +275,10 @@ test-py: all
 # FUZZ_GRAPHS random programs (FUZZ_SEED: the first seed; default random).
 test-opinfo: all
 	$(TEST_ENV):$(CURDIR)/tests/python $(PYTHON) tests/python/difftest.py
+
+# Every torchvision classification model through both capture traces.
+capture-zoo: all
+	$(TEST_ENV):$(CURDIR)/tests/python $(PYTHON) tests/python/metatrace_zoo.py $(ZOO_ARGS)
 
 fuzz-graphs: all
 	$(TEST_ENV):$(CURDIR)/tests/python $(PYTHON) tests/python/graphgen.py -n $(FUZZ_GRAPHS) \

@@ -97,10 +97,18 @@ def _batch_norm_eval(out, args, kwargs):
     return (out[0], empty, torch.empty((0,), dtype=out[2].dtype, device=_META))
 
 
+def _layer_norm_contiguous(out, args, kwargs):
+    """native_layer_norm: the CPU kernel writes a contiguous result
+    whatever the input's layout; the meta function keeps the layout."""
+    y = out[0]
+    return (torch.empty(y.shape, dtype=y.dtype, device=_META),) + tuple(out[1:])
+
+
 # Corrections of meta functions whose result layout differs from the CPU
 # kernel's in torch 1.13: (out, args, kwargs) -> out.
 _FIXES = {
     _aten.native_batch_norm.default: _batch_norm_eval,
+    _aten.native_layer_norm.default: _layer_norm_contiguous,
 }
 
 # Operators whose meta function and CPU kernel disagree in ways not
@@ -160,10 +168,20 @@ def _contiguous_inputs(args, kwargs) -> bool:
     return True
 
 
+def _any_layout(args, kwargs) -> bool:
+    return True
+
+
 def _dense_input(args, kwargs) -> bool:
     """The first argument is contiguous or channels-last contiguous."""
     x = args[0]
     return x.is_contiguous() or (x.dim() == 4 and x.is_contiguous(memory_format=torch.channels_last))
+
+
+def _adaptive_pool(args, kwargs) -> bool:
+    """Contiguous input, or a 1x1 output (global pooling) on any layout."""
+    size = args[1] if len(args) > 1 else kwargs.get("output_size")
+    return args[0].is_contiguous() or list(size) == [1, 1]
 
 
 def _convolution(args, kwargs) -> bool:
@@ -178,8 +196,10 @@ def _convolution(args, kwargs) -> bool:
 _CHECKED = {
     _aten.convolution.default: _convolution,
     _aten.native_batch_norm.default: _dense_input,    # with _batch_norm_eval
-    _aten.native_layer_norm.default: _contiguous_inputs,
+    _aten.native_layer_norm.default: _any_layout,      # with _layer_norm_contiguous
     _aten.roll.default: _contiguous_inputs,
+    _aten.relu.default: _any_layout,
+    _aten._adaptive_avg_pool2d.default: _adaptive_pool,
 }
 
 
