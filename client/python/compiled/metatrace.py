@@ -5,8 +5,8 @@ real mode, then a replay for the metadata): a resnet50 at batch 2 costs
 several eager calls before its first compiled result. This module traces it
 once, on tensors that have sizes, strides, dtypes and a device but no data,
 and records the same graph make_fx would record, with every value's
-metadata taken when the value is produced. resnet50: about 15 ms instead of
-0.5 s.
+metadata taken when the value is produced. resnet50: about 40 ms instead of
+0.5 s (docs/capture.md).
 
 How it works
 ------------
@@ -18,8 +18,9 @@ Every ATen call reaches the mode, which, like make_fx's proxy mode,
 - decomposes CompositeImplicitAutograd operators (``func.decompose``);
 - turns ``lift_fresh`` into ``lift_fresh_copy``;
 - runs the operator on the meta tensors (factories with their device
-  replaced by ``meta``), which computes the output sizes and strides with
-  the same meta functions real kernels use for their outputs;
+  replaced by ``meta``), which computes the output sizes and strides;
+  only meta functions that are the CPU kernel's own (or checked against
+  it, :data:`_CHECKED`, corrected by :data:`_FIXES`) are trusted;
 - records an FX node with the operator's own arguments, ``getitem`` nodes
   for the tensors of a tuple or list result, ``get_attr`` nodes for real
   tensors the program reaches (``_tensor_constant<i>``, as make_fx names
@@ -40,7 +41,9 @@ from what make_fx on real data records. That happens when
   would decide the graph;
 - an operator has no meta function (except a short list of operators whose
   output shapes never depend on values, run on zero-filled tensors of the
-  same layout instead, see :data:`_RUN_ON_ZEROS`);
+  same layout instead, see :data:`_RUN_ON_ZEROS`), or its meta function is
+  a separate implementation not checked for these arguments, or known to
+  disagree (:data:`_DIFFERS`);
 - anything raises (an error in the program: the real trace raises the
   error users expect);
 - Python code reads data (``data_ptr()``, ``storage()``, ``numpy()``);
