@@ -12,27 +12,10 @@ import os
 import tempfile
 
 import compiled  # noqa: F401  (makes compiled.v1 importable)
+from compiled.client import field_bytes as _field
 from compiled.v1 import compiled_pb2, graph_pb2
 
 _CACHE = os.path.join(tempfile.gettempdir(), "compiled-biggraph-%d" % os.getuid())
-
-
-def _field(num, payload):
-    """A length-delimited protobuf field."""
-    key = (num << 3) | 2
-    return _varint(key) + _varint(len(payload)) + payload
-
-
-def _varint(v):
-    out = bytearray()
-    while True:
-        b = v & 0x7F
-        v >>= 7
-        if v:
-            out.append(b | 0x80)
-        else:
-            out.append(b)
-            return bytes(out)
 
 
 def _meta():

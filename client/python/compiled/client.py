@@ -141,8 +141,12 @@ def _request_bytes(graph_module, options, target) -> bytes:
         rest.options.CopyFrom(options)
     if target is not None:
         rest.target.CopyFrom(target)
-    graph = graph_module.SerializeToString()
-    return b"\x0a" + _varint(len(graph)) + graph + rest.SerializeToString()
+    return field_bytes(1, graph_module.SerializeToString()) + rest.SerializeToString()
+
+
+def field_bytes(number: int, payload: bytes) -> bytes:
+    """A length-delimited protobuf field (wire type 2) holding ``payload``."""
+    return _varint((number << 3) | 2) + _varint(len(payload)) + payload
 
 
 def _varint(n: int) -> bytes:
