@@ -58,10 +58,11 @@ from typing import Any, Callable, Dict, List, Optional, Sequence, Union
 import torch
 import torch.utils._pytree as pytree
 
-from . import UnsupportedCapture
+from . import CaptureError, UnsupportedCapture
 from . import client as client_module
 from . import native as _native
 from . import runtime
+from . import training as _training
 from .errors import (ArtifactError, CompileError, CompileFallbackWarning, DaemonError,
                      DaemonUnavailableWarning)
 from .v1 import compiled_pb2, graph_pb2
@@ -316,6 +317,8 @@ class CompiledFunction:
         ``kernels`` (generated kernels), ``fallback_ops``, ``arena_bytes``,
         and ``runs`` ("native" or "aten"). Empty before any program."""
         last = self._last_fn
+        if isinstance(last, _training.TrainingStep):
+            return last.summary()
         for p in reversed(self.programs):
             if last is None or p.fn is last:
                 return dict(p.summary)
@@ -408,6 +411,18 @@ class CompiledFunction:
         grad = _is_grad_enabled()
         training = grad and any(isinstance(t, _Tensor) and t.requires_grad
                                 for t in itertools.chain(state, flat))
+        if training and not _is_inference_mode_enabled():
+            try:
+                return self._compile_training(args, state, flat)
+            except _training.NotSplittable as e:
+                _log.info("compiled %s: training through one ATen program, not a compiled "
+                          "forward and backward: %s", _capture._describe(self._fn), e)
+            except DaemonError as e:
+                if isinstance(e, CompileError):
+                    raise
+                self._warn_eager(e)
+                delay = RETRY_FIRST if previous is None else min(previous.delay * 2, RETRY_MAX)
+                return _Eager(delay)
         try:
             with _fork_rng():
                 captured = _capture.trace(self._fn, args)
@@ -443,6 +458,67 @@ class CompiledFunction:
                    _capture._describe(self._fn), len(self.programs), key[:16],
                    "training" if training else "inference", grad)
         return program.fn
+
+    def _compile_graph(self, gm: torch.fx.GraphModule, examples: list) -> runtime.LoadedProgram:
+        """Capture a forward or backward graph of a training signature on
+        ``examples`` (no input requires grad) and compile it as an inference
+        program; the program returns a tuple."""
+        with torch.no_grad(), _fork_rng():
+            captured = _capture.trace(gm, examples)
+        options = compiled_pb2.CompileOptions(
+            opt_level=self._opt_level,
+            return_input_mutations=not self._keep_input_mutations,
+            mode=compiled_pb2.MODE_INFERENCE)
+        key, data = self._client.compile(captured.graph_module, options,
+                                         target=_native.target_message())
+        self.compiles += 1
+        with _capture.paused_gc():
+            program = runtime.load(data, constants=list(captured.constants.values()))
+        kinds = [program.input_kinds[i] for i in program.arg_inputs]
+        if kinds != [graph_pb2.INPUT_KIND_USER_INPUT] * len(examples):
+            raise ArtifactError(f"program {program.key[:12]}: its inputs are "
+                                f"{_kind_names(kinds)}, expected {len(examples)} user inputs")
+        return program
+
+    def _compile_training(self, args, state, flat) -> "_training.TrainingStep":
+        """A compiled forward and backward for a call whose outputs require
+        grad (compiled.training). Raises NotSplittable when the program
+        cannot be run that way."""
+        module = self._module
+        state_paths = _capture._module_state(module)[2] if module is not None else {}
+        flat_real = list(state) + list(flat)
+        _, user_spec = pytree.tree_flatten(args)
+        try:
+            with _capture.paused_gc(), _fork_rng():
+                split = _training.split(self._fn, module, state_paths, len(state), user_spec,
+                                        flat_real)
+        except _training.NotSplittable:
+            raise
+        except Exception as e:
+            # The one-program path traces again and reports the program's
+            # own error, if it has one, as an eager call would.
+            raise _training.NotSplittable(f"the joint trace failed: {type(e).__name__}: "
+                                          f"{e}") from e
+        examples = [t.detach() if isinstance(t, _Tensor) else t for t in flat_real]
+        try:
+            fw = self._compile_graph(split.fw, examples)
+            # The backward's example inputs: what the forward saves, computed
+            # by the forward program on copies.
+            with torch.no_grad(), _fork_rng():
+                outs = fw.fn(*_capture._copy_tensors(examples))
+            tangents = [torch.zeros(o.shape, dtype=o.dtype, device=o.device)
+                        for o, need in zip(outs[:split.num_outs], split.needs_grad) if need]
+            bw_examples = (list(outs[split.num_outs:])
+                           + [examples[i] for i in split.saved_primals] + tangents)
+            del outs
+            bw = self._compile_graph(split.bw, bw_examples)
+        except (CompileError, CaptureError) as e:
+            raise _training.NotSplittable(f"the forward or backward graph failed: {e}") from e
+        self.programs += [fw, bw]
+        _log.debug("compiled %s: training programs %s (forward) and %s (backward), %d saved "
+                   "values", _capture._describe(self._fn), fw.key[:16], bw.key[:16],
+                   split.num_saved + len(split.saved_primals))
+        return _training.TrainingStep(split, fw, bw, len(flat_real))
 
     def _check_inputs(self, program: runtime.LoadedProgram, n_state: int, n_flat: int) -> None:
         """The program must take (parameters, buffers, user inputs)."""

@@ -1,0 +1,373 @@
+"""Training: a compiled forward and a compiled backward.
+
+When :func:`compiled.compile` sees a call whose outputs require grad (grad
+mode on, a parameter or an input requiring grad), it compiles the program
+as AOTAutograd does (docs/training.md):
+
+1. **Joint trace.** The function runs once on copies of its inputs, with
+   grad mode on, followed by ``torch.autograd.grad`` of the outputs that
+   require grad with respect to the inputs that require grad, given
+   *tangents* (the incoming gradients) as extra inputs; ``make_fx`` records
+   all of it as one ATen graph (:func:`split` below). Autograd itself
+   writes the backward: every operator's derivative is the one eager
+   PyTorch would use.
+2. **Partition** (:func:`_partition`). The nodes that do not depend on a
+   tangent can run in the forward; the forward keeps those the outputs
+   need, every node with a side effect (an in-place write, a random draw,
+   batch norm's running statistics) and whatever depends on them. Forward
+   nodes the backward reads are *saved*: the forward graph returns them
+   after the user outputs, the backward graph takes them first, then the
+   tangents. Forward-side nodes only the backward needs (a weight's
+   transpose, a mask) are recomputed there from saved values instead of
+   being kept alive between the passes. Saved values are ordered as the
+   graph is, so the same program always gives the same two graphs.
+3. **Compile** both graphs through the daemon as inference programs (two
+   keys, both cached), so both get native code.
+4. **Run** them inside a ``torch.autograd.Function``: its forward runs the
+   forward program (grad mode is off there) and saves what it returns for
+   the backward; its backward runs the backward program on the saved values
+   and the incoming gradients, made contiguous.
+
+Programs this scheme does not describe exactly are refused here with
+:class:`NotSplittable` (the caller then compiles one training program that
+runs through ATen, which autograd records as it does eager code): outputs
+that share memory with an input, inputs requiring grad that the program
+mutates, inputs that share memory with each other, outputs that are not
+tensors, and programs with no output requiring grad, and outputs that share memory
+with each other (a result and its ``detach()``).
+"""
+
+from __future__ import annotations
+
+import logging
+import operator
+import sys
+from typing import Any, Dict, List, Optional, Sequence, Set
+
+import torch
+import torch.fx as fx
+import torch.utils._pytree as pytree
+
+__all__ = ["NotSplittable", "Split", "split", "TrainingStep"]
+
+_log = logging.getLogger("compiled")
+_capture = sys.modules["compiled.capture"]
+_Tensor = torch.Tensor
+_SEEDED = torch.Tag.nondeterministic_seeded
+
+# Operators that write arguments their schema does not mark as written:
+# batch norm's running statistics (as compiler/opfacts.def says).
+_UNANNOTATED_WRITERS = {
+    torch.ops.aten.native_batch_norm.default,
+    torch.ops.aten.native_batch_norm.out,
+}
+
+
+class NotSplittable(Exception):
+    """The program cannot be run as a compiled forward and backward; the
+    message says why."""
+
+
+class Split:
+    """The forward and backward graphs of one training signature.
+
+    Attributes:
+        fw: forward GraphModule: takes the primals (module state, then the
+            flattened user inputs), returns the user outputs then the saved
+            values computed in the forward.
+        bw: backward GraphModule: takes the saved values, then the primals
+            it reads (``saved_primals``), then one tangent per output that
+            requires grad; returns ``grads``' gradients.
+        num_outs: number of user outputs (flattened).
+        needs_grad: per user output, whether it requires grad.
+        saved_primals: indices of the primals the backward reads.
+        grad_inputs: per backward output, the primal it is the gradient of.
+        out_spec: the user outputs' pytree structure.
+        mutated: indices of the primals the program writes.
+    """
+
+    def __init__(self, fw, bw, num_outs, needs_grad, saved_primals, grad_inputs, out_spec,
+                 mutated, num_saved):
+        self.fw = fw
+        self.bw = bw
+        self.num_outs = num_outs
+        self.needs_grad = needs_grad
+        self.saved_primals = saved_primals
+        self.grad_inputs = grad_inputs
+        self.out_spec = out_spec
+        self.mutated = mutated
+        self.num_saved = num_saved
+
+
+def _storage_base(t: torch.Tensor) -> int:
+    return t.data_ptr() - t.storage_offset() * t.element_size()
+
+
+def split(fn, module: Optional[torch.nn.Module], state_paths: Dict[str, int], n_state: int,
+          user_spec, flat_real: Sequence[Any]) -> Split:
+    """Trace ``fn`` (or ``module``) jointly with its backward on copies of
+    ``flat_real`` (module state, then the flattened user inputs) and
+    partition the graph; see the module docstring. The caller forks the RNG
+    state around this call. Raises :class:`NotSplittable`."""
+    box: List[Any] = [None]
+
+    def flat_fn(*primals):
+        user = pytree.tree_unflatten(list(primals[n_state:]), user_spec)
+        if module is None:
+            out = fn(*user)
+        else:
+            state = {path: primals[i] for path, i in state_paths.items()}
+            out = _capture.call_with_state(module, state, tuple(user))
+        leaves, box[0] = pytree.tree_flatten(out)
+        return leaves
+
+    # Probe: what the outputs are, and what the program does to its inputs.
+    tensors = [(i, t) for i, t in enumerate(flat_real) if isinstance(t, _Tensor)]
+    bases = [_storage_base(t) for _, t in tensors]
+    if len(set(bases)) != len(bases):
+        raise NotSplittable("two inputs share memory")
+    copies = _capture._copy_tensors(list(flat_real))
+    before = [c._version if isinstance(c, _Tensor) else 0 for c in copies]
+    with torch.enable_grad():
+        outs = flat_fn(*copies)
+    for j, o in enumerate(outs):
+        if not isinstance(o, _Tensor):
+            raise NotSplittable(f"output {j} is a {type(o).__name__}, not a tensor")
+    needs_grad = [o.requires_grad for o in outs]
+    if not any(needs_grad):
+        raise NotSplittable("no output requires grad")
+    input_bases = {_storage_base(c) for c in copies if isinstance(c, _Tensor)}
+    output_bases: Dict[int, int] = {}
+    for j, o in enumerate(outs):
+        base = _storage_base(o)
+        if base in input_bases:
+            raise NotSplittable(f"output {j} shares memory with an input")
+        if base in output_bases:
+            raise NotSplittable(f"outputs {output_bases[base]} and {j} share memory")
+        output_bases[base] = j
+    for i, c in enumerate(copies):
+        if isinstance(c, _Tensor) and c.requires_grad and c._version != before[i]:
+            raise NotSplittable(f"input {i} requires grad and is written by the program")
+    out_spec = box[0]
+    tangents = [torch.zeros(o.shape, dtype=o.dtype, device=o.device)
+                for o, n in zip(outs, needs_grad) if n]
+    del outs, copies
+
+    def joint(primals, tangents):
+        outs = flat_fn(*primals)
+        needed = [o for o, n in zip(outs, needs_grad) if n]
+        wrt = [p for p in primals if isinstance(p, _Tensor) and p.requires_grad]
+        grads = torch.autograd.grad(needed, wrt, tangents, allow_unused=True)
+        return outs, list(grads)
+
+    copies = _capture._copy_tensors(list(flat_real))
+    before = [c._version if isinstance(c, _Tensor) else 0 for c in copies]
+    from torch.fx.experimental.proxy_tensor import make_fx
+    try:
+        with torch.enable_grad():
+            gm = make_fx(joint)(copies, tangents)
+    except Exception as e:
+        raise _capture._tracing_error(
+            f"tracing the forward and backward of {_capture._describe(fn)} failed: "
+            f"{type(e).__name__}: {e}", e) from e
+    mutated = {i for i, c in enumerate(copies)
+               if isinstance(c, _Tensor) and c._version != before[i]}
+    wrt = [i for i, c in enumerate(flat_real) if isinstance(c, _Tensor) and c.requires_grad]
+    return _partition(gm, len(flat_real), len(needs_grad), needs_grad, wrt, mutated, out_spec)
+
+
+def _writes(node: fx.Node) -> bool:
+    """Whether ``node`` has a side effect: it writes an argument, or draws
+    random numbers."""
+    target = node.target
+    if not isinstance(target, torch._ops.OpOverload):
+        return False
+    if target in _UNANNOTATED_WRITERS or _SEEDED in target.tags:
+        return True
+    return any(a.alias_info is not None and a.alias_info.is_write
+               for a in target._schema.arguments)
+
+
+def _inputs_of(node: fx.Node) -> List[fx.Node]:
+    return node.all_input_nodes
+
+
+def _partition(gm: fx.GraphModule, n_primals: int, num_outs: int, needs_grad: List[bool],
+               wrt: List[int], mutated: Set[int], out_spec) -> Split:
+    graph = gm.graph
+    nodes = list(graph.nodes)
+    placeholders = [n for n in nodes if n.op == "placeholder"]
+    primals, tangents = placeholders[:n_primals], placeholders[n_primals:]
+    output = nodes[-1]
+    flat_out = output.args[0]
+    fw_outs, grads = list(flat_out[:num_outs]), list(flat_out[num_outs:])
+    if len(grads) != len(wrt):
+        raise NotSplittable(f"the joint graph has {len(grads)} gradients for {len(wrt)} "
+                            "inputs requiring grad")
+    for j, o in enumerate(fw_outs):
+        if not isinstance(o, fx.Node):
+            raise NotSplittable(f"output {j} is a constant of the trace")
+    order = {n: k for k, n in enumerate(nodes)}
+    primal_index = {p: i for i, p in enumerate(primals)}
+
+    # Nodes that depend on a tangent belong to the backward; the others may
+    # run in the forward. Nodes reading a mutated primal must run there.
+    backward_only: Set[fx.Node] = set(tangents)
+    reads_mutated: Set[fx.Node] = {primals[i] for i in mutated}
+    for n in nodes:
+        if n.op in ("placeholder", "output"):
+            continue
+        ins = _inputs_of(n)
+        if any(a in backward_only for a in ins):
+            backward_only.add(n)
+        if any(a in reads_mutated for a in ins):
+            reads_mutated.add(n)
+
+    # The forward: what the outputs need, and every side effect.
+    forward: Set[fx.Node] = set()
+
+    def take_forward(root: fx.Node) -> None:
+        stack = [root]
+        while stack:
+            n = stack.pop()
+            if n in forward or n.op == "placeholder":
+                continue
+            forward.add(n)
+            stack.extend(_inputs_of(n))
+
+    for o in fw_outs:
+        take_forward(o)
+    for n in nodes:
+        if n.op == "call_function" and n not in backward_only and _writes(n):
+            take_forward(n)
+
+    # The backward: what the gradients need. A forward-side node it reaches
+    # that the forward does not compute is recomputed in the backward,
+    # unless it must run once, in order (a side effect, a read of a mutated
+    # primal) or is an item of a forward node's tuple result.
+    backward: Set[fx.Node] = set()
+    stack = [g for g in grads if isinstance(g, fx.Node)]
+    stack += [n for n in nodes if n in backward_only and n.op == "call_function" and _writes(n)]
+    while stack:
+        n = stack.pop()
+        if n in backward or n in forward or n.op == "placeholder":
+            continue
+        if n not in backward_only and (
+                n in reads_mutated
+                or (n.target is operator.getitem and n.args[0] in forward)):
+            take_forward(n)
+            continue
+        backward.add(n)
+        stack.extend(_inputs_of(n))
+
+    # Saved values: forward nodes and primals the backward reads, in graph
+    # order. get_attr constants are read where they are needed.
+    saved_nodes: List[fx.Node] = []
+    saved_primals: List[fx.Node] = []
+    seen: Set[fx.Node] = set()
+    for n in sorted(backward, key=order.__getitem__):
+        for a in _inputs_of(n):
+            if a in seen or a in backward or a.op == "get_attr":
+                continue
+            seen.add(a)
+            if a.op == "placeholder":
+                if a in primal_index:
+                    saved_primals.append(a)
+            elif a in forward:
+                saved_nodes.append(a)
+    saved_nodes.sort(key=order.__getitem__)
+    saved_primals.sort(key=order.__getitem__)
+    for a in saved_nodes:
+        if a.op == "call_function" and a.target is not operator.getitem:
+            schema = getattr(a.target, "_schema", None)
+            if schema is not None and (len(schema.returns) != 1
+                                       or schema.returns[0].type.kind() != "TensorType"):
+                raise NotSplittable(f"the backward reads {a.name}, which is not one tensor")
+
+    def build(inputs: List[fx.Node], body: Set[fx.Node], outputs: List[Any]) -> fx.GraphModule:
+        g = fx.Graph()
+        env: Dict[fx.Node, fx.Node] = {}
+        for n in inputs:
+            p = g.placeholder(n.name)
+            p.meta = dict(n.meta)
+            env[n] = p
+        for n in nodes:
+            if n in env:
+                continue
+            if n in body or (n.op == "get_attr" and any(u in body for u in n.users)):
+                env[n] = g.node_copy(n, env.__getitem__)
+        g.output([env[o] if isinstance(o, fx.Node) else o for o in outputs])
+        g.lint()
+        return fx.GraphModule(gm, g)
+
+    fw = build(primals, forward, fw_outs + saved_nodes)
+    grad_nodes = [(i, g) for i, g in zip(wrt, grads) if g is not None]
+    bw = build(saved_nodes + saved_primals + tangents, backward,
+               [g for _, g in grad_nodes])
+    for i, g in grad_nodes:
+        if not isinstance(g, fx.Node):
+            raise NotSplittable(f"the gradient of input {i} is a constant of the trace")
+    return Split(fw, bw, num_outs, needs_grad, [primal_index[p] for p in saved_primals],
+                 [i for i, _ in grad_nodes], out_spec, sorted(mutated), len(saved_nodes))
+
+
+class _Function(torch.autograd.Function):
+    """Runs a :class:`TrainingStep`'s forward program and, on
+    ``backward()``, its backward program."""
+
+    @staticmethod
+    def forward(ctx, step: "TrainingStep", *args):
+        outs = step.fw(*args)
+        n = step.num_outs
+        saved = outs[n:]
+        ctx.step = step
+        ctx.save_for_backward(*saved, *[args[i] for i in step.saved_primals])
+        user = outs[:n]
+        frozen = [u for u, need in zip(user, step.needs_grad) if not need]
+        if frozen:
+            ctx.mark_non_differentiable(*frozen)
+        return tuple(user)
+
+    @staticmethod
+    def backward(ctx, *grads):
+        if torch.is_grad_enabled():
+            raise RuntimeError(
+                "compiled: a compiled backward cannot be differentiated again "
+                "(backward with create_graph=True): call the original function where "
+                "higher-order gradients are needed")
+        step = ctx.step
+        tangents = [g.contiguous() for g, need in zip(grads, step.needs_grad) if need]
+        results = step.bw(*ctx.saved_tensors, *tangents)
+        out: List[Optional[torch.Tensor]] = [None] * (1 + step.num_args)
+        for i, g in zip(step.grad_inputs, results):
+            out[1 + i] = g
+        return tuple(out)
+
+
+class TrainingStep:
+    """The entry :class:`compiled.CompiledFunction` keeps for a training
+    signature: called with (module state, flattened user inputs), returns
+    the outputs in the function's structure; ``loss.backward()`` runs the
+    backward program."""
+
+    def __init__(self, split_: Split, fw_program, bw_program, num_args: int):
+        self.fw = fw_program.fn
+        self.bw = bw_program.fn
+        self.fw_program = fw_program
+        self.bw_program = bw_program
+        self.num_outs = split_.num_outs
+        self.needs_grad = split_.needs_grad
+        self.saved_primals = split_.saved_primals
+        self.grad_inputs = split_.grad_inputs
+        self.out_spec = split_.out_spec
+        self.num_args = num_args
+        self._apply = _Function.apply
+        self._unflatten = pytree.tree_unflatten
+
+    def __call__(self, *args):
+        return self._unflatten(list(self._apply(self, *args)), self.out_spec)
+
+    def summary(self) -> Dict[str, Any]:
+        s = dict(self.fw_program.summary)
+        s["backward"] = dict(self.bw_program.summary)
+        return s
