@@ -11,6 +11,7 @@
 #   make bench-hit  cache-hit benchmark against a bare gRPC echo (not a test)
 #   make bench-models     native code vs eager PyTorch on models
 #   make bench-bandwidth  memory-bound graphs vs the copy-bandwidth bound
+#   make bench-train      one training step compiled vs eager
 #   make bench-compile    cold compiles: request to artifact, time per pass
 #   make bench-heavy      cache hits during two huge requests; daemon memory
 #
@@ -96,7 +97,7 @@ TESTS := $(patsubst tests/%.c,$(BUILD)/tests/%,$(TEST_SRC))
 BENCHES := $(patsubst bench/%.c,$(BUILD)/bench/%,$(BENCH_SRC))
 BUILD_ID_H := $(BUILD)/gen/build_id.h
 
-.PHONY: all demo bench-build bench-hit bench-runtime bench-models bench-bandwidth bench-startup bench-compile bench-heavy test test-c test-py test-opinfo capture-zoo fuzz-graphs check valgrind format format-check lint asan fuzz \
+.PHONY: all demo bench-build bench-hit bench-runtime bench-models bench-bandwidth bench-startup bench-train bench-compile bench-heavy test test-c test-py test-opinfo capture-zoo fuzz-graphs check valgrind format format-check lint asan fuzz \
         fuzz-build bootstrap clean py-proto
 .DEFAULT_GOAL := all
 
@@ -248,6 +249,10 @@ bench-bandwidth: all
 # A new process's wait for its first compiled result on a warm cache.
 bench-startup: all
 	COMPILED_BUILD=$(abspath $(BUILD)) $(PYTHON) bench/startup.py $(BENCH_ARGS)
+
+# One training step (forward, backward, SGD) compiled vs eager; peak memory.
+bench-train: all $(BUILD)/bench/peakheap.so
+	COMPILED_BUILD=$(abspath $(BUILD)) $(PYTHON) bench/train.py $(BENCH_ARGS)
 
 # Cold compiles (empty cache): request to artifact, time per pass.
 bench-compile: all

@@ -1,0 +1,205 @@
+#!/usr/bin/env python3
+"""One training step, compiled vs eager PyTorch: `make bench-train`.
+
+Not a test. Starts a daemon with an empty cache; for each case builds the
+model twice from the same seed (train mode), compiles one copy with
+compiled.compile (a compiled forward and a compiled backward,
+docs/training.md), and times one training step on each, interleaved in
+the same process (median), with 2 threads:
+
+    opt.zero_grad(set_to_none=True); loss_fn(model(x)).backward(); opt.step()
+
+(SGD, momentum 0.9; the loss is computed eagerly from the model's output).
+Before timing it checks the two copies agree: the first step's loss and
+every parameter's gradient (per parameter, the largest difference relative
+to the gradient's largest magnitude; the median and the largest over the
+parameters are printed). Rounding differences can move a ReLU input that
+is within rounding of 0 to the other side (resnet18: one element of a
+200,000-element activation at 6e-6), which changes that element's gradient
+and shows in the largest error of the parameters it reaches. The peak memory of five steps after a first
+one is measured in a fresh process per side: "heap" is the peak rise of
+the bytes allocated with malloc (bench/peakheap.c, preloaded), what the
+steps need, with the compiled function's reusable memory (arenas, output
+blocks) released before measuring so that it counts.
+
+Run from the repository root after `make`:
+
+    /usr/bin/python3 bench/train.py [--only NAME,...] [--seconds S] [--no-memory]
+"""
+
+import argparse
+import copy
+import os
+import sys
+import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import benchlib  # noqa: E402
+
+import torch  # noqa: E402
+
+import compiled  # noqa: E402
+
+F = torch.nn.functional
+
+
+def resnet18():
+    import torchvision
+    model = torchvision.models.resnet18()
+    x = torch.randn(8, 3, 224, 224)
+    target = torch.randint(0, 1000, (8,))
+    return model, x, lambda y: F.cross_entropy(y, target)
+
+
+def transformer_encoder_layer():
+    model = torch.nn.TransformerEncoderLayer(256, 4, 1024, batch_first=True)
+    x = torch.randn(16, 64, 256)
+    proj = torch.randn(16, 64, 256)
+    return model, x, lambda y: (y * proj).sum()
+
+
+def mlp():
+    model = torch.nn.Sequential(
+        torch.nn.Linear(784, 1024), torch.nn.ReLU(), torch.nn.Dropout(0.1),
+        torch.nn.Linear(1024, 1024), torch.nn.ReLU(), torch.nn.Dropout(0.1),
+        torch.nn.Linear(1024, 10))
+    x = torch.randn(128, 784)
+    target = torch.randint(0, 10, (128,))
+    return model, x, lambda y: F.cross_entropy(y, target)
+
+
+CASES = {"resnet18": resnet18, "transformer_encoder_layer": transformer_encoder_layer,
+         "mlp": mlp}
+
+
+def build(name):
+    torch.manual_seed(0)
+    model, x, loss_fn = CASES[name]()
+    return model.train(), x, loss_fn
+
+
+def make_step(fn, model, x, loss_fn):
+    """One step of ``fn`` (the model or its compiled function) training
+    ``model``'s parameters."""
+    opt = torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9)
+
+    def step():
+        opt.zero_grad(set_to_none=True)
+        loss = loss_fn(fn(x))
+        loss.backward()
+        opt.step()
+        return loss
+    return step
+
+
+def memory_main(name, mode, server):
+    torch.set_num_threads(2)
+    state = {}
+
+    def setup():
+        model, x, loss_fn = build(name)
+        fn = model
+        if mode == "compiled":
+            fn = state["cf"] = compiled.compile(model, (x,), server=server)
+        state["step"] = make_step(fn, model, x, loss_fn)
+
+    def run(_):
+        state["step"]()
+
+    def release(_):
+        if mode == "compiled":
+            state["cf"].release_memory()
+
+    mem = benchlib.measure_peak(setup, run, calls=5, release=release)
+    print(json_line(mem))
+
+
+def json_line(d):
+    import json
+    return json.dumps(d)
+
+
+def grad_errors(a, b):
+    """Per parameter, the largest difference of the two gradients relative
+    to the eager gradient's largest magnitude; returns (median, max)."""
+    errs = []
+    for (name, p), (_, q) in zip(a.named_parameters(), b.named_parameters()):
+        if p.grad is None or q.grad is None:
+            errs.append(0.0 if (p.grad is None) == (q.grad is None) else float("inf"))
+            continue
+        scale = q.grad.abs().max().item()
+        errs.append((p.grad - q.grad).abs().max().item() / max(scale, 1e-12))
+    errs.sort()
+    return errs[len(errs) // 2], errs[-1]
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--only", default="")
+    ap.add_argument("--seconds", type=float, default=6.0)
+    ap.add_argument("--no-memory", action="store_true")
+    ap.add_argument("--memory-case", help=argparse.SUPPRESS)
+    ap.add_argument("--mode", help=argparse.SUPPRESS)
+    ap.add_argument("--server", help=argparse.SUPPRESS)
+    args = ap.parse_args()
+    if args.memory_case:
+        memory_main(args.memory_case, args.mode, args.server)
+        return
+    torch.set_num_threads(2)
+    names = [n for n in CASES if not args.only or n in args.only.split(",")]
+    rows, speedups, heap_ratios = [], [], []
+    print(f"torch {torch.__version__}, {torch.get_num_threads()} threads; "
+          f"BLAS: {'OpenBLAS' if 'openblas' in open('/proc/self/maps').read() else 'other'}")
+    with benchlib.Daemon() as d:
+        for name in names:
+            model, x, loss_fn = build(name)
+            twin = copy.deepcopy(model)
+            t0 = time.perf_counter()
+            cf = compiled.compile(model, (x,), server=d.address)
+            compile_s = time.perf_counter() - t0
+            # The first step from identical states: same loss, same gradients.
+            torch.manual_seed(1)
+            loss_c = loss_fn(cf(x))
+            loss_c.backward()
+            torch.manual_seed(1)
+            loss_e = loss_fn(twin(x))
+            loss_e.backward()
+            loss_err = abs(loss_c.item() - loss_e.item()) / max(abs(loss_e.item()), 1e-12)
+            g_med, g_max = grad_errors(model, twin)
+            s = cf.summary()
+            b = s.get("backward", {})
+            eager_s, comp_s = benchlib.interleaved(
+                [make_step(twin, twin, x, loss_fn), make_step(cf, model, x, loss_fn)],
+                seconds=args.seconds)
+            speed = eager_s / comp_s
+            speedups.append(speed)
+            heap_e = heap_c = float("nan")
+            if not args.no_memory:
+                je = benchlib.subprocess_json([__file__, "--memory-case", name, "--mode",
+                                               "eager"], heap=True)
+                jc = benchlib.subprocess_json([__file__, "--memory-case", name, "--mode",
+                                               "compiled", "--server", d.address], heap=True)
+                heap_e, heap_c = je["heap_mib"], jc["heap_mib"]
+                heap_ratios.append(heap_c / heap_e if heap_e > 0 else 1.0)
+            rows.append([name, f"{eager_s * 1e3:.1f}", f"{comp_s * 1e3:.1f}", f"{speed:.2f}x",
+                         f"{compile_s:.1f}", f"{heap_e:.1f}", f"{heap_c:.1f}",
+                         f"{s.get('kernels', 0)}/{s.get('extern', 0)}/{s.get('fallback', 0)}",
+                         f"{b.get('kernels', 0)}/{b.get('extern', 0)}/{b.get('fallback', 0)}",
+                         f"{loss_err:.1e}", f"{g_med:.1e}", f"{g_max:.1e}"])
+            print(f"  {name}: {speed:.2f}x", file=sys.stderr, flush=True)
+            del cf, model, twin
+    print(benchlib.table(rows, ["case", "eager ms", "compiled ms", "speedup", "compile s",
+                                "eager heap MiB", "compiled heap MiB",
+                                "fw kernels/extern/fallback", "bw kernels/extern/fallback",
+                                "loss rel err", "grad rel err median", "max"]))
+    print(f"geomean speedup: {benchlib.geomean(speedups):.2f}x over {len(speedups)} cases; "
+          f"slowest {min(speedups):.2f}x (one step: forward, backward, SGD; eager and "
+          f"compiled interleaved in one process)")
+    if heap_ratios:
+        below = sum(r <= 1.0 for r in heap_ratios)
+        print(f"peak heap memory: compiled at most eager's in {below} of {len(heap_ratios)} "
+              f"cases; largest ratio {max(heap_ratios):.3f}")
+
+
+if __name__ == "__main__":
+    main()
