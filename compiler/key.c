@@ -1018,6 +1018,8 @@ static void hash_options(keyer *k, const gc_options *o,
   h_i64(h, o->opt_level);
   h_u8(h, o->keep_input_mutations);
   h_u8(h, o->training);
+  if (o->separate_temporaries) /* absent when false: older keys stay valid */
+    h_str(h, "separate-temporaries");
   h_end(h, out);
 }
 
@@ -1115,6 +1117,7 @@ void gc_options_default(gc_options *o) {
   o->opt_level = 2;
   o->keep_input_mutations = true;
   o->training = false;
+  o->separate_temporaries = false;
 }
 
 void gc_digest_hex(const uint8_t d[GC_DIGEST_LEN], char out[GC_HEX_LEN]) {

@@ -54,6 +54,8 @@ typedef struct gc_options {
   int opt_level;             /* 0: every op a fallback call; 1..3 native */
   bool keep_input_mutations; /* input mutations stay in the program */
   bool training;             /* training (autograd) rather than inference */
+  bool separate_temporaries; /* large intermediates get their own memory
+                                (IR_BUF_TEMP), not arena space */
 } gc_options;
 
 /* Defaults: opt_level 2, keep_input_mutations true, inference. */

@@ -41,6 +41,7 @@ int gc_native_schedule(gc_native *n, const gc_backend *be, gc_error *err) {
 
 int gc_native_plan(gc_native *n, const gc_backend *be, gc_error *err) {
   (void)be;
+  n->sched.temp_min_bytes = n->temp_min_bytes;
   return sc_plan_memory(&n->ir, &n->sched, err);
 }
 

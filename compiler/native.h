@@ -46,6 +46,10 @@ typedef struct gc_backend {
   bool verify;                   /* run the IR verifier between passes */
 } gc_backend;
 
+/* With CompileOptions.separate_temporaries: intermediates of at least this
+ * many bytes get their own memory (IR_BUF_TEMP) instead of arena space. */
+#define GC_TEMP_MIN_BYTES ((int64_t)64 << 10)
+
 typedef struct gc_native {
   gc_arena *a;
   const gc_functional *f;
@@ -56,6 +60,7 @@ typedef struct gc_native {
   uint8_t *so; /* malloc'd; freed by gc_native_release */
   size_t so_len;
   Compiled__V1__NativeProgram *program; /* in the arena */
+  int64_t temp_min_bytes; /* set before planning: see sc_schedule */
 } gc_native;
 
 int gc_native_lower(gc_native *n, gc_arena *a, const gc_functional *f,

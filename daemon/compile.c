@@ -435,6 +435,7 @@ static int read_options(const Compiled__V1__CompileOptions *po, gc_options *o,
                      (int)po->mode);
   o->training = po->mode == COMPILED__V1__MODE__MODE_TRAINING;
   o->keep_input_mutations = !po->return_input_mutations;
+  o->separate_temporaries = po->separate_temporaries;
   *force = po->force;
   return 0;
 }

@@ -206,6 +206,10 @@ Test(key, options_and_target_enter_the_key) {
   o.training = true;
   key_of(a, m, &o, &t0, &k, "training");
   cr_assert(memcmp(k.key, k0.key, GC_DIGEST_LEN) != 0);
+  o = o0;
+  o.separate_temporaries = true;
+  key_of(a, m, &o, &t0, &k, "separate_temporaries");
+  cr_assert(memcmp(k.key, k0.key, GC_DIGEST_LEN) != 0);
 
   const char *fields[] = {"arch", "isa", "toolchain", "cflags", "torch"};
   for (int i = 0; i < 5; i++) {

@@ -7,9 +7,9 @@
  * call or an output needs, and the literal arguments of calls. Each value
  * has a Placement. Instructions follow the kernels: a segment instruction
  * at the first kernel of each segment, a kernel call per call kernel,
- * before each an alloc of the program outputs it is the first to write,
- * and after each a free of the call results nobody reads any more
- * (unless they are program outputs).
+ * before each an alloc of the program outputs and TEMP buffers it is the
+ * first to write, and after each a free of the call results and TEMP
+ * buffers nobody reads any more (unless they are program outputs).
  *
  * Everything is in the job's arena and a function of the schedule, which is
  * a function of the key: the same key gives the same bytes.
@@ -36,6 +36,7 @@ typedef struct pe {
   int *buf_value; /* per buffer id: its value, -1 */
   const gc_op **ops;
   int nops, capops;
+  int *after_kernel; /* per kernel: instructions emitted up to its frees */
   bool failed;
 } pe;
 
@@ -155,6 +156,9 @@ static int buf_value(pe *e, ir_buf *b) {
     break;
   case IR_BUF_RESULT:
     k = COMPILED__V1__PLACEMENT_KIND__PLACEMENT_RESULT;
+    break;
+  case IR_BUF_TEMP:
+    k = COMPILED__V1__PLACEMENT_KIND__PLACEMENT_TEMP;
     break;
   }
   int v = add_value(e, tensor_value(e, b->dtype, b->rank, b->sizes, b->strides),
@@ -373,8 +377,10 @@ static bool frees_after(pe *e, int k, int *cap) {
   int n = 0;
   for (int b = 0; b < ir->nbufs; b++) {
     ir_buf *bb = ir->bufs[b];
-    /* a call's result, or a view of one a kernel computed in place */
-    if (ir_buf_storage(bb)->kind != IR_BUF_RESULT || bb->last != k ||
+    /* a call's result or a TEMP, or a view of one a kernel computed in
+       place (a root's `last` covers the buffers living in it) */
+    ir_buf_kind rk = ir_buf_storage(bb)->kind;
+    if ((rk != IR_BUF_RESULT && rk != IR_BUF_TEMP) || bb->last != k ||
         e->buf_value[b] < 0)
       continue;
     bool output = false;
@@ -416,11 +422,15 @@ static int instructions(pe *e) {
     first[b] = -1;
   for (int b = 0; b < ir->nbufs; b++) {
     ir_buf *x = ir->bufs[b], *root = ir_buf_storage(x);
-    if (root->kind == IR_BUF_OUTPUT && x->first >= 0 &&
-        (first[root->id] < 0 || x->first < first[root->id]))
+    if ((root->kind == IR_BUF_OUTPUT || root->kind == IR_BUF_TEMP) &&
+        x->first >= 0 && (first[root->id] < 0 || x->first < first[root->id]))
       first[root->id] = x->first;
   }
   int cap = 0, last_seg = -1;
+  e->after_kernel =
+      gc_arena_calloc(e->a, (size_t)s->nkernels + 1, sizeof *e->after_kernel);
+  if (!e->after_kernel)
+    return GC_ENOMEM;
   for (int k = 0; k < s->nkernels; k++) {
     const sc_kernel *kn = s->kernels[k];
     int end = k; /* the instruction's last kernel */
@@ -448,8 +458,49 @@ static int instructions(pe *e) {
     }
     if (!frees_after(e, k, &cap))
       return GC_ENOMEM;
+    e->after_kernel[k] = (int)e->p->n_instructions;
   }
   return e->failed ? GC_ENOMEM : 0;
+}
+
+/* Per program input: the instruction before which no instruction reads it
+ * any more (0: none reads it), or -1: it must stay (not a tensor, written
+ * by the program, returned or possibly aliased by a call's result, or a
+ * program output). A runner whose caller hands over its references may
+ * drop the input there (artifact.proto, NativeProgram.input_free_at). */
+static int input_free_at(pe *e) {
+  const gc_graph *g = e->n->f->graph;
+  ir_graph *ir = &e->n->ir;
+  int nk = e->n->sched.nkernels;
+  Compiled__V1__NativeProgram *p = e->p;
+  p->n_input_free_at = (size_t)g->ninputs;
+  p->input_free_at =
+      gc_arena_calloc(e->a, (size_t)g->ninputs + 1, sizeof *p->input_free_at);
+  if (!p->input_free_at)
+    return GC_ENOMEM;
+  for (int i = 0; i < g->ninputs; i++) {
+    int last = -1, at = 0;
+    bool found = false;
+    for (int b = 0; b < ir->nbufs; b++) {
+      ir_buf *x = ir->bufs[b];
+      if (x->kind != IR_BUF_INPUT || x->index != i)
+        continue;
+      found = true;
+      bool output = false;
+      for (int o = 0; o < ir->noutputs; o++)
+        output |= ir->outputs[o] && ir_buf_storage(ir->outputs[o]->buf) == x;
+      if (x->mutated || output || x->last >= nk)
+        at = -1;
+      if (x->last > last)
+        last = x->last;
+    }
+    if (!found)
+      at = -1;
+    else if (at == 0 && last >= 0)
+      at = e->after_kernel[last];
+    p->input_free_at[i] = at;
+  }
+  return 0;
 }
 
 /* Program inputs: the INPUT buffer of a tensor input; a literal or a
@@ -607,6 +658,8 @@ int gc_native_emit(gc_native *n, const gc_backend *be, gc_error *err) {
     rc = instructions(&e);
   if (!rc)
     rc = outputs(&e);
+  if (!rc)
+    rc = input_free_at(&e);
   if (!rc)
     rc = slots(&e);
   if (!rc)

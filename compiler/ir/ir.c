@@ -1174,6 +1174,8 @@ static const char *kind_name(ir_buf_kind k) {
     return "output";
   case IR_BUF_RESULT:
     return "result";
+  case IR_BUF_TEMP:
+    return "temp";
   }
   return "?";
 }

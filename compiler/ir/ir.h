@@ -178,6 +178,9 @@ typedef enum ir_buf_kind {
   IR_BUF_ARENA,  /* an intermediate in the call's arena (planned) */
   IR_BUF_OUTPUT, /* a program output, allocated fresh for each call */
   IR_BUF_RESULT, /* returned by an extern/fallback call (ATen allocates) */
+  IR_BUF_TEMP,   /* an intermediate with its own memory, allocated before
+                    its first write and dropped after its last use (the
+                    planner makes them, sc_schedule.temp_min_bytes) */
 } ir_buf_kind;
 
 struct ir_buf {

@@ -156,8 +156,11 @@ static bool can_overwrite(const ir_graph *ir, const sc_schedule *s,
       !dense(b) || is_output(ir, root))
     return false;
   if (root->kind == IR_BUF_RESULT) {
-    /* an ATen tensor: moving it into an output is not ours to do */
-    if (!fresh_results(root->def) || b->kind != IR_BUF_ARENA)
+    /* a fresh ATen tensor nobody else holds: an intermediate, or a program
+       output (returned as a view of it, as eager's in-place op would
+       leave it: dropout's mask is bernoulli's tensor divided in place) */
+    if (!fresh_results(root->def) || r != root ||
+        (b->kind != IR_BUF_ARENA && b->kind != IR_BUF_OUTPUT))
       return false;
   } else if (root->kind != IR_BUF_ARENA) {
     return false;
@@ -223,6 +226,12 @@ static int plan_in_place(ir_graph *ir, sc_schedule *s, gc_error *err) {
           continue;
         ir_buf *root = ir_buf_storage(r);
         r->shared = true;
+        if (b->kind == IR_BUF_OUTPUT && root->kind == IR_BUF_RESULT) {
+          /* the output is the call's tensor: it is never freed */
+          b->share = r;
+          root->last = s->nkernels;
+          break;
+        }
         if (b->kind == IR_BUF_OUTPUT) {
           /* an arena chain ending in a program output: all of it lives in
              the output's tensor (allocated when the call starts) */
@@ -280,6 +289,15 @@ int sc_plan_memory(ir_graph *ir, sc_schedule *s, gc_error *err) {
   int rc = plan_in_place(ir, s, err);
   if (rc)
     return rc;
+  /* Large intermediates of a program whose inputs are donated get their own
+   * memory for their live range only (buffers computed in place in one
+   * follow it: they are views of it). */
+  for (int i = 0; s->temp_min_bytes > 0 && i < ir->nbufs; i++) {
+    ir_buf *b = ir->bufs[i];
+    if (b->kind == IR_BUF_ARENA && !s->local[i] && b->first >= 0 && !b->share &&
+        buf_bytes(b) >= s->temp_min_bytes)
+      b->kind = IR_BUF_TEMP;
+  }
   /* the arena buffers that need memory, largest first */
   rng *r = gc_arena_calloc(ir->a, (size_t)ir->nbufs + 1, sizeof *r);
   ir_buf **placed =
@@ -407,6 +425,7 @@ char *sc_print(ir_graph *ir, const sc_schedule *s) {
                 ? gc_arena_printf(ir->a, "arena@%lld",
                                   (long long)b->arena_offset)
             : b->kind == IR_BUF_OUTPUT ? "output"
+            : b->kind == IR_BUF_TEMP   ? "temp"
             : b->kind == IR_BUF_INPUT  ? "input"
                                        : "result";
         put(&p,

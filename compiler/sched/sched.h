@@ -74,11 +74,15 @@ typedef struct sc_kernel {
 typedef struct sc_schedule {
   sc_kernel **kernels; /* execution order */
   int nkernels, cap;
-  sc_place *place;     /* per IR node id */
-  bool *local;         /* per buffer id: kept in a local variable */
-  int64_t arena_bytes; /* the memory plan's size */
-  int nlocal;          /* buffers that never touch memory */
-  bool planned;        /* sc_plan_memory has run */
+  sc_place *place;        /* per IR node id */
+  bool *local;            /* per buffer id: kept in a local variable */
+  int64_t arena_bytes;    /* the memory plan's size */
+  int nlocal;             /* buffers that never touch memory */
+  bool planned;           /* sc_plan_memory has run */
+  int64_t temp_min_bytes; /* > 0: arena intermediates at least this large
+                             become TEMP buffers (own memory, allocated at
+                             their first write, dropped after their last
+                             use); 0: every intermediate in the arena */
 } sc_schedule;
 
 /* Groups ir's nodes into kernels. */
