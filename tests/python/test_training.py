@@ -143,6 +143,9 @@ def test_resnet18_trains_like_eager(daemon):
     cf = _train_side_by_side(model, (x,), lambda y: F.cross_entropy(y, target), daemon,
                              steps=2, rtol=1e-3)
     _assert_native_both_ways(cf)
+    (step,) = cf._entries.values()
+    # intermediates of 64 KiB or more have their own memory (docs/codegen.md)
+    assert "_empty_strided(" in step.bw_program.source
 
 
 def test_inputs_requiring_grad_get_gradients(daemon):
@@ -275,3 +278,47 @@ def test_no_grad_calls_use_an_inference_program(daemon):
     with torch.no_grad():
         out = cf(x)
     assert cf.compiles == 3 and not out.requires_grad and "backward" not in cf.summary()
+
+
+def test_saved_values_are_freed_during_the_backward(daemon):
+    """The backward program takes its saved values over (a boxed call) and
+    drops each after its last use, as eager's autograd frees saved tensors
+    node by node: some are already gone when it allocates later outputs."""
+    import weakref
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Conv2d(3, 4, 3), torch.nn.BatchNorm2d(4),
+                                torch.nn.ReLU(), torch.nn.Flatten(),
+                                torch.nn.Linear(4 * 6 * 6, 5)).train()
+    x = torch.randn(2, 3, 8, 8)
+    cf = compiled.compile(model, (x,), server=daemon.address)
+    (step,) = cf._entries.values()
+    assert "_args.clear()" in step.bw_program.source and "    del a" in step.bw_program.source
+    refs = []
+    forward = step.fw
+
+    def fw(*args):
+        outs = forward(*args)
+        refs[:] = [weakref.ref(t) for t in outs[step.num_outs:]]
+        return outs
+    step.fw = fw
+    scope = step.bw.__globals__
+    allocate = scope["_new_output"]
+    freed_when_allocating = []
+
+    def new_output(*args):
+        freed_when_allocating.append(sum(r() is None for r in refs))
+        return allocate(*args)
+    scope["_new_output"] = new_output
+    try:
+        cf(x).sum().backward()
+    finally:
+        scope["_new_output"] = allocate
+        step.fw = forward
+    assert refs and max(freed_when_allocating) > 0, freed_when_allocating
+    assert all(r() is None for r in refs)  # and all of them once it is done
+    ref = copy.deepcopy(model)
+    for p in ref.parameters():
+        p.grad = None
+    ref(x).sum().backward()
+    for p, q in zip(model.parameters(), ref.parameters()):
+        torch.testing.assert_close(p.grad, q.grad)

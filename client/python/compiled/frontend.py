@@ -459,21 +459,23 @@ class CompiledFunction:
                    "training" if training else "inference", grad)
         return program.fn
 
-    def _compile_graph(self, gm: torch.fx.GraphModule, examples: list) -> runtime.LoadedProgram:
+    def _compile_graph(self, gm: torch.fx.GraphModule, examples: list,
+                       boxed: bool = False) -> runtime.LoadedProgram:
         """Capture a forward or backward graph of a training signature on
         ``examples`` (no input requires grad) and compile it as an inference
-        program; the program returns a tuple."""
+        program; the program returns a tuple (boxed: see runtime.load)."""
         with torch.no_grad(), _fork_rng():
             captured = _capture.trace(gm, examples)
         options = compiled_pb2.CompileOptions(
             opt_level=self._opt_level,
             return_input_mutations=not self._keep_input_mutations,
-            mode=compiled_pb2.MODE_INFERENCE)
+            mode=compiled_pb2.MODE_INFERENCE, separate_temporaries=True)
         key, data = self._client.compile(captured.graph_module, options,
                                          target=_native.target_message())
         self.compiles += 1
         with _capture.paused_gc():
-            program = runtime.load(data, constants=list(captured.constants.values()))
+            program = runtime.load(data, constants=list(captured.constants.values()),
+                                   boxed=boxed, recycle_outputs=False)
         kinds = [program.input_kinds[i] for i in program.arg_inputs]
         if kinds != [graph_pb2.INPUT_KIND_USER_INPUT] * len(examples):
             raise ArtifactError(f"program {program.key[:12]}: its inputs are "
@@ -511,7 +513,7 @@ class CompiledFunction:
             bw_examples = (list(outs[split.num_outs:])
                            + [examples[i] for i in split.saved_primals] + tangents)
             del outs
-            bw = self._compile_graph(split.bw, bw_examples)
+            bw = self._compile_graph(split.bw, bw_examples, boxed=True)
         except (CompileError, CaptureError) as e:
             raise _training.NotSplittable(f"the forward or backward graph failed: {e}") from e
         self.programs += [fw, bw]

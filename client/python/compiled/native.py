@@ -63,6 +63,7 @@ class _P:
     PLACEMENT_VIEW = _A.PlacementKind.PLACEMENT_VIEW
     PLACEMENT_OUTPUT = _A.PlacementKind.PLACEMENT_OUTPUT
     PLACEMENT_RESULT = _A.PlacementKind.PLACEMENT_RESULT
+    PLACEMENT_TEMP = _A.PlacementKind.PLACEMENT_TEMP
 
 
 # The ABI the generated code speaks (compiler/codegen/cgen.h).
@@ -259,6 +260,10 @@ def release_output_pool() -> int:
     return n
 
 
+def _plain_empty_strided(size, stride, dtype, nbytes):
+    return torch.empty_strided(size, stride, dtype=dtype)
+
+
 def _outputs_allocator():
     """torch.empty_strided, or the recycling pool (the default)."""
     global _output_pool
@@ -384,6 +389,7 @@ class _NativeBody:
         self.arena_names: List[str] = []
         self.lines = gen.lines
         self._slots_of: Optional[Dict[int, List[int]]] = None
+        self.dropped: set = set()
 
     # -- values ------------------------------------------------------------
 
@@ -428,6 +434,9 @@ class _NativeBody:
         if kind == _P.PLACEMENT_INPUT:
             if not 0 <= pl.index < len(self.gen.input_expr):
                 raise ArtifactError(f"{where}: input {pl.index} out of range")
+            if pl.index in self.dropped:
+                raise ArtifactError(f"{where}: reads input {pl.index} after its "
+                                    "input_free_at")
             e = self.gen.input_expr[pl.index]
         elif kind == _P.PLACEMENT_ARENA:
             e = self.arena_value(index)
@@ -443,8 +452,10 @@ class _NativeBody:
                 self.gen.globals["_as_strided"] = torch.as_strided
                 e = f"_as_strided({b}, {size!r}, {stride!r}, {b}.storage_offset() + {int(pl.offset)})"
                 return e  # made at each use (cheap; never cached across frees)
-        elif kind == _P.PLACEMENT_OUTPUT or kind == _P.PLACEMENT_RESULT:
-            raise ArtifactError(f"{where}: native value {index} is read before it exists")
+        elif kind == _P.PLACEMENT_OUTPUT or kind == _P.PLACEMENT_RESULT or \
+                kind == _P.PLACEMENT_TEMP:
+            raise ArtifactError(f"{where}: native value {index} is read before it exists "
+                                "(or after it was freed)")
         else:
             v = self.values[index]
             vk = v.WhichOneof("kind")
@@ -455,6 +466,45 @@ class _NativeBody:
             return self.gen.native_literal(v, vk) if vk else "None"
         self.expr[index] = e
         return e
+
+    # -- inputs dropped early (boxed programs) ----------------------------
+
+    def input_drops(self) -> Dict[int, List[int]]:
+        """For a boxed program: instruction index -> the program inputs to
+        drop before it (``input_free_at``), leaving out inputs the epilogue
+        or an output still reads. Empty for other programs (their caller
+        keeps the inputs alive anyway)."""
+        gen, np_ = self.gen, self.np
+        free_at = np_.input_free_at
+        if not gen.boxed or len(free_at) != len(np_.inputs):
+            return {}
+        kept = gen.inputs_kept()
+        for v in np_.outputs:  # outputs that are inputs or views of them
+            while 0 <= v < len(self.places) and self.places[v].kind == _P.PLACEMENT_VIEW:
+                v = self.places[v].index
+            if 0 <= v < len(self.places) and self.places[v].kind == _P.PLACEMENT_INPUT:
+                kept.add(self.places[v].index)
+        drops: Dict[int, List[int]] = {}
+        for i, at in enumerate(free_at):
+            if at < 0 or i in kept or i in gen.bound:
+                continue
+            if at > len(np_.instructions):
+                raise ArtifactError(f"native program: input {i} is freed at instruction "
+                                    f"{at}, past the last")
+            drops.setdefault(at, []).append(i)
+        return drops
+
+    def drop_inputs(self, inputs) -> None:
+        """``del`` the inputs' names; a later read of one is an error of
+        the artifact (value() refuses it)."""
+        if not inputs:
+            return
+        names = [self.gen.input_expr[i] for i in inputs]
+        self.dropped.update(inputs)
+        for v, pl in enumerate(self.places):
+            if pl.kind == _P.PLACEMENT_INPUT and pl.index in self.dropped:
+                self.expr.pop(v, None)
+        self.lines.append(f"    del {', '.join(names)}")
 
     # -- pointer slots -----------------------------------------------------
 
@@ -477,7 +527,8 @@ class _NativeBody:
     def emit(self) -> List[str]:
         np_ = self.np
         g = self.gen
-        g.globals["_new_output"] = _outputs_allocator()
+        g.globals["_new_output"] = (_outputs_allocator() if g.recycle_outputs
+                                    else _plain_empty_strided)
         g.globals["_index_error"] = _index_error
         for i, sym in enumerate(np_.code.entry_symbols):
             fn = getattr(self.lib, sym)
@@ -506,7 +557,9 @@ class _NativeBody:
             if self.places[v].kind == _P.PLACEMENT_OUTPUT and v not in later:
                 ready.add(self.new_output(v))
         self.fill_slots(ready)
+        drops = self.input_drops()
         for n, ins in enumerate(np_.instructions):
+            self.drop_inputs(drops.get(n, ()))
             kind = ins.WhichOneof("kind")
             start, named = len(self.lines), len(self.arena_names)
             if kind == "segment":
@@ -521,11 +574,12 @@ class _NativeBody:
             elif kind == "alloc":
                 made = set()
                 for v in ins.alloc.items:
-                    if not 0 <= v < len(self.places) or \
-                            self.places[v].kind != _P.PLACEMENT_OUTPUT or v in self.expr:
+                    if not 0 <= v < len(self.places) or v in self.expr or \
+                            self.places[v].kind not in (_P.PLACEMENT_OUTPUT, _P.PLACEMENT_TEMP):
                         raise ArtifactError(f"native instruction {n}: alloc of value {v}, "
-                                            "not an output not yet made")
-                    made.add(self.new_output(v))
+                                            "not an output or temporary not yet made")
+                    made.add(self.new_output(v) if self.places[v].kind == _P.PLACEMENT_OUTPUT
+                             else self.new_temp(v))
                 self.fill_slots(made)
             elif kind == "free":
                 names = [self.expr.pop(v) for v in ins.free.items if v in self.expr]
@@ -535,6 +589,7 @@ class _NativeBody:
                 raise ArtifactError(f"native instruction {n}: unknown kind {kind!r}")
             if take_at is None and (kind == "segment" or len(self.arena_names) > named):
                 take_at = start
+        self.drop_inputs(drops.get(len(np_.instructions), ()))
         # Generated kernels write mutated inputs directly; torch's version
         # counter must still move (autograd and tests check it): an in-place
         # op on an empty view shares the counter and touches no data.
@@ -570,6 +625,16 @@ class _NativeBody:
         self.lines.append(f"    o{v} = _new_output({size!r}, {stride!r}, "
                           f"{self.gen.obj(dtype)}, {span * item})")
         self.expr[v] = f"o{v}"
+        return v
+
+    def new_temp(self, v: int) -> int:
+        """Allocates TEMP value v: plain memory, like eager's temporaries
+        (not the output pool: it is dropped within the call)."""
+        dtype, size, stride = self.meta(v)
+        self.gen.globals["_empty_strided"] = torch.empty_strided
+        self.lines.append(f"    t{v} = _empty_strided({size!r}, {stride!r}, "
+                          f"dtype={self.gen.obj(dtype)})")
+        self.expr[v] = f"t{v}"
         return v
 
     def call(self, n: int, k) -> set:

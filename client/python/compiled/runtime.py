@@ -212,7 +212,8 @@ class LoadedProgram:
 
 def load(artifact: Union[bytes, artifact_pb2.Artifact], *,
          constants: Union[None, Sequence[Any], Dict[int, Any]] = None,
-         out_spec: Optional[pytree.TreeSpec] = None, native: bool = True) -> LoadedProgram:
+         out_spec: Optional[pytree.TreeSpec] = None, native: bool = True,
+         boxed: bool = False, recycle_outputs: bool = True) -> LoadedProgram:
     """Turn an artifact into a :class:`LoadedProgram`.
 
     Args:
@@ -227,6 +228,17 @@ def load(artifact: Union[bytes, artifact_pb2.Artifact], *,
         native: run the artifact's native program when it has one and this
             process can (:mod:`compiled.native`); else, or when native code
             cannot run here (logged once), the ATen program.
+        boxed: the function takes one list of the inputs and empties it
+            (the caller hands over its references); a native program then
+            drops each input after the last instruction reading it
+            (``NativeProgram.input_free_at``), so that memory only the
+            list held is freed during the call. Used for backward programs,
+            whose saved values eager's autograd frees as it goes.
+        recycle_outputs: large outputs of a native program come from the
+            recycling pool (compiled.native); False allocates them as eager
+            would (training programs: their outputs, saved values and
+            gradients, die at different times, and blocks the pool keeps
+            would add to the peak).
 
     Raises:
         ArtifactError: unknown major version, malformed program, unknown
@@ -254,7 +266,8 @@ def load(artifact: Union[bytes, artifact_pb2.Artifact], *,
     gen = None
     if native and artifact.HasField("native_program"):
         from . import native as native_module
-        gen = _Codegen(artifact, bound, out_spec)
+        gen = _Codegen(artifact, bound, out_spec, boxed)
+        gen.recycle_outputs = recycle_outputs
         try:
             fn, source = gen.build(native=True)
         except native_module.NativeUnavailable as e:
@@ -267,7 +280,7 @@ def load(artifact: Union[bytes, artifact_pb2.Artifact], *,
         native_reason = "the artifact has no native code" + "".join(
             f" ({d.message})" for d in artifact.diagnostics if "native" in d.message)
     if fn is None:
-        gen = _Codegen(artifact, bound, out_spec)
+        gen = _Codegen(artifact, bound, out_spec, boxed)
         fn, source = gen.build()
     loaded = LoadedProgram(fn, source, artifact.key,
                            (artifact.version.major, artifact.version.minor),
@@ -320,8 +333,11 @@ class _Codegen:
     operator k, ``_c<i>`` constant globals, ``_k<i>`` bound constant inputs.
     """
 
-    def __init__(self, artifact: artifact_pb2.Artifact, bound: Dict[int, Any], out_spec):
+    def __init__(self, artifact: artifact_pb2.Artifact, bound: Dict[int, Any], out_spec,
+                 boxed: bool = False):
         self.artifact = artifact
+        self.boxed = boxed
+        self.recycle_outputs = True
         self.program = artifact.program
         self.values = self.program.values
         self.bound = bound
@@ -489,10 +505,14 @@ class _Codegen:
         serial = next(_program_counter)
         key = self.artifact.key[:12] or "nokey"
         filename = f"<compiled program {key} #{serial}>"
-        header = [f"def program({', '.join(params)}):",
+        header = [f"def program({'_args' if self.boxed else ', '.join(params)}):",
                   f"    # artifact {self.artifact.key or '(no key)'} "
                   f"v{self.artifact.version.major}.{self.artifact.version.minor}, "
                   f"functional={program.functional}, training={program.training}"]
+        if self.boxed:
+            if params:
+                header.append(f"    {', '.join(params)}, = _args")
+            header.append("    _args.clear()")
         source = "\n".join(header + ["    " + line for line in self.lines]) + "\n"
         code = compile(source, filename, "exec")
         scope = dict(self.globals)
@@ -501,6 +521,19 @@ class _Codegen:
         if _log.isEnabledFor(logging.DEBUG):
             _log.debug("loaded %s:\n%s", filename, source)
         return scope["program"], source
+
+    def inputs_kept(self) -> set:
+        """Program inputs the epilogue reads after the body: inputs it
+        mutates, and bases of outputs that are inputs or their views."""
+        kept = set()
+        for i, info in enumerate(self.program.input_info):
+            if info.mutation_type != _A.MUTATION_TYPE_NOT_MUTATED or info.mutates_data \
+                    or info.mutates_metadata:
+                kept.add(i)
+        for info in self.program.output_info:
+            if info.output_type in (_A.OUTPUT_TYPE_IS_INPUT, _A.OUTPUT_TYPE_ALIAS_OF_INPUT):
+                kept.add(info.base_index)
+        return kept
 
     def bind_inputs(self) -> List[str]:
         """Parameters of the generated function; input value expressions."""

@@ -25,8 +25,9 @@ as AOTAutograd does (docs/training.md):
    keys, both cached), so both get native code.
 4. **Run** them inside a ``torch.autograd.Function``: its forward runs the
    forward program (grad mode is off there) and saves what it returns for
-   the backward; its backward runs the backward program on the saved values
-   and the incoming gradients, made contiguous.
+   the backward; its backward hands the saved values and the incoming
+   gradients (made contiguous) over to the backward program, which drops
+   each saved value after its last use.
 
 Programs this scheme does not describe exactly are refused here with
 :class:`NotSplittable` (the caller then compiles one training program that
@@ -336,8 +337,14 @@ class _Function(torch.autograd.Function):
                 "(backward with create_graph=True): call the original function where "
                 "higher-order gradients are needed")
         step = ctx.step
-        tangents = [g.contiguous() for g, need in zip(grads, step.needs_grad) if need]
-        results = step.bw(*ctx.saved_tensors, *tangents)
+        args = list(ctx.saved_tensors)
+        args += [g.contiguous() for g, need in zip(grads, step.needs_grad) if need]
+        # Hand the saved values over to the backward program (boxed: it
+        # empties the list and drops each value after its last use, as
+        # eager's autograd frees saved tensors node by node); with
+        # retain_graph=True autograd keeps them.
+        ctx.maybe_clear_saved_tensors()
+        results = step.bw(args)
         out: List[Optional[torch.Tensor]] = [None] * (1 + step.num_args)
         for i, g in zip(step.grad_inputs, results):
             out[1 + i] = g
