@@ -10,6 +10,10 @@ the same process (median), with 2 threads:
     opt.zero_grad(set_to_none=True); loss_fn(model(x)).backward(); opt.step()
 
 (SGD, momentum 0.9; the loss is computed eagerly from the model's output).
+It also profiles one eager step and prints the share of its time spent in
+matrix products and convolutions ("eager in BLAS/conv"): compiled code
+calls the same library kernels, so 1 / share ("bound") is the most any
+compilation of the rest could gain.
 Before timing it checks the two copies agree: the first step's loss and
 every parameter's gradient (per parameter, the largest difference relative
 to the gradient's largest magnitude; the median and the largest over the
@@ -119,6 +123,29 @@ def json_line(d):
     return json.dumps(d)
 
 
+# Library calls both sides make (compiled code calls the same ATen kernels
+# for matrix products and convolutions): their share of an eager step
+# bounds what compiling the rest can gain.
+LIBRARY_OPS = {"aten::mkldnn_convolution", "aten::convolution_backward", "aten::addmm",
+               "aten::mm", "aten::bmm", "aten::baddbmm", "aten::_convolution",
+               "aten::thnn_conv2d", "aten::_slow_conv2d_forward",
+               "aten::_slow_conv2d_backward"}
+
+
+def library_share(step):
+    """The fraction of one eager step's CPU time spent in LIBRARY_OPS
+    (torch.profiler, self time)."""
+    step()
+    with torch.profiler.profile() as prof:
+        step()
+    total = lib = 0.0
+    for e in prof.key_averages():
+        total += e.self_cpu_time_total
+        if e.key in LIBRARY_OPS:
+            lib += e.self_cpu_time_total
+    return lib / total if total else float("nan")
+
+
 def grad_errors(a, b):
     """Per parameter, the largest difference of the two gradients relative
     to the eager gradient's largest magnitude; returns (median, max)."""
@@ -173,6 +200,7 @@ def main():
                 seconds=args.seconds)
             speed = eager_s / comp_s
             speedups.append(speed)
+            share = library_share(make_step(twin, twin, x, loss_fn))
             heap_e = heap_c = float("nan")
             if not args.no_memory:
                 je = benchlib.subprocess_json([__file__, "--memory-case", name, "--mode",
@@ -182,13 +210,15 @@ def main():
                 heap_e, heap_c = je["heap_mib"], jc["heap_mib"]
                 heap_ratios.append(heap_c / heap_e if heap_e > 0 else 1.0)
             rows.append([name, f"{eager_s * 1e3:.1f}", f"{comp_s * 1e3:.1f}", f"{speed:.2f}x",
+                         f"{share * 100:.0f}%", f"{1 / share:.2f}x",
                          f"{compile_s:.1f}", f"{heap_e:.1f}", f"{heap_c:.1f}",
                          f"{s.get('kernels', 0)}/{s.get('extern', 0)}/{s.get('fallback', 0)}",
                          f"{b.get('kernels', 0)}/{b.get('extern', 0)}/{b.get('fallback', 0)}",
                          f"{loss_err:.1e}", f"{g_med:.1e}", f"{g_max:.1e}"])
             print(f"  {name}: {speed:.2f}x", file=sys.stderr, flush=True)
             del cf, model, twin
-    print(benchlib.table(rows, ["case", "eager ms", "compiled ms", "speedup", "compile s",
+    print(benchlib.table(rows, ["case", "eager ms", "compiled ms", "speedup",
+                                "eager in BLAS/conv", "bound", "compile s",
                                 "eager heap MiB", "compiled heap MiB",
                                 "fw kernels/extern/fallback", "bw kernels/extern/fallback",
                                 "loss rel err", "grad rel err median", "max"]))
