@@ -180,6 +180,22 @@ def subprocess_json(args, timeout=900, heap=False):
     return json.loads(out.stdout.strip().splitlines()[-1])
 
 
+def case_arguments(description, seconds):
+    """Command-line arguments of a benchmark over named cases that measures
+    memory in fresh processes of itself: --only NAME,..., --seconds,
+    --no-memory; --memory-case, --mode and --server are for those
+    processes."""
+    import argparse
+    ap = argparse.ArgumentParser(description=description)
+    ap.add_argument("--only", default="")
+    ap.add_argument("--seconds", type=float, default=seconds)
+    ap.add_argument("--no-memory", action="store_true")
+    ap.add_argument("--memory-case", help=argparse.SUPPRESS)
+    ap.add_argument("--mode", help=argparse.SUPPRESS)
+    ap.add_argument("--server", help=argparse.SUPPRESS)
+    return ap.parse_args()
+
+
 def geomean(xs):
     xs = [x for x in xs if x and x > 0]
     return math.exp(sum(math.log(x) for x in xs) / len(xs)) if xs else float("nan")

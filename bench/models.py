@@ -33,7 +33,6 @@ Run from the repository root after `make`:
     /usr/bin/python3 bench/models.py [--only NAME,...] [--seconds S]
 """
 
-import argparse
 import math
 import os
 import sys
@@ -176,14 +175,7 @@ def compare(out, ref):
 
 
 def main():
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--only", default="")
-    ap.add_argument("--seconds", type=float, default=4.0)
-    ap.add_argument("--no-memory", action="store_true")
-    ap.add_argument("--memory-case", help=argparse.SUPPRESS)
-    ap.add_argument("--mode", help=argparse.SUPPRESS)
-    ap.add_argument("--server", help=argparse.SUPPRESS)
-    args = ap.parse_args()
+    args = benchlib.case_arguments(__doc__.splitlines()[0], 4.0)
     if args.memory_case:
         memory_main(args.memory_case, args.mode, args.server, args.seconds / 2)
         return

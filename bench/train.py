@@ -31,7 +31,6 @@ Run from the repository root after `make`:
     /usr/bin/python3 bench/train.py [--only NAME,...] [--seconds S] [--no-memory]
 """
 
-import argparse
 import copy
 import os
 import sys
@@ -161,14 +160,7 @@ def grad_errors(a, b):
 
 
 def main():
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--only", default="")
-    ap.add_argument("--seconds", type=float, default=6.0)
-    ap.add_argument("--no-memory", action="store_true")
-    ap.add_argument("--memory-case", help=argparse.SUPPRESS)
-    ap.add_argument("--mode", help=argparse.SUPPRESS)
-    ap.add_argument("--server", help=argparse.SUPPRESS)
-    args = ap.parse_args()
+    args = benchlib.case_arguments(__doc__.splitlines()[0], 6.0)
     if args.memory_case:
         memory_main(args.memory_case, args.mode, args.server)
         return

@@ -322,3 +322,23 @@ def test_saved_values_are_freed_during_the_backward(daemon):
     ref(x).sum().backward()
     for p, q in zip(model.parameters(), ref.parameters()):
         torch.testing.assert_close(p.grad, q.grad)
+
+
+def test_retain_graph_and_two_graphs_alive(daemon):
+    """backward(retain_graph=True) keeps the saved values for a second
+    backward; two forward calls before one backward keep separate saved
+    values; gradients accumulate as in eager."""
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Linear(6, 8), torch.nn.Tanh(),
+                                torch.nn.Linear(8, 3)).train()
+    ref = copy.deepcopy(model)
+    x1, x2 = torch.randn(4, 6), torch.randn(4, 6)
+    cf = compiled.compile(model, (x1,), server=daemon.address)
+    for fn in (cf, ref):
+        loss = fn(x1).pow(2).sum()
+        loss.backward(retain_graph=True)
+        loss.backward()
+        a, b = fn(x1).sum(), fn(x2).pow(2).sum()
+        (a + b).backward()
+    for p, q in zip(model.parameters(), ref.parameters()):
+        torch.testing.assert_close(p.grad, q.grad)
