@@ -48,6 +48,7 @@ def _train_side_by_side(model, inputs, loss_fn, daemon, steps=3, rtol=1e-4):
     Returns the compiled function."""
     twin = copy.deepcopy(model)
     cf = compiled.compile(model, inputs, server=daemon.address)
+    assert "backward" in cf.summary()  # compiled, not run yet: the training programs
     opt_c = torch.optim.SGD(model.parameters(), lr=0.05, momentum=0.9)
     opt_e = torch.optim.SGD(twin.parameters(), lr=0.05, momentum=0.9)
     for step in range(steps):

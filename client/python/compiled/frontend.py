@@ -283,6 +283,7 @@ class CompiledFunction:
         # How the last capture traced: "meta" (shape-only) or "real".
         self.capture_method: Optional[str] = None
         self._last_fn = None
+        self._last_training: Optional[_training.TrainingStep] = None
         self._warned = False
         self._fallback_warned = False
 
@@ -315,8 +316,13 @@ class CompiledFunction:
         ``native`` (lowered into generated kernels), ``extern`` (BLAS and
         convolution calls through ATen), ``fallback`` (other ATen calls),
         ``kernels`` (generated kernels), ``fallback_ops``, ``arena_bytes``,
-        and ``runs`` ("native" or "aten"). Empty before any program."""
+        and ``runs`` ("native" or "aten"). For a training signature (a
+        compiled forward and backward), the forward's, with the backward's
+        under ``"backward"``. Empty before any program."""
         last = self._last_fn
+        if last is None and self._last_training is not None and \
+                self.programs and self.programs[-1] is self._last_training.bw_program:
+            last = self._last_training  # compiled last, not run yet
         if isinstance(last, _training.TrainingStep):
             return last.summary()
         for p in reversed(self.programs):
@@ -520,7 +526,8 @@ class CompiledFunction:
         _log.debug("compiled %s: training programs %s (forward) and %s (backward), %d saved "
                    "values", _capture._describe(self._fn), fw.key[:16], bw.key[:16],
                    split.num_saved + len(split.saved_primals))
-        return _training.TrainingStep(split, fw, bw, len(flat_real))
+        self._last_training = _training.TrainingStep(split, fw, bw, len(flat_real))
+        return self._last_training
 
     def _check_inputs(self, program: runtime.LoadedProgram, n_state: int, n_flat: int) -> None:
         """The program must take (parameters, buffers, user inputs)."""
