@@ -219,6 +219,18 @@ CHECKED_PROGRAMS = {
     "relu": lambda x, w: F.relu(x),
     "adaptive_avg_pool": lambda x, w: F.adaptive_avg_pool2d(x, (3, 2)),
     "adaptive_avg_pool_1": lambda x, w: F.adaptive_avg_pool2d(x, 1),
+    # backward operators (training's backward graphs): the gradient has the
+    # input's layout, as autograd passes it
+    "batch_norm_backward": lambda x, w: torch.ops.aten.native_batch_norm_backward(
+        x * 1, x, w[0, :, 0, 0], None, None, torch.zeros(4), torch.ones(4), True, 1e-5,
+        [True, True, True]),
+    "batch_norm_backward_no_input": lambda x, w: torch.ops.aten.native_batch_norm_backward(
+        x * 1, x, None, torch.zeros(4), torch.ones(4), torch.zeros(4), torch.ones(4), True,
+        1e-5, [False, True, True]),
+    "conv_backward": lambda x, w: torch.ops.aten.convolution_backward(
+        x * 1, x, w, [4], [1, 1], [1, 1], [1, 1], False, [0, 0], 1, [True, True, True]),
+    "conv_backward_weight_only": lambda x, w: torch.ops.aten.convolution_backward(
+        x * 1, x, w, None, [1, 1], [1, 1], [1, 1], False, [0, 0], 1, [False, True, False]),
 }
 
 
@@ -236,6 +248,36 @@ def test_checked_meta_functions_lay_results_out_as_cpu(program, layout, tmp_path
         assert layout != "contiguous", meta
         assert "checked operators and layouts only" in meta, meta
         return
+    a, b = keys([meta, real], tmp_path)
+    assert a is not None and a == b
+
+
+def test_training_backward_graph_traces_alike(tmp_path):
+    """The backward graph of a training signature (compiled.training) is
+    captured without data: convolution_backward (a rule, no meta function
+    in torch 1.13) and native_batch_norm_backward (its meta function,
+    corrected for output_mask) record what the real trace records."""
+    from compiled import training
+    import torch.utils._pytree as pytree
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Conv2d(3, 8, 3, padding=1), torch.nn.BatchNorm2d(8),
+                                torch.nn.ReLU(), torch.nn.Conv2d(8, 4, 3, stride=2),
+                                torch.nn.BatchNorm2d(4), torch.nn.Flatten(),
+                                torch.nn.Linear(4 * 3 * 3, 5)).train()
+    x = torch.randn(2, 3, 8, 8)
+    params, buffers, paths = capture._module_state(model)
+    state = [t for _, t, _ in params + buffers]
+    _, spec = pytree.tree_flatten((x,))
+    with torch.enable_grad():
+        split = training.split(model, model, paths, len(state), spec, state + [x])
+    fw_examples = [t.detach() for t in state] + [x]
+    with torch.no_grad():
+        outs = split.fw(*[t.clone() for t in fw_examples])
+    bw_examples = (list(outs[split.num_outs:]) + [fw_examples[i] for i in split.saved_primals]
+                   + [torch.zeros_like(o) for o, need in zip(outs[:split.num_outs],
+                                                             split.needs_grad) if need])
+    meta, real = both(split.bw, bw_examples)
+    assert not isinstance(meta, str), meta
     a, b = keys([meta, real], tmp_path)
     assert a is not None and a == b
 

@@ -107,11 +107,57 @@ def _layer_norm_contiguous(out, args, kwargs):
     return (torch.empty(y.shape, dtype=y.dtype, device=_META),) + tuple(out[1:])
 
 
+def _batch_norm_backward_mask(out, args, kwargs):
+    """native_batch_norm_backward: the CPU kernel leaves the results its
+    output_mask does not ask for undefined; the meta function computes
+    grad_input whatever the mask says."""
+    mask = args[9] if len(args) > 9 else kwargs.get("output_mask")
+    return tuple(o if m else None for o, m in zip(out, mask))
+
+
 # Corrections of meta functions whose result layout differs from the CPU
 # kernel's in torch 1.13: (out, args, kwargs) -> out.
 _FIXES = {
     _aten.native_batch_norm.default: _batch_norm_eval,
     _aten.native_layer_norm.default: _layer_norm_contiguous,
+    _aten.native_batch_norm_backward.default: _batch_norm_backward_mask,
+}
+
+def _arguments(func, args, kwargs) -> dict:
+    """The operator's arguments by parameter name."""
+    bound = dict(kwargs)
+    for a, v in zip(func._schema.arguments, args):
+        bound[a.name] = v
+    return bound
+
+
+def _convolution_backward_contiguous(args, kwargs) -> bool:
+    a = _arguments(_aten.convolution_backward.default, args, kwargs)
+    return (not a.get("transposed") and a["grad_output"].is_contiguous()
+            and a["input"].is_contiguous() and a["weight"].is_contiguous())
+
+
+def _convolution_backward_meta(args, kwargs):
+    """convolution_backward has no meta function in torch 1.13. For a
+    convolution that is not transposed, on contiguous arguments, the CPU
+    kernel returns grad_input and grad_weight contiguous, with the input's
+    and the weight's sizes, grad_bias with one element per output channel,
+    and None for each result output_mask does not ask for (checked on 1-3
+    spatial dimensions, groups, strides, padding and dilation by
+    tests/python/test_metatrace.py)."""
+    a = _arguments(_aten.convolution_backward.default, args, kwargs)
+    g, x, w = a["grad_output"], a["input"], a["weight"]
+    shapes = (x.shape, w.shape, (g.shape[1],))
+    return tuple(torch.empty(s, dtype=g.dtype, device=_META) if m else None
+                 for s, m in zip(shapes, a["output_mask"]))
+
+
+# Operators without a meta function in torch 1.13 whose result layouts the
+# rule computes, for the arguments its condition accepts:
+# func -> (condition(args, kwargs), rule(args, kwargs) -> out).
+_META_RULES = {
+    _aten.convolution_backward.default: (_convolution_backward_contiguous,
+                                         _convolution_backward_meta),
 }
 
 # Operators whose meta function and CPU kernel disagree in ways not
@@ -181,6 +227,17 @@ def _dense_input(args, kwargs) -> bool:
     return x.is_contiguous() or (x.dim() == 4 and x.is_contiguous(memory_format=torch.channels_last))
 
 
+def _dense_grad_and_input(args, kwargs) -> bool:
+    """The first two arguments (a gradient and the forward's input) both
+    contiguous, or both channels-last contiguous."""
+    g, x = args[0], args[1]
+    if g.is_contiguous() and x.is_contiguous():
+        return True
+    cl = torch.channels_last
+    return (g.dim() == 4 and x.dim() == 4 and g.is_contiguous(memory_format=cl)
+            and x.is_contiguous(memory_format=cl))
+
+
 def _adaptive_pool(args, kwargs) -> bool:
     """Contiguous input, or a 1x1 output (global pooling) on any layout."""
     size = args[1] if len(args) > 1 else kwargs.get("output_size")
@@ -199,6 +256,7 @@ def _convolution(args, kwargs) -> bool:
 _CHECKED = {
     _aten.convolution.default: _convolution,
     _aten.native_batch_norm.default: _dense_input,    # with _batch_norm_eval
+    _aten.native_batch_norm_backward.default: _dense_grad_and_input,  # with its mask
     _aten.native_layer_norm.default: _any_layout,      # with _layer_norm_contiguous
     _aten.roll.default: _contiguous_inputs,
     _aten.relu.default: _any_layout,
@@ -429,7 +487,12 @@ class _Tracer(TorchDispatchMode):
             raise Untrusted(f"{func} has a data-dependent output shape")
         if func in _DIFFERS:
             raise Untrusted(f"{func}: its meta function and its CPU kernel disagree")
-        if func not in _RUN_ON_ZEROS and _meta_kind(func) != "same":
+        rule = _META_RULES.get(func)
+        if rule is not None:
+            if not rule[0](args, kwargs):
+                raise Untrusted(f"{func}: no meta function; its rule covers checked "
+                                "operators and layouts only")
+        elif func not in _RUN_ON_ZEROS and _meta_kind(func) != "same":
             check = _CHECKED.get(func)
             if check is None or not check(args, kwargs):
                 raise Untrusted(f"{func}: its meta function is not the CPU kernel's "
@@ -454,7 +517,8 @@ class _Tracer(TorchDispatchMode):
         if self.direct:
             _set_mode(None)
         try:
-            out = func(*run_args, **run_kwargs)
+            out = (rule[1](run_args, run_kwargs) if rule is not None
+                   else func(*run_args, **run_kwargs))
             fix = _FIXES.get(func)
             if fix is not None:
                 out = fix(out, args, kwargs)
