@@ -197,6 +197,9 @@ class _StateLayout:
     ``named_parameters()`` order, then buffers in ``named_buffers()``
     order, tied tensors once).
 
+    ``state_paths`` maps every path reaching a state tensor (tied ones
+    included) to its index, as capture's ``_module_state`` returns it.
+
     ``read()`` is generated code: it checks that every submodule is still
     where it was (else returns None: the layout is stale) and returns
     ``(state tensors, training flags of every submodule)``. It raises
@@ -205,7 +208,7 @@ class _StateLayout:
 
     def __init__(self, module: torch.nn.Module):
         owners: List[Any] = []
-        params, buffers, _ = _capture._module_state(module, owners)
+        params, buffers, self.state_paths = _capture._module_state(module, owners)
         self.paths = [path for path, _, _ in params] + [path for path, _, _ in buffers]
         self.num_params = len(params)
         scope: Dict[str, Any] = {}
@@ -493,7 +496,7 @@ class CompiledFunction:
         grad (compiled.training). Raises NotSplittable when the program
         cannot be run that way."""
         module = self._module
-        state_paths = _capture._module_state(module)[2] if module is not None else {}
+        state_paths = self._layout.state_paths if module is not None else {}
         flat_real = list(state) + list(flat)
         _, user_spec = pytree.tree_flatten(args)
         try:

@@ -266,8 +266,7 @@ def load(artifact: Union[bytes, artifact_pb2.Artifact], *,
     gen = None
     if native and artifact.HasField("native_program"):
         from . import native as native_module
-        gen = _Codegen(artifact, bound, out_spec, boxed)
-        gen.recycle_outputs = recycle_outputs
+        gen = _Codegen(artifact, bound, out_spec, boxed, recycle_outputs)
         try:
             fn, source = gen.build(native=True)
         except native_module.NativeUnavailable as e:
@@ -280,7 +279,7 @@ def load(artifact: Union[bytes, artifact_pb2.Artifact], *,
         native_reason = "the artifact has no native code" + "".join(
             f" ({d.message})" for d in artifact.diagnostics if "native" in d.message)
     if fn is None:
-        gen = _Codegen(artifact, bound, out_spec, boxed)
+        gen = _Codegen(artifact, bound, out_spec, boxed, recycle_outputs)
         fn, source = gen.build()
     loaded = LoadedProgram(fn, source, artifact.key,
                            (artifact.version.major, artifact.version.minor),
@@ -334,10 +333,10 @@ class _Codegen:
     """
 
     def __init__(self, artifact: artifact_pb2.Artifact, bound: Dict[int, Any], out_spec,
-                 boxed: bool = False):
+                 boxed: bool = False, recycle_outputs: bool = True):
         self.artifact = artifact
         self.boxed = boxed
-        self.recycle_outputs = True
+        self.recycle_outputs = recycle_outputs
         self.program = artifact.program
         self.values = self.program.values
         self.bound = bound

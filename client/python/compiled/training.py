@@ -34,13 +34,12 @@ Programs this scheme does not describe exactly are refused here with
 runs through ATen, which autograd records as it does eager code): outputs
 that share memory with an input, inputs requiring grad that the program
 mutates, inputs that share memory with each other, outputs that are not
-tensors, and programs with no output requiring grad, and outputs that share memory
-with each other (a result and its ``detach()``).
+tensors, outputs that share memory with each other (a result and its
+``detach()``), and programs with no output requiring grad.
 """
 
 from __future__ import annotations
 
-import logging
 import operator
 import sys
 from typing import Any, Dict, List, Optional, Sequence, Set
@@ -51,7 +50,6 @@ import torch.utils._pytree as pytree
 
 __all__ = ["NotSplittable", "Split", "split", "TrainingStep"]
 
-_log = logging.getLogger("compiled")
 _capture = sys.modules["compiled.capture"]
 _Tensor = torch.Tensor
 _SEEDED = torch.Tag.nondeterministic_seeded
@@ -84,11 +82,11 @@ class Split:
         saved_primals: indices of the primals the backward reads.
         grad_inputs: per backward output, the primal it is the gradient of.
         out_spec: the user outputs' pytree structure.
-        mutated: indices of the primals the program writes.
+        num_saved: how many saved values the forward computes.
     """
 
     def __init__(self, fw, bw, num_outs, needs_grad, saved_primals, grad_inputs, out_spec,
-                 mutated, num_saved):
+                 num_saved):
         self.fw = fw
         self.bw = bw
         self.num_outs = num_outs
@@ -96,7 +94,6 @@ class Split:
         self.saved_primals = saved_primals
         self.grad_inputs = grad_inputs
         self.out_spec = out_spec
-        self.mutated = mutated
         self.num_saved = num_saved
 
 
@@ -189,9 +186,6 @@ def _writes(node: fx.Node) -> bool:
                for a in target._schema.arguments)
 
 
-def _inputs_of(node: fx.Node) -> List[fx.Node]:
-    return node.all_input_nodes
-
 
 def _partition(gm: fx.GraphModule, n_primals: int, num_outs: int, needs_grad: List[bool],
                wrt: List[int], mutated: Set[int], out_spec) -> Split:
@@ -218,7 +212,7 @@ def _partition(gm: fx.GraphModule, n_primals: int, num_outs: int, needs_grad: Li
     for n in nodes:
         if n.op in ("placeholder", "output"):
             continue
-        ins = _inputs_of(n)
+        ins = n.all_input_nodes
         if any(a in backward_only for a in ins):
             backward_only.add(n)
         if any(a in reads_mutated for a in ins):
@@ -234,7 +228,7 @@ def _partition(gm: fx.GraphModule, n_primals: int, num_outs: int, needs_grad: Li
             if n in forward or n.op == "placeholder":
                 continue
             forward.add(n)
-            stack.extend(_inputs_of(n))
+            stack.extend(n.all_input_nodes)
 
     for o in fw_outs:
         take_forward(o)
@@ -259,7 +253,7 @@ def _partition(gm: fx.GraphModule, n_primals: int, num_outs: int, needs_grad: Li
             take_forward(n)
             continue
         backward.add(n)
-        stack.extend(_inputs_of(n))
+        stack.extend(n.all_input_nodes)
 
     # Saved values: forward nodes and primals the backward reads, in graph
     # order. get_attr constants are read where they are needed.
@@ -267,7 +261,7 @@ def _partition(gm: fx.GraphModule, n_primals: int, num_outs: int, needs_grad: Li
     saved_primals: List[fx.Node] = []
     seen: Set[fx.Node] = set()
     for n in sorted(backward, key=order.__getitem__):
-        for a in _inputs_of(n):
+        for a in n.all_input_nodes:
             if a in seen or a in backward or a.op == "get_attr":
                 continue
             seen.add(a)
@@ -309,7 +303,7 @@ def _partition(gm: fx.GraphModule, n_primals: int, num_outs: int, needs_grad: Li
         if not isinstance(g, fx.Node):
             raise NotSplittable(f"the gradient of input {i} is a constant of the trace")
     return Split(fw, bw, num_outs, needs_grad, [primal_index[p] for p in saved_primals],
-                 [i for i, _ in grad_nodes], out_spec, sorted(mutated), len(saved_nodes))
+                 [i for i, _ in grad_nodes], out_spec, len(saved_nodes))
 
 
 class _Function(torch.autograd.Function):
