@@ -187,7 +187,13 @@ static const char prelude[] =
     "/* 16 float lanes (GCC vector extension) and their 16 x 16 transpose,\n"
     " * defined at the end when a kernel uses it. */\n"
     "typedef float gc_v16 __attribute__((vector_size(64)));\n"
-    "static inline void gc_tr16(gc_v16 r[16]);\n";
+    "static inline void gc_tr16(gc_v16 r[16]);\n"
+    "/* Streamed (non-temporal) stores of a block, and the fence after a\n"
+    " * thread's last one, defined at the end when a kernel uses them. */\n"
+    "static inline void gc_stream(void *restrict dst, const void *restrict "
+    "src,\n"
+    "                             int64_t n);\n"
+    "static inline void gc_stream_fence(void);\n";
 
 const char *cx_prelude(void) {
   return prelude;
