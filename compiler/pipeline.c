@@ -168,8 +168,8 @@ int gc_compile(gc_arena *a, const gc_graph *g, const gc_key *key,
    * programs run through ATen (autograd records them) until the backward
    * graph is compiled too. */
   if (be && o->opt_level > 0 && f.functional && !o->training) {
-    NSTAGE("lower", gc_native_lower(&nat, a, &f, be, &nerr));
     nat.temp_min_bytes = o->separate_temporaries ? GC_TEMP_MIN_BYTES : 0;
+    NSTAGE("lower", gc_native_lower(&nat, a, &f, be, &nerr));
     NSTAGE("schedule", gc_native_schedule(&nat, be, &nerr));
     NSTAGE("plan", gc_native_plan(&nat, be, &nerr));
     NSTAGE("codegen", gc_native_codegen(&nat, hex, &nerr));

@@ -344,6 +344,8 @@ typedef struct ir_graph {
   size_t nebuckets;
   int nexprs;
   bool oom;
+  bool memory_first; /* lowering favours memory over recomputation
+                        (training programs: see maybe_realize) */
 } ir_graph;
 
 int ir_graph_init(ir_graph *ir, gc_arena *a, const gc_graph *g);

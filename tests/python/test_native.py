@@ -7,7 +7,6 @@ compares everything. Programs batch several cases where they can, so the C
 compiler runs a few dozen times rather than hundreds.
 """
 
-import math
 import os
 import re
 import subprocess

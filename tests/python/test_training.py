@@ -325,6 +325,45 @@ def test_saved_values_are_freed_during_the_backward(daemon):
         torch.testing.assert_close(p.grad, q.grad)
 
 
+class _Block(torch.nn.Module):
+    """A residual block: conv, batch norm, ReLU of the sum with a shortcut
+    (identity, or a strided 1x1 conv and batch norm when `down`)."""
+    def __init__(self, c, down=False):
+        super().__init__()
+        out = 2 * c if down else c
+        self.conv = torch.nn.Conv2d(c, out, 3, padding=1, stride=2 if down else 1, bias=False)
+        self.bn = torch.nn.BatchNorm2d(out)
+        self.short = torch.nn.Sequential(
+            torch.nn.Conv2d(c, out, 1, stride=2, bias=False),
+            torch.nn.BatchNorm2d(out)) if down else torch.nn.Identity()
+
+    def forward(self, x):
+        return F.relu(self.bn(self.conv(x)) + self.short(x))
+
+
+def test_a_shared_gradient_sum_is_computed_once(daemon):
+    """The gradient reaching a downsampling block's input is the sum of two
+    convolution_backward results; it flows through the previous block's
+    ReLU backward, whose result two consumers read (that block's batch-norm
+    backward and its shortcut). The backward computes it once, in a kernel
+    of its own, so both addends can be freed there, instead of inlining it
+    into both consumers, which kept both alive through the block's whole
+    backward (resnet18: 1 MiB over eager's peak). Gradients as eager's."""
+    import re
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Conv2d(3, 8, 3, padding=1), torch.nn.ReLU(),
+                                _Block(8), _Block(8, down=True)).train()
+    x = torch.randn(2, 3, 16, 16)
+    cf = _train_side_by_side(model, (x,), lambda y: y.square().mean(), daemon, steps=2)
+    _assert_native_both_ways(cf)
+    (step,) = cf._entries.values()
+    kernels = re.findall(r"static int k\d+_(\w+)\(", step.bw_program.c_source)
+    # (inlined, the sum and the ReLU backward were part of the batch-norm
+    # backward's kernel: add_threshold_backward_native_batch_norm_back...)
+    assert "add_threshold_backward" in kernels, kernels
+    assert not [k for k in kernels if k.startswith("add_threshold_backward_native")], kernels
+
+
 def test_retain_graph_and_two_graphs_alive(daemon):
     """backward(retain_graph=True) keeps the saved values for a second
     backward; two forward calls before one backward keep separate saved
