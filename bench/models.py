@@ -23,7 +23,10 @@ mode, torch.no_grad(), torch.set_num_threads(2), as users run inference):
   and the time per call there ("speedup alone"): interleaved in one
   process, eager and compiled share glibc's allocator, whose state (what
   it keeps, trims or maps afresh) each changes for the other; alone, each
-  runs as a user's process would;
+  runs as a user's process would. Fresh processes cannot be interleaved,
+  and this machine's speed drifts from minute to minute, so the alone
+  times come from four processes in the order eager, compiled, compiled,
+  eager, which cancels a steady drift: alone = (e1 + e2) / (c1 + c2);
 - prints eager ms, compiled ms, speedup, first-call time, peak RSS of both,
   and what the program is made of (generated kernels, library calls,
   fallbacks), then the geometric mean speedup.
@@ -213,7 +216,14 @@ def main():
                 heap_e, heap_c = je["heap_mib"], jc["heap_mib"]
                 rss_e, rss_k, rss_c = je["rss_mib"], jk["rss_mib"], jc["rss_mib"]
                 heap_ratios.append(heap_c / heap_e if heap_e > 0 else 1.0)
-                alone = je["alone_s"] / jc["alone_s"]
+                # the second half of eager, compiled, compiled, eager
+                jc2 = benchlib.subprocess_json([__file__, "--memory-case", name, "--mode",
+                                                "compiled", "--server", d.address,
+                                                "--seconds", str(args.seconds)], heap=True)
+                je2 = benchlib.subprocess_json([__file__, "--memory-case", name, "--mode",
+                                                "eager", "--seconds", str(args.seconds)],
+                                               heap=True)
+                alone = (je["alone_s"] + je2["alone_s"]) / (jc["alone_s"] + jc2["alone_s"])
                 alone_speedups.append(alone)
             rows.append([name, f"{eager_s * 1e3:.2f}", f"{comp_s * 1e3:.2f}", f"{speed:.2f}x",
                          f"{alone:.2f}x",
@@ -239,7 +249,8 @@ def main():
               f"largest ratio {max(heap_ratios):.4f}")
     if alone_speedups:
         print(f"geomean speedup alone: {benchlib.geomean(alone_speedups):.2f}x; slowest "
-              f"{min(alone_speedups):.2f}x (each in a fresh process of its own)")
+              f"{min(alone_speedups):.2f}x (each in fresh processes of its own, eager, "
+              f"compiled, compiled, eager)")
 
 
 if __name__ == "__main__":
