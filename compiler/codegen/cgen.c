@@ -1262,6 +1262,7 @@ static bool split_kernel(cg *g, const sc_kernel *k, bool par) {
 #define COLSUM_BLOCK 256  /* rows per float block */
 #define COLSUM_THREADS 8  /* partial rows on the caller's stack */
 #define COLSUM_NODES 2    /* sums in one kernel (2 x 8 x 2048 doubles) */
+#define COLSUM_ROWS 8     /* rows added together before the partial row */
 
 static int contiguous_in(const ir_expr *e, void *ctx) {
   const int *var = ctx;
@@ -1335,7 +1336,31 @@ static void gen_colsum(cg *g, const sc_kernel *k) {
   for (int i = 0; i < nn; i++)
     cg__line(g, ind + 2, "gc_blk%d[%s] = 0;", i, x);
   cg__line(g, ind, "}");
-  cg__line(g, ind, "for (int64_t %s = gc_rb; %s < gc_re; %s++) {", y, y, y);
+  /* COLSUM_ROWS rows at a time: their sum is added to the partial row
+   * once (one load and store of it per COLSUM_ROWS elements read) */
+  cg__line(g, ind, "int64_t gc_r = gc_rb;");
+  cg__line(g, ind, "for (; gc_r + %d <= gc_re; gc_r += %d) {", COLSUM_ROWS,
+           COLSUM_ROWS);
+  cg__line(g, ind + 2, "#pragma omp simd");
+  cg__line(g, ind + 2, "for (int64_t %s = 0; %s < %lld; %s++) {", x, x, w, x);
+  for (int i = 0; i < nn; i++)
+    cg__line(g, ind + 4, "float gc_u%d = 0;", i);
+  for (int row = 0; row < COLSUM_ROWS; row++) {
+    cg__line(g, ind + 4, "{");
+    cg__line(g, ind + 6, "const int64_t %s = gc_r + %d;", y, row);
+    cx_reset(&g->x);
+    g->x.indent = ind + 6;
+    for (int i = 0; i < nn; i++) {
+      const char *v = cx_emit(&g->x, g->s->place[st->nodes[i]->id].body);
+      cg__line(g, ind + 6, "gc_u%d += %s;", i, v);
+    }
+    cg__line(g, ind + 4, "}");
+  }
+  for (int i = 0; i < nn; i++)
+    cg__line(g, ind + 4, "gc_blk%d[%s] += gc_u%d;", i, x, i);
+  cg__line(g, ind + 2, "}");
+  cg__line(g, ind, "}");
+  cg__line(g, ind, "for (int64_t %s = gc_r; %s < gc_re; %s++) {", y, y, y);
   cg__line(g, ind + 2, "#pragma omp simd");
   cg__line(g, ind + 2, "for (int64_t %s = 0; %s < %lld; %s++) {", x, x, w, x);
   cx_reset(&g->x);
