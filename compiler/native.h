@@ -60,8 +60,9 @@ typedef struct gc_native {
   uint8_t *so; /* malloc'd; freed by gc_native_release */
   size_t so_len;
   Compiled__V1__NativeProgram *program; /* in the arena */
-  int64_t temp_min_bytes; /* set before lowering (kept by gc_native_lower;
-                             > 0 also makes lowering favour memory, see
+  int64_t temp_min_bytes; /* set before lowering, in a zeroed gc_native
+                             (gc_native_lower keeps it; > 0 also makes
+                             lowering favour memory, see
                              ir_graph.memory_first): see sc_schedule */
 } gc_native;
 

@@ -42,7 +42,7 @@ static gc_lower_stats lower(const char *spec) {
   cr_assert_eq(gc_functionalize(a, g, order, &o, &f, &err), 0, "%s", err.msg);
   cr_assert(f.functional);
   gc_backend be = {.verify = true};
-  gc_native n;
+  gc_native n = {0}; /* gc_native_lower reads temp_min_bytes */
   cr_assert_eq(gc_native_lower(&n, a, &f, &be, &err), 0, "%s", err.msg);
   cr_assert_eq(gc_native_schedule(&n, &be, &err), 0, "%s", err.msg);
   cr_assert_eq(gc_native_plan(&n, &be, &err), 0, "%s", err.msg);
