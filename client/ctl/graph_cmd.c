@@ -38,6 +38,8 @@ static const char graph_usage[] =
     "      --training             training instead of inference\n"
     "      --return-input-mutations  return mutated inputs (runner applies "
     "them)\n"
+    "      --separate-temporaries  large intermediates get their own memory\n"
+    "                             (training programs' compile option)\n"
     "      --arch A, --isa LIST, --toolchain ID, --cflags FLAGS\n"
     "                             override the detected target\n"
     "      --cc CC                C compiler whose identity enters the key\n"
@@ -53,7 +55,8 @@ static const char graph_usage[] =
     "  codegen FILE       the generated C\n"
     "  program FILE       the native program the runtime runs: values and\n"
     "                     their placements, segment calls, ATen calls\n"
-    "      --return-input-mutations   compile option\n"
+    "      --return-input-mutations, --separate-temporaries   compile "
+    "options\n"
     "  convert FILE       turn .pb into .json or back, losslessly\n"
 
     "      -o, --output OUT       write to OUT (default: standard output)\n"
@@ -146,6 +149,7 @@ static int cmd_hash(int argc, char **argv) {
     O_OPT,
     O_TRAIN,
     O_RETMUT,
+    O_SEPTEMP,
     O_ARCH,
     O_ISA,
     O_TC,
@@ -157,6 +161,7 @@ static int cmd_hash(int argc, char **argv) {
       {"opt-level", required_argument, NULL, O_OPT},
       {"training", no_argument, NULL, O_TRAIN},
       {"return-input-mutations", no_argument, NULL, O_RETMUT},
+      {"separate-temporaries", no_argument, NULL, O_SEPTEMP},
       {"arch", required_argument, NULL, O_ARCH},
       {"isa", required_argument, NULL, O_ISA},
       {"toolchain", required_argument, NULL, O_TC},
@@ -194,6 +199,9 @@ static int cmd_hash(int argc, char **argv) {
       break;
     case O_RETMUT:
       o.keep_input_mutations = false;
+      break;
+    case O_SEPTEMP:
+      o.separate_temporaries = true;
       break;
     case O_ARCH:
       t.arch = optarg;
@@ -494,6 +502,8 @@ static int cmd_native(const char *stage, int argc, char **argv) {
   for (int i = 1; i < argc; i++) {
     if (!strcmp(argv[i], "--return-input-mutations"))
       o.keep_input_mutations = false;
+    else if (!strcmp(argv[i], "--separate-temporaries"))
+      o.separate_temporaries = true;
     else if (!path)
       path = argv[i];
     else
@@ -516,6 +526,7 @@ static int cmd_native(const char *stage, int argc, char **argv) {
   gc_native nat;
   gc_backend be = {.target = &t, .verify = true};
   memset(&nat, 0, sizeof nat);
+  nat.temp_min_bytes = o.separate_temporaries ? GC_TEMP_MIN_BYTES : 0;
   rc = !order ? GC_ENOMEM : gc_canonical_order(l.graph, order, &err);
   if (!rc)
     rc = gc_functionalize(l.arena, l.graph, order, &o, &f, &err);

@@ -403,3 +403,23 @@ def test_help_lists_every_graph_command_and_one_option_name():
     ret = json.loads(subprocess.run([CTL, "graph", "hash", "--json", "--return-input-mutations", MLP],
                                     capture_output=True, text=True, check=True).stdout)
     assert ret["components"]["options"] != plain["components"]["options"]
+
+
+def test_separate_temporaries_enters_the_key_and_the_plan(tmp_path):
+    """--separate-temporaries (the option training programs are compiled
+    with) changes only the options component of the key, and the native
+    dumps plan large intermediates as temp buffers with it, in the arena
+    without it, as the daemon would."""
+    torch = pytest.importorskip("torch")
+    import compiled
+    path = str(tmp_path / "exp_mm.pb")
+    compiled.export_graph(lambda x: torch.relu(x.exp() @ x.t()),
+                         (torch.randn(128, 256),), path)  # exp(x): 128 KiB
+    base = json.loads(ctl("hash", "--json", path, check=OK).stdout)
+    sep = json.loads(ctl("hash", "--json", "--separate-temporaries", path, check=OK).stdout)
+    changed = {c for c in base["components"] if base["components"][c] != sep["components"][c]}
+    assert changed == {"options"} and sep["key"] != base["key"]
+    plain = ctl("plan", path, check=OK).stdout
+    temps = ctl("plan", "--separate-temporaries", path, check=OK).stdout
+    assert "(temp)" not in plain and "(arena@0)" in plain, plain
+    assert "(temp)" in temps and "(arena@" not in temps, temps
