@@ -811,6 +811,28 @@ def test_module_state_is_read_at_call_time(daemon):
     torch.testing.assert_close(out, m(x.double()))
 
 
+def test_the_hot_path_holds_only_the_programs_arguments(daemon):
+    """While a cached program runs, the calling frame holds its arguments
+    and nothing else it built: the state tuple and the training flags (a
+    ResNet's are over 512 bytes each, so malloc'd memory on top of eager's
+    at the call's peak) are dropped before the call."""
+    m = torch.nn.Sequential(torch.nn.Linear(4, 8), torch.nn.ReLU()).eval()
+    x = torch.randn(3, 4)
+    with torch.no_grad():
+        cf = compiled.compile(m, (x,), server=daemon.address)
+        cf(x)
+        (key, entry), = cf._entries.items()
+        seen = {}
+
+        def spy(*args):
+            caller = sys._getframe(1).f_locals
+            seen.update(state=caller.get("state"), flags=caller.get("flags"), n=len(args))
+            return entry(*args)
+        cf._entries[key] = spy
+        torch.testing.assert_close(cf(x), m(x))
+    assert seen == {"state": None, "flags": None, "n": 3}, seen  # weight, bias, x
+
+
 def test_module_parameters_replaced_or_removed(daemon):
     m = torch.nn.Linear(3, 2)
     x = torch.randn(4, 3)

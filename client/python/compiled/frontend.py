@@ -371,7 +371,12 @@ class CompiledFunction:
                 return self._fn(*args)
             return self._call_slow(args)
         self._last_fn = entry
-        return entry(*state, *flat)
+        # Only the program's arguments stay referenced through the call: the
+        # state tuple and the flags (a ResNet's are over 512 bytes each, so
+        # malloc'd) would add to the call's peak memory, which is eager's.
+        call_args = (*state, *flat)
+        state = flags = None
+        return entry(*call_args)
 
     # -- misses --------------------------------------------------------------
 
