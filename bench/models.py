@@ -204,25 +204,17 @@ def main():
             speedups.append(speed)
             heap_e = heap_c = rss_e = rss_k = rss_c = alone = float("nan")
             if not args.no_memory:
-                je = benchlib.subprocess_json([__file__, "--memory-case", name, "--mode",
-                                               "eager", "--seconds", str(args.seconds)],
-                                              heap=True)
-                jc = benchlib.subprocess_json([__file__, "--memory-case", name, "--mode",
-                                               "compiled", "--server", d.address,
-                                               "--seconds", str(args.seconds)], heap=True)
-                jk = benchlib.subprocess_json([__file__, "--memory-case", name, "--mode",
-                                               "eager-captured", "--server", d.address,
-                                               "--seconds", "0"])
+                def side(mode, seconds=args.seconds, heap=True):
+                    """One fresh process measuring this case (memory_main)."""
+                    return benchlib.subprocess_json(
+                        [__file__, "--memory-case", name, "--mode", mode, "--server", d.address,
+                         "--seconds", str(seconds)], heap=heap)
+                je, jc = side("eager"), side("compiled")
+                jk = side("eager-captured", seconds=0, heap=False)
                 heap_e, heap_c = je["heap_mib"], jc["heap_mib"]
                 rss_e, rss_k, rss_c = je["rss_mib"], jk["rss_mib"], jc["rss_mib"]
                 heap_ratios.append(heap_c / heap_e if heap_e > 0 else 1.0)
-                # the second half of eager, compiled, compiled, eager
-                jc2 = benchlib.subprocess_json([__file__, "--memory-case", name, "--mode",
-                                                "compiled", "--server", d.address,
-                                                "--seconds", str(args.seconds)], heap=True)
-                je2 = benchlib.subprocess_json([__file__, "--memory-case", name, "--mode",
-                                                "eager", "--seconds", str(args.seconds)],
-                                               heap=True)
+                jc2, je2 = side("compiled"), side("eager")  # eager, compiled, compiled, eager
                 alone = (je["alone_s"] + je2["alone_s"]) / (jc["alone_s"] + jc2["alone_s"])
                 alone_speedups.append(alone)
             rows.append([name, f"{eager_s * 1e3:.2f}", f"{comp_s * 1e3:.2f}", f"{speed:.2f}x",

@@ -259,7 +259,7 @@ static int reads_storage(const ir_expr *e, void *ctx) {
  * neither reads nor writes otherwise (softmax's output holds `exp` from an
  * earlier stage, an in-place output its input: their lines are in cache
  * already, and a streaming store to a cached line is slower). */
-static bool streamed(const cg *g, const sc_stage *st, const ir_node *n) {
+static bool decide_streamed(const cg *g, const sc_stage *st, const ir_node *n) {
   const sc_kernel *k = g->k;
   if (!k || st != &k->stages[k->nstages - 1] || st->reduction ||
       st->ndims < 1 || g->s->local[n->out->id])
@@ -284,11 +284,24 @@ static bool streamed(const cg *g, const sc_stage *st, const ir_node *n) {
   return true;
 }
 
-static bool stage_streams(const cg *g, const sc_stage *st) {
-  for (int i = 0; i < st->nnodes; i++)
-    if (streamed(g, st, st->nodes[i]))
-      return true;
-  return false;
+/* Decides the streamed stores of kernel k (its last stage): sets
+ * g->streamed[] for their buffers and g->streams. */
+static void find_streamed(cg *g, const sc_kernel *k) {
+  const sc_stage *st = k->nstages > 0 ? &k->stages[k->nstages - 1] : NULL;
+  for (int i = 0; st && i < st->nnodes; i++)
+    if (decide_streamed(g, st, st->nodes[i]))
+      g->streams = g->streamed[st->nodes[i]->out->id] = true;
+}
+
+/* Forgets them after the kernel. */
+static void clear_streamed(cg *g, const sc_kernel *k) {
+  for (int i = 0; i < k->nnodes; i++)
+    g->streamed[k->nodes[i]->out->id] = false;
+  g->streams = false;
+}
+
+static bool streamed(const cg *g, const ir_node *n) {
+  return g->streamed[n->out->id];
 }
 
 void cg__emit_stores(cg *g, const sc_stage *st, int ind) {
@@ -298,7 +311,7 @@ void cg__emit_stores(cg *g, const sc_stage *st, int ind) {
     const ir_node *n = st->nodes[i];
     const sc_place *pl = &g->s->place[n->id];
     const char *v = cx_emit(&g->x, pl->body);
-    if (g->stream_st == st && streamed(g, st, n))
+    if (g->stream_st == st && streamed(g, n))
       cg__line(g, ind, "gc_s%d[%s - %s] = %s;", n->out->id, in, g->stream_lo,
                v);
     else if (!g->s->local[n->out->id])
@@ -310,7 +323,7 @@ void cg__emit_stores(cg *g, const sc_stage *st, int ind) {
  * st is computed into. */
 static void stream_blocks(cg *g, const sc_stage *st, int ind, int len) {
   for (int i = 0; i < st->nnodes; i++)
-    if (streamed(g, st, st->nodes[i]))
+    if (streamed(g, st->nodes[i]))
       cg__line(g, ind, "%s gc_s%d[%d];", cx_ctype(st->nodes[i]->out->dtype),
                st->nodes[i]->out->id, len);
 }
@@ -324,7 +337,7 @@ static void stream_out(cg *g, const sc_stage *st, int ind, const char *lo,
   cg__line(g, ind + 2, "const int64_t %s = %s;", v, lo);
   for (int i = 0; i < st->nnodes; i++) {
     const ir_node *n = st->nodes[i];
-    if (streamed(g, st, n))
+    if (streamed(g, n))
       cg__line(g, ind + 2,
                "gc_stream(&b%d[%s], gc_s%d, (%s - %s) * (int64_t)sizeof "
                "*gc_s%d);",
@@ -369,7 +382,7 @@ static void close_streamed_loop(cg *g, const sc_stage *st, const sc_dim *d,
  * loop. */
 static void pointwise_stage(cg *g, const sc_stage *st, int ind, bool par) {
   int nd = st->ndims;
-  bool stream = nd > 0 && stage_streams(g, st);
+  bool stream = nd > 0 && g->streams && st == &g->k->stages[g->k->nstages - 1];
   const char *red = g->chk ? " reduction(|:gc_err)" : "";
   if (stream && par) { /* one region: each thread fences its own stores */
     cg__line(g, ind, "#pragma omp parallel%s", red);
@@ -1050,13 +1063,13 @@ static void gen_kernel(cg *g, const sc_kernel *k) {
     return;
   }
   cg__find_reuse(g, k);
-  g->streams = k->nstages > 0 && stage_streams(g, &k->stages[k->nstages - 1]);
+  find_streamed(g, k);
   g->stream_used |= g->streams;
   if (!split_kernel(g, k, par))
     gen_nest(g, k, par, false, -1, NULL, NULL);
   if (g->streams) /* the calling thread's stores (serial kernels) */
     cg__line(g, 2, "gc_stream_fence();");
-  g->streams = false;
+  clear_streamed(g, k);
   cg__line(g, 2, "return %s;", g->chk ? "gc_err" : "0");
   gc_buf_puts(&g->out, "}\n\n");
   dedup_kernel(g, k, start, sig);
@@ -1516,8 +1529,10 @@ int gc_codegen(ir_graph *ir, const sc_schedule *s, const char *key_hex,
   out->slots = gc_arena_calloc(ir->a, (size_t)ir->nbufs + 2, sizeof(ir_buf *));
   out->buf_slot = gc_arena_calloc(ir->a, (size_t)ir->nbufs + 1, sizeof(int));
   g.impl = gc_arena_calloc(ir->a, (size_t)s->nkernels + 1, sizeof *g.impl);
+  g.streamed =
+      gc_arena_calloc(ir->a, (size_t)ir->nbufs + 1, sizeof *g.streamed);
   if (!out->kernel_segment || !out->slots || !out->buf_slot || !g.impl ||
-      gc_strmap_init(&g.bodies, ir->a, 64) != 0)
+      !g.streamed || gc_strmap_init(&g.bodies, ir->a, 64) != 0)
     return gc_errorf(err, GC_ENOMEM, "codegen: out of memory");
   g.x.ir = ir;
   g.x.out = &g.out;

@@ -32,22 +32,23 @@ typedef struct cg {
   gc_buf out;
   gc_csource *src;
   gc_error *err;
-  int temp;                  /* temporaries of the current function */
-  const sc_kernel *k;        /* the kernel being generated */
-  bool chk;                  /* it checks data indices: gc_err is in scope */
-  const char *lane;          /* tiled kernels: the lane index expression, which
-                                local reduction results are indexed by */
-  cx x;                      /* expression emitter */
-  const char **impl;         /* per kernel index: the function that runs it (its
-                                own, or an identical earlier kernel's) */
-  gc_strmap bodies;          /* canonical kernel text -> function name */
-  bool tr16;                 /* a kernel uses gc_tr16 (tiled.c) */
-  bool streams;              /* the kernel being generated streams a store */
-  bool stream_used;          /* a kernel uses gc_stream */
-  const sc_stage *stream_st; /* the stage whose loop body is being emitted
-                                with its streamed stores into blocks */
-  const char *stream_lo;     /* the inner variable's value at the block's
-                                first element */
+  int temp;           /* temporaries of the current function */
+  const sc_kernel *k; /* the kernel being generated */
+  bool chk;           /* it checks data indices: gc_err is in scope */
+  const char *lane;   /* tiled kernels: the lane index expression, which
+                         local reduction results are indexed by */
+  cx x;               /* expression emitter */
+  const char **impl;  /* per kernel index: the function that runs it (its
+                         own, or an identical earlier kernel's) */
+  gc_strmap bodies;   /* canonical kernel text -> function name */
+  bool tr16;          /* a kernel uses gc_tr16 (tiled.c) */
+  bool streams;       /* the kernel being generated streams a store */
+  bool *streamed;     /* per buffer id: its store streams (that kernel) */
+  bool stream_used;   /* a kernel uses gc_stream */
+  const sc_stage *stream_st;    /* the stage whose loop body is being emitted
+                                   with its streamed stores into blocks */
+  const char *stream_lo;        /* the inner variable's value at the block's
+                                   first element */
   cg_reuse reuse[CG_MAX_REUSE]; /* of the kernel being generated */
   int nreuse;
 } cg;

@@ -40,6 +40,7 @@ tensors, outputs that share memory with each other (a result and its
 
 from __future__ import annotations
 
+import dataclasses
 import operator
 import sys
 from typing import Any, Dict, List, Optional, Sequence, Set
@@ -67,6 +68,7 @@ class NotSplittable(Exception):
     message says why."""
 
 
+@dataclasses.dataclass
 class Split:
     """The forward and backward graphs of one training signature.
 
@@ -85,16 +87,14 @@ class Split:
         num_saved: how many saved values the forward computes.
     """
 
-    def __init__(self, fw, bw, num_outs, needs_grad, saved_primals, grad_inputs, out_spec,
-                 num_saved):
-        self.fw = fw
-        self.bw = bw
-        self.num_outs = num_outs
-        self.needs_grad = needs_grad
-        self.saved_primals = saved_primals
-        self.grad_inputs = grad_inputs
-        self.out_spec = out_spec
-        self.num_saved = num_saved
+    fw: Any
+    bw: Any
+    num_outs: int
+    needs_grad: List[bool]
+    saved_primals: List[int]
+    grad_inputs: List[int]
+    out_spec: Any
+    num_saved: int
 
 
 def _storage_base(t: torch.Tensor) -> int:
