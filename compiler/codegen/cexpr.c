@@ -193,7 +193,14 @@ static const char prelude[] =
     "static inline void gc_stream(void *restrict dst, const void *restrict "
     "src,\n"
     "                             int64_t n);\n"
-    "static inline void gc_stream_fence(void);\n";
+    "static inline void gc_stream_fence(void);\n"
+    "/* Prefetches n bytes from p into L2 (no fault on any address). */\n"
+    "static inline void gc_prefetch(const void *p, int64_t n) {\n"
+    "  const char *c = (const char *)p;\n"
+    "  for (int64_t o = 0; o < n; o += 64)\n"
+    "    __builtin_prefetch(c + o, 0, 1);\n"
+    "  __builtin_prefetch(c + n - 1, 0, 1);\n"
+    "}\n";
 
 const char *cx_prelude(void) {
   return prelude;

@@ -298,6 +298,7 @@ static void clear_streamed(cg *g, const sc_kernel *k) {
   for (int i = 0; i < k->nnodes; i++)
     g->streamed[k->nodes[i]->out->id] = false;
   g->streams = false;
+  g->npf = 0;
 }
 
 static bool streamed(const cg *g, const ir_node *n) {
@@ -349,7 +350,9 @@ static void stream_out(cg *g, const sc_stage *st, int ind, const char *lo,
 
 /* The inner loop of a stage whose stores stream: blocks of
  * CG_STREAM_BLOCK elements computed into local arrays (opened here; the
- * loop body follows at ind + 4) ... */
+ * loop body follows at ind + 4), each block starting with its share of the
+ * kernel's prefetches (prefetch.c; a last stage that prefetches is blocked
+ * for them alone when it streams nothing) ... */
 static void open_streamed_loop(cg *g, const sc_stage *st, const sc_dim *d,
                                int ind, bool par) {
   const char *v = cg__sym(g, d->var);
@@ -361,6 +364,8 @@ static void open_streamed_loop(cg *g, const sc_stage *st, const sc_dim *d,
   cg__line(g, ind + 2, "const int64_t %s_t = gc_min(%s_s + %d, %lld);", v, v,
            CG_STREAM_BLOCK, size);
   stream_blocks(g, st, ind + 2, CG_STREAM_BLOCK);
+  cg__emit_prefetch(g, ind + 2, gc_arena_printf(cg__arena(g), "%s_s", v),
+                    gc_arena_printf(cg__arena(g), "%s_t", v), d->size);
   cg__line(g, ind + 2, "#pragma omp simd%s",
            g->chk ? " reduction(|:gc_err)" : "");
   cg__line(g, ind + 2, "for (int64_t %s = %s_s; %s < %s_t; %s++) {", v, v, v, v,
@@ -373,8 +378,9 @@ static void close_streamed_loop(cg *g, const sc_stage *st, const sc_dim *d,
                                 int ind) {
   const char *v = cg__sym(g, d->var);
   cg__line(g, ind + 2, "}");
-  stream_out(g, st, ind + 2, gc_arena_printf(cg__arena(g), "%s_s", v),
-             gc_arena_printf(cg__arena(g), "%s_t", v));
+  if (g->streams)
+    stream_out(g, st, ind + 2, gc_arena_printf(cg__arena(g), "%s_s", v),
+               gc_arena_printf(cg__arena(g), "%s_t", v));
   cg__line(g, ind, "}");
 }
 
@@ -382,7 +388,9 @@ static void close_streamed_loop(cg *g, const sc_stage *st, const sc_dim *d,
  * loop. */
 static void pointwise_stage(cg *g, const sc_stage *st, int ind, bool par) {
   int nd = st->ndims;
-  bool stream = nd > 0 && g->streams && st == &g->k->stages[g->k->nstages - 1];
+  bool last = st == &g->k->stages[g->k->nstages - 1];
+  bool stream = nd > 0 && g->streams && last;
+  bool blocked = stream || (nd > 0 && g->npf && last);
   const char *red = g->chk ? " reduction(|:gc_err)" : "";
   if (stream && par) { /* one region: each thread fences its own stores */
     cg__line(g, ind, "#pragma omp parallel%s", red);
@@ -390,7 +398,7 @@ static void pointwise_stage(cg *g, const sc_stage *st, int ind, bool par) {
     ind += 2;
   }
   for (int i = 0; i < nd; i++) {
-    if (i == nd - 1 && stream) {
+    if (i == nd - 1 && blocked) {
       open_streamed_loop(g, st, &st->dims[i], ind, par && nd == 1);
       ind += 4;
       continue;
@@ -413,7 +421,7 @@ static void pointwise_stage(cg *g, const sc_stage *st, int ind, bool par) {
   cg__emit_stores(g, st, ind);
   g->stream_st = NULL;
   for (int i = nd - 1; i >= 0; i--) {
-    if (i == nd - 1 && stream) {
+    if (i == nd - 1 && blocked) {
       ind -= 4;
       close_streamed_loop(g, st, &st->dims[i], ind);
       continue;
@@ -1064,6 +1072,7 @@ static void gen_kernel(cg *g, const sc_kernel *k) {
   }
   cg__find_reuse(g, k);
   find_streamed(g, k);
+  cg__find_prefetch(g, k);
   g->stream_used |= g->streams;
   if (!split_kernel(g, k, par))
     gen_nest(g, k, par, false, -1, NULL, NULL);

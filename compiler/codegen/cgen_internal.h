@@ -15,6 +15,7 @@
 #define CG_MAX_THREADS 256    /* per-thread partials of big reductions */
 #define CG_TILE 64            /* lanes of a tiled kernel */
 #define CG_MAX_REUSE 8        /* reused reduction values per kernel */
+#define CG_MAX_PREFETCH 8     /* prefetched rows per kernel */
 
 /* A sum's value that a later pointwise stage reads back (reuse.c). */
 typedef struct cg_reuse {
@@ -45,10 +46,15 @@ typedef struct cg {
   bool streams;       /* the kernel being generated streams a store */
   bool *streamed;     /* per buffer id: its store streams (that kernel) */
   bool stream_used;   /* a kernel uses gc_stream */
-  const sc_stage *stream_st;    /* the stage whose loop body is being emitted
-                                   with its streamed stores into blocks */
-  const char *stream_lo;        /* the inner variable's value at the block's
-                                   first element */
+  const sc_stage *stream_st; /* the stage whose loop body is being emitted
+                                with its streamed stores into blocks */
+  const char *stream_lo;     /* the inner variable's value at the block's
+                                first element */
+  struct {
+    const char *text;    /* C: the address of a later outer point's row */
+    int64_t bytes;       /* of the row */
+  } pf[CG_MAX_PREFETCH]; /* of the kernel being generated */
+  int npf;
   cg_reuse reuse[CG_MAX_REUSE]; /* of the kernel being generated */
   int nreuse;
 } cg;
@@ -103,6 +109,14 @@ bool cg__tile2d_kernel(cg *g, const sc_kernel *k);
 void cg__gen_tiled2d(cg *g, const sc_kernel *k, bool par);
 /* tiled.c: the definition of gc_tr16, which the prelude declares. */
 const char *cg__tr16_text(void);
+
+/* prefetch.c: finds the rows stage 0 of loop kernel k reads that its
+ * last stage prefetches for a later outer point (g->pf, g->npf; none where
+ * that does not apply), and the prefetches of the share of them that a
+ * block [lo, hi) of the last stage's n points carries. */
+void cg__find_prefetch(cg *g, const sc_kernel *k);
+void cg__emit_prefetch(cg *g, int ind, const char *lo, const char *hi,
+                       int64_t n);
 
 /* reuse.c: finds the sums of kernel k whose values a later stage
  * recomputes; the sum's update stores its value (cg__reuse_of) and the

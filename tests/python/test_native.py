@@ -631,6 +631,54 @@ def streamed_stores(fn, args, server):
     return re.findall(r"gc_stream\(&b\d+", cf.programs[-1].c_source)
 
 
+def prefetched_rows(fn, args, server):
+    """The generated C of fn's program: the row addresses its kernels
+    prefetch (prefetch.c)."""
+    with torch.no_grad():
+        cf = compiled.compile(fn, args, server=server)
+        cf(*args)
+    return re.findall(r"gc_prefetch\(\(const char \*\)&b\d+\[\(?([^\]]*?)\)?\]",
+                      cf.programs[-1].c_source)
+
+
+def test_row_kernels_prefetch_a_later_row(server):
+    """A kernel that passes over a row more than once prefetches, during
+    its last stage, the row its first stage reads at a later outer point:
+    the next row, or as many rows ahead as make 4 KiB (short rows), and
+    not rows its first stage does not read densely (a transposed input) or
+    rows too long to keep two in cache. Results agree with eager whatever
+    the rows' length (ragged last blocks)."""
+    def ln(x):
+        return torch.nn.functional.layer_norm(x, x.shape[-1:])
+
+    def rms(x):
+        return x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + 1e-6)
+
+    def group(x):  # a reduction over two dims, then the row again
+        return x - x.mean((-1, -2), keepdim=True)
+
+    x = torch.randn(96, 4100)
+    for fn, args, want in [
+        (ln, (x,), ["4100*x", "+ 4100"]),
+        (rms, (x,), ["4100*x", "+ 4100"]),
+        (lambda x: torch.softmax(x, -1), (x,), ["4100*x", "+ 4100"]),
+        (ln, (torch.randn(512, 64),), ["64*x", "+ 1024"]),  # 16 rows ahead
+        (group, (torch.randn(64, 24, 40),), ["960*x", "+ 1920"]),  # 2 ahead
+    ]:
+        check(fn, args, server=server, fallback=0, atol=1e-5, rtol=1e-5)
+        rows = prefetched_rows(fn, args, server)
+        assert len(rows) == 1 and all(w in rows[0] for w in want), (fn, rows)
+    for fn, args in [
+        (ln, (torch.randn(4100, 96).t(),)),  # rows strided in memory
+        (ln, (torch.randn(8, 20000),)),      # 80 KB rows
+        (lambda x: x.sum(-1), (x,)),         # one pass over each row
+        (lambda x: x.exp() / x.exp().sum(0), (torch.randn(0, 96),)),  # no rows
+        (lambda x: x.exp() / x.exp().sum(-1, True), (torch.randn(96, 0),)),
+    ]:
+        check(fn, args, server=server, fallback=0, atol=1e-4, rtol=1e-4)
+        assert not prefetched_rows(fn, args, server), fn
+
+
 def test_large_outputs_stream_their_stores(server):
     """Outputs of 32 MiB or more are written with streaming (non-temporal)
     stores, a block at a time: rows whose length is not a multiple of the
