@@ -44,7 +44,6 @@ changes.
 
 from __future__ import annotations
 
-import builtins
 import inspect
 import itertools
 import logging
@@ -59,6 +58,7 @@ import torch
 import torch.utils._pytree as pytree
 
 from . import CaptureError, UnsupportedCapture
+from . import codecache
 from . import client as client_module
 from . import native as _native
 from . import runtime
@@ -241,7 +241,7 @@ class _StateLayout:
         lines.append("    return ((" + "".join(r + ", " for r in reads) + "),")
         lines.append("            (" + "".join(f + ", " for f in flags) + "))")
         self.source = "\n".join(lines) + "\n"
-        exec(builtins.compile(self.source, "<compiled state reader>", "exec"), scope)
+        exec(codecache.compile_cached(self.source, "<compiled state reader>"), scope)
         self.read = scope["read"]
         # What identifies the layout: the state tensors' names and kinds,
         # and the module objects.

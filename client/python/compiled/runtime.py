@@ -49,6 +49,7 @@ from typing import Any, Dict, List, Optional, Sequence, Tuple, Union
 import torch
 import torch.utils._pytree as pytree
 
+from . import codecache
 from .errors import ArtifactError, SpecializationError
 from .v1 import artifact_pb2, graph_pb2
 
@@ -513,7 +514,7 @@ class _Codegen:
                 header.append(f"    {', '.join(params)}, = _args")
             header.append("    _args.clear()")
         source = "\n".join(header + ["    " + line for line in self.lines]) + "\n"
-        code = compile(source, filename, "exec")
+        code = codecache.compile_cached(source, filename)
         scope = dict(self.globals)
         exec(code, scope)
         linecache.cache[filename] = (len(source), None, source.splitlines(True), filename)
