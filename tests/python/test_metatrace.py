@@ -381,3 +381,22 @@ def test_a_fork_right_after_import_can_import_the_client():
     r = subprocess.run([sys.executable, "-c", code], timeout=120, capture_output=True,
                        env=dict(os.environ, COMPILED_PREFETCH="1"))
     assert r.returncode == 7, r.stderr[-2000:]
+
+
+def test_import_prefetches_what_the_first_compile_imports():
+    """The modules compile() imports on first use (the frontend and client,
+    this tracer, grpc's channel) load on the prefetch thread, so the first
+    compile() does not wait for them (unless $COMPILED_PREFETCH=0)."""
+    code = ("import sys, threading, compiled\n"
+            "for t in threading.enumerate():\n"
+            "    if t.name == 'compiled-prefetch':\n"
+            "        t.join()\n"
+            "want = ['compiled.frontend', 'compiled.client', 'compiled.metatrace', "
+            "'grpc._channel']\n"
+            "print(' '.join(m for m in want if m not in sys.modules))\n")
+    for setting, missing in [("1", ""), ("0", "compiled.frontend compiled.client "
+                                              "compiled.metatrace grpc._channel")]:
+        r = subprocess.run([sys.executable, "-c", code], timeout=120, capture_output=True,
+                           text=True, env=dict(os.environ, COMPILED_PREFETCH=setting))
+        assert r.returncode == 0, r.stderr[-2000:]
+        assert r.stdout.strip() == missing, (setting, r.stdout)

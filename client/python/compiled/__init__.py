@@ -108,11 +108,15 @@ def _prefetch():
         return
 
     def run():
-        try:
-            import importlib
-            importlib.import_module(".frontend", __name__)
-        except Exception:
-            pass
+        import importlib
+        # the frontend, the shape-only tracer capture imports on first use,
+        # and what grpc imports when the first channel opens
+        for name, package in ((".frontend", __name__), (".metatrace", __name__),
+                              ("grpc._channel", None), ("grpc.experimental", None)):
+            try:
+                importlib.import_module(name, package)
+            except Exception:
+                pass
     import threading
     thread = threading.Thread(target=run, name="compiled-prefetch", daemon=True)
     thread.start()
