@@ -384,6 +384,8 @@ static void close_streamed_loop(cg *g, const sc_stage *st, const sc_dim *d,
   cg__line(g, ind, "}");
 }
 
+static bool split_inner(cg *g, const sc_stage *st, int ind);
+
 /* A pointwise stage; `par` puts the OpenMP worksharing on its outermost
  * loop. */
 static void pointwise_stage(cg *g, const sc_stage *st, int ind, bool par) {
@@ -397,7 +399,9 @@ static void pointwise_stage(cg *g, const sc_stage *st, int ind, bool par) {
     cg__line(g, ind, "{");
     ind += 2;
   }
-  for (int i = 0; i < nd; i++) {
+  /* the inner loop split into ranges (a channels-last cat) */
+  bool split = nd > 0 && !blocked && !(par && nd == 1);
+  for (int i = 0; i < nd - split; i++) {
     if (i == nd - 1 && blocked) {
       open_streamed_loop(g, st, &st->dims[i], ind, par && nd == 1);
       ind += 4;
@@ -415,12 +419,20 @@ static void pointwise_stage(cg *g, const sc_stage *st, int ind, bool par) {
     cg__open_loop(g, ind, &st->dims[i], NULL, NULL);
     ind += 2;
   }
-  cx_reset(&g->x);
-  cg__bind_reused(g, (int)(st - g->k->stages), ind);
-  g->stream_st = stream ? st : NULL;
-  cg__emit_stores(g, st, ind);
-  g->stream_st = NULL;
-  for (int i = nd - 1; i >= 0; i--) {
+  if (split && !split_inner(g, st, ind)) { /* no ranges: the plain loop */
+    cg__line(g, ind, "#pragma omp simd%s", red);
+    cg__open_loop(g, ind, &st->dims[nd - 1], NULL, NULL);
+    ind += 2;
+    split = false;
+  }
+  if (!split) {
+    cx_reset(&g->x);
+    cg__bind_reused(g, (int)(st - g->k->stages), ind);
+    g->stream_st = stream ? st : NULL;
+    cg__emit_stores(g, st, ind);
+    g->stream_st = NULL;
+  }
+  for (int i = nd - 1 - split; i >= 0; i--) {
     if (i == nd - 1 && blocked) {
       ind -= 4;
       close_streamed_loop(g, st, &st->dims[i], ind);
@@ -1198,6 +1210,66 @@ static int find_splits(const ir_expr *e, void *ctx) {
 static int cmp64(const void *a, const void *b) {
   int64_t x = *(const int64_t *)a, y = *(const int64_t *)b;
   return (x > y) - (x < y);
+}
+
+/* The innermost loop of pointwise stage st (whose outer loops are open at
+ * indentation ind) split at the bounds its values are compared with, as
+ * split_kernel splits outer loops: one loop per range, each with its own
+ * variable, so the comparisons fold. A cat along a channels-last tensor's
+ * channels is a cat along its innermost loop: densenet121's cat + batch
+ * norm + relu kernels loaded every input at every element (clamped) without
+ * this. False (nothing emitted) when there is nothing to split. */
+static bool split_inner(cg *g, const sc_stage *st, int ind) {
+  const sc_dim *in = &st->dims[st->ndims - 1];
+  splits sp = {in->var->var, in->size, {0}, 0};
+  int rc = 0;
+  for (int i = 0; i < st->nnodes && !rc; i++)
+    rc = ir_expr_walk(g->s->place[st->nodes[i]->id].body, find_splits, &sp);
+  if (rc || sp.n == 0)
+    return false;
+  qsort(sp.pts, (size_t)sp.n, sizeof *sp.pts, cmp64);
+  sp.pts[sp.n] = sp.size;
+  ir_graph *ir = g->ir;
+  sc_place *places = (sc_place *)g->s->place;
+  sc_place *saved = gc_arena_calloc(ir->a, (size_t)st->nnodes, sizeof *saved);
+  gc_sym **map = gc_arena_calloc(ir->a, (size_t)ir->sym.nvars + 1, sizeof *map);
+  if (!saved || !map)
+    return false;
+  for (int i = 0; i < st->nnodes; i++)
+    saved[i] = places[st->nodes[i]->id];
+  gc_sym *vars[SPLIT_MAX + 1];
+  for (int r = 0; r <= sp.n; r++) {
+    char name[24];
+    snprintf(name, sizeof name, "x%d", ir->sym.nvars);
+    if (!(vars[r] = gc_sym_newvar(&ir->sym, name, r ? sp.pts[r - 1] : 0,
+                                  sp.pts[r] - 1)))
+      return false;
+  }
+  const char *red = g->chk ? " reduction(|:gc_err)" : "";
+  int64_t lo = 0;
+  for (int r = 0; r <= sp.n; r++) {
+    int64_t hi = sp.pts[r];
+    gc_sym *v = vars[r];
+    map[in->var->var] = v;
+    for (int i = 0; i < st->nnodes; i++) {
+      sc_place *p = &places[st->nodes[i]->id];
+      p->body = ir_expr_subst(ir, saved[i].body, map);
+      p->store = gc_sym_subst(&ir->sym, saved[i].store, map);
+    }
+    sc_dim d = {.var = v, .size = hi};
+    cg__line(g, ind, "#pragma omp simd%s", red);
+    cg__open_loop(g, ind, &d,
+                  gc_arena_printf(cg__arena(g), "%lld", (long long)lo),
+                  gc_arena_printf(cg__arena(g), "%lld", (long long)hi));
+    cx_reset(&g->x);
+    cg__bind_reused(g, (int)(st - g->k->stages), ind + 2);
+    cg__emit_stores(g, st, ind + 2);
+    cg__line(g, ind, "}");
+    lo = hi;
+  }
+  for (int i = 0; i < st->nnodes; i++)
+    places[st->nodes[i]->id] = saved[i];
+  return true;
 }
 
 static bool split_kernel(cg *g, const sc_kernel *k, bool par) {
