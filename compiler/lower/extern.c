@@ -30,8 +30,9 @@ int lower_extern_out(lower_ctx *L, const gc_node *n, int which) {
   return L_extern_out(L, n, out_ops[which]);
 }
 
-/* convolution(...) and friends: an ATen call with an ATen-allocated result. */
-int lower_extern_call(lower_ctx *L, const gc_node *n, int unused) {
+/* convolution: an ATen call with an ATen-allocated result, channels-last
+ * in a program that lays its intermediates out channels-last (lower.c). */
+int lower_conv(lower_ctx *L, const gc_node *n, int unused) {
   (void)unused;
-  return L_extern_call(L, n);
+  return L_extern_conv(L, n);
 }

@@ -71,6 +71,10 @@ struct lower_ctx {
   const gc_node *cur; /* the node being lowered */
   int *prov;          /* graph nodes inlined into what cur builds */
   int nprov, capprov;
+  bool channels_last; /* 4-D float32 intermediates channels-last (see
+                         chosen_layout) */
+  bool *eager_layout; /* graph value id -> a program output or what one
+                         views: keeps eager's layout */
 };
 
 ir_graph *L_ir(lower_ctx *L) {
@@ -484,6 +488,63 @@ static void dense_like(int rank, const int64_t *sizes,
   }
 }
 
+/* ---- channels-last intermediates ----
+ *
+ * oneDNN convolves channels-last (NHWC) tensors in place; given NCHW ones,
+ * ATen's convolution reorders its input and output on every call. In a
+ * program of float32 2-D convolutions (gc_lower decides), every 4-D
+ * float32 intermediate the program lays out itself is therefore dense
+ * channels-last, and each convolution gets a channels-last input and
+ * returns a channels-last result (ATen's rule: the output takes the
+ * input's memory format), so the reorders go; the generated kernels
+ * around the convolutions index any strides. Eager layouts stay where they
+ * are observable: graph inputs and outputs, and the arguments of fallback
+ * calls (call_view copies when they differ). Eager on resnet18 batch 8,
+ * NCHW against an NHWC input: 185 -> 161 ms; densenet121 98 -> 76 ms;
+ * efficientnet_b0 163 -> 126 ms. */
+
+static bool cl_eligible(const lower_ctx *L, int rank, gc_dtype dt) {
+  return L->channels_last && rank == 4 && dt == GC_DTYPE_FLOAT32;
+}
+
+/* Dense channels-last strides for 4-D `sizes` (dims 0, 2, 3, 1 from
+ * outermost to innermost). */
+static void cl_strides(const int64_t *sizes, int64_t *st) {
+  static const int order[4] = {0, 2, 3, 1};
+  int64_t s = 1;
+  for (int i = 3; i >= 0; i--) {
+    st[order[i]] = s;
+    s *= sizes[order[i]] > 1 ? sizes[order[i]] : 1;
+  }
+}
+
+/* m with dense channels-last strides (NULL when out of memory). */
+static const gc_tensor_meta *cl_meta(lower_ctx *L, const gc_tensor_meta *m,
+                                     const int64_t *sizes) {
+  gc_tensor_meta *c = gc_arena_alloc(L->ir->a, sizeof *c);
+  gc_symint *st = gc_arena_calloc(L->ir->a, 4, sizeof *st);
+  if (!c || !st)
+    return NULL;
+  int64_t s[4];
+  cl_strides(sizes, s);
+  for (int i = 0; i < 4; i++)
+    st[i].v = s[i];
+  *c = *m;
+  c->strides = st;
+  return c;
+}
+
+/* The layout an intermediate with eager metadata `like` gets when lowering
+ * chooses: channels-last where cl_eligible, else `like`. */
+static const gc_tensor_meta *chosen_layout(lower_ctx *L, const ir_tensor *t,
+                                           const gc_tensor_meta *like) {
+  if (!cl_eligible(L, t->rank, t->dtype) ||
+      (t->value && L->eager_layout[t->value->id]))
+    return like;
+  gc_tensor_meta m = {.dtype = t->dtype, .rank = 4};
+  return cl_meta(L, like ? like : &m, t->sizes);
+}
+
 static bool log_realized(lower_ctx *L, ir_tensor *t) {
   if (L->nrealized == L->caprealized) {
     int cap = L->caprealized ? L->caprealized * 2 : 64;
@@ -550,10 +611,20 @@ ir_buf *L_realize(lower_ctx *L, ir_tensor *t, const gc_tensor_meta *like) {
   return b;
 }
 
+ir_buf *L_realize_chosen(lower_ctx *L, ir_tensor *t,
+                         const gc_tensor_meta *like) {
+  if (!t)
+    return NULL;
+  if (t->kind == IR_T_BUF || t->realized)
+    return L_realize(L, t, like);
+  const gc_tensor_meta *m = chosen_layout(L, t, like);
+  return L_realize(L, t, m ? m : like);
+}
+
 bool L_as_buffer(lower_ctx *L, ir_tensor *t, ir_view *v) {
   if (ir_tensor_as_strided(L->ir, t, v))
     return true;
-  ir_buf *b = L_realize(L, t, t->value ? &t->value->meta : NULL);
+  ir_buf *b = L_realize_chosen(L, t, t->value ? &t->value->meta : NULL);
   if (!b)
     return false;
   v->buf = b;
@@ -722,8 +793,10 @@ static int call_view(lower_ctx *L, ir_tensor *t, const gc_tensor_meta *meta,
   return 0;
 }
 
-/* Binds a graph argument as a call argument. */
-static int call_arg(lower_ctx *L, const gc_named_arg *na, ir_call_arg *ca) {
+/* Binds a graph argument as a call argument (a tensor channels-last with
+ * `cl`). */
+static int call_arg(lower_ctx *L, const gc_named_arg *na, ir_call_arg *ca,
+                    bool cl) {
   ca->name = na->name;
   ca->arg = na->arg;
   ca->keyword = na->keyword;
@@ -747,19 +820,26 @@ static int call_arg(lower_ctx *L, const gc_named_arg *na, ir_call_arg *ca) {
     if (!t)
       return gc_errorf(L->err, GC_EINTERNAL, "lower: value %s has no IR value",
                        v->name);
-    int rc = call_view(L, t, &v->meta, &ca->bufs[i], &ca->views[i]);
+    const gc_tensor_meta *m = &v->meta;
+    if (cl && m->rank == 4 && t->rank == 4 && !(m = cl_meta(L, m, t->sizes)))
+      return GC_ENOMEM;
+    int rc = call_view(L, t, m, &ca->bufs[i], &ca->views[i]);
     if (rc)
       return rc;
   }
   return 0;
 }
 
-/* A RESULT buffer for a call's tensor result `v` (eager's layout). */
-static ir_buf *result_buf(lower_ctx *L, ir_node *n, const gc_value *v) {
+/* A RESULT buffer for a call's tensor result `v` (eager's layout, or
+ * channels-last with `cl`). */
+static ir_buf *result_buf(lower_ctx *L, ir_node *n, const gc_value *v,
+                          bool cl) {
   int64_t sz[IR_MAX_RANK], st[IR_MAX_RANK];
   if (v->meta.rank > IR_MAX_RANK || !L_static_sizes(&v->meta, sz) ||
       !static_strides(&v->meta, st))
     return NULL;
+  if (cl && v->meta.rank == 4)
+    cl_strides(sz, st);
   ir_buf *b =
       ir_buf_new(L->ir, IR_BUF_RESULT, v->meta.dtype, v->meta.rank, sz, st);
   if (!b)
@@ -771,8 +851,10 @@ static ir_buf *result_buf(lower_ctx *L, ir_node *n, const gc_value *v) {
 
 /* An ATen call of gn's operator on realized inputs, its results in RESULT
  * buffers (ATen allocates them): a fallback, or an extern call of an
- * operator without a usable .out overload (convolution). */
-static int call_node(lower_ctx *L, const gc_node *gn, ir_node_kind kind) {
+ * operator without a usable .out overload (convolution). With `cl`, the
+ * argument named "input" and the tensor results are channels-last. */
+static int call_node_as(lower_ctx *L, const gc_node *gn, ir_node_kind kind,
+                        bool cl) {
   ir_graph *ir = L->ir;
   ir_node *n = ir_node_new(ir, kind);
   if (!n)
@@ -791,14 +873,15 @@ static int call_node(lower_ctx *L, const gc_node *gn, ir_node_kind kind) {
   n->gnodes[0] = gn->id;
   n->ngnodes = 1;
   for (int i = 0; i < gn->nargs; i++) {
-    int rc = call_arg(L, &gn->args[i], &n->args[i]);
+    bool as_cl = cl && strcmp(gn->args[i].name, "input") == 0;
+    int rc = call_arg(L, &gn->args[i], &n->args[i], as_cl);
     if (rc)
       return rc;
   }
   for (int k = 0; k < gn->noutputs; k++) {
     const gc_arg *o = &gn->outputs[k];
     if (o->kind == GC_ARG_TENSOR && o->v && o->v->kind == GC_VALUE_TENSOR) {
-      ir_buf *b = result_buf(L, n, o->v);
+      ir_buf *b = result_buf(L, n, o->v, cl);
       if (!b)
         return gc_errorf(L->err, GC_EUNSUPPORTED,
                          "lower: result %s has symbolic metadata", o->v->name);
@@ -807,7 +890,7 @@ static int call_node(lower_ctx *L, const gc_node *gn, ir_node_kind kind) {
     } else if (o->kind == GC_ARG_TENSORS) {
       /* a Tensor[] result: one buffer per element, results[k] unused */
       for (int i = 0; i < o->n; i++) {
-        ir_buf *b = result_buf(L, n, o->vals[i]);
+        ir_buf *b = result_buf(L, n, o->vals[i], false);
         if (!b)
           return GC_EUNSUPPORTED;
         L->val[o->vals[i]->id] = ir_tensor_of_buf(ir, b);
@@ -815,6 +898,10 @@ static int call_node(lower_ctx *L, const gc_node *gn, ir_node_kind kind) {
     }
   }
   return ir_node_append(ir, n);
+}
+
+static int call_node(lower_ctx *L, const gc_node *gn, ir_node_kind kind) {
+  return call_node_as(L, gn, kind, false);
 }
 
 static int fallback(lower_ctx *L, const gc_node *gn) {
@@ -827,8 +914,30 @@ static int fallback(lower_ctx *L, const gc_node *gn) {
   return rc;
 }
 
-int L_extern_call(lower_ctx *L, const gc_node *gn) {
-  return call_node(L, gn, IR_EXTERN);
+/* Is gn a float32 2-D convolution whose input and result are unambiguously
+ * channels-last when dense NHWC (more than one channel and one pixel: else
+ * ATen may take either layout for the other)? */
+static bool cl_conv(lower_ctx *L, const gc_node *gn) {
+  const gc_arg *in = L_arg(L, gn, "input");
+  const gc_tensor_meta *out = L_out_meta(gn, 0);
+  bool transposed = true;
+  if (!in || in->kind != GC_ARG_TENSOR || !in->v ||
+      in->v->kind != GC_VALUE_TENSOR || !out || out->rank != 4 ||
+      !L_bool(L, gn, "transposed", &transposed) || transposed)
+    return false;
+  const gc_tensor_meta *m = &in->v->meta;
+  int64_t a[4], b[4];
+  return m->rank == 4 && m->dtype == GC_DTYPE_FLOAT32 &&
+         out->dtype == GC_DTYPE_FLOAT32 && L_static_sizes(m, a) &&
+         L_static_sizes(out, b) && a[1] > 1 && a[2] * a[3] > 1 && b[1] > 1 &&
+         b[2] * b[3] > 1;
+}
+
+int L_extern_conv(lower_ctx *L, const gc_node *gn) {
+  const gc_value *out = gn->noutputs ? gn->outputs[0].v : NULL;
+  return call_node_as(L, gn, IR_EXTERN,
+                      L->channels_last && cl_conv(L, gn) &&
+                          !(out && L->eager_layout[out->id]));
 }
 
 /* An extern call writing `out` through the .out overload `out_op` (the
@@ -867,7 +976,7 @@ int L_extern_out(lower_ctx *L, const gc_node *gn, const char *out_op) {
   n->gnodes[0] = gn->id;
   n->ngnodes = 1;
   for (int i = 0; i < gn->nargs; i++) {
-    int rc = call_arg(L, &gn->args[i], &n->args[i]);
+    int rc = call_arg(L, &gn->args[i], &n->args[i], false);
     if (rc)
       return rc;
   }
@@ -1044,7 +1153,9 @@ static int maybe_realize(lower_ctx *L, const gc_value *v) {
                  (shared && L->ir->memory_first && holds_intermediates(t));
   if (!realize)
     return 0;
-  return L_realize(L, t, &v->meta) ? 0 : GC_ENOMEM;
+  if (L->eager_layout[v->id])
+    return L_realize(L, t, &v->meta) ? 0 : GC_ENOMEM;
+  return L_realize_chosen(L, t, &v->meta) ? 0 : GC_ENOMEM;
 }
 
 static const rule *rule_of(lower_ctx *L, const gc_node *n) {
@@ -1267,6 +1378,18 @@ static bool aliases_input(const lower_ctx *L, const gc_value *v) {
   return true;
 }
 
+/* Is v laid out otherwise than eager's strides st, in a channels-last
+ * program (an intermediate lowering chose channels-last: the output is
+ * copied in eager's layout)? */
+static bool relaid(const lower_ctx *L, const ir_view *v, const int64_t *st) {
+  if (!L->channels_last)
+    return false;
+  for (int i = 0; i < v->rank; i++)
+    if (v->sizes[i] > 1 && v->strides[i] != st[i])
+      return true;
+  return false;
+}
+
 /* Program outputs. An output that eager returns as a view of something
  * (an input, another output, an intermediate: chunks of one tensor share
  * its storage) stays a view here: the buffer it views becomes a per-call
@@ -1309,7 +1432,8 @@ static int lower_outputs(lower_ctx *L) {
     bool computed = (t->kind == IR_T_LOOP && !t->realized) ||
                     (t->kind == IR_T_VIEW && view_root(t));
     if (!computed && ir_tensor_as_strided(ir, t, &v) &&
-        (v.buf->kind != IR_BUF_INPUT || aliases_input(L, o->v))) {
+        (v.buf->kind != IR_BUF_INPUT || aliases_input(L, o->v)) &&
+        (v.buf->kind == IR_BUF_INPUT || !relaid(L, &v, st))) {
       if (v.buf->kind == IR_BUF_ARENA) {
         /* the call's result lives in the buffer it views (fresh per call) */
         v.buf->kind = IR_BUF_OUTPUT;
@@ -1335,17 +1459,51 @@ static int lower_outputs(lower_ctx *L) {
   return 0;
 }
 
+/* Marks the program outputs and, following the operators whose return
+ * aliases an argument, what each output views: they keep eager's layout,
+ * so outputs that share storage in eager still do. */
+static void mark_output_bases(lower_ctx *L) {
+  const gc_graph *g = L->g;
+  const gc_value **def_arg =
+      gc_arena_calloc(L->ir->a, (size_t)g->nvalues + 1, sizeof *def_arg);
+  if (!def_arg)
+    return;
+  for (int k = 0; k < g->nnodes; k++) { /* the argument each view views */
+    const gc_node *n = &g->nodes[k];
+    for (int j = 0; j < n->noutputs && n->op && n->op->schema; j++) {
+      const gc_arg *o = &n->outputs[j];
+      int a = gc_schema_return_alias(n->op->schema, j);
+      if (o->kind != GC_ARG_TENSOR || !o->v || a < 0)
+        continue;
+      for (int i = 0; i < n->nargs; i++)
+        if (n->args[i].param == a && n->args[i].arg.kind == GC_ARG_TENSOR)
+          def_arg[o->v->id] = n->args[i].arg.v;
+    }
+  }
+  for (int i = 0; i < g->noutputs; i++) {
+    const gc_value *v =
+        g->outputs[i].kind == GC_ARG_TENSOR ? g->outputs[i].v : NULL;
+    for (int depth = 0; v && !L->eager_layout[v->id] && depth <= g->nnodes;
+         depth++) {
+      L->eager_layout[v->id] = true;
+      v = def_arg[v->id];
+    }
+  }
+}
+
 int gc_lower(ir_graph *ir, const gc_functional *f, gc_lower_stats *stats,
              gc_error *err) {
   const gc_graph *g = f->graph;
   lower_ctx L = {.ir = ir, .f = f, .g = g, .err = err, .stats = stats};
   L.val = gc_arena_calloc(ir->a, (size_t)g->nvalues + 1, sizeof *L.val);
   L.users = gc_arena_calloc(ir->a, (size_t)g->nvalues + 1, sizeof *L.users);
+  L.eager_layout =
+      gc_arena_calloc(ir->a, (size_t)g->nvalues + 1, sizeof *L.eager_layout);
   const gc_node **wb =
       gc_arena_calloc(ir->a, (size_t)g->nnodes + 1, sizeof *wb);
   ir->gnode_what =
       gc_arena_calloc(ir->a, (size_t)g->nnodes + 1, sizeof *ir->gnode_what);
-  if (!L.val || !L.users || !wb || !ir->gnode_what ||
+  if (!L.val || !L.users || !L.eager_layout || !wb || !ir->gnode_what ||
       gc_strmap_init(&L.ops, ir->a, 16) != 0)
     return gc_errorf(err, GC_ENOMEM, "lower: out of memory");
   if (stats) {
@@ -1355,6 +1513,15 @@ int gc_lower(ir_graph *ir, const gc_functional *f, gc_lower_stats *stats,
         gc_arena_calloc(ir->a, (size_t)g->nnodes + 1, sizeof(char *));
   }
   count_users(&L);
+  /* channels-last intermediates for convolutional inference programs;
+   * not yet for training programs, whose saved values and gradients would
+   * change layout too (measure first) */
+  for (int k = 0; k < g->nnodes && !ir->memory_first; k++)
+    if (strcmp(g->nodes[k].op->schema->qualified, "aten::convolution") == 0 &&
+        cl_conv(&L, &g->nodes[k]))
+      L.channels_last = true;
+  if (L.channels_last)
+    mark_output_bases(&L);
   for (int i = 0; i < g->ninputs; i++) {
     const gc_arg *a = &g->inputs[i].arg;
     if (a->kind != GC_ARG_TENSOR || !a->v || a->v->kind != GC_VALUE_TENSOR)

@@ -124,6 +124,11 @@ ir_buf *L_reduce(lower_ctx *L, const gc_node *n, ir_reduction red, gc_dtype dt,
  * order of `like` when given: eager's layout, e.g. channels-last). Returns
  * the buffer; later loads of t read it. */
 ir_buf *L_realize(lower_ctx *L, ir_tensor *t, const gc_tensor_meta *like);
+/* Realizes t in the layout lowering prefers for an intermediate whose
+ * eager layout is `like` (channels-last in convolutional programs, see
+ * lower.c; else like's, contiguous when NULL). */
+ir_buf *L_realize_chosen(lower_ctx *L, ir_tensor *t,
+                         const gc_tensor_meta *like);
 /* t as a strided view of a buffer (*v), realizing t when it is not one;
  * false when out of memory. */
 bool L_as_buffer(lower_ctx *L, ir_tensor *t, ir_view *v);
@@ -147,10 +152,11 @@ const gc_op *L_op(lower_ctx *L, const char *name);
  * layout is not dense or the operator unknown. */
 int L_extern_out(lower_ctx *L, const gc_node *n, const char *out_op);
 
-/* Lowers n as an extern call of its own operator: an ATen call on realized
- * inputs whose results ATen allocates (for operators without a .out
- * overload that writes in place, such as convolution). */
-int L_extern_call(lower_ctx *L, const gc_node *n);
+/* Lowers convolution n as an extern call of its own operator: an ATen call
+ * on realized inputs whose results ATen allocates (it has no .out overload
+ * that writes in place), channels-last where the program's layout is
+ * (lower.c). */
+int L_extern_conv(lower_ctx *L, const gc_node *n);
 
 /* Sets the IR value of output `k` of n. */
 int L_set(lower_ctx *L, const gc_node *n, int k, ir_tensor *t);

@@ -82,7 +82,8 @@ static int pool_args(lower_ctx *L, const gc_node *n, bool dilation, pool *P) {
    * the pooling loop from vectorizing. Realize it unless it is a plain
    * load (Inductor's pooling lowerings hint the same). */
   if (P->k[0] * P->k[1] > 1 && P->x->kind == IR_T_LOOP && !P->x->realized &&
-      P->x->nops > 0 && !L_realize(L, P->x, NULL))
+      P->x->nops > 0 &&
+      !L_realize_chosen(L, P->x, P->x->value ? &P->x->value->meta : NULL))
     return GC_ENOMEM;
   P->rank = P->x->rank;
   P->H = P->x->sizes[P->rank - 2];
