@@ -1084,7 +1084,6 @@ static void gen_kernel(cg *g, const sc_kernel *k) {
   }
   cg__find_reuse(g, k);
   find_streamed(g, k);
-  cg__find_prefetch(g, k);
   g->stream_used |= g->streams;
   if (!split_kernel(g, k, par))
     gen_nest(g, k, par, false, -1, NULL, NULL);
@@ -1126,6 +1125,8 @@ static void gen_nest(cg *g, const sc_kernel *k, bool par, bool inside, int sd,
     outer_region = par && !inside && g->streams;
     par = false;
   }
+  /* here, not once per kernel: split_kernel renames the outer variables */
+  cg__find_prefetch(g, k);
   for (int s = 0; s < k->nstages; s++) {
     const sc_stage *st = &k->stages[s];
     char dims[256] = "";
