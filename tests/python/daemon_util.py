@@ -136,7 +136,16 @@ class Daemon:
 
     def stop(self, sig=signal.SIGTERM, timeout=60, check=True):
         """Stops the daemon; returns its exit status. With check, asserts a
-        clean exit and no sanitizer/valgrind report."""
+        clean exit and no sanitizer/valgrind report, and for a daemon
+        started with --verify-ir (the native code generator's tests) that
+        the C compiler never failed: such a failure is served as the ATen
+        program, which a test comparing only values would not notice."""
+        if check and "--verify-ir" in self.args and self.proc is not None and \
+                self.proc.poll() is None:
+            failures = self.stats().native_failures
+            assert failures == 0, "the C compiler failed %d times:\n%s" % (
+                failures, "\n".join(line for line in self.log().splitlines()
+                                    if "native" in line or "cc" in line)[-8000:])
         if self._channel is not None:
             self._channel.close()
             self._channel = None
