@@ -1513,9 +1513,10 @@ int gc_lower(ir_graph *ir, const gc_functional *f, gc_lower_stats *stats,
         gc_arena_calloc(ir->a, (size_t)g->nnodes + 1, sizeof(char *));
   }
   count_users(&L);
-  /* channels-last intermediates for convolutional inference programs;
-   * not yet for training programs, whose saved values and gradients would
-   * change layout too (measure first) */
+  /* channels-last intermediates for convolutional inference programs.
+   * Not for training programs: convolution_backward is a fallback that
+   * sees eager's layout, so channels-last saved values would be copied
+   * back for it (tried: resnet18's training step 1.03x either way). */
   for (int k = 0; k < g->nnodes && !ir->memory_first; k++)
     if (strcmp(g->nodes[k].op->schema->qualified, "aten::convolution") == 0 &&
         cl_conv(&L, &g->nodes[k]))
