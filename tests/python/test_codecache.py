@@ -106,6 +106,17 @@ def test_at_most_max_entries_are_kept(cache, monkeypatch):
                    BASE=0)(1, 0) == i
 
 
+def test_a_dead_writers_temporary_file_goes_after_an_hour(cache):
+    codecache.compile_cached(SOURCE, "<a>")
+    old, young = cache / ".tmp-old", cache / ".tmp-young"
+    old.write_bytes(b"partial")
+    young.write_bytes(b"partial")
+    os.utime(old, (1000, 1000))
+    codecache.compile_cached(SOURCE.replace("* 2", "* 5"), "<b>")  # a write prunes
+    assert not old.exists() and young.exists()
+    assert len([n for n in os.listdir(cache) if not n.startswith(".tmp-")]) == 2
+
+
 def test_a_program_loads_from_the_cache_in_a_new_process(tmp_path, daemon):
     """Two processes compile the same function: the second reads the
     program's code object instead of compiling it, and computes the same."""

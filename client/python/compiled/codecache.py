@@ -16,8 +16,9 @@ not be anyone else's to write, the same trust Python gives
 bytecode magic number and the source, and holds both ahead of the
 marshalled code: an entry of another interpreter version, a truncated or
 corrupt one, is ignored (compiled afresh and rewritten). Entries are
-written atomically (a private temporary file renamed into place); at most
-``MAX_ENTRIES`` are kept, the least recently written removed first.
+written atomically (a private temporary file renamed into place; one a
+dead process left is removed after an hour); at most ``MAX_ENTRIES`` are
+kept, the least recently written removed first.
 
 Code objects remember the file name they were compiled under; an entry
 read back is renamed to the caller's name (tracebacks and ``linecache``
@@ -30,6 +31,7 @@ import logging
 import marshal
 import os
 import tempfile
+import time
 import types
 from typing import Optional
 
@@ -114,17 +116,26 @@ def _store(where: str, path: str, data: bytes) -> None:
 
 
 def _prune(where: str) -> None:
-    """Keeps the MAX_ENTRIES most recently written entries."""
-    with os.scandir(where) as it:
-        entries = [e for e in it if e.is_file() and not e.name.startswith(".tmp-")]
-    if len(entries) <= MAX_ENTRIES:
-        return
-
+    """Keeps the MAX_ENTRIES most recently written entries, and removes
+    temporary files a process left behind (it died between writing and
+    renaming) once they are an hour old."""
     def written(e):
         try:
             return e.stat().st_mtime
         except OSError:  # removed meanwhile
             return 0.0
+    with os.scandir(where) as it:
+        files = [e for e in it if e.is_file()]
+    stale = time.time() - 3600
+    for e in files:
+        if e.name.startswith(".tmp-") and written(e) < stale:
+            try:
+                os.unlink(e.path)
+            except OSError:
+                pass
+    entries = [e for e in files if not e.name.startswith(".tmp-")]
+    if len(entries) <= MAX_ENTRIES:
+        return
     entries.sort(key=written)
     for e in entries[:len(entries) - MAX_ENTRIES]:
         try:
