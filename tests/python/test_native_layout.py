@@ -128,3 +128,27 @@ def test_float64_and_training_programs_keep_eager_layout(server):
     assert cf.summary()["backward"]["kernels"] > 0
     strides = [s for p in cf.programs for s in conv_result_strides(p)]
     assert strides == [(392, 49, 7, 1)], strides  # (the second is the output)
+
+
+def test_channels_last_meets_every_kind_of_consumer(server):
+    """Convolutions on a batch of one with stride and dilation, on a strided
+    view of an input, on an input that is already channels-last; their
+    results flattened, permuted, fed to fallback calls (pixel_shuffle,
+    unfold) and to a matrix product, written in place: all as eager."""
+    c1 = torch.nn.Conv2d(4, 8, 3, padding=1).eval()
+    c2 = torch.nn.Conv2d(8, 16, 3, stride=3, dilation=2).eval()
+    c3 = torch.nn.Conv2d(8, 8, 1).eval()
+    x = torch.randn(2, 4, 9, 7)
+    cases = [
+        (lambda x: c2(c1(x).relu()).sigmoid(), torch.randn(1, 4, 17, 19)),
+        (lambda x: c3(c1(x[:, :, ::2, 1:]).relu()), torch.randn(2, 4, 20, 21)),
+        (lambda x: c3(c1(x).relu()), x.to(memory_format=torch.channels_last)),
+        (lambda x: c3(c1(x).relu()).flatten(1) * 2, x),
+        (lambda x: c1(x).permute(0, 2, 3, 1).relu(), x),
+        (lambda x: torch.nn.functional.pixel_shuffle(c1(x).relu(), 2).sum(), x),
+        (lambda x: torch.nn.functional.unfold(c1(x).relu(), 2) + 1, x),
+        (lambda x: c3(c1(x).relu()).reshape(2, -1) @ torch.ones(8 * 63, 3), x),
+        (lambda x: c3(c1(x).relu_()).add_(1), x),
+    ]
+    for fn, arg in cases:
+        check(fn, (arg,), server=server, atol=1e-5, rtol=1e-4)
