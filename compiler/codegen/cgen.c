@@ -298,7 +298,6 @@ static void clear_streamed(cg *g, const sc_kernel *k) {
   for (int i = 0; i < k->nnodes; i++)
     g->streamed[k->nodes[i]->out->id] = false;
   g->streams = false;
-  g->npf = 0;
 }
 
 static bool streamed(const cg *g, const ir_node *n) {
@@ -1213,6 +1212,74 @@ static int cmp64(const void *a, const void *b) {
   return (x > y) - (x < y);
 }
 
+/* The ranges variable `var` (of `size` points) splits into at the bounds
+ * the bodies of `nodes` compare it with: sp->pts sorted, ending with size.
+ * False when there is nothing to split. */
+static bool find_ranges(cg *g, ir_node *const *nodes, int n, int var,
+                        int64_t size, splits *sp) {
+  *sp = (splits){var, size, {0}, 0};
+  int rc = 0;
+  for (int i = 0; i < n && !rc; i++)
+    rc = ir_expr_walk(g->s->place[nodes[i]->id].body, find_splits, sp);
+  if (rc || sp->n == 0)
+    return false;
+  qsort(sp->pts, (size_t)sp->n, sizeof *sp->pts, cmp64);
+  sp->pts[sp->n] = sp->size;
+  return true;
+}
+
+/* The places of `n` nodes while they are rewritten range by range: a
+ * variable per range of sp (ranging over it), substituted for sp->var in
+ * every place (ranged_enter), the places restored after (ranged_end). */
+typedef struct ranged {
+  ir_node *const *nodes;
+  int n;
+  const splits *sp;
+  sc_place *saved;
+  gc_sym **map;
+  gc_sym *vars[SPLIT_MAX + 1];
+} ranged;
+
+static bool ranged_begin(cg *g, ir_node *const *nodes, int n, const splits *sp,
+                         ranged *r) {
+  ir_graph *ir = g->ir;
+  *r = (ranged){.nodes = nodes, .n = n, .sp = sp};
+  r->saved = gc_arena_calloc(ir->a, (size_t)n, sizeof *r->saved);
+  r->map = gc_arena_calloc(ir->a, (size_t)ir->sym.nvars + 1, sizeof *r->map);
+  if (!r->saved || !r->map)
+    return false;
+  for (int k = 0; k <= sp->n; k++) {
+    char name[24];
+    snprintf(name, sizeof name, "x%d", ir->sym.nvars);
+    r->vars[k] =
+        gc_sym_newvar(&ir->sym, name, k ? sp->pts[k - 1] : 0, sp->pts[k] - 1);
+    if (!r->vars[k])
+      return false;
+  }
+  for (int i = 0; i < n; i++)
+    r->saved[i] = g->s->place[nodes[i]->id];
+  return true;
+}
+
+/* Rewrites the places for range k; returns its variable. */
+static gc_sym *ranged_enter(cg *g, ranged *r, int k) {
+  sc_place *places = (sc_place *)g->s->place;
+  r->map[r->sp->var] = r->vars[k];
+  for (int i = 0; i < r->n; i++) {
+    sc_place *p = &places[r->nodes[i]->id];
+    p->body = ir_expr_subst(g->ir, r->saved[i].body, r->map);
+    p->store = gc_sym_subst(&g->ir->sym, r->saved[i].store, r->map);
+  }
+  cx_reset(&g->x);
+  return r->vars[k];
+}
+
+static void ranged_end(cg *g, ranged *r) {
+  sc_place *places = (sc_place *)g->s->place;
+  for (int i = 0; i < r->n; i++)
+    places[r->nodes[i]->id] = r->saved[i];
+}
+
 /* The innermost loop of pointwise stage st (whose outer loops are open at
  * indentation ind) split at the bounds its values are compared with, as
  * split_kernel splits outer loops: one loop per range, each with its own
@@ -1222,80 +1289,40 @@ static int cmp64(const void *a, const void *b) {
  * this. False (nothing emitted) when there is nothing to split. */
 static bool split_inner(cg *g, const sc_stage *st, int ind) {
   const sc_dim *in = &st->dims[st->ndims - 1];
-  splits sp = {in->var->var, in->size, {0}, 0};
-  int rc = 0;
-  for (int i = 0; i < st->nnodes && !rc; i++)
-    rc = ir_expr_walk(g->s->place[st->nodes[i]->id].body, find_splits, &sp);
-  if (rc || sp.n == 0)
+  splits sp;
+  ranged r;
+  if (!find_ranges(g, st->nodes, st->nnodes, in->var->var, in->size, &sp) ||
+      !ranged_begin(g, st->nodes, st->nnodes, &sp, &r))
     return false;
-  qsort(sp.pts, (size_t)sp.n, sizeof *sp.pts, cmp64);
-  sp.pts[sp.n] = sp.size;
-  ir_graph *ir = g->ir;
-  sc_place *places = (sc_place *)g->s->place;
-  sc_place *saved = gc_arena_calloc(ir->a, (size_t)st->nnodes, sizeof *saved);
-  gc_sym **map = gc_arena_calloc(ir->a, (size_t)ir->sym.nvars + 1, sizeof *map);
-  if (!saved || !map)
-    return false;
-  for (int i = 0; i < st->nnodes; i++)
-    saved[i] = places[st->nodes[i]->id];
-  gc_sym *vars[SPLIT_MAX + 1];
-  for (int r = 0; r <= sp.n; r++) {
-    char name[24];
-    snprintf(name, sizeof name, "x%d", ir->sym.nvars);
-    if (!(vars[r] = gc_sym_newvar(&ir->sym, name, r ? sp.pts[r - 1] : 0,
-                                  sp.pts[r] - 1)))
-      return false;
-  }
   const char *red = g->chk ? " reduction(|:gc_err)" : "";
-  int64_t lo = 0;
-  for (int r = 0; r <= sp.n; r++) {
-    int64_t hi = sp.pts[r];
-    gc_sym *v = vars[r];
-    map[in->var->var] = v;
-    for (int i = 0; i < st->nnodes; i++) {
-      sc_place *p = &places[st->nodes[i]->id];
-      p->body = ir_expr_subst(ir, saved[i].body, map);
-      p->store = gc_sym_subst(&ir->sym, saved[i].store, map);
-    }
-    sc_dim d = {.var = v, .size = hi};
+  for (int k = 0; k <= sp.n; k++) {
+    sc_dim d = {.var = ranged_enter(g, &r, k), .size = sp.pts[k]};
     cg__line(g, ind, "#pragma omp simd%s", red);
     cg__open_loop(g, ind, &d,
-                  gc_arena_printf(cg__arena(g), "%lld", (long long)lo),
-                  gc_arena_printf(cg__arena(g), "%lld", (long long)hi));
-    cx_reset(&g->x);
+                  gc_arena_printf(cg__arena(g), "%lld",
+                                  (long long)(k ? sp.pts[k - 1] : 0)),
+                  gc_arena_printf(cg__arena(g), "%lld", (long long)sp.pts[k]));
     cg__bind_reused(g, (int)(st - g->k->stages), ind + 2);
     cg__emit_stores(g, st, ind + 2);
     cg__line(g, ind, "}");
-    lo = hi;
   }
-  for (int i = 0; i < st->nnodes; i++)
-    places[st->nodes[i]->id] = saved[i];
+  ranged_end(g, &r);
   return true;
 }
 
 static bool split_kernel(cg *g, const sc_kernel *k, bool par) {
   if (k->call || k->ndims == 0) /* (outer points are independent) */
     return false;
-  ir_graph *ir = g->ir;
   for (int d = 0; d < k->ndims; d++) {
-    splits sp = {k->dims[d].var->var, k->dims[d].size, {0}, 0};
-    int rc = 0;
-    for (int i = 0; i < k->nnodes && !rc; i++)
-      rc = ir_expr_walk(g->s->place[k->nodes[i]->id].body, find_splits, &sp);
-    if (rc || sp.n == 0)
+    splits sp;
+    ranged r;
+    if (!find_ranges(g, k->nodes, k->nnodes, k->dims[d].var->var,
+                     k->dims[d].size, &sp))
       continue;
-    qsort(sp.pts, (size_t)sp.n, sizeof *sp.pts, cmp64);
-    sp.pts[sp.n] = sp.size;
     /* each range: a variable ranging over it, substituted in every place
      * of the kernel (restored after) */
-    sc_place *places = (sc_place *)g->s->place;
-    sc_place *saved = gc_arena_calloc(ir->a, (size_t)k->nnodes, sizeof *saved);
-    gc_sym **map =
-        gc_arena_calloc(ir->a, (size_t)ir->sym.nvars + 1, sizeof *map);
-    if (!saved || !map)
+    if (!ranged_begin(g, k->nodes, k->nnodes, &sp, &r))
       return false;
-    for (int i = 0; i < k->nnodes; i++)
-      saved[i] = places[k->nodes[i]->id];
     sc_dim *dim = (sc_dim *)&k->dims[d];
     gc_sym *var = dim->var;
     cg__line(g, 2, "/* %s split at the bounds its values are compared with */",
@@ -1307,34 +1334,19 @@ static bool split_kernel(cg *g, const sc_kernel *k, bool par) {
                g->chk ? " reduction(|:gc_err)" : "");
       cg__line(g, 2, "{");
     }
-    int64_t lo = 0;
-    for (int r = 0; r <= sp.n; r++) {
-      int64_t hi = sp.pts[r];
-      char name[24];
-      snprintf(name, sizeof name, "x%d", ir->sym.nvars);
-      gc_sym *v = gc_sym_newvar(&ir->sym, name, lo, hi - 1);
-      if (!v)
-        return false;
-      map[var->var] = v;
-      for (int i = 0; i < k->nnodes; i++) {
-        sc_place *p = &places[k->nodes[i]->id];
-        p->body = ir_expr_subst(ir, saved[i].body, map);
-        p->store = gc_sym_subst(&ir->sym, saved[i].store, map);
-      }
-      dim->var = v;
-      cx_reset(&g->x);
+    for (int i = 0; i <= sp.n; i++) {
+      dim->var = ranged_enter(g, &r, i);
       gen_nest(g, k, par, true, d,
-               gc_arena_printf(cg__arena(g), "%lld", (long long)lo),
-               gc_arena_printf(cg__arena(g), "%lld", (long long)hi));
-      lo = hi;
+               gc_arena_printf(cg__arena(g), "%lld",
+                               (long long)(i ? sp.pts[i - 1] : 0)),
+               gc_arena_printf(cg__arena(g), "%lld", (long long)sp.pts[i]));
     }
     if (par && g->streams)
       cg__line(g, 4, "gc_stream_fence();");
     if (par)
       cg__line(g, 2, "}");
     dim->var = var;
-    for (int i = 0; i < k->nnodes; i++)
-      places[k->nodes[i]->id] = saved[i];
+    ranged_end(g, &r);
     return true;
   }
   return false;
