@@ -24,7 +24,10 @@
  * overwrites it: P's store index must be injective over its loops (checked
  * from its coefficients) and the buffer must be one of the kernel's own
  * (arena or program output, never a caller's tensor) that no node of the
- * kernel reads.
+ * kernel reads. When the planner computes P's output in place of R's input
+ * (attention's softmax over a matrix product's result), the store moves
+ * the overwrite from P to R: allowed when nothing reads the input after the
+ * store (store_keeps_reads).
  */
 #include "compiler/codegen/cgen_internal.h"
 
@@ -104,23 +107,49 @@ static bool injective(const sc_dim *dims, int nd, const gc_sym *store) {
   return true;
 }
 
-static bool same_dims(const sc_stage *a, const sc_stage *b) {
-  if (a->ndims != b->ndims || a->ndims == 0)
-    return false;
-  for (int i = 0; i < a->ndims; i++)
-    if (a->dims[i].size != b->dims[i].size)
-      return false;
-  return true;
+typedef struct shared_read {
+  ir_buf *mem;         /* the memory the reused value is stored in */
+  const ir_buf *b;     /* the buffer stored */
+  const ir_expr *skip; /* a subexpression not to look into, or NULL */
+  bool hit;
+} shared_read;
+
+static int find_shared(const ir_expr *e, void *ctx) {
+  shared_read *f = ctx;
+  if (e == f->skip)
+    return IR_WALK_SKIP;
+  if (ir_reads_buffer(e) && e->load.buf != f->b &&
+      ir_buf_storage(e->load.buf) == f->mem) {
+    f->hit = true;
+    return 1;
+  }
+  return 0;
 }
 
-/* The substitution from stage a's loop variables to stage b's (same dims). */
-static gc_sym **rename_vars(ir_graph *ir, const sc_stage *a,
-                            const sc_stage *b) {
-  gc_sym **map = gc_arena_calloc(ir->a, (size_t)ir->sym.nvars + 1, sizeof *map);
-  if (map)
-    for (int i = 0; i < a->ndims; i++)
-      map[a->dims[i].var->var] = b->dims[i].var;
-  return map;
+/* Buffer b is computed in place of another (sc_plan_memory), which the
+ * store in stage sr overwrites before stage sp, where b is written. The
+ * planner lets the kernel read that buffer in earlier stages at the element
+ * about to be stored, at the same point, so the store keeps every read as
+ * it was only if, after the store, nothing reads it: in stage sr no node
+ * after n (nor a Welford node, whose second pass reads again), and in the
+ * stages up to sp nothing outside `want`, the value sp then loads. */
+static bool store_keeps_reads(const cg *g, const sc_kernel *k, int sr, int sp,
+                              const ir_node *n, const ir_expr *want,
+                              ir_buf *b) {
+  shared_read f = {ir_buf_storage(b), b, NULL, false};
+  for (int st = sr; st <= sp; st++) {
+    const sc_stage *sg = &k->stages[st];
+    bool after = false;
+    for (int i = 0; i < sg->nnodes; i++) {
+      const ir_node *m = sg->nodes[i];
+      bool checked = st > sr || after || m->red == IR_RED_WELFORD;
+      f.skip = st == sp ? want : NULL;
+      if (checked && ir_expr_walk(g->s->place[m->id].body, find_shared, &f))
+        return false;
+      after |= m == n;
+    }
+  }
+  return !f.hit;
 }
 
 /* Looks for a pointwise node in a stage after `sr` that recomputes the value
@@ -131,10 +160,10 @@ static void match(cg *g, const sc_kernel *k, int sr, const ir_node *n) {
   const ir_expr *body = g->s->place[n->id].body;
   for (int sp = sr + 1; sp < k->nstages; sp++) {
     const sc_stage *p = &k->stages[sp];
-    if (p->reduction || !same_dims(r, p))
+    if (p->reduction || !sc_same_inner(r, p))
       continue;
     /* R's body in P's loop variables */
-    gc_sym **map = rename_vars(ir, r, p);
+    gc_sym **map = sc_rename_inner(ir, r, p);
     if (!map)
       return;
     const ir_expr *want = ir_expr_subst(ir, (ir_expr *)body, map);
@@ -144,10 +173,7 @@ static void match(cg *g, const sc_kernel *k, int sr, const ir_node *n) {
       const ir_node *pn = p->nodes[i];
       ir_buf *b = pn->out;
       const sc_place *pl = &g->s->place[pn->id];
-      /* not a buffer sharing memory with another: the earlier stage
-         would write over the input its own stage still reads */
-      if (g->s->local[b->id] || b->share || b->shared ||
-          b->dtype != body->dtype ||
+      if (g->s->local[b->id] || b->dtype != body->dtype ||
           (b->kind != IR_BUF_ARENA && b->kind != IR_BUF_OUTPUT))
         continue;
       bool taken = false;
@@ -160,8 +186,12 @@ static void match(cg *g, const sc_kernel *k, int sr, const ir_node *n) {
       if (!f.hit || !injective(p->dims, p->ndims, pl->store) ||
           kernel_reads(g, k, b))
         continue;
+      /* computed in place: the store must not overwrite what is still read */
+      if ((b->share || b->shared) &&
+          !store_keeps_reads(g, k, sr, sp, n, want, b))
+        continue;
       /* P's store index in R's loop variables */
-      gc_sym **back = rename_vars(ir, p, r);
+      gc_sym **back = sc_rename_inner(ir, p, r);
       if (!back)
         return;
       gc_sym *store_r = gc_sym_subst(&ir->sym, pl->store, back);

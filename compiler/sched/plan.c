@@ -20,10 +20,15 @@
  *
  * In place: a pointwise node whose input dies in the node's kernel writes
  * its output into that input's memory when nothing can see the
- * difference: same dtype and layout, the input read only by that stage,
- * at the very element the node writes, and by no node after it (so every
- * element is read before it is overwritten, whatever the loop order,
- * tiling or threads). The input may be an arena buffer or a tensor an
+ * difference: same dtype and layout, the input read in the node's stage
+ * only at the very element the node writes and by no node after it, in
+ * an earlier stage only over the same inner loops at the element the node
+ * will write at the same point (a row LayerNorm, RMSNorm or softmax reads
+ * whole before it writes it), and in no later stage. So every element is
+ * read before it is overwritten, whatever the loop order, tiling or
+ * threads: a kernel's stages run one after the other for an outer point,
+ * and no outer point reads another's elements. The input may be an arena
+ * buffer or a tensor an
  * ATen call returned (a convolution's output: batch norm and the
  * activation after it then need no memory of their own, where eager
  * allocates a second tensor). When the node writes a program output,
@@ -147,7 +152,7 @@ static bool dense(const ir_buf *b) {
  * buffer r: the same dtype and extent, b dense, and every read of r at
  * the element n writes in the same iteration (the layouts may differ: a
  * matrix product's [M, N] result read as the [B, T, N] it is a view of). */
-static bool can_overwrite(const ir_graph *ir, const sc_schedule *s,
+static bool can_overwrite(ir_graph *ir, const sc_schedule *s,
                           const sc_kernel *kn, int k, const ir_node *n,
                           ir_buf *r) {
   ir_buf *b = n->out, *root = ir_buf_storage(r);
@@ -169,14 +174,26 @@ static bool can_overwrite(const ir_graph *ir, const sc_schedule *s,
   } else if (root->kind != IR_BUF_ARENA) {
     return false;
   }
-  /* every read of r: in n's stage, at n's element, at or before n */
+  /* every read of r: in an earlier stage over the same inner loops, at
+     the element n writes at the same inner point (so each outer point's
+     elements are all read before n writes them, and no other outer point
+     reads them); in n's stage, at n's element, at or before n; none in a
+     later stage */
   const sc_place *pn = &s->place[n->id];
+  const sc_stage *sn = &kn->stages[pn->stage];
   for (int st = 0; st < kn->nstages; st++) {
     const sc_stage *sg = &kn->stages[st];
+    const gc_sym *at = NULL;
+    if (st == pn->stage) {
+      at = pn->store;
+    } else if (st < pn->stage && sc_same_inner(sn, sg)) {
+      gc_sym **map = sc_rename_inner(ir, sn, sg);
+      at = map ? gc_sym_subst(&ir->sym, pn->store, map) : NULL;
+    }
     bool after = false;
     for (int i = 0; i < sg->nnodes; i++) {
       const ir_node *m = sg->nodes[i];
-      inplace_scan c = {r, st == pn->stage && !after ? pn->store : NULL};
+      inplace_scan c = {r, after ? NULL : at};
       if (ir_expr_walk(s->place[m->id].body, bad_read, &c))
         return false;
       after |= m == n;

@@ -94,6 +94,14 @@ int sc_schedule_build(ir_graph *ir, sc_schedule *s, gc_error *err);
  * live to the end. Sets arena_bytes. */
 int sc_plan_memory(ir_graph *ir, sc_schedule *s, gc_error *err);
 
+/* Whether stages a and b loop over the same inner dims (at least one). */
+bool sc_same_inner(const sc_stage *a, const sc_stage *b);
+
+/* The substitution (variable id -> expression, for gc_sym_subst and
+ * ir_expr_subst) from stage a's inner loop variables to stage b's, which
+ * loop over the same dims; NULL when out of memory. */
+gc_sym **sc_rename_inner(ir_graph *ir, const sc_stage *a, const sc_stage *b);
+
 /* The schedule as text (for --dump-after schedule / plan). */
 char *sc_print(ir_graph *ir, const sc_schedule *s);
 

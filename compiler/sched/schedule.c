@@ -705,3 +705,20 @@ int sc_schedule_build(ir_graph *ir, sc_schedule *s, gc_error *err) {
     return gc_errorf(err, GC_ENOMEM, "schedule: out of memory");
   return 0;
 }
+
+bool sc_same_inner(const sc_stage *a, const sc_stage *b) {
+  if (a->ndims != b->ndims || a->ndims == 0)
+    return false;
+  for (int i = 0; i < a->ndims; i++)
+    if (a->dims[i].size != b->dims[i].size)
+      return false;
+  return true;
+}
+
+gc_sym **sc_rename_inner(ir_graph *ir, const sc_stage *a, const sc_stage *b) {
+  gc_sym **map = gc_arena_calloc(ir->a, (size_t)ir->sym.nvars + 1, sizeof *map);
+  if (map)
+    for (int i = 0; i < a->ndims; i++)
+      map[a->dims[i].var->var] = b->dims[i].var;
+  return map;
+}
