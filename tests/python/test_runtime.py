@@ -157,6 +157,51 @@ def test_fallback_program_positional_and_keyword_arguments():
     torch.testing.assert_close(out[1], xs + 2 * ys)
 
 
+def test_direct_bindings_only_where_they_mean_the_overload():
+    """A call goes through torch's Python binding only when that binding
+    cannot pick another overload or another default: an aten function whose
+    overloads are default and out, called with the keyword-only arguments
+    by keyword, the others by position, leaving out only None defaults."""
+    vf = torch._C._VariableFunctions
+    aten = torch.ops.aten
+    assert runtime.direct_binding(aten.bmm.default, 2, []) is vf.bmm
+    assert runtime.direct_binding(aten.bmm.out, 2, ["out"]) is vf.bmm
+    assert runtime.direct_binding(aten.addmm.default, 3, ["beta", "alpha"]) is vf.addmm
+    assert runtime.direct_binding(aten.bmm.out, 2, []) is None  # would run bmm.default
+    assert runtime.direct_binding(aten.bmm.default, 2, ["out"]) is None
+    assert runtime.direct_binding(aten.bmm.default, 1, ["mat2"]) is None  # by position there
+    assert runtime.direct_binding(aten.addmm.default, 3, ["beta"]) is None  # alpha's default
+    assert runtime.direct_binding(aten.add.Tensor, 2, ["alpha"]) is None  # add.Scalar, ...
+    assert runtime.direct_binding(aten.gelu.default, 1, ["approximate"]) is None  # torch._C._nn
+    # the binding's defaults differ from the schema's here (reduction: none)
+    bce = aten.binary_cross_entropy_with_logits.default
+    assert runtime.direct_binding(bce, 2, []) is None
+    assert runtime.direct_binding(bce, 4, []) is None
+    assert runtime.direct_binding(bce, 5, []) is vf.binary_cross_entropy_with_logits
+    # omitted arguments whose default is None are fine
+    tel = aten._transformer_encoder_layer_fwd.default
+    assert runtime.direct_binding(tel, 18, []) is vf._transformer_encoder_layer_fwd
+    assert runtime.direct_binding(tel, 17, []) is None
+
+
+def test_direct_and_boxed_calls_agree():
+    """The same program through bindings (mm, addmm with keywords, an out=
+    call) and through boxed calls (add.Tensor) computes what eager does."""
+    b = Builder()
+    x, w, bias = b.input(), b.input(), b.input()
+    y = b.call("aten::mm", x, w)
+    z = b.call("aten::addmm", bias, x, w, beta=b.const(float=0.5), alpha=b.const(int=2))
+    buf = b.call("aten::zeros_like", x)
+    o = b.call("aten::mm.out", y, w, out=buf, outputs=[buf])
+    s = b.call("aten::add.Tensor", z, o)
+    b.output(s)
+    prog = b.load()
+    assert "_vf" in prog.source and "_op" in prog.source, prog.source
+    xs, ws, bs = torch.randn(4, 4), torch.randn(4, 4), torch.randn(4)
+    out, = prog(xs, ws, bs)
+    torch.testing.assert_close(out, torch.addmm(bs, xs, ws, beta=0.5, alpha=2) + xs @ ws @ ws)
+
+
 def test_tensor_list_results_are_unpacked_into_their_slots():
     b = Builder()
     x = b.input()

@@ -644,7 +644,7 @@ class _NativeBody:
         ops = self.np.operators
         if not 0 <= k.op < len(ops):
             raise ArtifactError(f"{where}: operator {k.op} out of range")
-        op = g.native_op(k.op, ops[k.op])
+        op = g.native_op(k.op, ops[k.op], k.args)
         args = []
         for a in k.args:
             e = self.value(a.value, f"{where}, argument {a.name!r}")
