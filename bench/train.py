@@ -15,7 +15,9 @@ matrix products and convolutions ("eager in BLAS/conv"): compiled code
 calls the same library kernels, so 1 / share ("bound") is the most any
 compilation of the rest could gain.
 Before timing it checks the two copies agree: the first step's loss and
-every parameter's gradient (per parameter, the largest difference relative
+every parameter's gradient, compiled with ``eager_random=True`` so that
+dropout draws eager's masks (the timed function draws its own, the
+default) (per parameter, the largest difference relative
 to the gradient's largest magnitude; the median and the largest over the
 parameters are printed). Rounding differences can move a ReLU input that
 is within rounding of 0 to the other side (resnet18: one element of a
@@ -176,15 +178,19 @@ def main():
             t0 = time.perf_counter()
             cf = compiled.compile(model, (x,), server=d.address)
             compile_s = time.perf_counter() - t0
-            # The first step from identical states: same loss, same gradients.
+            # The first step from identical states: same loss, same gradients,
+            # with eager's dropout masks (eager_random; the timed function
+            # draws its own: docs/training.md).
+            check = compiled.compile(model, (x,), server=d.address, eager_random=True)
             torch.manual_seed(1)
-            loss_c = loss_fn(cf(x))
+            loss_c = loss_fn(check(x))
             loss_c.backward()
             torch.manual_seed(1)
             loss_e = loss_fn(twin(x))
             loss_e.backward()
             loss_err = abs(loss_c.item() - loss_e.item()) / max(abs(loss_e.item()), 1e-12)
             g_med, g_max = grad_errors(model, twin)
+            del check
             s = cf.summary()
             b = s.get("backward", {})
             eager_s, comp_s = benchlib.interleaved(

@@ -1020,6 +1020,8 @@ static void hash_options(keyer *k, const gc_options *o,
   h_u8(h, o->training);
   if (o->separate_temporaries) /* absent when false: older keys stay valid */
     h_str(h, "separate-temporaries");
+  if (o->eager_random)
+    h_str(h, "eager-random");
   h_end(h, out);
 }
 
@@ -1118,6 +1120,7 @@ void gc_options_default(gc_options *o) {
   o->keep_input_mutations = true;
   o->training = false;
   o->separate_temporaries = false;
+  o->eager_random = false;
 }
 
 void gc_digest_hex(const uint8_t d[GC_DIGEST_LEN], char out[GC_HEX_LEN]) {

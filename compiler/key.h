@@ -56,6 +56,8 @@ typedef struct gc_options {
   bool training;             /* training (autograd) rather than inference */
   bool separate_temporaries; /* large intermediates get their own memory
                                 (IR_BUF_TEMP), not arena space */
+  bool eager_random;         /* random operators stay ATen calls (eager's
+                                numbers under the same seed) */
 } gc_options;
 
 /* Defaults: opt_level 2, keep_input_mutations true, inference. */

@@ -26,13 +26,16 @@ static int verify(gc_native *n, const gc_backend *be, const char *after,
 int gc_native_lower(gc_native *n, gc_arena *a, const gc_functional *f,
                     const gc_backend *be, gc_error *err) {
   int64_t temp_min_bytes = n->temp_min_bytes;
+  bool eager_random = n->eager_random;
   memset(n, 0, sizeof *n);
   n->a = a;
   n->f = f;
   n->temp_min_bytes = temp_min_bytes;
+  n->eager_random = eager_random;
   if (ir_graph_init(&n->ir, a, f->graph) != 0)
     return gc_errorf(err, GC_ENOMEM, "lower: out of memory");
   n->ir.memory_first = temp_min_bytes > 0;
+  n->ir.eager_random = eager_random;
   int rc = gc_lower(&n->ir, f, &n->stats, err);
   return rc ? rc : verify(n, be, "lower", err);
 }

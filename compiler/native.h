@@ -64,6 +64,8 @@ typedef struct gc_native {
                              (gc_native_lower keeps it; > 0 also makes
                              lowering favour memory, see
                              ir_graph.memory_first): see sc_schedule */
+  bool eager_random;      /* set before lowering: random operators stay ATen
+                             calls (ir_graph.eager_random) */
 } gc_native;
 
 int gc_native_lower(gc_native *n, gc_arena *a, const gc_functional *f,

@@ -169,6 +169,7 @@ int gc_compile(gc_arena *a, const gc_graph *g, const gc_key *key,
    * graph is compiled too. */
   if (be && o->opt_level > 0 && f.functional && !o->training) {
     nat.temp_min_bytes = o->separate_temporaries ? GC_TEMP_MIN_BYTES : 0;
+    nat.eager_random = o->eager_random;
     NSTAGE("lower", gc_native_lower(&nat, a, &f, be, &nerr));
     NSTAGE("schedule", gc_native_schedule(&nat, be, &nerr));
     NSTAGE("plan", gc_native_plan(&nat, be, &nerr));

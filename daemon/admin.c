@@ -499,6 +499,7 @@ static void handle_explain(srv_call *c) {
     o.training = req->options->mode == COMPILED__V1__MODE__MODE_TRAINING;
     o.keep_input_mutations = !req->options->return_input_mutations;
     o.separate_temporaries = req->options->separate_temporaries;
+    o.eager_random = req->options->eager_random;
   }
   gc_target t = d->target;
   if (req->target && req->target->arch && *req->target->arch)

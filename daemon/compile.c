@@ -436,6 +436,7 @@ static int read_options(const Compiled__V1__CompileOptions *po, gc_options *o,
   o->training = po->mode == COMPILED__V1__MODE__MODE_TRAINING;
   o->keep_input_mutations = !po->return_input_mutations;
   o->separate_temporaries = po->separate_temporaries;
+  o->eager_random = po->eager_random;
   *force = po->force;
   return 0;
 }

@@ -40,6 +40,8 @@ static const char graph_usage[] =
     "them)\n"
     "      --separate-temporaries  large intermediates get their own memory\n"
     "                             (training programs' compile option)\n"
+    "      --eager-random         random operators stay ATen calls (eager's\n"
+    "                             numbers under the same seed)\n"
     "      --arch A, --isa LIST, --toolchain ID, --cflags FLAGS\n"
     "                             override the detected target\n"
     "      --cc CC                C compiler whose identity enters the key\n"
@@ -55,8 +57,8 @@ static const char graph_usage[] =
     "  codegen FILE       the generated C\n"
     "  program FILE       the native program the runtime runs: values and\n"
     "                     their placements, segment calls, ATen calls\n"
-    "      --return-input-mutations, --separate-temporaries   compile "
-    "options\n"
+    "      --return-input-mutations, --separate-temporaries, --eager-random\n"
+    "                             compile options\n"
     "  convert FILE       turn .pb into .json or back, losslessly\n"
 
     "      -o, --output OUT       write to OUT (default: standard output)\n"
@@ -150,6 +152,7 @@ static int cmd_hash(int argc, char **argv) {
     O_TRAIN,
     O_RETMUT,
     O_SEPTEMP,
+    O_EAGERRNG,
     O_ARCH,
     O_ISA,
     O_TC,
@@ -162,6 +165,7 @@ static int cmd_hash(int argc, char **argv) {
       {"training", no_argument, NULL, O_TRAIN},
       {"return-input-mutations", no_argument, NULL, O_RETMUT},
       {"separate-temporaries", no_argument, NULL, O_SEPTEMP},
+      {"eager-random", no_argument, NULL, O_EAGERRNG},
       {"arch", required_argument, NULL, O_ARCH},
       {"isa", required_argument, NULL, O_ISA},
       {"toolchain", required_argument, NULL, O_TC},
@@ -202,6 +206,9 @@ static int cmd_hash(int argc, char **argv) {
       break;
     case O_SEPTEMP:
       o.separate_temporaries = true;
+      break;
+    case O_EAGERRNG:
+      o.eager_random = true;
       break;
     case O_ARCH:
       t.arch = optarg;
@@ -504,6 +511,8 @@ static int cmd_native(const char *stage, int argc, char **argv) {
       o.keep_input_mutations = false;
     else if (!strcmp(argv[i], "--separate-temporaries"))
       o.separate_temporaries = true;
+    else if (!strcmp(argv[i], "--eager-random"))
+      o.eager_random = true;
     else if (!path)
       path = argv[i];
     else
@@ -527,6 +536,7 @@ static int cmd_native(const char *stage, int argc, char **argv) {
   gc_backend be = {.target = &t, .verify = true};
   memset(&nat, 0, sizeof nat);
   nat.temp_min_bytes = o.separate_temporaries ? GC_TEMP_MIN_BYTES : 0;
+  nat.eager_random = o.eager_random;
   rc = !order ? GC_ENOMEM : gc_canonical_order(l.graph, order, &err);
   if (!rc)
     rc = gc_functionalize(l.arena, l.graph, order, &o, &f, &err);

@@ -200,6 +200,55 @@ static const char prelude[] =
     "  for (int64_t o = 0; o < n; o += 64)\n"
     "    __builtin_prefetch(c + o, 0, 1);\n"
     "  __builtin_prefetch(c + n - 1, 0, 1);\n"
+    "}\n"
+    "\n"
+    "/* A uniform float in [0, 1) from a key and a counter: the first word of\n"
+    " * Philox4x32-10 (Salmon et al., \"Parallel random numbers: as easy as\n"
+    " * 1, 2, 3\", SC 2011), its top 24 bits. Pure integer arithmetic that "
+    "gcc\n"
+    " * vectorizes; the words live in 64-bit lanes where AVX-512 multiplies\n"
+    " * them (vpmullq), in 32-bit ones elsewhere (vpmuludq pairs): the same\n"
+    " * numbers either way. */\n"
+    "#if defined(__AVX512DQ__)\n"
+    "typedef uint64_t gc_pw;\n"
+    "#define GC_PHILOX_MUL(x, m) ((x) * (m))\n"
+    "#else\n"
+    "typedef uint32_t gc_pw;\n"
+    "#define GC_PHILOX_MUL(x, m) ((uint64_t)(x) * (m))\n"
+    "#endif\n"
+    "#define GC_PHILOX_ROUND                                                "
+    "\\\n"
+    "  do {                                                                 "
+    "\\\n"
+    "    uint64_t p0 = GC_PHILOX_MUL(c0, 0xD2511F53u);                      "
+    "\\\n"
+    "    uint64_t p1 = GC_PHILOX_MUL(c2, 0xCD9E8D57u);                      "
+    "\\\n"
+    "    gc_pw n0 = (gc_pw)(((p1 >> 32) ^ c1 ^ k0) & 0xffffffffu);          "
+    "\\\n"
+    "    gc_pw n2 = (gc_pw)(((p0 >> 32) ^ c3 ^ k1) & 0xffffffffu);          "
+    "\\\n"
+    "    c1 = (gc_pw)(p1 & 0xffffffffu);                                    "
+    "\\\n"
+    "    c3 = (gc_pw)(p0 & 0xffffffffu);                                    "
+    "\\\n"
+    "    c0 = n0;                                                           "
+    "\\\n"
+    "    c2 = n2;                                                           "
+    "\\\n"
+    "    k0 = (gc_pw)((k0 + 0x9E3779B9u) & 0xffffffffu);                    "
+    "\\\n"
+    "    k1 = (gc_pw)((k1 + 0xBB67AE85u) & 0xffffffffu);                    "
+    "\\\n"
+    "  } while (0)\n"
+    "static inline float gc_rand_u01(uint64_t key, uint64_t ctr) {\n"
+    "  gc_pw c0 = (gc_pw)(ctr & 0xffffffffu), c1 = (gc_pw)(ctr >> 32);\n"
+    "  gc_pw c2 = 0, c3 = 0;\n"
+    "  gc_pw k0 = (gc_pw)(key & 0xffffffffu), k1 = (gc_pw)(key >> 32);\n"
+    "  GC_PHILOX_ROUND; GC_PHILOX_ROUND; GC_PHILOX_ROUND; GC_PHILOX_ROUND;\n"
+    "  GC_PHILOX_ROUND; GC_PHILOX_ROUND; GC_PHILOX_ROUND; GC_PHILOX_ROUND;\n"
+    "  GC_PHILOX_ROUND; GC_PHILOX_ROUND;\n"
+    "  return (float)(int32_t)(c0 >> 8) * (1.0f / 16777216.0f);\n"
     "}\n";
 
 const char *cx_prelude(void) {
@@ -535,6 +584,8 @@ static char *spell(cx *c, const ir_expr *e, const char *a, const char *b,
                            e->op == IR_FMAX ? "FMAX" : "FMIN", a, b);
   case IR_WHERE:
     return gc_arena_printf(ar, "(%s ? %s : %s)", a, b, x);
+  case IR_RAND:
+    return gc_arena_printf(ar, "gc_rand_u01((uint64_t)%s, (uint64_t)%s)", a, b);
   default:
     break;
   }

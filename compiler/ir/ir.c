@@ -637,6 +637,7 @@ static bool costly_op(ir_op op) {
   case IR_SIGMOID:
   case IR_ATAN2:
   case IR_CBRT:
+  case IR_RAND:
     return true;
   default:
     return false;

@@ -125,7 +125,9 @@
   X(BXOR, 2, "bitwise_xor")                                                    \
   X(SHL, 2, "shift_left")  /* count modulo 64 (32 below int64), as ATen */     \
   X(SHR, 2, "shift_right") /* arithmetic for signed types */                   \
-  X(WHERE, 3, "where")     /* args[0] ? args[1] : args[2] */
+  X(RAND, 2, "rand")   /* uniform in [0, 1) from (int64 seed, int64 counter):  \
+                          Philox4x32-10, float32 (lower/random.c) */           \
+  X(WHERE, 3, "where") /* args[0] ? args[1] : args[2] */
 
 typedef enum ir_op {
 #define X(name, arity, text) IR_##name,
@@ -346,6 +348,8 @@ typedef struct ir_graph {
   bool oom;
   bool memory_first; /* lowering favours memory over recomputation
                         (training programs: see maybe_realize) */
+  bool eager_random; /* random operators stay ATen calls (compile option
+                        eager_random; else lowered: lower/random.c) */
 } ir_graph;
 
 int ir_graph_init(ir_graph *ir, gc_arena *a, const gc_graph *g);

@@ -423,3 +423,23 @@ def test_separate_temporaries_enters_the_key_and_the_plan(tmp_path):
     temps = ctl("plan", "--separate-temporaries", path, check=OK).stdout
     assert "(temp)" not in plain and "(arena@0)" in plain, plain
     assert "(temp)" in temps and "(arena@" not in temps, temps
+
+
+def test_eager_random_enters_the_key_and_keeps_the_aten_call(tmp_path):
+    """--eager-random changes only the options component of the key; the
+    generated C draws dropout's mask itself without it (Philox, seeded by an
+    ATen randint call) and leaves bernoulli to ATen with it."""
+    torch = pytest.importorskip("torch")
+    import compiled
+    path = str(tmp_path / "dropout.pb")
+    compiled.export_graph(lambda x: torch.nn.functional.dropout(x, 0.2, training=True),
+                          (torch.randn(16, 32),), path)
+    base = json.loads(ctl("hash", "--json", path, check=OK).stdout)
+    rng = json.loads(ctl("hash", "--json", "--eager-random", path, check=OK).stdout)
+    changed = {c for c in base["components"] if base["components"][c] != rng["components"][c]}
+    assert changed == {"options"} and rng["key"] != base["key"]
+    native = ctl("codegen", path, check=OK).stdout
+    assert "gc_rand_u01((uint64_t)" in native, native
+    eager = ctl("program", "--eager-random", path, check=OK).stdout
+    assert "aten::bernoulli.p" in eager and "randint" not in eager, eager
+    assert "aten::randint.low_out" in ctl("program", path, check=OK).stdout

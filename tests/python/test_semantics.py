@@ -1039,9 +1039,13 @@ def check_program(case, compile_fn):
 # ---------------------------------------------------------------------------
 
 
+# eager_random: the rng_ cases compare dropout's and rand's numbers with
+# eager's under the same seed (test_native_random.py checks the generated
+# generator's)
 @pytest.mark.parametrize("case", CASES, ids=CASE_IDS)
 def test_program(case, server):
-    check_program(case, lambda fn, args: compiled.compile(fn, args, server=server))
+    check_program(case, lambda fn, args: compiled.compile(fn, args, server=server,
+                                                          eager_random=True))
 
 
 @pytest.mark.parametrize("case", CASES, ids=CASE_IDS)
@@ -1050,7 +1054,8 @@ def test_program_mutations_applied_by_runtime(case, server):
     an extra output that the runtime applies (the path training always
     takes); the caller must not see a difference."""
     check_program(case, lambda fn, args: compiled.compile(fn, args, server=server,
-                                                          keep_input_mutations=False))
+                                                          keep_input_mutations=False,
+                                                          eager_random=True))
 
 
 # ---------------------------------------------------------------------------

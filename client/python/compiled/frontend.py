@@ -46,6 +46,7 @@ from __future__ import annotations
 
 import inspect
 import itertools
+import os
 import logging
 import operator
 import sys
@@ -89,6 +90,13 @@ _OPT_LEVELS = {
 _Tensor = torch.Tensor
 _is_grad_enabled = torch.is_grad_enabled
 _is_inference_mode_enabled = torch.is_inference_mode_enabled
+
+
+def _eager_random(eager_random: Optional[bool]) -> bool:
+    """The eager_random option: the argument, else $COMPILED_EAGER_RANDOM."""
+    if eager_random is not None:
+        return bool(eager_random)
+    return os.environ.get("COMPILED_EAGER_RANDOM", "0").lower() in ("1", "true", "yes")
 
 
 def _opt_level(opt_level) -> int:
@@ -271,7 +279,8 @@ class CompiledFunction:
     """
 
     def __init__(self, fn_or_module: Union[Callable, torch.nn.Module], example_inputs, *,
-                 server: Optional[str] = None, opt_level=None, keep_input_mutations: bool = True):
+                 server: Optional[str] = None, opt_level=None, keep_input_mutations: bool = True,
+                 eager_random: Optional[bool] = None):
         if not callable(fn_or_module):
             raise TypeError(f"compile expects a callable or an nn.Module, got "
                             f"{type(fn_or_module).__name__}")
@@ -280,6 +289,7 @@ class CompiledFunction:
         self._client = client_module.get_client(server)
         self._opt_level = _opt_level(opt_level)
         self._keep_input_mutations = bool(keep_input_mutations)
+        self._eager_random = _eager_random(eager_random)
         self._entries: Dict[tuple, Any] = {}   # signature -> program fn or _Eager
         self.programs: List[runtime.LoadedProgram] = []
         self.compiles = 0
@@ -451,7 +461,8 @@ class CompiledFunction:
         options = compiled_pb2.CompileOptions(
             opt_level=self._opt_level,
             return_input_mutations=not self._keep_input_mutations,
-            mode=compiled_pb2.MODE_TRAINING if training else compiled_pb2.MODE_INFERENCE)
+            mode=compiled_pb2.MODE_TRAINING if training else compiled_pb2.MODE_INFERENCE,
+            eager_random=self._eager_random)
         try:
             key, data = self._client.compile(captured.graph_module, options,
                                              target=_native.target_message())
@@ -483,7 +494,8 @@ class CompiledFunction:
         options = compiled_pb2.CompileOptions(
             opt_level=self._opt_level,
             return_input_mutations=not self._keep_input_mutations,
-            mode=compiled_pb2.MODE_INFERENCE, separate_temporaries=True)
+            mode=compiled_pb2.MODE_INFERENCE, separate_temporaries=True,
+            eager_random=self._eager_random)
         key, data = self._client.compile(captured.graph_module, options,
                                          target=_native.target_message())
         self.compiles += 1
@@ -617,7 +629,8 @@ class _fork_rng:
 
 def compile(fn_or_module: Union[Callable, torch.nn.Module], example_inputs, *,
             server: Optional[str] = None, opt_level=None,
-            keep_input_mutations: bool = True) -> CompiledFunction:
+            keep_input_mutations: bool = True,
+            eager_random: Optional[bool] = None) -> CompiledFunction:
     """Compile ``fn_or_module`` through the daemon; return a callable with
     the same calling convention.
 
@@ -633,6 +646,13 @@ def compile(fn_or_module: Union[Callable, torch.nn.Module], example_inputs, *,
         opt_level: None (the daemon's default), 0-3 or "O0"-"O3".
         keep_input_mutations: let the program write mutated inputs itself
             when it may (else the runtime applies the new values).
+        eager_random: draw random numbers (dropout's masks) with the same
+            ATen calls as eager, so that under the same seed they are
+            eager's, bit for bit. By default (False, or
+            ``$COMPILED_EAGER_RANDOM=1`` for True) generated code draws
+            them from a seed it takes from torch's generator at each call:
+            the same distribution, reproducible under ``torch.manual_seed``,
+            other numbers than eager's, and much faster (docs/training.md).
 
     Raises:
         CaptureError: the function cannot be captured.
@@ -646,7 +666,8 @@ def compile(fn_or_module: Union[Callable, torch.nn.Module], example_inputs, *,
     number...) are captured and compiled again for those inputs.
     """
     return CompiledFunction(fn_or_module, example_inputs, server=server, opt_level=opt_level,
-                            keep_input_mutations=keep_input_mutations)
+                            keep_input_mutations=keep_input_mutations,
+                            eager_random=eager_random)
 
 
 class BackendFunction(CompiledFunction):

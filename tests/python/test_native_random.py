@@ -1,0 +1,163 @@
+"""Random numbers drawn by generated code (compiler/lower/random.c).
+
+By default a compiled program draws dropout's mask itself: one int64 seed
+from torch's generator per call (an ATen ``randint``), then Philox4x32-10
+keyed by the seed over each element's row-major index. These tests check
+the numbers against an independent Python Philox (itself checked against
+the published known answer), the distribution, reproducibility under
+``torch.manual_seed``, gradients through a native mask, and that
+``eager_random=True`` keeps eager's numbers instead.
+"""
+
+import math
+
+import pytest
+import torch
+
+import compiled
+import daemon_util
+
+F = torch.nn.functional
+MASK32 = 0xFFFFFFFF
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory):
+    d = daemon_util.Daemon(tmp_path_factory.mktemp("random"), "--verify-ir").start()
+    yield d.address
+    d.stop()
+
+
+def philox4x32_10(key, ctr):
+    """Philox4x32-10 (Salmon et al., SC 2011) on a 64-bit key and a 128-bit
+    counter given as four 32-bit words; returns the four output words."""
+    c = list(ctr)
+    k0, k1 = key & MASK32, key >> 32
+    for _ in range(10):
+        p0 = 0xD2511F53 * c[0]
+        p1 = 0xCD9E8D57 * c[2]
+        c = [((p1 >> 32) ^ c[1] ^ k0) & MASK32, p1 & MASK32,
+             ((p0 >> 32) ^ c[3] ^ k1) & MASK32, p0 & MASK32]
+        k0, k1 = (k0 + 0x9E3779B9) & MASK32, (k1 + 0xBB67AE85) & MASK32
+    return c
+
+
+def test_reference_philox_matches_the_published_known_answer():
+    # Random123's kat_vectors: philox4x32_10, counter 0, key 0
+    assert philox4x32_10(0, [0, 0, 0, 0]) == [0x6627E8D5, 0xE169C58D, 0xBC57AC4C, 0x9B00DBD8]
+
+
+def compile_native(fn, args, server, **kw):
+    with torch.no_grad():
+        cf = compiled.compile(fn, args, server=server, **kw)
+        cf(*args)
+    return cf
+
+
+def test_mask_is_philox_of_a_seed_from_torchs_generator(server):
+    """The mask of bernoulli(x, p) is u < p elementwise, u the top 24 bits
+    of Philox's first word for the element's index, keyed by the seed
+    randint(0, 2^62) draws from torch's generator at the call."""
+    def f(x):
+        return torch.bernoulli(x, 0.3)
+
+    x = torch.empty(3, 70)  # odd sizes: vector tails
+    cf = compile_native(f, (x,), server)
+    s = cf.summary()
+    assert s["runs"] == "native" and s["fallback"] == 0, s
+    assert "gc_rand_u01" in cf.programs[-1].c_source
+    torch.manual_seed(7)
+    out = cf(x)
+    torch.manual_seed(7)
+    seed = torch.randint(0, 1 << 62, (1,)).item()
+    want = torch.tensor([float(philox4x32_10(seed, [i & MASK32, i >> 32, 0, 0])[0] >> 8 <
+                               math.ceil(0.3 * 2 ** 24)) for i in range(x.numel())])
+    assert torch.equal(out.flatten(), want)
+    assert out.dtype == x.dtype and out.shape == x.shape
+
+
+@pytest.mark.parametrize("p", [0.1, 0.5, 0.9])
+def test_dropout_keeps_each_element_with_probability_1_minus_p(server, p):
+    def f(x):
+        return F.dropout(x, p, training=True)
+
+    x = torch.ones(512, 1024)
+    cf = compile_native(f, (x,), server)
+    assert cf.summary()["fallback"] == 0, cf.summary()
+    n = x.numel()
+    sigma = math.sqrt(p * (1 - p) / n)
+    with torch.no_grad():
+        for _ in range(3):
+            y = cf(x)
+            kept = y != 0
+            assert abs(kept.float().mean().item() - (1 - p)) < 6 * sigma
+            # kept values are scaled as eager scales them
+            assert torch.equal(y[kept], torch.full_like(y[kept], 1 / (1 - p)))
+            # no visible structure: neighbours and rows are independent
+            k = kept.float() - kept.float().mean()
+            corr = (k[:, 1:] * k[:, :-1]).mean() / k.var()
+            assert abs(corr.item()) < 6 / math.sqrt(n)
+            corr = (k[1:] * k[:-1]).mean() / k.var()
+            assert abs(corr.item()) < 6 / math.sqrt(n)
+
+
+def test_reproducible_under_manual_seed_and_fresh_at_every_call(server):
+    def f(x):
+        return F.dropout(x, 0.5, training=True)
+
+    x = torch.ones(64, 256)
+    cf = compile_native(f, (x,), server)
+    with torch.no_grad():
+        torch.manual_seed(3)
+        a, b = cf(x), cf(x)
+        torch.manual_seed(3)
+        c = cf(x)
+    assert torch.equal(a, c)
+    assert not torch.equal(a, b)
+    # two calls' masks are independent of each other
+    ka, kb = (a != 0).float(), (b != 0).float()
+    agree = (ka == kb).float().mean().item()
+    assert abs(agree - 0.5) < 6 * math.sqrt(0.25 / x.numel())
+
+
+def test_eager_random_keeps_eagers_numbers(server):
+    def f(x):
+        return F.dropout(x, 0.5, training=True)
+
+    x = torch.randn(64, 256)
+    native = compile_native(f, (x,), server)
+    eager_rng = compile_native(f, (x,), server, eager_random=True)
+    assert native.programs[-1].key != eager_rng.programs[-1].key
+    assert "aten::bernoulli.p" in eager_rng.summary()["fallback_ops"]
+    with torch.no_grad():
+        torch.manual_seed(5)
+        want = f(x)
+        torch.manual_seed(5)
+        got = eager_rng(x)
+    assert torch.equal(got, want)
+
+
+def test_gradients_flow_through_a_native_mask(server):
+    """Training with the generated mask: the forward's output shows the mask
+    (a linear layer's outputs are nonzero), and the backward's gradients
+    are what eager computes with that mask."""
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Linear(16, 32), torch.nn.Dropout(0.25)).train()
+    x = torch.randn(8, 16)
+    proj = torch.randn(8, 32)
+    cf = compiled.compile(model, (x,), server=server)
+    for _ in range(2):
+        model.zero_grad(set_to_none=True)
+        y = cf(x)
+        (y * proj).sum().backward()
+        mask = (y != 0).float()
+        grads = [p.grad.clone() for p in model.parameters()]
+        model.zero_grad(set_to_none=True)
+        y_ref = model[0](x) * mask / 0.75
+        (y_ref * proj).sum().backward()
+        torch.testing.assert_close(y.detach(), y_ref.detach())
+        for g, p in zip(grads, model.parameters()):
+            torch.testing.assert_close(g, p.grad)
+    s = cf.summary()
+    assert s["runs"] == "native" and s["fallback"] == 0, s
+    assert 0.6 < mask.mean().item() < 0.9
