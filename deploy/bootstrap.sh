@@ -32,9 +32,12 @@ PACKAGES=(
   python3-torch python3-torchvision python3-grpcio python3-grpc-tools
   python3-protobuf python3-numpy python3-pytest
   # an optimized BLAS for torch: without it Debian's torch uses the reference
-  # BLAS and matrix products run ~25x slower (libopenblas0 takes over
-  # libblas.so.3 through update-alternatives)
-  libopenblas0
+  # BLAS and matrix products run ~25x slower. OpenBLAS's OpenMP build, which
+  # takes over libblas.so.3 through update-alternatives: its threads are
+  # libgomp's, which torch and the generated kernels use too; the pthread
+  # build (libopenblas0's default) brings its own, and on 2 cores the two
+  # pools spin against each other (docs/performance.md, "Threads")
+  libopenblas0-openmp
   # benchmarks
   hyperfine
 )
@@ -46,13 +49,29 @@ for p in "${PACKAGES[@]}"; do
   fi
 done
 
-if [ "${#missing[@]}" -eq 0 ]; then
+# The BLAS alternatives that should point at OpenBLAS's OpenMP build but do
+# not (another OpenBLAS build installed beside it wins on priority).
+OPENMP_BLAS=/usr/lib/x86_64-linux-gnu/openblas-openmp
+unselected() {
+  local name
+  for name in libblas.so.3 liblapack.so.3 libopenblas.so.0; do
+    local alt="$name-$(uname -m)-linux-gnu"
+    [ -e "$OPENMP_BLAS/$name" ] || continue
+    if [ "$(update-alternatives --query "$alt" 2>/dev/null | sed -n 's/^Value: //p')" \
+         != "$OPENMP_BLAS/$name" ]; then
+      echo "$alt:$OPENMP_BLAS/$name"
+    fi
+  done
+}
+
+if [ "${#missing[@]}" -eq 0 ] && [ -z "$(unselected)" ]; then
   echo "bootstrap: all ${#PACKAGES[@]} packages present"
   exit 0
 fi
 
 if [ "${1:-}" = "--check" ]; then
-  echo "bootstrap: missing: ${missing[*]}"
+  [ "${#missing[@]}" -eq 0 ] || echo "bootstrap: missing: ${missing[*]}"
+  [ -z "$(unselected)" ] || echo "bootstrap: BLAS alternatives not on OpenBLAS's OpenMP build"
   exit 1
 fi
 
@@ -64,8 +83,14 @@ if [ "$(id -u)" -ne 0 ]; then
   fi
 fi
 
-echo "bootstrap: installing ${missing[*]}"
-export DEBIAN_FRONTEND=noninteractive
-$SUDO apt-get update -qq
-$SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}"
+if [ "${#missing[@]}" -gt 0 ]; then
+  echo "bootstrap: installing ${missing[*]}"
+  export DEBIAN_FRONTEND=noninteractive
+  $SUDO apt-get update -qq
+  $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}"
+fi
+for pair in $(unselected); do
+  echo "bootstrap: update-alternatives --set ${pair%%:*} ${pair#*:}"
+  $SUDO update-alternatives --set "${pair%%:*}" "${pair#*:}" >/dev/null
+done
 echo "bootstrap: done"
