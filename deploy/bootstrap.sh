@@ -64,14 +64,15 @@ unselected() {
   done
 }
 
-if [ "${#missing[@]}" -eq 0 ] && [ -z "$(unselected)" ]; then
+pending="$(unselected)"
+if [ "${#missing[@]}" -eq 0 ] && [ -z "$pending" ]; then
   echo "bootstrap: all ${#PACKAGES[@]} packages present"
   exit 0
 fi
 
 if [ "${1:-}" = "--check" ]; then
   [ "${#missing[@]}" -eq 0 ] || echo "bootstrap: missing: ${missing[*]}"
-  [ -z "$(unselected)" ] || echo "bootstrap: BLAS alternatives not on OpenBLAS's OpenMP build"
+  [ -z "$pending" ] || echo "bootstrap: BLAS alternatives not on OpenBLAS's OpenMP build"
   exit 1
 fi
 
@@ -88,8 +89,9 @@ if [ "${#missing[@]}" -gt 0 ]; then
   export DEBIAN_FRONTEND=noninteractive
   $SUDO apt-get update -qq
   $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}"
+  pending="$(unselected)" # the install may have added alternatives
 fi
-for pair in $(unselected); do
+for pair in $pending; do
   echo "bootstrap: update-alternatives --set ${pair%%:*} ${pair#*:}"
   $SUDO update-alternatives --set "${pair%%:*}" "${pair#*:}" >/dev/null
 done

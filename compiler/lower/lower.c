@@ -940,6 +940,28 @@ int L_extern_conv(lower_ctx *L, const gc_node *gn) {
                           !(out && L->eager_layout[out->id]));
 }
 
+ir_node *L_out_call(lower_ctx *L, const gc_node *gn, const gc_op *op,
+                    ir_buf *out, int nargs) {
+  ir_graph *ir = L->ir;
+  ir_node *n = ir_node_new(ir, IR_EXTERN);
+  ir_call_arg *args = gc_arena_calloc(ir->a, (size_t)nargs + 1, sizeof *args);
+  int *gnodes = gc_arena_calloc(ir->a, 1, sizeof *gnodes);
+  if (!n || !args || !gnodes)
+    return NULL;
+  n->gnode = gn;
+  n->op = op;
+  n->what = gn->op->name;
+  n->out = out;
+  n->out_variant = true;
+  n->args = args;
+  n->nargs = nargs;
+  gnodes[0] = gn->id;
+  n->gnodes = gnodes;
+  n->ngnodes = 1;
+  out->def = n;
+  return n;
+}
+
 /* An extern call writing `out` through the .out overload `out_op` (the
  * graph node's arguments, plus out=). The buffer is an arena buffer in
  * eager's layout, so BLAS writes where the planner put it. */
@@ -957,24 +979,11 @@ int L_extern_out(lower_ctx *L, const gc_node *gn, const char *out_op) {
   for (int i = 0; i < m->rank; i++)
     if (sz[i] > 1 && dense[i] != st[i])
       return GC_EUNSUPPORTED;
-  ir_node *n = ir_node_new(ir, IR_EXTERN);
   ir_buf *b = ir_buf_new(ir, IR_BUF_ARENA, m->dtype, m->rank, sz, st);
-  if (!n || !b)
+  ir_node *n = b ? L_out_call(L, gn, op, b, gn->nargs) : NULL;
+  if (!n)
     return GC_ENOMEM;
-  n->gnode = gn;
-  n->op = op;
-  n->what = gn->op->name;
-  n->out = b;
-  n->out_variant = true;
-  b->def = n;
   b->value = gn->outputs[0].v;
-  n->nargs = gn->nargs;
-  n->args = gc_arena_calloc(ir->a, (size_t)gn->nargs + 1, sizeof *n->args);
-  n->gnodes = gc_arena_calloc(ir->a, 1, sizeof *n->gnodes);
-  if (!n->args || !n->gnodes)
-    return GC_ENOMEM;
-  n->gnodes[0] = gn->id;
-  n->ngnodes = 1;
   for (int i = 0; i < gn->nargs; i++) {
     int rc = call_arg(L, &gn->args[i], &n->args[i], false);
     if (rc)

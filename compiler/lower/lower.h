@@ -152,6 +152,13 @@ const gc_op *L_op(lower_ctx *L, const char *name);
  * layout is not dense or the operator unknown. */
 int L_extern_out(lower_ctx *L, const gc_node *n, const char *out_op);
 
+/* A new extern node for graph node gn calling the .out overload `op` with
+ * `out` as out= (out->def is set), with room for nargs arguments (zeroed:
+ * the caller fills them), not yet appended to the IR; NULL when out of
+ * memory. */
+ir_node *L_out_call(lower_ctx *L, const gc_node *gn, const gc_op *op,
+                    ir_buf *out, int nargs);
+
 /* Lowers convolution n as an extern call of its own operator: an ATen call
  * on realized inputs whose results ATen allocates (it has no .out overload
  * that writes in place), channels-last where the program's layout is

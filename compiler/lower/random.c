@@ -39,30 +39,18 @@ static ir_buf *seed_call(lower_ctx *L, const gc_node *gn) {
   if (!op)
     return NULL;
   int64_t one = 1;
-  ir_node *n = ir_node_new(ir, IR_EXTERN);
   ir_buf *b = ir_buf_new(ir, IR_BUF_ARENA, GC_DTYPE_INT64, 1, &one, &one);
-  ir_call_arg *args = gc_arena_calloc(ir->a, 3, sizeof *args);
+  ir_node *n = b ? L_out_call(L, gn, op, b, 3) : NULL;
   int64_t *size = gc_arena_calloc(ir->a, 1, sizeof *size);
-  int *gnodes = gc_arena_calloc(ir->a, 1, sizeof *gnodes);
-  if (!n || !b || !args || !size || !gnodes)
+  if (!n || !size)
     return NULL;
   *size = 1;
-  args[0] = (ir_call_arg){.name = "low", .arg = {.kind = GC_ARG_INT, .i = 0}};
-  args[1] = (ir_call_arg){.name = "high",
-                          .arg = {.kind = GC_ARG_INT, .i = SEED_BOUND}};
-  args[2] = (ir_call_arg){.name = "size",
-                          .arg = {.kind = GC_ARG_INTS, .n = 1, .ints = size}};
-  n->gnode = gn;
-  n->op = op;
-  n->what = gn->op->name;
-  n->out = b;
-  n->out_variant = true;
-  n->args = args;
-  n->nargs = 3;
-  gnodes[0] = gn->id;
-  n->gnodes = gnodes;
-  n->ngnodes = 1;
-  b->def = n;
+  n->args[0] =
+      (ir_call_arg){.name = "low", .arg = {.kind = GC_ARG_INT, .i = 0}};
+  n->args[1] = (ir_call_arg){.name = "high",
+                             .arg = {.kind = GC_ARG_INT, .i = SEED_BOUND}};
+  n->args[2] = (ir_call_arg){
+      .name = "size", .arg = {.kind = GC_ARG_INTS, .n = 1, .ints = size}};
   return ir_node_append(ir, n) ? NULL : b;
 }
 

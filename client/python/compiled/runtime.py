@@ -195,6 +195,23 @@ def direct_binding(overload: torch._ops.OpOverload, positional: int,
     return getattr(torch._C._VariableFunctions, packet.__name__, None)
 
 
+def _checked_overload(entry, what: str) -> torch._ops.OpOverload:
+    """The overload an operator entry of an artifact names, checked against
+    the schema the `what` ("program", "native program") was built for."""
+    overload = resolve_operator(entry.name)
+    if entry.schema and entry.schema != str(overload._schema):
+        raise ArtifactError(f"operator {entry.name}: the {what} was built for the schema "
+                            f"{entry.schema!r}, this torch ({torch.__version__}) has "
+                            f"{str(overload._schema)!r}")
+    return overload
+
+
+def _boxed(overload: torch._ops.OpOverload) -> Any:
+    """The overload's boxed entry point (its own __call__ is a Python frame
+    around this builtin)."""
+    return getattr(overload, "_op", overload)
+
+
 def _arg_shape(call_args) -> Tuple[int, List[str]]:
     """(how many arguments a call passes by position, the names it passes
     by keyword)."""
@@ -428,15 +445,9 @@ class _Codegen:
         operators = self.program.operators
         if not 0 <= index < len(operators):
             raise ArtifactError(f"operator index {index} out of range ({len(operators)} operators)")
-        entry = operators[index]
-        overload = resolve_operator(entry.name)
-        if entry.schema and entry.schema != str(overload._schema):
-            raise ArtifactError(f"operator {entry.name}: the program was built for the schema "
-                                f"{entry.schema!r}, this torch ({torch.__version__}) has "
-                                f"{str(overload._schema)!r}")
+        overload = _checked_overload(operators[index], "program")
         name = f"_op{index}"
-        # The overload's own __call__ is a Python frame around this builtin.
-        self.globals[name] = getattr(overload, "_op", overload)
+        self.globals[name] = _boxed(overload)
         self.ops[index] = name
         self.overloads[index] = overload
         return name
@@ -447,16 +458,12 @@ class _Codegen:
         such a call)."""
         overload = self.native_overloads.get(index)
         if overload is None:
-            overload = resolve_operator(entry.name)
-            if entry.schema and entry.schema != str(overload._schema):
-                raise ArtifactError(f"operator {entry.name}: the native program was built for "
-                                    f"the schema {entry.schema!r}, this torch "
-                                    f"({torch.__version__}) has {str(overload._schema)!r}")
+            overload = _checked_overload(entry, "native program")
             self.native_overloads[index] = overload
         fn = direct_binding(overload, *_arg_shape(call_args))
         name = f"_nvf{index}" if fn is not None else f"_nop{index}"
         if name not in self.globals:
-            self.globals[name] = fn if fn is not None else getattr(overload, "_op", overload)
+            self.globals[name] = fn if fn is not None else _boxed(overload)
         return name
 
     def native_literal(self, v: artifact_pb2.Value, kind: str) -> str:
