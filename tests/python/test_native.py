@@ -751,3 +751,32 @@ def test_large_outputs_stream_their_stores(server):
     # streamed (8.0-8.6 -> 9.7 ms in make bench-bandwidth's transpose_add)
     t = torch.randn(2944, 2944)
     assert not streamed_stores(lambda a, b: a + b.t(), (t, t.clone()), server)
+
+
+def test_profile_ranges_name_segments_and_their_kernels(server, monkeypatch):
+    """COMPILED_PROFILE=1 (read when a program loads) wraps each segment
+    call in a torch.profiler range named after the segment and the kernels
+    it runs, so a profile shows the generated code's time beside the ATen
+    calls; without it no range is added."""
+    x = torch.randn(64, 64)
+
+    def ranges(fn):
+        cf = compiled.compile(fn, (x,), server=server)
+        with torch.no_grad():
+            cf(x)  # loads the program
+            with torch.profiler.profile() as prof:
+                cf(x)
+        return cf, [e.name for e in prof.events() if e.name.startswith("compiled seg")]
+
+    monkeypatch.setenv("COMPILED_PROFILE", "1")
+    cf, names = ranges(lambda x: torch.softmax(x * 2, -1) @ x.relu() + 1)
+    assert len(names) >= 2, names  # the kernels before and after the mm
+    src = cf.sources()
+    for name in names:
+        m = re.fullmatch(r"compiled seg(\d+): ((?:k\d+\w* ?)+)", name)
+        assert m, name
+        for kernel in m.group(2).split():
+            assert f"static int {kernel}(" in src or f"/* {kernel}:" in src, (kernel, name)
+    monkeypatch.delenv("COMPILED_PROFILE")
+    _, names = ranges(lambda x: torch.softmax(x * 3, -1) @ x.relu() + 2)
+    assert names == []

@@ -32,7 +32,11 @@ the epilogue, generating only the body differently:
 
 Environment: ``COMPILED_NATIVE=0`` runs ATen programs only;
 ``COMPILED_ARENA_REUSE=0`` frees every arena at the end of its call,
-``=all`` keeps every arena between calls.
+``=all`` keeps every arena between calls. ``COMPILED_PROFILE=1`` (read
+when a program is loaded) wraps each segment call in a
+``torch.profiler.record_function`` range named after the segment and its
+kernels, so ``torch.profiler`` shows the time of the generated code beside
+the ATen calls.
 """
 
 from __future__ import annotations
@@ -40,6 +44,7 @@ from __future__ import annotations
 import ctypes
 import os
 import platform
+import re
 import tempfile
 import threading
 import zlib
@@ -369,7 +374,38 @@ def build(gen, artifact) -> Any:
         raise NativeUnavailable("COMPILED_NATIVE=0")
     _check_runtime(code)
     lib = _load_library(artifact.key, code)
-    return _NativeBody(gen, np_, lib).emit()
+    body = _NativeBody(gen, np_, lib)
+    if profiling():
+        body.profile_names = _segment_names(source_of(artifact), len(code.entry_symbols))
+    return body.emit()
+
+
+def profiling() -> bool:
+    """Whether COMPILED_PROFILE asks for profiler ranges around segments."""
+    return os.environ.get("COMPILED_PROFILE", "0").lower() in ("1", "true", "yes")
+
+
+_SEGMENT_RE = re.compile(r"^int gc_seg(\d+)\(void \*\*p\) \{\n(.*?)^\}", re.M | re.S)
+_KERNEL_CALL_RE = re.compile(r"\b(k\d+\w*)\(")
+
+
+def _segment_names(source: str, count: int) -> List[str]:
+    """Profiler range names, one per segment: "compiled seg<i>: <kernels>",
+    the kernels read from the generated C (the segment alone when the
+    source does not show them)."""
+    kernels: Dict[int, List[str]] = {}
+    for m in _SEGMENT_RE.finditer(source):
+        kernels[int(m.group(1))] = _KERNEL_CALL_RE.findall(m.group(2))
+    return [f"compiled seg{i}: {' '.join(kernels.get(i, ())) or '?'}" for i in range(count)]
+
+
+def _profiled(fn, name: str):
+    record = torch.autograd.profiler.record_function
+
+    def segment(p):
+        with record(name):
+            return fn(p)
+    return segment
 
 
 class _NativeBody:
@@ -390,6 +426,7 @@ class _NativeBody:
         self.lines = gen.lines
         self._slots_of: Optional[Dict[int, List[int]]] = None
         self.dropped: set = set()
+        self.profile_names: Optional[List[str]] = None
 
     # -- values ------------------------------------------------------------
 
@@ -534,6 +571,8 @@ class _NativeBody:
             fn = getattr(self.lib, sym)
             fn.argtypes = [ctypes.c_void_p]
             fn.restype = ctypes.c_int
+            if self.profile_names is not None:
+                fn = _profiled(fn, self.profile_names[i])
             g.globals[f"_seg{i}"] = fn
         pool: List[_Arena] = []
         g.globals["_pool"] = pool
