@@ -1165,9 +1165,22 @@ static void gen_nest(cg *g, const sc_kernel *k, bool par, bool inside, int sd,
  * comparisons fold to constants (ir.c's make_op), the where()s to one arm and
  * the clamps to the plain index (sym.c): each range loads only its own input.
  * densenet's cat + batch norm + relu kernels load 1 input per element instead
- * of up to 16. */
+ * of up to 16. A padded window (max or average pooling) compares k*x + c
+ * with the input's bounds (k the stride): its loops split where the window
+ * leaves the input, and the inner range reads at affine indices, which gcc
+ * vectorizes (it does not vectorize a clamped index beside strided loads
+ * of the same array). resnet's 3x3 stride-2 max pool with indices: 19 ->
+ * 3.5 ms on resnet18's activation in a standalone C test. */
 
-#define SPLIT_MAX 32 /* ranges per kernel */
+#define SPLIT_MAX 32                /* ranges per kernel */
+#define SPLIT_MAX_COEF 64           /* |k| of an index k*x + c compared */
+#define SPLIT_MAX_BOUND (1LL << 48) /* |c|, |bound|: no overflow below */
+
+/* floor(a / d), d > 0 */
+static int64_t floordiv64(int64_t a, int64_t d) {
+  int64_t q = a / d;
+  return q * d > a ? q - 1 : q;
+}
 
 typedef struct splits {
   int var;
@@ -1184,18 +1197,29 @@ static int find_splits(const ir_expr *e, void *ctx) {
   if (a->op != IR_INDEX || b->op != IR_CONST || !a->index ||
       cg__is_float(b->dtype))
     return 0;
-  /* the index is the variable plus a constant */
+  /* the index is k times the variable plus a constant (k = 2: a window
+   * of a stride-2 pooling or convolution) */
   const gc_sym *x = a->index;
-  int64_t c0 = 0;
-  if (x->kind == GC_SYM_ADD && x->n == 1 && x->coefs[0] == 1) {
+  int64_t c0 = 0, k = 1;
+  if (x->kind == GC_SYM_ADD && x->n == 1) {
     c0 = x->c;
+    k = x->coefs[0];
     x = x->ops[0];
   }
-  if (x->kind != GC_SYM_VAR || x->var != sp->var)
+  if (x->kind != GC_SYM_VAR || x->var != sp->var || k == 0 ||
+      k < -SPLIT_MAX_COEF || k > SPLIT_MAX_COEF)
     return 0;
-  int64_t p = e->op == IR_LT || e->op == IR_GE   ? b->k.i - c0
-              : e->op == IR_LE || e->op == IR_GT ? b->k.i + 1 - c0
-                                                 : -1;
+  /* k*x + c0 < t holds on one side of the point p where it changes */
+  int64_t t = e->op == IR_LT || e->op == IR_GE   ? b->k.i
+              : e->op == IR_LE || e->op == IR_GT ? b->k.i + 1
+                                                 : INT64_MIN;
+  if (t == INT64_MIN || t < -SPLIT_MAX_BOUND || t > SPLIT_MAX_BOUND ||
+      c0 < -SPLIT_MAX_BOUND || c0 > SPLIT_MAX_BOUND)
+    return 0;
+  /* k > 0: k*x + c0 >= t from x = ceil((t - c0) / k); k < 0: it holds up
+   * to x = floor((c0 - t) / -k) */
+  int64_t p =
+      k > 0 ? floordiv64(t - c0 + k - 1, k) : floordiv64(c0 - t, -k) + 1;
   if (p <= 0 || p >= sp->size)
     return 0;
   for (int i = 0; i < sp->n; i++)

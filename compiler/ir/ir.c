@@ -361,15 +361,17 @@ ir_expr *ir_cast(ir_graph *ir, ir_expr *x, gc_dtype dt) {
   return ir_op1(ir, IR_CAST, dt, x);
 }
 
-/* a op b for an INDEX a and an integer constant b: 1 or 0 when a's range
- * decides it, -1 otherwise. */
+/* a op b for an INDEX or integer constant a and an integer constant b: 1
+ * or 0 when a's range (a constant's value) decides it, -1 otherwise. */
 static int index_compare(ir_op op, const ir_expr *a, const ir_expr *b) {
   /* int64 only: a narrower INDEX wraps values outside its dtype, which
    * the range (of the unwrapped expression) does not describe */
-  if (a->op != IR_INDEX || b->op != IR_CONST || a->dtype != GC_DTYPE_INT64 ||
-      b->dtype != GC_DTYPE_INT64 || !a->index)
+  if (b->op != IR_CONST || a->dtype != GC_DTYPE_INT64 ||
+      b->dtype != GC_DTYPE_INT64 ||
+      !(a->op == IR_CONST || (a->op == IR_INDEX && a->index)))
     return -1;
-  int64_t lo = a->index->lo, hi = a->index->hi, k = b->k.i;
+  int64_t lo = a->op == IR_CONST ? a->k.i : a->index->lo;
+  int64_t hi = a->op == IR_CONST ? a->k.i : a->index->hi, k = b->k.i;
   switch (op) {
   case IR_LT:
     return hi < k ? 1 : lo >= k ? 0 : -1;
@@ -388,6 +390,22 @@ static int index_compare(ir_op op, const ir_expr *a, const ir_expr *b) {
   }
 }
 
+/* index_compare through where()s: a op b is decided when it is for every
+ * value a where() chain can take (a max pool's index chain compared with
+ * -1, "no position taken yet", in the interior of a split loop). *budget
+ * bounds the nodes visited. */
+static int select_compare(ir_op op, const ir_expr *a, const ir_expr *b,
+                          int *budget) {
+  if (--*budget < 0)
+    return -1;
+  if (a->op != IR_WHERE)
+    return index_compare(op, a, b);
+  int x = select_compare(op, a->args[1], b, budget);
+  if (x < 0)
+    return -1;
+  return select_compare(op, a->args[2], b, budget) == x ? x : -1;
+}
+
 static ir_expr *make_op(ir_graph *ir, ir_op op, gc_dtype dt, ir_expr *a,
                         ir_expr *b, ir_expr *c) {
   int n = ir_op_arity(op);
@@ -400,7 +418,7 @@ static ir_expr *make_op(ir_graph *ir, ir_op op, gc_dtype dt, ir_expr *a,
   /* exact identities only: x*1, x/1, where(c, x, x), where of a known
    * condition, and a comparison of an index with a constant that the
    * index's range decides (what a loop split into ranges makes of cat's
-   * and padding's selections) */
+   * and padding's selections), also through where()s of such indices */
   if ((op == IR_MUL || op == IR_DIV) && b->op == IR_CONST && b->dtype == dt &&
       a->dtype == dt && (is_float(dt) ? b->k.f == 1.0 : b->k.i == 1))
     return a;
@@ -417,7 +435,8 @@ static ir_expr *make_op(ir_graph *ir, ir_op op, gc_dtype dt, ir_expr *a,
       return one ? (ir_expr *)x : (ir_expr *)k;
     return one ? (ir_expr *)k : (ir_expr *)x;
   }
-  int decided = n == 2 ? index_compare(op, a, b) : -1;
+  int budget = 256;
+  int decided = n == 2 ? select_compare(op, a, b, &budget) : -1;
   if (decided >= 0)
     return ir_const_i(ir, decided, GC_DTYPE_BOOL);
   return eintern(ir, &e);

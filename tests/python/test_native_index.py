@@ -8,6 +8,8 @@ run without a fallback call. Cases are batched into one compiled function
 per layout where possible: every compile runs the C compiler.
 """
 
+import re
+
 import pytest
 import torch
 import torch.nn.functional as F
@@ -119,6 +121,39 @@ def test_max_pool2d_nan_inf_and_ties(server):
     x[0, 1, :3, :3] = float("-inf")   # an all -inf window: its first position
     x[0, 1, 5:, 5:] = 2.0              # ties: the first index
     check(max_pools, (x,), server=server, fallback=0)
+
+
+def test_strided_window_loops_split_where_the_window_leaves_the_input(server):
+    """A 3x3 stride-2 padded max pool (resnet's stem) in NCHW: the loops
+    split where the window's first column and row fall outside the input
+    (k*x + c compared with 0, k = 2), so the interior loop reads at affine
+    indices, no clamp, which gcc vectorizes (cgen.c, "loops split into
+    ranges"). Values and indices match eager over rows wide enough for
+    vector lanes, with NaN, infinities and ties inside and at the edges."""
+    g = torch.Generator().manual_seed(3)
+    x = torch.randn(2, 3, 21, 70, generator=g)
+    x[0, 0, 5, 33] = float("nan")
+    x[0, 1, 0, 0] = float("nan")
+    x[1, 2, 20, 69] = float("inf")
+    x[1, 0, 10:14, 20:30] = float("-inf")
+    x[0, 2, 4:8, 40:50] = 1.5
+    x = torch.relu(x)  # many ties at 0, as after resnet's relu
+
+    def f(x):
+        return F.max_pool2d(x, 3, 2, 1, return_indices=True)
+
+    check(f, (x,), server=server, fallback=0)
+    cf = compiled_fn(f, (x,), server)
+    with torch.no_grad():
+        cf(x)
+    src = cf.sources()
+    kernel = src[src.index("max_pool2d_with_indices("):]
+    kernel = kernel[:kernel.index("\n}\n")]
+    assert "split at the bounds" in kernel, kernel[:3000]
+    # the interior range (both variables from 1) clamps nothing
+    loops = kernel.split("#pragma omp simd")
+    interior = [b for b in loops if re.search(r"for \(int64_t x\d+ = 1;", b)]
+    assert interior and all("gc_max(" not in b for b in interior), kernel[:4000]
 
 
 def test_avg_and_adaptive_pool(server):
