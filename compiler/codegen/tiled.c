@@ -30,42 +30,10 @@
 
 #include "compiler/codegen/cgen_internal.h"
 
-/* ---- when to tile ---- */
-
-typedef struct votes {
-  int lane, var; /* the last outer dim's and the stage's innermost var ids */
-  int for_tile, against;
-} votes;
-
-static int vote(const ir_expr *e, void *ctx) {
-  votes *v = ctx;
-  if (ir_reads_buffer(e)) {
-    int64_t cl, cv;
-    bool ll = gc_sym_linear_in(e->load.index, v->lane, &cl);
-    bool lv = gc_sym_linear_in(e->load.index, v->var, &cv);
-    if (ll && lv && cl == 1 && cv != 0 && cv != 1)
-      v->for_tile++;
-    else if (lv && cv == 1)
-      v->against++;
-  }
-  return 0;
-}
+/* ---- when to tile: sc_tiles (sched/schedule.c) ---- */
 
 bool cg__tile_kernel(cg *g, const sc_kernel *k) {
-  if (k->call || k->ndims == 0 || k->dims[k->ndims - 1].size < 8)
-    return false;
-  for (int s = 0; s < k->nstages; s++) {
-    const sc_stage *st = &k->stages[s];
-    if (!st->reduction || st->ndims == 0)
-      continue;
-    votes v = {k->dims[k->ndims - 1].var->var, st->dims[st->ndims - 1].var->var,
-               0, 0};
-    for (int i = 0; i < st->nnodes; i++)
-      ir_expr_walk(g->s->place[st->nodes[i]->id].body, vote, &v);
-    if (v.for_tile > v.against)
-      return true;
-  }
-  return false;
+  return sc_tiles(g->s, k);
 }
 
 /* ---- the code ---- */

@@ -75,6 +75,8 @@ struct lower_ctx {
                          chosen_layout) */
   bool *eager_layout; /* graph value id -> a program output or what one
                          views: keeps eager's layout */
+  bool *call_reads;   /* graph value id -> an extern or fallback call reads
+                         it, directly or through views (realized then) */
 };
 
 ir_graph *L_ir(lower_ctx *L) {
@@ -1016,6 +1018,37 @@ static void count_users(lower_ctx *L) {
       L->users[g->outputs[i].v->id] += 2; /* an output is always realized */
 }
 
+/* Marks the values an extern or fallback call will read (which realizes
+ * them), following views back to their bases: realized when made, the
+ * other users of such a value read the buffer instead of recomputing it
+ * (a cat whose column sum is a bias's gradient and whose transpose is a
+ * matrix product's operand: the sum then reads the cat's rows). */
+static void mark_call_reads(lower_ctx *L) {
+  const gc_graph *g = L->g;
+  for (int i = g->nnodes - 1; i >= 0; i--) {
+    const gc_node *n = &g->nodes[i];
+    const gc_opfacts *f = gc_opfacts_of(n->op->schema->qualified);
+    gc_opclass cls = f ? f->cls : GC_OPC_FALLBACK;
+    bool mark = cls == GC_OPC_EXTERN || cls == GC_OPC_FALLBACK;
+    if (cls == GC_OPC_VIEW)
+      for (int k = 0; k < n->noutputs && !mark; k++)
+        mark = n->outputs[k].kind == GC_ARG_TENSOR && n->outputs[k].v &&
+               L->call_reads[n->outputs[k].v->id];
+    if (!mark)
+      continue;
+    for (int a = 0; a < n->nargs; a++) {
+      const gc_arg *x = &n->args[a].arg;
+      if (x->kind == GC_ARG_TENSOR && x->v)
+        L->call_reads[x->v->id] = true;
+      else if (cls != GC_OPC_VIEW &&
+               (x->kind == GC_ARG_TENSORS || x->kind == GC_ARG_OPT_TENSORS))
+        for (int k = 0; k < x->n; k++)
+          if (x->vals[k])
+            L->call_reads[x->vals[k]->id] = true;
+    }
+  }
+}
+
 /* Does every tensor the node touches have a dtype generated code handles? */
 static bool dtypes_ok(const gc_node *n) {
   for (int a = 0; a < n->nargs; a++) {
@@ -1159,7 +1192,8 @@ static int maybe_realize(lower_ctx *L, const gc_value *v) {
   bool realize = t->nreads > REALIZE_READS_ANY || t->nops > REALIZE_OPS_ANY ||
                  (shared && (t->nreads > REALIZE_READS_SHARED ||
                              t->nops > REALIZE_OPS_SHARED || t->costly)) ||
-                 (shared && L->ir->memory_first && holds_intermediates(t));
+                 (shared && L->ir->memory_first && holds_intermediates(t)) ||
+                 (shared && L->call_reads[v->id]);
   if (!realize)
     return 0;
   if (L->eager_layout[v->id])
@@ -1508,12 +1542,14 @@ int gc_lower(ir_graph *ir, const gc_functional *f, gc_lower_stats *stats,
   L.users = gc_arena_calloc(ir->a, (size_t)g->nvalues + 1, sizeof *L.users);
   L.eager_layout =
       gc_arena_calloc(ir->a, (size_t)g->nvalues + 1, sizeof *L.eager_layout);
+  L.call_reads =
+      gc_arena_calloc(ir->a, (size_t)g->nvalues + 1, sizeof *L.call_reads);
   const gc_node **wb =
       gc_arena_calloc(ir->a, (size_t)g->nnodes + 1, sizeof *wb);
   ir->gnode_what =
       gc_arena_calloc(ir->a, (size_t)g->nnodes + 1, sizeof *ir->gnode_what);
-  if (!L.val || !L.users || !L.eager_layout || !wb || !ir->gnode_what ||
-      gc_strmap_init(&L.ops, ir->a, 16) != 0)
+  if (!L.val || !L.users || !L.eager_layout || !L.call_reads || !wb ||
+      !ir->gnode_what || gc_strmap_init(&L.ops, ir->a, 16) != 0)
     return gc_errorf(err, GC_ENOMEM, "lower: out of memory");
   if (stats) {
     memset(stats, 0, sizeof *stats);
@@ -1522,6 +1558,7 @@ int gc_lower(ir_graph *ir, const gc_functional *f, gc_lower_stats *stats,
         gc_arena_calloc(ir->a, (size_t)g->nnodes + 1, sizeof(char *));
   }
   count_users(&L);
+  mark_call_reads(&L);
   /* channels-last intermediates for convolutional inference programs.
    * Not for training programs: convolution_backward is a fallback that
    * sees eager's layout, so channels-last saved values would be copied

@@ -102,6 +102,12 @@ bool sc_same_inner(const sc_stage *a, const sc_stage *b);
  * loop over the same dims; NULL when out of memory. */
 gc_sym **sc_rename_inner(ir_graph *ir, const sc_stage *a, const sc_stage *b);
 
+/* Whether loop kernel k runs tiled (codegen/tiled.c): a reduction stage
+ * reads more loads contiguous along the kernel's innermost outer dim and
+ * strided along the stage's innermost dim than loads contiguous along the
+ * latter. */
+bool sc_tiles(const sc_schedule *s, const sc_kernel *k);
+
 /* The schedule as text (for --dump-after schedule / plan). */
 char *sc_print(ir_graph *ir, const sc_schedule *s);
 

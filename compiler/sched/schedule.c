@@ -370,6 +370,13 @@ static bool place_matching(sctx *c, sc_kernel *k, ir_node *n, const ndim *dims,
     for (int i = 0; i < ndims; i++)
       if (!used[i])
         order[m++] = dims[i];
+    /* an order whose innermost loop is not the pointwise node's unit-stride
+     * dim writes it strided: worth it only in a kernel that runs tiled
+     * (lanes along that dim), else the node starts its own kernel */
+    if (n->kind != IR_REDUCTION && ndims > depth &&
+        dims[ndims - 1].stride == 1 && order[ndims - 1].stride != 1 &&
+        !sc_tiles(c->s, k))
+      return false;
     return place_ordered(c, k, n, order, ndims, inner, ninner);
   }
   for (int i = 0; i < ndims; i++) {
@@ -721,4 +728,42 @@ gc_sym **sc_rename_inner(ir_graph *ir, const sc_stage *a, const sc_stage *b) {
     for (int i = 0; i < a->ndims; i++)
       map[a->dims[i].var->var] = b->dims[i].var;
   return map;
+}
+
+/* ---- tiling ---- */
+
+typedef struct votes {
+  int lane, var; /* the last outer dim's and the stage's innermost var ids */
+  int for_tile, against;
+} votes;
+
+static int vote(const ir_expr *e, void *ctx) {
+  votes *v = ctx;
+  if (ir_reads_buffer(e)) {
+    int64_t cl, cv;
+    bool ll = gc_sym_linear_in(e->load.index, v->lane, &cl);
+    bool lv = gc_sym_linear_in(e->load.index, v->var, &cv);
+    if (ll && lv && cl == 1 && cv != 0 && cv != 1)
+      v->for_tile++;
+    else if (lv && cv == 1)
+      v->against++;
+  }
+  return 0;
+}
+
+bool sc_tiles(const sc_schedule *s, const sc_kernel *k) {
+  if (k->call || k->ndims == 0 || k->dims[k->ndims - 1].size < 8)
+    return false;
+  for (int i = 0; i < k->nstages; i++) {
+    const sc_stage *st = &k->stages[i];
+    if (!st->reduction || st->ndims == 0)
+      continue;
+    votes v = {k->dims[k->ndims - 1].var->var, st->dims[st->ndims - 1].var->var,
+               0, 0};
+    for (int j = 0; j < st->nnodes; j++)
+      ir_expr_walk(s->place[st->nodes[j]->id].body, vote, &v);
+    if (v.for_tile > v.against)
+      return true;
+  }
+  return false;
 }

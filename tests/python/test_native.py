@@ -7,6 +7,7 @@ compares everything. Programs batch several cases where they can, so the C
 compiler runs a few dozen times rather than hundreds.
 """
 
+import copy
 import os
 import re
 import subprocess
@@ -780,3 +781,49 @@ def test_profile_ranges_name_segments_and_their_kernels(server, monkeypatch):
     monkeypatch.delenv("COMPILED_PROFILE")
     _, names = ranges(lambda x: torch.softmax(x * 3, -1) @ x.relu() + 2)
     assert names == []
+
+
+def test_a_value_a_library_call_reads_is_realized_for_its_other_users(server):
+    """The backward of an attention layer's input projection: the cat of
+    the q, k and v gradients is read by a matrix product (the weight's
+    gradient, through a transpose) and by a sum over rows (the bias's
+    gradient), and autograd orders the sum first. The cat is realized
+    where it is made (the matrix product needs it anyway: lower.c,
+    mark_call_reads), so the sum reads its rows instead of computing the
+    cat a second time column by column in its own kernel. Gradients match
+    eager."""
+    torch.manual_seed(0)
+    m = torch.nn.TransformerEncoderLayer(64, 4, 128, batch_first=True, dropout=0.0)
+    ref = copy.deepcopy(m)
+    x = torch.randn(4, 16, 64)
+    cf = compiled.compile(m, (x,), server=server)
+    cf(x).pow(2).sum().backward()
+    ref(x).pow(2).sum().backward()
+    for (name, p), q in zip(m.named_parameters(), ref.parameters()):
+        torch.testing.assert_close(p.grad, q.grad, atol=1e-5, rtol=1e-4, msg=name)
+    src = cf.programs[-1].c_source
+    kernels = re.findall(r"/\* (k\d+_[a-z0-9_]+)\n((?: \*.*\n)+)", src)
+    with_cat = [name for name, body in kernels if "aten::cat" in body]
+    assert len(with_cat) == 1, with_cat
+    assert "sum" not in with_cat[0], with_cat
+
+
+def test_an_epilogue_is_not_reordered_into_strided_stores(server):
+    """A column sum of a transposed operand reads it contiguously in the
+    natural order (not tiled), and its pointwise consumer writes a
+    row-major output: reordered into the sum's kernel it would store 512
+    floats apart per element (schedule.c, place_matching), so it runs as
+    its own kernel, a transposing one in 2-D tiles. Values match eager."""
+    x = torch.randn(512, 300).t()
+    z = torch.randn(300, 512)
+
+    def f(x, z):
+        return z * x.sum(0) + x.exp()
+
+    check(f, (x, z), server=server, fallback=0, atol=1e-4, rtol=1e-4)
+    cf = compiled.compile(f, (x, z), server=server)
+    src = cf.programs[-1].c_source
+    kernels = dict(re.findall(r"/\* (k\d+_[a-z0-9_]+)\n((?: \*.*\n)+)", src))
+    assert not [k for k, body in kernels.items() if "aten::sum" in body and "aten::mul" in body], \
+        kernels
+    assert "2-D tiles" in src, src
