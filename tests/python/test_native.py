@@ -827,3 +827,22 @@ def test_an_epilogue_is_not_reordered_into_strided_stores(server):
     assert not [k for k, body in kernels.items() if "aten::sum" in body and "aten::mul" in body], \
         kernels
     assert "2-D tiles" in src, src
+
+
+def test_a_program_of_aten_calls_only_takes_no_arena(server):
+    """A native program with no generated code and nothing in an arena (an
+    inference TransformerEncoderLayer: eager's one fused call) runs its
+    ATen calls without an arena or a pointer table, so a call needs no more
+    memory than eager's; the result is eager's."""
+    torch.manual_seed(0)
+    m = torch.nn.TransformerEncoderLayer(64, 4, 128, batch_first=True).eval()
+    x = torch.randn(2, 8, 64)
+    with torch.no_grad():
+        cf = compiled.compile(m, (x,), server=server)
+        got = cf(x)
+        want = m(x)
+    torch.testing.assert_close(got, want, atol=0, rtol=0)
+    s = cf.summary()
+    assert s["runs"] == "native" and s["kernels"] == 0 and s["fallback"] == 1, s
+    src = cf.programs[-1].source
+    assert "_pool" not in src and "_new_arena" not in src, src

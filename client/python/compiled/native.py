@@ -21,7 +21,8 @@ the epilogue, generating only the body differently:
   page faults cost about 2 ms per MiB on the machines this was measured
   on); a smaller one is freed at the end of the call, where malloc
   recycles it as it does eager's temporaries, so it adds nothing to the
-  process's memory between calls;
+  process's memory between calls. A program with no segment and no arena
+  view (ATen calls only) takes no arena at all;
 - program outputs are allocated per call with ``torch.empty_strided``
   (with eager's strides), extern calls write into their planned buffers
   through ``.out`` overloads, fallback results are dropped after their last
@@ -641,6 +642,12 @@ class _NativeBody:
         outs = [self.value(v, f"program output {i}") for i, v in enumerate(np_.outputs)]
         if take_at is None and len(self.arena_names) > named:
             take_at = len(self.lines)
+        body = self.lines[head + 6:]
+        if take_at is None and not any("_P" in line for line in body):
+            # no generated code and no arena view (a program of ATen calls
+            # only): no arena, not even its pointer table
+            self.lines[head:] = [line[4:] for line in body]
+            return outs
         self.lines.append("finally:")
         self.lines.append("    _A.done()")
         self.lines.append("    _pool.append(_A)")
@@ -653,7 +660,6 @@ class _NativeBody:
         nslots = len(np_.slots)
         keep = _keep_arena(nbytes)
         g.globals["_new_arena"] = lambda: _Arena(nbytes, nslots, specs, keep)
-        del head
         return outs
 
     def new_output(self, v: int) -> int:
