@@ -386,6 +386,7 @@ def profiling() -> bool:
     return os.environ.get("COMPILED_PROFILE", "0").lower() in ("1", "true", "yes")
 
 
+_USES_P = re.compile(r"\b_P\b")  # a line of a program body using the pointer table
 _SEGMENT_RE = re.compile(r"^int gc_seg(\d+)\(void \*\*p\) \{\n(.*?)^\}", re.M | re.S)
 _KERNEL_CALL_RE = re.compile(r"\b(k\d+\w*)\(")
 
@@ -643,7 +644,7 @@ class _NativeBody:
         if take_at is None and len(self.arena_names) > named:
             take_at = len(self.lines)
         body = self.lines[head + 6:]
-        if take_at is None and not any("_P" in line for line in body):
+        if take_at is None and not any(_USES_P.search(line) for line in body):
             # no generated code and no arena view (a program of ATen calls
             # only): no arena, not even its pointer table
             self.lines[head:] = [line[4:] for line in body]
