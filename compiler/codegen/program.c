@@ -236,6 +236,14 @@ static int op_index(pe *e, const gc_op *op) {
   return e->nops++;
 }
 
+/* The name of a .out overload's output argument: its last argument when
+ * that is keyword-only and written ("out", "grad_input"), else "out". */
+static const char *out_arg_name(const gc_op *op) {
+  const gc_schema *sc = op->schema;
+  const gc_schema_arg *last = sc->nargs ? &sc->args[sc->nargs - 1] : NULL;
+  return last && last->kwarg_only && last->is_write ? last->name : "out";
+}
+
 static Compiled__V1__CallArgument *call_arg(pe *e, const char *name,
                                             bool keyword, int value) {
   Compiled__V1__CallArgument *c = NEW(e, Compiled__V1__CallArgument,
@@ -285,7 +293,8 @@ static Compiled__V1__NativeInstruction *call(pe *e, const ir_node *n) {
     k->args[i] = call_arg(e, n->args[i].name, n->args[i].keyword,
                           arg_value(e, &n->args[i]));
   if (n->out_variant)
-    k->args[n->nargs] = call_arg(e, "out", true, buf_value(e, n->out));
+    k->args[n->nargs] =
+        call_arg(e, out_arg_name(n->op), true, buf_value(e, n->out));
   /* results: one per schema return of the operator called */
   int nret = n->op->schema->nrets;
   k->n_outputs = (size_t)nret;

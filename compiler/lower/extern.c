@@ -9,7 +9,10 @@
  * would compute into a temporary and copy, as a plain call whose result
  * ATen allocates. The pointwise work around them (bias, batch norm in eval
  * mode, activation, residual add) is lowered natively and fused into the
- * kernels that read their results.
+ * kernels that read their results. max_pool2d_with_indices_backward (a
+ * scatter, not a pointwise function of its output's index) goes through
+ * its .grad_input overload for the same reason: its output is planned
+ * memory, reused between calls, not a fresh zero-filled allocation.
  */
 #include "compiler/lower/lower.h"
 
@@ -19,6 +22,7 @@ static const char *const out_ops[] = {
     "aten::addmm.out",
     "aten::bmm.out",
     "aten::baddbmm.out",
+    "aten::max_pool2d_with_indices_backward.grad_input",
 };
 
 int lower_extern_out(lower_ctx *L, const gc_node *n, int which) {

@@ -156,6 +156,42 @@ def test_strided_window_loops_split_where_the_window_leaves_the_input(server):
     assert interior and all("gc_max(" not in b for b in interior), kernel[:4000]
 
 
+BACKWARD_POOLS = [dict(kernel_size=3, stride=2, padding=1), dict(kernel_size=2),
+                  dict(kernel_size=3, stride=1, padding=1),
+                  dict(kernel_size=3, stride=2, ceil_mode=True),
+                  dict(kernel_size=(2, 3), stride=(1, 2), padding=(1, 1), ceil_mode=True)]
+
+
+def max_pool_backwards(x, *grads):
+    out = []
+    for kw, g in zip(BACKWARD_POOLS, grads):
+        _, idx = F.max_pool2d(x, return_indices=True, **kw)
+        k = kw["kernel_size"]
+        out.append(torch.ops.aten.max_pool2d_with_indices_backward(
+            g, x, k if isinstance(k, tuple) else (k, k), kw.get("stride", k),
+            kw.get("padding", 0), 1, kw.get("ceil_mode", False), idx) * 2)
+    return tuple(out)
+
+
+def test_max_pool2d_backward_writes_planned_memory(server):
+    """A max pool's input gradient (a scatter) is a library call through
+    its .grad_input overload, writing a planned buffer (extern.c): no
+    fallback, and the values are eager's exactly, for overlapping windows,
+    padding, ceil mode, layouts (channels-last included), NaN and ties."""
+    g = torch.Generator().manual_seed(7)
+    for name, x in layouts((2, 3, 9, 11)):
+        x = x.clone()
+        x[0, 1, 2, 3] = float("nan")
+        x[1, 2, 3:6, 4:8] = 1.0  # ties
+        grads = tuple(torch.randn(F.max_pool2d(x, **kw).shape, generator=g)
+                      for kw in BACKWARD_POOLS)
+        summary = check(max_pool_backwards, (x,) + grads, server=server, fallback=0,
+                        atol=0, rtol=0)
+        assert summary["extern"] == len(BACKWARD_POOLS), summary
+    cf = compiled_fn(max_pool_backwards, (x,) + grads, server)
+    assert "grad_input=" in cf.programs[-1].source
+
+
 def test_avg_and_adaptive_pool(server):
     def f(x):
         return (F.avg_pool2d(x, 3, 2, 1), F.avg_pool2d(x, 3, 2, 1, count_include_pad=False),
