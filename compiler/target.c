@@ -57,6 +57,10 @@ static bool has_feature(const char *isa, const char *feat) {
   return false;
 }
 
+bool gc_target_has(const gc_target *t, const char *feat) {
+  return t && t->isa && has_feature(t->isa, feat);
+}
+
 const char *gc_target_march(const gc_target *t) {
   const char *arch = t->arch ? t->arch : "";
   const char *isa = t->isa ? t->isa : "";

@@ -34,6 +34,12 @@
  * SLEEF's 1 ulp: docs/native-math.md has the measurements. */
 #define GC_CODEGEN_LIBS "-lmvec -lsleefgnuabi -lsleef -lm"
 
+/* Is `feat` one of the target's features (t->isa, comma-separated)? Besides
+ * the ISA's, a client reports "blas" when its process has the system BLAS
+ * (libblas.so.3) loaded: generated code may then call it (cgen.c, "BLAS
+ * calls in segments"). */
+bool gc_target_has(const gc_target *t, const char *feat);
+
 /* The -march value for the target's architecture and ISA features:
  * "x86-64-v4" (AVX-512), "x86-64-v3" (AVX2, FMA, BMI2), "x86-64-v2"
  * (SSE4.2), "x86-64", "armv8-a"; NULL when the architecture is unknown. */

@@ -1526,16 +1526,123 @@ static void gen_colsum(cg *g, const sc_kernel *k) {
 
 /* ---- segments and slots ---- */
 
+/* ---- BLAS calls in segments ----
+ *
+ * A batched product whose operands BLAS can read (sc_blas_call) runs in
+ * generated code: one sgemm_/dgemm_ (the Fortran BLAS the client's torch
+ * calls too) per batch item, the items split between the OpenMP team's
+ * threads. ATen's bmm (torch 1.13 without MKL) loops over the items on one
+ * thread, and OpenBLAS runs a product of at most 64^3 multiply-adds on one
+ * thread, so a [64, 64, 64] bmm used one core of two; inside a parallel
+ * region OpenBLAS runs single-threaded, the team's threads take the items.
+ * 64 x [64x64] x [64x64]: 0.30 -> 0.16 ms; 96 x [256x64] x [64x256]:
+ * 7.2 -> 5.1 ms; 96 x [256x256] x [256x64]: 12.8 -> 5.9 ms (standalone C,
+ * 2 threads). Each product is the same library call on the same operands
+ * as ATen's, so results are eager's. Row-major C = A B is column-major
+ * C^T = B^T A^T: BLAS gets B first. */
+
+/* The operand views of a bmm node: self (A) and mat2 (B). */
+static void blas_operands(const ir_node *n, const ir_view **a,
+                          const ir_view **b) {
+  *a = *b = NULL;
+  for (int i = 0; i < n->nargs; i++) {
+    const ir_call_arg *x = &n->args[i];
+    if (x->arg.kind != GC_ARG_TENSOR || !x->views)
+      continue;
+    if (!strcmp(x->name, "self"))
+      *a = x->views[0];
+    else if (!strcmp(x->name, "mat2"))
+      *b = x->views[0];
+  }
+}
+
+static void blas_params(const sc_kernel *k, params *p) {
+  const ir_view *a, *b;
+  blas_operands(k->call, &a, &b);
+  static ir_buf *bufs[3];
+  static bool written[3];
+  /* by storage, as loop kernels' parameters (a buffer computed in place
+   * of another lives at its storage's address) */
+  bufs[0] = ir_buf_storage(a->buf);
+  bufs[1] = ir_buf_storage(b->buf);
+  bufs[2] = ir_buf_storage(k->call->out);
+  written[0] = written[1] = false;
+  written[2] = true;
+  *p = (params){.bufs = bufs, .written = written, .n = 3};
+}
+
+/* One operand for BLAS (column-major): op 'N' with the view's leading
+ * dimension when its rows are contiguous (row-major M x K is column-major
+ * K x M, the transpose BLAS wants), else 'T'. */
+static void blas_operand(const ir_view *v, char *op, int64_t *ld) {
+  if (v->strides[2] == 1 &&
+      v->strides[1] >= (v->sizes[2] > 1 ? v->sizes[2] : 1)) {
+    *op = 'N';
+    *ld = v->strides[1] > 0 ? v->strides[1] : 1;
+  } else {
+    *op = 'T';
+    *ld = v->strides[2] > 0 ? v->strides[2] : 1;
+  }
+}
+
+static void gen_blas(cg *g, const sc_kernel *k) {
+  const ir_node *n = k->call;
+  const ir_view *a, *b;
+  blas_operands(n, &a, &b);
+  const ir_buf *o = n->out;
+  bool f64 = o->dtype == GC_DTYPE_FLOAT64;
+  const char *t = f64 ? "double" : "float", *fn = f64 ? "dgemm_" : "sgemm_";
+  char opa, opb;
+  int64_t lda, ldb;
+  blas_operand(a, &opa, &lda);
+  blas_operand(b, &opb, &ldb);
+  long long B = (long long)o->sizes[0], M = (long long)o->sizes[1],
+            N = (long long)o->sizes[2], K = (long long)a->sizes[2];
+  const char *name = gc_arena_printf(cg__arena(g), "gc_bmm%d", k->id);
+  g->impl[k->id] = name;
+  gc_buf_printf(&g->out,
+                "/* %s: aten::bmm.out, %lld x [%lld x %lld] x [%lld x %lld] "
+                "through BLAS, items split between threads */\n",
+                name, B, M, K, K, N);
+  gc_buf_printf(&g->out,
+                "void %s(const char *, const char *, const int *, const int *, "
+                "const int *, const %s *, const %s *, const int *, const %s *, "
+                "const int *, const %s *, %s *, const int *);\n",
+                fn, t, t, t, t, t);
+  gc_buf_printf(&g->out,
+                "static int %s(const %s *restrict a, const %s *restrict b, "
+                "%s *restrict c) {\n",
+                name, t, t, t);
+  cg__line(g, 2, "const int m = %lld, n = %lld, k = %lld;", M, N, K);
+  cg__line(g, 2, "const int lda = %lld, ldb = %lld, ldc = %lld;",
+           (long long)lda, (long long)ldb, (long long)o->strides[1]);
+  cg__line(g, 2, "const %s one = 1, zero = 0;", t);
+  cg__line(g, 2, "#pragma omp parallel for schedule(static)");
+  cg__line(g, 2, "for (int64_t i = 0; i < %lld; i++)", B);
+  cg__line(g, 4,
+           "%s(\"%c\", \"%c\", &n, &m, &k, &one, b + %lld + %lld * i, &ldb, "
+           "a + %lld + %lld * i, &lda, &zero, c + %lld * i, &ldc);",
+           fn, opb, opa, (long long)b->offset, (long long)b->strides[0],
+           (long long)a->offset, (long long)a->strides[0],
+           (long long)o->strides[0]);
+  cg__line(g, 2, "return 0;");
+  gc_buf_puts(&g->out, "}\n\n");
+  g->src->uses_blas = true;
+}
+
 static void assign_slots(cg *g) {
   gc_csource *src = g->src;
   const sc_schedule *s = g->s;
   src->nslots = 1; /* slot 0: the arena */
   for (int k = 0; k < s->nkernels; k++) {
     const sc_kernel *kn = s->kernels[k];
-    if (kn->call)
+    if (kn->call && !kn->in_c)
       continue;
     params p = {0};
-    cg__kernel_params(g, kn, &p);
+    if (kn->in_c)
+      blas_params(kn, &p);
+    else
+      cg__kernel_params(g, kn, &p);
     for (int i = 0; i < p.n; i++) {
       ir_buf *b = p.bufs[i];
       if (b->kind == IR_BUF_ARENA || src->buf_slot[b->id])
@@ -1591,7 +1698,10 @@ static const char stream_text[] =
 
 static void call_kernel(cg *g, const sc_kernel *k) {
   params p = {0};
-  cg__kernel_params(g, k, &p);
+  if (k->in_c)
+    blas_params(k, &p);
+  else
+    cg__kernel_params(g, k, &p);
   gc_buf_printf(&g->out, "  if (%s(", g->impl[k->id]);
   for (int i = 0; i < p.n; i++) {
     ir_buf *b = p.bufs[i];
@@ -1613,7 +1723,7 @@ static void gen_segments(cg *g) {
   bool open = false;
   for (int k = 0; k < s->nkernels; k++) {
     const sc_kernel *kn = s->kernels[k];
-    if (kn->call) {
+    if (kn->call && !kn->in_c) {
       if (open)
         gc_buf_puts(&g->out, "  return 0;\n}\n\n");
       open = false;
@@ -1669,6 +1779,8 @@ int gc_codegen(ir_graph *ir, const sc_schedule *s, const char *key_hex,
     if (!s->kernels[k]->call) {
       gen_kernel(&g, s->kernels[k]);
       out->nkernels++;
+    } else if (s->kernels[k]->in_c) {
+      gen_blas(&g, s->kernels[k]);
     }
   gen_segments(&g);
   out->uses_vector_math = g.x.vector_math;

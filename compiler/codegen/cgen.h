@@ -45,6 +45,7 @@ typedef struct gc_csource {
   int nkernels;          /* loop kernels generated */
   bool uses_vector_math; /* needs vector math (libmvec, libsleefgnuabi) */
   bool uses_sleef;       /* needs SLEEF's own API (libsleef) */
+  bool uses_blas;        /* calls the system BLAS (libblas: sgemm_, dgemm_) */
 } gc_csource;
 
 /* Generates the C source for schedule `s` of `ir`. key_hex (may be NULL)

@@ -442,15 +442,18 @@ static int instructions(pe *e) {
     return GC_ENOMEM;
   for (int k = 0; k < s->nkernels; k++) {
     const sc_kernel *kn = s->kernels[k];
+    /* an ATen call (a call kernel generated code does not make) */
+    bool aten = kn->call && !kn->in_c;
     int end = k; /* the instruction's last kernel */
-    if (!kn->call && src->kernel_segment[k] != last_seg)
-      while (end + 1 < s->nkernels && !s->kernels[end + 1]->call &&
+    if (!aten && src->kernel_segment[k] != last_seg)
+      while (end + 1 < s->nkernels &&
+             !(s->kernels[end + 1]->call && !s->kernels[end + 1]->in_c) &&
              src->kernel_segment[end + 1] == src->kernel_segment[k])
         end++;
-    if ((kn->call || src->kernel_segment[k] != last_seg) &&
+    if ((aten || src->kernel_segment[k] != last_seg) &&
         !allocs_for(e, first, k, end, &cap))
       return GC_ENOMEM;
-    if (kn->call) {
+    if (aten) {
       if (!push_ins(e, call(e, kn->call), &cap))
         return GC_ENOMEM;
     } else if (src->kernel_segment[k] != last_seg) {
@@ -624,10 +627,16 @@ static int code(pe *e, const gc_backend *be) {
   static char *libs_math[] = {"libgomp.so.1", "libmvec.so.1",
                               "libsleefgnuabi.so.3", "libm.so.6",
                               "libsleef.so.3"};
-  c->n_runtime_libraries = n->src.uses_sleef         ? 5
-                           : n->src.uses_vector_math ? 4
-                                                     : 1;
-  c->runtime_libraries = libs_math;
+  size_t nmath = n->src.uses_sleef ? 5 : n->src.uses_vector_math ? 4 : 1;
+  c->n_runtime_libraries = nmath + (n->src.uses_blas ? 1 : 0);
+  c->runtime_libraries =
+      gc_arena_calloc(e->a, c->n_runtime_libraries + 1, sizeof(char *));
+  if (!c->runtime_libraries)
+    return GC_ENOMEM;
+  for (size_t i = 0; i < nmath; i++)
+    c->runtime_libraries[i] = libs_math[i];
+  if (n->src.uses_blas)
+    c->runtime_libraries[nmath] = "libblas.so.3";
   const char *march = be && be->target ? gc_target_march(be->target) : NULL;
   c->target = (char *)(march ? march : "");
   m->arena_bytes = n->sched.arena_bytes;

@@ -350,6 +350,8 @@ typedef struct ir_graph {
                         (training programs: see maybe_realize) */
   bool eager_random; /* random operators stay ATen calls (compile option
                         eager_random; else lowered: lower/random.c) */
+  bool blas;         /* the target has the system BLAS: batched products
+                        may run in generated code (sched/schedule.c) */
 } ir_graph;
 
 int ir_graph_init(ir_graph *ir, gc_arena *a, const gc_graph *g);

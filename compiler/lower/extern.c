@@ -9,10 +9,12 @@
  * would compute into a temporary and copy, as a plain call whose result
  * ATen allocates. The pointwise work around them (bias, batch norm in eval
  * mode, activation, residual add) is lowered natively and fused into the
- * kernels that read their results. max_pool2d_with_indices_backward (a
- * scatter, not a pointwise function of its output's index) goes through
- * its .grad_input overload for the same reason: its output is planned
- * memory, reused between calls, not a fresh zero-filled allocation.
+ * kernels that read their results. A bmm whose operands BLAS can read
+ * becomes BLAS calls from generated code instead, when the target has the
+ * system BLAS (sched/schedule.c sc_blas_call). max_pool2d_with_indices_backward
+ * (a scatter, not a pointwise function of its output's index) goes through its
+ * .grad_input overload for the same reason: its output is planned memory,
+ * reused between calls, not a fresh zero-filled allocation.
  */
 #include "compiler/lower/lower.h"
 

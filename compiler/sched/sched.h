@@ -62,6 +62,8 @@ typedef struct sc_kernel {
   int id;
   const char *name; /* "k3_layer_norm" */
   ir_node *call;    /* a call kernel: the extern/fallback node */
+  bool in_c;        /* a call kernel that generated code makes (a batched
+                       product through BLAS, see sc_blas_call) */
   sc_dim *dims;     /* outer dims (loop kernels) */
   int ndims;
   sc_stage *stages;
@@ -107,6 +109,13 @@ gc_sym **sc_rename_inner(ir_graph *ir, const sc_stage *a, const sc_stage *b);
  * strided along the stage's innermost dim than loads contiguous along the
  * latter. */
 bool sc_tiles(const sc_schedule *s, const sc_kernel *k);
+
+/* Whether extern node n (a bmm) runs in generated code: the target has
+ * BLAS, float32 or float64, at least 2 items, each operand matrix with a
+ * unit stride along one of its dims, the output's rows dense. Generated
+ * code then calls sgemm/dgemm per batch item inside the OpenMP team:
+ * ATen's bmm loops over the batch on one thread. */
+bool sc_blas_call(const ir_graph *ir, const ir_node *n);
 
 /* The schedule as text (for --dump-after schedule / plan). */
 char *sc_print(ir_graph *ir, const sc_schedule *s);

@@ -433,6 +433,7 @@ static int schedule_node(sctx *c, ir_node *n) {
     if (!k)
       return GC_ENOMEM;
     k->call = n;
+    k->in_c = sc_blas_call(c->ir, n);
     c->s->place[n->id].kernel = k;
     return grow_ptrs(c->ir->a, (void ***)&k->nodes, &k->nnodes, &k->capnodes, n)
                ? 0
@@ -766,4 +767,46 @@ bool sc_tiles(const sc_schedule *s, const sc_kernel *k) {
       return true;
   }
   return false;
+}
+
+/* ---- batched products in generated code ---- */
+
+/* A matrix of an operand view (dims 1 and 2): one of them unit stride,
+ * the other's stride at least the first's size (BLAS's leading
+ * dimension). */
+static bool blas_matrix(const ir_view *v) {
+  if (!v || v->rank != 3)
+    return false;
+  int64_t r = v->sizes[1], c = v->sizes[2];
+  if (r <= 0 || c <= 0)
+    return false;
+  return (v->strides[2] == 1 && v->strides[1] >= (c > 1 ? c : 1)) ||
+         (v->strides[1] == 1 && v->strides[2] >= (r > 1 ? r : 1));
+}
+
+bool sc_blas_call(const ir_graph *ir, const ir_node *n) {
+  if (!ir->blas || n->kind != IR_EXTERN || !n->out_variant || !n->out ||
+      !n->op || strcmp(n->op->schema->qualified, "aten::bmm.out") != 0 ||
+      n->nargs < 2)
+    return false;
+  gc_dtype dt = n->out->dtype;
+  if (dt != GC_DTYPE_FLOAT32 && dt != GC_DTYPE_FLOAT64)
+    return false;
+  const ir_view *a = NULL, *b = NULL;
+  for (int i = 0; i < n->nargs; i++) {
+    const ir_call_arg *x = &n->args[i];
+    if (x->arg.kind != GC_ARG_TENSOR || !x->views)
+      continue;
+    if (!strcmp(x->name, "self"))
+      a = x->views[0];
+    else if (!strcmp(x->name, "mat2"))
+      b = x->views[0];
+  }
+  const ir_buf *o = n->out;
+  if (!blas_matrix(a) || !blas_matrix(b) || a->buf->dtype != dt ||
+      b->buf->dtype != dt || o->rank != 3 || o->sizes[0] < 2 ||
+      o->strides[2] != 1 || o->strides[1] < o->sizes[2] ||
+      a->sizes[0] != o->sizes[0] || b->sizes[0] != o->sizes[0])
+    return false;
+  return true;
 }

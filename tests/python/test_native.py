@@ -774,7 +774,7 @@ def test_profile_ranges_name_segments_and_their_kernels(server, monkeypatch):
     assert len(names) >= 2, names  # the kernels before and after the mm
     src = cf.sources()
     for name in names:
-        m = re.fullmatch(r"compiled seg(\d+): ((?:k\d+\w* ?)+)", name)
+        m = re.fullmatch(r"compiled seg(\d+): ((?:(?:k|gc_bmm)\d+\w* ?)+)", name)
         assert m, name
         for kernel in m.group(2).split():
             assert f"static int {kernel}(" in src or f"/* {kernel}:" in src, (kernel, name)
@@ -846,3 +846,40 @@ def test_a_program_of_aten_calls_only_takes_no_arena(server):
     assert s["runs"] == "native" and s["kernels"] == 0 and s["fallback"] == 1, s
     src = cf.programs[-1].source
     assert "_pool" not in src and "_new_arena" not in src, src
+
+
+def test_batched_products_call_blas_from_generated_code(server, monkeypatch):
+    """A bmm whose operands BLAS can read runs in generated code when the
+    client's process has the system BLAS loaded (target feature "blas"):
+    one sgemm_/dgemm_ per batch item, the items split between OpenMP's
+    threads (ATen's bmm loops over them on one thread). Operands
+    transposed, sliced and computed, float32 and float64, agree with
+    eager; a batch of one, and a client without BLAS, keep the ATen call."""
+    from compiled import native
+    g = torch.Generator().manual_seed(11)
+
+    def f(a, b, c):
+        return (torch.bmm(a * 2, b) + 1, torch.bmm(a, c.transpose(1, 2)),
+                torch.bmm(b.transpose(1, 2)[:, :7], a.transpose(1, 2)))
+
+    for dtype, fn in ((torch.float32, "sgemm_"), (torch.float64, "dgemm_")):
+        a = torch.randn(6, 20, 30, generator=g, dtype=dtype)
+        b = torch.randn(6, 30, 25, generator=g, dtype=dtype)
+        c = torch.randn(6, 25, 30, generator=g, dtype=dtype)[:, :, :30]
+        summary = check(f, (a, b, c), server=server, fallback=0, atol=1e-5, rtol=1e-5)
+        assert summary["extern"] == 3, summary
+        cf = compiled.compile(f, (a, b, c), server=server)
+        src = cf.programs[-1].c_source
+        assert src.count("static int gc_bmm") == 3 and fn + "(" in src, src[-3000:]
+        with torch.no_grad():
+            got = cf(a, b, c)
+        for x, y in zip(got, f(a, b, c)):
+            torch.testing.assert_close(x, y, atol=1e-5, rtol=1e-5)
+        assert "_nvf" not in cf.programs[-1].source  # no ATen call left
+    one = (torch.randn(1, 20, 30), torch.randn(1, 30, 25), torch.randn(1, 25, 30))
+    check(f, one, server=server, fallback=0, atol=1e-5, rtol=1e-5)
+    assert "gc_bmm" not in compiled.compile(f, one, server=server).programs[-1].c_source
+    monkeypatch.setattr(native, "_blas", False)
+    x = (torch.randn(3, 20, 30), torch.randn(3, 30, 25), torch.randn(3, 25, 30))
+    check(f, x, server=server, fallback=0, atol=1e-5, rtol=1e-5)
+    assert "gc_bmm" not in compiled.compile(f, x, server=server).programs[-1].c_source

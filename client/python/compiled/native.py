@@ -117,10 +117,31 @@ def cpu_features() -> List[str]:
     return _cpu
 
 
+_blas: Optional[bool] = None
+
+
+def has_blas() -> bool:
+    """Whether this process has the system BLAS (libblas.so.3) loaded, as
+    Debian's torch has: generated code may then call it (a batched matrix
+    product's items in parallel, docs/codegen.md). Reported in the target
+    as the feature "blas"; a torch with its own BLAS (MKL) does not load
+    it, and its programs make those products ATen calls."""
+    global _blas
+    if _blas is None:
+        try:
+            ctypes.CDLL("libblas.so.3", mode=os.RTLD_NOLOAD | os.RTLD_LAZY)
+            _blas = True
+        except OSError:
+            _blas = False
+    return _blas
+
+
 def target_message():
-    """The compile target of this process (arch and ISA features)."""
+    """The compile target of this process (arch, ISA features, and "blas"
+    when has_blas())."""
     from .v1 import compiled_pb2
-    return compiled_pb2.Target(arch=platform.machine(), isa=cpu_features())
+    isa = cpu_features() + (["blas"] if has_blas() else [])
+    return compiled_pb2.Target(arch=platform.machine(), isa=isa)
 
 
 def available() -> bool:
@@ -146,7 +167,7 @@ def _check_runtime(code) -> None:
         if _lib_checked[lib] is not None:
             raise NativeUnavailable(f"the native code needs {lib}, which cannot be "
                                     f"loaded here ({_lib_checked[lib]}); on Debian, "
-                                    "install libsleef3 and libgomp1")
+                                    "install libsleef3, libgomp1 and libblas3")
     want = _LEVELS.get(code.target)
     if code.target and want is None:
         raise NativeUnavailable(f"the native code was built for an unknown target "
@@ -388,7 +409,7 @@ def profiling() -> bool:
 
 _USES_P = re.compile(r"\b_P\b")  # a line of a program body using the pointer table
 _SEGMENT_RE = re.compile(r"^int gc_seg(\d+)\(void \*\*p\) \{\n(.*?)^\}", re.M | re.S)
-_KERNEL_CALL_RE = re.compile(r"\b(k\d+\w*)\(")
+_KERNEL_CALL_RE = re.compile(r"\b((?:k|gc_bmm)\d+\w*)\(")
 
 
 def _segment_names(source: str, count: int) -> List[str]:
