@@ -27,6 +27,7 @@
 #include "compiler/sched/sched.h"
 
 #include <ctype.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -778,7 +779,9 @@ static bool blas_matrix(const ir_view *v) {
   if (!v || v->rank != 3)
     return false;
   int64_t r = v->sizes[1], c = v->sizes[2];
-  if (r <= 0 || c <= 0)
+  /* BLAS takes sizes and leading dimensions as (32-bit) ints */
+  if (r <= 0 || c <= 0 || r > INT32_MAX || c > INT32_MAX ||
+      v->strides[1] > INT32_MAX || v->strides[2] > INT32_MAX)
     return false;
   return (v->strides[2] == 1 && v->strides[1] >= (c > 1 ? c : 1)) ||
          (v->strides[1] == 1 && v->strides[2] >= (r > 1 ? r : 1));
@@ -806,7 +809,8 @@ bool sc_blas_call(const ir_graph *ir, const ir_node *n) {
   if (!blas_matrix(a) || !blas_matrix(b) || a->buf->dtype != dt ||
       b->buf->dtype != dt || o->rank != 3 || o->sizes[0] < 2 ||
       o->strides[2] != 1 || o->strides[1] < o->sizes[2] ||
-      a->sizes[0] != o->sizes[0] || b->sizes[0] != o->sizes[0])
+      o->strides[1] > INT32_MAX || a->sizes[0] != o->sizes[0] ||
+      b->sizes[0] != o->sizes[0])
     return false;
   return true;
 }
