@@ -1541,24 +1541,9 @@ static void gen_colsum(cg *g, const sc_kernel *k) {
  * as ATen's, so results are eager's. Row-major C = A B is column-major
  * C^T = B^T A^T: BLAS gets B first. */
 
-/* The operand views of a bmm node: self (A) and mat2 (B). */
-static void blas_operands(const ir_node *n, const ir_view **a,
-                          const ir_view **b) {
-  *a = *b = NULL;
-  for (int i = 0; i < n->nargs; i++) {
-    const ir_call_arg *x = &n->args[i];
-    if (x->arg.kind != GC_ARG_TENSOR || !x->views)
-      continue;
-    if (!strcmp(x->name, "self"))
-      *a = x->views[0];
-    else if (!strcmp(x->name, "mat2"))
-      *b = x->views[0];
-  }
-}
-
 static void blas_params(const sc_kernel *k, params *p) {
   const ir_view *a, *b;
-  blas_operands(k->call, &a, &b);
+  sc_bmm_operands(k->call, &a, &b);
   static ir_buf *bufs[3];
   static bool written[3];
   /* by storage, as loop kernels' parameters (a buffer computed in place
@@ -1588,7 +1573,7 @@ static void blas_operand(const ir_view *v, char *op, int64_t *ld) {
 static void gen_blas(cg *g, const sc_kernel *k) {
   const ir_node *n = k->call;
   const ir_view *a, *b;
-  blas_operands(n, &a, &b);
+  sc_bmm_operands(n, &a, &b);
   const ir_buf *o = n->out;
   bool f64 = o->dtype == GC_DTYPE_FLOAT64;
   const char *t = f64 ? "double" : "float", *fn = f64 ? "dgemm_" : "sgemm_";

@@ -116,6 +116,8 @@ bool sc_tiles(const sc_schedule *s, const sc_kernel *k);
  * code then calls sgemm/dgemm per batch item inside the OpenMP team:
  * ATen's bmm loops over the batch on one thread. */
 bool sc_blas_call(const ir_graph *ir, const ir_node *n);
+/* A bmm node's operand views: self (*a) and mat2 (*b); NULL when absent. */
+void sc_bmm_operands(const ir_node *n, const ir_view **a, const ir_view **b);
 
 /* The schedule as text (for --dump-after schedule / plan). */
 char *sc_print(ir_graph *ir, const sc_schedule *s);

@@ -787,6 +787,19 @@ static bool blas_matrix(const ir_view *v) {
          (v->strides[1] == 1 && v->strides[2] >= (r > 1 ? r : 1));
 }
 
+void sc_bmm_operands(const ir_node *n, const ir_view **a, const ir_view **b) {
+  *a = *b = NULL;
+  for (int i = 0; i < n->nargs; i++) {
+    const ir_call_arg *x = &n->args[i];
+    if (x->arg.kind != GC_ARG_TENSOR || !x->views)
+      continue;
+    if (!strcmp(x->name, "self"))
+      *a = x->views[0];
+    else if (!strcmp(x->name, "mat2"))
+      *b = x->views[0];
+  }
+}
+
 bool sc_blas_call(const ir_graph *ir, const ir_node *n) {
   if (!ir->blas || n->kind != IR_EXTERN || !n->out_variant || !n->out ||
       !n->op || strcmp(n->op->schema->qualified, "aten::bmm.out") != 0 ||
@@ -795,16 +808,8 @@ bool sc_blas_call(const ir_graph *ir, const ir_node *n) {
   gc_dtype dt = n->out->dtype;
   if (dt != GC_DTYPE_FLOAT32 && dt != GC_DTYPE_FLOAT64)
     return false;
-  const ir_view *a = NULL, *b = NULL;
-  for (int i = 0; i < n->nargs; i++) {
-    const ir_call_arg *x = &n->args[i];
-    if (x->arg.kind != GC_ARG_TENSOR || !x->views)
-      continue;
-    if (!strcmp(x->name, "self"))
-      a = x->views[0];
-    else if (!strcmp(x->name, "mat2"))
-      b = x->views[0];
-  }
+  const ir_view *a, *b;
+  sc_bmm_operands(n, &a, &b);
   const ir_buf *o = n->out;
   if (!blas_matrix(a) || !blas_matrix(b) || a->buf->dtype != dt ||
       b->buf->dtype != dt || o->rank != 3 || o->sizes[0] < 2 ||
