@@ -1541,11 +1541,17 @@ static void gen_colsum(cg *g, const sc_kernel *k) {
  * as ATen's, so results are eager's. Row-major C = A B is column-major
  * C^T = B^T A^T: BLAS gets B first. */
 
-static void blas_params(const sc_kernel *k, params *p) {
+static void blas_params(cg *g, const sc_kernel *k, params *p) {
   const ir_view *a, *b;
   sc_bmm_operands(k->call, &a, &b);
-  static ir_buf *bufs[3];
-  static bool written[3];
+  /* in the compile's arena: daemon workers generate code concurrently */
+  ir_buf **bufs = gc_arena_calloc(cg__arena(g), 3, sizeof *bufs);
+  bool *written = gc_arena_calloc(cg__arena(g), 3, sizeof *written);
+  if (!bufs || !written) {
+    g->out.failed = true;
+    *p = (params){0};
+    return;
+  }
   /* by storage, as loop kernels' parameters (a buffer computed in place
    * of another lives at its storage's address) */
   bufs[0] = ir_buf_storage(a->buf);
@@ -1625,7 +1631,7 @@ static void assign_slots(cg *g) {
       continue;
     params p = {0};
     if (kn->in_c)
-      blas_params(kn, &p);
+      blas_params(g, kn, &p);
     else
       cg__kernel_params(g, kn, &p);
     for (int i = 0; i < p.n; i++) {
@@ -1684,7 +1690,7 @@ static const char stream_text[] =
 static void call_kernel(cg *g, const sc_kernel *k) {
   params p = {0};
   if (k->in_c)
-    blas_params(k, &p);
+    blas_params(g, k, &p);
   else
     cg__kernel_params(g, k, &p);
   gc_buf_printf(&g->out, "  if (%s(", g->impl[k->id]);
