@@ -1562,20 +1562,6 @@ static void blas_params(cg *g, const sc_kernel *k, params *p) {
   *p = (params){.bufs = bufs, .written = written, .n = 3};
 }
 
-/* One operand for BLAS (column-major): op 'N' with the view's leading
- * dimension when its rows are contiguous (row-major M x K is column-major
- * K x M, the transpose BLAS wants), else 'T'. */
-static void blas_operand(const ir_view *v, char *op, int64_t *ld) {
-  if (v->strides[2] == 1 &&
-      v->strides[1] >= (v->sizes[2] > 1 ? v->sizes[2] : 1)) {
-    *op = 'N';
-    *ld = v->strides[1] > 0 ? v->strides[1] : 1;
-  } else {
-    *op = 'T';
-    *ld = v->strides[2] > 0 ? v->strides[2] : 1;
-  }
-}
-
 static void gen_blas(cg *g, const sc_kernel *k) {
   const ir_node *n = k->call;
   const ir_view *a, *b;
@@ -1585,8 +1571,8 @@ static void gen_blas(cg *g, const sc_kernel *k) {
   const char *t = f64 ? "double" : "float", *fn = f64 ? "dgemm_" : "sgemm_";
   char opa, opb;
   int64_t lda, ldb;
-  blas_operand(a, &opa, &lda);
-  blas_operand(b, &opb, &ldb);
+  sc_blas_layout(a, &opa, &lda); /* sc_blas_call checked both */
+  sc_blas_layout(b, &opb, &ldb);
   long long B = (long long)o->sizes[0], M = (long long)o->sizes[1],
             N = (long long)o->sizes[2], K = (long long)a->sizes[2];
   const char *name = gc_arena_printf(cg__arena(g), "gc_bmm%d", k->id);

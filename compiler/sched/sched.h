@@ -116,6 +116,12 @@ bool sc_tiles(const sc_schedule *s, const sc_kernel *k);
  * code then calls sgemm/dgemm per batch item inside the OpenMP team:
  * ATen's bmm loops over the batch on one thread. */
 bool sc_blas_call(const ir_graph *ir, const ir_node *n);
+/* How BLAS reads a [batch, rows, cols] operand view's matrices, column-major:
+ * op 'N' with leading dimension *ld = the row stride when rows are
+ * contiguous (a row-major R x C matrix is BLAS's C x R, the transpose it
+ * wants for C^T = B^T A^T), 'T' with the column stride when columns are;
+ * false when neither, or a size or stride does not fit BLAS's int. */
+bool sc_blas_layout(const ir_view *v, char *op, int64_t *ld);
 /* A bmm node's operand views: self (*a) and mat2 (*b); NULL when absent. */
 void sc_bmm_operands(const ir_node *n, const ir_view **a, const ir_view **b);
 

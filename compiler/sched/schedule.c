@@ -772,10 +772,7 @@ bool sc_tiles(const sc_schedule *s, const sc_kernel *k) {
 
 /* ---- batched products in generated code ---- */
 
-/* A matrix of an operand view (dims 1 and 2): one of them unit stride,
- * the other's stride at least the first's size (BLAS's leading
- * dimension). */
-static bool blas_matrix(const ir_view *v) {
+bool sc_blas_layout(const ir_view *v, char *op, int64_t *ld) {
   if (!v || v->rank != 3)
     return false;
   int64_t r = v->sizes[1], c = v->sizes[2];
@@ -783,8 +780,17 @@ static bool blas_matrix(const ir_view *v) {
   if (r <= 0 || c <= 0 || r > INT32_MAX || c > INT32_MAX ||
       v->strides[1] > INT32_MAX || v->strides[2] > INT32_MAX)
     return false;
-  return (v->strides[2] == 1 && v->strides[1] >= (c > 1 ? c : 1)) ||
-         (v->strides[1] == 1 && v->strides[2] >= (r > 1 ? r : 1));
+  if (v->strides[2] == 1 && v->strides[1] >= c) { /* rows contiguous */
+    *op = 'N';
+    *ld = v->strides[1];
+    return true;
+  }
+  if (v->strides[1] == 1 && v->strides[2] >= r) { /* columns contiguous */
+    *op = 'T';
+    *ld = v->strides[2];
+    return true;
+  }
+  return false;
 }
 
 void sc_bmm_operands(const ir_node *n, const ir_view **a, const ir_view **b) {
@@ -811,9 +817,11 @@ bool sc_blas_call(const ir_graph *ir, const ir_node *n) {
   const ir_view *a, *b;
   sc_bmm_operands(n, &a, &b);
   const ir_buf *o = n->out;
-  if (!blas_matrix(a) || !blas_matrix(b) || a->buf->dtype != dt ||
-      b->buf->dtype != dt || o->rank != 3 || o->sizes[0] < 2 ||
-      o->strides[2] != 1 || o->strides[1] < o->sizes[2] ||
+  char op;
+  int64_t ld;
+  if (!sc_blas_layout(a, &op, &ld) || !sc_blas_layout(b, &op, &ld) ||
+      a->buf->dtype != dt || b->buf->dtype != dt || o->rank != 3 ||
+      o->sizes[0] < 2 || o->strides[2] != 1 || o->strides[1] < o->sizes[2] ||
       o->strides[1] > INT32_MAX || a->sizes[0] != o->sizes[0] ||
       b->sizes[0] != o->sizes[0])
     return false;
