@@ -139,9 +139,12 @@ def _peakheap():
     return lib
 
 
-def measure_peak(setup, run, calls=3, release=None):
+def measure_peak(setup, run, calls=3, release=None, warmup=1):
     """Memory of running run() `calls` times, once setup() is done and run()
-    has run once; setup may return state passed to run. release(state),
+    has run `warmup` times; setup may return state passed to run. The first
+    call compiles, loads and allocates what stays; a second one reaches the
+    steady state of code that keeps state from its first call (an
+    optimizer's momentum buffers). release(state),
     when given, drops what the first call kept for reuse (a compiled
     function's arenas and output blocks), so the memory a call needs is
     counted even when it is kept between calls. Returns a dict: rss_mib,
@@ -149,7 +152,8 @@ def measure_peak(setup, run, calls=3, release=None):
     increase of malloc'd bytes (None without bench/peakheap.c preloaded);
     base_mib, that RSS."""
     state = setup()
-    run(state)  # first call: compiles, loads, allocates what stays
+    for _ in range(warmup):
+        run(state)  # compiles, loads, allocates what stays
     if release is not None:
         release(state)
     trim_and_reset_peak()

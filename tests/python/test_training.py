@@ -383,3 +383,112 @@ def test_retain_graph_and_two_graphs_alive(daemon):
         (a + b).backward()
     for p, q in zip(model.parameters(), ref.parameters()):
         torch.testing.assert_close(p.grad, q.grad)
+
+
+def _linear_norm(seed=0):
+    """A linear layer then a layer norm, 32x32: the layer norm's backward
+    reads the incoming gradient first, in generated code; the weight's
+    gradient (32x32, the incoming gradient's size) is made after it."""
+    torch.manual_seed(seed)
+    model = torch.nn.Sequential(torch.nn.Linear(32, 32, bias=False),
+                                torch.nn.LayerNorm(32)).train()
+    return model, torch.randn(32, 32), torch.randn(32, 32)
+
+
+def _eager_grads(model, x, grad):
+    twin = copy.deepcopy(model)
+    twin(x).backward(grad)
+    return [p.grad for p in twin.parameters()]
+
+
+def test_a_gradient_only_autograd_holds_serves_the_backward(daemon):
+    """The incoming gradient of the compiled output (made by the loss's
+    backward, held by autograd alone) is memory eager frees after its first
+    backward node; the backward program reuses it once it has read it: the
+    weight's gradient is written into it (compiled/native.py Donation)."""
+    model, x, proj = _linear_norm()
+    cf = compiled.compile(model, (x,), server=daemon.address)
+    expected = _eager_grads(model, x, proj)
+    for _ in range(2):
+        for p in model.parameters():
+            p.grad = None
+        y = cf(x)
+        seen = []
+        y.register_hook(lambda g: seen.append(g.data_ptr()))  # keeps no reference
+        (y * proj).sum().backward()
+        weight = model[0].weight.grad
+        assert weight.data_ptr() == seen[0], "the weight's gradient was not put in the " \
+            "incoming gradient's memory"
+        for p, e in zip(model.parameters(), expected):
+            _close(p.grad, e, 1e-4, "gradient")
+
+
+def test_a_gradient_someone_else_can_see_is_left_alone(daemon):
+    """A gradient the caller passed in, one a hook kept, or one a hook on
+    the backward node will read after it is not written: it keeps its
+    values, and the gradients are right."""
+    model, x, proj = _linear_norm(1)
+    cf = compiled.compile(model, (x,), server=daemon.address)
+    expected = _eager_grads(model, x, proj)
+
+    def check(what):
+        for p, e in zip(model.parameters(), expected):
+            _close(p.grad, e, 1e-4, f"{what}: gradient")
+            p.grad = None
+
+    # the caller's own gradient tensor
+    grad = proj.clone()
+    cf(x).backward(grad)
+    assert torch.equal(grad, proj), "the caller's gradient was overwritten"
+    assert model[0].weight.grad.data_ptr() != grad.data_ptr()
+    check("backward(grad)")
+    # a tensor hook that keeps the gradient
+    kept = []
+    y = cf(x)
+    y.register_hook(kept.append)
+    (y * proj).sum().backward()
+    assert torch.equal(kept[0], proj), "a gradient a hook kept was overwritten"
+    check("kept by a hook")
+    # a hook on the backward node, which sees the incoming gradient after it
+    after = []
+    y = cf(x)
+    y.grad_fn.register_hook(lambda grad_inputs, grad_outputs: after.append(
+        grad_outputs[0].clone()))
+    (y * proj).sum().backward()
+    assert torch.equal(after[0], proj), "a node hook saw an overwritten gradient"
+    check("node hook")
+
+
+def test_donated_memory_is_carved_only_after_its_last_read():
+    """compiled.native.Donation on its own: only inputs named by the caller,
+    only once dead; temporaries take 64-byte aligned pieces of any spare
+    storage; outputs take pieces of a small storage, or the start of a
+    large one at most a third larger than themselves."""
+    from compiled.native import Donation
+    big = torch.zeros(300 << 10, dtype=torch.uint8)  # 300 KiB
+    small = torch.zeros(1000)  # 4000 bytes
+    d = Donation([0, 2])
+    alloc = []
+
+    def fresh(size, stride, dtype, nbytes):
+        alloc.append(size)
+        return torch.empty_strided(size, stride, dtype=dtype)
+
+    d.dead((1, torch.zeros(1000)))  # not donated
+    assert not d.spare
+    d.dead((0, big), (2, small))
+    t = d.temp((10,), (1,), torch.float32, 40)
+    assert t.data_ptr() == big.data_ptr()
+    t2 = d.temp((3, 4), (4, 1), torch.float64, 96)
+    assert t2.data_ptr() == big.data_ptr() + 64 and t2.dtype == torch.float64
+    # a 1 KiB output does not pin the 300 KiB storage, a 4000-byte one may
+    o = d.output((256,), (1,), torch.float32, 1024, fresh)
+    assert o.data_ptr() == small.data_ptr() and not alloc
+    o2 = d.output((2048,), (1,), torch.float32, 8192, fresh)
+    assert alloc == [(2048,)] and o2.data_ptr() not in (big.data_ptr(), small.data_ptr())
+    d2 = Donation([0])
+    d2.dead((0, torch.zeros(100 << 10, dtype=torch.uint8)))
+    whole = d2.output((25 << 10,), (1,), torch.float32, 100 << 10, fresh)
+    assert whole.data_ptr() == d2.spare[0][0].data_ptr()
+    # what is left cannot hold it
+    assert d2.output((1,), (1,), torch.float32, 4, fresh) is not None and len(alloc) == 2

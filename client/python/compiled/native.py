@@ -287,6 +287,75 @@ def release_output_pool() -> int:
     return n
 
 
+class Donation:
+    """Inputs whose memory the caller of a boxed program gives away.
+
+    A caller that holds the only reference to an input tensor besides the
+    argument list (the backward of a training step: the gradient autograd
+    passes in, docs/training.md "Memory") names its index in ``inputs``
+    and passes the object as the program's second argument. When the
+    program drops such an input after its last read, the input's storage
+    becomes spare memory for this call: later temporaries and outputs are
+    carved out of it (first fit, 64-byte aligned; see output() for which
+    outputs). Autograd keeps the gradient alive for the whole backward
+    call anyway, so this is memory eager would have freed after its first
+    backward node. Only inputs the caller names are used, and only after
+    the program no longer reads them."""
+
+    __slots__ = ("inputs", "spare")
+
+    def __init__(self, inputs):
+        self.inputs = frozenset(inputs)
+        self.spare: List[List[Any]] = []  # [tensor, its bytes, next free byte]
+
+    def dead(self, *items) -> None:
+        """(input index, tensor) pairs the program just stopped reading."""
+        for i, t in items:
+            if i in self.inputs and t.is_contiguous() and t.storage_offset() == 0 and \
+                    not t.requires_grad and t.numel():
+                self.spare.append([t, t.numel() * t.element_size(), 0])
+
+    # spare storages this small may hold outputs of any size (an output
+    # keeps its whole storage alive: at most this much more than needed)
+    SMALL = 64 << 10
+
+    def temp(self, size, stride, dtype, nbytes):
+        """A temporary carved out of spare memory, or a new one."""
+        t = self._carve(size, stride, dtype, nbytes, False) if self.spare else None
+        return t if t is not None else torch.empty_strided(size, stride, dtype=dtype)
+
+    def output(self, size, stride, dtype, nbytes, alloc):
+        """An output carved out of spare memory, or alloc(size, stride,
+        dtype, nbytes). An output outlives the call and keeps the whole
+        storage alive, so it takes a small storage's next bytes, or the
+        start of an untouched storage at most a third larger than itself."""
+        t = self._carve(size, stride, dtype, nbytes, True) if self.spare else None
+        return t if t is not None else alloc(size, stride, dtype, nbytes)
+
+    def _carve(self, size, stride, dtype, nbytes, output):
+        for entry in self.spare:
+            t, whole, at = entry
+            if not 0 < nbytes <= whole - at:
+                continue
+            if output and whole > self.SMALL and (at or whole > nbytes + nbytes // 3):
+                continue
+            entry[2] = (at + nbytes + 63) // 64 * 64
+            item = t.element_size()
+            if t.dtype == dtype and at % item == 0:  # no intermediate tensor
+                return torch.as_strided(t, size, stride, at // item)
+            flat = t.reshape(-1).view(torch.uint8)
+            return flat[at:at + nbytes].view(dtype).as_strided(size, stride)
+        return None
+
+
+def _extent_bytes(dtype, size, stride) -> int:
+    """The bytes a tensor of this layout spans in its storage."""
+    if 0 in size:
+        return 0
+    item = torch.empty((), dtype=dtype).element_size()
+    return item * (1 + sum((n - 1) * st for n, st in zip(size, stride)))
+
+
 def _plain_empty_strided(size, stride, dtype, nbytes):
     return torch.empty_strided(size, stride, dtype=dtype)
 
@@ -508,9 +577,20 @@ class _NativeBody:
                 e = self.arena_value(index, base, int(pl.offset))
             else:
                 _, size, stride = self.meta(index)
+                offset = int(pl.offset)
+                # a view of a view: one as_strided of the first base (each
+                # level would make a tensor object at every use)
+                while self.places[base].kind == _P.PLACEMENT_VIEW and \
+                        0 <= self.places[base].index < len(self.values) and \
+                        self.places[self.places[base].index].kind != _P.PLACEMENT_ARENA:
+                    offset += int(self.places[base].offset)
+                    base = self.places[base].index
                 b = self.value(base, where)
+                if offset == 0 and self.values[base].WhichOneof("kind") == "tensor" and \
+                        self.meta(base)[1:] == (size, stride):
+                    return b  # the base itself
                 self.gen.globals["_as_strided"] = torch.as_strided
-                e = f"_as_strided({b}, {size!r}, {stride!r}, {b}.storage_offset() + {int(pl.offset)})"
+                e = f"_as_strided({b}, {size!r}, {stride!r}, {b}.storage_offset() + {offset})"
                 return e  # made at each use (cheap; never cached across frees)
         elif kind == _P.PLACEMENT_OUTPUT or kind == _P.PLACEMENT_RESULT or \
                 kind == _P.PLACEMENT_TEMP:
@@ -564,6 +644,9 @@ class _NativeBody:
         for v, pl in enumerate(self.places):
             if pl.kind == _P.PLACEMENT_INPUT and pl.index in self.dropped:
                 self.expr.pop(v, None)
+        pairs = [f"({i}, {n})" for i, n in zip(inputs, names)]
+        self.lines.append("    if _give is not None:")
+        self.lines.append(f"        _give.dead({', '.join(pairs)})")
         self.lines.append(f"    del {', '.join(names)}")
 
     # -- pointer slots -----------------------------------------------------
@@ -687,10 +770,13 @@ class _NativeBody:
     def new_output(self, v: int) -> int:
         """Allocates program output value v (recycled memory when large)."""
         dtype, size, stride = self.meta(v)
-        item = torch.empty((), dtype=dtype).element_size()
-        span = 0 if 0 in size else 1 + sum((s - 1) * st for s, st in zip(size, stride))
-        self.lines.append(f"    o{v} = _new_output({size!r}, {stride!r}, "
-                          f"{self.gen.obj(dtype)}, {span * item})")
+        nbytes = _extent_bytes(dtype, size, stride)
+        args = f"{size!r}, {stride!r}, {self.gen.obj(dtype)}, {nbytes}"
+        if self.gen.boxed:  # the caller may donate inputs (Donation)
+            self.lines.append(f"    o{v} = _new_output({args}) if _give is None "
+                              f"else _give.output({args}, _new_output)")
+        else:
+            self.lines.append(f"    o{v} = _new_output({args})")
         self.expr[v] = f"o{v}"
         return v
 
@@ -699,8 +785,11 @@ class _NativeBody:
         (not the output pool: it is dropped within the call)."""
         dtype, size, stride = self.meta(v)
         self.gen.globals["_empty_strided"] = torch.empty_strided
-        self.lines.append(f"    t{v} = _empty_strided({size!r}, {stride!r}, "
-                          f"dtype={self.gen.obj(dtype)})")
+        line = f"    t{v} = _empty_strided({size!r}, {stride!r}, dtype={self.gen.obj(dtype)})"
+        if self.gen.boxed:  # the caller may donate inputs (Donation)
+            line += (f" if _give is None else _give.temp({size!r}, {stride!r}, "
+                     f"{self.gen.obj(dtype)}, {_extent_bytes(dtype, size, stride)})")
+        self.lines.append(line)
         self.expr[v] = f"t{v}"
         return v
 

@@ -577,7 +577,7 @@ class _Codegen:
         serial = next(_program_counter)
         key = self.artifact.key[:12] or "nokey"
         filename = f"<compiled program {key} #{serial}>"
-        header = [f"def program({'_args' if self.boxed else ', '.join(params)}):",
+        header = [f"def program({'_args, _give=None' if self.boxed else ', '.join(params)}):",
                   f"    # artifact {self.artifact.key or '(no key)'} "
                   f"v{self.artifact.version.major}.{self.artifact.version.minor}, "
                   f"functional={program.functional}, training={program.training}"]

@@ -42,12 +42,15 @@ from __future__ import annotations
 
 import dataclasses
 import operator
+import os
 import sys
 from typing import Any, Dict, List, Optional, Sequence, Set
 
 import torch
 import torch.fx as fx
 import torch.utils._pytree as pytree
+
+from .native import Donation
 
 __all__ = ["NotSplittable", "Split", "split", "TrainingStep"]
 
@@ -306,6 +309,108 @@ def _partition(gm: fx.GraphModule, n_primals: int, num_outs: int, needs_grad: Li
                  [i for i, _ in grad_nodes], out_spec, len(saved_nodes))
 
 
+# -- gradients autograd alone holds --------------------------------------
+#
+# Autograd keeps the incoming gradients of a node alive until the node's
+# backward returns. Eager's first backward node is short, so the gradient
+# of the model's output is freed early; a compiled backward is one node,
+# so the gradient would stay for all of it. When nothing but autograd
+# refers to a gradient, its memory can serve the backward program instead
+# (compiled.native.Donation). "Nothing else" is read from the reference
+# counts of the gradient's TensorImpl and StorageImpl (a
+# c10::intrusive_ptr_target: a vtable pointer, then the strong count), as
+# autograd itself decides when it may steal a gradient, plus the Python
+# object's own count (a hook that kept the gradient). The expected counts
+# are not assumed: they are measured once per process on a gradient known
+# to be autograd's alone and checked to differ from those of a gradient
+# the caller also holds; if anything there is unexpected, nothing is
+# donated.
+
+
+def _strong_count(address: int) -> int:
+    import ctypes
+    return ctypes.c_size_t.from_address(address + 8).value
+
+
+def _storage_of(t: torch.Tensor):
+    if hasattr(t, "untyped_storage"):
+        return t.untyped_storage()
+    return t.storage()._storage
+
+
+def _references(grads) -> List[Optional[tuple]]:
+    """Per gradient: its reference counts, or None when it could not be
+    donated anyway (not a plain contiguous tensor owning its storage)."""
+    out: List[Optional[tuple]] = []
+    for g in grads:
+        if type(g) is not _Tensor or g.layout != torch.strided or g.requires_grad \
+                or g._base is not None or g.storage_offset() != 0 or not g.is_contiguous():
+            out.append(None)
+            continue
+        st = _storage_of(g)
+        if st.nbytes() != g.numel() * g.element_size():
+            out.append(None)
+            continue
+        out.append((sys.getrefcount(g), _strong_count(g._cdata), _strong_count(st._cdata)))
+    return out
+
+
+class _Probe(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, x, seen):
+        ctx.seen = seen
+        return x.clone()
+
+    @staticmethod
+    def backward(ctx, *grads):
+        ctx.seen.append(_references(grads)[0])
+        return grads[0], None
+
+
+_SOLE_UNSET = object()
+_sole: Any = _SOLE_UNSET
+
+
+def _sole_counts() -> Optional[tuple]:
+    """The reference counts of a gradient only autograd holds, as
+    _references reports them in a backward; None: do not donate."""
+    global _sole
+    if _sole is not _SOLE_UNSET:
+        return _sole
+    _sole = None
+    if os.environ.get("COMPILED_DONATE_GRADS", "1") in ("0", "false", "no"):
+        return None
+    try:
+        with torch.enable_grad():
+            t = torch.empty(8)
+            before = _strong_count(t._cdata)
+            holder = torch.zeros(8, requires_grad=True)
+            holder.grad = t  # a C++ reference to t's TensorImpl
+            held = _strong_count(t._cdata)
+            holder.grad = None
+            st = _storage_of(t)
+            alone = _strong_count(st._cdata)
+            view = t[1:]  # a second TensorImpl on the storage
+            shared = _strong_count(st._cdata)
+            del view, st
+            if (held, _strong_count(t._cdata), shared) != (before + 1, before, alone + 1):
+                return None
+            x = torch.ones(8, requires_grad=True)
+            seen: List[Optional[tuple]] = []
+            (_Probe.apply(x, seen) * 2).sum().backward()  # autograd's alone
+            mine = torch.ones(8)
+            _Probe.apply(x, seen).backward(mine)  # the caller holds it too
+            keep = []
+            y = _Probe.apply(x, seen)
+            y.register_hook(keep.append)  # a hook keeps it
+            (y * 2).sum().backward()
+        if len(seen) == 3 and seen[0] is not None and seen[0] not in (seen[1], seen[2]):
+            _sole = seen[0]
+    except Exception:  # an unexpected torch: no donation
+        _sole = None
+    return _sole
+
+
 class _Function(torch.autograd.Function):
     """Runs a :class:`TrainingStep`'s forward program and, on
     ``backward()``, its backward program."""
@@ -331,14 +436,21 @@ class _Function(torch.autograd.Function):
                 "(backward with create_graph=True): call the original function where "
                 "higher-order gradients are needed")
         step = ctx.step
+        sole = step.sole
+        refs = _references(grads) if sole is not None else ()
         args = list(ctx.saved_tensors)
-        args += [g.contiguous() for g, need in zip(grads, step.needs_grad) if need]
+        donated = []
+        for k, (g, need) in enumerate(zip(grads, step.needs_grad)):
+            if need:
+                if refs and refs[k] == sole:
+                    donated.append(len(args))
+                args.append(g.contiguous())
         # Hand the saved values over to the backward program (boxed: it
         # empties the list and drops each value after its last use, as
         # eager's autograd frees saved tensors node by node); with
         # retain_graph=True autograd keeps them.
         ctx.maybe_clear_saved_tensors()
-        results = step.bw(args)
+        results = step.bw(args, Donation(donated)) if donated else step.bw(args)
         out: List[Optional[torch.Tensor]] = [None] * (1 + step.num_args)
         for i, g in zip(step.grad_inputs, results):
             out[1 + i] = g
@@ -362,6 +474,9 @@ class TrainingStep:
         self.grad_inputs = split_.grad_inputs
         self.out_spec = split_.out_spec
         self.num_args = num_args
+        # the backward program may reuse gradients only autograd holds
+        # (native boxed programs take a Donation)
+        self.sole = _sole_counts() if getattr(bw_program, "native", False) else None
         self._apply = _Function.apply
         self._unflatten = pytree.tree_unflatten
 
