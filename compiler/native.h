@@ -47,8 +47,10 @@ typedef struct gc_backend {
 } gc_backend;
 
 /* With CompileOptions.separate_temporaries: intermediates of at least this
- * many bytes get their own memory (IR_BUF_TEMP) instead of arena space. */
-#define GC_TEMP_MIN_BYTES ((int64_t)64 << 10)
+ * many bytes get their own memory (IR_BUF_TEMP) instead of arena space,
+ * which lives for the whole call (docs/codegen.md, "Temporaries outside
+ * the arena"). */
+#define GC_TEMP_MIN_BYTES ((int64_t)4 << 10)
 
 typedef struct gc_native {
   gc_arena *a;

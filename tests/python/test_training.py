@@ -146,7 +146,7 @@ def test_resnet18_trains_like_eager(daemon):
                              steps=2, rtol=1e-3)
     _assert_native_both_ways(cf)
     (step,) = cf._entries.values()
-    # intermediates of 64 KiB or more have their own memory (docs/codegen.md)
+    # intermediates of 4 KiB or more have their own memory (docs/codegen.md)
     assert "_empty_strided(" in step.bw_program.source
 
 
