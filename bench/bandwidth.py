@@ -16,6 +16,9 @@ of the compiled program (2 threads) and of eager PyTorch, and prints
 plus eager's efficiency for comparison, and the geometric mean efficiency
 of the compiled programs (the issue's target: at least 0.70).
 
+Results are checked against float64 before timing; dropout's (random)
+by what they must be: zero or x / (1 - p), kept at the rate 1 - p.
+
 Outputs are allocated per call as users receive them (the compiled
 program allocates its outputs; eager its outputs and every temporary).
 
@@ -67,6 +70,10 @@ def transpose_add(x, y):
     return x + y.t()
 
 
+def dropout(x):
+    return F.dropout(x, 0.1, training=True)
+
+
 def f32(*s):
     return torch.randn(*s)
 
@@ -84,7 +91,19 @@ def cases():
         "column_sum": (column_sum, (f32(R, C),), n),
         "transpose_add": (transpose_add, (f32(4096, 4096), f32(4096, 4096)),
                           3 * 4096 * 4096 * 4),
+        # random: checked by what its result must be, not against eager's
+        "dropout": (dropout, (f32(R, C),), 2 * n),
     }
+
+
+def check_dropout(x, out, p=0.1):
+    """Each element is 0 or x / (1 - p), kept about 1 - p of the time."""
+    kept = out != 0
+    rate = kept.double().mean().item()
+    scaled = torch.allclose(out[kept], x[kept] / (1 - p), rtol=1e-6, atol=0)
+    if not scaled or abs(rate - (1 - p)) > 0.002:
+        raise SystemExit(f"dropout: compiled result is wrong (kept {rate:.4f}, "
+                         f"scaled {scaled})")
 
 
 def last_level_cache_bytes():
@@ -139,14 +158,19 @@ def main():
             cf = compiled.compile(fn, inputs, server=d.address)
             ref = fn(*inputs)
             out = cf(*inputs)
-            # both against float64: a sum accumulated more accurately than
-            # eager's must not count as wrong
-            exact = fn(*[i.double() if i.is_floating_point() else i for i in inputs]).float()
-            err = ((out - exact).abs().max() / exact.abs().max().clamp_min(1e-12)).item()
-            err_eager = ((ref - exact).abs().max() / exact.abs().max().clamp_min(1e-12)).item()
-            if err > max(1e-5, 10 * err_eager):
-                raise SystemExit(f"{name}: compiled result is off by {err:.2e} "
-                                 f"(eager: {err_eager:.2e})")
+            if fn is dropout:
+                check_dropout(inputs[0], out)
+            else:
+                # both against float64: a sum accumulated more accurately
+                # than eager's must not count as wrong
+                exact = fn(*[i.double() if i.is_floating_point() else i
+                             for i in inputs]).float()
+                err = ((out - exact).abs().max() / exact.abs().max().clamp_min(1e-12)).item()
+                err_eager = ((ref - exact).abs().max() /
+                             exact.abs().max().clamp_min(1e-12)).item()
+                if err > max(1e-5, 10 * err_eager):
+                    raise SystemExit(f"{name}: compiled result is off by {err:.2e} "
+                                     f"(eager: {err_eager:.2e})")
             # the copy in the same rounds: this VM's memory bandwidth drifts
             # (33 to 55 GB/s between minutes), so the bound is measured
             # alongside what it bounds

@@ -347,6 +347,82 @@ static void stream_out(cg *g, const sc_stage *st, int ind, const char *lo,
   cg__line(g, ind, "}");
 }
 
+/* Random draws of stage st filled a block at a time (gc_rand_fill): those
+ * whose counter is the inner variable plus what the other loops give, and
+ * whose key does not depend on the inner variable. */
+typedef struct rand_find {
+  cg *g;
+  int var; /* the inner variable */
+} rand_find;
+
+static int uses_var(const ir_expr *e, void *ctx) {
+  int var = *(const int *)ctx;
+  if ((e->op == IR_LOAD || e->op == IR_GATHER) &&
+      gc_sym_uses(e->load.index, var))
+    return 1;
+  if (e->op == IR_INDEX && gc_sym_uses(e->index, var))
+    return 1;
+  return e->op == IR_ACC; /* a reduction's result: leave it alone */
+}
+
+static int find_rand(const ir_expr *e, void *ctx) {
+  rand_find *f = ctx;
+  cg *g = f->g;
+  int64_t coef;
+  if (e->op != IR_RAND || e->args[1]->op != IR_INDEX ||
+      !gc_sym_linear_in(e->args[1]->index, f->var, &coef) || coef != 1)
+    return 0;
+  int var = f->var;
+  if (ir_expr_walk(e->args[0], uses_var, &var) != 0)
+    return 0;
+  for (int i = 0; i < g->nrand; i++)
+    if (g->rand[i] == e)
+      return 0;
+  if (g->nrand < CG_MAX_RAND)
+    g->rand[g->nrand++] = e;
+  return 0;
+}
+
+static void find_rands(cg *g, const sc_stage *st) {
+  g->nrand = 0;
+  if (st->ndims == 0 || st->reduction)
+    return;
+  const gc_sym *v = st->dims[st->ndims - 1].var;
+  if (v->kind != GC_SYM_VAR)
+    return;
+  rand_find f = {g, v->var};
+  for (int i = 0; i < st->nnodes; i++)
+    ir_expr_walk(g->s->place[st->nodes[i]->id].body, find_rand, &f);
+}
+
+/* At the top of a block (the inner variable v from v_s to v_t): each
+ * random draw's values for the block, into gc_r<k>. */
+static void fill_rands(cg *g, const sc_stage *st, int ind) {
+  const char *v = cg__sym(g, st->dims[st->ndims - 1].var);
+  for (int k = 0; k < g->nrand; k++) {
+    const ir_expr *e = g->rand[k];
+    cg__line(g, ind, "float gc_r%d[%d];", k, CG_STREAM_BLOCK);
+    cg__line(g, ind, "{");
+    cg__line(g, ind + 2, "const int64_t %s = %s_s;", v, v);
+    cx_reset(&g->x);
+    g->x.indent = ind + 2;
+    const char *key = cx_emit(&g->x, e->args[0]);
+    const char *ctr = cx_emit(&g->x, e->args[1]);
+    cg__line(g, ind + 2,
+             "gc_rand_fill((uint64_t)%s, (uint64_t)%s, %s_t - %s_s, gc_r%d);",
+             key, ctr, v, v, k);
+    cg__line(g, ind, "}");
+  }
+}
+
+/* In the block's loop body: each draw is its block's element. */
+static void bind_rands(cg *g, const sc_stage *st) {
+  const char *v = cg__sym(g, st->dims[st->ndims - 1].var);
+  for (int k = 0; k < g->nrand; k++)
+    cx_bind(&g->x, g->rand[k],
+            gc_arena_printf(cg__arena(g), "gc_r%d[%s - %s_s]", k, v, v));
+}
+
 /* The inner loop of a stage whose stores stream: blocks of
  * CG_STREAM_BLOCK elements computed into local arrays (opened here; the
  * loop body follows at ind + 4), each block starting with its share of the
@@ -363,8 +439,10 @@ static void open_streamed_loop(cg *g, const sc_stage *st, const sc_dim *d,
   cg__line(g, ind + 2, "const int64_t %s_t = gc_min(%s_s + %d, %lld);", v, v,
            CG_STREAM_BLOCK, size);
   stream_blocks(g, st, ind + 2, CG_STREAM_BLOCK);
-  cg__emit_prefetch(g, ind + 2, gc_arena_printf(cg__arena(g), "%s_s", v),
-                    gc_arena_printf(cg__arena(g), "%s_t", v), d->size);
+  if (st == &g->k->stages[g->k->nstages - 1])
+    cg__emit_prefetch(g, ind + 2, gc_arena_printf(cg__arena(g), "%s_s", v),
+                      gc_arena_printf(cg__arena(g), "%s_t", v), d->size);
+  fill_rands(g, st, ind + 2);
   cg__line(g, ind + 2, "#pragma omp simd%s",
            g->chk ? " reduction(|:gc_err)" : "");
   cg__line(g, ind + 2, "for (int64_t %s = %s_s; %s < %s_t; %s++) {", v, v, v, v,
@@ -377,7 +455,7 @@ static void close_streamed_loop(cg *g, const sc_stage *st, const sc_dim *d,
                                 int ind) {
   const char *v = cg__sym(g, d->var);
   cg__line(g, ind + 2, "}");
-  if (g->streams)
+  if (g->streams && st == &g->k->stages[g->k->nstages - 1])
     stream_out(g, st, ind + 2, gc_arena_printf(cg__arena(g), "%s_s", v),
                gc_arena_printf(cg__arena(g), "%s_t", v));
   cg__line(g, ind, "}");
@@ -391,9 +469,13 @@ static void pointwise_stage(cg *g, const sc_stage *st, int ind, bool par) {
   int nd = st->ndims;
   bool last = st == &g->k->stages[g->k->nstages - 1];
   bool stream = nd > 0 && g->streams && last;
-  bool blocked = stream || (nd > 0 && g->npf && last);
+  find_rands(g, st);
+  bool blocked = stream || (nd > 0 && g->npf && last) || g->nrand > 0;
   const char *red = g->chk ? " reduction(|:gc_err)" : "";
-  if (stream && par) { /* one region: each thread fences its own stores */
+  /* one parallel region when the blocks are the work shared (a 1-D loop)
+   * or when stores stream (each thread fences its own) */
+  bool region = par && (stream || (blocked && nd == 1));
+  if (region) {
     cg__line(g, ind, "#pragma omp parallel%s", red);
     cg__line(g, ind, "{");
     ind += 2;
@@ -411,7 +493,7 @@ static void pointwise_stage(cg *g, const sc_stage *st, int ind, bool par) {
                par && nd == 1 ? "#pragma omp parallel for simd schedule(static)"
                               : "#pragma omp simd",
                red);
-    else if (i == 0 && par && stream)
+    else if (i == 0 && region)
       cg__line(g, ind, "#pragma omp for schedule(static) nowait");
     else if (i == 0 && par)
       cg__line(g, ind, "#pragma omp parallel for schedule(static)%s", red);
@@ -427,6 +509,8 @@ static void pointwise_stage(cg *g, const sc_stage *st, int ind, bool par) {
   if (!split) {
     cx_reset(&g->x);
     cg__bind_reused(g, (int)(st - g->k->stages), ind);
+    if (blocked)
+      bind_rands(g, st);
     g->stream_st = stream ? st : NULL;
     cg__emit_stores(g, st, ind);
     g->stream_st = NULL;
@@ -439,10 +523,12 @@ static void pointwise_stage(cg *g, const sc_stage *st, int ind, bool par) {
     }
     cg__line(g, ind -= 2, "}");
   }
-  if (stream && par) {
-    cg__line(g, ind, "gc_stream_fence();");
+  if (region) {
+    if (stream)
+      cg__line(g, ind, "gc_stream_fence();");
     cg__line(g, ind -= 2, "}");
   }
+  g->nrand = 0;
 }
 
 /* ---- reduction stages ---- */

@@ -16,6 +16,7 @@
 #define CG_TILE 64            /* lanes of a tiled kernel */
 #define CG_MAX_REUSE 8        /* reused reduction values per kernel */
 #define CG_MAX_PREFETCH 8     /* prefetched rows per kernel */
+#define CG_MAX_RAND 8         /* random draws filled per block, per stage */
 
 /* A sum's value that a later pointwise stage reads back (reuse.c). */
 typedef struct cg_reuse {
@@ -57,6 +58,10 @@ typedef struct cg {
   int npf;
   cg_reuse reuse[CG_MAX_REUSE]; /* of the kernel being generated */
   int nreuse;
+  /* the stage being generated: its random draws (IR_RAND) whose counter
+   * steps by one along the inner loop, filled a block at a time */
+  const ir_expr *rand[CG_MAX_RAND];
+  int nrand;
 } cg;
 
 /* The buffers a kernel touches, and whether it writes each. */

@@ -10,8 +10,9 @@
  *   seed  = randint(0, 2^62, [1])                  an ATen call, per call
  *   out[i] = rand(seed, i) < p ? 1 : 0             generated code
  *
- * where i is the element's row-major index and rand is the first word of
- * Philox4x32-10 keyed by the seed (cexpr.c, gc_rand_u01), a counter-based
+ * where i is the element's row-major index and rand is a word of
+ * Philox4x32-10 keyed by the seed (cexpr.c, gc_rand_u01; one call serves
+ * four counters, filled a block at a time by cgen.c), a counter-based
  * generator: any element can be computed alone, in any order, on any
  * thread, so the kernel vectorizes and parallelizes like any other and the
  * mask is the same whatever the fusion or the thread count. The seed comes

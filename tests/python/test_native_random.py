@@ -2,7 +2,8 @@
 
 By default a compiled program draws dropout's mask itself: one int64 seed
 from torch's generator per call (an ATen ``randint``), then Philox4x32-10
-keyed by the seed over each element's row-major index. These tests check
+keyed by the seed over each element's row-major index (one Philox call
+serving four indices). These tests check
 the numbers against an independent Python Philox (itself checked against
 the published known answer), the distribution, reproducibility under
 ``torch.manual_seed``, gradients through a native mask, and that
@@ -54,26 +55,49 @@ def compile_native(fn, args, server, **kw):
     return cf
 
 
-def test_mask_is_philox_of_a_seed_from_torchs_generator(server):
-    """The mask of bernoulli(x, p) is u < p elementwise, u the top 24 bits
-    of Philox's first word for the element's index, keyed by the seed
-    randint(0, 2^62) draws from torch's generator at the call."""
-    def f(x):
-        return torch.bernoulli(x, 0.3)
+def philox_uniform_bits(seed, i):
+    """The 24 bits of element i's uniform: one Philox call serves four
+    counters, i is word (i >> 6) & 3 of the call on ((i >> 8) << 6) |
+    (i & 63) (compiler/codegen/cexpr.c, gc_rand_u01 and gc_rand_block)."""
+    q = ((i >> 8) << 6) | (i & 63)
+    return philox4x32_10(seed, [q & MASK32, q >> 32, 0, 0])[(i >> 6) & 3] >> 8
 
-    x = torch.empty(3, 70)  # odd sizes: vector tails
+
+def expected_mask(seed, n, p):
+    return torch.tensor([float(philox_uniform_bits(seed, i) < math.ceil(p * 2 ** 24))
+                         for i in range(n)])
+
+
+@pytest.mark.parametrize("shape,transposed", [
+    ((3, 70), False),   # rows of 70: blocks shared by rows, vector tails
+    ((1000,), False),   # one loop: whole blocks of 256 and a partial one
+    ((40, 20), True),   # read across rows: one value at a time
+])
+def test_mask_is_philox_of_a_seed_from_torchs_generator(server, shape, transposed):
+    """The mask of bernoulli(x, p) is u < p elementwise, u the top 24 bits
+    of a Philox word for the element's row-major index, keyed by the seed
+    randint(0, 2^62) draws from torch's generator at the call; the same
+    numbers whether a kernel fills them a block at a time or one at a
+    time."""
+    def f(x):
+        m = torch.bernoulli(x, 0.3)
+        return (m.t() * 2).contiguous() if transposed else m
+
+    x = torch.empty(*shape)
     cf = compile_native(f, (x,), server)
     s = cf.summary()
     assert s["runs"] == "native" and s["fallback"] == 0, s
-    assert "gc_rand_u01" in cf.programs[-1].c_source
+    src = cf.programs[-1].c_source
+    assert ("gc_rand_u01((" in src) == transposed and ("gc_rand_fill((" in src) != transposed
     torch.manual_seed(7)
     out = cf(x)
     torch.manual_seed(7)
     seed = torch.randint(0, 1 << 62, (1,)).item()
-    want = torch.tensor([float(philox4x32_10(seed, [i & MASK32, i >> 32, 0, 0])[0] >> 8 <
-                               math.ceil(0.3 * 2 ** 24)) for i in range(x.numel())])
-    assert torch.equal(out.flatten(), want)
-    assert out.dtype == x.dtype and out.shape == x.shape
+    want = expected_mask(seed, x.numel(), 0.3).view(shape)
+    if transposed:
+        want = want.t() * 2
+    assert torch.equal(out, want)
+    assert out.dtype == x.dtype
 
 
 @pytest.mark.parametrize("p", [0.1, 0.5, 0.9])
