@@ -439,7 +439,7 @@ def test_eager_random_enters_the_key_and_keeps_the_aten_call(tmp_path):
     changed = {c for c in base["components"] if base["components"][c] != rng["components"][c]}
     assert changed == {"options"} and rng["key"] != base["key"]
     native = ctl("codegen", path, check=OK).stdout
-    assert "gc_rand_u01((uint64_t)" in native, native
+    assert "gc_rand_fill((uint64_t)" in native, native  # a block of draws at a time
     eager = ctl("program", "--eager-random", path, check=OK).stdout
     assert "aten::bernoulli.p" in eager and "randint" not in eager, eager
     assert "aten::randint.low_out" in ctl("program", path, check=OK).stdout
