@@ -144,6 +144,36 @@ def test_reproducible_under_manual_seed_and_fresh_at_every_call(server):
     assert abs(agree - 0.5) < 6 * math.sqrt(0.25 / x.numel())
 
 
+@pytest.mark.parametrize("shape", [(1000, 70), (20001,)])
+def test_the_mask_does_not_depend_on_the_thread_count(server, shape):
+    """Each thread fills the blocks of its share of the loop: one thread or
+    two, the numbers are the same, and Philox's. Rows of 70 (a 2-D loop:
+    the row vector's broadcast keeps it from being flattened) share
+    blocks of 256, which each thread keeps its last one of."""
+    def f(x, b):
+        return torch.bernoulli(x, 0.5) * b
+
+    x = torch.empty(*shape)
+    b = torch.ones(shape[-1])
+    cf = compile_native(f, (x, b), server)
+    src = cf.programs[-1].c_source
+    assert "gc_rand_fill((" in src
+    assert "+= 256) {" in src  # the inner loop in blocks
+    threads = torch.get_num_threads()
+    try:
+        masks = []
+        for n in (1, 2):
+            torch.set_num_threads(n)
+            torch.manual_seed(11)
+            masks.append(cf(x, b))
+    finally:
+        torch.set_num_threads(threads)
+    assert torch.equal(masks[0], masks[1])
+    torch.manual_seed(11)
+    seed = torch.randint(0, 1 << 62, (1,)).item()
+    assert torch.equal(masks[0].flatten(), expected_mask(seed, x.numel(), 0.5))
+
+
 def test_eager_random_keeps_eagers_numbers(server):
     def f(x):
         return F.dropout(x, 0.5, training=True)
