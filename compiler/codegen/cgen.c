@@ -1699,7 +1699,7 @@ static void assign_slots(cg *g) {
   src->nslots = 1; /* slot 0: the arena */
   for (int k = 0; k < s->nkernels; k++) {
     const sc_kernel *kn = s->kernels[k];
-    if (kn->call && !kn->in_c)
+    if (sc_aten_call(kn))
       continue;
     params p = {0};
     if (kn->in_c)
@@ -1786,7 +1786,7 @@ static void gen_segments(cg *g) {
   bool open = false;
   for (int k = 0; k < s->nkernels; k++) {
     const sc_kernel *kn = s->kernels[k];
-    if (kn->call && !kn->in_c) {
+    if (sc_aten_call(kn)) {
       if (open)
         gc_buf_puts(&g->out, "  return 0;\n}\n\n");
       open = false;

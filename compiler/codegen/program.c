@@ -442,12 +442,10 @@ static int instructions(pe *e) {
     return GC_ENOMEM;
   for (int k = 0; k < s->nkernels; k++) {
     const sc_kernel *kn = s->kernels[k];
-    /* an ATen call (a call kernel generated code does not make) */
-    bool aten = kn->call && !kn->in_c;
+    bool aten = sc_aten_call(kn);
     int end = k; /* the instruction's last kernel */
     if (!aten && src->kernel_segment[k] != last_seg)
-      while (end + 1 < s->nkernels &&
-             !(s->kernels[end + 1]->call && !s->kernels[end + 1]->in_c) &&
+      while (end + 1 < s->nkernels && !sc_aten_call(s->kernels[end + 1]) &&
              src->kernel_segment[end + 1] == src->kernel_segment[k])
         end++;
     if ((aten || src->kernel_segment[k] != last_seg) &&

@@ -73,6 +73,12 @@ typedef struct sc_kernel {
   int64_t work; /* elements of the iteration space, all stages */
 } sc_kernel;
 
+/* A call kernel the runtime makes as an ATen call (not generated code):
+ * it ends a segment. */
+static inline bool sc_aten_call(const sc_kernel *k) {
+  return k->call && !k->in_c;
+}
+
 typedef struct sc_schedule {
   sc_kernel **kernels; /* execution order */
   int nkernels, cap;

@@ -544,12 +544,9 @@ class _NativeBody:
         root = index if base is None else base
         pl = self.places[root]
         _, bsize, bstride = self.meta(root)
-        item = torch.empty((), dtype=dtype).element_size()
-        span = 1 + sum((s - 1) * st for s, st in zip(bsize, bstride) if s > 0)
-        if any(s == 0 for s in bsize):
-            span = 0
         name = f"_av{len(self.arena_specs)}"
-        self.arena_specs.append((dtype, int(pl.offset), span * item, size, stride, extra))
+        self.arena_specs.append((dtype, int(pl.offset), _extent_bytes(dtype, bsize, bstride),
+                                 size, stride, extra))
         self.arena_names.append(name)
         return name
 
