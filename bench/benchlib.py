@@ -169,10 +169,11 @@ def measure_peak(setup, run, calls=3, release=None, warmup=1):
     return {"rss_mib": rss, "heap_mib": heap_mib, "base_mib": base / 1024.0}
 
 
-def subprocess_json(args, timeout=900, heap=False):
+def subprocess_json(args, timeout=900, heap=False, env=None):
     """Runs `python args...` (this interpreter), returns the JSON it prints
-    last. heap: with bench/peakheap.c preloaded (measure_peak's heap_mib)."""
-    env = dict(os.environ, PYTHONPATH=os.path.join(REPO, "client", "python"))
+    last. heap: with bench/peakheap.c preloaded (measure_peak's heap_mib);
+    env: variables to add to its environment."""
+    env = dict(os.environ, PYTHONPATH=os.path.join(REPO, "client", "python"), **(env or {}))
     if heap:
         if not os.path.exists(PEAKHEAP):
             raise RuntimeError(f"{PEAKHEAP} is missing: run `make bench-models`")

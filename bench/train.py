@@ -28,6 +28,18 @@ the bytes allocated with malloc (bench/peakheap.c, preloaded), what the
 steps need, with the compiled function's reusable memory (arenas, output
 blocks) released before measuring so that it counts.
 
+The same processes then time steps with the process to itself ("alone"),
+as a training job runs one side: in the interleaved measurement eager and
+compiled share glibc's allocator, and the compiled function's kept memory
+(at the top of the heap) stops glibc from trimming what eager's step
+frees, so eager's next step does not fault it back in; alone, with
+glibc's defaults, eager's step maps much of its memory afresh (thousands
+of minor page faults a step, printed). Fresh processes cannot be
+interleaved, so each side runs in two, in the order eager, compiled,
+compiled, eager, which cancels a steady drift. The alone pair is measured
+twice: with glibc's defaults, and with GLIBC_TUNABLES set so that glibc
+keeps freed memory on both sides (KEEP_FREED), eager's best case.
+
 Run from the repository root after `make`:
 
     /usr/bin/python3 bench/train.py [--only NAME,...] [--seconds S] [--no-memory]
@@ -35,6 +47,7 @@ Run from the repository root after `make`:
 
 import copy
 import os
+import resource
 import sys
 import time
 
@@ -97,7 +110,14 @@ def make_step(fn, model, x, loss_fn):
     return step
 
 
-def memory_main(name, mode, server):
+# glibc settings under which freed memory stays with the process (no
+# allocation below 32 MiB is mapped afresh, the heap is not trimmed below
+# 1 GiB): eager's steps then fault no memory back in, as in the
+# interleaved measurement.
+KEEP_FREED = "glibc.malloc.mmap_threshold=33554432:glibc.malloc.trim_threshold=1073741824"
+
+
+def memory_main(name, mode, server, seconds):
     torch.set_num_threads(2)
     state = {}
 
@@ -118,7 +138,20 @@ def memory_main(name, mode, server):
     # two warm-up steps: eager's first step leaves state (about 8 KiB for
     # the MLP) that its second frees, which would count against compiled
     mem = benchlib.measure_peak(setup, run, calls=5, release=release, warmup=2)
-    print(json_line(mem))
+    # Time per step with this process to itself, as a training job runs
+    # one side: in the interleaved measurement eager and compiled share
+    # glibc's allocator, and what one side frees raises the size above
+    # which glibc maps memory afresh for the other (its dynamic mmap
+    # threshold). Minor page faults per step show memory mapped afresh.
+    f0 = resource.getrusage(resource.RUSAGE_SELF).ru_minflt
+    steps = []
+
+    def timed():
+        state["step"]()
+        steps.append(1)
+    alone = benchlib.time_calls(timed, min_seconds=seconds, min_calls=3, warmup=0)
+    faults = (resource.getrusage(resource.RUSAGE_SELF).ru_minflt - f0) / len(steps)
+    print(json_line(dict(mem, alone_s=alone, faults=faults)))
 
 
 def json_line(d):
@@ -166,11 +199,12 @@ def grad_errors(a, b):
 def main():
     args = benchlib.case_arguments(__doc__.splitlines()[0], 6.0)
     if args.memory_case:
-        memory_main(args.memory_case, args.mode, args.server)
+        memory_main(args.memory_case, args.mode, args.server, args.seconds / 2)
         return
     torch.set_num_threads(2)
     names = [n for n in CASES if not args.only or n in args.only.split(",")]
     rows, speedups, heap_ratios = [], [], []
+    alone_rows, alone_speedups, tuned_speedups = [], [], []
     print(f"torch {torch.__version__}, {torch.get_num_threads()} threads; "
           f"BLAS: {'OpenBLAS' if 'openblas' in open('/proc/self/maps').read() else 'other'}")
     with benchlib.Daemon() as d:
@@ -203,15 +237,34 @@ def main():
             share = library_share(make_step(twin, twin, x, loss_fn))
             heap_e = heap_c = float("nan")
             if not args.no_memory:
-                je = benchlib.subprocess_json([__file__, "--memory-case", name, "--mode",
-                                               "eager"], heap=True)
-                jc = benchlib.subprocess_json([__file__, "--memory-case", name, "--mode",
-                                               "compiled", "--server", d.address], heap=True)
+                def side(mode, env=None):
+                    """One fresh process measuring this case (memory_main)."""
+                    return benchlib.subprocess_json(
+                        [__file__, "--memory-case", name, "--mode", mode, "--server", d.address,
+                         "--seconds", str(args.seconds)], heap=True, env=env)
+
+                def alone(env=None, first=None):
+                    """Per-step seconds and page faults of each side in
+                    processes of its own: eager, compiled, compiled, eager
+                    (cancels a steady drift)."""
+                    je, jc = first or (side("eager", env), side("compiled", env))
+                    jc2, je2 = side("compiled", env), side("eager", env)
+                    return [((a["alone_s"] + b["alone_s"]) / 2, (a["faults"] + b["faults"]) / 2)
+                            for a, b in ((je, je2), (jc, jc2))]
+                je, jc = side("eager"), side("compiled")
                 heap_e, heap_c = je["heap_mib"], jc["heap_mib"]
                 heap_ratios.append(heap_c / heap_e if heap_e > 0 else 1.0)
+                (e_s, e_f), (c_s, c_f) = alone(first=(je, jc))
+                (et_s, et_f), (ct_s, ct_f) = alone(env={"GLIBC_TUNABLES": KEEP_FREED})
+                alone_speedups.append(e_s / c_s)
+                tuned_speedups.append(et_s / ct_s)
+                alone_rows.append([name, f"{e_s * 1e3:.1f}", f"{c_s * 1e3:.1f}",
+                                   f"{e_s / c_s:.2f}x", f"{e_f:.0f}", f"{c_f:.0f}",
+                                   f"{et_s * 1e3:.1f}", f"{ct_s * 1e3:.1f}",
+                                   f"{et_s / ct_s:.2f}x", f"{et_f:.0f}", f"{ct_f:.0f}"])
             rows.append([name, f"{eager_s * 1e3:.1f}", f"{comp_s * 1e3:.1f}", f"{speed:.2f}x",
                          f"{share * 100:.0f}%", f"{1 / share:.2f}x",
-                         f"{compile_s:.1f}", f"{heap_e:.1f}", f"{heap_c:.1f}",
+                         f"{compile_s:.1f}", f"{heap_e:.4f}", f"{heap_c:.4f}",
                          f"{s.get('kernels', 0)}/{s.get('extern', 0)}/{s.get('fallback', 0)}",
                          f"{b.get('kernels', 0)}/{b.get('extern', 0)}/{b.get('fallback', 0)}",
                          f"{loss_err:.1e}", f"{g_med:.1e}", f"{g_max:.1e}"])
@@ -227,9 +280,22 @@ def main():
           f"compiled interleaved in one process)")
     if heap_ratios:
         below = sum(r <= 1.0 for r in heap_ratios)
+        near = sum(1.0 < r <= 1.001 for r in heap_ratios)
         print(f"peak heap memory: compiled at most eager's in {below} of {len(heap_ratios)} "
-              f"cases; largest ratio {max(heap_ratios):.3f}")
-
+              f"cases, above by at most 0.1% in {near} (a step's own Python objects vary "
+              f"by a few hundred bytes from run to run), largest ratio {max(heap_ratios):.4f}")
+    if alone_rows:
+        print()
+        print(benchlib.table(alone_rows, [
+            "alone: case", "eager ms", "compiled ms", "speedup", "eager faults/step",
+            "compiled faults/step", "tuned: eager ms", "compiled ms", "speedup",
+            "eager faults/step", "compiled faults/step"]))
+        print(f"geomean speedup alone: {benchlib.geomean(alone_speedups):.2f}x, slowest "
+              f"{min(alone_speedups):.2f}x; with glibc keeping freed memory on both sides "
+              f"(GLIBC_TUNABLES={KEEP_FREED}): "
+              f"{benchlib.geomean(tuned_speedups):.2f}x, slowest {min(tuned_speedups):.2f}x "
+              f"(each side in fresh processes of its own, eager, compiled, compiled, eager, "
+              f"as a training job runs one; faults: minor page faults, memory mapped afresh)")
 
 if __name__ == "__main__":
     main()
