@@ -185,6 +185,17 @@ def subprocess_json(args, timeout=900, heap=False, env=None):
     return json.loads(out.stdout.strip().splitlines()[-1])
 
 
+def alone_runs(side, first=None):
+    """Fresh processes of each side in the order eager, compiled, compiled,
+    eager, which cancels a steady drift of the machine's speed (fresh
+    processes cannot be interleaved). side(mode) runs one and returns its
+    result; first: the (eager, compiled) pair already run. Returns
+    ((eager, eager), (compiled, compiled))."""
+    je, jc = first if first is not None else (side("eager"), side("compiled"))
+    jc2, je2 = side("compiled"), side("eager")
+    return (je, je2), (jc, jc2)
+
+
 def case_arguments(description, seconds):
     """Command-line arguments of a benchmark over named cases that measures
     memory in fresh processes of itself: --only NAME,..., --seconds,

@@ -214,8 +214,8 @@ def main():
                 heap_e, heap_c = je["heap_mib"], jc["heap_mib"]
                 rss_e, rss_k, rss_c = je["rss_mib"], jk["rss_mib"], jc["rss_mib"]
                 heap_ratios.append(heap_c / heap_e if heap_e > 0 else 1.0)
-                jc2, je2 = side("compiled"), side("eager")  # eager, compiled, compiled, eager
-                alone = (je["alone_s"] + je2["alone_s"]) / (jc["alone_s"] + jc2["alone_s"])
+                (e1, e2), (c1, c2) = benchlib.alone_runs(side, first=(je, jc))
+                alone = (e1["alone_s"] + e2["alone_s"]) / (c1["alone_s"] + c2["alone_s"])
                 alone_speedups.append(alone)
             rows.append([name, f"{eager_s * 1e3:.2f}", f"{comp_s * 1e3:.2f}", f"{speed:.2f}x",
                          f"{alone:.2f}x",

@@ -30,13 +30,13 @@ blocks) released before measuring so that it counts.
 
 The same processes then time steps with the process to itself ("alone"),
 as a training job runs one side: in the interleaved measurement eager and
-compiled share glibc's allocator, and the compiled function's kept memory
-(at the top of the heap) stops glibc from trimming what eager's step
-frees, so eager's next step does not fault it back in; alone, with
-glibc's defaults, eager's step maps much of its memory afresh (thousands
-of minor page faults a step, printed). Fresh processes cannot be
-interleaved, so each side runs in two, in the order eager, compiled,
-compiled, eager, which cancels a steady drift. The alone pair is measured
+compiled share glibc's allocator, whose thresholds for mapping memory
+afresh and trimming the heap rise with the largest block freed so far
+(compiling frees large ones), so eager's step finds its memory still
+mapped; alone, with glibc's defaults, eager's step maps much of its
+memory afresh (thousands of minor page faults a step, printed). Fresh
+processes cannot be interleaved, so each side runs in two, in the order
+eager, compiled, compiled, eager, which cancels a steady drift. The alone pair is measured
 twice: with glibc's defaults, and with GLIBC_TUNABLES set so that glibc
 keeps freed memory on both sides (KEEP_FREED), eager's best case.
 
@@ -138,13 +138,10 @@ def memory_main(name, mode, server, seconds):
     # two warm-up steps: eager's first step leaves state (about 8 KiB for
     # the MLP) that its second frees, which would count against compiled
     mem = benchlib.measure_peak(setup, run, calls=5, release=release, warmup=2)
-    # Time per step with this process to itself, as a training job runs
-    # one side: in the interleaved measurement eager and compiled share
-    # glibc's allocator, and what one side frees raises the size above
-    # which glibc maps memory afresh for the other (its dynamic mmap
-    # threshold). Minor page faults per step show memory mapped afresh.
-    # Two steps first: the memory measurement trimmed the heap
-    # (malloc_trim), so both sides fault their memory back in once.
+    # Time per step with this process to itself (the module docstring);
+    # minor page faults per step show memory mapped afresh. Two steps
+    # first: the memory measurement trimmed the heap (malloc_trim), so
+    # both sides fault their memory back in once.
     for _ in range(2):
         state["step"]()
     f0 = resource.getrusage(resource.RUSAGE_SELF).ru_minflt
@@ -248,13 +245,11 @@ def main():
                          "--seconds", str(args.seconds)], heap=True, env=env)
 
                 def alone(env=None, first=None):
-                    """Per-step seconds and page faults of each side in
-                    processes of its own: eager, compiled, compiled, eager
-                    (cancels a steady drift)."""
-                    je, jc = first or (side("eager", env), side("compiled", env))
-                    jc2, je2 = side("compiled", env), side("eager", env)
+                    """Per side, (seconds, page faults) per step in
+                    processes of its own (benchlib.alone_runs)."""
+                    runs = benchlib.alone_runs(lambda mode: side(mode, env), first)
                     return [((a["alone_s"] + b["alone_s"]) / 2, (a["faults"] + b["faults"]) / 2)
-                            for a, b in ((je, je2), (jc, jc2))]
+                            for a, b in runs]
                 je, jc = side("eager"), side("compiled")
                 heap_e, heap_c = je["heap_mib"], jc["heap_mib"]
                 heap_ratios.append(heap_c / heap_e if heap_e > 0 else 1.0)
