@@ -38,3 +38,30 @@ def test_random_programs_match_eager(server):
     assert not failures, "\n".join(str(f) for f in failures)
     assert stats["graphs"] == len(SEEDS)
     assert stats["native_nodes"] > 3 * len(SEEDS)
+
+
+def test_judge_tells_unstable_programs_from_wrong_results():
+    # Seed 261115 (found by make fuzz-graphs): where(layer_norm(v, [1]) > 0,
+    # x0, 0.25) with v the product of x0, a one-element row: layer_norm of
+    # it is the rounding error of a product, whose sign flips with v's last
+    # bit. Another reduction order gives another last bit, so the compiled
+    # result may differ from eager's in every element; eager on inputs one
+    # ulp away gives the same, which judge accepts ("unstable").
+    program = graphgen.generate(261115)
+    f, inputs = program.build()
+    want = f(*inputs)
+    gen = graphgen.torch.Generator().manual_seed(5)
+    flipped = None
+    for _ in range(64):
+        moved = f(*[graphgen._one_ulp(x, gen) for x in inputs])
+        if not all(graphgen.torch.equal(a, b) for a, b in zip(moved, want)):
+            flipped = moved
+            break
+    assert flipped is not None, "no one-ulp move changed eager's result"
+    assert graphgen.judge(program, f, flipped, want, inputs) is None
+    assert 261115 in graphgen.UNSTABLE
+    # A value neither eager nor eager one ulp away gives still fails.
+    wrong = tuple(w.clone() for w in want)
+    wrong[0].view(-1)[0] += 100.0
+    message = graphgen.judge(program, f, wrong, want, inputs)
+    assert message is not None and "261115" in message
