@@ -1016,6 +1016,30 @@ static void count_users(lower_ctx *L) {
   for (int i = 0; i < g->noutputs; i++)
     if (g->outputs[i].kind == GC_ARG_TENSOR && g->outputs[i].v)
       L->users[g->outputs[i].v->id] += 2; /* an output is always realized */
+  /* A view is not a user of its base but a way to it: the base has the
+   * view's users (later views first, so chains add up). Otherwise a value
+   * read through views by a reduction and by an output would be inlined
+   * into the reduction and computed again for the output, and where the
+   * two evaluations differ in the last bit (a vector math call against a
+   * scalar one) amax's backward finds no element equal to the maximum
+   * (graphgen --grad, seed 272777: 0 / 0). */
+  for (int i = g->nnodes - 1; i >= 0; i--) {
+    const gc_node *n = &g->nodes[i];
+    const gc_opfacts *f = gc_opfacts_of(n->op->schema->qualified);
+    if (!f || f->cls != GC_OPC_VIEW)
+      continue;
+    int through = 0;
+    for (int k = 0; k < n->noutputs; k++)
+      if (n->outputs[k].kind == GC_ARG_TENSOR && n->outputs[k].v)
+        through += L->users[n->outputs[k].v->id];
+    if (through <= 1)
+      continue;
+    for (int a = 0; a < n->nargs; a++) {
+      const gc_arg *x = &n->args[a].arg;
+      if (x->kind == GC_ARG_TENSOR && x->v)
+        L->users[x->v->id] += through - 1;
+    }
+  }
 }
 
 /* Marks the values an extern or fallback call will read (which realizes
