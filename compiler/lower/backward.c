@@ -16,9 +16,11 @@
  *
  *   _softmax_backward_data      (g - sum(g * y)) * y        over dim
  *   _log_softmax_backward_data  g - exp(y) * sum(g)         over dim
- *   native_layer_norm_backward  per row: ds = sum(dy * w * x),
- *                               db = sum(dy * w); dx = a dy w + b x + c
- *                               with ATen's a, b, c; dw, db over the rows
+ *   native_layer_norm_backward  per row: s = sum(dy * w * (mean - x)),
+ *                               db = sum(dy * w); a = rstd,
+ *                               dx = a (dy w - db / N) + s a^3 / N (x - mean)
+ *                               (ATen's formula, cancelling terms first);
+ *                               dw, db over the rows
  *   native_batch_norm_backward  per channel: sum(dy), sum((x - mean) dy)
  *
  * Sums accumulate as every reduction of the loop IR does (float32 in
@@ -558,9 +560,17 @@ static ir_expr *dy_w(lower_ctx *L, lnb *b, gc_sym **xi) {
   return OP2(MUL, dy, ir_cast(ir, L_load(L, b->w, xi + b->lead), dt));
 }
 
-/* grad_input: per row ds = sum(dy w x), db = sum(dy w); a = rstd,
- * b = (db mean - ds) a^3 / N, c = -b mean - db a / N;
- * dx = a dy w + b x + c (ATen's formula and order). */
+/* grad_input: per row s = sum(dy w (mean - x)), db = sum(dy w); a = rstd,
+ * b = s a^3 / N; dx = a (dy w - db / N) + b (x - mean). This is ATen's
+ * formula (its b is (db mean - sum(dy w x)) a^3 / N, its c is
+ * -b mean - db a / N, dx = a dy w + b x + c) with the cancelling terms
+ * taken together before they are rounded: db mean - ds and b x - b mean
+ * cancel exactly in exact arithmetic, and their rounding errors, times
+ * a^3 (3e7 for eps = 1e-5 and a constant row), are what ATen's order
+ * leaves when the mean is large against the spread, or when gcc
+ * contracts one of the products into a fused multiply-add. A row whose
+ * elements all equal its mean (a one-element row) gets exactly
+ * a (dy - db) = 0 without a weight, as eager's uncontracted loop does. */
 static int lnb_input(lower_ctx *L, const gc_node *n, lnb *b) {
   ir_graph *ir = L_ir(L);
   gc_dtype dt = b->dt;
@@ -573,27 +583,24 @@ static int lnb_input(lower_ctx *L, const gc_node *n, lnb *b) {
     rc = rsum_begin(L, b->rank, b->sizes, reduced, true, &rb);
   if (rc)
     return rc;
-  ir_expr *xs = ir_cast(ir, L_load(L, b->x, rs.xi), dt);
-  ir_tensor *ds = rsum_end(L, n, &rs, dt, OP2(MUL, dy_w(L, b, rs.xi), xs));
+  ir_expr *centred = OP2(SUB, row_stat(L, b, b->mean, rs.xi),
+                         ir_cast(ir, L_load(L, b->x, rs.xi), dt));
+  ir_tensor *sc = rsum_end(L, n, &rs, dt, OP2(MUL, dy_w(L, b, rs.xi), centred));
   ir_tensor *db = rsum_end(L, n, &rb, dt, dy_w(L, b, rb.xi));
   L_pw p;
-  if (!ds || !db || (rc = L__pw_begin(L, n, 0, &p)))
+  if (!sc || !db || (rc = L__pw_begin(L, n, 0, &p)))
     return rc ? rc : GC_ENOMEM;
   gc_sym *ki[IR_MAX_RANK];
   kept_index(L, b->rank, reduced, p.vars, ki);
   ir_expr *a = row_stat(L, b, b->rstd, p.vars);
-  ir_expr *mu = row_stat(L, b, b->mean, p.vars);
-  ir_expr *vds = L_load(L, ds, ki), *vdb = L_load(L, db, ki);
   ir_expr *scale = L__k(L, 1.0 / (double)b->N, dt);
-  ir_expr *bb = OP2(MUL, OP2(SUB, OP2(MUL, vdb, mu), vds), a);
-  bb = OP2(MUL, OP2(MUL, OP2(MUL, bb, a), a), scale);
-  ir_expr *c =
-      OP2(SUB, OP2(MUL, OP1(NEG, bb), mu), OP2(MUL, OP2(MUL, vdb, a), scale));
-  ir_expr *x = ir_cast(ir, L_load(L, b->x, p.vars), dt);
-  ir_expr *ady = OP2(MUL, a, ir_cast(ir, L_load(L, b->dy, p.vars), dt));
-  if (b->w)
-    ady = OP2(MUL, ady, ir_cast(ir, L_load(L, b->w, p.vars + b->lead), dt));
-  ir_expr *dx = OP2(ADD, OP2(ADD, ady, OP2(MUL, bb, x)), c);
+  ir_expr *bb =
+      OP2(MUL, OP2(MUL, OP2(MUL, OP2(MUL, L_load(L, sc, ki), a), a), a), scale);
+  ir_expr *mean_db = OP2(MUL, L_load(L, db, ki), scale);
+  ir_expr *x = OP2(SUB, ir_cast(ir, L_load(L, b->x, p.vars), dt),
+                   row_stat(L, b, b->mean, p.vars));
+  ir_expr *dx = OP2(ADD, OP2(MUL, a, OP2(SUB, dy_w(L, b, p.vars), mean_db)),
+                    OP2(MUL, bb, x));
   return L__pw_finish(L, n, 0, &p, dx);
 }
 

@@ -169,6 +169,34 @@ def test_inputs_requiring_grad_get_gradients(daemon):
     assert cf.compiles == 2 and "backward" in cf.summary()
 
 
+def test_layer_norm_backward_where_its_terms_cancel(daemon):
+    # ATen's formula, dx = a dy + b x + c, has b x and c cancel when the
+    # row's mean is large against its spread, and b = (db mean - ds) a^3 / N
+    # cancel when every element equals the mean (a one-element row: eager
+    # gives exactly 0 there). The generated backward takes the cancelling
+    # terms together: one-element rows give 0, and rows far from 0 are no
+    # farther from a float64 run than eager is (graphgen --grad, 270012).
+    def f(x, y):
+        return F.layer_norm(x, [1]), F.layer_norm(y, [64])
+
+    torch.manual_seed(0)
+    x = torch.randn(16, 1, requires_grad=True)
+    y = (100 + torch.randn(32, 64)).requires_grad_()
+    gx, gy = torch.randn(16, 1), torch.randn(32, 64)
+    cf = compiled.compile(f, (x, y), server=daemon.address)
+    ox, oy = cf(x, y)
+    torch.autograd.backward((ox, oy), (gx, gy))
+    assert "aten::native_layer_norm_backward" not in cf.summary()["backward"]["fallback_ops"]
+    assert torch.equal(x.grad, torch.zeros_like(x))
+    y64 = y.detach().double().requires_grad_()
+    F.layer_norm(y64, [64]).backward(gy.double())
+    y32 = y.detach().clone().requires_grad_()
+    F.layer_norm(y32, [64]).backward(gy)
+    ours = (y.grad.double() - y64.grad).abs().max()
+    eager = (y32.grad.double() - y64.grad).abs().max()
+    assert ours <= eager, (ours, eager)
+
+
 def test_outputs_without_grad_and_unused_parameters(daemon):
     class M(torch.nn.Module):
         def __init__(self):
