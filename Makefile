@@ -97,7 +97,7 @@ TESTS := $(patsubst tests/%.c,$(BUILD)/tests/%,$(TEST_SRC))
 BENCHES := $(patsubst bench/%.c,$(BUILD)/bench/%,$(BENCH_SRC))
 BUILD_ID_H := $(BUILD)/gen/build_id.h
 
-.PHONY: all demo bench-build bench-hit bench-runtime bench-models bench-bandwidth bench-startup bench-train bench-compile bench-heavy test test-c test-py test-opinfo capture-zoo fuzz-graphs check valgrind format format-check lint asan fuzz \
+.PHONY: all demo bench-build bench-hit bench-runtime bench-models bench-bandwidth bench-startup bench-train bench-compile bench-heavy test test-c test-py test-opinfo capture-zoo fuzz-graphs fuzz-grads check valgrind format format-check lint asan fuzz \
         fuzz-build bootstrap clean py-proto
 .DEFAULT_GOAL := all
 
@@ -288,6 +288,11 @@ capture-zoo: all
 fuzz-graphs: all
 	$(TEST_ENV):$(CURDIR)/tests/python $(PYTHON) tests/python/graphgen.py -n $(FUZZ_GRAPHS) \
 	  $(if $(FUZZ_SEED),--seed $(FUZZ_SEED))
+
+# The same programs as training graphs: the gradients of every floating input.
+fuzz-grads: all
+	$(TEST_ENV):$(CURDIR)/tests/python $(PYTHON) tests/python/graphgen.py --grad \
+	  -n $(FUZZ_GRAPHS) $(if $(FUZZ_SEED),--seed $(FUZZ_SEED))
 
 # ---- quality gates ----
 OUR_C := $(sort $(wildcard compiler/*.[ch] compiler/*/*.[ch] cache/*.[ch] daemon/*.[ch] client/ctl/*.[ch] client/lib/*.[ch] \

@@ -36,6 +36,7 @@ fixed set in the regular suite.
 
 import argparse
 import collections
+import itertools
 import math
 import os
 import random
@@ -485,8 +486,9 @@ def judge(program, f, got, want, inputs):
         return None
     except AssertionError as e:
         strict = str(e)
-    try:  # everything but the values
-        assert_same(got, want, what, rtol=math.inf, atol=math.inf)
+    try:  # everything but the values (infinite tolerances would not do:
+        # inf * 0 is NaN, so a 0 in want would still fail)
+        assert_same(got, want, what, values=False)
     except AssertionError:
         return strict
     left = [~_close(g, w) for g, w in zip(got, want)]  # elements not yet explained
@@ -547,22 +549,144 @@ def _one_ulp(x, gen):
 
 IMPRECISE = []  # seeds that passed only against the float64 run
 UNSTABLE = []  # seeds that passed only against eager on inputs one ulp away
+EAGER_RAISES = []  # seeds left out of --grad: eager's backward raises
 
 
-def check_graphs(programs, server, batch=8):
-    """Checks programs in batches; returns (failures, fallback Counter,
-    stats dict)."""
+# ---------------------------------------------------------------------------
+# Gradients (--grad): the same programs as training graphs.
+# ---------------------------------------------------------------------------
+
+def _weights(program, outs):
+    """Per output, a fixed random weight of its shape (None for outputs
+    that are not floating): the loss is sum((out * weight).sum())."""
+    g = torch.Generator().manual_seed(program.seed)
+    return [torch.randn(o.shape, generator=g) if o.is_floating_point() else None
+            for o in outs]
+
+
+def _leaves(xs):
+    """Floating inputs as leaves that require grad; others unchanged."""
+    return [x.detach().requires_grad_() if x.is_floating_point() else x for x in xs]
+
+
+def _grads(outs, leaves, weights):
+    """Gradients of sum((out * weight).sum()) for every floating leaf
+    (zeros where the loss does not depend on it), contiguous: autograd's
+    layouts of a gradient are not part of the contract."""
+    terms = [(o * w.to(o.dtype)).sum() for o, w in zip(outs, weights)
+             if w is not None and o.requires_grad]
+    diff = [x for x in leaves if x.requires_grad]
+    grads = [None] * len(diff)
+    if terms and diff:
+        grads = torch.autograd.grad(sum(terms), diff, allow_unused=True)
+    return tuple((torch.zeros_like(x) if g is None else g).contiguous()
+                 for x, g in zip(diff, grads))
+
+
+def grad_of(f, weights):
+    """A function of f's inputs returning the gradients _grads takes (grad
+    mode on inside, so judge can run it)."""
+    def g(*xs):
+        with torch.enable_grad():
+            leaves = _leaves(xs)
+            return _grads(f(*leaves), leaves, weights)
+    return g
+
+
+def _run_grad_batch(programs, server):
+    """As _run_batch for gradients: compiles the programs as one training
+    function (a compiled forward and backward), takes the gradients of
+    every program's loss and compares them with eager's (judge). Returns
+    (None or a message, summary). Programs whose eager gradients raise
+    (torch 1.13's atan2 backward negates a bool input) are left out and
+    counted in EAGER_RAISES."""
+    kept, built, eager_in, eager, weights, wants = [], [], [], [], [], []
+    for p in programs:
+        f, ins = p.build()
+        cl = clone_inputs(ins)
+        with torch.no_grad():
+            outs = f(*cl)
+        w = _weights(p, outs)
+        try:
+            want = grad_of(f, w)(*ins)
+        except RuntimeError:
+            EAGER_RAISES.append(p.seed)
+            continue
+        for lst, v in ((kept, p), (built, (f, ins)), (eager_in, cl), (eager, outs),
+                       (weights, w), (wants, want)):
+            lst.append(v)
+    if not kept:
+        return None, {}
+    programs = kept
+    counts = [len(ins) for _, ins in built]
+    fns = [f for f, _ in built]
+    # Outputs sharing memory with an input or with each other make the
+    # whole function train through one ATen program (docs/training.md); a
+    # copy of each such output keeps the batch's programs native. Gradients
+    # are the same.
+    copies = []
+    for outs, ins in zip(eager, eager_in):
+        seen = {x.storage().data_ptr() for x in ins if x.numel()}
+        dup = set()
+        for i, o in enumerate(outs):
+            ptr = o.storage().data_ptr() if o.numel() else None
+            if ptr is not None and ptr in seen:
+                dup.add(i)
+            seen.add(ptr)
+        copies.append(dup)
+    flat = tuple(t for _, ins in built for t in ins)
+
+    def fn(*xs):
+        outs, at = [], 0
+        for f, n, dup in zip(fns, counts, copies):
+            outs.append(tuple(o.clone() if i in dup else o
+                              for i, o in enumerate(f(*xs[at:at + n]))))
+            at += n
+        return tuple(outs)
+
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            leaves = _leaves(clone_inputs(flat))
+            cf = compiled.compile(fn, leaves, server=server)
+            outs = cf(*leaves)
+        # one backward for all: the programs share one autograd node
+        all_grads = iter(_grads([o for group in outs for o in group], leaves,
+                                [w for ws in weights for w in ws]))
+        got = [tuple(next(all_grads) for x in leaves[at:at + n] if x.requires_grad)
+               for at, n in zip(itertools.accumulate([0] + counts), counts)]
+    except Exception as e:
+        return f"{type(e).__name__}: {e}", {}
+    if not cf.programs:
+        return "no program was loaded (daemon unavailable?)", {}
+    summary = cf.summary()
+    msgs = []
+    for k, p in enumerate(programs):
+        m = judge(p, grad_of(fns[k], weights[k]), got[k], wants[k], built[k][1])
+        if m is not None:
+            msgs.append("gradients: " + m)
+    return ("; ".join(msgs) or None), summary
+
+
+def check_graphs(programs, server, batch=8, grad=False):
+    """Checks programs in batches (their gradients with grad=True);
+    returns (failures, fallback Counter, stats dict)."""
+    run = _run_grad_batch if grad else _run_batch
     failures = []
     fallbacks = collections.Counter()
     stats = {"compiles": 0, "graphs": 0, "native_nodes": 0, "fallback_nodes": 0}
     for i in range(0, len(programs), batch):
         group = programs[i:i + batch]
-        msg, summary = _run_batch(group, server)
+        msg, summary = run(group, server)
         stats["compiles"] += 1
         stats["graphs"] += len(group)
         stats["native_nodes"] += summary.get("native", 0) + summary.get("extern", 0)
         stats["fallback_nodes"] += summary.get("fallback", 0)
         fallbacks.update(summary.get("fallback_ops", []))
+        back = summary.get("backward") or {}  # the training graph's backward
+        stats["native_nodes"] += back.get("native", 0) + back.get("extern", 0)
+        stats["fallback_nodes"] += back.get("fallback", 0)
+        fallbacks.update(back.get("fallback_ops", []))
         if msg is None:
             continue
         if len(group) == 1:
@@ -570,7 +694,7 @@ def check_graphs(programs, server, batch=8):
             continue
         alone = []
         for p in group:
-            m, _ = _run_batch([p], server)
+            m, _ = run([p], server)
             stats["compiles"] += 1
             if m is not None:
                 alone.append(Failure(p, m))
@@ -590,6 +714,10 @@ def main(argv=None):
                    help="first program's seed (default: random, printed; $FUZZ_SEED)")
     p.add_argument("--batch", type=int, default=8, help="programs per compile (8)")
     p.add_argument("--server", help="a running daemon's address (default: start one)")
+    p.add_argument("--grad", action="store_true",
+                   help="compile each program for training and compare the gradients of "
+                        "a random weighting of its outputs with respect to every floating "
+                        "input (a compiled forward and backward)")
     p.add_argument("--show", type=int, metavar="SEED", help="print the program of SEED and exit")
     args = p.parse_args(argv)
     if args.show is not None:
@@ -599,8 +727,9 @@ def main(argv=None):
     if seed is None:
         env = os.environ.get("FUZZ_SEED")
         seed = int(env) if env else random.SystemRandom().randrange(1 << 30)
-    print(f"graphgen: {args.n} programs, seeds {seed}..{seed + args.n - 1} "
-          f"(reproduce: {os.path.basename(__file__)} --seed {seed} -n {args.n})", flush=True)
+    print(f"graphgen: {args.n} programs{' (gradients)' if args.grad else ''}, seeds {seed}..{seed + args.n - 1} "
+          f"(reproduce: {os.path.basename(__file__)} {'--grad ' if args.grad else ''}"
+          f"--seed {seed} -n {args.n})", flush=True)
     daemon = None
     server = args.server
     if server is None:
@@ -614,7 +743,7 @@ def main(argv=None):
         chunk = 200
         for start in range(0, args.n, chunk):
             progs = [generate(seed + i) for i in range(start, min(args.n, start + chunk))]
-            f, fb, st = check_graphs(progs, server, batch=args.batch)
+            f, fb, st = check_graphs(progs, server, batch=args.batch, grad=args.grad)
             failures += f
             fallbacks.update(fb)
             totals.update(st)
@@ -631,6 +760,7 @@ def main(argv=None):
           f"{len(IMPRECISE)} imprecise (within float32 rounding of a float64 run: {IMPRECISE[:20]}), "
           f"{len(UNSTABLE)} unstable (eager gives the same for inputs one ulp away: "
           f"{UNSTABLE[:20]}), "
+          f"{len(EAGER_RAISES)} left out (eager's gradients raise: {EAGER_RAISES[:20]}), "
           f"{len(SHARING)} with outputs sharing storage unlike eager's (not failing: {SHARING[:20]})")
     if fallbacks:
         print("fallback operators: " + ", ".join(f"{k} x{n}" for k, n in fallbacks.most_common()))

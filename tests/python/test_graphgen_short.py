@@ -65,3 +65,17 @@ def test_judge_tells_unstable_programs_from_wrong_results():
     wrong[0].view(-1)[0] += 100.0
     message = graphgen.judge(program, f, wrong, want, inputs)
     assert message is not None and "261115" in message
+
+
+# Found by graphgen --grad: 270012 (layer_norm's backward over one element,
+# ATen's order of its cancelling terms under gcc's contraction), 272777
+# (atan2 computed twice, for amin through a view and for the saved output:
+# no element equal to the minimum, 0 / 0).
+GRAD_SEEDS = SEEDS[:16] + [270012, 272777]
+
+
+def test_random_programs_gradients_match_eager(server):
+    programs = [graphgen.generate(s) for s in GRAD_SEEDS]
+    failures, _, stats = graphgen.check_graphs(programs, server, batch=6, grad=True)
+    assert not failures, "\n".join(str(f) for f in failures)
+    assert stats["native_nodes"] > 3 * len(GRAD_SEEDS)
