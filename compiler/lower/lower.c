@@ -1208,6 +1208,32 @@ static bool holds_intermediates(const ir_tensor *t) {
   return ir_expr_walk(t->body, note_held, &h) == 1;
 }
 
+/* Realizes the computation t of value v in the layout maybe_realize
+ * would give it. */
+static ir_buf *realize_value(lower_ctx *L, ir_tensor *t, const gc_value *v) {
+  if (L->eager_layout[v->id])
+    return L_realize(L, t, &v->meta);
+  return L_realize_chosen(L, t, &v->meta);
+}
+
+/* Inlined into a max or min, a computation with other users would be
+ * evaluated twice, and two evaluations of one expression can differ in the
+ * last bit: a product contracted into a multiply-add in one loop and not
+ * in the other, a vector math call against a scalar one in a loop's tail.
+ * The backward of amax compares the maximum with the values it came from
+ * and divides by how many are equal: 0 / 0 when none is (graphgen --grad,
+ * seed 282388). */
+int L_tensor_once(lower_ctx *L, const gc_node *n, const char *name,
+                  ir_tensor **out) {
+  ir_tensor *t = *out = L_tensor(L, n, name);
+  if (!t)
+    return 0;
+  ir_tensor *root = view_root(t);
+  if (!root || !root->value || L->users[root->value->id] <= 1)
+    return 0;
+  return realize_value(L, root, root->value) ? 0 : GC_ENOMEM;
+}
+
 static int maybe_realize(lower_ctx *L, const gc_value *v) {
   ir_tensor *t = L->val[v->id];
   if (!t || t->kind != IR_T_LOOP || t->realized)
@@ -1220,9 +1246,7 @@ static int maybe_realize(lower_ctx *L, const gc_value *v) {
                  (shared && L->call_reads[v->id]);
   if (!realize)
     return 0;
-  if (L->eager_layout[v->id])
-    return L_realize(L, t, &v->meta) ? 0 : GC_ENOMEM;
-  return L_realize_chosen(L, t, &v->meta) ? 0 : GC_ENOMEM;
+  return realize_value(L, t, v) ? 0 : GC_ENOMEM;
 }
 
 static const rule *rule_of(lower_ctx *L, const gc_node *n) {

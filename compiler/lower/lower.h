@@ -66,6 +66,12 @@ const gc_arg *L_arg(lower_ctx *L, const gc_node *n, const char *name);
 /* The IR tensor of a tensor argument; NULL when None, absent or not a
  * tensor (a number in a Tensor slot is not a tensor: see L_scalar). */
 ir_tensor *L_tensor(lower_ctx *L, const gc_node *n, const char *name);
+/* The same, for a reduction that picks one of its elements (max, min and
+ * their arg forms): when the computation it reads has other users, it is
+ * realized first, so the reduction and every other reader see the same
+ * bits (0 with *out NULL: not a tensor; GC_ENOMEM). */
+int L_tensor_once(lower_ctx *L, const gc_node *n, const char *name,
+                  ir_tensor **out);
 /* The IR tensors of a Tensor[] argument: returns how many items it has
  * (-1 when it is not a list of tensors) and sets *out to an array of them
  * (an item that is None gets NULL). */

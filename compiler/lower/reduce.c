@@ -158,7 +158,10 @@ int lower_amax(lower_ctx *L, const gc_node *n, int which) {
   if (!get_dims(L, n, "dim", &dims, &nd))
     return GC_EUNSUPPORTED;
   red r;
-  int rc = setup(L, n, 0, L_tensor(L, n, "self"), dims, nd, true, &r);
+  ir_tensor *x;
+  int rc = L_tensor_once(L, n, "self", &x);
+  if (!rc)
+    rc = setup(L, n, 0, x, dims, nd, true, &r);
   if (rc)
     return rc;
   if (r.count == 0 || r.x->dtype == GC_DTYPE_BOOL)
@@ -183,8 +186,10 @@ int lower_argmax(lower_ctx *L, const gc_node *n, int which) {
     return GC_EUNSUPPORTED;
   red r;
   int idx_out = pair ? 1 : 0;
-  int rc = setup(L, n, idx_out, L_tensor(L, n, "self"), all ? NULL : &dim,
-                 all ? 0 : 1, all, &r);
+  ir_tensor *x;
+  int rc = L_tensor_once(L, n, "self", &x);
+  if (!rc)
+    rc = setup(L, n, idx_out, x, all ? NULL : &dim, all ? 0 : 1, all, &r);
   if (rc)
     return rc;
   if (r.count == 0 || r.x->dtype == GC_DTYPE_BOOL)
