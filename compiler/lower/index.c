@@ -20,7 +20,9 @@
  * Inputs that eager skips (1-D and empty) and inputs of size 0 along dim
  * take no part; each input is converted to the output's dtype (cat
  * promotes). constant_pad_nd reads the input where the padded index falls
- * inside it (negative pads crop) and the value elsewhere.
+ * inside it (negative pads crop) and the value elsewhere;
+ * slice_backward and select_backward read the gradient where the slice or
+ * select took its elements and give 0 elsewhere.
  */
 #include <math.h>
 #include <string.h>
@@ -333,6 +335,115 @@ int lower_constant_pad(lower_ctx *L, const gc_node *n, int unused) {
   ir_expr *e = L_load(L, x, at);
   if (inside)
     e = ir_op3(ir, IR_WHERE, p.dt, inside, e, value);
+  return L__pw_finish(L, n, 0, &p, e);
+}
+
+/* slice_backward(grad_output, input_sizes, dim, start, end, step): zeros
+ * of input_sizes with grad_output where the slice took its elements
+ * (start and end normalized as slicing does: negative ones count from the
+ * end, both clamped into the dim). */
+int lower_slice_backward(lower_ctx *L, const gc_node *n, int unused) {
+  (void)unused;
+  ir_graph *ir = L_ir(L);
+  gc_symctx *s = &ir->sym;
+  L_pw p;
+  int rc = L__pw_begin(L, n, 0, &p);
+  if (rc)
+    return rc;
+  ir_tensor *g = L_tensor(L, n, "grad_output");
+  const int64_t *in_sizes;
+  int nin;
+  int64_t dim, start, end, step;
+  if (!g || !L_ints(L, n, "input_sizes", &in_sizes, &nin) || nin != p.rank ||
+      !L_int(L, n, "dim", &dim) || !L_int(L, n, "start", &start) ||
+      !L_int(L, n, "end", &end) || !L_int(L, n, "step", &step) || step <= 0 ||
+      g->rank != p.rank || g->dtype != p.dt)
+    return GC_EUNSUPPORTED;
+  if (dim < 0)
+    dim += p.rank;
+  if (dim < 0 || dim >= p.rank)
+    return GC_EUNSUPPORTED;
+  for (int d = 0; d < p.rank; d++)
+    if (in_sizes[d] != p.sizes[d] || (d != dim && g->sizes[d] != p.sizes[d]))
+      return GC_EUNSUPPORTED;
+  int64_t size = p.sizes[dim];
+  if (start < 0)
+    start += size;
+  if (end < 0)
+    end += size;
+  start = start < 0 ? 0 : start > size ? size : start;
+  end = end < start ? start : end > size ? size : end;
+  int64_t len = (end - start + step - 1) / step;
+  if (g->sizes[dim] != len)
+    return GC_EUNSUPPORTED;
+  if (numel(p.rank, p.sizes) == 0 || len == 0)
+    return empty(L, n, &p);
+  gc_sym *j = gc_sym_addc(s, p.vars[dim], -start); /* offset into the slice */
+  if (!j)
+    return GC_ENOMEM;
+  gc_dtype i64 = GC_DTYPE_INT64;
+  ir_expr *v = ir_index(ir, j, i64);
+  ir_expr *inside =
+      ir_op2(ir, IR_AND, GC_DTYPE_BOOL,
+             ir_op2(ir, IR_GE, i64, v, ir_const_i(ir, 0, i64)),
+             ir_op2(ir, IR_LE, i64, v, ir_const_i(ir, (len - 1) * step, i64)));
+  if (step > 1)
+    inside =
+        ir_op2(ir, IR_AND, GC_DTYPE_BOOL, inside,
+               ir_op2(ir, IR_EQ, i64, ir_index(ir, gc_sym_mod(s, j, step), i64),
+                      ir_const_i(ir, 0, i64)));
+  gc_sym *at[IR_MAX_RANK];
+  for (int d = 0; d < p.rank; d++)
+    at[d] =
+        d == dim ? clamp(s, gc_sym_floordiv(s, j, step), len - 1) : p.vars[d];
+  ir_expr *e = ir_op3(ir, IR_WHERE, p.dt, inside, L_load(L, g, at),
+                      ir_const_i(ir, 0, p.dt));
+  return L__pw_finish(L, n, 0, &p, e);
+}
+
+/* select_backward(grad_output, input_sizes, dim, index): zeros of
+ * input_sizes with grad_output at `index` of dim (negative counts from the
+ * end). */
+int lower_select_backward(lower_ctx *L, const gc_node *n, int unused) {
+  (void)unused;
+  ir_graph *ir = L_ir(L);
+  L_pw p;
+  int rc = L__pw_begin(L, n, 0, &p);
+  if (rc)
+    return rc;
+  ir_tensor *g = L_tensor(L, n, "grad_output");
+  const int64_t *in_sizes;
+  int nin;
+  int64_t dim, index;
+  if (!g || !L_ints(L, n, "input_sizes", &in_sizes, &nin) || nin != p.rank ||
+      !L_int(L, n, "dim", &dim) || !L_int(L, n, "index", &index) ||
+      g->rank != p.rank - 1 || g->dtype != p.dt)
+    return GC_EUNSUPPORTED;
+  if (dim < 0)
+    dim += p.rank;
+  if (dim < 0 || dim >= p.rank)
+    return GC_EUNSUPPORTED;
+  if (index < 0)
+    index += p.sizes[dim];
+  if (index < 0 || index >= p.sizes[dim])
+    return GC_EUNSUPPORTED;
+  gc_sym *at[IR_MAX_RANK];
+  for (int d = 0, k = 0; d < p.rank; d++) {
+    if (in_sizes[d] != p.sizes[d])
+      return GC_EUNSUPPORTED;
+    if (d == dim)
+      continue;
+    if (g->sizes[k] != p.sizes[d])
+      return GC_EUNSUPPORTED;
+    at[k++] = p.vars[d];
+  }
+  if (numel(p.rank, p.sizes) == 0)
+    return empty(L, n, &p);
+  gc_dtype i64 = GC_DTYPE_INT64;
+  ir_expr *here = ir_op2(ir, IR_EQ, i64, ir_index(ir, p.vars[dim], i64),
+                         ir_const_i(ir, index, i64));
+  ir_expr *e = ir_op3(ir, IR_WHERE, p.dt, here, L_load(L, g, at),
+                      ir_const_i(ir, 0, p.dt));
   return L__pw_finish(L, n, 0, &p, e);
 }
 

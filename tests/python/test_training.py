@@ -197,6 +197,31 @@ def test_layer_norm_backward_where_its_terms_cancel(daemon):
     assert ours <= eager, (ours, eager)
 
 
+def test_slice_and_select_backward_are_native(daemon):
+    # ViT's class token (select), strided and negative slices, a chunk:
+    # their gradients are zeros with the gradient where the view took its
+    # elements, generated code rather than ATen calls
+    def f(x):
+        a = x[:, 0]
+        b = x[:, -5:-1:3]
+        c = x[..., 1::2]
+        d = x.select(2, -1)
+        e = x[:, 7:100]  # end past the dim: clamped
+        return a.exp(), (b * 2).sum(), c.tanh(), d * d, e.sum(1)
+
+    torch.manual_seed(0)
+    x = torch.randn(2, 9, 6, requires_grad=True)
+    cf = compiled.compile(f, (x,), server=daemon.address)
+    outs = cf(x)
+    grads = [torch.randn(o.shape) for o in outs]
+    torch.autograd.backward(outs, grads)
+    x2 = x.detach().clone().requires_grad_()
+    torch.autograd.backward(f(x2), grads)
+    torch.testing.assert_close(x.grad, x2.grad)
+    fallback = cf.summary()["backward"]["fallback_ops"]
+    assert "aten::slice_backward" not in fallback and "aten::select_backward" not in fallback
+
+
 def test_outputs_without_grad_and_unused_parameters(daemon):
     class M(torch.nn.Module):
         def __init__(self):
