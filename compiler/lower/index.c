@@ -338,6 +338,31 @@ int lower_constant_pad(lower_ctx *L, const gc_node *n, int unused) {
   return L__pw_finish(L, n, 0, &p, e);
 }
 
+/* What slice_backward and select_backward share: the output (zeros of
+ * input_sizes, p), grad_output (g, with `dropped` dims fewer: select
+ * drops dim) of the output's dtype, and dim, normalized. */
+static int view_backward_begin(lower_ctx *L, const gc_node *n, int dropped,
+                               L_pw *p, ir_tensor **g, int64_t *dim) {
+  int rc = L__pw_begin(L, n, 0, p);
+  if (rc)
+    return rc;
+  const int64_t *in_sizes;
+  int nin;
+  *g = L_tensor(L, n, "grad_output");
+  if (!*g || !L_ints(L, n, "input_sizes", &in_sizes, &nin) || nin != p->rank ||
+      !L_int(L, n, "dim", dim) || (*g)->rank != p->rank - dropped ||
+      (*g)->dtype != p->dt)
+    return GC_EUNSUPPORTED;
+  if (*dim < 0)
+    *dim += p->rank;
+  if (*dim < 0 || *dim >= p->rank)
+    return GC_EUNSUPPORTED;
+  for (int d = 0; d < p->rank; d++)
+    if (in_sizes[d] != p->sizes[d])
+      return GC_EUNSUPPORTED;
+  return 0;
+}
+
 /* slice_backward(grad_output, input_sizes, dim, start, end, step): zeros
  * of input_sizes with grad_output where the slice took its elements
  * (start and end normalized as slicing does: negative ones count from the
@@ -347,24 +372,16 @@ int lower_slice_backward(lower_ctx *L, const gc_node *n, int unused) {
   ir_graph *ir = L_ir(L);
   gc_symctx *s = &ir->sym;
   L_pw p;
-  int rc = L__pw_begin(L, n, 0, &p);
+  ir_tensor *g;
+  int64_t dim, start, end, step;
+  int rc = view_backward_begin(L, n, 0, &p, &g, &dim);
   if (rc)
     return rc;
-  ir_tensor *g = L_tensor(L, n, "grad_output");
-  const int64_t *in_sizes;
-  int nin;
-  int64_t dim, start, end, step;
-  if (!g || !L_ints(L, n, "input_sizes", &in_sizes, &nin) || nin != p.rank ||
-      !L_int(L, n, "dim", &dim) || !L_int(L, n, "start", &start) ||
-      !L_int(L, n, "end", &end) || !L_int(L, n, "step", &step) || step <= 0 ||
-      g->rank != p.rank || g->dtype != p.dt)
-    return GC_EUNSUPPORTED;
-  if (dim < 0)
-    dim += p.rank;
-  if (dim < 0 || dim >= p.rank)
+  if (!L_int(L, n, "start", &start) || !L_int(L, n, "end", &end) ||
+      !L_int(L, n, "step", &step) || step <= 0)
     return GC_EUNSUPPORTED;
   for (int d = 0; d < p.rank; d++)
-    if (in_sizes[d] != p.sizes[d] || (d != dim && g->sizes[d] != p.sizes[d]))
+    if (d != dim && g->sizes[d] != p.sizes[d])
       return GC_EUNSUPPORTED;
   int64_t size = p.sizes[dim];
   if (start < 0)
@@ -408,20 +425,12 @@ int lower_select_backward(lower_ctx *L, const gc_node *n, int unused) {
   (void)unused;
   ir_graph *ir = L_ir(L);
   L_pw p;
-  int rc = L__pw_begin(L, n, 0, &p);
+  ir_tensor *g;
+  int64_t dim, index;
+  int rc = view_backward_begin(L, n, 1, &p, &g, &dim);
   if (rc)
     return rc;
-  ir_tensor *g = L_tensor(L, n, "grad_output");
-  const int64_t *in_sizes;
-  int nin;
-  int64_t dim, index;
-  if (!g || !L_ints(L, n, "input_sizes", &in_sizes, &nin) || nin != p.rank ||
-      !L_int(L, n, "dim", &dim) || !L_int(L, n, "index", &index) ||
-      g->rank != p.rank - 1 || g->dtype != p.dt)
-    return GC_EUNSUPPORTED;
-  if (dim < 0)
-    dim += p.rank;
-  if (dim < 0 || dim >= p.rank)
+  if (!L_int(L, n, "index", &index))
     return GC_EUNSUPPORTED;
   if (index < 0)
     index += p.sizes[dim];
@@ -429,8 +438,6 @@ int lower_select_backward(lower_ctx *L, const gc_node *n, int unused) {
     return GC_EUNSUPPORTED;
   gc_sym *at[IR_MAX_RANK];
   for (int d = 0, k = 0; d < p.rank; d++) {
-    if (in_sizes[d] != p.sizes[d])
-      return GC_EUNSUPPORTED;
     if (d == dim)
       continue;
     if (g->sizes[k] != p.sizes[d])
