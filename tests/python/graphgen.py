@@ -550,6 +550,7 @@ def _one_ulp(x, gen):
 IMPRECISE = []  # seeds that passed only against the float64 run
 UNSTABLE = []  # seeds that passed only against eager on inputs one ulp away
 EAGER_RAISES = []  # seeds left out of --grad: eager's backward raises
+ZERO_SPREAD = []  # seeds left out of --grad: a std or var of a constant row
 
 
 # ---------------------------------------------------------------------------
@@ -593,15 +594,40 @@ def grad_of(f, weights):
     return g
 
 
+def _zero_spread(program):
+    """Whether some std or var of the program is 0 up to float32 rounding
+    somewhere (a constant row, e.g. of an expanded input): its gradient
+    there is 0 / 0 in exact arithmetic. ATen's std_backward defines it as
+    0 when the std is exactly 0, which generated code's std of a constant
+    row is; eager's std of such a row is often 1e-7, and its gradient then
+    that rounding error over 1e-7, O(1) and meaningless (--grad seed
+    304820)."""
+    f, ins = program.build()
+    ns = dict(zip(program.inputs, ins), torch=torch)
+    with torch.no_grad():
+        for stmt in program.body:
+            exec(stmt, ns)
+            name, expr = stmt.split(" = ", 1)
+            if expr.startswith(("torch.std(", "torch.var(")):
+                v = ns[name]
+                if v.numel() and bool((v.abs() < 1e-5).any()):
+                    return True
+    return False
+
+
 def _run_grad_batch(programs, server):
     """As _run_batch for gradients: compiles the programs as one training
     function (a compiled forward and backward), takes the gradients of
     every program's loss and compares them with eager's (judge). Returns
     (None or a message, summary). Programs whose eager gradients raise
     (torch 1.13's atan2 backward negates a bool input) are left out and
-    counted in EAGER_RAISES."""
+    counted in EAGER_RAISES, those with a std or var of a constant row
+    (_zero_spread) in ZERO_SPREAD."""
     kept, built, eager_in, eager, weights, wants = [], [], [], [], [], []
     for p in programs:
+        if _zero_spread(p):
+            ZERO_SPREAD.append(p.seed)
+            continue
         f, ins = p.build()
         cl = clone_inputs(ins)
         with torch.no_grad():
@@ -761,6 +787,8 @@ def main(argv=None):
           f"{len(UNSTABLE)} unstable (eager gives the same for inputs one ulp away: "
           f"{UNSTABLE[:20]}), "
           f"{len(EAGER_RAISES)} left out (eager's gradients raise: {EAGER_RAISES[:20]}), "
+          f"{len(ZERO_SPREAD)} left out (a std or var of a constant row: "
+          f"{ZERO_SPREAD[:20]}), "
           f"{len(SHARING)} with outputs sharing storage unlike eager's (not failing: {SHARING[:20]})")
     if fallbacks:
         print("fallback operators: " + ", ".join(f"{k} x{n}" for k, n in fallbacks.most_common()))
