@@ -131,6 +131,11 @@ static const char prelude[] =
     "GC_MATH(erfc) GC_MATH(cbrt) GC_MATH(lgamma)\n"
     "GC_MATH2(pow) GC_MATH2(atan2) GC_MATH2(hypot) GC_MATH2(fmod)\n"
     "\n"
+    "/* 0, in a variable gcc cannot see through: an integer made from a\n"
+    " * float and made a float again is offset by it, or gcc turns the two\n"
+    " * conversions into trunc(), which keeps the sign of -0.4 (cexpr.c). */\n"
+    "__attribute__((visibility(\"hidden\"))) int64_t gc_izero = 0;\n"
+    "\n"
     "/* Python's floor division and modulo of integers (b != 0). */\n"
     "static inline int64_t gc_floordiv(int64_t a, int64_t b) {\n"
     "  int64_t q = a / b;\n"
@@ -536,6 +541,15 @@ static char *spell(cx *c, const ir_expr *e, const char *a, const char *b,
       return gc_arena_printf(ar, "(uint8_t)(%s != 0)", a);
     if (d == GC_DTYPE_UINT8 && is_f(ad))
       return gc_arena_printf(ar, "(uint8_t)(int64_t)%s", a);
+    /* An integer made a float is never -0.0, but under -fno-trapping-math
+     * gcc turns (float)(int)x of a float x into trunc(x), which keeps x's
+     * sign, and then drops a + 0.0 as it would for an integer:
+     * (float)(int64_t)-0.4f came out -0.0 (atan2 of it and -1 was -pi
+     * against eager's pi; graphgen seed 313879). Offset by gc_izero, the
+     * integer is not one gcc knows came from a float. */
+    if (is_f(d) && e->args[0] && e->args[0]->op == IR_CAST &&
+        e->args[0]->args[0] && is_f(e->args[0]->args[0]->dtype))
+      return gc_arena_printf(ar, "(%s)(%s + gc_izero)", cx_ctype(d), a);
     return gc_arena_printf(ar, "(%s)%s", cx_ctype(d), a);
   case IR_NEG:
     return gc_arena_printf(ar, "(-%s)", a);

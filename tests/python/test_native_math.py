@@ -190,6 +190,20 @@ def test_bool_arithmetic_and_comparisons(server):
           (b, c), server=server, fallback=0, atol=0, rtol=0)
 
 
+def test_float_to_integer_and_back_has_no_negative_zero(server):
+    # Found by graphgen (seed 313879): gcc turned (float)(int64_t)x into
+    # trunc(x), which keeps the sign of -0.4, so atan2(that, -1) was -pi
+    # where eager, whose integer 0 becomes +0.0, gives pi
+    def f(x, y):
+        i = (x * 4).to(torch.int64)
+        j = x.to(torch.int32)
+        return with_signs(i.to(torch.float32), torch.atan2(i, y), j.to(torch.float64),
+                          (x * 3).to(torch.int16).to(torch.float32))
+    x = torch.tensor([-0.1, 0.1, -0.3, -0.9, 2.0, -0.0, 0.0, -7.7] * 4)
+    y = -torch.ones(32)
+    check(f, (x, y), server=server, fallback=0, atol=0, rtol=0)
+
+
 def test_clamps_keep_negative_zero_as_eager(server):
     # relu, hardtanh and clamp with number bounds keep x when it equals the
     # bound: relu(-0.0) is -0.0 in eager (a defect before this change)
