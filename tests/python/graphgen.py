@@ -391,6 +391,22 @@ class Failure:
                 f"{self.program.source()}")
 
 
+def _combined(fns, counts, copies=None):
+    """One function of all the programs' inputs (counts[k] for fns[k])
+    returning a tuple of their output tuples; output i of program k is
+    cloned when i is in copies[k]."""
+    def fn(*xs):
+        outs, at = [], 0
+        for k, (f, n) in enumerate(zip(fns, counts)):
+            out = f(*xs[at:at + n])
+            if copies and copies[k]:
+                out = tuple(o.clone() if i in copies[k] else o for i, o in enumerate(out))
+            outs.append(out)
+            at += n
+        return tuple(outs)
+    return fn
+
+
 def _run_batch(programs, server):
     """Compiles the programs as one function and compares. Returns (None or
     a message, summary)."""
@@ -398,13 +414,7 @@ def _run_batch(programs, server):
     counts = [len(ins) for _, ins in built]
     fns = [f for f, _ in built]
     flat = tuple(t for _, ins in built for t in ins)
-
-    def fn(*xs):
-        outs, at = [], 0
-        for f, n in zip(fns, counts):
-            outs.append(f(*xs[at:at + n]))
-            at += n
-        return tuple(outs)
+    fn = _combined(fns, counts)
 
     with torch.no_grad():
         try:
@@ -559,19 +569,28 @@ def _run_eager(f, inputs):
         return None
 
 
+def _statements(program, inputs):
+    """Runs the program eagerly (no grad) one statement at a time, yielding
+    (namespace, name, expression) after each: a caller may replace
+    namespace[name] before the next statement reads it."""
+    ns = dict(zip(program.inputs, inputs), torch=torch)
+    with torch.no_grad():
+        for stmt in program.body:
+            exec(stmt, ns)
+            name, expr = stmt.split(" = ", 1)
+            yield ns, name, expr
+
+
 def _run_moved(program, inputs, gen):
     """The program's outputs, run eagerly statement by statement with every
     floating input and every floating value it computes moved by one ulp
     (_one_ulp); None when it raises."""
-    ns = dict(zip(program.inputs, [_one_ulp(x, gen) for x in inputs]), torch=torch)
+    ns = {}
     try:
-        with torch.no_grad():
-            for stmt in program.body:
-                exec(stmt, ns)
-                name = stmt.split(" = ", 1)[0]
-                if isinstance(ns[name], torch.Tensor):
-                    ns[name] = _one_ulp(ns[name], gen)
-            return tuple(ns[o] for o in program.outputs)
+        for ns, name, _ in _statements(program, [_one_ulp(x, gen) for x in inputs]):
+            if isinstance(ns[name], torch.Tensor):
+                ns[name] = _one_ulp(ns[name], gen)
+        return tuple(ns[o] for o in program.outputs)
     except Exception:
         return None
 
@@ -633,7 +652,7 @@ def grad_of(f, weights):
     return g
 
 
-def _zero_spread(program):
+def _zero_spread(program, inputs):
     """Whether some std or var of the program is 0 up to float32 rounding
     somewhere (a constant row, e.g. of an expanded input): its gradient
     there is 0 / 0 in exact arithmetic. ATen's std_backward defines it as
@@ -641,16 +660,11 @@ def _zero_spread(program):
     row is; eager's std of such a row is often 1e-7, and its gradient then
     that rounding error over 1e-7, O(1) and meaningless (--grad seed
     304820)."""
-    f, ins = program.build()
-    ns = dict(zip(program.inputs, ins), torch=torch)
-    with torch.no_grad():
-        for stmt in program.body:
-            exec(stmt, ns)
-            name, expr = stmt.split(" = ", 1)
-            if expr.startswith(("torch.std(", "torch.var(")):
-                v = ns[name]
-                if v.numel() and bool((v.abs() < 1e-5).any()):
-                    return True
+    for ns, name, expr in _statements(program, inputs):
+        if expr.startswith(("torch.std(", "torch.var(")):
+            v = ns[name]
+            if v.numel() and bool((v.abs() < 1e-5).any()):
+                return True
     return False
 
 
@@ -664,10 +678,10 @@ def _run_grad_batch(programs, server):
     (_zero_spread) in ZERO_SPREAD."""
     kept, built, eager_in, eager, weights, wants = [], [], [], [], [], []
     for p in programs:
-        if _zero_spread(p):
+        f, ins = p.build()
+        if _zero_spread(p, ins):
             ZERO_SPREAD.append(p.seed)
             continue
-        f, ins = p.build()
         cl = clone_inputs(ins)
         with torch.no_grad():
             outs = f(*cl)
@@ -689,25 +703,10 @@ def _run_grad_batch(programs, server):
     # whole function train through one ATen program (docs/training.md); a
     # copy of each such output keeps the batch's programs native. Gradients
     # are the same.
-    copies = []
-    for outs, ins in zip(eager, eager_in):
-        seen = {x.storage().data_ptr() for x in ins if x.numel()}
-        dup = set()
-        for i, o in enumerate(outs):
-            ptr = o.storage().data_ptr() if o.numel() else None
-            if ptr is not None and ptr in seen:
-                dup.add(i)
-            seen.add(ptr)
-        copies.append(dup)
+    copies = [{i for i, shared in enumerate(sharing([outs], ins)) if shared}
+              for outs, ins in zip(eager, eager_in)]
     flat = tuple(t for _, ins in built for t in ins)
-
-    def fn(*xs):
-        outs, at = [], 0
-        for f, n, dup in zip(fns, counts, copies):
-            outs.append(tuple(o.clone() if i in dup else o
-                              for i, o in enumerate(f(*xs[at:at + n]))))
-            at += n
-        return tuple(outs)
+    fn = _combined(fns, counts, copies)
 
     try:
         with warnings.catch_warnings():
