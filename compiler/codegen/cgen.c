@@ -27,7 +27,7 @@
  * with its own partial result, combined in thread order afterwards (the
  * result depends on the thread count, not on timing).
  *
- * Kernels whose work is below PARALLEL_MIN elements run on the calling
+ * Kernels whose work is below CG_PARALLEL_MIN elements run on the calling
  * thread: an OpenMP fork costs microseconds.
  *
  * Streamed stores. A plain store to memory not in any cache first reads the
@@ -54,7 +54,6 @@
 #include "compiler/codegen/cexpr.h"
 #include "compiler/codegen/cgen_internal.h"
 
-#define PARALLEL_MIN 32768
 #define CG_STREAM_MIN_BYTES ((int64_t)32 << 20) /* a last-level cache */
 #define CG_STREAM_BLOCK 256                     /* elements per block */
 #define CG_STREAM_MIN_INNER 512                 /* bytes of an inner loop */
@@ -1149,7 +1148,7 @@ static void gen_kernel(cg *g, const sc_kernel *k) {
   }
   if (g->chk)
     cg__line(g, 2, "int gc_err = 0; /* a data index out of range */");
-  bool par = k->work >= PARALLEL_MIN;
+  bool par = k->work >= CG_PARALLEL_MIN;
   if (colsum_kernel(g, k, par)) {
     gen_colsum(g, k);
     cg__line(g, 2, "return 0;");
@@ -1627,9 +1626,12 @@ static void gen_colsum(cg *g, const sc_kernel *k) {
  * as ATen's, so results are eager's. Row-major C = A B is column-major
  * C^T = B^T A^T: BLAS gets B first. */
 
-static void blas_params(cg *g, const sc_kernel *k, params *p) {
+/* The parameters of a call kernel generated code makes: a bmm's self,
+ * mat2 and out; a scan's self, out and (cummax, cummin) out2. */
+static void call_params(cg *g, const sc_kernel *k, params *p) {
+  const ir_node *c = k->call;
   const ir_view *a, *b;
-  sc_bmm_operands(k->call, &a, &b);
+  sc_bmm_operands(c, &a, &b);
   /* in the compile's arena: daemon workers generate code concurrently */
   ir_buf **bufs = gc_arena_calloc(cg__arena(g), 3, sizeof *bufs);
   bool *written = gc_arena_calloc(cg__arena(g), 3, sizeof *written);
@@ -1640,12 +1642,17 @@ static void blas_params(cg *g, const sc_kernel *k, params *p) {
   }
   /* by storage, as loop kernels' parameters (a buffer computed in place
    * of another lives at its storage's address) */
-  bufs[0] = ir_buf_storage(a->buf);
-  bufs[1] = ir_buf_storage(b->buf);
-  bufs[2] = ir_buf_storage(k->call->out);
-  written[0] = written[1] = false;
-  written[2] = true;
-  *p = (params){.bufs = bufs, .written = written, .n = 3};
+  int n = 0;
+  bufs[n++] = ir_buf_storage(a->buf);
+  if (!c->scan)
+    bufs[n++] = ir_buf_storage(b->buf);
+  written[n] = true;
+  bufs[n++] = ir_buf_storage(c->out);
+  if (c->scan && c->out2) {
+    written[n] = true;
+    bufs[n++] = ir_buf_storage(c->out2);
+  }
+  *p = (params){.bufs = bufs, .written = written, .n = n};
 }
 
 static void gen_blas(cg *g, const sc_kernel *k) {
@@ -1703,7 +1710,7 @@ static void assign_slots(cg *g) {
       continue;
     params p = {0};
     if (kn->in_c)
-      blas_params(g, kn, &p);
+      call_params(g, kn, &p);
     else
       cg__kernel_params(g, kn, &p);
     for (int i = 0; i < p.n; i++) {
@@ -1762,7 +1769,7 @@ static const char stream_text[] =
 static void call_kernel(cg *g, const sc_kernel *k) {
   params p = {0};
   if (k->in_c)
-    blas_params(g, k, &p);
+    call_params(g, k, &p);
   else
     cg__kernel_params(g, k, &p);
   gc_buf_printf(&g->out, "  if (%s(", g->impl[k->id]);
@@ -1843,7 +1850,11 @@ int gc_codegen(ir_graph *ir, const sc_schedule *s, const char *key_hex,
       gen_kernel(&g, s->kernels[k]);
       out->nkernels++;
     } else if (s->kernels[k]->in_c) {
-      gen_blas(&g, s->kernels[k]);
+      if (s->kernels[k]->call->scan) {
+        cg__gen_scan(&g, s->kernels[k]);
+        out->nkernels++;
+      } else
+        gen_blas(&g, s->kernels[k]);
     }
   gen_segments(&g);
   out->uses_vector_math = g.x.vector_math;

@@ -10,6 +10,7 @@
 #include "compiler/codegen/cgen.h"
 #include "compiler/strmap.h"
 
+#define CG_PARALLEL_MIN 32768 /* elements: smaller kernels run serially */
 #define CG_SUM_BLOCK 4096     /* float32 sums: float partials this long */
 #define CG_WELFORD_BLOCK 1024 /* Welford: blocks merged with Chan's formula */
 #define CG_MAX_THREADS 256    /* per-thread partials of big reductions */
@@ -47,6 +48,7 @@ typedef struct cg {
   bool streams;       /* the kernel being generated streams a store */
   bool *streamed;     /* per buffer id: its store streams (that kernel) */
   bool stream_used;   /* a kernel uses gc_stream */
+  bool scan_math;     /* gc_scan_exp and gc_scan_log1p are defined */
   const sc_stage *stream_st; /* the stage whose loop body is being emitted
                                 with its streamed stores into blocks */
   const char *stream_lo;     /* the inner variable's value at the block's
@@ -103,6 +105,9 @@ gc_dtype cg__val_dtype(const cg *g, const ir_node *n);
 bool cg__is_float(gc_dtype d);
 /* The flat index of the current point of a reduction stage. */
 const char *cg__flat_index(cg *g, const sc_stage *st);
+
+/* scan.c: the function of a scan's call kernel (ir_node.scan). */
+void cg__gen_scan(cg *g, const sc_kernel *k);
 
 /* tiled.c: should kernel k run tiled, and its code (after the signature
  * and the error flag). */

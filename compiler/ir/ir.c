@@ -930,6 +930,31 @@ static void vexpr(vctx *v, const ir_expr *e) {
     vfail(v, "expression nested too deep");
 }
 
+/* A scan reads its `self` view, of the output's sizes, along scan_dim. */
+static void vscan(vctx *v, const ir_node *n) {
+  const ir_view *x = NULL;
+  for (int a = 0; a < n->nargs; a++)
+    if (n->args[a].arg.kind == GC_ARG_TENSOR && n->args[a].views &&
+        !strcmp(n->args[a].name, "self"))
+      x = n->args[a].views[0];
+  const ir_buf *o = n->out;
+  bool idx = n->scan == IR_SCAN_MAX || n->scan == IR_SCAN_MIN;
+  if (n->kind != IR_EXTERN || !o || o->def != n || !x ||
+      (idx && (!n->out2 || n->out2->def != n ||
+               n->out2->dtype != GC_DTYPE_INT64 || n->out2->rank != o->rank))) {
+    vfail(v, "a scan needs an extern node writing its buffer (and indices), "
+             "and a self view");
+    return;
+  }
+  if (n->scan_dim < 0 || n->scan_dim >= o->rank || x->rank != o->rank)
+    vfail(v, "scans dim %d of a rank-%d buffer reading a rank-%d view",
+          n->scan_dim, o->rank, x->rank);
+  for (int i = 0; i < o->rank && i < x->rank; i++)
+    if (x->sizes[i] != o->sizes[i] || (idx && n->out2->sizes[i] != o->sizes[i]))
+      vfail(v, "scan input size %d is %lld, the buffer's %lld", i,
+            (long long)x->sizes[i], (long long)o->sizes[i]);
+}
+
 static void vnode(vctx *v, const ir_node *n) {
   if (n->kind == IR_POINTWISE || n->kind == IR_REDUCTION) {
     if (!n->out || n->out->def != n) {
@@ -962,6 +987,8 @@ static void vnode(vctx *v, const ir_node *n) {
           vfail(v, "argument %s reads buf%d before it is written",
                 n->args[a].name, b->id);
       }
+    if (n->scan)
+      vscan(v, n);
   }
 }
 
@@ -1270,7 +1297,10 @@ char *ir_print(ir_graph *ir) {
       break;
     case IR_EXTERN:
     case IR_FALLBACK:
-      pf(&p, "  %s %s(", n->kind == IR_EXTERN ? "extern" : "fallback",
+      pf(&p, "  %s %s(",
+         n->scan                ? "scan"
+         : n->kind == IR_EXTERN ? "extern"
+                                : "fallback",
          n->op ? n->op->name : "?");
       for (int a = 0; a < n->nargs; a++) {
         const ir_call_arg *ca = &n->args[a];

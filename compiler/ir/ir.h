@@ -243,6 +243,17 @@ typedef enum ir_reduction {
 
 const char *ir_reduction_name(ir_reduction r);
 
+/* Scans (EXTERN nodes generated code makes): cumsum, cumprod,
+ * logcumsumexp, cummax, cummin. */
+typedef enum ir_scan {
+  IR_SCAN_NONE, /* not a scan */
+  IR_SCAN_SUM,
+  IR_SCAN_PROD,
+  IR_SCAN_LOGSUMEXP,
+  IR_SCAN_MAX, /* values and indices; NaN wins, ties take the later index */
+  IR_SCAN_MIN,
+} ir_scan;
+
 /* An argument of an extern or fallback call: a value of the original
  * graph's node, with tensors replaced by IR tensors. */
 typedef struct ir_call_arg {
@@ -277,7 +288,8 @@ struct ir_node {
   ir_reduction red;
   ir_buf *out2, *out3; /* REDUCTION: argmax/argmin's value buffer is `out`
                           and the index `out2`; WELFORD: mean `out`, m2
-                          `out2`, count `out3` (any may be NULL) */
+                          `out2`, count `out3` (any may be NULL); a
+                          cummax/cummin scan: the indices in `out2` */
   ir_expr *body;       /* value at (vars, rvars) */
   /* EXTERN, FALLBACK: the ATen call */
   const gc_node *gnode; /* the functional graph's node */
@@ -287,6 +299,11 @@ struct ir_node {
   ir_buf **results; /* one per schema return (NULL: unused/none) */
   int nresults;
   bool out_variant; /* EXTERN: op is the .out overload writing `out` */
+  ir_scan scan;     /* EXTERN: a scan along dimension scan_dim of `out`,
+                       reading the call's `self`, that generated code
+                       makes (lower/scan.c, codegen/scan.c); cummax and
+                       cummin write their indices into out2 */
+  int scan_dim;
   /* provenance, for comments and dumps */
   int *gnodes; /* graph node ids it computes */
   int ngnodes;

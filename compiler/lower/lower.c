@@ -964,15 +964,13 @@ ir_node *L_out_call(lower_ctx *L, const gc_node *gn, const gc_op *op,
   return n;
 }
 
-/* An extern call writing `out` through the .out overload `out_op` (the
- * graph node's arguments, plus out=). The buffer is an arena buffer in
- * eager's layout, so BLAS writes where the planner put it. */
-int L_extern_out(lower_ctx *L, const gc_node *gn, const char *out_op) {
-  ir_graph *ir = L->ir;
-  const gc_op *op = op_named(L, out_op);
-  const gc_tensor_meta *m = L_out_meta(gn, 0);
+/* An arena buffer in eager's layout for output k of gn (*b NULL when out
+ * of memory); GC_EUNSUPPORTED when that layout is not dense. */
+static int out_buffer(lower_ctx *L, const gc_node *gn, int k, ir_buf **b) {
+  const gc_tensor_meta *m = L_out_meta(gn, k);
   int64_t sz[IR_MAX_RANK], st[IR_MAX_RANK];
-  if (!op || !m || m->rank > IR_MAX_RANK || !L_static_sizes(m, sz) ||
+  *b = NULL;
+  if (!m || m->rank > IR_MAX_RANK || !L_static_sizes(m, sz) ||
       !static_strides(m, st))
     return GC_EUNSUPPORTED;
   /* out= writes a dense tensor; a layout with gaps would make ATen copy */
@@ -981,20 +979,46 @@ int L_extern_out(lower_ctx *L, const gc_node *gn, const char *out_op) {
   for (int i = 0; i < m->rank; i++)
     if (sz[i] > 1 && dense[i] != st[i])
       return GC_EUNSUPPORTED;
-  ir_buf *b = ir_buf_new(ir, IR_BUF_ARENA, m->dtype, m->rank, sz, st);
-  ir_node *n = b ? L_out_call(L, gn, op, b, gn->nargs) : NULL;
+  *b = ir_buf_new(L->ir, IR_BUF_ARENA, m->dtype, m->rank, sz, st);
+  if (*b)
+    (*b)->value = gn->outputs[k].v;
+  return 0;
+}
+
+/* An extern call writing `out` through the .out overload `out_op` (the
+ * graph node's arguments, plus out=; a node with two outputs, as cummax,
+ * writes the second into out2). The buffers are arena buffers in eager's
+ * layout, so BLAS writes where the planner put them. */
+int L_extern_out(lower_ctx *L, const gc_node *gn, const char *out_op) {
+  ir_graph *ir = L->ir;
+  const gc_op *op = op_named(L, out_op);
+  bool two = gn->noutputs == 2;
+  if (!op || gn->noutputs < 1 || gn->noutputs > 2)
+    return GC_EUNSUPPORTED;
+  ir_buf *b, *b2 = NULL;
+  int rc = out_buffer(L, gn, 0, &b);
+  if (!rc && two)
+    rc = out_buffer(L, gn, 1, &b2);
+  if (rc)
+    return rc;
+  ir_node *n = b && (b2 || !two) ? L_out_call(L, gn, op, b, gn->nargs) : NULL;
   if (!n)
     return GC_ENOMEM;
-  b->value = gn->outputs[0].v;
+  if (two) {
+    n->out2 = b2;
+    b2->def = n;
+  }
   for (int i = 0; i < gn->nargs; i++) {
-    int rc = call_arg(L, &gn->args[i], &n->args[i], false);
+    rc = call_arg(L, &gn->args[i], &n->args[i], false);
     if (rc)
       return rc;
   }
-  int rc = ir_node_append(ir, n);
-  if (rc)
-    return rc;
-  return L_set(L, gn, 0, ir_tensor_of_buf(ir, b));
+  rc = ir_node_append(ir, n);
+  if (!rc)
+    rc = L_set(L, gn, 0, ir_tensor_of_buf(ir, b));
+  if (!rc && two)
+    rc = L_set(L, gn, 1, ir_tensor_of_buf(ir, b2));
+  return rc;
 }
 
 /* ---- the driver ---- */

@@ -154,8 +154,10 @@ bool L_gather_loop_ok(lower_ctx *L, ir_tensor *t, int dim);
 const gc_op *L_op(lower_ctx *L, const char *name);
 
 /* Lowers n as an extern call of `out_op` (its .out overload) writing a
- * planned buffer in eager's layout; sets output 0. GC_EUNSUPPORTED when the
- * layout is not dense or the operator unknown. */
+ * planned buffer in eager's layout; sets output 0 (and output 1, in the
+ * node's out2, for a node with two: only scans, which generated code makes,
+ * have two). GC_EUNSUPPORTED when a layout is not dense or the operator
+ * unknown. */
 int L_extern_out(lower_ctx *L, const gc_node *n, const char *out_op);
 
 /* A new extern node for graph node gn calling the .out overload `op` with

@@ -1,0 +1,73 @@
+/*
+ * scan.c: lowering rules for scans: cumsum, cumprod, logcumsumexp, cummax
+ * and cummin.
+ *
+ * A scan is neither pointwise (element i of a row depends on elements 0..i)
+ * nor a reduction (it keeps every partial result), so it is its own node:
+ * an extern node of the operator's .out overload on a realized input,
+ * marked `scan`, which generated code makes itself (codegen/scan.c) rather
+ * than ATen: one pass along the scanned dimension per point of the others,
+ * in ATen's order and with ATen's accumulator (double for float32, int64
+ * for integers: ATen's CPU acc_type; cummax and cummin compare in the
+ * input's type), so the results are eager's bit for bit. No segment ends at a
+ * scan, and prod's backward (an exclusive cumprod each way) has no ATen call
+ * left.
+ *
+ * Declined (the node stays an ATen call): a 0-d input (ATen copies it,
+ * keeping a -0.0 that 0 + -0.0 would not); for cumsum and cumprod a result
+ * that is neither float32, float64 nor int64, and a floating input scanned
+ * as integers (C's float-to-integer conversion is undefined out of range);
+ * dtypes generated code does not compute in.
+ */
+#include "compiler/lower/lower.h"
+
+static const char *const out_ops[] = {
+    [IR_SCAN_SUM] = "aten::cumsum.out",
+    [IR_SCAN_PROD] = "aten::cumprod.out",
+    [IR_SCAN_LOGSUMEXP] = "aten::logcumsumexp.out",
+    [IR_SCAN_MAX] = "aten::cummax.out",
+    [IR_SCAN_MIN] = "aten::cummin.out",
+};
+
+/* which: the ir_scan. */
+int lower_scan(lower_ctx *L, const gc_node *n, int which) {
+  const gc_tensor_meta *m = L_out_meta(n, 0);
+  ir_tensor *x = L_tensor(L, n, "self");
+  int64_t dim;
+  if (which <= IR_SCAN_NONE || which > IR_SCAN_MIN || !m || !x ||
+      !L_int(L, n, "dim", &dim) || m->rank < 1 || x->rank != m->rank)
+    return GC_EUNSUPPORTED;
+  if (dim < 0)
+    dim += m->rank;
+  if (dim < 0 || dim >= m->rank)
+    return GC_EUNSUPPORTED;
+  gc_dtype out = m->dtype;
+  switch (which) {
+  case IR_SCAN_SUM:
+  case IR_SCAN_PROD:
+    if (out != GC_DTYPE_FLOAT32 && out != GC_DTYPE_FLOAT64 &&
+        out != GC_DTYPE_INT64)
+      return GC_EUNSUPPORTED;
+    if (!L_is_float(out) && !L_is_integral(x->dtype))
+      return GC_EUNSUPPORTED;
+    break;
+  case IR_SCAN_LOGSUMEXP:
+    if (!L_is_float(out) || x->dtype != out)
+      return GC_EUNSUPPORTED;
+    break;
+  default: /* values in the input's dtype, int64 indices */
+    if (x->dtype != out || !L_dtype_ok(out))
+      return GC_EUNSUPPORTED;
+  }
+  ir_graph *ir = L_ir(L);
+  int rc = L_extern_out(L, n, out_ops[which]);
+  if (rc)
+    return rc;
+  /* the call is the last node appended (after its input's realization) */
+  ir_node *call = ir->nodes[ir->nnodes - 1];
+  if (call->kind != IR_EXTERN || call->gnode != n)
+    return GC_EINTERNAL;
+  call->scan = (ir_scan)which;
+  call->scan_dim = (int)dim;
+  return 0;
+}
