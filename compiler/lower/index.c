@@ -338,47 +338,71 @@ int lower_constant_pad(lower_ctx *L, const gc_node *n, int unused) {
   return L__pw_finish(L, n, 0, &p, e);
 }
 
-/* What slice_backward and select_backward share: the output (zeros of
- * input_sizes, p), grad_output (g, with `dropped` dims fewer: select
- * drops dim) of the output's dtype, and dim, normalized. */
-static int view_backward_begin(lower_ctx *L, const gc_node *n, int dropped,
-                               L_pw *p, ir_tensor **g, int64_t *dim) {
+/* slice_backward and select_backward are zeros with grad_output where the
+ * view took its elements; slice_scatter and select_scatter (what
+ * functionalization makes of a write through the view: x[:, 0] = v) are
+ * self with src there. One rule each way, over a base value. */
+
+/* The output (p), the tensor placed (*g, with `dropped` dims fewer: select
+ * drops dim) of the output's dtype, dim normalized, and the base at p's
+ * point (*base: zeros of input_sizes for the backwards, self for the
+ * scatters). */
+static int view_place_begin(lower_ctx *L, const gc_node *n, bool scatter,
+                            int dropped, L_pw *p, ir_tensor **g, ir_expr **base,
+                            int64_t *dim) {
   int rc = L__pw_begin(L, n, 0, p);
   if (rc)
     return rc;
-  const int64_t *in_sizes;
-  int nin;
-  *g = L_tensor(L, n, "grad_output");
-  if (!*g || !L_ints(L, n, "input_sizes", &in_sizes, &nin) || nin != p->rank ||
-      !L_int(L, n, "dim", dim) || (*g)->rank != p->rank - dropped ||
+  *g = L_tensor(L, n, scatter ? "src" : "grad_output");
+  if (!*g || !L_int(L, n, "dim", dim) || (*g)->rank != p->rank - dropped ||
       (*g)->dtype != p->dt)
     return GC_EUNSUPPORTED;
+  if (scatter) {
+    ir_tensor *self = L_tensor(L, n, "self");
+    if (!self || self->rank != p->rank || self->dtype != p->dt)
+      return GC_EUNSUPPORTED;
+    for (int d = 0; d < p->rank; d++)
+      if (self->sizes[d] != p->sizes[d])
+        return GC_EUNSUPPORTED;
+    *base = p->rank ? L_load(L, self, p->vars) : NULL;
+  } else {
+    const int64_t *in_sizes;
+    int nin;
+    if (!L_ints(L, n, "input_sizes", &in_sizes, &nin) || nin != p->rank)
+      return GC_EUNSUPPORTED;
+    for (int d = 0; d < p->rank; d++)
+      if (in_sizes[d] != p->sizes[d])
+        return GC_EUNSUPPORTED;
+    *base = ir_const_i(L_ir(L), 0, p->dt);
+  }
   if (*dim < 0)
     *dim += p->rank;
-  if (*dim < 0 || *dim >= p->rank)
+  if (*dim < 0 || *dim >= p->rank || !*base)
     return GC_EUNSUPPORTED;
-  for (int d = 0; d < p->rank; d++)
-    if (in_sizes[d] != p->sizes[d])
-      return GC_EUNSUPPORTED;
   return 0;
 }
 
-/* slice_backward(grad_output, input_sizes, dim, start, end, step): zeros
- * of input_sizes with grad_output where the slice took its elements
- * (start and end normalized as slicing does: negative ones count from the
- * end, both clamped into the dim). */
-int lower_slice_backward(lower_ctx *L, const gc_node *n, int unused) {
-  (void)unused;
+/* slice_backward(grad_output, input_sizes, dim, start, end, step) and
+ * slice_scatter(self, src, dim, start=None, end=None, step=1): the base
+ * with grad_output (src) where the slice took its elements (start and end
+ * normalized as slicing does: negative ones count from the end, both
+ * clamped into the dim; None is the dim's start and end). */
+int lower_slice_place(lower_ctx *L, const gc_node *n, int scatter) {
   ir_graph *ir = L_ir(L);
   gc_symctx *s = &ir->sym;
   L_pw p;
   ir_tensor *g;
-  int64_t dim, start, end, step;
-  int rc = view_backward_begin(L, n, 0, &p, &g, &dim);
+  ir_expr *base;
+  int64_t dim, start = 0, end = INT64_MAX, step = 1;
+  int rc = view_place_begin(L, n, scatter, 0, &p, &g, &base, &dim);
   if (rc)
     return rc;
-  if (!L_int(L, n, "start", &start) || !L_int(L, n, "end", &end) ||
-      !L_int(L, n, "step", &step) || step <= 0)
+  const gc_arg *a_start = L_arg(L, n, "start"), *a_end = L_arg(L, n, "end");
+  bool none_start = scatter && (!a_start || a_start->kind == GC_ARG_NONE);
+  bool none_end = scatter && (!a_end || a_end->kind == GC_ARG_NONE);
+  if ((!none_start && !L_int(L, n, "start", &start)) ||
+      (!none_end && !L_int(L, n, "end", &end)) || !L_int(L, n, "step", &step) ||
+      step <= 0)
     return GC_EUNSUPPORTED;
   for (int d = 0; d < p.rank; d++)
     if (d != dim && g->sizes[d] != p.sizes[d])
@@ -393,8 +417,10 @@ int lower_slice_backward(lower_ctx *L, const gc_node *n, int unused) {
   int64_t len = (end - start + step - 1) / step;
   if (g->sizes[dim] != len)
     return GC_EUNSUPPORTED;
-  if (numel(p.rank, p.sizes) == 0 || len == 0)
+  if (numel(p.rank, p.sizes) == 0)
     return empty(L, n, &p);
+  if (len == 0)
+    return L__pw_finish(L, n, 0, &p, base);
   gc_sym *j = gc_sym_addc(s, p.vars[dim], -start); /* offset into the slice */
   if (!j)
     return GC_ENOMEM;
@@ -413,21 +439,20 @@ int lower_slice_backward(lower_ctx *L, const gc_node *n, int unused) {
   for (int d = 0; d < p.rank; d++)
     at[d] =
         d == dim ? clamp(s, gc_sym_floordiv(s, j, step), len - 1) : p.vars[d];
-  ir_expr *e = ir_op3(ir, IR_WHERE, p.dt, inside, L_load(L, g, at),
-                      ir_const_i(ir, 0, p.dt));
+  ir_expr *e = ir_op3(ir, IR_WHERE, p.dt, inside, L_load(L, g, at), base);
   return L__pw_finish(L, n, 0, &p, e);
 }
 
-/* select_backward(grad_output, input_sizes, dim, index): zeros of
- * input_sizes with grad_output at `index` of dim (negative counts from the
- * end). */
-int lower_select_backward(lower_ctx *L, const gc_node *n, int unused) {
-  (void)unused;
+/* select_backward(grad_output, input_sizes, dim, index) and
+ * select_scatter(self, src, dim, index): the base with grad_output (src)
+ * at `index` of dim (negative counts from the end). */
+int lower_select_place(lower_ctx *L, const gc_node *n, int scatter) {
   ir_graph *ir = L_ir(L);
   L_pw p;
   ir_tensor *g;
+  ir_expr *base;
   int64_t dim, index;
-  int rc = view_backward_begin(L, n, 1, &p, &g, &dim);
+  int rc = view_place_begin(L, n, scatter, 1, &p, &g, &base, &dim);
   if (rc)
     return rc;
   if (!L_int(L, n, "index", &index))
@@ -449,8 +474,70 @@ int lower_select_backward(lower_ctx *L, const gc_node *n, int unused) {
   gc_dtype i64 = GC_DTYPE_INT64;
   ir_expr *here = ir_op2(ir, IR_EQ, i64, ir_index(ir, p.vars[dim], i64),
                          ir_const_i(ir, index, i64));
-  ir_expr *e = ir_op3(ir, IR_WHERE, p.dt, here, L_load(L, g, at),
-                      ir_const_i(ir, 0, p.dt));
+  ir_expr *e = ir_op3(ir, IR_WHERE, p.dt, here, L_load(L, g, at), base);
+  return L__pw_finish(L, n, 0, &p, e);
+}
+
+/* diagonal_scatter(self, src, offset=0, dim1=0, dim2=1): self with src on
+ * the diagonal (src's last dim runs along it, its others are self's other
+ * dims in order): where i2 - i1 == offset, src[..., offset >= 0 ? i1 : i2]. */
+int lower_diagonal_scatter(lower_ctx *L, const gc_node *n, int unused) {
+  (void)unused;
+  ir_graph *ir = L_ir(L);
+  L_pw p;
+  int rc = L__pw_begin(L, n, 0, &p);
+  if (rc)
+    return rc;
+  ir_tensor *self = L_tensor(L, n, "self"), *src = L_tensor(L, n, "src");
+  int64_t off = 0, d1 = 0, d2 = 1;
+  L_int(L, n, "offset", &off);
+  L_int(L, n, "dim1", &d1);
+  L_int(L, n, "dim2", &d2);
+  int r = p.rank;
+  if (d1 < 0)
+    d1 += r;
+  if (d2 < 0)
+    d2 += r;
+  if (!self || !src || r < 2 || d1 < 0 || d1 >= r || d2 < 0 || d2 >= r ||
+      d1 == d2 || self->rank != r || src->rank != r - 1 ||
+      self->dtype != p.dt || src->dtype != p.dt)
+    return GC_EUNSUPPORTED;
+  int64_t len = off >= 0 ? p.sizes[d2] - off : p.sizes[d1] + off;
+  if (p.sizes[d1] < len)
+    len = p.sizes[d1];
+  if (p.sizes[d2] < len)
+    len = p.sizes[d2];
+  if (len < 0)
+    len = 0;
+  gc_sym *at[IR_MAX_RANK];
+  for (int d = 0, k = 0; d < r; d++) {
+    if (self->sizes[d] != p.sizes[d])
+      return GC_EUNSUPPORTED;
+    if (d == d1 || d == d2)
+      continue;
+    if (src->sizes[k] != p.sizes[d])
+      return GC_EUNSUPPORTED;
+    at[k++] = p.vars[d];
+  }
+  if (src->sizes[r - 2] != len)
+    return GC_EUNSUPPORTED;
+  if (numel(r, p.sizes) == 0)
+    return empty(L, n, &p);
+  ir_expr *base = L_load(L, self, p.vars);
+  if (len == 0)
+    return L__pw_finish(L, n, 0, &p, base);
+  gc_symctx *s = &ir->sym;
+  gc_sym *i = off >= 0 ? p.vars[d1] : p.vars[d2]; /* position on it */
+  at[r - 2] = clamp(s, i, len - 1);
+  gc_dtype i64 = GC_DTYPE_INT64;
+  ir_expr *on = ir_op2(
+      ir, IR_AND, GC_DTYPE_BOOL,
+      ir_op2(ir, IR_EQ, i64,
+             ir_op2(ir, IR_SUB, i64, ir_index(ir, p.vars[d2], i64),
+                    ir_index(ir, p.vars[d1], i64)),
+             ir_const_i(ir, off, i64)),
+      ir_op2(ir, IR_LT, i64, ir_index(ir, i, i64), ir_const_i(ir, len, i64)));
+  ir_expr *e = ir_op3(ir, IR_WHERE, p.dt, on, L_load(L, src, at), base);
   return L__pw_finish(L, n, 0, &p, e);
 }
 

@@ -761,14 +761,22 @@ int lower_copy_functional(lower_ctx *L, const gc_node *n, int unused) {
 
 /* fill.Scalar(self, value), full(size, fill_value), full_like(self,
  * fill_value), zeros/ones(_like), new_zeros/new_ones/new_full(self, size,
- * ...) (param: 0 zeros, 1 ones, 2 "value", 3 "fill_value"). Only the
- * output's shape and dtype matter. */
+ * ...), fill.Tensor(self, value) (param: 0 zeros, 1 ones, 2 "value", 3
+ * "fill_value", 4 the 0-d tensor "value", which x[2:] = 0.5 makes). Only
+ * the output's shape and dtype matter. */
 int lower_fill(lower_ctx *L, const gc_node *n, int which) {
   L_pw p;
   int rc = L__pw_begin(L, n, 0, &p);
   if (rc)
     return rc;
   ir_graph *ir = L_ir(L);
+  if (which == 4) { /* fill.Tensor: a 0-d tensor's value, as value.item() */
+    ir_tensor *t = L_tensor(L, n, "value");
+    if (!t || t->rank != 0)
+      return GC_EUNSUPPORTED;
+    ir_expr *e = L_load_bcast(L, t, p.rank, p.vars);
+    return L__pw_finish(L, n, 0, &p, e ? ir_cast(ir, e, p.dt) : NULL);
+  }
   double v = which;
   int64_t iv = which;
   gc_dtype sdt = GC_DTYPE_INT64;

@@ -1,6 +1,7 @@
 """Native lowering of the operator families CNN and transformer inference
 graphs need beyond pointwise math: batch norm, pooling, embedding,
-index_select, gather, cat, constant_pad_nd, logsumexp and loss forwards
+index_select, gather, cat, constant_pad_nd, writes through views
+(select/slice/diagonal_scatter), logsumexp and loss forwards
 (compiler/lower/norm.c, pool.c, index.c, loss.c).
 
 Everything is compared against eager PyTorch (native_util.check) and must
@@ -340,6 +341,65 @@ def test_constant_pad_nd(server):
         x = next(layouts((2, 3, 4), dtype=dtype))[1]
         check(lambda x: (F.pad(x, (1, 1), value=1), F.pad(x, (2, -1, 1, 0))), (x,),
               server=server, fallback=0)
+
+
+# ---- writes through views: select_scatter, slice_scatter, diagonal_scatter ----
+
+def view_writes(x, v):
+    # what functionalization makes of in-place writes through views of a
+    # copy: select_scatter, slice_scatter and diagonal_scatter of the base
+    y = x.clone()
+    y[:, 0] = v[:, 3]
+    y[1:4:2] = v[1:3]
+    y[-1, 2:] *= 2
+    y.diagonal().copy_(v[0, :5])
+    y[..., -1] += 1
+    return y
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64, torch.int64, torch.int32],
+                         ids=lambda d: str(d).split(".")[1])
+def test_writes_through_views_of_a_copy_on_every_layout(server, dtype):
+    for name, x in layouts((5, 7), dtype=dtype):
+        v = next(layouts((5, 7), dtype=dtype, seed=3))[1]
+        check(view_writes, (x, v), server=server, fallback=0)
+
+
+def test_writes_through_views_of_an_input(server):
+    # the program writes its input back (copy_): the scatter is native, and
+    # the input afterwards matches eager's
+    def f(x, v):
+        x[:, 1] = v
+        x[2:, ::3] = 0.5
+        x.diagonal(1, 0, 1).mul_(3)
+        return x.sum(0)
+    for name, x in layouts((4, 6)):
+        if name == "expanded":
+            continue  # eager refuses to write into overlapping memory
+        check(f, (x, torch.randn(4)), server=server, fallback=0)
+
+
+def test_scatter_operators_called_directly(server):
+    def f(a, s1, s2, s3, d):
+        return (torch.select_scatter(a, s1, 0, -1), torch.select_scatter(a, s2, 1, 3),
+                torch.slice_scatter(a, a[:, 1:5:3] * 2, 1, 1, 5, 3),
+                # (torch 1.13's Python binding needs the step: without it
+                # every slice has one element)
+                torch.slice_scatter(a, a * 3, 0, None, None, 1),  # all of dim 0
+                torch.slice_scatter(a, a[:-2], 0, -9, -2, 1),  # negative, clamped
+                torch.slice_scatter(a, a[:, 4:4], 1, 4, 4, 1),  # empty: a itself
+                torch.slice_scatter(a, s3, 1, 2, 100, 1),  # end past the dim
+                torch.diagonal_scatter(a, d, 0), torch.diagonal_scatter(a, d[:2], 4),
+                torch.diagonal_scatter(a, d[:3], -3), torch.diagonal_scatter(a, d[:0], 9),
+                torch.diagonal_scatter(a.t(), d[:5], -1, 1, 0))
+    a = torch.randn(6, 6)
+    d = torch.randn(6)
+    check(f, (a, torch.randn(6), torch.randn(6), torch.randn(6, 4), d), server=server,
+          fallback=0)
+    b = torch.randn(2, 3, 4, 5)
+    check(lambda b, s: (torch.diagonal_scatter(b, s, 1, 1, 3),
+                        torch.diagonal_scatter(b, s[..., :3] * 0, -1, -1, 1)),
+          (b, torch.randn(2, 4, 3)), server=server, fallback=0)
 
 
 # ---- logsumexp, losses ----
