@@ -222,6 +222,29 @@ def test_slice_and_select_backward_are_native(daemon):
     assert "aten::slice_backward" not in fallback and "aten::select_backward" not in fallback
 
 
+def test_tensors_the_function_closes_over_are_constants_of_both_programs(daemon):
+    # a closure's tensor and one the function makes (torch.tensor) are
+    # attributes of the joint graph's forward and backward: each program
+    # binds them as constants (they were taken for module buffers, and
+    # compiling raised ArtifactError)
+    torch.manual_seed(0)
+    gi = torch.randint(0, 6, (4, 5))
+
+    def f(w):
+        return ((torch.gather(w, 0, gi) ** 2).sum()
+                + (w * torch.tensor([1.0, 2.0, 3.0, 4.0, 5.0])).exp().sum())
+
+    w = torch.randn(6, 5, requires_grad=True)
+    cf = compiled.compile(f, (w,), server=daemon.address)
+    loss = cf(w)
+    loss.backward()
+    w2 = w.detach().clone().requires_grad_()
+    f(w2).backward()
+    _close(loss, f(w2.detach()), 1e-6, "loss")
+    _close(w.grad, w2.grad, 1e-6, "w.grad")
+    _assert_native_both_ways(cf)
+
+
 def test_outputs_without_grad_and_unused_parameters(daemon):
     class M(torch.nn.Module):
         def __init__(self):

@@ -489,8 +489,16 @@ class CompiledFunction:
         """Capture a forward or backward graph of a training signature on
         ``examples`` (no input requires grad) and compile it as an inference
         program; the program returns a tuple (boxed: see runtime.load)."""
+        # Traced as a function, not as a module: the tensors the graph holds
+        # as attributes (a closure's tensor, a torch.tensor([...]) the
+        # program made) are its constants, bound when the program loads,
+        # not module state a caller would have to pass.
+        def graph(*xs):
+            return gm(*xs)
+        graph.__qualname__ = graph.__name__ = type(gm).__name__
+
         with torch.no_grad(), _fork_rng():
-            captured = _capture.trace(gm, examples)
+            captured = _capture.trace(graph, examples)
         options = compiled_pb2.CompileOptions(
             opt_level=self._opt_level,
             return_input_mutations=not self._keep_input_mutations,
