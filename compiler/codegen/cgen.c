@@ -1627,15 +1627,19 @@ static void gen_colsum(cg *g, const sc_kernel *k) {
  * C^T = B^T A^T: BLAS gets B first. */
 
 /* The parameters of a call kernel generated code makes: a bmm's self,
- * mat2 and out; a scan's self, out and (cummax, cummin) out2. */
+ * mat2 and out; a scan's self, out and (cummax, cummin) out2; a scatter's
+ * self (unless a constant), index, source and out. */
 static void call_params(cg *g, const sc_kernel *k, params *p) {
   const ir_node *c = k->call;
-  const ir_view *a, *b;
-  sc_bmm_operands(c, &a, &b);
+  const ir_view *a, *b, *self = NULL;
+  if (c->scatter)
+    cg__scatter_views(c, &self, &a, &b);
+  else
+    sc_bmm_operands(c, &a, &b);
   /* in the compile's arena: daemon workers generate code concurrently */
-  ir_buf **bufs = gc_arena_calloc(cg__arena(g), 3, sizeof *bufs);
-  bool *written = gc_arena_calloc(cg__arena(g), 3, sizeof *written);
-  if (!bufs || !written) {
+  ir_buf **bufs = gc_arena_calloc(cg__arena(g), 4, sizeof *bufs);
+  bool *written = gc_arena_calloc(cg__arena(g), 4, sizeof *written);
+  if (!bufs || !written || (c->scatter && (!a || !b))) {
     g->out.failed = true;
     *p = (params){0};
     return;
@@ -1643,6 +1647,8 @@ static void call_params(cg *g, const sc_kernel *k, params *p) {
   /* by storage, as loop kernels' parameters (a buffer computed in place
    * of another lives at its storage's address) */
   int n = 0;
+  if (self)
+    bufs[n++] = ir_buf_storage(self->buf);
   bufs[n++] = ir_buf_storage(a->buf);
   if (!c->scan)
     bufs[n++] = ir_buf_storage(b->buf);
@@ -1852,6 +1858,9 @@ int gc_codegen(ir_graph *ir, const sc_schedule *s, const char *key_hex,
     } else if (s->kernels[k]->in_c) {
       if (s->kernels[k]->call->scan) {
         cg__gen_scan(&g, s->kernels[k]);
+        out->nkernels++;
+      } else if (s->kernels[k]->call->scatter) {
+        cg__gen_scatter(&g, s->kernels[k]);
         out->nkernels++;
       } else
         gen_blas(&g, s->kernels[k]);

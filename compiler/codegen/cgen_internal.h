@@ -108,6 +108,12 @@ const char *cg__flat_index(cg *g, const sc_stage *st);
 
 /* scan.c: the function of a scan's call kernel (ir_node.scan). */
 void cg__gen_scan(cg *g, const sc_kernel *k);
+/* scatter.c: the function of a scatter's call kernel (ir_node.scatter),
+ * and the views it reads: self (NULL: the node's constant), index and
+ * source. */
+void cg__gen_scatter(cg *g, const sc_kernel *k);
+void cg__scatter_views(const ir_node *n, const ir_view **self,
+                       const ir_view **index, const ir_view **src);
 
 /* tiled.c: should kernel k run tiled, and its code (after the signature
  * and the error flag). */

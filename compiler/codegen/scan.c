@@ -135,7 +135,7 @@ void cg__gen_scan(cg *g, const sc_kernel *k) {
   const ir_buf *o = n->out, *oi = n->out2;
   const char *tin = cx_ctype(x->buf->dtype), *tout = cx_ctype(o->dtype);
   scan_c sk = scan_kind(n, tin, tout);
-  int d = n->scan_dim;
+  int d = n->dim;
   int64_t N = o->sizes[d], xsd = x->strides[d], ysd = o->strides[d];
   int64_t isd = sk.index ? oi->strides[d] : 0;
   sdim dims[IR_MAX_RANK];

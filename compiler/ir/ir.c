@@ -930,7 +930,7 @@ static void vexpr(vctx *v, const ir_expr *e) {
     vfail(v, "expression nested too deep");
 }
 
-/* A scan reads its `self` view, of the output's sizes, along scan_dim. */
+/* A scan reads its `self` view, of the output's sizes, along dim. */
 static void vscan(vctx *v, const ir_node *n) {
   const ir_view *x = NULL;
   for (int a = 0; a < n->nargs; a++)
@@ -946,9 +946,9 @@ static void vscan(vctx *v, const ir_node *n) {
              "and a self view");
     return;
   }
-  if (n->scan_dim < 0 || n->scan_dim >= o->rank || x->rank != o->rank)
-    vfail(v, "scans dim %d of a rank-%d buffer reading a rank-%d view",
-          n->scan_dim, o->rank, x->rank);
+  if (n->dim < 0 || n->dim >= o->rank || x->rank != o->rank)
+    vfail(v, "scans dim %d of a rank-%d buffer reading a rank-%d view", n->dim,
+          o->rank, x->rank);
   for (int i = 0; i < o->rank && i < x->rank; i++)
     if (x->sizes[i] != o->sizes[i] || (idx && n->out2->sizes[i] != o->sizes[i]))
       vfail(v, "scan input size %d is %lld, the buffer's %lld", i,
@@ -989,6 +989,11 @@ static void vnode(vctx *v, const ir_node *n) {
       }
     if (n->scan)
       vscan(v, n);
+    if (n->scatter && (n->kind != IR_EXTERN || !n->out || n->out->def != n ||
+                       n->scan || n->dim < 0 || n->dim >= n->out->rank ||
+                       (n->body && n->body->op != IR_CONST)))
+      vfail(v, "a scatter needs an extern node writing its buffer along one "
+               "of its dims, from a constant or self");
   }
 }
 
@@ -1299,6 +1304,7 @@ char *ir_print(ir_graph *ir) {
     case IR_FALLBACK:
       pf(&p, "  %s %s(",
          n->scan                ? "scan"
+         : n->scatter           ? "scatter"
          : n->kind == IR_EXTERN ? "extern"
                                 : "fallback",
          n->op ? n->op->name : "?");

@@ -243,6 +243,19 @@ typedef enum ir_reduction {
 
 const char *ir_reduction_name(ir_reduction r);
 
+/* Scatters (EXTERN nodes generated code makes): out starts as self (or a
+ * constant), then along `dim` each element of src goes to the position its
+ * index names, in ATen's order (ascending position along dim). */
+typedef enum ir_scatter {
+  IR_SCATTER_NONE,      /* not a scatter */
+  IR_SCATTER_ADD,       /* scatter_add: out[.., index[p], ..] += src[p] */
+  IR_SCATTER_SET,       /* scatter.src: out[.., index[p], ..] = src[p] */
+  IR_SCATTER_INDEX_ADD, /* index_add: out.select(dim, index[j]) +=
+                           source.select(dim, j) */
+  IR_SCATTER_EMBEDDING, /* embedding_dense_backward: out[index[j]] +=
+                           grad[j], rows of `padding` skipped */
+} ir_scatter;
+
 /* Scans (EXTERN nodes generated code makes): cumsum, cumprod,
  * logcumsumexp, cummax, cummin. */
 typedef enum ir_scan {
@@ -298,12 +311,21 @@ struct ir_node {
   int nargs;
   ir_buf **results; /* one per schema return (NULL: unused/none) */
   int nresults;
-  bool out_variant; /* EXTERN: op is the .out overload writing `out` */
-  ir_scan scan;     /* EXTERN: a scan along dimension scan_dim of `out`,
-                       reading the call's `self`, that generated code
-                       makes (lower/scan.c, codegen/scan.c); cummax and
-                       cummin write their indices into out2 */
-  int scan_dim;
+  bool out_variant;   /* EXTERN: op is the .out overload writing `out` */
+  ir_scan scan;       /* EXTERN: a scan along dimension `dim` of `out`,
+                         reading the call's `self`, that generated code
+                         makes (lower/scan.c, codegen/scan.c); cummax and
+                         cummin write their indices into out2 */
+  ir_scatter scatter; /* EXTERN: a scatter along `dim` of `out` that
+                         generated code makes (lower/scatter.c,
+                         codegen/scatter.c); `body`, when set, is the
+                         constant `out` starts from (its self is not
+                         read), and an embedding backward skips the rows
+                         of index `padding` */
+  int dim;
+  int64_t padding;
+  double alpha; /* index_add: source times alpha (1 for the others; a float
+                   alpha is 0 or a power of two: exact products) */
   /* provenance, for comments and dumps */
   int *gnodes; /* graph node ids it computes */
   int ngnodes;

@@ -990,6 +990,11 @@ static int out_buffer(lower_ctx *L, const gc_node *gn, int k, ir_buf **b) {
  * writes the second into out2). The buffers are arena buffers in eager's
  * layout, so BLAS writes where the planner put them. */
 int L_extern_out(lower_ctx *L, const gc_node *gn, const char *out_op) {
+  return L_extern_out_skip(L, gn, out_op, NULL);
+}
+
+int L_extern_out_skip(lower_ctx *L, const gc_node *gn, const char *out_op,
+                      const char *skip) {
   ir_graph *ir = L->ir;
   const gc_op *op = op_named(L, out_op);
   bool two = gn->noutputs == 2;
@@ -1009,6 +1014,12 @@ int L_extern_out(lower_ctx *L, const gc_node *gn, const char *out_op) {
     b2->def = n;
   }
   for (int i = 0; i < gn->nargs; i++) {
+    if (skip && !strcmp(gn->args[i].name, skip)) {
+      n->args[i].name = gn->args[i].name; /* not read: no buffer */
+      n->args[i].arg = gn->args[i].arg;
+      n->args[i].keyword = gn->args[i].keyword;
+      continue;
+    }
     rc = call_arg(L, &gn->args[i], &n->args[i], false);
     if (rc)
       return rc;

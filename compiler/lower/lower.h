@@ -159,6 +159,11 @@ const gc_op *L_op(lower_ctx *L, const char *name);
  * have two). GC_EUNSUPPORTED when a layout is not dense or the operator
  * unknown. */
 int L_extern_out(lower_ctx *L, const gc_node *n, const char *out_op);
+/* The same, without a buffer for argument `skip` (a parameter name): for
+ * calls generated code makes that do not read it (a scatter into a
+ * constant). */
+int L_extern_out_skip(lower_ctx *L, const gc_node *n, const char *out_op,
+                      const char *skip);
 
 /* A new extern node for graph node gn calling the .out overload `op` with
  * `out` as out= (out->def is set), with room for nargs arguments (zeroed:

@@ -68,6 +68,6 @@ int lower_scan(lower_ctx *L, const gc_node *n, int which) {
   if (call->kind != IR_EXTERN || call->gnode != n)
     return GC_EINTERNAL;
   call->scan = (ir_scan)which;
-  call->scan_dim = (int)dim;
+  call->dim = (int)dim;
   return 0;
 }

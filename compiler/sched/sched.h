@@ -63,8 +63,8 @@ typedef struct sc_kernel {
   const char *name; /* "k3_layer_norm" */
   ir_node *call;    /* a call kernel: the extern/fallback node */
   bool in_c;        /* a call kernel that generated code makes (a batched
-                       product through BLAS, see sc_blas_call; a scan,
-                       ir_node.scan) */
+                       product through BLAS, see sc_blas_call; a scan or
+                       a scatter, ir_node.scan and .scatter) */
   sc_dim *dims;     /* outer dims (loop kernels) */
   int ndims;
   sc_stage *stages;

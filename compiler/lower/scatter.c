@@ -1,0 +1,133 @@
+/*
+ * scatter.c: lowering rules for scatters: scatter_add, scatter.src,
+ * index_add and embedding_dense_backward (the backwards of gather,
+ * index_select and embedding).
+ *
+ * A scatter writes where its index says, so it is not a function of its
+ * output's index and cannot be a loop of the IR: like a scan (scan.c) it is
+ * an extern node of the operator's .out overload, marked `scatter`, that
+ * generated code makes itself (codegen/scatter.c), inside its segment. The
+ * output starts as `self` (a copy) or, when self is an unrealized constant
+ * (the zeros a backward scatters into), as that constant without reading
+ * anything; then every element goes to its position in ATen's order: for
+ * each output position, contributions in ascending position along the
+ * scattered dimension, added in the element type, as ATen's kernels do, so
+ * the results are eager's bit for bit. An index out of range makes the
+ * call raise (eager raises too; its embedding backward does not check).
+ *
+ * Declined (ATen calls): a float alpha that is not 0 or a power of two
+ * (ATen multiplies and adds with an FMA or without, and the two agree only
+ * on exact products), scale_grad_by_freq, index and source shapes ATen would
+ * refuse or broadcast, dtypes generated code does not compute in.
+ */
+#include <math.h>
+#include <stdint.h>
+#include <string.h>
+
+#include "compiler/lower/lower.h"
+
+static const char *const out_ops[] = {
+    [IR_SCATTER_ADD] = "aten::scatter_add.out",
+    [IR_SCATTER_SET] = "aten::scatter.src_out",
+    [IR_SCATTER_INDEX_ADD] = "aten::index_add.out",
+    [IR_SCATTER_EMBEDDING] = "aten::embedding_dense_backward.out",
+};
+
+static bool is_index(gc_dtype d) {
+  return d == GC_DTYPE_INT64 || d == GC_DTYPE_INT32;
+}
+
+/* which: the ir_scatter. */
+int lower_scatter(lower_ctx *L, const gc_node *n, int which) {
+  ir_graph *ir = L_ir(L);
+  const gc_tensor_meta *m = L_out_meta(n, 0);
+  int64_t sz[IR_MAX_RANK];
+  if (which <= IR_SCATTER_NONE || which > IR_SCATTER_EMBEDDING || !m ||
+      m->rank < 1 || m->rank > IR_MAX_RANK || !L_static_sizes(m, sz) ||
+      !L_dtype_ok(m->dtype))
+    return GC_EUNSUPPORTED;
+  int r = m->rank;
+  if (m->dtype == GC_DTYPE_BOOL && which != IR_SCATTER_SET)
+    return GC_EUNSUPPORTED; /* bool sums saturate: C's += on uint8 would not */
+  int64_t dim = 0, padding = -1;
+  double alpha = 1;
+  const char *skip = NULL;
+  ir_expr *fill = NULL;
+  if (which == IR_SCATTER_EMBEDDING) {
+    ir_tensor *g = L_tensor(L, n, "grad_output"),
+              *ix = L_tensor(L, n, "indices");
+    int64_t nw;
+    bool freq = true;
+    if (!g || !ix || r != 2 || g->dtype != m->dtype || !L_is_float(m->dtype) ||
+        !is_index(ix->dtype) || g->rank != ix->rank + 1 ||
+        !L_int(L, n, "num_weights", &nw) ||
+        !L_int(L, n, "padding_idx", &padding) ||
+        !L_bool(L, n, "scale_grad_by_freq", &freq) || freq)
+      return GC_EUNSUPPORTED;
+    for (int d = 0; d < ix->rank; d++)
+      if (g->sizes[d] != ix->sizes[d])
+        return GC_EUNSUPPORTED;
+    if (g->sizes[g->rank - 1] != sz[1] || nw != sz[0] ||
+        ix->rank + 1 > IR_MAX_RANK)
+      return GC_EUNSUPPORTED;
+  } else {
+    const char *src_name = which == IR_SCATTER_INDEX_ADD ? "source" : "src";
+    ir_tensor *self = L_tensor(L, n, "self"), *ix = L_tensor(L, n, "index"),
+              *src = L_tensor(L, n, src_name);
+    if (!self || !ix || !src || !L_int(L, n, "dim", &dim) || self->rank != r ||
+        self->dtype != m->dtype || src->dtype != m->dtype)
+      return GC_EUNSUPPORTED;
+    if (dim < 0)
+      dim += r;
+    if (dim < 0 || dim >= r)
+      return GC_EUNSUPPORTED;
+    if (which == IR_SCATTER_INDEX_ADD) {
+      int64_t ialpha;
+      gc_dtype adt;
+      if (!L_scalar(L, n, "alpha", &alpha, &ialpha, &adt) ||
+          !is_index(ix->dtype) || ix->rank > 1 || src->rank != r)
+        return GC_EUNSUPPORTED;
+      if (adt != GC_DTYPE_FLOAT64)
+        alpha = (double)ialpha;
+      if (L_is_float(m->dtype)) {
+        /* ATen multiplies and adds with one rounding (an FMA) or two; both
+         * agree when the product is exact */
+        int e;
+        if (alpha != 0 && fabs(frexp(alpha, &e)) != 0.5)
+          return GC_EUNSUPPORTED;
+        if (m->dtype == GC_DTYPE_FLOAT32 && (double)(float)alpha != alpha)
+          return GC_EUNSUPPORTED;
+      } else if (adt == GC_DTYPE_FLOAT64 || ialpha < INT32_MIN ||
+                 ialpha > INT32_MAX) {
+        return GC_EUNSUPPORTED;
+      }
+      for (int d = 0; d < r; d++)
+        if (src->sizes[d] != (d == dim ? (ix->rank ? ix->sizes[0] : 1) : sz[d]))
+          return GC_EUNSUPPORTED;
+    } else {
+      if (ix->dtype != GC_DTYPE_INT64 || ix->rank != r || src->rank != r)
+        return GC_EUNSUPPORTED;
+      for (int d = 0; d < r; d++)
+        if (ix->sizes[d] > src->sizes[d] || (d != dim && ix->sizes[d] > sz[d]))
+          return GC_EUNSUPPORTED;
+    }
+    if (self->kind == IR_T_LOOP && !self->realized && self->body &&
+        self->body->op == IR_CONST && self->body->dtype == m->dtype) {
+      fill = self->body;
+      skip = "self";
+    }
+  }
+  int rc = L_extern_out_skip(L, n, out_ops[which], skip);
+  if (rc)
+    return rc;
+  /* the call is the last node appended (after its inputs' realization) */
+  ir_node *call = ir->nodes[ir->nnodes - 1];
+  if (call->kind != IR_EXTERN || call->gnode != n || !fill != !skip)
+    return GC_EINTERNAL;
+  call->scatter = (ir_scatter)which;
+  call->dim = (int)dim;
+  call->padding = padding;
+  call->alpha = alpha;
+  call->body = fill;
+  return 0;
+}

@@ -1,0 +1,169 @@
+"""Native scatters: scatter_add, scatter.src, index_add and
+embedding_dense_backward, the backwards of gather, index_select and
+embedding (compiler/lower/scatter.c, compiler/codegen/scatter.c).
+
+Generated code adds the contributions to each output element in ATen's
+order (ascending along the scattered dim, the tokens in row-major order)
+and in the element type, so results are compared with eager's bit for bit
+(atol=0, rtol=0) with many collisions per element, on several layouts and
+dtypes, and the program must have no fallback call. An index out of range
+raises, as eager does.
+"""
+
+import pytest
+import torch
+
+import compiled
+import daemon_util
+from native_util import check, layouts
+
+EXACT = dict(atol=0, rtol=0)
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory):
+    d = daemon_util.Daemon(tmp_path_factory.mktemp("native_scatter"), "--verify-ir").start()
+    yield d.address
+    d.stop()
+
+
+def scatters(x, i0, i1, src):
+    # many contributions land on each element (indices drawn from few
+    # values), into the input and into zeros (a backward's form)
+    return (x.scatter_add(0, i0, src), x.scatter_add(1, i1, src),
+            torch.zeros_like(x).scatter_add(-1, i1[:, :3], src * 2),
+            x.scatter(1, i1[:, :1], src), x.scatter(0, i0[:2], src[:2]))
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64, torch.int64, torch.int32],
+                         ids=lambda d: str(d).split(".")[1])
+def test_scatter_add_and_scatter_on_every_layout(server, dtype):
+    g = torch.Generator().manual_seed(1)
+    i0 = torch.randint(0, 2, (9, 7), generator=g)
+    i1 = torch.randint(0, 3, (5, 11), generator=g)
+    for name, x in layouts((5, 7), dtype=dtype):
+        src = next(layouts((9, 11), dtype=dtype, seed=2))[1]
+        check(scatters, (x, i0, i1, src), server=server, fallback=0, **EXACT)
+
+
+def test_index_add(server):
+    def f(x, i, s0, s1, j):
+        return (x.index_add(0, i, s0), x.index_add(1, j, s1), x.index_add(-1, j.int(), s1 * 3),
+                torch.zeros(5, 7).index_add(0, i, s0), x.index_add(0, i, s0, alpha=-2),
+                x.index_add(1, j, s1, alpha=0.25), x.index_add(1, j, s1, alpha=0))
+    g = torch.Generator().manual_seed(3)
+    i = torch.randint(0, 5, (40,), generator=g)  # every row added to many times
+    j = torch.randint(0, 7, (20,), generator=g)
+    for name, x in layouts((5, 7)):
+        check(f, (x, i, torch.randn(40, 7, generator=g), torch.randn(5, 20, generator=g), j),
+              server=server, fallback=0, **EXACT)
+    v = torch.randn(6)
+    check(lambda v, i, s: (v.index_add(0, i, s), v.index_add(0, i[:0], s[:0])),
+          (v, torch.tensor([5, 0, 5, 5]), torch.randn(4)), server=server, fallback=0, **EXACT)
+
+
+def test_scatter_and_index_add_of_computed_and_strided_inputs(server):
+    def f(x, i, s):
+        return (x.t().scatter_add(0, i.t(), s.t() * 2).relu(),
+                (x * 3).index_add(1, i[0, :4], s[:, :4].exp()))
+    g = torch.Generator().manual_seed(5)
+    x = torch.randn(5, 7, generator=g)
+    i = torch.randint(0, 7, (5, 9), generator=g)  # i.t(): a transposed index
+    s = torch.randn(5, 9, generator=g)
+    check(f, (x, i, s), server=server, fallback=0, **EXACT)
+
+
+def test_what_the_rules_decline_is_still_eager(server):
+    # an alpha whose products round (ATen's FMA or not decides the last
+    # bit), bool sums (saturating), embedding's scale_grad_by_freq
+    x = torch.randn(5, 7)
+    i = torch.tensor([0, 4, 4, 1])
+    s = check(lambda x, i, b: (x.index_add(0, i, x[:4], alpha=0.3),
+                               b.scatter_add(0, i.view(-1, 1).expand(4, 7), b[:4])),
+              (x, i, x > 0), server=server, fallback=2)
+    assert sorted(s["fallback_ops"]) == ["aten::index_add", "aten::scatter_add"], s
+    torch.manual_seed(0)
+    e = torch.nn.Embedding(10, 4, scale_grad_by_freq=True)
+    t = torch.tensor([[1, 1, 2], [3, 1, 0]])
+    cf = compiled.compile(e, (t,), server=server)
+    cf(t).sum().backward()
+    got = e.weight.grad.clone()
+    e.zero_grad()
+    e(t).sum().backward()
+    torch.testing.assert_close(got, e.weight.grad, **EXACT)
+    assert cf.summary()["backward"]["fallback_ops"] == ["aten::embedding_dense_backward"]
+
+
+def test_big_scatters_split_between_threads(server):
+    g = torch.Generator().manual_seed(4)
+    x = torch.randn(64, 1024, generator=g)
+    i = torch.randint(0, 64, (256, 1024), generator=g)
+    s = torch.randn(256, 1024, generator=g)
+    j = torch.randint(0, 64, (300,), generator=g)
+    check(lambda x, i, s, j, t: (x.scatter_add(0, i, s), x.index_add(0, j, t)),
+          (x, i, s, j, torch.randn(300, 1024, generator=g)), server=server, fallback=0, **EXACT)
+
+
+@pytest.mark.parametrize("bad", [7, -1])
+def test_an_index_out_of_range_raises(server, bad):
+    x = torch.randn(7, 3)
+    fns = [lambda x, i: x.scatter_add(0, i.view(-1, 1).expand(-1, 3).contiguous(), x[:3] * 2),
+           lambda x, i: x.index_add(0, i, x[:3])]
+    for fn in fns:
+        good = torch.tensor([0, 6, 1])
+        with torch.no_grad():
+            cf = compiled.compile(fn, (x, good), server=server)
+            torch.testing.assert_close(cf(x, good), fn(x, good), **EXACT)
+            assert cf.summary()["fallback"] == 0, cf.summary()
+            i = torch.tensor([0, bad, 1])
+            with pytest.raises(Exception) as want:
+                fn(x, i)
+            with pytest.raises(type(want.value)):
+                cf(x, i)
+
+
+class Embed(torch.nn.Module):
+    def __init__(self, padding_idx=None):
+        super().__init__()
+        self.e = torch.nn.Embedding(40, 24, padding_idx=padding_idx)
+
+    def forward(self, t, w):
+        # the embedding's gradient is w itself: nothing computed before the
+        # scatter can differ from eager's, so equality checks its order
+        return (self.e(t) * w).sum()
+
+
+@pytest.mark.parametrize("padding_idx", [None, 3, -1])
+def test_embedding_backward_is_native_and_eager_bit_for_bit(server, padding_idx):
+    torch.manual_seed(0)
+    model = Embed(padding_idx)
+    t = torch.randint(0, 6, (8, 50))  # 400 tokens on 6 rows: long sums per row
+    t[0, :5] = 3
+    for tokens in (t, t.int(), t.t()):  # int32 indices, transposed (strided) tokens
+        w = torch.randn(*tokens.shape, 24)
+        cf = compiled.compile(model, (tokens, w), server=server)
+        model.zero_grad(set_to_none=True)
+        cf(tokens, w).backward()
+        got = model.e.weight.grad.clone()
+        model.zero_grad(set_to_none=True)
+        model(tokens, w).backward()
+        torch.testing.assert_close(got, model.e.weight.grad, **EXACT)
+        b = cf.summary()["backward"]
+        assert b["runs"] == "native" and b["fallback"] == 0, b
+
+
+def test_gather_and_index_select_backward_are_native(server):
+    def f(w, g, j):
+        return (torch.gather(w, 1, g) ** 2).sum() + w.index_select(0, j).exp().sum()
+
+    torch.manual_seed(0)
+    w = torch.randn(6, 5, requires_grad=True)
+    g = torch.randint(0, 5, (6, 9))
+    j = torch.tensor([1, 1, 4, 1, 0])
+    cf = compiled.compile(f, (w, g, j), server=server)
+    cf(w, g, j).backward()
+    w2 = w.detach().clone().requires_grad_()
+    f(w2, g, j).backward()
+    torch.testing.assert_close(w.grad, w2.grad, **EXACT)
+    b = cf.summary()["backward"]
+    assert b["runs"] == "native" and b["fallback"] == 0, b
