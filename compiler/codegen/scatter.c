@@ -1,12 +1,13 @@
 /*
  * scatter.c: the C of a scatter node (scatter_add, scatter.src, index_add,
- * embedding_dense_backward; lower/scatter.c).
+ * embedding_dense_backward, index_put with accumulate; lower/scatter.c).
  *
  * The output first gets its base: self copied (any strides), or the
  * constant self was (zeros, for a backward). Then the positions of the
  * contributions (index's shape for scatter; source's for index_add, whose
  * 1-D index is read along dim; the gradient's for the embedding backward,
- * whose index is read along every dim but the last) are split in two:
+ * whose index is read along every dim but the last; index_put's values,
+ * whose index names a row of dim 0 per token) are split in two:
  *
  *   sequential dims   where two contributions can meet in one output
  *                     element: dim (the embedding backward: the tokens'
@@ -37,12 +38,20 @@ typedef struct pdim {
   bool seq;
 } pdim;
 
+/* Argument `name`'s view (a list's first item: index_put's index). */
 static const ir_view *arg_view(const ir_node *n, const char *name) {
   for (int a = 0; a < n->nargs; a++)
-    if (n->args[a].arg.kind == GC_ARG_TENSOR && n->args[a].views &&
+    if (n->args[a].arg.kind != GC_ARG_NONE && n->args[a].views &&
         n->args[a].bufs && n->args[a].bufs[0] && !strcmp(n->args[a].name, name))
       return n->args[a].views[0];
   return NULL;
+}
+
+/* Is the index read along the tokens' dims (every dim of the index, the
+ * output's dim 0), rather than along dim? */
+static bool by_token(const ir_node *n) {
+  return n->scatter == IR_SCATTER_EMBEDDING ||
+         n->scatter == IR_SCATTER_INDEX_PUT;
 }
 
 /* The views a scatter reads: base (NULL: a constant), index, source. */
@@ -50,8 +59,9 @@ void cg__scatter_views(const ir_node *n, const ir_view **self,
                        const ir_view **index, const ir_view **src) {
   bool emb = n->scatter == IR_SCATTER_EMBEDDING;
   *self = emb ? NULL : arg_view(n, "self");
-  *index = arg_view(n, emb ? "indices" : "index");
+  *index = arg_view(n, by_token(n) ? "indices" : "index");
   *src = arg_view(n, emb                                  ? "grad_output"
+                     : n->scatter == IR_SCATTER_INDEX_PUT ? "values"
                      : n->scatter == IR_SCATTER_INDEX_ADD ? "source"
                                                           : "src");
 }
@@ -105,23 +115,23 @@ void cg__gen_scatter(cg *g, const sc_kernel *k) {
   const ir_buf *o = n->out;
   gc_arena *ar = cg__arena(g);
   const char *t = cx_ctype(o->dtype), *ti = cx_ctype(ix->buf->dtype);
-  bool emb = n->scatter == IR_SCATTER_EMBEDDING;
+  bool emb = n->scatter == IR_SCATTER_EMBEDDING, tok = by_token(n);
   /* the position space */
   pdim p[IR_MAX_RANK + 1] = {{0}};
-  int np = src->rank, tdim = emb ? 0 : n->dim;
+  int np = src->rank, tdim = tok ? 0 : n->dim, ns = tok ? ix->rank : 0;
   for (int d = 0; d < np; d++) {
     p[d].size = n->scatter == IR_SCATTER_ADD || n->scatter == IR_SCATTER_SET
                     ? ix->sizes[d]
                     : src->sizes[d];
     p[d].xs = src->strides[d];
-    p[d].seq = emb ? d < np - 1 : d == n->dim;
-    if (emb)
-      p[d].is = d < np - 1 ? ix->strides[d] : 0;
+    p[d].seq = tok ? d < ns : d == n->dim;
+    if (tok)
+      p[d].is = d < ns ? ix->strides[d] : 0;
     else if (n->scatter == IR_SCATTER_INDEX_ADD)
       p[d].is = d == n->dim && ix->rank ? ix->strides[0] : 0;
     else
       p[d].is = ix->strides[d];
-    p[d].ys = p[d].seq ? 0 : o->strides[emb ? 1 : d];
+    p[d].ys = p[d].seq ? 0 : o->strides[tok ? d - ns + 1 : d];
   }
   int64_t tsize = o->sizes[tdim], tstride = o->strides[tdim];
   int64_t total = 1;
@@ -145,7 +155,7 @@ void cg__gen_scatter(cg *g, const sc_kernel *k) {
                 "/* %s: %s, %lld contributions along %s into dim %d (size "
                 "%lld), in ATen's order */\n",
                 name, n->op ? n->op->name : "scatter", (long long)total,
-                emb ? "the tokens" : "dim", tdim, (long long)tsize);
+                tok ? "the tokens" : "dim", tdim, (long long)tsize);
   gc_buf_printf(&g->out,
                 "static int %s(%s%s%sconst %s *restrict ix, const %s "
                 "*restrict x, %s *restrict y) {\n",
@@ -203,8 +213,12 @@ void cg__gen_scatter(cg *g, const sc_kernel *k) {
   const char *xs = nseq ? gc_arena_printf(ar, "xo%d", nseq) : "xo";
   const char *is = nseq ? gc_arena_printf(ar, "io%d", nseq) : "io";
   cg__line(g, ind, "for (int64_t c = 0; c < nc; c++) {");
-  cg__line(g, ind + 2, "const int64_t k = (int64_t)ix[%s + c * %lld];", is,
-           lane >= 0 ? (long long)p[lane].is : 0LL);
+  bool wrap = n->scatter == IR_SCATTER_INDEX_PUT; /* advanced indexing */
+  cg__line(g, ind + 2, "const int64_t k%s = (int64_t)ix[%s + c * %lld];",
+           wrap ? "0" : "", is, lane >= 0 ? (long long)p[lane].is : 0LL);
+  if (wrap)
+    cg__line(g, ind + 2, "const int64_t k = k0 < 0 ? k0 + %lld : k0;",
+             (long long)tsize);
   if (emb)
     cg__line(g, ind + 2, "if (k == %lld) /* padding */", (long long)n->padding);
   if (emb)

@@ -478,6 +478,75 @@ int lower_select_place(lower_ctx *L, const gc_node *n, int scatter) {
   return L__pw_finish(L, n, 0, &p, e);
 }
 
+/* as_strided_scatter(self, src, size, stride, storage_offset=None): self
+ * (its clone, eager's layout, the output's strides) with src written
+ * through the view as_strided(size, stride, storage_offset) of its
+ * memory, for a view that is dense (its strides dense for its sizes in
+ * some dim order: what autograd's as_strided backward makes, a flat
+ * buffer seen as the gradient's shape). Output element at memory position
+ * e is in the view when 0 <= e - offset < numel(view), and is then src at
+ * ((e - offset) / stride_k) mod size_k. */
+int lower_as_strided_scatter(lower_ctx *L, const gc_node *n, int unused) {
+  (void)unused;
+  ir_graph *ir = L_ir(L);
+  gc_symctx *s = &ir->sym;
+  L_pw p;
+  int rc = L__pw_begin(L, n, 0, &p);
+  if (rc)
+    return rc;
+  ir_tensor *self = L_tensor(L, n, "self"), *src = L_tensor(L, n, "src");
+  const gc_tensor_meta *m = L_out_meta(n, 0);
+  const int64_t *sz, *st;
+  int nsz, nst;
+  int64_t off = 0, os[IR_MAX_RANK];
+  const gc_arg *oa = L_arg(L, n, "storage_offset");
+  if (!self || !src || !m || self->rank != p.rank || self->dtype != p.dt ||
+      src->dtype != p.dt || !L_ints(L, n, "size", &sz, &nsz) ||
+      !L_ints(L, n, "stride", &st, &nst) || nsz != src->rank ||
+      nst != src->rank ||
+      (oa && oa->kind != GC_ARG_NONE && !L_int(L, n, "storage_offset", &off)) ||
+      m->offset.expr || m->offset.v != 0)
+    return GC_EUNSUPPORTED;
+  int64_t numel_out = 1, numel_v = 1;
+  for (int d = 0; d < p.rank; d++) {
+    if (m->strides[d].expr || self->sizes[d] != p.sizes[d])
+      return GC_EUNSUPPORTED;
+    os[d] = m->strides[d].v;
+    numel_out *= p.sizes[d];
+  }
+  for (int k = 0; k < src->rank; k++) {
+    if (sz[k] != src->sizes[k] || st[k] < 0)
+      return GC_EUNSUPPORTED;
+    numel_v *= sz[k];
+  }
+  if (!L_dense_strides(p.rank, p.sizes, os) ||
+      !L_dense_strides(src->rank, sz, st) || off < 0 ||
+      off + numel_v > numel_out)
+    return GC_EUNSUPPORTED;
+  if (numel_out == 0)
+    return empty(L, n, &p);
+  ir_expr *base = L_load(L, self, p.vars);
+  if (numel_v == 0)
+    return L__pw_finish(L, n, 0, &p, base);
+  gc_sym *j = gc_sym_const(s, -off); /* position in the view's block */
+  for (int d = 0; d < p.rank; d++)
+    j = gc_sym_add(s, j, gc_sym_scale(s, p.vars[d], os[d]));
+  if (!j)
+    return GC_ENOMEM;
+  gc_sym *at[IR_MAX_RANK];
+  for (int k = 0; k < src->rank; k++)
+    at[k] = sz[k] == 1 ? gc_sym_const(s, 0)
+                       : gc_sym_mod(s, gc_sym_floordiv(s, j, st[k]), sz[k]);
+  gc_dtype i64 = GC_DTYPE_INT64;
+  ir_expr *v = ir_index(ir, j, i64);
+  ir_expr *inside =
+      ir_op2(ir, IR_AND, GC_DTYPE_BOOL,
+             ir_op2(ir, IR_GE, i64, v, ir_const_i(ir, 0, i64)),
+             ir_op2(ir, IR_LT, i64, v, ir_const_i(ir, numel_v, i64)));
+  ir_expr *e = ir_op3(ir, IR_WHERE, p.dt, inside, L_load(L, src, at), base);
+  return L__pw_finish(L, n, 0, &p, e);
+}
+
 /* diagonal_scatter(self, src, offset=0, dim1=0, dim2=1): self with src on
  * the diagonal (src's last dim runs along it, its others are self's other
  * dims in order): where i2 - i1 == offset, src[..., offset >= 0 ? i1 : i2]. */

@@ -463,6 +463,30 @@ ir_tensor *L_view(lower_ctx *L, ir_tensor *base, int rank, const int64_t *sizes,
   return t;
 }
 
+bool L_dense_strides(int rank, const int64_t *sizes, const int64_t *strides) {
+  int order[IR_MAX_RANK]; /* dims by decreasing stride */
+  if (rank > IR_MAX_RANK)
+    return false;
+  for (int i = 0; i < rank; i++)
+    order[i] = i;
+  for (int i = 1; i < rank; i++) {
+    int d = order[i], j = i - 1;
+    while (j >= 0 && strides[order[j]] < strides[d]) {
+      order[j + 1] = order[j];
+      j--;
+    }
+    order[j + 1] = d;
+  }
+  int64_t dense = 1;
+  for (int i = rank - 1; i >= 0; i--) {
+    int d = order[i];
+    if (sizes[d] > 1 && strides[d] != dense)
+      return false;
+    dense *= sizes[d];
+  }
+  return true;
+}
+
 /* Dense strides for `sizes` in the stride order of `like` (eager's layout:
  * channels-last stays channels-last); contiguous without `like`. */
 static void dense_like(int rank, const int64_t *sizes,

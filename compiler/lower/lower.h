@@ -99,6 +99,10 @@ const gc_tensor_meta *L_out_meta(const gc_node *n, int k);
 /* The static sizes of a metadata; false when symbolic. */
 bool L_static_sizes(const gc_tensor_meta *m, int64_t *sizes);
 
+/* Are `strides` those of a dense tensor of `sizes` whose dims are laid
+ * out in some order (no gaps, no overlap; size-1 dims ignored)? */
+bool L_dense_strides(int rank, const int64_t *sizes, const int64_t *strides);
+
 /* Fresh loop variables for an iteration space. */
 gc_sym **L_vars(lower_ctx *L, int rank, const int64_t *sizes);
 

@@ -1,7 +1,7 @@
 /*
  * scatter.c: lowering rules for scatters: scatter_add, scatter.src,
- * index_add and embedding_dense_backward (the backwards of gather,
- * index_select and embedding).
+ * index_add, embedding_dense_backward and index_put with accumulate (the
+ * backwards of gather, index_select, embedding and indexing with a tensor).
  *
  * A scatter writes where its index says, so it is not a function of its
  * output's index and cannot be a loop of the IR: like a scan (scan.c) it is
@@ -31,10 +31,17 @@ static const char *const out_ops[] = {
     [IR_SCATTER_SET] = "aten::scatter.src_out",
     [IR_SCATTER_INDEX_ADD] = "aten::index_add.out",
     [IR_SCATTER_EMBEDDING] = "aten::embedding_dense_backward.out",
+    [IR_SCATTER_INDEX_PUT] = "aten::index_put.out",
 };
 
 static bool is_index(gc_dtype d) {
   return d == GC_DTYPE_INT64 || d == GC_DTYPE_INT32;
+}
+
+/* Is self an unrealized constant (zeros a backward scatters into)? */
+static bool const_base(const ir_tensor *self, gc_dtype dt) {
+  return self->kind == IR_T_LOOP && !self->realized && self->body &&
+         self->body->op == IR_CONST && self->body->dtype == dt;
 }
 
 /* which: the ir_scatter. */
@@ -42,7 +49,7 @@ int lower_scatter(lower_ctx *L, const gc_node *n, int which) {
   ir_graph *ir = L_ir(L);
   const gc_tensor_meta *m = L_out_meta(n, 0);
   int64_t sz[IR_MAX_RANK];
-  if (which <= IR_SCATTER_NONE || which > IR_SCATTER_EMBEDDING || !m ||
+  if (which <= IR_SCATTER_NONE || which > IR_SCATTER_INDEX_PUT || !m ||
       m->rank < 1 || m->rank > IR_MAX_RANK || !L_static_sizes(m, sz) ||
       !L_dtype_ok(m->dtype))
     return GC_EUNSUPPORTED;
@@ -70,6 +77,28 @@ int lower_scatter(lower_ctx *L, const gc_node *n, int which) {
     if (g->sizes[g->rank - 1] != sz[1] || nw != sz[0] ||
         ix->rank + 1 > IR_MAX_RANK)
       return GC_EUNSUPPORTED;
+  } else if (which == IR_SCATTER_INDEX_PUT) {
+    ir_tensor *self = L_tensor(L, n, "self"), *v = L_tensor(L, n, "values");
+    ir_tensor **ixs;
+    int ni = L_tensors(L, n, "indices", &ixs);
+    bool acc = false;
+    if (!self || !v || ni < 1 || !ixs[0] || !L_bool(L, n, "accumulate", &acc) ||
+        !acc || self->rank != r || self->dtype != m->dtype ||
+        v->dtype != m->dtype || !is_index(ixs[0]->dtype))
+      return GC_EUNSUPPORTED; /* (without accumulate, duplicates race) */
+    for (int k = 1; k < ni; k++)
+      if (ixs[k])
+        return GC_EUNSUPPORTED; /* one index tensor, on dim 0 */
+    ir_tensor *ix = ixs[0];
+    if (v->rank != ix->rank + r - 1 || v->rank > IR_MAX_RANK)
+      return GC_EUNSUPPORTED;
+    for (int d = 0; d < v->rank; d++)
+      if (v->sizes[d] != (d < ix->rank ? ix->sizes[d] : sz[d - ix->rank + 1]))
+        return GC_EUNSUPPORTED; /* values broadcast: not handled */
+    if (const_base(self, m->dtype)) {
+      fill = self->body;
+      skip = "self";
+    }
   } else {
     const char *src_name = which == IR_SCATTER_INDEX_ADD ? "source" : "src";
     ir_tensor *self = L_tensor(L, n, "self"), *ix = L_tensor(L, n, "index"),
@@ -111,8 +140,7 @@ int lower_scatter(lower_ctx *L, const gc_node *n, int which) {
         if (ix->sizes[d] > src->sizes[d] || (d != dim && ix->sizes[d] > sz[d]))
           return GC_EUNSUPPORTED;
     }
-    if (self->kind == IR_T_LOOP && !self->realized && self->body &&
-        self->body->op == IR_CONST && self->body->dtype == m->dtype) {
+    if (const_base(self, m->dtype)) {
       fill = self->body;
       skip = "self";
     }

@@ -359,31 +359,16 @@ int lower_as_strided(lower_ctx *L, const gc_node *n, int unused) {
   ir_tensor *x = v.x;
   if (m->rank != x->rank || m->offset.expr || m->offset.v != 0)
     return GC_EUNSUPPORTED;
-  /* x's dims by decreasing stride, and the strides dense for its sizes */
-  int order[IR_MAX_RANK];
+  /* x's strides dense for its sizes (in any dim order) */
   int64_t ms[IR_MAX_RANK], numel = 1;
   for (int i = 0; i < x->rank; i++) {
     if (m->strides[i].expr)
       return GC_EUNSUPPORTED;
     ms[i] = m->strides[i].v;
-    order[i] = i;
     numel *= x->sizes[i];
   }
-  for (int i = 1; i < x->rank; i++) {
-    int d = order[i], j = i - 1;
-    while (j >= 0 && ms[order[j]] < ms[d]) {
-      order[j + 1] = order[j];
-      j--;
-    }
-    order[j + 1] = d;
-  }
-  int64_t dense = 1;
-  for (int i = x->rank - 1; i >= 0; i--) {
-    int d = order[i];
-    if (x->sizes[d] > 1 && ms[d] != dense)
-      return GC_EUNSUPPORTED;
-    dense *= x->sizes[d];
-  }
+  if (!L_dense_strides(x->rank, x->sizes, ms))
+    return GC_EUNSUPPORTED;
   gc_sym *p = gc_sym_const(s, off);
   for (int i = 0; i < v.rank; i++)
     p = gc_sym_add(s, p, gc_sym_scale(s, v.vars[i], st[i]));

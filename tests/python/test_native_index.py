@@ -396,6 +396,16 @@ def test_scatter_operators_called_directly(server):
     d = torch.randn(6)
     check(f, (a, torch.randn(6), torch.randn(6), torch.randn(6, 4), d), server=server,
           fallback=0)
+    # as_strided_scatter through dense views of the output's memory: the
+    # whole of a flat buffer (autograd's as_strided backward), a block at
+    # an offset, a transposed block, a view with a size-1 dim
+    f = torch.randn(24)
+    check(lambda f, s: (torch.as_strided_scatter(f, s, (2, 12), (12, 1), 0),
+                        torch.as_strided_scatter(f, s[:, :5] * 2, (2, 5), (5, 1), 7),
+                        torch.as_strided_scatter(f, s[:, :6], (2, 6), (1, 2), 3),
+                        torch.as_strided_scatter(f.view(4, 6), s[:1, :6].t(), (6, 1), (1, 9), 2),
+                        torch.as_strided_scatter(f.view(6, 4).t(), s, (2, 12), (12, 1), 0)),
+          (f, torch.randn(2, 12)), server=server, fallback=0)
     b = torch.randn(2, 3, 4, 5)
     check(lambda b, s: (torch.diagonal_scatter(b, s, 1, 1, 3),
                         torch.diagonal_scatter(b, s[..., :3] * 0, -1, -1, 1)),

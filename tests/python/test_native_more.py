@@ -127,3 +127,15 @@ def test_zero_in_place_writes_the_input(server):
         x.zero_()
         return x + y
     check(f, (torch.randn(3, 4), torch.randn(3, 4)), server=server, fallback=0)
+
+
+def test_empty_tensors_are_native(server):
+    # empty, empty_strided, new_empty and new_empty_strided have no defined
+    # contents: lowered as fills, they are written before they are read
+    def f(x):
+        a = torch.empty(3, 4).fill_(2.0)
+        b = x.new_empty(3, 4).copy_(x)
+        c = torch.empty_strided((3, 4), (1, 3)).copy_(x * 2)
+        d = x.new_empty_strided((3, 4), (4, 1)).zero_()
+        return a + b + c + d
+    check(f, (torch.randn(3, 4),), server=server, fallback=0)

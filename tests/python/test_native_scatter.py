@@ -1,6 +1,7 @@
-"""Native scatters: scatter_add, scatter.src, index_add and
-embedding_dense_backward, the backwards of gather, index_select and
-embedding (compiler/lower/scatter.c, compiler/codegen/scatter.c).
+"""Native scatters: scatter_add, scatter.src, index_add,
+embedding_dense_backward and index_put with accumulate, the backwards of
+gather, index_select, embedding and indexing (compiler/lower/scatter.c,
+compiler/codegen/scatter.c).
 
 Generated code adds the contributions to each output element in ATen's
 order (ascending along the scattered dim, the tokens in row-major order)
@@ -150,6 +151,43 @@ def test_embedding_backward_is_native_and_eager_bit_for_bit(server, padding_idx)
         torch.testing.assert_close(got, model.e.weight.grad, **EXACT)
         b = cf.summary()["backward"]
         assert b["runs"] == "native" and b["fallback"] == 0, b
+
+
+def test_index_put_with_accumulate(server):
+    # indexing with one tensor on dim 0 (negative indices count from the
+    # end), its backward's form: zeros.index_put_((idx,), grad, True)
+    g = torch.Generator().manual_seed(6)
+    idx = torch.randint(-10, 10, (7, 9), generator=g)  # 63 tokens on 10 rows
+    v = torch.randn(7, 9, 4, generator=g)
+
+    def f(x, i, v):
+        return (x.index_put((i,), v, accumulate=True),
+                torch.zeros(10, 4).index_put((i,), v * 2, accumulate=True),
+                x[:, 0].index_put((i[0],), v[0, :, 0], accumulate=True))
+    for name, x in layouts((10, 4)):
+        check(f, (x, idx, v), server=server, fallback=0, **EXACT)
+    # without accumulate (duplicates race in ATen) it stays an ATen call
+    s = check(lambda x, i: x.index_put((i,), x[:3] * 2), (torch.randn(10, 4),
+              torch.tensor([1, 5, 2])), server=server, fallback=1)
+    assert s["fallback_ops"] == ["aten::index_put"], s
+
+
+def test_indexing_backward_is_native(server):
+    torch.manual_seed(0)
+    table = torch.randn(10, 4, requires_grad=True)
+    idx = torch.randint(-10, 10, (7, 9))
+    w = torch.randn(7, 9, 4)
+
+    def f(t, i):
+        return (t[i] * w).sum()
+    cf = compiled.compile(f, (table, idx), server=server)
+    cf(table, idx).backward()
+    got = table.grad.clone()
+    table.grad = None
+    f(table, idx).backward()
+    torch.testing.assert_close(got, table.grad, **EXACT)
+    b = cf.summary()["backward"]
+    assert b["runs"] == "native" and b["fallback"] == 0, b
 
 
 def test_gather_and_index_select_backward_are_native(server):
