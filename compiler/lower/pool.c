@@ -60,7 +60,10 @@ typedef struct pool {
   L_pw out; /* output 0 */
 } pool;
 
-static int pool_args(lower_ctx *L, const gc_node *n, bool dilation, pool *P) {
+/* The input is `self`; `reads`: the rule reads its values (not only its
+ * shape, as a backward does). */
+static int pool_args(lower_ctx *L, const gc_node *n, bool dilation, bool reads,
+                     pool *P) {
   memset(P, 0, sizeof *P);
   P->x = L_tensor(L, n, "self");
   static const int64_t zero[2] = {0, 0}, one[2] = {1, 1};
@@ -81,8 +84,8 @@ static int pool_args(lower_ctx *L, const gc_node *n, bool dilation, pool *P) {
    * writing it once, and its index arithmetic at the padded borders keeps
    * the pooling loop from vectorizing. Realize it unless it is a plain
    * load (Inductor's pooling lowerings hint the same). */
-  if (P->k[0] * P->k[1] > 1 && P->x->kind == IR_T_LOOP && !P->x->realized &&
-      P->x->nops > 0 &&
+  if (reads && P->k[0] * P->k[1] > 1 && P->x->kind == IR_T_LOOP &&
+      !P->x->realized && P->x->nops > 0 &&
       !L_realize_chosen(L, P->x, P->x->value ? &P->x->value->meta : NULL))
     return GC_ENOMEM;
   P->rank = P->x->rank;
@@ -189,7 +192,7 @@ int lower_max_pool2d(lower_ctx *L, const gc_node *n, int unused) {
   (void)unused;
   ir_graph *ir = L_ir(L);
   pool P;
-  int rc = pool_args(L, n, true, &P);
+  int rc = pool_args(L, n, true, true, &P);
   if (rc)
     return rc;
   if (P.k[0] * P.k[1] > MAX_WINDOW)
@@ -248,6 +251,54 @@ static ir_tensor *window_sum(lower_ctx *L, const gc_node *n, pool *P,
   return b ? ir_tensor_of_buf(ir, b) : NULL;
 }
 
+/* The window of output position (oh, ow) as ATen's average pooling
+ * computes it: start (hs, ws) and end (he, we) in padded coordinates (the
+ * end clamped to the padded input), their sizes' product pool_size, and
+ * the part inside the input [hs0, he0) x [ws0, we0) of `valid` elements. */
+typedef struct win {
+  gc_sym *hs0, *ws0, *he0, *we0, *pool_size, *valid;
+} win;
+
+static bool window(gc_symctx *s, const pool *P, gc_sym *oh, gc_sym *ow,
+                   win *w) {
+  gc_sym *hs = gc_sym_addc(s, gc_sym_scale(s, oh, P->s[0]), -P->p[0]);
+  gc_sym *ws = gc_sym_addc(s, gc_sym_scale(s, ow, P->s[1]), -P->p[1]);
+  gc_sym *he = gc_sym_min(s, gc_sym_addc(s, hs, P->k[0]),
+                          gc_sym_const(s, P->H + P->p[0]));
+  gc_sym *we = gc_sym_min(s, gc_sym_addc(s, ws, P->k[1]),
+                          gc_sym_const(s, P->W + P->p[1]));
+  w->pool_size = gc_sym_mul(s, gc_sym_sub(s, he, hs), gc_sym_sub(s, we, ws));
+  w->hs0 = gc_sym_max(s, hs, gc_sym_const(s, 0));
+  w->ws0 = gc_sym_max(s, ws, gc_sym_const(s, 0));
+  w->he0 = gc_sym_min(s, he, gc_sym_const(s, P->H));
+  w->we0 = gc_sym_min(s, we, gc_sym_const(s, P->W));
+  w->valid = gc_sym_mul(s, gc_sym_sub(s, w->he0, w->hs0),
+                        gc_sym_sub(s, w->we0, w->ws0));
+  return w->pool_size && w->valid;
+}
+
+/* ATen's divide_factor in dt: divisor_override (div != 0), else the
+ * window's size with the padding (incl) or without. */
+static ir_expr *divisor(ir_graph *ir, const win *w, bool incl, int64_t div,
+                        gc_dtype dt) {
+  return div ? ir_const_f(ir, (double)div, dt)
+             : ir_cast(
+                   ir,
+                   ir_index(ir, incl ? w->pool_size : w->valid, GC_DTYPE_INT64),
+                   dt);
+}
+
+/* count_include_pad and divisor_override (false, 0: none); false when
+ * eager would refuse them. */
+static bool avg_args(lower_ctx *L, const gc_node *n, bool *incl, int64_t *div) {
+  *incl = true;
+  *div = 0;
+  L_bool(L, n, "count_include_pad", incl);
+  const gc_arg *da = L_arg(L, n, "divisor_override");
+  return !(da && da->kind != GC_ARG_NONE &&
+           (!L_int(L, n, "divisor_override", div) || *div == 0));
+}
+
 /* avg_pool2d(self, kernel_size, stride, padding, ceil_mode,
  * count_include_pad, divisor_override). */
 int lower_avg_pool2d(lower_ctx *L, const gc_node *n, int unused) {
@@ -255,15 +306,12 @@ int lower_avg_pool2d(lower_ctx *L, const gc_node *n, int unused) {
   ir_graph *ir = L_ir(L);
   gc_symctx *s = &ir->sym;
   pool P;
-  int rc = pool_args(L, n, false, &P);
+  int rc = pool_args(L, n, false, true, &P);
   if (rc)
     return rc;
-  bool incl = true;
-  int64_t div = 0;
-  L_bool(L, n, "count_include_pad", &incl);
-  const gc_arg *da = L_arg(L, n, "divisor_override");
-  if (da && da->kind != GC_ARG_NONE &&
-      (!L_int(L, n, "divisor_override", &div) || div == 0))
+  bool incl;
+  int64_t div;
+  if (!avg_args(L, n, &incl, &div))
     return GC_EUNSUPPORTED;
   gc_dtype dt = P.out.dt;
   int r = P.rank;
@@ -281,35 +329,95 @@ int lower_avg_pool2d(lower_ctx *L, const gc_node *n, int unused) {
     return GC_ENOMEM;
   /* ATen's divisor, over the output variables */
   gc_sym **v = P.out.vars;
-  gc_sym *hs = gc_sym_addc(s, gc_sym_scale(s, v[r - 2], P.s[0]), -P.p[0]);
-  gc_sym *ws = gc_sym_addc(s, gc_sym_scale(s, v[r - 1], P.s[1]), -P.p[1]);
-  gc_sym *he =
-      gc_sym_min(s, gc_sym_addc(s, hs, P.k[0]), gc_sym_const(s, P.H + P.p[0]));
-  gc_sym *we =
-      gc_sym_min(s, gc_sym_addc(s, ws, P.k[1]), gc_sym_const(s, P.W + P.p[1]));
-  gc_sym *pool_size =
-      gc_sym_mul(s, gc_sym_sub(s, he, hs), gc_sym_sub(s, we, ws));
-  gc_sym *hs0 = gc_sym_max(s, hs, gc_sym_const(s, 0));
-  gc_sym *ws0 = gc_sym_max(s, ws, gc_sym_const(s, 0));
-  gc_sym *he0 = gc_sym_min(s, he, gc_sym_const(s, P.H));
-  gc_sym *we0 = gc_sym_min(s, we, gc_sym_const(s, P.W));
-  gc_sym *valid =
-      gc_sym_mul(s, gc_sym_sub(s, he0, hs0), gc_sym_sub(s, we0, ws0));
-  if (!pool_size || !valid)
+  win w;
+  if (!window(s, &P, v[r - 2], v[r - 1], &w))
     return GC_ENOMEM;
-  ir_expr *d =
-      div ? ir_const_f(ir, (double)div, dt)
-          : ir_cast(ir, ir_index(ir, incl ? pool_size : valid, GC_DTYPE_INT64),
-                    dt);
+  ir_expr *d = divisor(ir, &w, incl, div, dt);
   ir_expr *y = OP2(DIV, L_load(L, sum, v), d);
-  if (valid->lo <= 0) { /* a window entirely in the padding gives 0 */
+  if (w.valid->lo <= 0) { /* a window entirely in the padding gives 0 */
     gc_dtype i64 = GC_DTYPE_INT64;
-    ir_expr *empty = OR(
-        ir_op2(ir, IR_LE, i64, ir_index(ir, he0, i64), ir_index(ir, hs0, i64)),
-        ir_op2(ir, IR_LE, i64, ir_index(ir, we0, i64), ir_index(ir, ws0, i64)));
+    ir_expr *empty = OR(ir_op2(ir, IR_LE, i64, ir_index(ir, w.he0, i64),
+                               ir_index(ir, w.hs0, i64)),
+                        ir_op2(ir, IR_LE, i64, ir_index(ir, w.we0, i64),
+                               ir_index(ir, w.ws0, i64)));
     y = WHERE(empty, ir_const_f(ir, 0, dt), y);
   }
   return L__pw_finish(L, n, 0, &P.out, y);
+}
+
+/* avg_pool2d_backward(grad_output, self, kernel_size, stride, padding,
+ * ceil_mode, count_include_pad, divisor_override): the gradient of input
+ * element (ih, iw) gathers grad_output / divide_factor of every window
+ * covering it. ATen scatters them, window by window in (oh, ow) order,
+ * into zeros; here each input element sums the at most ceil(kh / sh) x
+ * ceil(kw / sw) candidate windows in that order, starting from 0 (so a
+ * lone -0.0 becomes 0.0, as ATen's), windows that do not cover it adding
+ * 0.0 (which changes no sum that starts from 0.0): eager's bits. */
+int lower_avg_pool2d_backward(lower_ctx *L, const gc_node *n, int unused) {
+  (void)unused;
+  ir_graph *ir = L_ir(L);
+  gc_symctx *s = &ir->sym;
+  pool P;
+  int rc = pool_args(L, n, false, false, &P);
+  if (rc)
+    return rc;
+  bool incl;
+  int64_t div;
+  ir_tensor *g = L_tensor(L, n, "grad_output");
+  int r = P.rank;
+  if (!avg_args(L, n, &incl, &div) || !g || g->rank != r ||
+      g->dtype != P.out.dt)
+    return GC_EUNSUPPORTED;
+  for (int i = 0; i < r; i++)
+    if (P.out.sizes[i] != P.x->sizes[i] ||
+        (i < r - 2 && g->sizes[i] != P.x->sizes[i]))
+      return GC_EUNSUPPORTED;
+  int64_t OH = g->sizes[r - 2], OW = g->sizes[r - 1];
+  int64_t nh = (P.k[0] + P.s[0] - 1) / P.s[0],
+          nw = (P.k[1] + P.s[1] - 1) / P.s[1];
+  gc_dtype dt = P.out.dt, i64 = GC_DTYPE_INT64;
+  if (numel(r, P.out.sizes) == 0 || OH == 0 || OW == 0)
+    return L__pw_finish(L, n, 0, &P.out, ir_const_f(ir, 0, dt));
+  if (nh * nw > MAX_WINDOW)
+    return GC_EUNSUPPORTED;
+  gc_sym **v = P.out.vars;
+  gc_sym *ih = v[r - 2], *iw = v[r - 1];
+  /* the last window starting at or before the element, per axis */
+  gc_sym *lh = gc_sym_floordiv(s, gc_sym_addc(s, ih, P.p[0]), P.s[0]);
+  gc_sym *lw = gc_sym_floordiv(s, gc_sym_addc(s, iw, P.p[1]), P.s[1]);
+  ir_expr *acc = ir_const_f(ir, 0, dt);
+  gc_sym *at[4];
+  for (int i = 0; i < r - 2; i++)
+    at[i] = v[i];
+  for (int64_t j = 0; j < nh; j++) {
+    gc_sym *oh = gc_sym_addc(s, lh, j - (nh - 1));
+    for (int64_t k = 0; k < nw; k++) {
+      gc_sym *ow = gc_sym_addc(s, lw, k - (nw - 1));
+      win w;
+      if (!oh || !ow || !window(s, &P, oh, ow, &w))
+        return GC_ENOMEM;
+      /* it covers the element: a window, ending after it (its start is
+       * at or before it by the choice of oh, ow) */
+      ir_expr *covers = and_opt(
+          ir, and_opt(ir, in_range(ir, oh, OH), in_range(ir, ow, OW)),
+          AND(ir_op2(ir, IR_LT, i64, ir_index(ir, ih, i64),
+                     ir_index(ir,
+                              gc_sym_addc(s, gc_sym_scale(s, oh, P.s[0]),
+                                          P.k[0] - P.p[0]),
+                              i64)),
+              ir_op2(ir, IR_LT, i64, ir_index(ir, iw, i64),
+                     ir_index(ir,
+                              gc_sym_addc(s, gc_sym_scale(s, ow, P.s[1]),
+                                          P.k[1] - P.p[1]),
+                              i64))));
+      at[r - 2] = clamp(s, oh, OH - 1);
+      at[r - 1] = clamp(s, ow, OW - 1);
+      ir_expr *term =
+          OP2(DIV, L_load(L, g, at), divisor(ir, &w, incl, div, dt));
+      acc = OP2(ADD, acc, WHERE(covers, term, ir_const_f(ir, 0, dt)));
+    }
+  }
+  return L__pw_finish(L, n, 0, &P.out, acc);
 }
 
 /* _adaptive_avg_pool2d(self, output_size). */

@@ -207,6 +207,38 @@ def test_avg_and_adaptive_pool(server):
     check(f, (torch.randn(3, 9, 11, dtype=torch.float64),), server=server, fallback=0)
 
 
+AVG_POOLS = [(2, 2, 0, False, True, None), (3, 1, 1, False, True, None),
+             (3, 2, 1, True, False, None), (3, 2, 1, False, True, None),
+             ((3, 2), (2, 1), (1, 0), True, True, None), (2, 2, 1, True, False, 3),
+             (5, 3, 2, True, False, None)]
+
+
+@pytest.mark.parametrize("layout", ["contiguous", "channels_last", "3d"])
+def test_avg_pool2d_backward_is_native_and_eager_bit_for_bit(server, layout):
+    # each input element sums the windows covering it in ATen's (oh, ow)
+    # order: equal bits, whatever the kernel, stride, padding, ceil_mode,
+    # count_include_pad and divisor
+    torch.manual_seed(0)
+    for k, s, p, ceil, incl, div in AVG_POOLS:
+        x = torch.randn(3, 9, 11) if layout == "3d" else torch.randn(2, 3, 9, 11)
+        if layout == "channels_last":
+            x = x.contiguous(memory_format=torch.channels_last)
+        x.requires_grad_()
+
+        def f(x):
+            return F.avg_pool2d(x, k, s, p, ceil, incl, div)
+        cf = compiled.compile(f, (x,), server=server)
+        y = cf(x)
+        grad = torch.randn(y.shape)
+        y.backward(grad)
+        got = x.grad.clone()
+        x.grad = None
+        f(x).backward(grad)
+        torch.testing.assert_close(got, x.grad, atol=0, rtol=0)
+        b = cf.summary()["backward"]
+        assert b["runs"] == "native" and b["fallback"] == 0, (k, s, p, b)
+
+
 def test_as_strided_of_dense_values(server):
     def f(x):
         y = x * 2
