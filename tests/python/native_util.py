@@ -13,7 +13,6 @@ expanded) and channels-last inputs, odd sizes that do not divide the vector
 width.
 """
 
-import os
 from typing import Any, Callable, Dict, Optional, Sequence
 
 import torch
@@ -89,6 +88,17 @@ def check(fn: Callable, args: Sequence[Any], *, server: str, native: Optional[in
     assert_same(got, want, "output", atol=atol, rtol=rtol, strides=strides)
     assert_same(comp_args, eager_args, "input after the call", atol=atol, rtol=rtol)
     return summary
+
+
+def assert_raises_like_eager(cf, fn, args):
+    """Eager raises on ``args``; so does the compiled ``cf``, with an
+    exception of eager's type (the native program's index error is both
+    IndexError and RuntimeError, eager raising one or the other by op)."""
+    import pytest
+    with pytest.raises(Exception) as want:
+        fn(*args)
+    with pytest.raises(type(want.value)):
+        cf(*args)
 
 
 def layouts(shape, dtype=torch.float32, seed=0):
