@@ -826,3 +826,144 @@ int lower_batch_norm_backward(lower_ctx *L, const gc_node *n, int unused) {
   }
   return want[2] ? L_set(L, n, 2, sum) : 0;
 }
+
+/* ---- group norm ---- */
+
+/* A sum over the reduced variables rv (rsizes) of body, one value per
+ * point of the output space (sizes, vars); the result as a tensor. */
+static ir_tensor *sum_of(lower_ctx *L, const gc_node *n, gc_dtype dt, int rank,
+                         const int64_t *sizes, gc_sym **vars, int rrank,
+                         const int64_t *rsizes, gc_sym **rv, ir_expr *body) {
+  ir_buf *b = L_reduce(L, n, IR_RED_SUM, dt, rank, sizes, vars, rrank, rsizes,
+                       rv, body, NULL, NULL);
+  return b ? ir_tensor_of_buf(L_ir(L), b) : NULL;
+}
+
+/* native_group_norm_backward(grad_out, input, mean, rstd, weight, N, C,
+ * HxW, group, output_mask) -> (grad_input, grad_weight, grad_bias), as
+ * ATen's kernel: per (n, c) ds = sum(dy * x), db = sum(dy) over the
+ * spatial dims; per (n, g) over the group's channels dsg = sum(ds * w),
+ * dbg = sum(db * w), c2 = (dbg * mean - dsg) * rstd^3 / (D * HxW), c3 =
+ * -c2 * mean - dbg * rstd / (D * HxW); dx = rstd * w * dy + c2 * x + c3;
+ * dw = sum over n of (ds - db * mean) * rstd, dbias = sum over n of db.
+ * Inputs without spatial dims ([N, C]) are declined. */
+int lower_group_norm_backward(lower_ctx *L, const gc_node *n, int unused) {
+  (void)unused;
+  ir_graph *ir = L_ir(L);
+  gc_symctx *s = &ir->sym;
+  ir_tensor *dy = L_tensor(L, n, "grad_out"), *x = L_tensor(L, n, "input");
+  ir_tensor *mean = L_tensor(L, n, "mean"), *rstd = L_tensor(L, n, "rstd");
+  ir_tensor *w = L_tensor(L, n, "weight");
+  int64_t G;
+  if (!dy || !x || !mean || !rstd || !L_int(L, n, "group", &G) || G <= 0 ||
+      x->rank < 3 || !L_is_float(x->dtype) || dy->rank != x->rank ||
+      dy->dtype != x->dtype || x->sizes[1] % G != 0)
+    return GC_EUNSUPPORTED;
+  gc_dtype dt = x->dtype;
+  int r = x->rank;
+  int64_t N = x->sizes[0], C = x->sizes[1], D = C / G, HW = 1;
+  for (int i = 0; i < r; i++)
+    if (dy->sizes[i] != x->sizes[i])
+      return GC_EUNSUPPORTED;
+  for (int i = 2; i < r; i++)
+    HW *= x->sizes[i];
+  if (mean->rank != 2 || rstd->rank != 2 || mean->sizes[0] != N ||
+      mean->sizes[1] != G || rstd->sizes[0] != N || rstd->sizes[1] != G ||
+      (w && (w->rank != 1 || w->sizes[0] != C)) || N * C * HW == 0)
+    return GC_EUNSUPPORTED;
+  /* ds, db: [N, C] sums over the spatial dims */
+  int64_t nc[2] = {N, C}, sp[IR_MAX_RANK];
+  for (int i = 2; i < r; i++)
+    sp[i - 2] = x->sizes[i];
+  gc_sym **vnc = L_vars(L, 2, nc), **vsp = L_vars(L, r - 2, sp);
+  if (!vnc || !vsp)
+    return GC_ENOMEM;
+  gc_sym *xi[IR_MAX_RANK];
+  xi[0] = vnc[0];
+  xi[1] = vnc[1];
+  for (int i = 2; i < r; i++)
+    xi[i] = vsp[i - 2];
+  ir_expr *dye = L_load(L, dy, xi);
+  ir_tensor *ds = sum_of(L, n, dt, 2, nc, vnc, r - 2, sp, vsp,
+                         OP2(MUL, dye, L_load(L, x, xi)));
+  ir_tensor *db = sum_of(L, n, dt, 2, nc, vnc, r - 2, sp, vsp, dye);
+  if (!ds || !db)
+    return GC_ENOMEM;
+  int rc = 0;
+  if (L_out_meta(n, 0)) {
+    /* dsg, dbg: [N, G] sums over the group's channels */
+    int64_t ng[2] = {N, G}, dd[1] = {D};
+    gc_sym **vng = L_vars(L, 2, ng), **vd = L_vars(L, 1, dd);
+    if (!vng || !vd)
+      return GC_ENOMEM;
+    gc_sym *at[2] = {vng[0], gc_sym_add(s, gc_sym_scale(s, vng[1], D), vd[0])};
+    ir_expr *wv = w ? L_load(L, w, &at[1]) : NULL;
+    ir_expr *dsw = L_load(L, ds, at), *dbw = L_load(L, db, at);
+    if (wv) {
+      dsw = OP2(MUL, dsw, wv);
+      dbw = OP2(MUL, dbw, wv);
+    }
+    ir_tensor *dsg = sum_of(L, n, dt, 2, ng, vng, 1, dd, vd, dsw);
+    ir_tensor *dbg = sum_of(L, n, dt, 2, ng, vng, 1, dd, vd, dbw);
+    gc_sym **v2 = L_vars(L, 2, ng);
+    if (!dsg || !dbg || !v2)
+      return GC_ENOMEM;
+    ir_expr *sc = ir_const_f(ir, 1.0 / (double)(D * HW), dt);
+    if (dt == GC_DTYPE_FLOAT32) /* ATen: T(1) / static_cast<T>(D * HxW) */
+      sc = ir_const_f(ir, (double)(1.0f / (float)(D * HW)), dt);
+    ir_expr *m = L_load(L, mean, v2), *rs = L_load(L, rstd, v2);
+    ir_expr *dbv = L_load(L, dbg, v2);
+    ir_expr *c2 = OP2(
+        MUL,
+        OP2(MUL,
+            OP2(MUL,
+                OP2(MUL, OP2(SUB, OP2(MUL, dbv, m), L_load(L, dsg, v2)), rs),
+                rs),
+            rs),
+        sc);
+    ir_tensor *c2t = L_pointwise(L, n, dt, 2, ng, v2, c2);
+    if (!c2t || !L_realize(L, c2t, NULL))
+      return GC_ENOMEM;
+    ir_expr *c3 = OP2(SUB, OP2(MUL, OP1(NEG, L_load(L, c2t, v2)), m),
+                      OP2(MUL, OP2(MUL, dbv, rs), sc));
+    ir_tensor *c3t = L_pointwise(L, n, dt, 2, ng, v2, c3);
+    if (!c3t || !L_realize(L, c3t, NULL))
+      return GC_ENOMEM;
+    gc_sym **v = L_vars(L, r, x->sizes);
+    if (!v)
+      return GC_ENOMEM;
+    gc_sym *gi[2] = {v[0], gc_sym_floordiv(s, v[1], D)};
+    ir_expr *c1 = L_load(L, rstd, gi);
+    if (w)
+      c1 = OP2(MUL, c1, L_load(L, w, &v[1]));
+    ir_expr *dx = OP2(ADD,
+                      OP2(ADD, OP2(MUL, c1, L_load(L, dy, v)),
+                          OP2(MUL, L_load(L, c2t, gi), L_load(L, x, v))),
+                      L_load(L, c3t, gi));
+    rc = L_set(L, n, 0, L_pointwise(L, n, dt, r, x->sizes, v, dx));
+  }
+  int64_t c1s[1] = {C}, n1[1] = {N};
+  if (!rc && L_out_meta(n, 1)) {
+    gc_sym **vc = L_vars(L, 1, c1s), **vn = L_vars(L, 1, n1);
+    if (!vc || !vn)
+      return GC_ENOMEM;
+    gc_sym *at[2] = {vn[0], vc[0]};
+    gc_sym *ag[2] = {vn[0], gc_sym_floordiv(s, vc[0], D)};
+    ir_expr *e = OP2(MUL,
+                     OP2(SUB, L_load(L, ds, at),
+                         OP2(MUL, L_load(L, db, at), L_load(L, mean, ag))),
+                     L_load(L, rstd, ag));
+    ir_tensor *dw = sum_of(L, n, dt, 1, c1s, vc, 1, n1, vn, e);
+    rc = dw ? L_set(L, n, 1, dw) : GC_ENOMEM;
+  }
+  if (!rc && L_out_meta(n, 2)) {
+    gc_sym **vc = L_vars(L, 1, c1s), **vn = L_vars(L, 1, n1);
+    if (!vc || !vn)
+      return GC_ENOMEM;
+    gc_sym *at[2] = {vn[0], vc[0]};
+    ir_tensor *dbias =
+        sum_of(L, n, dt, 1, c1s, vc, 1, n1, vn, L_load(L, db, at));
+    rc = dbias ? L_set(L, n, 2, dbias) : GC_ENOMEM;
+  }
+  return rc;
+}

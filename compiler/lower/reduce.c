@@ -423,6 +423,96 @@ int lower_layer_norm(lower_ctx *L, const gc_node *n, int unused) {
   return rc;
 }
 
+/* native_group_norm(input, weight, bias, N, C, HxW, group, eps) -> (out,
+ * mean [N, G], rstd [N, G]): the input seen as [N, G, C / G, *] (a view),
+ * a Welford reduction over its dims after the group's, rstd = 1 /
+ * sqrt(max(m2 / count, 0) + eps), then per channel c of group g, as ATen's
+ * kernel: scale = rstd * weight[c], bias' = -scale * mean + bias[c], out =
+ * scale * x + bias' (without weight and bias: (x - mean) * rstd). */
+int lower_group_norm(lower_ctx *L, const gc_node *n, int unused) {
+  (void)unused;
+  ir_graph *ir = L_ir(L);
+  gc_symctx *s = &ir->sym;
+  ir_tensor *x = L_tensor(L, n, "input");
+  int64_t G;
+  double eps;
+  if (!x || x->rank < 2 || x->rank + 1 > IR_MAX_RANK || !L_is_float(x->dtype) ||
+      !L_int(L, n, "group", &G) || !L_float(L, n, "eps", &eps) || G <= 0 ||
+      x->sizes[1] % G != 0)
+    return GC_EUNSUPPORTED;
+  gc_dtype dt = x->dtype;
+  int64_t C = x->sizes[1], D = C / G;
+  /* the grouped view [N, G, D, *] */
+  int vr = x->rank + 1;
+  int64_t vs[IR_MAX_RANK];
+  vs[0] = x->sizes[0];
+  vs[1] = G;
+  vs[2] = D;
+  for (int i = 2; i < x->rank; i++)
+    vs[i + 1] = x->sizes[i];
+  gc_sym **vv = L_vars(L, vr, vs);
+  gc_sym **map =
+      vv ? gc_arena_calloc(ir->a, (size_t)x->rank, sizeof *map) : NULL;
+  if (!map)
+    return GC_ENOMEM;
+  map[0] = vv[0];
+  map[1] = gc_sym_add(s, gc_sym_scale(s, vv[1], D), vv[2]);
+  for (int i = 2; i < x->rank; i++)
+    map[i] = vv[i + 1];
+  ir_tensor *xv = L_view(L, x, vr, vs, vv, map);
+  int64_t dims[IR_MAX_RANK];
+  for (int i = 2; i < vr; i++)
+    dims[i - 2] = i;
+  red r;
+  int rc = setup(L, n, 1, xv, dims, vr - 2, false, &r);
+  if (rc)
+    return rc;
+  if (r.count == 0 || r.rank != 2)
+    return GC_EUNSUPPORTED;
+  ir_tensor *mean, *m2;
+  if ((rc = welford(L, n, &r, dt, &mean, &m2)))
+    return rc;
+  gc_sym **sv = L_vars(L, r.rank, r.sizes);
+  if (!sv)
+    return GC_ENOMEM;
+  ir_expr *var = ir_op2(ir, IR_DIV, dt, L_load(L, m2, sv),
+                        ir_const_f(ir, (double)r.count, dt));
+  var = ir_op2(ir, IR_MAXIMUM, dt, var, ir_const_f(ir, 0, dt));
+  ir_tensor *rstd = L_pointwise(
+      L, n, dt, r.rank, r.sizes, sv,
+      ir_op2(ir, IR_DIV, dt, ir_const_f(ir, 1, dt),
+             ir_op1(ir, IR_SQRT, dt,
+                    ir_op2(ir, IR_ADD, dt, var, ir_const_f(ir, eps, dt)))));
+  if (!rstd)
+    return GC_ENOMEM;
+  gc_sym **v = L_vars(L, x->rank, x->sizes);
+  if (!v)
+    return GC_ENOMEM;
+  gc_sym *ng[2] = {v[0], gc_sym_floordiv(s, v[1], D)};
+  ir_expr *rs = L_load(L, rstd, ng), *mu = L_load(L, mean, ng);
+  ir_expr *xe = L_load(L, x, v), *y;
+  ir_tensor *w = L_tensor(L, n, "weight"), *b = L_tensor(L, n, "bias");
+  if ((w && (w->rank != 1 || w->sizes[0] != C || w->dtype != dt)) ||
+      (b && (b->rank != 1 || b->sizes[0] != C || b->dtype != dt)))
+    return GC_EUNSUPPORTED;
+  if (!w && !b) {
+    y = ir_op2(ir, IR_MUL, dt, ir_op2(ir, IR_SUB, dt, xe, mu), rs);
+  } else {
+    gc_sym *c[1] = {v[1]};
+    ir_expr *scale = w ? ir_op2(ir, IR_MUL, dt, rs, L_load(L, w, c)) : rs;
+    ir_expr *shift = ir_op2(ir, IR_MUL, dt, ir_op1(ir, IR_NEG, dt, scale), mu);
+    shift = ir_op2(ir, IR_ADD, dt, shift,
+                   b ? L_load(L, b, c) : ir_const_f(ir, 0, dt));
+    y = ir_op2(ir, IR_ADD, dt, ir_op2(ir, IR_MUL, dt, scale, xe), shift);
+  }
+  rc = L_set(L, n, 0, L_pointwise(L, n, dt, x->rank, x->sizes, v, y));
+  if (!rc)
+    rc = L_set(L, n, 1, mean);
+  if (!rc)
+    rc = L_set(L, n, 2, rstd);
+  return rc;
+}
+
 /* logsumexp(self, dim, keepdim): max over dim, then log(sum(exp(x - max)))
  * + max, with an infinite max replaced by 0 in both places, as ATen. */
 int lower_logsumexp(lower_ctx *L, const gc_node *n, int unused) {

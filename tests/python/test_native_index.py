@@ -207,6 +207,18 @@ def test_avg_and_adaptive_pool(server):
     check(f, (torch.randn(3, 9, 11, dtype=torch.float64),), server=server, fallback=0)
 
 
+def test_group_norm(server):
+    def f(x, w, b):
+        return (F.group_norm(x, 3, w, b), F.group_norm(x, 6), F.group_norm(x, 1, w, None),
+                F.group_norm(x * 2 + 1, 2, None, b, eps=1e-3))
+    g = torch.Generator().manual_seed(7)
+    w, b = torch.randn(6, generator=g), torch.randn(6, generator=g)
+    for name, x in layouts((2, 6, 5, 7)):
+        check(f, (x, w, b), server=server, fallback=0, atol=1e-5, rtol=1e-5)
+    check(f, (torch.randn(3, 6, 10, dtype=torch.float64), w.double(), b.double()),
+          server=server, fallback=0)
+
+
 AVG_POOLS = [(2, 2, 0, False, True, None), (3, 1, 1, False, True, None),
              (3, 2, 1, True, False, None), (3, 2, 1, False, True, None),
              ((3, 2), (2, 1), (1, 0), True, True, None), (2, 2, 1, True, False, 3),

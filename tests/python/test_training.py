@@ -222,6 +222,32 @@ def test_slice_and_select_backward_are_native(daemon):
     assert "aten::slice_backward" not in fallback and "aten::select_backward" not in fallback
 
 
+class GroupNormCNN(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.conv1 = torch.nn.Conv2d(3, 8, 3, padding=1)
+        self.gn1 = torch.nn.GroupNorm(4, 8)
+        self.conv2 = torch.nn.Conv2d(8, 12, 3, stride=2)
+        self.gn2 = torch.nn.GroupNorm(3, 12, affine=False)
+        self.fc = torch.nn.Linear(12, 5)
+
+    def forward(self, x):
+        x = F.silu(self.gn1(self.conv1(x)))
+        x = F.silu(self.gn2(self.conv2(x)))
+        return self.fc(x.mean((2, 3)))
+
+
+def test_group_norm_trains_like_eager(daemon):
+    torch.manual_seed(0)
+    model = GroupNormCNN()
+    x = torch.randn(4, 3, 12, 12)
+    target = torch.randint(0, 5, (4,))
+    cf = _train_side_by_side(model, (x,), lambda y: F.cross_entropy(y, target), daemon)
+    _assert_native_both_ways(cf)
+    s = cf.summary()
+    assert not any("group_norm" in op for op in s["fallback_ops"] + s["backward"]["fallback_ops"]), s
+
+
 def test_tensors_the_function_closes_over_are_constants_of_both_programs(daemon):
     # a closure's tensor and one the function makes (torch.tensor) are
     # attributes of the joint graph's forward and backward: each program
