@@ -37,6 +37,12 @@ int lower_scan(lower_ctx *L, const gc_node *n, int which) {
   if (which <= IR_SCAN_NONE || which > IR_SCAN_MIN || !m || !x ||
       !L_int(L, n, "dim", &dim) || m->rank < 1 || x->rank != m->rank)
     return GC_EUNSUPPORTED;
+  int64_t sz[IR_MAX_RANK];
+  if (m->rank > IR_MAX_RANK || !L_static_sizes(m, sz))
+    return GC_EUNSUPPORTED;
+  for (int d = 0; d < m->rank; d++)
+    if (x->sizes[d] != sz[d])
+      return GC_EUNSUPPORTED; /* (metadata a client got wrong) */
   if (dim < 0)
     dim += m->rank;
   if (dim < 0 || dim >= m->rank)
@@ -55,9 +61,17 @@ int lower_scan(lower_ctx *L, const gc_node *n, int which) {
     if (!L_is_float(out) || x->dtype != out)
       return GC_EUNSUPPORTED;
     break;
-  default: /* values in the input's dtype, int64 indices */
-    if (x->dtype != out || !L_dtype_ok(out))
+  default: { /* values in the input's dtype, int64 indices of their shape */
+    const gc_tensor_meta *mi = L_out_meta(n, 1);
+    int64_t si[IR_MAX_RANK];
+    if (x->dtype != out || !L_dtype_ok(out) || !mi ||
+        mi->dtype != GC_DTYPE_INT64 || mi->rank != m->rank ||
+        !L_static_sizes(mi, si))
       return GC_EUNSUPPORTED;
+    for (int d = 0; d < m->rank; d++)
+      if (si[d] != sz[d])
+        return GC_EUNSUPPORTED;
+  }
   }
   ir_graph *ir = L_ir(L);
   int rc = L_extern_out(L, n, out_ops[which]);

@@ -38,6 +38,15 @@ static bool is_index(gc_dtype d) {
   return d == GC_DTYPE_INT64 || d == GC_DTYPE_INT32;
 }
 
+/* Has t the output's sizes (as the operator's semantics say; metadata a
+ * client got wrong must not make generated code read past a buffer)? */
+static bool same_sizes(const ir_tensor *t, const int64_t *sz) {
+  for (int d = 0; d < t->rank; d++)
+    if (t->sizes[d] != sz[d])
+      return false;
+  return true;
+}
+
 /* Is self an unrealized constant (zeros a backward scatters into)? */
 static bool const_base(const ir_tensor *self, gc_dtype dt) {
   return self->kind == IR_T_LOOP && !self->realized && self->body &&
@@ -90,7 +99,8 @@ int lower_scatter(lower_ctx *L, const gc_node *n, int which) {
       if (ixs[k])
         return GC_EUNSUPPORTED; /* one index tensor, on dim 0 */
     ir_tensor *ix = ixs[0];
-    if (v->rank != ix->rank + r - 1 || v->rank > IR_MAX_RANK)
+    if (v->rank != ix->rank + r - 1 || v->rank > IR_MAX_RANK ||
+        !same_sizes(self, sz))
       return GC_EUNSUPPORTED;
     for (int d = 0; d < v->rank; d++)
       if (v->sizes[d] != (d < ix->rank ? ix->sizes[d] : sz[d - ix->rank + 1]))
@@ -104,7 +114,8 @@ int lower_scatter(lower_ctx *L, const gc_node *n, int which) {
     ir_tensor *self = L_tensor(L, n, "self"), *ix = L_tensor(L, n, "index"),
               *src = L_tensor(L, n, src_name);
     if (!self || !ix || !src || !L_int(L, n, "dim", &dim) || self->rank != r ||
-        self->dtype != m->dtype || src->dtype != m->dtype)
+        self->dtype != m->dtype || src->dtype != m->dtype ||
+        !same_sizes(self, sz))
       return GC_EUNSUPPORTED;
     if (dim < 0)
       dim += r;

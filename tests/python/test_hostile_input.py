@@ -282,6 +282,31 @@ def test_graph_errors_that_were_accepted(daemon):
     still_serving(d, "after-errors")
 
 
+def test_metadata_that_disagrees_with_a_scan_or_scatter_is_not_generated_code(daemon):
+    """A scan or a scatter runs as generated code that trusts the sizes it
+    was compiled for. An output size that disagrees with the operator (a
+    client's capture bug, or a lie) must not become a loop reading past
+    the input: the rule declines and the node stays an ATen call."""
+    import torch
+    d = daemon()
+    x, i, s = torch.randn(4, 10), torch.randint(0, 4, (2, 10)), torch.randn(2, 10)
+    gm = compiled.capture(lambda x, i, s: (torch.cumsum(x, 1), x.scatter_add(0, i, s)),
+                          (x, i, s))
+    for v in gm.graph.tensor_values:
+        if v.name in ("cumsum", "scatter_add"):
+            v.meta.sizes[1].as_int = 2000  # the inputs have 10
+            v.meta.strides[0].as_int = 2000
+    from compiled import native
+    _, r = run_compile(d.stub(), compile_request(gm, target=native.target_message()))
+    if r.served == SERVED.SERVED_COMPILED:  # (or refused: either way no scan)
+        art = artifact_pb2.Artifact()
+        art.ParseFromString(r.artifact)
+        assert art.HasField("native_program"), art.diagnostics
+        ops = list(art.native_program.summary.fallback_ops)
+        assert sorted(ops) == ["aten::cumsum", "aten::scatter_add"], ops
+    still_serving(d, "after-lying-sizes")
+
+
 def test_graphs_without_nodes_compile(daemon):
     """`lambda x: x` and `lambda: None` are programs: valid, documented."""
     d = daemon()

@@ -219,6 +219,45 @@ def test_group_norm(server):
           server=server, fallback=0)
 
 
+NEAREST = [dict(scale_factor=2), dict(size=(7, 9)), dict(scale_factor=3), dict(size=(2, 3)),
+           dict(scale_factor=1.5), dict(size=(5, 13)), dict(scale_factor=(2, 3))]
+
+
+@pytest.mark.parametrize("layout", ["contiguous", "channels_last"])
+def test_upsample_nearest2d_and_its_backward(server, layout):
+    # ATen's float source index, where it is floor(o * in / out) for every
+    # output position (up, down, integer and fractional factors): eager's
+    # values, and a backward that sums each input's copies in ATen's order
+    torch.manual_seed(0)
+    for kw in NEAREST:
+        x = torch.randn(2, 3, 3, 4)
+        if layout == "channels_last":
+            x = x.contiguous(memory_format=torch.channels_last)
+        check(lambda x: F.interpolate(x, mode="nearest", **kw), (x,), server=server,
+              fallback=0, atol=0, rtol=0)
+        x.requires_grad_()
+
+        def f(x):
+            return F.interpolate(x, mode="nearest", **kw)
+        cf = compiled.compile(f, (x,), server=server)
+        y = cf(x)
+        grad = torch.randn(y.shape)
+        y.backward(grad)
+        got = x.grad.clone()
+        x.grad = None
+        f(x).backward(grad)
+        torch.testing.assert_close(got, x.grad, atol=0, rtol=0)
+        assert cf.summary()["backward"]["fallback"] == 0, (kw, cf.summary()["backward"])
+
+
+def test_upsample_nearest2d_where_the_float_index_is_not_the_rational_one(server):
+    # 26 -> 22: ATen's floorf(o * 26/22f) is not o * 26 // 22 at o = 11; the
+    # rule declines and the ATen call gives eager's values
+    s = check(lambda x: F.interpolate(x, size=(22, 5), mode="nearest"),
+              (torch.randn(1, 2, 26, 5),), server=server, fallback=1, atol=0, rtol=0)
+    assert s["fallback_ops"] == ["aten::upsample_nearest2d.vec"], s
+
+
 AVG_POOLS = [(2, 2, 0, False, True, None), (3, 1, 1, False, True, None),
              (3, 2, 1, True, False, None), (3, 2, 1, False, True, None),
              ((3, 2), (2, 1), (1, 0), True, True, None), (2, 2, 1, True, False, 3),
