@@ -126,8 +126,9 @@ static const opt opts[] = {
      "time a C compile may take before it is killed and the graph\n"
      "                            served with its ATen program (default 120)"},
     {"verify-ir", T_BOOL, F(verify_ir), 0, NULL,
-     "run the loop IR verifier after every pass (slower; for\n"
-     "                            debugging the compiler)"},
+     "run the loop IR verifier after every pass (default on: a\n"
+     "                            program that fails it is served as its\n"
+     "                            ATen program; --verify-ir=0 skips it)"},
     {"tokens", T_STR, F(tokens), sizeof(((config *)0)->tokens), "FILE",
      "bearer tokens with roles, one 'ROLE TOKEN [NAME]' per line\n"
      "                            (read, compile, admin; reloaded on SIGHUP).\n"
@@ -408,6 +409,7 @@ static void defaults(config *c) {
   c->keepalive = 60;
   c->grace_seconds = 30;
   c->native = true;
+  c->verify_ir = true;
   c->cc_timeout = 120;
   snprintf(c->cc, sizeof c->cc, "%s",
            getenv("CC") && *getenv("CC") ? getenv("CC") : "cc");

@@ -45,7 +45,8 @@ typedef struct config {
   bool native;                /* compile to native code (else ATen only) */
   char cc[1024];              /* the C compiler ($CC or cc) */
   int cc_timeout;             /* seconds a C compile may take */
-  bool verify_ir;             /* verify the loop IR after every pass */
+  bool verify_ir;             /* verify the loop IR after every pass
+                                 (default on) */
   char tokens[1024];          /* bearer tokens file ("": no authentication) */
   bool insecure;              /* allow a non-loopback --listen without tokens */
   char signing_keys[1024];    /* HMAC keys file ("": artifacts unsigned) */

@@ -930,6 +930,65 @@ static void vexpr(vctx *v, const ir_expr *e) {
     vfail(v, "expression nested too deep");
 }
 
+/* Call argument `name`'s view (a list's first item), or NULL. */
+static const ir_view *call_view(const ir_node *n, const char *name) {
+  for (int a = 0; a < n->nargs; a++)
+    if (n->args[a].arg.kind != GC_ARG_NONE && n->args[a].views &&
+        n->args[a].bufs && n->args[a].bufs[0] && !strcmp(n->args[a].name, name))
+      return n->args[a].views[0];
+  return NULL;
+}
+
+/* A scatter's generated code (codegen/scatter.c) trusts these sizes: the
+ * base is the output's shape; scatter's positions (the index's) lie in the
+ * source and, but for dim, in the output; index_add's source is the output
+ * but for dim; the token forms' source is the index's dims then the
+ * output's after the first. */
+static void vscatter(vctx *v, const ir_node *n) {
+  bool emb = n->scatter == IR_SCATTER_EMBEDDING;
+  bool tok = emb || n->scatter == IR_SCATTER_INDEX_PUT;
+  const ir_buf *o = n->out;
+  const ir_view *self = emb ? NULL : call_view(n, "self");
+  const ir_view *ix = call_view(n, tok ? "indices" : "index");
+  const ir_view *src =
+      call_view(n, emb                                  ? "grad_output"
+                   : n->scatter == IR_SCATTER_INDEX_PUT ? "values"
+                   : n->scatter == IR_SCATTER_INDEX_ADD ? "source"
+                                                        : "src");
+  if (n->kind != IR_EXTERN || !o || o->def != n || n->scan || !ix || !src ||
+      n->dim < 0 || n->dim >= o->rank || (!self && !emb && !n->body) ||
+      (n->body && n->body->op != IR_CONST)) {
+    vfail(v, "a scatter needs an extern node writing its buffer along one "
+             "of its dims, an index, a source, and self or a constant");
+    return;
+  }
+  bool ok = true;
+  if (self) {
+    ok = self->rank == o->rank;
+    for (int d = 0; ok && d < o->rank; d++)
+      ok = self->sizes[d] == o->sizes[d];
+  }
+  if (ok && tok) {
+    ok = src->rank == ix->rank + o->rank - 1;
+    for (int d = 0; ok && d < src->rank; d++)
+      ok = src->sizes[d] ==
+           (d < ix->rank ? ix->sizes[d] : o->sizes[d - ix->rank + 1]);
+  } else if (ok && n->scatter == IR_SCATTER_INDEX_ADD) {
+    ok = src->rank == o->rank && ix->rank <= 1 &&
+         src->sizes[n->dim] == (ix->rank ? ix->sizes[0] : 1);
+    for (int d = 0; ok && d < o->rank; d++)
+      ok = d == n->dim || src->sizes[d] == o->sizes[d];
+  } else if (ok) {
+    ok = src->rank == o->rank && ix->rank == o->rank;
+    for (int d = 0; ok && d < o->rank; d++)
+      ok = ix->sizes[d] <= src->sizes[d] &&
+           (d == n->dim || ix->sizes[d] <= o->sizes[d]);
+  }
+  if (!ok)
+    vfail(v, "a scatter's self, index and source sizes disagree with its "
+             "output's");
+}
+
 /* A scan reads its `self` view, of the output's sizes, along dim. */
 static void vscan(vctx *v, const ir_node *n) {
   const ir_view *x = NULL;
@@ -989,11 +1048,8 @@ static void vnode(vctx *v, const ir_node *n) {
       }
     if (n->scan)
       vscan(v, n);
-    if (n->scatter && (n->kind != IR_EXTERN || !n->out || n->out->def != n ||
-                       n->scan || n->dim < 0 || n->dim >= n->out->rank ||
-                       (n->body && n->body->op != IR_CONST)))
-      vfail(v, "a scatter needs an extern node writing its buffer along one "
-               "of its dims, from a constant or self");
+    if (n->scatter)
+      vscatter(v, n);
   }
 }
 

@@ -307,6 +307,27 @@ def test_metadata_that_disagrees_with_a_scan_or_scatter_is_not_generated_code(da
     still_serving(d, "after-lying-sizes")
 
 
+def test_output_sizes_larger_than_the_inputs_allow_get_no_native_code(daemon):
+    """relu(x) * 2 whose result claims 400 rows of a 4-row input: the
+    kernel would read x past its end. The loop IR verifier (on by default)
+    finds the load out of its buffer, and the graph is served as its ATen
+    program, saying why."""
+    import torch
+    d = daemon()
+    gm = compiled.capture(lambda x: torch.relu(x) * 2, (torch.randn(4, 10),))
+    for v in gm.graph.tensor_values:
+        if v.name == "mul":
+            v.meta.sizes[0].as_int = 400
+    from compiled import native
+    _, r = run_compile(d.stub(), compile_request(gm, target=native.target_message()))
+    art = artifact_pb2.Artifact()
+    art.ParseFromString(r.artifact)
+    assert not art.HasField("native_program")
+    assert any("outside" in x.message and "verifier" in x.message for x in art.diagnostics), \
+        [x.message for x in art.diagnostics]
+    still_serving(d, "after-large-sizes")
+
+
 def test_graphs_without_nodes_compile(daemon):
     """`lambda x: x` and `lambda: None` are programs: valid, documented."""
     d = daemon()
