@@ -145,3 +145,34 @@ def test_prod_backward_is_native(server):
     torch.testing.assert_close(x.grad, x2.grad, rtol=1e-5, atol=1e-6)
     b = cf.summary()["backward"]
     assert b["runs"] == "native" and b["fallback"] == 0, b
+
+
+def random_layout(g, shape, dtype):
+    """A tensor of `shape` in a random layout: permuted, sliced with a step,
+    offset into a bigger storage, or expanded along a size-1 dim."""
+    r = len(shape)
+    perm = torch.randperm(r, generator=g).tolist() if r else []
+    step = [int(torch.randint(1, 3, (1,), generator=g)) for _ in range(r)]
+    big = [shape[perm[k]] * step[k] + 1 for k in range(r)]
+    if dtype.is_floating_point:
+        base = 1 + torch.randn(big, generator=g, dtype=dtype) / 8
+    else:
+        base = torch.randint(-3, 4, big, generator=g).to(dtype)
+    t = base[tuple(slice(1, None, st) for st in step)]
+    t = t[tuple(slice(0, shape[perm[k]]) for k in range(r))]
+    t = t.permute([perm.index(i) for i in range(r)]) if r else t
+    assert tuple(t.shape) == tuple(shape)
+    return t
+
+
+@pytest.mark.parametrize("seed", range(8))
+def test_random_layouts_dims_and_sizes(server, seed):
+    # every scan along every dim of a random-rank tensor in a random
+    # layout (permuted, strided, offset), sizes from 0 to 9
+    g = torch.Generator().manual_seed(seed)
+    r = int(torch.randint(1, 5, (1,), generator=g))
+    shape = [int(torch.randint(0 if seed % 4 == 3 else 1, 10, (1,), generator=g))
+             for _ in range(r)]
+    dtype = [torch.float32, torch.float64, torch.int64, torch.int32][seed % 4]
+    x = random_layout(g, shape, dtype)
+    check(scans, (x,), server=server, fallback=0, **EXACT)

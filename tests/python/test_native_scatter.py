@@ -201,3 +201,31 @@ def test_gather_and_index_select_backward_are_native(server):
     torch.testing.assert_close(w.grad, w2.grad, **EXACT)
     b = cf.summary()["backward"]
     assert b["runs"] == "native" and b["fallback"] == 0, b
+
+
+@pytest.mark.parametrize("seed", range(8))
+def test_random_layouts_dims_and_sizes(server, seed):
+    # scatter_add, scatter, index_add and index_put along a random dim of a
+    # random-rank output, every operand in a random layout (permuted,
+    # strided, offset), many collisions per element
+    from test_native_scan import random_layout
+    g = torch.Generator().manual_seed(seed)
+    r = int(torch.randint(1, 4, (1,), generator=g))
+    shape = [int(torch.randint(1, 7, (1,), generator=g)) for _ in range(r)]
+    dim = int(torch.randint(0, r, (1,), generator=g))
+    dtype = [torch.float32, torch.float64, torch.int64, torch.int32][seed % 4]
+    x = random_layout(g, shape, dtype)
+    ishape = [int(torch.randint(1, s + 1, (1,), generator=g)) for s in shape]
+    ishape[dim] = int(torch.randint(1, 12, (1,), generator=g))
+    idx = random_layout(g, ishape, torch.int64).abs() % shape[dim]
+    src = random_layout(g, [s + 1 for s in ishape], dtype)
+    n = int(torch.randint(1, 12, (1,), generator=g))
+    j = random_layout(g, [n], torch.int64).abs() % shape[dim]
+    srcj = random_layout(g, [n if d == dim else shape[d] for d in range(r)], dtype)
+    vals = random_layout(g, [n] + shape[1:], dtype)
+
+    def f(x, idx, src, j, srcj, vals):
+        return (x.scatter_add(dim, idx, src), x.scatter(dim, idx[..., :1], src),
+                x.index_add(dim, j, srcj), torch.zeros_like(x).index_add(dim, j, srcj),
+                x.index_put((j % shape[0],), vals, accumulate=True))
+    check(f, (x, idx, src, j, srcj, vals), server=server, fallback=0, **EXACT)
