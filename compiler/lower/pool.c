@@ -489,6 +489,95 @@ int lower_adaptive_avg_pool2d(lower_ctx *L, const gc_node *n, int unused) {
   return L__pw_finish(L, n, 0, &P.out, y);
 }
 
+/* Are ATen's adaptive window bounds, computed in float (start =
+ * floor((float)(o * in) / out), end = ceil((float)((o + 1) * in) / out)),
+ * the integer ones floor(o * in / out) and ceil((o + 1) * in / out) at
+ * every output position? */
+static bool adaptive_exact(int64_t in, int64_t out) {
+  for (int64_t o = 0; o < out; o++) {
+    int64_t st = (int64_t)floorf((float)(o * in) / (float)out);
+    int64_t en = (int64_t)ceilf((float)((o + 1) * in) / (float)out);
+    if (st != o * in / out || en != ((o + 1) * in + out - 1) / out)
+      return false;
+  }
+  return true;
+}
+
+/* _adaptive_avg_pool2d_backward(grad_output, self): the gradient of input
+ * element i sums grad_output / kh / kw (two divisions, as ATen) over the
+ * windows covering it, o in [floor(i * out / in), ceil((i + 1) * out /
+ * in) - 1] per axis, in ATen's (oh, ow) order from 0.0, the candidates
+ * outside that range adding 0.0: eager's bits. */
+int lower_adaptive_avg_pool2d_backward(lower_ctx *L, const gc_node *n,
+                                       int unused) {
+  (void)unused;
+  ir_graph *ir = L_ir(L);
+  gc_symctx *s = &ir->sym;
+  L_pw p;
+  int rc = L__pw_begin(L, n, 0, &p);
+  if (rc)
+    return rc;
+  ir_tensor *g = L_tensor(L, n, "grad_output"), *x = L_tensor(L, n, "self");
+  gc_dtype dt = p.dt, i64 = GC_DTYPE_INT64;
+  int r = p.rank;
+  if (!g || !x || (r != 3 && r != 4) || g->rank != r || x->rank != r ||
+      g->dtype != dt || !L_is_float(dt))
+    return GC_EUNSUPPORTED;
+  for (int i = 0; i < r; i++)
+    if (x->sizes[i] != p.sizes[i] || (i < r - 2 && g->sizes[i] != p.sizes[i]))
+      return GC_EUNSUPPORTED;
+  if (numel(r, p.sizes) == 0)
+    return L__pw_finish(L, n, 0, &p, ir_const_f(ir, 0, dt));
+  int64_t in[2], out[2], m[2];
+  gc_sym *lo[2], *hi[2];
+  for (int a = 0; a < 2; a++) {
+    in[a] = p.sizes[r - 2 + a];
+    out[a] = g->sizes[r - 2 + a];
+    if (out[a] == 0 || !adaptive_exact(in[a], out[a]))
+      return GC_EUNSUPPORTED;
+    m[a] = (out[a] + in[a] - 1) / in[a] + 1;
+    gc_sym *i = p.vars[r - 2 + a];
+    lo[a] = gc_sym_floordiv(s, gc_sym_scale(s, i, out[a]), in[a]);
+    hi[a] = gc_sym_addc(
+        s,
+        gc_sym_floordiv(
+            s, gc_sym_addc(s, gc_sym_scale(s, i, out[a]), out[a] + in[a] - 1),
+            in[a]),
+        -1);
+  }
+  if (m[0] * m[1] > MAX_WINDOW)
+    return GC_EUNSUPPORTED;
+  ir_expr *acc = ir_const_f(ir, 0, dt);
+  gc_sym *at[4];
+  for (int i = 0; i < r - 2; i++)
+    at[i] = p.vars[i];
+  for (int64_t j = 0; j < m[0]; j++) {
+    for (int64_t k = 0; k < m[1]; k++) {
+      ir_expr *ok = NULL, *term;
+      ir_expr *size[2];
+      for (int a = 0; a < 2; a++) {
+        gc_sym *o = gc_sym_addc(s, lo[a], a ? k : j);
+        ok = and_opt(ir, ok,
+                     AND(ir_op2(ir, IR_LE, i64, ir_index(ir, o, i64),
+                                ir_index(ir, hi[a], i64)),
+                         ir_op2(ir, IR_LT, i64, ir_index(ir, o, i64),
+                                ir_const_i(ir, out[a], i64))));
+        gc_sym *oc = clamp(s, o, out[a] - 1);
+        at[r - 2 + a] = oc;
+        /* the window's size: end - start, as the forward's */
+        gc_sym *st = gc_sym_floordiv(s, gc_sym_scale(s, oc, in[a]), out[a]);
+        gc_sym *en = gc_sym_floordiv(
+            s, gc_sym_addc(s, gc_sym_scale(s, oc, in[a]), in[a] + out[a] - 1),
+            out[a]);
+        size[a] = ir_cast(ir, ir_index(ir, gc_sym_sub(s, en, st), i64), dt);
+      }
+      term = OP2(DIV, OP2(DIV, L_load(L, g, at), size[0]), size[1]);
+      acc = OP2(ADD, acc, WHERE(ok, term, ir_const_f(ir, 0, dt)));
+    }
+  }
+  return L__pw_finish(L, n, 0, &p, acc);
+}
+
 /* ---- nearest upsampling ---- */
 
 /* Does ATen's nearest_idx (output_size == input_size: o; twice: o >> 1;

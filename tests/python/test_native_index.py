@@ -290,6 +290,35 @@ def test_avg_pool2d_backward_is_native_and_eager_bit_for_bit(server, layout):
         assert b["runs"] == "native" and b["fallback"] == 0, (k, s, p, b)
 
 
+ADAPTIVE = [((2, 3, 9, 11), (3, 4)), ((2, 3, 2, 2), (7, 7)), ((2, 3, 9, 11), (4, 3)),
+            ((3, 9, 11), (9, 11)), ((2, 3, 5, 7), (2, 5)), ((2, 3, 13, 6), (12, 13))]
+
+
+@pytest.mark.parametrize("layout", ["contiguous", "channels_last"])
+def test_adaptive_avg_pool2d_backward_is_native_and_eager_bit_for_bit(server, layout):
+    # windows that overlap, windows larger than the input (2 -> 7), and
+    # smaller: each input element sums its windows' g / kh / kw in ATen's
+    # order
+    torch.manual_seed(0)
+    for shape, size in ADAPTIVE:
+        x = torch.randn(*shape)
+        if layout == "channels_last" and x.dim() == 4:
+            x = x.contiguous(memory_format=torch.channels_last)
+        x.requires_grad_()
+
+        def f(x):
+            return F.adaptive_avg_pool2d(x, size)
+        cf = compiled.compile(f, (x,), server=server)
+        y = cf(x)
+        grad = torch.randn(y.shape)
+        y.backward(grad)
+        got = x.grad.clone()
+        x.grad = None
+        f(x).backward(grad)
+        torch.testing.assert_close(got, x.grad, atol=0, rtol=0)
+        assert cf.summary()["backward"]["fallback"] == 0, (shape, size)
+
+
 def test_as_strided_of_dense_values(server):
     def f(x):
         y = x * 2
