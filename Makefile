@@ -97,7 +97,7 @@ TESTS := $(patsubst tests/%.c,$(BUILD)/tests/%,$(TEST_SRC))
 BENCHES := $(patsubst bench/%.c,$(BUILD)/bench/%,$(BENCH_SRC))
 BUILD_ID_H := $(BUILD)/gen/build_id.h
 
-.PHONY: all demo bench-build bench-hit bench-runtime bench-models bench-bandwidth bench-startup bench-train bench-compile bench-heavy test test-c test-py test-opinfo capture-zoo fuzz-graphs fuzz-grads check valgrind format format-check lint asan fuzz \
+.PHONY: all demo bench-build bench-hit bench-runtime bench-models bench-bandwidth bench-startup bench-train bench-compile bench-heavy test test-c test-py test-opinfo capture-zoo train-zoo fuzz-graphs fuzz-grads check valgrind format format-check lint asan fuzz \
         fuzz-build bootstrap clean py-proto
 .DEFAULT_GOAL := all
 
@@ -284,6 +284,11 @@ test-opinfo: all
 # Every torchvision classification model through both capture traces.
 capture-zoo: all
 	$(TEST_ENV):$(CURDIR)/tests/python $(PYTHON) tests/python/metatrace_zoo.py $(ZOO_ARGS)
+
+# Every torchvision classification model trained one step through compiled,
+# gradients against a float64 eager reference.
+train-zoo: all
+	$(TEST_ENV):$(CURDIR)/tests/python $(PYTHON) tests/python/train_zoo.py $(ZOO_ARGS)
 
 fuzz-graphs: all
 	$(TEST_ENV):$(CURDIR)/tests/python $(PYTHON) tests/python/graphgen.py -n $(FUZZ_GRAPHS) \

@@ -248,6 +248,21 @@ def test_group_norm_trains_like_eager(daemon):
     assert not any("group_norm" in op for op in s["fallback_ops"] + s["backward"]["fallback_ops"]), s
 
 
+def test_in_place_activations_whose_backward_reads_their_input(daemon):
+    # hardswish_ saves a clone of its input for its backward; the
+    # partitioner recomputed that clone in the backward, after hardswish_
+    # had overwritten the input, and every gradient below it was wrong
+    # (mobilenet_v3's classifier and blocks)
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(
+        torch.nn.Linear(12, 24), torch.nn.Hardswish(inplace=True),
+        torch.nn.Linear(24, 16), torch.nn.SiLU(inplace=True),
+        torch.nn.Linear(16, 4), torch.nn.Hardsigmoid(inplace=True))
+    x = torch.randn(5, 12)
+    cf = _train_side_by_side(model, (x,), lambda y: y.square().sum(), daemon, rtol=1e-5)
+    _assert_native_both_ways(cf)
+
+
 def test_tensors_the_function_closes_over_are_constants_of_both_programs(daemon):
     # a closure's tensor and one the function makes (torch.tensor) are
     # attributes of the joint graph's forward and backward: each program

@@ -190,6 +190,41 @@ def _writes(node: fx.Node) -> bool:
 
 
 
+def _reads_then_written(nodes: List[fx.Node], order: Dict[fx.Node, int]) -> Set[fx.Node]:
+    """The nodes that read a value (or a view of its memory) which a later
+    node writes in place."""
+    root: Dict[fx.Node, fx.Node] = {}  # a view's base, transitively
+
+    def base(n: fx.Node) -> fx.Node:
+        while n in root:
+            n = root[n]
+        return n
+
+    last_write: Dict[fx.Node, int] = {}  # base -> order of its last write
+    for n in nodes:
+        if n.op != "call_function" or not isinstance(n.target, torch._ops.OpOverload):
+            continue
+        schema = n.target._schema
+        ins = [a for a in n.args if isinstance(a, fx.Node)]
+        if schema.returns and schema.returns[0].alias_info is not None and ins:
+            root[n] = ins[0]  # a view, or an in-place result: the same memory
+        for a, arg in zip(n.args, schema.arguments):
+            if isinstance(a, fx.Node) and arg.alias_info is not None and arg.alias_info.is_write:
+                last_write[base(a)] = order[n]
+    out: Set[fx.Node] = set()
+    if not last_write:
+        return out
+    for n in nodes:
+        if n.op != "call_function":
+            continue
+        for a in n.all_input_nodes:
+            w = last_write.get(base(a))
+            if w is not None and w > order[n]:
+                out.add(n)
+                break
+    return out
+
+
 def _partition(gm: fx.GraphModule, n_primals: int, num_outs: int, needs_grad: List[bool],
                wrt: List[int], mutated: Set[int], out_spec) -> Split:
     graph = gm.graph
@@ -221,6 +256,13 @@ def _partition(gm: fx.GraphModule, n_primals: int, num_outs: int, needs_grad: Li
         if any(a in reads_mutated for a in ins):
             reads_mutated.add(n)
 
+    # Nodes that read a value an in-place operator writes later (through
+    # any view of it): run later, in the backward, they would read the
+    # written value. hardswish_ saves a clone of its input for its
+    # backward; recomputing that clone in the backward read hardswish_'s
+    # result instead, and every gradient below it was wrong.
+    reads_then_written = _reads_then_written(nodes, order)
+
     # The forward: what the outputs need, and every side effect.
     forward: Set[fx.Node] = set()
 
@@ -251,7 +293,7 @@ def _partition(gm: fx.GraphModule, n_primals: int, num_outs: int, needs_grad: Li
         if n in backward or n in forward or n.op == "placeholder":
             continue
         if n not in backward_only and (
-                n in reads_mutated
+                n in reads_mutated or n in reads_then_written
                 or (n.target is operator.getitem and n.args[0] in forward)):
             take_forward(n)
             continue

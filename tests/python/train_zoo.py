@@ -1,0 +1,137 @@
+#!/usr/bin/env python3
+"""Every torchvision classification model trained one step through
+`compiled`: `make train-zoo`.
+
+Not part of `make test` (about 80 models, forward and backward compiled for
+each: several minutes). For each model (train mode, batch 2 at 64x64;
+224x224 for the vision transformers, 75x75 for inception_v3, the minimum
+their layers take) the compiled step and an eager twin from the same state
+run forward and backward with the same incoming gradient, and so does a
+float64 eager copy, the reference (dropout and stochastic depth in eval
+mode: random masks are not compared). Prints one line per model: OK with
+the compiled and the eager float32 gradient errors (the largest
+difference from the reference, relative to the reference's largest
+gradient) and the ATen calls left besides convolution_backward (a library
+call on both sides); MISMATCH when the compiled error is more than ten
+times eager's (and above 1e-5), or ERROR; exits 1 on any MISMATCH or
+ERROR. It starts a daemon of its own, with an empty cache.
+
+    /usr/bin/python3 tests/python/train_zoo.py [--only resnet18,...]
+"""
+
+import argparse
+import collections
+import copy
+import os
+import sys
+import tempfile
+import time
+import warnings
+
+import torch
+import torchvision
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import compiled  # noqa: E402
+import daemon_util  # noqa: E402
+from metatrace_zoo import classification_models  # noqa: E402
+
+LIBRARY = {"aten::convolution_backward"}
+
+
+def input_size(name):
+    if name.startswith(("vit_", "swin_")):
+        return 224
+    return 75 if name == "inception_v3" else 64
+
+
+def random_layers_off(model):
+    """Dropout and stochastic depth in eval mode: their masks are random
+    draws, which a float64 reference would not draw alike."""
+    import torchvision.ops
+    for m in model.modules():
+        if isinstance(m, (torch.nn.Dropout, torchvision.ops.StochasticDepth)):
+            m.eval()
+    return model
+
+
+def grad_errors(model, twin, ref):
+    """The largest gradient difference of the compiled model and of the
+    float32 eager twin from a float64 eager reference, relative to the
+    reference's largest gradient over all parameters (a parameter whose
+    gradient is rounding noise, a bias before batch norm, is not judged on
+    its own scale)."""
+    scale = max((r.grad.abs().max().item() for r in ref.parameters()
+                 if r.grad is not None and r.grad.numel()), default=1.0) or 1.0
+    worst_c = worst_e = 0.0
+    for p, q, r in zip(model.parameters(), twin.parameters(), ref.parameters()):
+        if (p.grad is None) != (r.grad is None):
+            return float("inf"), 0.0
+        if r.grad is None or not r.grad.numel():
+            continue
+        worst_c = max(worst_c, (p.grad.double() - r.grad).abs().max().item() / scale)
+        worst_e = max(worst_e, (q.grad.double() - r.grad).abs().max().item() / scale)
+    return worst_c, worst_e
+
+
+def one(name, server):
+    kwargs = {"aux_logits": False, "init_weights": False} if name in (
+        "googlenet", "inception_v3") else {}
+    torch.manual_seed(0)
+    model = random_layers_off(getattr(torchvision.models, name)(**kwargs).train())
+    twin = copy.deepcopy(model)
+    ref = copy.deepcopy(model).double()
+    size = input_size(name)
+    x = torch.randn(2, 3, size, size)
+    cf = compiled.compile(model, (x,), server=server)
+    y = cf(x)
+    grad = torch.randn(y.shape)
+    y.backward(grad)
+    twin(x).backward(grad)
+    ref(x.double()).backward(grad.double())
+    s = cf.summary()
+    left = collections.Counter(op for op in s.get("fallback_ops", []) +
+                               s.get("backward", {}).get("fallback_ops", [])
+                               if op not in LIBRARY)
+    return grad_errors(model, twin, ref), dict(left), s
+
+
+def main(argv=None):
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--only", default="")
+    args = p.parse_args(argv)
+    warnings.simplefilter("ignore")
+    torch.set_num_threads(2)
+    names = [n for n in args.only.split(",") if n] or classification_models()
+    counts = collections.Counter()
+    with tempfile.TemporaryDirectory(prefix="train-zoo-") as d:
+        daemon = daemon_util.Daemon(d).start()
+        try:
+            for name in names:
+                t0 = time.perf_counter()
+                try:
+                    (err, eager_err), left, s = one(name, daemon.address)
+                except (AttributeError, TypeError) as e:
+                    counts["skipped"] += 1  # not a model builder
+                    print(f"{name}: SKIPPED ({e})", flush=True)
+                    continue
+                except Exception as e:  # noqa: BLE001 (reported, counted)
+                    counts["error"] += 1
+                    print(f"{name}: ERROR {type(e).__name__}: {str(e)[:300]}", flush=True)
+                    continue
+                verdict = "OK" if err <= max(10 * eager_err, 1e-5) else "MISMATCH"
+                counts[verdict.lower()] += 1
+                counts["no ATen call left"] += not left
+                runs = f"{s.get('runs')}/{s.get('backward', {}).get('runs')}"
+                print(f"{name}: {verdict} (grad error {err:.1e}, eager's {eager_err:.1e}, "
+                      f"runs {runs}, ATen calls "
+                      f"besides convolution_backward: {left or 'none'}; "
+                      f"{time.perf_counter() - t0:.0f} s)", flush=True)
+        finally:
+            daemon.stop()
+    print(", ".join(f"{k} {v}" for k, v in sorted(counts.items())))
+    return 1 if counts["mismatch"] or counts["error"] else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
