@@ -4,7 +4,7 @@
 
 Not part of `make test` (about 80 models, forward and backward compiled for
 each: several minutes). For each model (train mode, batch 2 at 64x64;
-224x224 for the vision transformers, 75x75 for inception_v3, the minimum
+224x224 for the vision transformers and maxvit, 75x75 for inception_v3, the minimum
 their layers take) the compiled step and an eager twin from the same state
 run forward and backward with the same incoming gradient, and so does a
 float64 eager copy, the reference (dropout and stochastic depth in eval
@@ -12,9 +12,13 @@ mode: random masks are not compared). Prints one line per model: OK with
 the compiled and the eager float32 gradient errors (the largest
 difference from the reference, relative to the reference's largest
 gradient) and the ATen calls left besides convolution_backward (a library
-call on both sides); MISMATCH when the compiled error is more than ten
-times eager's (and above 1e-5), or ERROR; exits 1 on any MISMATCH or
-ERROR. It starts a daemon of its own, with an empty cache.
+call on both sides). When the compiled error is more than ten times
+eager's (and above 1e-5), eager runs again with its input moved by a few
+ulps: UNSTABLE when its gradients move as far (a max pool choosing between
+values a rounding apart decides a gradient: vgg19_bn at 64x64), else
+MISMATCH. ERROR when a step fails; exits 1 on any MISMATCH or ERROR.
+Models of more than 150M parameters are skipped (three copies, one in
+float64, do not fit). It starts a daemon of its own, with an empty cache.
 
     /usr/bin/python3 tests/python/train_zoo.py [--only resnet18,...]
 """
@@ -40,7 +44,7 @@ LIBRARY = {"aten::convolution_backward"}
 
 
 def input_size(name):
-    if name.startswith(("vit_", "swin_")):
+    if name.startswith(("vit_", "swin_", "maxvit")):
         return 224
     return 75 if name == "inception_v3" else 64
 
@@ -74,11 +78,41 @@ def grad_errors(model, twin, ref):
     return worst_c, worst_e
 
 
+MAX_PARAMS = 150_000_000  # three copies and their gradients, one in float64
+
+
+def eager_spread(model, x, grad, ref, runs=3):
+    """How far eager's own gradients move when the input moves by a few
+    ulps: where a max pool picks between values a rounding apart, or a
+    relu's input is a rounding away from 0, one last bit decides a
+    gradient, and a compiled program is not expected to decide alike."""
+    scale = max(r.grad.abs().max().item() for r in ref.parameters() if r.grad is not None)
+    base = None
+    worst = 0.0
+    for k in range(runs + 1):
+        t = copy.deepcopy(model)
+        for p in t.parameters():
+            p.grad = None
+        noise = torch.randn(x.shape, generator=torch.Generator().manual_seed(k))
+        t(x if k == 0 else x * (1 + 2e-7 * noise)).backward(grad)
+        grads = [p.grad for p in t.parameters()]
+        if base is None:
+            base = grads
+            continue
+        for a, b in zip(grads, base):
+            if a is not None and b is not None and a.numel():
+                worst = max(worst, (a - b).abs().max().item() / scale)
+    return worst
+
+
 def one(name, server):
     kwargs = {"aux_logits": False, "init_weights": False} if name in (
         "googlenet", "inception_v3") else {}
     torch.manual_seed(0)
     model = random_layers_off(getattr(torchvision.models, name)(**kwargs).train())
+    n = sum(p.numel() for p in model.parameters())
+    if n > MAX_PARAMS:
+        raise TypeError(f"{n / 1e6:.0f}M parameters: too big for three copies here")
     twin = copy.deepcopy(model)
     ref = copy.deepcopy(model).double()
     size = input_size(name)
@@ -93,7 +127,11 @@ def one(name, server):
     left = collections.Counter(op for op in s.get("fallback_ops", []) +
                                s.get("backward", {}).get("fallback_ops", [])
                                if op not in LIBRARY)
-    return grad_errors(model, twin, ref), dict(left), s
+    errs = grad_errors(model, twin, ref)
+    spread = None
+    if errs[0] > max(10 * errs[1], 1e-5):
+        spread = eager_spread(twin, x, grad, ref)
+    return errs, spread, dict(left), s
 
 
 def main(argv=None):
@@ -110,7 +148,7 @@ def main(argv=None):
             for name in names:
                 t0 = time.perf_counter()
                 try:
-                    (err, eager_err), left, s = one(name, daemon.address)
+                    (err, eager_err), spread, left, s = one(name, daemon.address)
                 except (AttributeError, TypeError) as e:
                     counts["skipped"] += 1  # not a model builder
                     print(f"{name}: SKIPPED ({e})", flush=True)
@@ -119,11 +157,13 @@ def main(argv=None):
                     counts["error"] += 1
                     print(f"{name}: ERROR {type(e).__name__}: {str(e)[:300]}", flush=True)
                     continue
-                verdict = "OK" if err <= max(10 * eager_err, 1e-5) else "MISMATCH"
+                verdict = ("OK" if spread is None
+                           else "UNSTABLE" if err <= 2 * spread else "MISMATCH")
                 counts[verdict.lower()] += 1
                 counts["no ATen call left"] += not left
                 runs = f"{s.get('runs')}/{s.get('backward', {}).get('runs')}"
-                print(f"{name}: {verdict} (grad error {err:.1e}, eager's {eager_err:.1e}, "
+                moved = f", eager's with the input a few ulps away {spread:.1e}" if spread else ""
+                print(f"{name}: {verdict} (grad error {err:.1e}, eager's {eager_err:.1e}{moved}, "
                       f"runs {runs}, ATen calls "
                       f"besides convolution_backward: {left or 'none'}; "
                       f"{time.perf_counter() - t0:.0f} s)", flush=True)
