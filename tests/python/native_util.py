@@ -90,6 +90,25 @@ def check(fn: Callable, args: Sequence[Any], *, server: str, native: Optional[in
     return summary
 
 
+def check_backward(fn, x, *, server: str, atol=0, rtol=0) -> Dict[str, Any]:
+    """Compiles ``fn`` for ``x`` (a leaf that requires grad), runs it and
+    its backward with a random incoming gradient, and compares ``x.grad``
+    with eager's (bit for bit by default). Asserts the backward program has
+    no fallback call; returns the program's summary."""
+    x = x.detach().requires_grad_()
+    cf = compiled.compile(fn, (x,), server=server)
+    y = cf(x)
+    grad = torch.randn(y.shape)
+    y.backward(grad)
+    got = x.grad.clone()
+    x.grad = None
+    fn(x).backward(grad)
+    torch.testing.assert_close(got, x.grad, atol=atol, rtol=rtol)
+    summary = cf.summary()
+    assert summary["backward"]["fallback"] == 0, summary["backward"]
+    return summary
+
+
 def assert_raises_like_eager(cf, fn, args):
     """Eager raises on ``args``; so does the compiled ``cf``, with an
     exception of eager's type (the native program's index error is both

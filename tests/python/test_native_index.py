@@ -17,7 +17,7 @@ import torch.nn.functional as F
 
 import compiled
 import daemon_util
-from native_util import assert_raises_like_eager, check, clone_inputs, layouts
+from native_util import assert_raises_like_eager, check, check_backward, clone_inputs, layouts
 
 
 @pytest.fixture(scope="module")
@@ -235,19 +235,7 @@ def test_upsample_nearest2d_and_its_backward(server, layout):
             x = x.contiguous(memory_format=torch.channels_last)
         check(lambda x: F.interpolate(x, mode="nearest", **kw), (x,), server=server,
               fallback=0, atol=0, rtol=0)
-        x.requires_grad_()
-
-        def f(x):
-            return F.interpolate(x, mode="nearest", **kw)
-        cf = compiled.compile(f, (x,), server=server)
-        y = cf(x)
-        grad = torch.randn(y.shape)
-        y.backward(grad)
-        got = x.grad.clone()
-        x.grad = None
-        f(x).backward(grad)
-        torch.testing.assert_close(got, x.grad, atol=0, rtol=0)
-        assert cf.summary()["backward"]["fallback"] == 0, (kw, cf.summary()["backward"])
+        check_backward(lambda x: F.interpolate(x, mode="nearest", **kw), x, server=server)
 
 
 def test_upsample_nearest2d_where_the_float_index_is_not_the_rational_one(server):
@@ -274,20 +262,8 @@ def test_avg_pool2d_backward_is_native_and_eager_bit_for_bit(server, layout):
         x = torch.randn(3, 9, 11) if layout == "3d" else torch.randn(2, 3, 9, 11)
         if layout == "channels_last":
             x = x.contiguous(memory_format=torch.channels_last)
-        x.requires_grad_()
-
-        def f(x):
-            return F.avg_pool2d(x, k, s, p, ceil, incl, div)
-        cf = compiled.compile(f, (x,), server=server)
-        y = cf(x)
-        grad = torch.randn(y.shape)
-        y.backward(grad)
-        got = x.grad.clone()
-        x.grad = None
-        f(x).backward(grad)
-        torch.testing.assert_close(got, x.grad, atol=0, rtol=0)
-        b = cf.summary()["backward"]
-        assert b["runs"] == "native" and b["fallback"] == 0, (k, s, p, b)
+        check_backward(lambda x: F.avg_pool2d(x, k, s, p, ceil, incl, div), x,
+                       server=server)
 
 
 ADAPTIVE = [((2, 3, 9, 11), (3, 4)), ((2, 3, 2, 2), (7, 7)), ((2, 3, 9, 11), (4, 3)),
@@ -304,19 +280,7 @@ def test_adaptive_avg_pool2d_backward_is_native_and_eager_bit_for_bit(server, la
         x = torch.randn(*shape)
         if layout == "channels_last" and x.dim() == 4:
             x = x.contiguous(memory_format=torch.channels_last)
-        x.requires_grad_()
-
-        def f(x):
-            return F.adaptive_avg_pool2d(x, size)
-        cf = compiled.compile(f, (x,), server=server)
-        y = cf(x)
-        grad = torch.randn(y.shape)
-        y.backward(grad)
-        got = x.grad.clone()
-        x.grad = None
-        f(x).backward(grad)
-        torch.testing.assert_close(got, x.grad, atol=0, rtol=0)
-        assert cf.summary()["backward"]["fallback"] == 0, (shape, size)
+        check_backward(lambda x: F.adaptive_avg_pool2d(x, size), x, server=server)
 
 
 def test_as_strided_of_dense_values(server):
