@@ -1633,7 +1633,7 @@ static void call_params(cg *g, const sc_kernel *k, params *p) {
   const ir_node *c = k->call;
   const ir_view *a, *b, *self = NULL;
   if (c->scatter)
-    cg__scatter_views(c, &self, &a, &b);
+    ir_scatter_views(c, &self, &a, &b);
   else
     sc_bmm_operands(c, &a, &b);
   /* in the compile's arena: daemon workers generate code concurrently */

@@ -106,14 +106,19 @@ bool cg__is_float(gc_dtype d);
 /* The flat index of the current point of a reduction stage. */
 const char *cg__flat_index(cg *g, const sc_stage *st);
 
+/* A dimension of the rows a scan or scatter kernel walks: its size and
+ * its strides (elements) in the input, the output and the indices. */
+typedef struct cg_odim {
+  int64_t size, xs, ys, is;
+} cg_odim;
+/* scan.c: C that adds row `q`'s (a C expression) offsets over dims
+ * d[0..n) (innermost last) to xo, yo and io. */
+void cg__peel(cg *g, int ind, const char *q, const cg_odim *d, int n);
+
 /* scan.c: the function of a scan's call kernel (ir_node.scan). */
 void cg__gen_scan(cg *g, const sc_kernel *k);
-/* scatter.c: the function of a scatter's call kernel (ir_node.scatter),
- * and the views it reads: self (NULL: the node's constant), index and
- * source. */
+/* scatter.c: the function of a scatter's call kernel (ir_node.scatter). */
 void cg__gen_scatter(cg *g, const sc_kernel *k);
-void cg__scatter_views(const ir_node *n, const ir_view **self,
-                       const ir_view **index, const ir_view **src);
 
 /* tiled.c: should kernel k run tiled, and its code (after the signature
  * and the error flag). */

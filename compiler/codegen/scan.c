@@ -25,15 +25,7 @@
 
 #define SCAN_LANES 64
 
-/* A dimension other than the scanned one. */
-typedef struct sdim {
-  int64_t size, xs, ys, is; /* size; strides (elements) of the input, the
-                               output and the indices (cummax, cummin) */
-} sdim;
-
-/* Peels the row index `q` (C expression) into xo/yo/io offsets over dims
- * d[0..n), innermost last. */
-static void peel(cg *g, int ind, const char *q, const sdim *d, int n) {
+void cg__peel(cg *g, int ind, const char *q, const cg_odim *d, int n) {
   if (n == 0)
     return;
   if (n == 1) {
@@ -138,14 +130,14 @@ void cg__gen_scan(cg *g, const sc_kernel *k) {
   int d = n->dim;
   int64_t N = o->sizes[d], xsd = x->strides[d], ysd = o->strides[d];
   int64_t isd = sk.index ? oi->strides[d] : 0;
-  sdim dims[IR_MAX_RANK];
+  cg_odim dims[IR_MAX_RANK];
   int nd = 0, lane = -1;
   int64_t rows = 1;
   for (int i = 0; i < o->rank; i++) {
     if (i == d || o->sizes[i] == 1)
       continue;
-    dims[nd] = (sdim){o->sizes[i], x->strides[i], o->strides[i],
-                      sk.index ? oi->strides[i] : 0};
+    dims[nd] = (cg_odim){o->sizes[i], x->strides[i], o->strides[i],
+                         sk.index ? oi->strides[i] : 0};
     if (o->strides[i] == 1 && ysd != 1 && (!sk.index || oi->strides[i] == 1))
       lane = nd;
     rows *= o->sizes[i];
@@ -187,7 +179,7 @@ void cg__gen_scan(cg *g, const sc_kernel *k) {
       cg__line(g, 2, "#pragma omp parallel for schedule(static)");
     cg__line(g, 2, "for (int64_t r = 0; r < %lld; r++) {", (long long)rows);
     cg__line(g, 4, "int64_t xo = %lld, yo = 0, io = 0;", (long long)x->offset);
-    peel(g, 4, "r", dims, nd);
+    cg__peel(g, 4, "r", dims, nd);
     cg__line(g, 4, "%s acc = %s;", sk.acc, sk.init ? sk.init : "x[xo]");
     if (sk.index)
       cg__line(g, 4, "int64_t idx = 0;");
@@ -199,7 +191,7 @@ void cg__gen_scan(cg *g, const sc_kernel *k) {
     cg__line(g, 4, "}");
     cg__line(g, 2, "}");
   } else {
-    sdim ln = dims[lane];
+    cg_odim ln = dims[lane];
     for (int i = lane; i + 1 < nd; i++)
       dims[i] = dims[i + 1];
     nd--;
@@ -215,7 +207,8 @@ void cg__gen_scan(cg *g, const sc_kernel *k) {
              (long long)ln.size, SCAN_LANES, (long long)ln.size, SCAN_LANES);
     cg__line(g, 4, "int64_t xo = %lld + c0 * %lld, yo = c0, io = c0;",
              (long long)x->offset, (long long)ln.xs);
-    peel(g, 4, gc_arena_printf(ar, "(r / %lld)", (long long)blocks), dims, nd);
+    cg__peel(g, 4, gc_arena_printf(ar, "(r / %lld)", (long long)blocks), dims,
+             nd);
     cg__line(g, 4, "%s acc[%d];", sk.acc, SCAN_LANES);
     if (sk.index)
       cg__line(g, 4, "int64_t idx[%d];", SCAN_LANES);

@@ -24,8 +24,6 @@
  * element is skipped; the embedding backward skips tokens of the padding
  * index.
  */
-#include <string.h>
-
 #include "compiler/codegen/cgen_internal.h"
 
 #define SC_LANES 64
@@ -37,34 +35,6 @@ typedef struct pdim {
                          dims, whose output position comes from the index) */
   bool seq;
 } pdim;
-
-/* Argument `name`'s view (a list's first item: index_put's index). */
-static const ir_view *arg_view(const ir_node *n, const char *name) {
-  for (int a = 0; a < n->nargs; a++)
-    if (n->args[a].arg.kind != GC_ARG_NONE && n->args[a].views &&
-        n->args[a].bufs && n->args[a].bufs[0] && !strcmp(n->args[a].name, name))
-      return n->args[a].views[0];
-  return NULL;
-}
-
-/* Is the index read along the tokens' dims (every dim of the index, the
- * output's dim 0), rather than along dim? */
-static bool by_token(const ir_node *n) {
-  return n->scatter == IR_SCATTER_EMBEDDING ||
-         n->scatter == IR_SCATTER_INDEX_PUT;
-}
-
-/* The views a scatter reads: base (NULL: a constant), index, source. */
-void cg__scatter_views(const ir_node *n, const ir_view **self,
-                       const ir_view **index, const ir_view **src) {
-  bool emb = n->scatter == IR_SCATTER_EMBEDDING;
-  *self = emb ? NULL : arg_view(n, "self");
-  *index = arg_view(n, by_token(n) ? "indices" : "index");
-  *src = arg_view(n, emb                                  ? "grad_output"
-                     : n->scatter == IR_SCATTER_INDEX_PUT ? "values"
-                     : n->scatter == IR_SCATTER_INDEX_ADD ? "source"
-                                                          : "src");
-}
 
 /* The output's base: a copy of self or the constant. */
 static void base(cg *g, const ir_node *n, const ir_view *self) {
@@ -111,11 +81,11 @@ static void base(cg *g, const ir_node *n, const ir_view *self) {
 void cg__gen_scatter(cg *g, const sc_kernel *k) {
   const ir_node *n = k->call;
   const ir_view *self, *ix, *src;
-  cg__scatter_views(n, &self, &ix, &src);
+  ir_scatter_views(n, &self, &ix, &src);
   const ir_buf *o = n->out;
   gc_arena *ar = cg__arena(g);
   const char *t = cx_ctype(o->dtype), *ti = cx_ctype(ix->buf->dtype);
-  bool emb = n->scatter == IR_SCATTER_EMBEDDING, tok = by_token(n);
+  bool emb = n->scatter == IR_SCATTER_EMBEDDING, tok = ir_scatter_by_token(n);
   /* the position space */
   pdim p[IR_MAX_RANK + 1] = {{0}};
   int np = src->rank, tdim = tok ? 0 : n->dim, ns = tok ? ix->rank : 0;
@@ -184,16 +154,13 @@ void cg__gen_scatter(cg *g, const sc_kernel *k) {
            (long long)src->offset, lane >= 0 ? (long long)p[lane].xs : 0LL,
            (long long)ix->offset, lane >= 0 ? (long long)p[lane].is : 0LL,
            lane >= 0 ? (long long)p[lane].ys : 0LL);
-  cg__line(g, 4, "int64_t q = r / %lld;", (long long)blocks);
-  for (int d = np - 1; d >= 0; d--) {
-    if (p[d].seq || d == lane || p[d].size == 1)
-      continue;
-    cg__line(g, 4, "{ const int64_t i = q %% %lld; q /= %lld;",
-             (long long)p[d].size, (long long)p[d].size);
-    cg__line(g, 4, "  xo += i * %lld; io += i * %lld; yo += i * %lld; }",
-             (long long)p[d].xs, (long long)p[d].is, (long long)p[d].ys);
-  }
-  cg__line(g, 4, "(void)q;");
+  cg_odim rows[IR_MAX_RANK + 1];
+  int nrows = 0;
+  for (int d = 0; d < np; d++)
+    if (!p[d].seq && d != lane && p[d].size > 1)
+      rows[nrows++] = (cg_odim){p[d].size, p[d].xs, p[d].ys, p[d].is};
+  cg__peel(g, 4, gc_arena_printf(ar, "(r / %lld)", (long long)blocks), rows,
+           nrows);
   /* the sequential dims, outermost first */
   int ind = 4, nseq = 0;
   for (int d = 0; d < np; d++) {

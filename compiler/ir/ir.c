@@ -930,31 +930,16 @@ static void vexpr(vctx *v, const ir_expr *e) {
     vfail(v, "expression nested too deep");
 }
 
-/* Call argument `name`'s view (a list's first item), or NULL. */
-static const ir_view *call_view(const ir_node *n, const char *name) {
-  for (int a = 0; a < n->nargs; a++)
-    if (n->args[a].arg.kind != GC_ARG_NONE && n->args[a].views &&
-        n->args[a].bufs && n->args[a].bufs[0] && !strcmp(n->args[a].name, name))
-      return n->args[a].views[0];
-  return NULL;
-}
-
 /* A scatter's generated code (codegen/scatter.c) trusts these sizes: the
  * base is the output's shape; scatter's positions (the index's) lie in the
  * source and, but for dim, in the output; index_add's source is the output
  * but for dim; the token forms' source is the index's dims then the
  * output's after the first. */
 static void vscatter(vctx *v, const ir_node *n) {
-  bool emb = n->scatter == IR_SCATTER_EMBEDDING;
-  bool tok = emb || n->scatter == IR_SCATTER_INDEX_PUT;
+  bool emb = n->scatter == IR_SCATTER_EMBEDDING, tok = ir_scatter_by_token(n);
   const ir_buf *o = n->out;
-  const ir_view *self = emb ? NULL : call_view(n, "self");
-  const ir_view *ix = call_view(n, tok ? "indices" : "index");
-  const ir_view *src =
-      call_view(n, emb                                  ? "grad_output"
-                   : n->scatter == IR_SCATTER_INDEX_PUT ? "values"
-                   : n->scatter == IR_SCATTER_INDEX_ADD ? "source"
-                                                        : "src");
+  const ir_view *self, *ix, *src;
+  ir_scatter_views(n, &self, &ix, &src);
   if (n->kind != IR_EXTERN || !o || o->def != n || n->scan || !ix || !src ||
       n->dim < 0 || n->dim >= o->rank || (!self && !emb && !n->body) ||
       (n->body && n->body->op != IR_CONST)) {
@@ -991,11 +976,7 @@ static void vscatter(vctx *v, const ir_node *n) {
 
 /* A scan reads its `self` view, of the output's sizes, along dim. */
 static void vscan(vctx *v, const ir_node *n) {
-  const ir_view *x = NULL;
-  for (int a = 0; a < n->nargs; a++)
-    if (n->args[a].arg.kind == GC_ARG_TENSOR && n->args[a].views &&
-        !strcmp(n->args[a].name, "self"))
-      x = n->args[a].views[0];
+  const ir_view *x = ir_call_view(n, "self");
   const ir_buf *o = n->out;
   bool idx = n->scan == IR_SCAN_MAX || n->scan == IR_SCAN_MIN;
   if (n->kind != IR_EXTERN || !o || o->def != n || !x ||
@@ -1051,6 +1032,30 @@ static void vnode(vctx *v, const ir_node *n) {
     if (n->scatter)
       vscatter(v, n);
   }
+}
+
+const ir_view *ir_call_view(const ir_node *n, const char *name) {
+  for (int a = 0; a < n->nargs; a++)
+    if (n->args[a].arg.kind != GC_ARG_NONE && n->args[a].views &&
+        n->args[a].bufs && n->args[a].bufs[0] && !strcmp(n->args[a].name, name))
+      return n->args[a].views[0];
+  return NULL;
+}
+
+bool ir_scatter_by_token(const ir_node *n) {
+  return n->scatter == IR_SCATTER_EMBEDDING ||
+         n->scatter == IR_SCATTER_INDEX_PUT;
+}
+
+void ir_scatter_views(const ir_node *n, const ir_view **self,
+                      const ir_view **index, const ir_view **src) {
+  bool emb = n->scatter == IR_SCATTER_EMBEDDING;
+  *self = emb ? NULL : ir_call_view(n, "self");
+  *index = ir_call_view(n, ir_scatter_by_token(n) ? "indices" : "index");
+  *src = ir_call_view(n, emb                                  ? "grad_output"
+                         : n->scatter == IR_SCATTER_INDEX_PUT ? "values"
+                         : n->scatter == IR_SCATTER_INDEX_ADD ? "source"
+                                                              : "src");
 }
 
 int ir_verify(const ir_graph *ir, gc_error *err) {

@@ -476,6 +476,20 @@ ir_expr *ir_tensor_load(ir_graph *ir, ir_tensor *t, gc_sym *const *idx);
  * and returns true. */
 bool ir_tensor_as_strided(ir_graph *ir, ir_tensor *t, ir_view *v);
 
+/* ---- call nodes ---- */
+
+/* A call node's argument `name` as the view its buffer is passed through
+ * (a list's first item); NULL when absent, None or not a tensor. */
+const ir_view *ir_call_view(const ir_node *n, const char *name);
+/* Does scatter n read its index along the tokens' dims (embedding
+ * backward, index_put: the index names a row of the output's dim 0),
+ * rather than along dim? */
+bool ir_scatter_by_token(const ir_node *n);
+/* The views scatter n reads: self (NULL: the node's constant `body`, or
+ * none for the embedding backward), index and source. */
+void ir_scatter_views(const ir_node *n, const ir_view **self,
+                      const ir_view **index, const ir_view **src);
+
 /* ---- checks and printing ---- */
 
 /* Checks the IR's invariants (see ir.c); GC_EINTERNAL naming the first
