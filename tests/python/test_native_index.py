@@ -2,7 +2,7 @@
 graphs need beyond pointwise math: batch norm, pooling, embedding,
 index_select, gather, cat, constant_pad_nd, writes through views
 (select/slice/diagonal_scatter), logsumexp and loss forwards
-(compiler/lower/norm.c, pool.c, index.c, loss.c).
+(compiler/lower/norm.c, pool.c, upsample.c, index.c, loss.c).
 
 Everything is compared against eager PyTorch (native_util.check) and must
 run without a fallback call. Cases are batched into one compiled function
@@ -244,6 +244,72 @@ def test_upsample_nearest2d_where_the_float_index_is_not_the_rational_one(server
     s = check(lambda x: F.interpolate(x, size=(22, 5), mode="nearest"),
               (torch.randn(1, 2, 26, 5),), server=server, fallback=1, atol=0, rtol=0)
     assert s["fallback_ops"] == ["aten::upsample_nearest2d.vec"], s
+
+
+# (input size, output size or None, align_corners, scale factor or None) of
+# one axis: up, down, equal, to and from one, integer and fractional
+# factors, including factors whose reciprocal is not in/out (1.5 on 4)
+BILINEAR_AXES = [(3, 7, False, None), (4, 9, True, None), (3, 2, False, None),
+                 (4, 3, True, None), (22, 26, False, None), (26, 22, True, None),
+                 (7, 64, False, None), (64, 7, False, None), (1, 5, False, None),
+                 (5, 1, True, None), (6, 6, False, None), (4, None, False, 1.5),
+                 (4, None, False, 2.7), (5, None, False, 0.5), (3, None, True, 2.0)]
+
+
+@pytest.mark.parametrize("axis", ["w", "h"])
+@pytest.mark.parametrize("layout", ["contiguous", "channels_last"])
+def test_upsample_bilinear2d_indices_and_weights_are_atens(server, axis, layout):
+    # one-hot inputs along one axis, the other axis copied (its weights are
+    # exactly 1 and 0): every output is ATen's weight itself (1 * w + 0 *
+    # w' rounds the same with or without a multiply-add), so equal bits
+    # check the source indices and the float weights at every position
+    for n_in, n_out, align, sf in BILINEAR_AXES:
+        x = torch.zeros(n_in, 2, 1, n_in)
+        for j in range(n_in):
+            x[j, :, 0, j] = 1
+        size = None if n_out is None else (1, n_out)
+        scale = None if sf is None else (1.0, sf)
+        if axis == "h":
+            x = x.transpose(2, 3).contiguous()
+            size = None if size is None else size[::-1]
+            scale = None if scale is None else scale[::-1]
+        if layout == "channels_last":
+            x = x.contiguous(memory_format=torch.channels_last)
+        check(lambda x: F.interpolate(x, size=size, scale_factor=scale, mode="bilinear",
+                                      align_corners=align),
+              (x,), server=server, fallback=0, atol=0, rtol=0)
+
+
+@pytest.mark.parametrize("layout", ["contiguous", "channels_last"])
+def test_upsample_bilinear2d_values(server, layout):
+    # random values through both of ATen's combinations (contiguous: rows,
+    # then columns; channels-last: four weights), float32 and float64;
+    # within two roundings of eager (a multiply-add may be contracted on one
+    # side only), and exactly the weights (the test above)
+    torch.manual_seed(0)
+    kws = [dict(size=(7, 9)), dict(scale_factor=2), dict(size=(2, 3)), dict(scale_factor=(1.5, 2.7)),
+           dict(size=(64, 64)), dict(size=(3, 4))]
+    for dtype, tol in [(torch.float32, 1e-6), (torch.float64, 1e-14)]:
+        x = torch.randn(2, 3, 3, 4, dtype=dtype)
+        if layout == "channels_last":
+            x = x.contiguous(memory_format=torch.channels_last)
+        for align in (False, True):
+            native = [kw for kw in kws if dtype == torch.float32 or align or
+                      kw.get("scale_factor") == 2 or kw.get("size") == (3, 4)]
+            def f(x):
+                return tuple(F.interpolate(x * 2, mode="bilinear", align_corners=align, **kw)
+                             for kw in native)
+            check(f, (x,), server=server, fallback=0, atol=tol, rtol=tol)
+
+
+def test_upsample_bilinear2d_declines_where_contraction_would_matter(server):
+    # float64, half-pixel source index 3 * (o + 0.5) / 7 - 0.5: rounded once
+    # or twice it differs at some o, and generated code may contract it
+    # either way; the ATen call runs and gives eager's bits
+    s = check(lambda x: F.interpolate(x, size=(7, 9), mode="bilinear"),
+              (torch.randn(1, 2, 3, 4, dtype=torch.float64),), server=server, fallback=1,
+              atol=0, rtol=0)
+    assert s["fallback_ops"] == ["aten::upsample_bilinear2d.vec"], s
 
 
 AVG_POOLS = [(2, 2, 0, False, True, None), (3, 1, 1, False, True, None),

@@ -1,0 +1,288 @@
+/*
+ * upsample.c: lowering of bilinear upsampling (upsample_bilinear2d and
+ * its .vec overload) over the last two dims of a 4-D floating input.
+ *
+ * ATen (torch 1.13) computes, per output row and per output column, two
+ * source indices and two weights on the host, the scale in the tensor's
+ * dtype and the source index in double:
+ *
+ *   scale = align_corners ? (dtype)(in - 1) / (out - 1)   (0 when out == 1)
+ *         : scale given ? (dtype)(1.0 / scale) : (dtype)in / out
+ *   src   = align_corners ? (double)scale * o
+ *         : max(0, (double)scale * (o + 0.5) - 0.5)
+ *   i0 = (int64)src, i1 = i0 + (i0 < in - 1)
+ *   l1 = (dtype)(src - i0), l0 = 1 - l1 (in the dtype)
+ *
+ * (in == out: i0 = i1 = o, l0 = 1, l1 = 0; these formulas were confirmed
+ * against eager's weights, read back through one-hot inputs), then
+ * combines four input values. Contiguous inputs: (x00 * lw0 + x01 * lw1) *
+ * lh0 + (x10 * lw0 + x11 * lw1) * lh1. Channels-last inputs: x00 * (lh0 *
+ * lw0) + x01 * (lh0 * lw1) + x10 * (lh1 * lw0) + x11 * (lh1 * lw1), left
+ * to right.
+ *
+ * Here the indices are integer index arithmetic, floor((a * o + b) / den),
+ * with (a, b, den) from in and out, or else from the scale's exact binary
+ * fraction, and the weights are computed in the generated code from the
+ * output index with ATen's operations. Both are checked at compile time for
+ * every output position: the integer index must equal ATen's truncated
+ * source index, and (float64) ATen's source index must come out the same
+ * whether or not its multiply and subtract are contracted into one
+ * multiply-add (generated code is compiled with contraction allowed; for
+ * float32 both are exact in double). Either check failing declines the
+ * rule (the ATen call runs). The final combination may be contracted
+ * differently on the two sides (ATen's own loops are compiled with
+ * contraction too), so values agree with eager's within a rounding or two,
+ * not always bit for bit.
+ */
+#include <math.h>
+#include <string.h>
+
+#include "compiler/lower/pointwise.h"
+
+#define OP2(op, a, b) ir_op2(ir, IR_##op, dt, a, b)
+
+/* One spatial axis of the interpolation. */
+typedef struct axis {
+  int64_t in, out;
+  bool align;       /* align_corners */
+  bool has_scale;   /* a scale factor was given (and is positive) */
+  double sf;        /* it */
+  gc_sym *i0, *i1;  /* source indices at the output variable */
+  ir_expr *l0, *l1; /* weights at the output variable, in the dtype */
+} axis;
+
+/* ATen's scale for the axis, in the dtype (float32 or float64). */
+static double axis_scale(const axis *A, bool f32) {
+  if (A->align) {
+    if (A->out <= 1)
+      return 0;
+    return f32 ? (double)((float)(A->in - 1) / (float)(A->out - 1))
+               : (double)(A->in - 1) / (double)(A->out - 1);
+  }
+  if (A->has_scale)
+    return f32 ? (double)(float)(1.0 / A->sf) : 1.0 / A->sf;
+  return f32 ? (double)((float)A->in / (float)A->out)
+             : (double)A->in / (double)A->out;
+}
+
+/* ATen's source index for output o, in double (computed from the
+ * dtype's scale: for float32 the product and the difference are exact in
+ * double, so contraction cannot change them; for float64 `fused` gives
+ * the multiply-add's rounding). volatile keeps this file's own compiler
+ * from contracting the separate form. */
+static double axis_src(const axis *A, double scale, int64_t o, bool fused) {
+  if (A->align) {
+    volatile double prod = scale * (double)o;
+    return prod;
+  }
+  double t;
+  if (fused) {
+    t = fma(scale, (double)o + 0.5, -0.5);
+  } else {
+    volatile double prod = scale * ((double)o + 0.5);
+    t = prod - 0.5;
+  }
+  return t < 0 ? 0 : t;
+}
+
+/* x as p / 2^k with integer p (k as small as possible, at most 60);
+ * false when x needs more. */
+static bool dyadic(double x, int64_t *p, int *k) {
+  for (int e = 0; e <= 60; e++) {
+    double y = ldexp(x, e);
+    if (y == floor(y) && fabs(y) < 0x1p40) {
+      *p = (int64_t)y;
+      *k = e;
+      return true;
+    }
+  }
+  return false;
+}
+
+/* floor((a * o + b) / den). */
+static int64_t rat_at(int64_t a, int64_t b, int64_t den, int64_t o) {
+  int64_t t = a * o + b;
+  return t >= 0 ? t / den : -((-t + den - 1) / den);
+}
+
+/* Checks the axis against ATen's arithmetic at every output position and
+ * builds its indices and weights at output variable v. false: decline. */
+static bool axis_build(lower_ctx *L, axis *A, gc_sym *v, gc_dtype dt) {
+  ir_graph *ir = L_ir(L);
+  gc_symctx *s = &ir->sym;
+  gc_dtype i64 = GC_DTYPE_INT64, f64 = GC_DTYPE_FLOAT64;
+  bool f32 = dt == GC_DTYPE_FLOAT32;
+  if (A->in <= 0 || A->out <= 0 || A->out > (INT64_C(1) << 24))
+    return false;
+  if (A->in == A->out) {
+    A->i0 = A->i1 = v;
+    A->l0 = ir_const_f(ir, 1, dt);
+    A->l1 = ir_const_f(ir, 0, dt);
+    return true;
+  }
+  double scale = axis_scale(A, f32);
+  /* The source index as floor((a * o + b) / den) (max 0): align_corners
+   * floor(o * (in - 1) / (out - 1)), else floor(((2o + 1) * in - out) /
+   * (2 * out)); if that is not ATen's at some o, the same with the scale's
+   * exact binary fraction p / 2^k. */
+  int64_t a, b, den;
+  for (int form = 0;; form++) {
+    if (form == 0) {
+      a = A->align ? A->in - 1 : 2 * A->in;
+      b = A->align ? 0 : A->in - A->out;
+      den = A->align ? (A->out > 1 ? A->out - 1 : 1) : 2 * A->out;
+    } else {
+      int64_t p;
+      int k;
+      if (form > 1 || !dyadic(scale, &p, &k) || k > 60 ||
+          p > (INT64_C(1) << 36))
+        return false;
+      a = A->align ? p : 2 * p;
+      b = A->align ? 0 : p - (INT64_C(1) << k);
+      den = A->align ? INT64_C(1) << k : INT64_C(1) << (k + 1);
+    }
+    bool ok = true;
+    for (int64_t o = 0; o < A->out && ok; o++) {
+      double src = axis_src(A, scale, o, false);
+      if (!(src >= 0) || src >= (double)A->in ||
+          (!f32 && !A->align && src != axis_src(A, scale, o, true)))
+        return false; /* out of range, or contraction would matter */
+      int64_t got = rat_at(a, b, den, o);
+      ok = (got < 0 ? 0 : got) == (int64_t)src; /* at most in - 1 */
+    }
+    if (ok)
+      break;
+  }
+  gc_sym *i0 =
+      gc_sym_floordiv(s, gc_sym_addc(s, gc_sym_scale(s, v, a), b), den);
+  if (b < 0)
+    i0 = gc_sym_max(s, i0, gc_sym_const(s, 0));
+  A->i0 = i0;
+  A->i1 = gc_sym_min(s, gc_sym_addc(s, i0, 1), gc_sym_const(s, A->in - 1));
+  /* the weights, as ATen computes them from the output index: the
+   * source index in double, l1 = (dtype)(src - i0), l0 = 1 - l1 */
+  ir_expr *o = ir_cast(ir, ir_index(ir, v, i64), f64), *src;
+  ir_expr *k = ir_const_f(ir, scale, f64);
+  if (A->align) {
+    src = ir_op2(ir, IR_MUL, f64, k, o);
+  } else {
+    ir_expr *zero = ir_const_f(ir, 0, f64);
+    src = ir_op2(ir, IR_SUB, f64,
+                 ir_op2(ir, IR_MUL, f64, k,
+                        ir_op2(ir, IR_ADD, f64, o, ir_const_f(ir, 0.5, f64))),
+                 ir_const_f(ir, 0.5, f64));
+    src =
+        ir_op3(ir, IR_WHERE, f64, ir_op2(ir, IR_LT, f64, src, zero), zero, src);
+  }
+  A->l1 = ir_cast(
+      ir, ir_op2(ir, IR_SUB, f64, src, ir_cast(ir, ir_index(ir, i0, i64), f64)),
+      dt);
+  A->l0 = OP2(SUB, ir_const_f(ir, 1, dt), A->l1);
+  return A->l0 && A->l1;
+}
+
+/* A float scale argument: absent or None leaves *has false. */
+static bool opt_float(lower_ctx *L, const gc_node *n, const char *name,
+                      bool *has, double *v) {
+  const gc_arg *a = L_arg(L, n, name);
+  *has = false;
+  if (!a || a->kind == GC_ARG_NONE)
+    return true;
+  if (!L_float(L, n, name, v))
+    return false;
+  *has = true;
+  return true;
+}
+
+/* Is the 4-D value laid out as dense channels-last, by PyTorch's test
+ * (size-1 dims ignored)? ATen then takes its channels-last kernel. */
+static bool eager_channels_last(const gc_tensor_meta *m) {
+  static const int order[4] = {1, 3, 2, 0};
+  int64_t expect = 1;
+  for (int i = 0; i < 4; i++) {
+    int d = order[i];
+    if (m->sizes[d].expr || m->strides[d].expr)
+      return false;
+    if (m->sizes[d].v != 1 && m->strides[d].v != expect)
+      return false;
+    expect *= m->sizes[d].v;
+  }
+  return true;
+}
+
+/* upsample_bilinear2d(.vec)(input, output_size, align_corners, scales). */
+int lower_upsample_bilinear2d(lower_ctx *L, const gc_node *n, int unused) {
+  (void)unused;
+  ir_graph *ir = L_ir(L);
+  L_pw p;
+  int rc = L__pw_begin(L, n, 0, &p);
+  if (rc)
+    return rc;
+  const char *xname = L_arg(L, n, "input") ? "input" : "self";
+  const gc_arg *xa = L_arg(L, n, xname);
+  ir_tensor *x = L_tensor(L, n, xname);
+  gc_dtype dt = p.dt;
+  bool align;
+  if (!x || x->rank != 4 || p.rank != 4 || x->dtype != dt ||
+      (dt != GC_DTYPE_FLOAT32 && dt != GC_DTYPE_FLOAT64) ||
+      !L_bool(L, n, "align_corners", &align))
+    return GC_EUNSUPPORTED;
+  axis A[2];
+  memset(A, 0, sizeof A);
+  const gc_arg *sfs = L_arg(L, n, "scale_factors");
+  if (sfs && sfs->kind != GC_ARG_NONE) {
+    if (sfs->kind != GC_ARG_FLOATS || sfs->n != 2)
+      return GC_EUNSUPPORTED;
+    for (int i = 0; i < 2; i++) {
+      A[i].has_scale = sfs->floats[i] > 0;
+      A[i].sf = sfs->floats[i];
+    }
+  } else {
+    static const char *const names[2] = {"scales_h", "scales_w"};
+    for (int i = 0; i < 2; i++) {
+      if (!opt_float(L, n, names[i], &A[i].has_scale, &A[i].sf))
+        return GC_EUNSUPPORTED;
+      A[i].has_scale = A[i].has_scale && A[i].sf > 0;
+    }
+  }
+  for (int i = 0; i < 2; i++)
+    if (x->sizes[i] != p.sizes[i])
+      return GC_EUNSUPPORTED;
+  int64_t total = 1;
+  for (int i = 0; i < 4; i++)
+    total *= p.sizes[i];
+  if (total == 0)
+    return L__pw_finish(L, n, 0, &p, ir_const_f(ir, 0, dt));
+  for (int i = 0; i < 2; i++) {
+    A[i].in = x->sizes[i + 2];
+    A[i].out = p.sizes[i + 2];
+    A[i].align = align;
+    if (!axis_build(L, &A[i], p.vars[i + 2], dt))
+      return GC_EUNSUPPORTED;
+  }
+  gc_sym *at[4] = {p.vars[0], p.vars[1], NULL, NULL};
+  ir_expr *v[2][2];
+  for (int h = 0; h < 2; h++) {
+    at[2] = h ? A[0].i1 : A[0].i0;
+    for (int w = 0; w < 2; w++) {
+      at[3] = w ? A[1].i1 : A[1].i0;
+      v[h][w] = L_load(L, x, at);
+    }
+  }
+  ir_expr *body;
+  if (xa && xa->v && eager_channels_last(&xa->v->meta)) {
+    ir_expr *l[2][2] = {
+        {OP2(MUL, A[0].l0, A[1].l0), OP2(MUL, A[0].l0, A[1].l1)},
+        {OP2(MUL, A[0].l1, A[1].l0), OP2(MUL, A[0].l1, A[1].l1)}};
+    body = OP2(MUL, l[0][0], v[0][0]);
+    body = OP2(ADD, body, OP2(MUL, l[0][1], v[0][1]));
+    body = OP2(ADD, body, OP2(MUL, l[1][0], v[1][0]));
+    body = OP2(ADD, body, OP2(MUL, l[1][1], v[1][1]));
+  } else {
+    ir_expr *row[2];
+    for (int h = 0; h < 2; h++)
+      row[h] = OP2(ADD, OP2(MUL, v[h][0], A[1].l0), OP2(MUL, v[h][1], A[1].l1));
+    body = OP2(ADD, OP2(MUL, row[0], A[0].l0), OP2(MUL, row[1], A[0].l1));
+  }
+  return L__pw_finish(L, n, 0, &p, body);
+}
