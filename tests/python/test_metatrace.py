@@ -219,6 +219,17 @@ CHECKED_PROGRAMS = {
     "relu": lambda x, w: F.relu(x),
     "adaptive_avg_pool": lambda x, w: F.adaptive_avg_pool2d(x, (3, 2)),
     "adaptive_avg_pool_1": lambda x, w: F.adaptive_avg_pool2d(x, 1),
+    # composites whose out= meta function lays results out contiguous
+    # (abs of a transposed input was recorded contiguous; graphgen seed
+    # 820062), and their in-place forms
+    "abs": lambda x, w: torch.abs(x),
+    "logical_not": lambda x, w: torch.logical_not(x),
+    "logical_and": lambda x, w: torch.logical_and(x, x > 0),
+    "logical_or": lambda x, w: torch.logical_or(x, w[0, 0, 0, :1]),
+    "logical_xor": lambda x, w: torch.logical_xor(x > 0, x),
+    "nan_to_num": lambda x, w: torch.nan_to_num(x, 0.5),
+    "in_place": lambda x, w: (x * 1).abs_().nan_to_num_().logical_and_(x).logical_not_()
+    .logical_or_(x).logical_xor_(x),
     # backward operators (training's backward graphs): the gradient has the
     # input's layout, as autograd passes it
     "batch_norm_backward": lambda x, w: torch.ops.aten.native_batch_norm_backward(

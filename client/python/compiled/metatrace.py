@@ -181,6 +181,31 @@ def _dispatch_source(table: str, key: str) -> str:
 _META_KINDS: Dict[Any, str] = {}
 
 
+def _source_kind(name: str) -> str:
+    """_meta_kind for the operator overload ``name`` ("aten::abs.out");
+    "" when there is no such overload."""
+    table = torch._C._dispatch_dump_table(name)
+    if not table:
+        return ""
+    meta, cpu = _dispatch_source(table, "Meta"), _dispatch_source(table, "CPU")
+    if meta.endswith("RegisterMeta.cpp") or "RegisterMeta.cpp:" in meta:
+        return "same"
+    if meta and meta == cpu:
+        return "same"
+    return "other"
+
+
+def _out_overloads(schema) -> List[str]:
+    """The out= overloads a composite kernel for ``schema`` may call: abs ->
+    abs.out, logical_and_ -> logical_and.out, bernoulli.Tensor ->
+    bernoulli.Tensor_out."""
+    base = schema.name.rstrip("_")
+    names = [base + ".out"]
+    if schema.overload_name:
+        names.append(f"{base}.{schema.overload_name}_out")
+    return names
+
+
 def _meta_kind(func) -> str:
     """How far ``func``'s meta function can be trusted to lay its results out
     as its CPU kernel does:
@@ -188,24 +213,25 @@ def _meta_kind(func) -> str:
     - "same": the Meta kernel is a structured kernel's meta function
       (RegisterMeta.cpp; the CPU kernel runs the same code to allocate its
       outputs), or Meta and CPU run one and the same kernel (composite
-      kernels, views);
+      kernels, views), and a composite kernel's out= overload is "same" too;
     - "other": a separate implementation (a Python meta registration, or a
-      composite kernel where CPU has its own): trusted only for the
-      operators and layouts in _CHECKED, verified by tests/python/
-      test_metatrace.py.
+      composite kernel where CPU has its own), or a composite kernel that
+      calls an out= overload whose meta function is one (torch 1.13's abs
+      and logical_and/or/xor/not: the composite allocates an empty result
+      and the out= meta function resizes it contiguous, where the CPU kernel
+      follows the input's strides): trusted only for the operators and
+      layouts in _CHECKED, verified by tests/python/test_metatrace.py.
     """
     kind = _META_KINDS.get(func)
     if kind is None:
         schema = func._schema
         name = schema.name + ("." + schema.overload_name if schema.overload_name else "")
-        table = torch._C._dispatch_dump_table(name)
-        meta, cpu = _dispatch_source(table, "Meta"), _dispatch_source(table, "CPU")
-        if meta.endswith("RegisterMeta.cpp") or "RegisterMeta.cpp:" in meta:
-            kind = "same"
-        elif meta and meta == cpu:
-            kind = "same"
-        else:
-            kind = "other"
+        kind = _source_kind(name)
+        if kind == "same" and "CompositeExplicitAutograd" in _dispatch_source(
+                torch._C._dispatch_dump_table(name), "Meta"):
+            if any(_source_kind(o) == "other" for o in _out_overloads(schema)):
+                kind = "other"
+        kind = kind or "other"
         _META_KINDS[func] = kind
     return kind
 
@@ -261,6 +287,20 @@ _CHECKED = {
     _aten.roll.default: _contiguous_inputs,
     _aten.relu.default: _any_layout,
     _aten._adaptive_avg_pool2d.default: _adaptive_pool,
+    # composites whose out= meta function lays results out contiguous
+    _aten.abs.default: _contiguous_inputs,
+    _aten.logical_not.default: _contiguous_inputs,
+    _aten.logical_and.default: _contiguous_inputs,
+    _aten.logical_or.default: _contiguous_inputs,
+    _aten.logical_xor.default: _contiguous_inputs,
+    _aten.nan_to_num.default: _contiguous_inputs,
+    # their in-place forms keep the input's layout on both sides
+    _aten.abs_.default: _any_layout,
+    _aten.logical_not_.default: _any_layout,
+    _aten.logical_and_.default: _any_layout,
+    _aten.logical_or_.default: _any_layout,
+    _aten.logical_xor_.default: _any_layout,
+    _aten.nan_to_num_.default: _any_layout,
 }
 
 
