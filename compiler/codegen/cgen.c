@@ -1628,18 +1628,21 @@ static void gen_colsum(cg *g, const sc_kernel *k) {
 
 /* The parameters of a call kernel generated code makes: a bmm's self,
  * mat2 and out; a scan's self, out and (cummax, cummin) out2; a scatter's
- * self (unless a constant), index, source and out. */
+ * self (unless a constant), index, source and out; a bilinear backward's
+ * grad_output and out. */
 static void call_params(cg *g, const sc_kernel *k, params *p) {
   const ir_node *c = k->call;
   const ir_view *a, *b, *self = NULL;
   if (c->scatter)
     ir_scatter_views(c, &self, &a, &b);
+  else if (c->interp)
+    a = ir_call_view(c, "grad_output"), b = NULL;
   else
     sc_bmm_operands(c, &a, &b);
   /* in the compile's arena: daemon workers generate code concurrently */
   ir_buf **bufs = gc_arena_calloc(cg__arena(g), 4, sizeof *bufs);
   bool *written = gc_arena_calloc(cg__arena(g), 4, sizeof *written);
-  if (!bufs || !written || (c->scatter && (!a || !b))) {
+  if (!bufs || !written || (c->scatter && (!a || !b)) || (c->interp && !a)) {
     g->out.failed = true;
     *p = (params){0};
     return;
@@ -1650,7 +1653,7 @@ static void call_params(cg *g, const sc_kernel *k, params *p) {
   if (self)
     bufs[n++] = ir_buf_storage(self->buf);
   bufs[n++] = ir_buf_storage(a->buf);
-  if (!c->scan)
+  if (!c->scan && !c->interp)
     bufs[n++] = ir_buf_storage(b->buf);
   written[n] = true;
   bufs[n++] = ir_buf_storage(c->out);
@@ -1861,6 +1864,9 @@ int gc_codegen(ir_graph *ir, const sc_schedule *s, const char *key_hex,
         out->nkernels++;
       } else if (s->kernels[k]->call->scatter) {
         cg__gen_scatter(&g, s->kernels[k]);
+        out->nkernels++;
+      } else if (s->kernels[k]->call->interp) {
+        cg__gen_interp_backward(&g, s->kernels[k]);
         out->nkernels++;
       } else
         gen_blas(&g, s->kernels[k]);

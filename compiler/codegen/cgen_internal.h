@@ -119,6 +119,9 @@ void cg__peel(cg *g, int ind, const char *q, const cg_odim *d, int n);
 void cg__gen_scan(cg *g, const sc_kernel *k);
 /* scatter.c: the function of a scatter's call kernel (ir_node.scatter). */
 void cg__gen_scatter(cg *g, const sc_kernel *k);
+/* upsample.c: the function of a bilinear backward's call kernel
+ * (ir_node.interp). */
+void cg__gen_interp_backward(cg *g, const sc_kernel *k);
 
 /* tiled.c: should kernel k run tiled, and its code (after the signature
  * and the error flag). */

@@ -995,6 +995,38 @@ static void vscan(vctx *v, const ir_node *n) {
             (long long)x->sizes[i], (long long)o->sizes[i]);
 }
 
+/* A bilinear backward reads `grad_output` [N, C, OH, OW] and writes `out`
+ * [N, C, IH, IW]; every table index is inside its axis. */
+static void vinterp(vctx *v, const ir_node *n) {
+  const ir_view *g = ir_call_view(n, "grad_output");
+  const ir_buf *o = n->out;
+  if (n->kind != IR_EXTERN || !o || o->def != n || !g || o->rank != 4 ||
+      g->rank != 4 || g->buf->dtype != o->dtype) {
+    vfail(v, "a bilinear backward needs an extern node writing a rank-4 "
+             "buffer and a rank-4 grad_output view of its dtype");
+    return;
+  }
+  for (int d = 0; d < 4; d++) {
+    const ir_interp *a = d >= 2 ? &n->interp[d - 2] : NULL;
+    int64_t gin = a ? a->out : o->sizes[d], oin = a ? a->in : o->sizes[d];
+    if (g->sizes[d] != gin || o->sizes[d] != oin)
+      vfail(v,
+            "bilinear backward dim %d: grad_output %lld (want %lld), out "
+            "%lld (want %lld)",
+            d, (long long)g->sizes[d], (long long)gin, (long long)o->sizes[d],
+            (long long)oin);
+    for (int64_t i = 0; a && i < a->out; i++)
+      if (a->i0[i] < 0 || a->i0[i] > a->i1[i] || a->i1[i] >= a->in) {
+        vfail(v,
+              "bilinear backward dim %d: position %lld reads %lld and "
+              "%lld of %lld",
+              d, (long long)i, (long long)a->i0[i], (long long)a->i1[i],
+              (long long)a->in);
+        break;
+      }
+  }
+}
+
 static void vnode(vctx *v, const ir_node *n) {
   if (n->kind == IR_POINTWISE || n->kind == IR_REDUCTION) {
     if (!n->out || n->out->def != n) {
@@ -1031,6 +1063,8 @@ static void vnode(vctx *v, const ir_node *n) {
       vscan(v, n);
     if (n->scatter)
       vscatter(v, n);
+    if (n->interp)
+      vinterp(v, n);
   }
 }
 
@@ -1366,6 +1400,7 @@ char *ir_print(ir_graph *ir) {
       pf(&p, "  %s %s(",
          n->scan                ? "scan"
          : n->scatter           ? "scatter"
+         : n->interp            ? "interp"
          : n->kind == IR_EXTERN ? "extern"
                                 : "fallback",
          n->op ? n->op->name : "?");

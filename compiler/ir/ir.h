@@ -280,6 +280,15 @@ typedef struct ir_call_arg {
   bool keyword;
 } ir_call_arg;
 
+/* One axis of a bilinear interpolation: for each output position o, the
+ * two input positions i0[o] <= i1[o] it reads and their weights l0[o],
+ * l1[o] (values of the output's dtype), as ATen computes them. */
+typedef struct ir_interp {
+  int64_t in, out;
+  int64_t *i0, *i1; /* `out` entries each */
+  double *l0, *l1;
+} ir_interp;
+
 /* A strided view of a buffer, as an extern call sees its argument. */
 typedef struct ir_view {
   ir_buf *buf;
@@ -325,6 +334,12 @@ struct ir_node {
                          constant `out` starts from (its self is not
                          read), and an embedding backward skips the rows
                          of index `padding` */
+  ir_interp *interp;  /* EXTERN: upsample_bilinear2d's backward, which
+                         generated code makes (lower/upsample.c,
+                         codegen/upsample.c): `out` [N, C, IH, IW] gets each
+                         `grad_output` [N, C, OH, OW] element times its four
+                         weights, in ATen's order; interp[0] rows,
+                         interp[1] columns */
   int dim;
   int64_t padding;
   double alpha; /* index_add: source times alpha (1 for the others; a float

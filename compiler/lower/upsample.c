@@ -194,6 +194,30 @@ static bool opt_float(lower_ctx *L, const gc_node *n, const char *name,
   return true;
 }
 
+/* The axes' align_corners and scale factors, from scale_factors (.vec) or
+ * scales_h / scales_w. */
+static bool scale_args(lower_ctx *L, const gc_node *n, bool align, axis A[2]) {
+  memset(A, 0, 2 * sizeof *A);
+  A[0].align = A[1].align = align;
+  const gc_arg *sfs = L_arg(L, n, "scale_factors");
+  if (sfs && sfs->kind != GC_ARG_NONE) {
+    if (sfs->kind != GC_ARG_FLOATS || sfs->n != 2)
+      return false;
+    for (int i = 0; i < 2; i++) {
+      A[i].has_scale = sfs->floats[i] > 0;
+      A[i].sf = sfs->floats[i];
+    }
+    return true;
+  }
+  static const char *const names[2] = {"scales_h", "scales_w"};
+  for (int i = 0; i < 2; i++) {
+    if (!opt_float(L, n, names[i], &A[i].has_scale, &A[i].sf))
+      return false;
+    A[i].has_scale = A[i].has_scale && A[i].sf > 0;
+  }
+  return true;
+}
+
 /* Is the 4-D value laid out as dense channels-last, by PyTorch's test
  * (size-1 dims ignored)? ATen then takes its channels-last kernel. */
 static bool eager_channels_last(const gc_tensor_meta *m) {
@@ -228,23 +252,8 @@ int lower_upsample_bilinear2d(lower_ctx *L, const gc_node *n, int unused) {
       !L_bool(L, n, "align_corners", &align))
     return GC_EUNSUPPORTED;
   axis A[2];
-  memset(A, 0, sizeof A);
-  const gc_arg *sfs = L_arg(L, n, "scale_factors");
-  if (sfs && sfs->kind != GC_ARG_NONE) {
-    if (sfs->kind != GC_ARG_FLOATS || sfs->n != 2)
-      return GC_EUNSUPPORTED;
-    for (int i = 0; i < 2; i++) {
-      A[i].has_scale = sfs->floats[i] > 0;
-      A[i].sf = sfs->floats[i];
-    }
-  } else {
-    static const char *const names[2] = {"scales_h", "scales_w"};
-    for (int i = 0; i < 2; i++) {
-      if (!opt_float(L, n, names[i], &A[i].has_scale, &A[i].sf))
-        return GC_EUNSUPPORTED;
-      A[i].has_scale = A[i].has_scale && A[i].sf > 0;
-    }
-  }
+  if (!scale_args(L, n, align, A))
+    return GC_EUNSUPPORTED;
   for (int i = 0; i < 2; i++)
     if (x->sizes[i] != p.sizes[i])
       return GC_EUNSUPPORTED;
@@ -256,7 +265,6 @@ int lower_upsample_bilinear2d(lower_ctx *L, const gc_node *n, int unused) {
   for (int i = 0; i < 2; i++) {
     A[i].in = x->sizes[i + 2];
     A[i].out = p.sizes[i + 2];
-    A[i].align = align;
     if (!axis_build(L, &A[i], p.vars[i + 2], dt))
       return GC_EUNSUPPORTED;
   }
@@ -285,4 +293,104 @@ int lower_upsample_bilinear2d(lower_ctx *L, const gc_node *n, int unused) {
     body = OP2(ADD, OP2(MUL, row[0], A[0].l0), OP2(MUL, row[1], A[0].l1));
   }
   return L__pw_finish(L, n, 0, &p, body);
+}
+
+/* ATen's indices and weights of the axis at every output position, as a
+ * table (in the dtype dt); false: declined (a float64 half-pixel source
+ * index that contraction would change, or out of range). */
+static bool axis_table(lower_ctx *L, const axis *A, gc_dtype dt, ir_interp *t) {
+  ir_graph *ir = L_ir(L);
+  bool f32 = dt == GC_DTYPE_FLOAT32;
+  if (A->in <= 0 || A->out <= 0 || A->out > (INT64_C(1) << 24))
+    return false;
+  t->in = A->in;
+  t->out = A->out;
+  t->i0 = gc_arena_calloc(ir->a, (size_t)A->out, sizeof *t->i0);
+  t->i1 = gc_arena_calloc(ir->a, (size_t)A->out, sizeof *t->i1);
+  t->l0 = gc_arena_calloc(ir->a, (size_t)A->out, sizeof *t->l0);
+  t->l1 = gc_arena_calloc(ir->a, (size_t)A->out, sizeof *t->l1);
+  if (!t->i0 || !t->i1 || !t->l0 || !t->l1)
+    return false;
+  double scale = axis_scale(A, f32);
+  for (int64_t o = 0; o < A->out; o++) {
+    if (A->in == A->out) {
+      t->i0[o] = t->i1[o] = o;
+      t->l0[o] = 1;
+      t->l1[o] = 0;
+      continue;
+    }
+    double src = axis_src(A, scale, o, false);
+    if (!(src >= 0) || src >= (double)A->in ||
+        (!f32 && !A->align && src != axis_src(A, scale, o, true)))
+      return false;
+    int64_t i0 = (int64_t)src;
+    t->i0[o] = i0;
+    t->i1[o] = i0 < A->in - 1 ? i0 + 1 : i0;
+    if (f32) {
+      float l1 = (float)(src - (double)i0);
+      t->l1[o] = l1;
+      t->l0[o] = 1.0f - l1;
+    } else {
+      t->l1[o] = src - (double)i0;
+      t->l0[o] = 1.0 - t->l1[o];
+    }
+  }
+  return true;
+}
+
+/* upsample_bilinear2d_backward(.vec)(grad_output, output_size, input_size,
+ * align_corners, scales): an extern node generated code makes in ATen's
+ * order (codegen/upsample.c), with ATen's tables. */
+int lower_upsample_bilinear2d_backward(lower_ctx *L, const gc_node *n,
+                                       int unused) {
+  (void)unused;
+  ir_graph *ir = L_ir(L);
+  const gc_tensor_meta *m = L_out_meta(n, 0);
+  ir_tensor *g = L_tensor(L, n, "grad_output");
+  int64_t sz[4];
+  bool align;
+  if (!m || !g || m->rank != 4 || g->rank != 4 || !L_static_sizes(m, sz) ||
+      g->dtype != m->dtype ||
+      (m->dtype != GC_DTYPE_FLOAT32 && m->dtype != GC_DTYPE_FLOAT64) ||
+      !L_bool(L, n, "align_corners", &align))
+    return GC_EUNSUPPORTED;
+  axis A[2];
+  if (!scale_args(L, n, align, A) || g->sizes[0] != sz[0] ||
+      g->sizes[1] != sz[1])
+    return GC_EUNSUPPORTED;
+  /* the sizes ATen reads from the arguments are the metadata's */
+  const int64_t *v;
+  int k;
+  if (!L_ints(L, n, "input_size", &v, &k) || k != 4)
+    return GC_EUNSUPPORTED;
+  for (int i = 0; i < 4; i++)
+    if (v[i] != sz[i])
+      return GC_EUNSUPPORTED;
+  const gc_arg *os = L_arg(L, n, "output_size");
+  if (os && os->kind != GC_ARG_NONE) {
+    if (!L_ints(L, n, "output_size", &v, &k) || k != 2 || v[0] != g->sizes[2] ||
+        v[1] != g->sizes[3])
+      return GC_EUNSUPPORTED;
+  }
+  ir_interp *t = gc_arena_calloc(ir->a, 2, sizeof *t);
+  if (!t)
+    return GC_ENOMEM;
+  for (int i = 0; i < 2; i++) {
+    A[i].in = sz[i + 2];
+    A[i].out = g->sizes[i + 2];
+    if (!axis_table(L, &A[i], m->dtype, &t[i]))
+      return GC_EUNSUPPORTED;
+  }
+  const char *out_op = L_arg(L, n, "scale_factors")
+                           ? "aten::upsample_bilinear2d_backward.vec_out"
+                           : "aten::upsample_bilinear2d_backward.grad_input";
+  int rc = L_extern_out(L, n, out_op);
+  if (rc)
+    return rc;
+  /* the call is the last node appended (after its input's realization) */
+  ir_node *call = ir->nodes[ir->nnodes - 1];
+  if (call->kind != IR_EXTERN || call->gnode != n)
+    return GC_EINTERNAL;
+  call->interp = t;
+  return 0;
 }

@@ -434,7 +434,7 @@ static int schedule_node(sctx *c, ir_node *n) {
     if (!k)
       return GC_ENOMEM;
     k->call = n;
-    k->in_c = n->scan || n->scatter || sc_blas_call(c->ir, n);
+    k->in_c = n->scan || n->scatter || n->interp || sc_blas_call(c->ir, n);
     c->s->place[n->id].kernel = k;
     return grow_ptrs(c->ir->a, (void ***)&k->nodes, &k->nnodes, &k->capnodes, n)
                ? 0

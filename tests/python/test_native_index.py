@@ -302,6 +302,41 @@ def test_upsample_bilinear2d_values(server, layout):
             check(f, (x,), server=server, fallback=0, atol=tol, rtol=tol)
 
 
+def half_pixel_contraction_safe(n_in, n_out, sf):
+    """float64, align_corners=False: is ATen's source index scale * (o +
+    0.5) - 0.5 the same rounded once (a multiply-add) and twice at every
+    output position? Else the compiler declines (the ATen call runs)."""
+    from fractions import Fraction
+    n_out = n_out if n_out is not None else int(n_in * sf)
+    if n_in == n_out:
+        return True
+    scale = 1.0 / sf if sf else n_in / n_out
+    return all(scale * (o + 0.5) - 0.5 ==
+               float(Fraction(scale) * Fraction(2 * o + 1, 2) - Fraction(1, 2))
+               for o in range(n_out))
+
+
+@pytest.mark.parametrize("layout", ["contiguous", "channels_last"])
+def test_upsample_bilinear2d_backward_is_native_and_eager_bit_for_bit(server, layout):
+    # each input element takes its gradient contributions in ATen's (oh, ow)
+    # order, each the incoming gradient times ATen's two weights: eager's
+    # bits, for every axis case above, float32 and float64
+    torch.manual_seed(0)
+    for n_in, n_out, align, sf in BILINEAR_AXES:
+        for dtype in (torch.float32, torch.float64):
+            if dtype == torch.float64 and not align and \
+                    not half_pixel_contraction_safe(n_in, n_out, sf):
+                continue
+            x = torch.randn(2, 3, 5, n_in, dtype=dtype)
+            if layout == "channels_last":
+                x = x.contiguous(memory_format=torch.channels_last)
+            size = None if n_out is None else (10, n_out)
+            scale = None if sf is None else (2.0, sf)
+            check_backward(lambda x: F.interpolate(x, size=size, scale_factor=scale,
+                                                   mode="bilinear", align_corners=align),
+                           x, server=server)
+
+
 def test_upsample_bilinear2d_declines_where_contraction_would_matter(server):
     # float64, half-pixel source index 3 * (o + 0.5) / 7 - 0.5: rounded once
     # or twice it differs at some o, and generated code may contract it
