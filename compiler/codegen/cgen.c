@@ -654,7 +654,7 @@ static void update_accs(cg *g, const sc_stage *st, int ind, bool second) {
     const cg_reuse *u = second ? NULL : cg__reuse_of(g, n);
     if (u)
       cg__line(g, ind, "b%d[%s] = %s; /* read back by stage %d */", u->buf->id,
-               cg__sym(g, u->store_r), v, u->stage);
+               cg__sym(g, cg__reuse_store_r(g, u)), v, u->stage);
     switch (n->red) {
     case IR_RED_SUM:
       cg__line(g, ind, "%s%d += %s;", cg__float32_sum(n) ? "p" : "a", id, v);
@@ -1367,6 +1367,9 @@ static bool ranged_begin(cg *g, ir_node *const *nodes, int n, const splits *sp,
   }
   for (int i = 0; i < n; i++)
     r->saved[i] = g->s->place[nodes[i]->id];
+  if (g->nrange_maps == CG_MAX_RANGE_MAPS)
+    return false;
+  g->range_maps[g->nrange_maps++] = r->map;
   return true;
 }
 
@@ -1387,6 +1390,7 @@ static void ranged_end(cg *g, ranged *r) {
   sc_place *places = (sc_place *)g->s->place;
   for (int i = 0; i < r->n; i++)
     places[r->nodes[i]->id] = r->saved[i];
+  g->nrange_maps--; /* r's, pushed by ranged_begin */
 }
 
 /* The innermost loop of pointwise stage st (whose outer loops are open at

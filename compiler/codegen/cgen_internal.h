@@ -20,6 +20,8 @@
 #define CG_MAX_RAND 8         /* random draws filled per block, per stage */
 
 /* A sum's value that a later pointwise stage reads back (reuse.c). */
+#define CG_MAX_RANGE_MAPS 4
+
 typedef struct cg_reuse {
   const ir_node *red;   /* the sum */
   const ir_expr *expr;  /* the value in the later stage's loop variables */
@@ -60,6 +62,11 @@ typedef struct cg {
   int npf;
   cg_reuse reuse[CG_MAX_REUSE]; /* of the kernel being generated */
   int nreuse;
+  /* the variable maps of the loops split into ranges around the code being
+   * emitted (outermost first; cgen.c ranged_begin): reuse entries, found
+   * before the split, are in the original variables */
+  gc_sym *const *range_maps[CG_MAX_RANGE_MAPS];
+  int nrange_maps;
   /* the stage being generated: its random draws (IR_RAND) whose counter
    * steps by one along the inner loop, filled a block at a time */
   const ir_expr *rand[CG_MAX_RAND];
@@ -147,6 +154,9 @@ void cg__emit_prefetch(cg *g, int ind, const char *lo, const char *hi,
  * later stage loads it (cg__bind_reused, after its cx_reset). */
 void cg__find_reuse(cg *g, const sc_kernel *k);
 const cg_reuse *cg__reuse_of(const cg *g, const ir_node *red);
+/* reuse.c: u's store index in the sum stage's variables, as renamed by the
+ * loops split into ranges around it. */
+gc_sym *cg__reuse_store_r(cg *g, const cg_reuse *u);
 void cg__bind_reused(cg *g, int stage, int ind);
 
 #endif

@@ -230,15 +230,38 @@ const cg_reuse *cg__reuse_of(const cg *g, const ir_node *red) {
   return NULL;
 }
 
+/* An index of the kernel's original variables in the variables of the
+ * loops split into ranges around the code being emitted. */
+static gc_sym *in_ranges(cg *g, gc_sym *e) {
+  for (int i = 0; e && i < g->nrange_maps; i++)
+    e = gc_sym_subst(&g->ir->sym, e, g->range_maps[i]);
+  return e;
+}
+
+gc_sym *cg__reuse_store_r(cg *g, const cg_reuse *u) {
+  return in_ranges(g, u->store_r);
+}
+
 void cg__bind_reused(cg *g, int stage, int ind) {
   for (int i = 0; i < g->nreuse; i++) {
     const cg_reuse *u = &g->reuse[i];
     if (u->stage != stage)
       continue;
+    /* the stage's places are renamed where its loops split into ranges:
+     * so are the value and the index (else the load would name a variable
+     * no loop declares, and the binding would match nothing) */
+    gc_sym *store = in_ranges(g, u->store_p);
+    ir_expr *expr = (ir_expr *)u->expr;
+    for (int m = 0; expr && m < g->nrange_maps; m++)
+      expr = ir_expr_subst(g->ir, expr, g->range_maps[m]);
+    if (!store || !expr) {
+      g->out.failed = true;
+      return;
+    }
     const char *name = gc_arena_printf(cg__arena(g), "t%d", g->temp++);
     cg__line(g, ind, "const %s %s = b%d[%s]; /* stored by stage %d */",
-             cx_ctype(u->expr->dtype), name, u->buf->id, cg__sym(g, u->store_p),
+             cx_ctype(expr->dtype), name, u->buf->id, cg__sym(g, store),
              u->red_stage);
-    cx_bind(&g->x, u->expr, name);
+    cx_bind(&g->x, expr, name);
   }
 }

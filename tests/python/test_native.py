@@ -484,6 +484,34 @@ def test_softmax_reads_back_the_exponentials_it_summed(server):
     check(h, (x,), server=server, fallback=0)
 
 
+def test_a_read_back_value_in_loops_split_into_ranges(server):
+    """The stored exponentials are read back inside loops that split into
+    ranges (cgen.c ranged_begin renames their variables): the inner loop
+    (the backward of log_softmax whose gradient is a slice's at rows 13..14:
+    graphgen seed 910132 named an undeclared variable, and the C compiler
+    failed) and the outer one (softmax of rows from two tensors)."""
+    def f(x):
+        v = torch.log_softmax(x, 0)
+        return torch.erf(v), v[13:15:3]
+    x = torch.randn(16, requires_grad=True)
+    cf = compiled.compile(f, (x,), server=server)
+    grads = [torch.randn(16), torch.randn(1)]
+    torch.autograd.backward(cf(x), grads)
+    got, x.grad = x.grad, None
+    torch.autograd.backward(f(x), grads)
+    torch.testing.assert_close(got, x.grad)
+    summary = cf.summary()
+    assert summary["backward"]["runs"] == "native", cf.programs[-1].native_reason
+    assert "read back by stage" in cf.programs[-1].c_source
+
+    def g(a, b):
+        return torch.softmax(torch.cat([a, b], 0) * 2, -1)
+    a, b = torch.randn(3, 300), torch.randn(5, 300)
+    check(g, (a, b), server=server, fallback=0)
+    src = compiled.compile(g, (a, b), server=server).programs[-1].c_source
+    assert "read back by stage" in src and "split at the bounds" in src, src
+
+
 def test_cat_and_pad_split_their_outer_loop(server):
     """A pointwise kernel selecting by the index along an outer dim (cat's
     inputs, constant_pad_nd's padding) runs one loop nest per range of that
