@@ -771,6 +771,12 @@ def _run_grad_batch(programs, server):
     if not cf.programs:
         return "no program was loaded (daemon unavailable?)", {}
     summary = cf.summary()
+    # both programs native: a C compiler failure serves the ATen program,
+    # right values that a comparison alone would not notice (seed 910132)
+    for part, s in (("forward", summary), ("backward", summary.get("backward") or {})):
+        if s.get("runs", "native") != "native":
+            return (f"the {part} did not run native code: "
+                    f"{[p.native_reason for p in cf.programs]}"), summary
     msgs = []
     for k, p in enumerate(programs):
         m = judge(p, grad_of(fns[k], weights[k]), got[k], wants[k], built[k][1],
