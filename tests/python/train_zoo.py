@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
-"""Every torchvision classification model trained one step through
-`compiled`: `make train-zoo`.
+"""Every torchvision classification and segmentation model trained one step
+through `compiled`: `make train-zoo`.
 
 Not part of `make test` (about 80 models, forward and backward compiled for
 each: several minutes). For each model (train mode, batch 2 at 64x64;
@@ -8,7 +8,9 @@ each: several minutes). For each model (train mode, batch 2 at 64x64;
 their layers take) the compiled step and an eager twin from the same state
 run forward and backward with the same incoming gradient, and so does a
 float64 eager copy, the reference (dropout and stochastic depth in eval
-mode: random masks are not compared). Prints one line per model: OK with
+mode: random masks are not compared; segmentation models, named
+segmentation.NAME, with 5 classes and no auxiliary head, their "out"
+judged). Prints one line per model: OK with
 the compiled and the eager float32 gradient errors (the largest
 difference from the reference, relative to the reference's largest
 gradient) and the ATen calls left besides convolution_backward (a library
@@ -41,6 +43,25 @@ import daemon_util  # noqa: E402
 from metatrace_zoo import classification_models  # noqa: E402
 
 LIBRARY = {"aten::convolution_backward"}
+
+
+SEGMENTATION = ["fcn_resnet50", "fcn_resnet101", "deeplabv3_resnet50", "deeplabv3_resnet101",
+                "deeplabv3_mobilenet_v3_large", "lraspp_mobilenet_v3_large"]
+
+
+def build(name):
+    """The model `name` (segmentation.NAME: a segmentation model)."""
+    if name.startswith("segmentation."):
+        return getattr(torchvision.models.segmentation, name.split(".", 1)[1])(
+            weights=None, weights_backbone=None, num_classes=5, aux_loss=False)
+    kwargs = {"aux_logits": False, "init_weights": False} if name in (
+        "googlenet", "inception_v3") else {}
+    return getattr(torchvision.models, name)(**kwargs)
+
+
+def out(y):
+    """A model's output tensor (a segmentation model's "out")."""
+    return y["out"] if isinstance(y, dict) else y
 
 
 def input_size(name):
@@ -94,7 +115,7 @@ def eager_spread(model, x, grad, ref, runs=3):
         for p in t.parameters():
             p.grad = None
         noise = torch.randn(x.shape, generator=torch.Generator().manual_seed(k))
-        t(x if k == 0 else x * (1 + 2e-7 * noise)).backward(grad)
+        out(t(x if k == 0 else x * (1 + 2e-7 * noise))).backward(grad)
         grads = [p.grad for p in t.parameters()]
         if base is None:
             base = grads
@@ -106,10 +127,8 @@ def eager_spread(model, x, grad, ref, runs=3):
 
 
 def one(name, server):
-    kwargs = {"aux_logits": False, "init_weights": False} if name in (
-        "googlenet", "inception_v3") else {}
     torch.manual_seed(0)
-    model = random_layers_off(getattr(torchvision.models, name)(**kwargs).train())
+    model = random_layers_off(build(name).train())
     n = sum(p.numel() for p in model.parameters())
     if n > MAX_PARAMS:
         raise TypeError(f"{n / 1e6:.0f}M parameters: too big for three copies here")
@@ -118,11 +137,11 @@ def one(name, server):
     size = input_size(name)
     x = torch.randn(2, 3, size, size)
     cf = compiled.compile(model, (x,), server=server)
-    y = cf(x)
+    y = out(cf(x))
     grad = torch.randn(y.shape)
     y.backward(grad)
-    twin(x).backward(grad)
-    ref(x.double()).backward(grad.double())
+    out(twin(x)).backward(grad)
+    out(ref(x.double())).backward(grad.double())
     s = cf.summary()
     left = collections.Counter(op for op in s.get("fallback_ops", []) +
                                s.get("backward", {}).get("fallback_ops", [])
@@ -140,7 +159,8 @@ def main(argv=None):
     args = p.parse_args(argv)
     warnings.simplefilter("ignore")
     torch.set_num_threads(2)
-    names = [n for n in args.only.split(",") if n] or classification_models()
+    names = [n for n in args.only.split(",") if n] or (
+        classification_models() + ["segmentation." + n for n in SEGMENTATION])
     counts = collections.Counter()
     with tempfile.TemporaryDirectory(prefix="train-zoo-") as d:
         daemon = daemon_util.Daemon(d).start()
