@@ -93,6 +93,23 @@ def tv(name, batch):
     return m, (torch.randn(batch, 3, 224, 224),)
 
 
+class SegmentationOut(torch.nn.Module):
+    """A torchvision segmentation model's "out" (its result is a dict)."""
+
+    def __init__(self, m):
+        super().__init__()
+        self.m = m
+
+    def forward(self, x):
+        return self.m(x)["out"]
+
+
+def seg(name, batch):
+    import torchvision
+    m = getattr(torchvision.models.segmentation, name)(weights=None, weights_backbone=None)
+    return SegmentationOut(m).eval(), (torch.randn(batch, 3, 224, 224),)
+
+
 CASES = {
     "mlp": lambda: (torch.nn.Sequential(torch.nn.Linear(1024, 4096), torch.nn.GELU(),
                                         torch.nn.Linear(4096, 1024)).eval(),
@@ -108,6 +125,8 @@ CASES = {
     "rmsnorm_silu": lambda: (RMSNormSiLU(2048).eval(), (torch.randn(16, 512, 2048),)),
     "densenet121": lambda: tv("densenet121", 2),
     "efficientnet_b0": lambda: tv("efficientnet_b0", 8),
+    # segmentation: bilinear upsampling of 21 class maps to the input's size
+    "lraspp_mobilenet_v3": lambda: seg("lraspp_mobilenet_v3_large", 8),
 }
 
 

@@ -1293,6 +1293,17 @@ int L_tensor_once(lower_ctx *L, const gc_node *n, const char *name,
   return realize_value(L, root, root->value) ? 0 : GC_ENOMEM;
 }
 
+int L_tensor_realized(lower_ctx *L, const gc_node *n, const char *name,
+                      ir_tensor **out) {
+  ir_tensor *t = *out = L_tensor(L, n, name);
+  if (!t)
+    return 0;
+  ir_tensor *root = view_root(t);
+  if (!root || !root->value || root->kind != IR_T_LOOP || root->realized)
+    return 0;
+  return realize_value(L, root, root->value) ? 0 : GC_ENOMEM;
+}
+
 static int maybe_realize(lower_ctx *L, const gc_value *v) {
   ir_tensor *t = L->val[v->id];
   if (!t || t->kind != IR_T_LOOP || t->realized)

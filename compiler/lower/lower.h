@@ -72,6 +72,12 @@ ir_tensor *L_tensor(lower_ctx *L, const gc_node *n, const char *name);
  * bits (0 with *out NULL: not a tensor; GC_ENOMEM). */
 int L_tensor_once(lower_ctx *L, const gc_node *n, const char *name,
                   ir_tensor **out);
+/* Argument `name` (as L_tensor), realized into a buffer first when it is a
+ * computation: for a rule that reads each element several times over
+ * (bilinear upsampling: each input element feeds up to 4 * (out/in)^2
+ * outputs), where inlining would compute it again at every read. */
+int L_tensor_realized(lower_ctx *L, const gc_node *n, const char *name,
+                      ir_tensor **out);
 /* The IR tensors of a Tensor[] argument: returns how many items it has
  * (-1 when it is not a list of tensors) and sets *out to an array of them
  * (an item that is None gets NULL). */

@@ -126,17 +126,23 @@ static bool axis_build(lower_ctx *L, axis *A, gc_sym *v, gc_dtype dt) {
    * (2 * out)); if that is not ATen's at some o, the same with the scale's
    * exact binary fraction p / 2^k. */
   int64_t a, b, den;
+  bool dyad = false; /* (a, b, den) is the scale's binary fraction */
   for (int form = 0;; form++) {
-    if (form == 0) {
+    /* float32: the binary fraction first (the source index is exact in
+     * double, so it is that fraction at every position, and the weight
+     * can then be integer arithmetic); else in/out first */
+    bool frac = f32 ? form == 0 : form == 1;
+    if (form > 1)
+      return false;
+    if (!frac) {
       a = A->align ? A->in - 1 : 2 * A->in;
       b = A->align ? 0 : A->in - A->out;
       den = A->align ? (A->out > 1 ? A->out - 1 : 1) : 2 * A->out;
     } else {
       int64_t p;
       int k;
-      if (form > 1 || !dyadic(scale, &p, &k) || k > 60 ||
-          p > (INT64_C(1) << 36))
-        return false;
+      if (!dyadic(scale, &p, &k) || k > 60 || p > (INT64_C(1) << 36))
+        continue;
       a = A->align ? p : 2 * p;
       b = A->align ? 0 : p - (INT64_C(1) << k);
       den = A->align ? INT64_C(1) << k : INT64_C(1) << (k + 1);
@@ -149,9 +155,15 @@ static bool axis_build(lower_ctx *L, axis *A, gc_sym *v, gc_dtype dt) {
         return false; /* out of range, or contraction would matter */
       int64_t got = rat_at(a, b, den, o);
       ok = (got < 0 ? 0 : got) == (int64_t)src; /* at most in - 1 */
+      /* the fraction's remainder is src - i0 (checked: exact) */
+      if (ok && frac && f32)
+        ok = (double)(got < 0 ? 0 : (a * o + b) - got * den) / (double)den ==
+             src - (double)(int64_t)src;
     }
-    if (ok)
+    if (ok) {
+      dyad = frac;
       break;
+    }
   }
   gc_sym *i0 =
       gc_sym_floordiv(s, gc_sym_addc(s, gc_sym_scale(s, v, a), b), den);
@@ -159,6 +171,23 @@ static bool axis_build(lower_ctx *L, axis *A, gc_sym *v, gc_dtype dt) {
     i0 = gc_sym_max(s, i0, gc_sym_const(s, 0));
   A->i0 = i0;
   A->i1 = gc_sym_min(s, gc_sym_addc(s, i0, 1), gc_sym_const(s, A->in - 1));
+  if (f32 && dyad && den <= (INT64_C(1) << 24)) {
+    /* l1 = src - i0 = ((a * o + b) mod den) / den, exact in float32 (a
+     * remainder below 2^24 times a power of two): integer arithmetic and
+     * one multiply, where the double form costs a dozen double operations
+     * per element (lraspp's last upsampling, 8 x 21 x 224 x 224 from
+     * 28 x 28 channels-last: 8.3 -> 5.9 ms, COMPILED_PROFILE) */
+    gc_sym *num = gc_sym_addc(s, gc_sym_scale(s, v, a), b);
+    if (b < 0)
+      num = gc_sym_max(s, num, gc_sym_const(s, 0));
+    ir_expr *r = ir_cast(
+        ir,
+        ir_cast(ir, ir_index(ir, gc_sym_mod(s, num, den), i64), GC_DTYPE_INT32),
+        dt);
+    A->l1 = OP2(MUL, r, ir_const_f(ir, 1.0 / (double)den, dt));
+    A->l0 = OP2(SUB, ir_const_f(ir, 1, dt), A->l1);
+    return A->l0 && A->l1;
+  }
   /* the weights, as ATen computes them from the output index: the
    * source index in double, l1 = (dtype)(src - i0), l0 = 1 - l1 */
   ir_expr *o = ir_cast(ir, ir_index(ir, v, i64), f64), *src;
@@ -244,7 +273,9 @@ int lower_upsample_bilinear2d(lower_ctx *L, const gc_node *n, int unused) {
     return rc;
   const char *xname = L_arg(L, n, "input") ? "input" : "self";
   const gc_arg *xa = L_arg(L, n, xname);
-  ir_tensor *x = L_tensor(L, n, xname);
+  ir_tensor *x;
+  if ((rc = L_tensor_realized(L, n, xname, &x)) != 0)
+    return rc;
   gc_dtype dt = p.dt;
   bool align;
   if (!x || x->rank != 4 || p.rank != 4 || x->dtype != dt ||
