@@ -1282,26 +1282,27 @@ static ir_buf *realize_value(lower_ctx *L, ir_tensor *t, const gc_value *v) {
  * The backward of amax compares the maximum with the values it came from
  * and divides by how many are equal: 0 / 0 when none is (graphgen --grad,
  * seed 282388). */
-int L_tensor_once(lower_ctx *L, const gc_node *n, const char *name,
-                  ir_tensor **out) {
+static int realize_arg(lower_ctx *L, const gc_node *n, const char *name,
+                       ir_tensor **out, bool shared_only) {
   ir_tensor *t = *out = L_tensor(L, n, name);
   if (!t)
     return 0;
   ir_tensor *root = view_root(t);
-  if (!root || !root->value || L->users[root->value->id] <= 1)
+  if (!root || !root->value ||
+      (shared_only ? L->users[root->value->id] <= 1
+                   : root->kind != IR_T_LOOP || root->realized))
     return 0;
   return realize_value(L, root, root->value) ? 0 : GC_ENOMEM;
 }
 
+int L_tensor_once(lower_ctx *L, const gc_node *n, const char *name,
+                  ir_tensor **out) {
+  return realize_arg(L, n, name, out, true);
+}
+
 int L_tensor_realized(lower_ctx *L, const gc_node *n, const char *name,
                       ir_tensor **out) {
-  ir_tensor *t = *out = L_tensor(L, n, name);
-  if (!t)
-    return 0;
-  ir_tensor *root = view_root(t);
-  if (!root || !root->value || root->kind != IR_T_LOOP || root->realized)
-    return 0;
-  return realize_value(L, root, root->value) ? 0 : GC_ENOMEM;
+  return realize_arg(L, n, name, out, false);
 }
 
 static int maybe_realize(lower_ctx *L, const gc_value *v) {
