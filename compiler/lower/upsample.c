@@ -288,6 +288,21 @@ int lower_upsample_bilinear2d(lower_ctx *L, const gc_node *n, int unused) {
   for (int i = 0; i < 2; i++)
     if (x->sizes[i] != p.sizes[i])
       return GC_EUNSUPPORTED;
+  /* the output size ATen computes from the arguments is the metadata's
+   * (a client's lie would otherwise be computed as told) */
+  const gc_arg *os = L_arg(L, n, "output_size");
+  if (os && os->kind != GC_ARG_NONE) {
+    const int64_t *v;
+    int k;
+    if (!L_ints(L, n, "output_size", &v, &k) || k != 2 || v[0] != p.sizes[2] ||
+        v[1] != p.sizes[3])
+      return GC_EUNSUPPORTED;
+  } else {
+    for (int i = 0; i < 2; i++)
+      if (!A[i].has_scale ||
+          (int64_t)floor((double)x->sizes[i + 2] * A[i].sf) != p.sizes[i + 2])
+        return GC_EUNSUPPORTED;
+  }
   int64_t total = 1;
   for (int i = 0; i < 4; i++)
     total *= p.sizes[i];

@@ -307,6 +307,42 @@ def test_metadata_that_disagrees_with_a_scan_or_scatter_is_not_generated_code(da
     still_serving(d, "after-lying-sizes")
 
 
+def test_metadata_that_disagrees_with_an_upsampling_is_not_generated_code(daemon):
+    """Bilinear upsampling and its backward compute the sizes their
+    metadata states; sizes that disagree with the operator's own arguments
+    make the rules decline, and the nodes stay ATen calls."""
+    import torch
+    import torch.nn.functional as F
+    d = daemon()
+    x, g = torch.randn(1, 2, 3, 4), torch.randn(1, 2, 6, 8)
+
+    def f(x, g):
+        y = F.interpolate(x, size=(6, 8), mode="bilinear")
+        z = F.interpolate(x, scale_factor=2.0, mode="bilinear")
+        b = torch.ops.aten.upsample_bilinear2d_backward(g, [6, 8], [1, 2, 3, 4], False)
+        return y, z, b
+    gm = compiled.capture(f, (x, g))
+    names = [v.name for v in gm.graph.tensor_values
+             if v.name.startswith("upsample_bilinear2d")]
+    assert len(names) == 3, [v.name for v in gm.graph.tensor_values]
+    for v in gm.graph.tensor_values:
+        if v.name in names:
+            v.meta.sizes[3].as_int = 2 * v.meta.sizes[3].as_int  # not what the arguments say
+            v.meta.strides[2].as_int = v.meta.sizes[3].as_int
+            v.meta.strides[1].as_int *= 2
+            v.meta.strides[0].as_int *= 2
+    from compiled import native
+    _, r = run_compile(d.stub(), compile_request(gm, target=native.target_message()))
+    if r.served == SERVED.SERVED_COMPILED:  # (or refused: either way not native)
+        art = artifact_pb2.Artifact()
+        art.ParseFromString(r.artifact)
+        assert art.HasField("native_program"), art.diagnostics
+        ops = sorted(art.native_program.summary.fallback_ops)
+        assert ops == ["aten::upsample_bilinear2d.vec"] * 2 + \
+            ["aten::upsample_bilinear2d_backward"], ops
+    still_serving(d, "after-lying-upsampling-sizes")
+
+
 def test_output_sizes_larger_than_the_inputs_allow_get_no_native_code(daemon):
     """relu(x) * 2 whose result claims 400 rows of a 4-row input: the
     kernel would read x past its end. The loop IR verifier (on by default)
