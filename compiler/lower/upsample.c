@@ -85,6 +85,15 @@ static double axis_src(const axis *A, double scale, int64_t o, bool fused) {
   return t < 0 ? 0 : t;
 }
 
+/* ATen's source index for output o into *src; false when it is out of
+ * the input or (float64, half-pixel) contraction would change it. */
+static bool usable_src(const axis *A, double scale, int64_t o, bool f32,
+                       double *src) {
+  *src = axis_src(A, scale, o, false);
+  return *src >= 0 && *src < (double)A->in &&
+         (f32 || A->align || *src == axis_src(A, scale, o, true));
+}
+
 /* x as p / 2^k with integer p (k as small as possible, at most 60);
  * false when x needs more. */
 static bool dyadic(double x, int64_t *p, int *k) {
@@ -149,10 +158,9 @@ static bool axis_build(lower_ctx *L, axis *A, gc_sym *v, gc_dtype dt) {
     }
     bool ok = true;
     for (int64_t o = 0; o < A->out && ok; o++) {
-      double src = axis_src(A, scale, o, false);
-      if (!(src >= 0) || src >= (double)A->in ||
-          (!f32 && !A->align && src != axis_src(A, scale, o, true)))
-        return false; /* out of range, or contraction would matter */
+      double src;
+      if (!usable_src(A, scale, o, f32, &src))
+        return false;
       int64_t got = rat_at(a, b, den, o);
       ok = (got < 0 ? 0 : got) == (int64_t)src; /* at most in - 1 */
       /* the fraction's remainder is src - i0 (checked: exact) */
@@ -365,9 +373,8 @@ static bool axis_table(lower_ctx *L, const axis *A, gc_dtype dt, ir_interp *t) {
       t->l1[o] = 0;
       continue;
     }
-    double src = axis_src(A, scale, o, false);
-    if (!(src >= 0) || src >= (double)A->in ||
-        (!f32 && !A->align && src != axis_src(A, scale, o, true)))
+    double src;
+    if (!usable_src(A, scale, o, f32, &src))
       return false;
     int64_t i0 = (int64_t)src;
     t->i0[o] = i0;

@@ -282,6 +282,20 @@ def test_graph_errors_that_were_accepted(daemon):
     still_serving(d, "after-errors")
 
 
+def assert_ops_stay_aten_calls(d, gm, want):
+    """Compiles gm for this machine's target: if it is served (a refusal
+    is fine too), its native program has exactly the fallback calls `want`
+    (sorted)."""
+    from compiled import native
+    _, r = run_compile(d.stub(), compile_request(gm, target=native.target_message()))
+    if r.served == SERVED.SERVED_COMPILED:
+        art = artifact_pb2.Artifact()
+        art.ParseFromString(r.artifact)
+        assert art.HasField("native_program"), art.diagnostics
+        ops = sorted(art.native_program.summary.fallback_ops)
+        assert ops == sorted(want), ops
+
+
 def test_metadata_that_disagrees_with_a_scan_or_scatter_is_not_generated_code(daemon):
     """A scan or a scatter runs as generated code that trusts the sizes it
     was compiled for. An output size that disagrees with the operator (a
@@ -296,14 +310,7 @@ def test_metadata_that_disagrees_with_a_scan_or_scatter_is_not_generated_code(da
         if v.name in ("cumsum", "scatter_add"):
             v.meta.sizes[1].as_int = 2000  # the inputs have 10
             v.meta.strides[0].as_int = 2000
-    from compiled import native
-    _, r = run_compile(d.stub(), compile_request(gm, target=native.target_message()))
-    if r.served == SERVED.SERVED_COMPILED:  # (or refused: either way no scan)
-        art = artifact_pb2.Artifact()
-        art.ParseFromString(r.artifact)
-        assert art.HasField("native_program"), art.diagnostics
-        ops = list(art.native_program.summary.fallback_ops)
-        assert sorted(ops) == ["aten::cumsum", "aten::scatter_add"], ops
+    assert_ops_stay_aten_calls(d, gm, ["aten::cumsum", "aten::scatter_add"])
     still_serving(d, "after-lying-sizes")
 
 
@@ -331,15 +338,8 @@ def test_metadata_that_disagrees_with_an_upsampling_is_not_generated_code(daemon
             v.meta.strides[2].as_int = v.meta.sizes[3].as_int
             v.meta.strides[1].as_int *= 2
             v.meta.strides[0].as_int *= 2
-    from compiled import native
-    _, r = run_compile(d.stub(), compile_request(gm, target=native.target_message()))
-    if r.served == SERVED.SERVED_COMPILED:  # (or refused: either way not native)
-        art = artifact_pb2.Artifact()
-        art.ParseFromString(r.artifact)
-        assert art.HasField("native_program"), art.diagnostics
-        ops = sorted(art.native_program.summary.fallback_ops)
-        assert ops == ["aten::upsample_bilinear2d.vec"] * 2 + \
-            ["aten::upsample_bilinear2d_backward"], ops
+    assert_ops_stay_aten_calls(d, gm, ["aten::upsample_bilinear2d.vec"] * 2 +
+                               ["aten::upsample_bilinear2d_backward"])
     still_serving(d, "after-lying-upsampling-sizes")
 
 
