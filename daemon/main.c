@@ -79,6 +79,30 @@ static void close_handle(uv_handle_t *h) {
 
 static void on_server_done(void *arg);
 
+/* Once the server shuts down, the gRPC core sends every connection a GOAWAY
+ * and waits for the client to acknowledge it (a ping) and to close. A client
+ * that is not polling its channel (Python's between calls, or one it has
+ * dropped but not closed) answers only at its backup poll, every 5 s, and
+ * twice: a stop took 5-10 s, and one that never reads its socket 20 s (the
+ * core's limit). So when IDLE_CLOSE_MS after the port closed no
+ * call is left, the connections still open are closed by the daemon (each
+ * call has had its answer by then: its status was written before the call
+ * was freed); while calls are live, it checks again every IDLE_CLOSE_MS. */
+#define IDLE_CLOSE_MS 500
+
+static void on_idle_check(uv_timer_t *t) {
+  daemon_ctx *d = t->data;
+  if (d->server_done || !d->server)
+    return;
+  if (srv_live_calls(d->server) > 0) {
+    uv_timer_start(t, on_idle_check, IDLE_CLOSE_MS, 0);
+    return;
+  }
+  LOG(LOG_INFO, "no call left: closing the connections of clients that "
+                "have not closed them");
+  srv_cancel_all(d->server);
+}
+
 /* Ends the lame duck once its time is up and no compile is left. */
 static void maybe_close_server(daemon_ctx *d) {
   if (d->server_closing || !d->lame_duck_over || compile_inflight(d) > 0)
@@ -86,6 +110,9 @@ static void maybe_close_server(daemon_ctx *d) {
   d->server_closing = true;
   LOG(LOG_INFO, "closing the port (no compile left)");
   srv_shutdown(d->server, on_server_done, d);
+  /* the lame duck's timer is free now */
+  if (!d->server_done)
+    uv_timer_start(&d->lame_duck_timer, on_idle_check, IDLE_CLOSE_MS, 0);
 }
 
 void daemon_maybe_stop(daemon_ctx *d) {

@@ -11,6 +11,7 @@ import hashlib
 import os
 import random
 import signal
+import socket
 import sqlite3
 import subprocess
 import threading
@@ -354,6 +355,36 @@ def test_sigterm_drains_in_flight_compiles(daemon):
     d.proc = None
     d.out.close()
     assert "draining" in d.log() and "stopped" in d.log()
+
+
+def test_a_connection_that_never_answers_does_not_keep_the_daemon_running(daemon):
+    """A stop waits for each connection's client to acknowledge the
+    server's GOAWAY. A client that never reads its socket held the drain
+    for 20 s (the gRPC core's limit; one that is not polling its channel,
+    as Python's between calls, answers every 5 s); once no call is left
+    the daemon closes such connections itself. Its calls were answered first: a call in flight
+    when the signal came still gets its result."""
+    d = daemon("--grace-seconds", "300", "--lame-duck-ms", "100",
+               "--debug-compile-delay-ms", "800")
+    host, port = d.address.rsplit(":", 1)
+    silent = socket.create_connection((host, int(port)), timeout=10)
+    # the HTTP/2 preface and an empty SETTINGS frame; then nothing is read
+    silent.sendall(b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n" + bytes([0, 0, 0, 4, 0, 0, 0, 0, 0]))
+    call = d.stub().Compile(compile_request(load_graph("mlp")), timeout=60)
+    assert next(call).stage.name == "compile"  # in flight now
+    d.send_signal(signal.SIGTERM)
+    assert list(call)[-1].result.artifact_size > 0
+    try:
+        rc = d.proc.wait(60)  # the grace period is 300 s
+    except subprocess.TimeoutExpired:
+        raise AssertionError("the daemon waited for the silent connection:\n" + d.log())
+    finally:
+        silent.close()
+    assert rc == 0
+    d.proc = None
+    d.out.close()
+    log = d.log()
+    assert "closing the connections" in log and "grace period over" not in log
 
 
 def test_a_compile_that_never_ends_does_not_keep_the_daemon_running(daemon):
