@@ -281,6 +281,89 @@ int lower_cat(lower_ctx *L, const gc_node *n, int unused) {
       cat_chain(L, part, start, np, p.rank, (int)dim, p.vars, p.dt));
 }
 
+/* The where() chain selecting, at index `vars` of a tensor of `rank` dims,
+ * the element of ts[vars[dim]] (each of rank - 1 dims, stacked along dim)
+ * in dtype dt. */
+static ir_expr *stack_chain(lower_ctx *L, ir_tensor **ts, int cnt, int rank,
+                            int dim, gc_sym **vars, gc_dtype dt) {
+  ir_graph *ir = L_ir(L);
+  gc_dtype i64 = GC_DTYPE_INT64;
+  gc_sym *at[IR_MAX_RANK];
+  for (int i = 0, k = 0; i < rank; i++)
+    if (i != dim)
+      at[k++] = vars[i];
+  ir_expr *j = ir_index(ir, vars[dim], i64), *e = NULL;
+  for (int k = cnt - 1; k >= 0; k--) {
+    ir_expr *x = ir_cast(ir, L_load(L, ts[k], at), dt);
+    e = !e ? x
+           : ir_op3(ir, IR_WHERE, dt,
+                    ir_op2(ir, IR_LT, i64, j, ir_const_i(ir, k + 1, i64)), x,
+                    e);
+  }
+  return e;
+}
+
+/* stack(tensors, dim): the inputs, all of one shape, side by side along a
+ * new dim: out[.., k, ..] = tensors[k][.., ..]. More than MAX_CAT inputs
+ * are stacked in groups of MAX_CAT first (each realized) and the groups
+ * concatenated, so no element evaluates more than MAX_CAT loads. */
+int lower_stack(lower_ctx *L, const gc_node *n, int unused) {
+  (void)unused;
+  ir_graph *ir = L_ir(L);
+  L_pw p;
+  int rc = L__pw_begin(L, n, 0, &p);
+  if (rc)
+    return rc;
+  ir_tensor **ts;
+  int nt = L_tensors(L, n, "tensors", &ts);
+  int64_t dim;
+  if (nt < 1 || nt > MAX_CAT * MAX_CAT || !L_int(L, n, "dim", &dim) ||
+      p.rank == 0)
+    return GC_EUNSUPPORTED;
+  if (dim < 0)
+    dim += p.rank; /* the output's rank: the inputs' plus one */
+  if (dim < 0 || dim >= p.rank || p.sizes[dim] != nt)
+    return GC_EUNSUPPORTED;
+  for (int k = 0; k < nt; k++) {
+    if (!ts[k] || ts[k]->rank != p.rank - 1)
+      return GC_EUNSUPPORTED;
+    for (int i = 0, j = 0; i < p.rank; i++)
+      if (i != dim && ts[k]->sizes[j++] != p.sizes[i])
+        return GC_EUNSUPPORTED;
+  }
+  if (numel(p.rank, p.sizes) == 0)
+    return empty(L, n, &p);
+  if (nt <= MAX_CAT)
+    return L__pw_finish(L, n, 0, &p,
+                        stack_chain(L, ts, nt, p.rank, (int)dim, p.vars, p.dt));
+  ir_tensor **part = gc_arena_calloc(ir->a, MAX_CAT + 1, sizeof *part);
+  int64_t start[MAX_CAT + 1];
+  if (!part)
+    return GC_ENOMEM;
+  int ng = 0;
+  for (int g = 0; g < nt; g += MAX_CAT) {
+    int cnt = nt - g < MAX_CAT ? nt - g : MAX_CAT;
+    int64_t gsz[IR_MAX_RANK];
+    memcpy(gsz, p.sizes, (size_t)p.rank * sizeof *gsz);
+    gsz[dim] = cnt;
+    gc_sym **gv = L_vars(L, p.rank, gsz);
+    if (!gv)
+      return GC_ENOMEM;
+    ir_tensor *gt =
+        L_pointwise(L, n, p.dt, p.rank, gsz, gv,
+                    stack_chain(L, &ts[g], cnt, p.rank, (int)dim, gv, p.dt));
+    /* a group of one is one load: left inline */
+    if (!gt || (cnt > 1 && !L_realize(L, gt, L_out_meta(n, 0))))
+      return GC_ENOMEM;
+    part[ng] = gt;
+    start[ng++] = g;
+  }
+  start[ng] = nt;
+  return L__pw_finish(
+      L, n, 0, &p,
+      cat_chain(L, part, start, ng, p.rank, (int)dim, p.vars, p.dt));
+}
+
 /* constant_pad_nd(self, pad, value): pad pairs (before, after) from the
  * last dim backwards; negative pads crop. */
 int lower_constant_pad(lower_ctx *L, const gc_node *n, int unused) {

@@ -100,6 +100,20 @@ bool L_ints(lower_ctx *L, const gc_node *n, const char *name,
 /* A ScalarType argument (false when None or absent). */
 bool L_dtype(lower_ctx *L, const gc_node *n, const char *name, gc_dtype *out);
 
+/* An upsampling's scale factors over its d spatial dims (1-3), from
+ * scale_factors (.vec) or scales / scales_h, scales_w / scales_d, scales_h,
+ * scales_w: has[i] is false when the factor is None or not positive (ATen
+ * then uses in / out). False when an argument is malformed. */
+bool L_upsample_scales(lower_ctx *L, const gc_node *n, int d, bool *has,
+                       double *sf);
+/* Are out[0..d) the spatial sizes ATen computes for an upsampling of
+ * spatial sizes in[] from its output_size, or else from its scale factors
+ * (floor(in * factor))? A rule checks its metadata with it: a client's
+ * lie would otherwise be computed as told. */
+bool L_upsample_out_sizes(lower_ctx *L, const gc_node *n, int d,
+                          const int64_t *in, const int64_t *out,
+                          const bool *has, const double *sf);
+
 /* Metadata of output `k` of n (NULL when it is not a tensor). */
 const gc_tensor_meta *L_out_meta(const gc_node *n, int k);
 /* The static sizes of a metadata; false when symbolic. */

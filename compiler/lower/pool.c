@@ -601,36 +601,10 @@ static bool nearest_rational(int64_t in, int64_t out, bool has_sf, double sf) {
   return true;
 }
 
-/* The upsampling's output size per spatial axis and whether scale factors
- * were given (sf[0], sf[1]), from output_size / scale_factors (.vec) or
- * output_size / scales_h / scales_w. */
-static bool nearest_args(lower_ctx *L, const gc_node *n, bool *has_sf,
-                         double sf[2]) {
-  const double *v = NULL;
-  *has_sf = false;
-  const gc_arg *a = L_arg(L, n, "scale_factors");
-  if (a && a->kind != GC_ARG_NONE) {
-    if (a->kind != GC_ARG_FLOATS || a->n != 2)
-      return false;
-    v = a->floats;
-    sf[0] = v[0];
-    sf[1] = v[1];
-    *has_sf = true;
-    return true;
-  }
-  static const char *const names[2] = {"scales_h", "scales_w"};
-  for (int i = 0; i < 2; i++) {
-    const gc_arg *b = L_arg(L, n, names[i]);
-    if (b && b->kind != GC_ARG_NONE)
-      return false; /* one scale without the other: rare, not handled */
-  }
-  return true;
-}
-
-/* upsample_nearest2d(.vec): out[.., oh, ow] = x[.., floor(oh * H / OH),
- * floor(ow * W / OW)], where that is ATen's float index for every output
- * position (nearest_rational). */
-int lower_upsample_nearest2d(lower_ctx *L, const gc_node *n, int unused) {
+/* upsample_nearest1d/2d/3d(.vec): out[n, c, o...] = x[n, c, floor(o * in /
+ * out)...] per spatial axis, where that is ATen's float index for every
+ * output position (nearest_rational). */
+int lower_upsample_nearest(lower_ctx *L, const gc_node *n, int unused) {
   (void)unused;
   ir_graph *ir = L_ir(L);
   gc_symctx *s = &ir->sym;
@@ -639,34 +613,34 @@ int lower_upsample_nearest2d(lower_ctx *L, const gc_node *n, int unused) {
   if (rc)
     return rc;
   ir_tensor *x = L_tensor(L, n, L_arg(L, n, "input") ? "input" : "self");
-  bool has_sf;
-  double sf[2];
-  if (!x || x->rank != 4 || p.rank != 4 || x->dtype != p.dt ||
-      !nearest_args(L, n, &has_sf, sf))
+  int d = p.rank - 2;
+  bool has[3];
+  double sf[3];
+  if (!x || x->rank != p.rank || d < 1 || d > 3 || x->dtype != p.dt ||
+      x->sizes[0] != p.sizes[0] || x->sizes[1] != p.sizes[1] ||
+      !L_upsample_scales(L, n, d, has, sf) ||
+      !L_upsample_out_sizes(L, n, d, x->sizes + 2, p.sizes + 2, has, sf))
     return GC_EUNSUPPORTED;
-  gc_sym *at[4] = {p.vars[0], p.vars[1], NULL, NULL};
-  for (int i = 2; i < 4; i++) {
+  if (numel(p.rank, p.sizes) == 0)
+    return L__pw_finish(L, n, 0, &p, ir_const_f(ir, 0, p.dt));
+  gc_sym *at[5] = {p.vars[0], p.vars[1]};
+  for (int i = 2; i < p.rank; i++) {
     int64_t in = x->sizes[i], out = p.sizes[i];
-    if (x->sizes[i - 2] != p.sizes[i - 2])
-      return GC_EUNSUPPORTED;
-    if (out == 0 || in == 0)
-      return numel(4, p.sizes) == 0
-                 ? L__pw_finish(L, n, 0, &p, ir_const_f(ir, 0, p.dt))
-                 : GC_EUNSUPPORTED;
-    if (!nearest_rational(in, out, has_sf, sf[i - 2]))
+    if (!nearest_rational(in, out, has[i - 2], sf[i - 2]))
       return GC_EUNSUPPORTED;
     at[i] = gc_sym_floordiv(s, gc_sym_scale(s, p.vars[i], in), out);
   }
   return L__pw_finish(L, n, 0, &p, L_load(L, x, at));
 }
 
-/* upsample_nearest2d_backward(.vec): the gradient of input element (ih,
- * iw) sums grad_output over the output positions that copied it, o in
- * [ceil(i * OUT / IN), ceil((i + 1) * OUT / IN)) per axis: at most
- * ceil(OUT / IN) each. ATen adds them into zeros in (oh, ow) order; so
- * does this sum, from 0.0, positions outside the range adding 0.0. */
-int lower_upsample_nearest2d_backward(lower_ctx *L, const gc_node *n,
-                                      int unused) {
+/* upsample_nearest1d/2d/3d_backward(.vec): the gradient of input element
+ * i (per spatial axis) sums grad_output over the output positions that
+ * copied it, o in [ceil(i * OUT / IN), ceil((i + 1) * OUT / IN)) per axis:
+ * at most ceil(OUT / IN) each. ATen adds them into zeros in the output's
+ * order (the first spatial axis outermost); so does this sum, from 0.0,
+ * positions outside the range adding 0.0. */
+int lower_upsample_nearest_backward(lower_ctx *L, const gc_node *n,
+                                    int unused) {
   (void)unused;
   ir_graph *ir = L_ir(L);
   gc_symctx *s = &ir->sym;
@@ -675,49 +649,60 @@ int lower_upsample_nearest2d_backward(lower_ctx *L, const gc_node *n,
   if (rc)
     return rc;
   ir_tensor *g = L_tensor(L, n, "grad_output");
-  bool has_sf;
-  double sf[2];
+  int d = p.rank - 2;
+  bool has[3];
+  double sf[3];
+  const int64_t *isz;
+  int k;
   gc_dtype dt = p.dt, i64 = GC_DTYPE_INT64;
-  if (!g || g->rank != 4 || p.rank != 4 || g->dtype != dt ||
-      !nearest_args(L, n, &has_sf, sf))
+  if (!g || g->rank != p.rank || d < 1 || d > 3 || g->dtype != dt ||
+      g->sizes[0] != p.sizes[0] || g->sizes[1] != p.sizes[1] ||
+      !L_upsample_scales(L, n, d, has, sf) ||
+      !L_upsample_out_sizes(L, n, d, p.sizes + 2, g->sizes + 2, has, sf))
     return GC_EUNSUPPORTED;
-  int64_t m[2];
-  gc_sym *lo[2];
-  for (int i = 2; i < 4; i++) {
-    int64_t in = p.sizes[i], out = g->sizes[i];
-    if (g->sizes[i - 2] != p.sizes[i - 2] ||
-        !nearest_rational(in, out, has_sf, sf[i - 2]))
+  /* the input size ATen reads from the arguments is the metadata's */
+  if (!L_ints(L, n, "input_size", &isz, &k) || k != p.rank)
+    return GC_EUNSUPPORTED;
+  for (int i = 0; i < p.rank; i++)
+    if (isz[i] != p.sizes[i])
       return GC_EUNSUPPORTED;
-    m[i - 2] = (out + in - 1) / in;
-    lo[i - 2] = gc_sym_floordiv(
-        s, gc_sym_addc(s, gc_sym_scale(s, p.vars[i], out), in - 1), in);
-  }
-  if (numel(4, p.sizes) == 0)
+  if (numel(p.rank, p.sizes) == 0)
     return L__pw_finish(L, n, 0, &p, ir_const_f(ir, 0, dt));
-  if (m[0] * m[1] > MAX_WINDOW)
-    return GC_EUNSUPPORTED;
+  int64_t m[3], window = 1;
+  gc_sym *lo[3];
+  gc_sym *hi[3];
+  for (int a = 0; a < d; a++) {
+    int64_t in = p.sizes[a + 2], out = g->sizes[a + 2];
+    if (!nearest_rational(in, out, has[a], sf[a]))
+      return GC_EUNSUPPORTED;
+    m[a] = (out + in - 1) / in;
+    window *= m[a];
+    if (window > MAX_WINDOW)
+      return GC_EUNSUPPORTED;
+    gc_sym *v = gc_sym_scale(s, p.vars[a + 2], out);
+    lo[a] = gc_sym_floordiv(s, gc_sym_addc(s, v, in - 1), in);
+    /* ceil((i + 1) * OUT / IN) */
+    hi[a] = gc_sym_floordiv(s, gc_sym_addc(s, v, out + in - 1), in);
+  }
   ir_expr *acc = ir_const_f(ir, 0, dt);
-  gc_sym *at[4] = {p.vars[0], p.vars[1], NULL, NULL};
-  for (int64_t j = 0; j < m[0]; j++) {
-    for (int64_t k = 0; k < m[1]; k++) {
-      ir_expr *ok = NULL;
-      for (int a = 0; a < 2; a++) {
-        int64_t in = p.sizes[a + 2], out = g->sizes[a + 2];
-        gc_sym *o = gc_sym_addc(s, lo[a], a ? k : j);
-        /* o < ceil((i + 1) * OUT / IN), and inside the output */
-        gc_sym *hi = gc_sym_floordiv(
-            s,
-            gc_sym_addc(s, gc_sym_scale(s, p.vars[a + 2], out), out + in - 1),
-            in);
-        ir_expr *c = AND(
-            ir_op2(ir, IR_LT, i64, ir_index(ir, o, i64), ir_index(ir, hi, i64)),
-            ir_op2(ir, IR_LT, i64, ir_index(ir, o, i64),
-                   ir_const_i(ir, out, i64)));
-        ok = and_opt(ir, ok, c);
-        at[a + 2] = clamp(s, o, out - 1);
-      }
-      acc = OP2(ADD, acc, WHERE(ok, L_load(L, g, at), ir_const_f(ir, 0, dt)));
+  gc_sym *at[5] = {p.vars[0], p.vars[1]};
+  int64_t j[3] = {0, 0, 0}; /* the window position, last axis fastest */
+  for (int64_t w = 0; w < window; w++) {
+    ir_expr *ok = NULL;
+    for (int a = 0; a < d; a++) {
+      int64_t out = g->sizes[a + 2];
+      gc_sym *o = gc_sym_addc(s, lo[a], j[a]);
+      /* o < ceil((i + 1) * OUT / IN), and inside the output */
+      ir_expr *c = AND(ir_op2(ir, IR_LT, i64, ir_index(ir, o, i64),
+                              ir_index(ir, hi[a], i64)),
+                       ir_op2(ir, IR_LT, i64, ir_index(ir, o, i64),
+                              ir_const_i(ir, out, i64)));
+      ok = and_opt(ir, ok, c);
+      at[a + 2] = clamp(s, o, out - 1);
     }
+    acc = OP2(ADD, acc, WHERE(ok, L_load(L, g, at), ir_const_f(ir, 0, dt)));
+    for (int a = d - 1; a >= 0 && ++j[a] == m[a]; a--)
+      j[a] = 0;
   }
   return L__pw_finish(L, n, 0, &p, acc);
 }

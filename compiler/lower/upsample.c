@@ -231,27 +231,59 @@ static bool opt_float(lower_ctx *L, const gc_node *n, const char *name,
   return true;
 }
 
-/* The axes' align_corners and scale factors, from scale_factors (.vec) or
- * scales_h / scales_w. */
-static bool scale_args(lower_ctx *L, const gc_node *n, bool align, axis A[2]) {
-  memset(A, 0, 2 * sizeof *A);
-  A[0].align = A[1].align = align;
+bool L_upsample_scales(lower_ctx *L, const gc_node *n, int d, bool *has,
+                       double *sf) {
+  static const char *const names[3][3] = {{"scales"},
+                                          {"scales_h", "scales_w"},
+                                          {"scales_d", "scales_h", "scales_w"}};
+  if (d < 1 || d > 3)
+    return false;
   const gc_arg *sfs = L_arg(L, n, "scale_factors");
   if (sfs && sfs->kind != GC_ARG_NONE) {
-    if (sfs->kind != GC_ARG_FLOATS || sfs->n != 2)
+    if (sfs->kind != GC_ARG_FLOATS || sfs->n != d)
       return false;
-    for (int i = 0; i < 2; i++) {
-      A[i].has_scale = sfs->floats[i] > 0;
-      A[i].sf = sfs->floats[i];
+    for (int i = 0; i < d; i++) {
+      sf[i] = sfs->floats[i];
+      has[i] = sf[i] > 0;
     }
     return true;
   }
-  static const char *const names[2] = {"scales_h", "scales_w"};
-  for (int i = 0; i < 2; i++) {
-    if (!opt_float(L, n, names[i], &A[i].has_scale, &A[i].sf))
+  for (int i = 0; i < d; i++) {
+    if (!opt_float(L, n, names[d - 1][i], &has[i], &sf[i]))
       return false;
-    A[i].has_scale = A[i].has_scale && A[i].sf > 0;
+    has[i] = has[i] && sf[i] > 0;
   }
+  return true;
+}
+
+bool L_upsample_out_sizes(lower_ctx *L, const gc_node *n, int d,
+                          const int64_t *in, const int64_t *out,
+                          const bool *has, const double *sf) {
+  const gc_arg *os = L_arg(L, n, "output_size");
+  if (os && os->kind != GC_ARG_NONE) {
+    const int64_t *v;
+    int k;
+    if (!L_ints(L, n, "output_size", &v, &k) || k != d)
+      return false;
+    for (int i = 0; i < d; i++)
+      if (v[i] != out[i])
+        return false;
+    return true;
+  }
+  for (int i = 0; i < d; i++)
+    if (!has[i] || (int64_t)floor((double)in[i] * sf[i]) != out[i])
+      return false;
+  return true;
+}
+
+/* The axes' align_corners and scale factors (also in has[], sf[]). */
+static bool scale_args(lower_ctx *L, const gc_node *n, bool align, axis A[2],
+                       bool has[2], double sf[2]) {
+  memset(A, 0, 2 * sizeof *A);
+  if (!L_upsample_scales(L, n, 2, has, sf))
+    return false;
+  for (int i = 0; i < 2; i++)
+    A[i] = (axis){.align = align, .has_scale = has[i], .sf = sf[i]};
   return true;
 }
 
@@ -291,26 +323,17 @@ int lower_upsample_bilinear2d(lower_ctx *L, const gc_node *n, int unused) {
       !L_bool(L, n, "align_corners", &align))
     return GC_EUNSUPPORTED;
   axis A[2];
-  if (!scale_args(L, n, align, A))
+  bool has[2];
+  double sf[2];
+  if (!scale_args(L, n, align, A, has, sf))
     return GC_EUNSUPPORTED;
   for (int i = 0; i < 2; i++)
     if (x->sizes[i] != p.sizes[i])
       return GC_EUNSUPPORTED;
   /* the output size ATen computes from the arguments is the metadata's
    * (a client's lie would otherwise be computed as told) */
-  const gc_arg *os = L_arg(L, n, "output_size");
-  if (os && os->kind != GC_ARG_NONE) {
-    const int64_t *v;
-    int k;
-    if (!L_ints(L, n, "output_size", &v, &k) || k != 2 || v[0] != p.sizes[2] ||
-        v[1] != p.sizes[3])
-      return GC_EUNSUPPORTED;
-  } else {
-    for (int i = 0; i < 2; i++)
-      if (!A[i].has_scale ||
-          (int64_t)floor((double)x->sizes[i + 2] * A[i].sf) != p.sizes[i + 2])
-        return GC_EUNSUPPORTED;
-  }
+  if (!L_upsample_out_sizes(L, n, 2, x->sizes + 2, p.sizes + 2, has, sf))
+    return GC_EUNSUPPORTED;
   int64_t total = 1;
   for (int i = 0; i < 4; i++)
     total *= p.sizes[i];
@@ -408,7 +431,9 @@ int lower_upsample_bilinear2d_backward(lower_ctx *L, const gc_node *n,
       !L_bool(L, n, "align_corners", &align))
     return GC_EUNSUPPORTED;
   axis A[2];
-  if (!scale_args(L, n, align, A) || g->sizes[0] != sz[0] ||
+  bool has[2];
+  double sf[2];
+  if (!scale_args(L, n, align, A, has, sf) || g->sizes[0] != sz[0] ||
       g->sizes[1] != sz[1])
     return GC_EUNSUPPORTED;
   /* the sizes ATen reads from the arguments are the metadata's */
@@ -419,12 +444,8 @@ int lower_upsample_bilinear2d_backward(lower_ctx *L, const gc_node *n,
   for (int i = 0; i < 4; i++)
     if (v[i] != sz[i])
       return GC_EUNSUPPORTED;
-  const gc_arg *os = L_arg(L, n, "output_size");
-  if (os && os->kind != GC_ARG_NONE) {
-    if (!L_ints(L, n, "output_size", &v, &k) || k != 2 || v[0] != g->sizes[2] ||
-        v[1] != g->sizes[3])
-      return GC_EUNSUPPORTED;
-  }
+  if (!L_upsample_out_sizes(L, n, 2, sz + 2, g->sizes + 2, has, sf))
+    return GC_EUNSUPPORTED;
   ir_interp *t = gc_arena_calloc(ir->a, 2, sizeof *t);
   if (!t)
     return GC_ENOMEM;

@@ -315,31 +315,37 @@ def test_metadata_that_disagrees_with_a_scan_or_scatter_is_not_generated_code(da
 
 
 def test_metadata_that_disagrees_with_an_upsampling_is_not_generated_code(daemon):
-    """Bilinear upsampling and its backward compute the sizes their
-    metadata states; sizes that disagree with the operator's own arguments
-    make the rules decline, and the nodes stay ATen calls."""
+    """Upsampling (bilinear, nearest 1d/2d/3d) and its backward compute the
+    sizes their metadata states; sizes that disagree with the operator's
+    own arguments (output_size, the scale factors, input_size) make the
+    rules decline, and the nodes stay ATen calls."""
     import torch
     import torch.nn.functional as F
     d = daemon()
+    aten = torch.ops.aten
     x, g = torch.randn(1, 2, 3, 4), torch.randn(1, 2, 6, 8)
+    x1, x3, g3 = torch.randn(1, 2, 4), torch.randn(1, 2, 2, 3, 4), torch.randn(1, 2, 4, 6, 8)
 
-    def f(x, g):
-        y = F.interpolate(x, size=(6, 8), mode="bilinear")
-        z = F.interpolate(x, scale_factor=2.0, mode="bilinear")
-        b = torch.ops.aten.upsample_bilinear2d_backward(g, [6, 8], [1, 2, 3, 4], False)
-        return y, z, b
-    gm = compiled.capture(f, (x, g))
-    names = [v.name for v in gm.graph.tensor_values
-             if v.name.startswith("upsample_bilinear2d")]
-    assert len(names) == 3, [v.name for v in gm.graph.tensor_values]
+    def f(x, g, x1, x3, g3):
+        return (F.interpolate(x, size=(6, 8), mode="bilinear"),
+                F.interpolate(x, scale_factor=2.0, mode="bilinear"),
+                aten.upsample_bilinear2d_backward(g, [6, 8], [1, 2, 3, 4], False),
+                F.interpolate(x1, size=7), F.interpolate(x1, scale_factor=2.0),
+                F.interpolate(x, size=(5, 7)), F.interpolate(x3, scale_factor=2.0),
+                aten.upsample_nearest1d_backward(x1, [4], [1, 2, 2]),
+                aten.upsample_nearest2d_backward(g, [6, 8], [1, 2, 3, 4]),
+                aten.upsample_nearest3d_backward(g3, [4, 6, 8], [1, 2, 2, 3, 4]))
+    gm = compiled.capture(f, (x, g, x1, x3, g3))
+    ops = sorted(n.target for n in gm.graph.nodes if n.target.startswith("aten::upsample"))
+    assert len(ops) == 10, ops
     for v in gm.graph.tensor_values:
-        if v.name in names:
-            v.meta.sizes[3].as_int = 2 * v.meta.sizes[3].as_int  # not what the arguments say
-            v.meta.strides[2].as_int = v.meta.sizes[3].as_int
-            v.meta.strides[1].as_int *= 2
-            v.meta.strides[0].as_int *= 2
-    assert_ops_stay_aten_calls(d, gm, ["aten::upsample_bilinear2d.vec"] * 2 +
-                               ["aten::upsample_bilinear2d_backward"])
+        if v.name.startswith("upsample"):
+            # the last dim twice what the arguments say, strides contiguous
+            m = v.meta
+            m.sizes[-1].as_int *= 2
+            for i in reversed(range(len(m.sizes) - 1)):
+                m.strides[i].as_int = m.strides[i + 1].as_int * m.sizes[i + 1].as_int
+    assert_ops_stay_aten_calls(d, gm, ops)
     still_serving(d, "after-lying-upsampling-sizes")
 
 

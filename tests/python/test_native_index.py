@@ -246,6 +246,51 @@ def test_upsample_nearest2d_where_the_float_index_is_not_the_rational_one(server
     assert s["fallback_ops"] == ["aten::upsample_nearest2d.vec"], s
 
 
+NEAREST_1D = [dict(scale_factor=2), dict(size=7), dict(scale_factor=3), dict(size=2),
+              dict(scale_factor=1.5), dict(size=13)]
+NEAREST_3D = [dict(scale_factor=2), dict(size=(5, 7, 9)), dict(size=(2, 3, 3)),
+              dict(scale_factor=(2, 1.5, 3))]
+
+
+@pytest.mark.parametrize("dims", [1, 3])
+def test_upsample_nearest1d_and_3d_and_their_backward(server, dims):
+    # the 2-D rule over one and three spatial axes: eager's values in every
+    # layout, and a backward that adds each input's copies in ATen's order
+    # (the first spatial axis outermost)
+    kws = NEAREST_1D if dims == 1 else NEAREST_3D
+    for kw in kws:
+        for name, x in layouts((2, 3) + (3, 4, 5)[3 - dims:]):
+            check(lambda x: F.interpolate(x, mode="nearest", **kw), (x,), server=server,
+                  fallback=0, atol=0, rtol=0)
+        if dims == 3:
+            x = torch.randn(2, 3, 3, 4, 5).contiguous(memory_format=torch.channels_last_3d)
+            check(lambda x: F.interpolate(x, mode="nearest", **kw), (x,), server=server,
+                  fallback=0, atol=0, rtol=0)
+        check_backward(lambda x: F.interpolate(x, mode="nearest", **kw),
+                       torch.randn((2, 3) + (3, 4, 5)[3 - dims:]), server=server)
+    x = torch.randn(2, 3, 5, dtype=torch.float64)
+    check_backward(lambda x: F.interpolate(x, scale_factor=2.5, mode="nearest"), x,
+                   server=server)
+
+
+def test_upsample_nearest_with_explicit_scales(server):
+    # a scale given beside the output size sets ATen's index (1 / scale):
+    # where that is the rational index the rule runs, else it declines
+    aten = torch.ops.aten
+    x = torch.randn(2, 3, 4)
+    check(lambda x: aten.upsample_nearest1d(x, [7], 2.0), (x,), server=server,
+          fallback=0, atol=0, rtol=0)
+    s = check(lambda x: aten.upsample_nearest1d(x, [7], 1.2), (torch.randn(2, 3, 5),),
+              server=server, fallback=1, atol=0, rtol=0)
+    assert s["fallback_ops"] == ["aten::upsample_nearest1d"], s
+    x = torch.randn(1, 2, 3, 4, 5)
+    check(lambda x: aten.upsample_nearest3d(x, [6, 8, 10], 2.0, None, 2.0), (x,),
+          server=server, fallback=0, atol=0, rtol=0)
+    g = torch.randn(1, 2, 6, 8, 10)
+    check(lambda g: aten.upsample_nearest3d_backward(g, [6, 8, 10], [1, 2, 3, 4, 5], 2.0),
+          (g,), server=server, fallback=0, atol=0, rtol=0)
+
+
 # (input size, output size or None, align_corners, scale factor or None) of
 # one axis: up, down, equal, to and from one, integer and fractional
 # factors, including factors whose reciprocal is not in/out (1.5 on 4)
@@ -499,6 +544,27 @@ def test_cat(server):
     x = next(layouts((2, 3, 4, 5)))[1].contiguous(memory_format=torch.channels_last)
     check(lambda x: (torch.cat([x, x * 2], 1), torch.cat([x, x[:, :, :1]], 2)), (x,),
           server=server, fallback=0)
+
+
+def test_stack(server):
+    # at every dim (negative too), of every layout, of computed inputs, of
+    # 0-d values, with type promotion, and of more inputs than one where()
+    # chain takes (17 = 16 + 1, 40: stacked in groups, then concatenated)
+    def f(a, b, i):
+        return (torch.stack([a, b]), torch.stack([a, b * 2, a], 1), torch.stack([a, b], -1),
+                torch.stack([a.t(), b.t()], 2), torch.stack([a[:, :2], i], 0),
+                torch.stack([a.sum(), b.max()]), torch.stack([a]))
+    for name, a in layouts((3, 5)):
+        b = next(layouts((3, 5), seed=4))[1]
+        i = torch.randint(-5, 5, (3, 2))
+        check(f, (a, b, i), server=server, fallback=0)
+    many = [torch.randn(2, 3) for _ in range(40)]
+    check(lambda *xs: (torch.stack(xs[:17], 1), torch.stack(xs), torch.stack(xs[:33], -1)),
+          many, server=server, fallback=0)
+    x = torch.randn(2, 3, 4, 5).contiguous(memory_format=torch.channels_last)
+    check(lambda x: (torch.stack([x, x + 1], 1), torch.stack([x, x], 4)), (x,),
+          server=server, fallback=0)
+    check(lambda x: torch.stack([x, x], 1), (torch.randn(0, 3),), server=server, fallback=0)
 
 
 def test_constant_pad_nd(server):
