@@ -78,8 +78,10 @@ int lower_reshape(lower_ctx *L, const gc_node *n, int unused) {
   st = 1;
   for (int i = v.x->rank - 1; i >= 0; i--) {
     int64_t sz = v.x->sizes[i];
-    v.map[i] = sz == 1 ? gc_sym_const(s, 0)
-                       : gc_sym_mod(s, gc_sym_floordiv(s, flat, st), sz);
+    /* no element to read when a size is 0 (and no mod by 0) */
+    v.map[i] = sz == 1 || numel == 0
+                   ? gc_sym_const(s, 0)
+                   : gc_sym_mod(s, gc_sym_floordiv(s, flat, st), sz);
     st *= sz > 0 ? sz : 1;
   }
   return finish(L, n, &v);

@@ -156,6 +156,16 @@ def test_reshape_of_non_contiguous_data(server):
     check(f, (x,), server=server, fallback=0)
 
 
+
+def test_views_of_empty_tensors(server):
+    # a reshape of a tensor with no element reads nothing: it is a view
+    # (the unsqueeze and squeeze around a 1-D pool of a batch of 0 fell back)
+    def f(x):
+        return (x.unsqueeze(2) * 2, x.reshape(3, 0, 9) + 1, x.flatten(1) - 1,
+                x.view(0, 27).unsqueeze(0) * 3, torch.nn.functional.avg_pool1d(x, 6, 3, 2))
+    check(f, (torch.randn(0, 3, 9),), server=server, fallback=0)
+    check(lambda x: x.squeeze(1) * 2, (torch.randn(0, 1, 4),), server=server, fallback=0)
+
 # ---- reductions ----
 
 @pytest.mark.parametrize("shape,dims", [((5, 37), (1,)), ((5, 37), (0,)), ((3, 4, 5), (0, 2)),
