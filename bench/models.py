@@ -63,6 +63,24 @@ class RMSNormSiLU(torch.nn.Module):
         return torch.nn.functional.silu(y)
 
 
+class ResnetGeneratorBlock(torch.nn.Module):
+    """An image-to-image generator's residual block (CycleGAN, pix2pix):
+    x + (reflection pad -> 3x3 conv -> instance norm -> ReLU) twice."""
+
+    def __init__(self, c):
+        super().__init__()
+        layers = []
+        for k in range(2):
+            layers += [torch.nn.ReflectionPad2d(1), torch.nn.Conv2d(c, c, 3),
+                       torch.nn.InstanceNorm2d(c)]
+            if k == 0:
+                layers.append(torch.nn.ReLU())
+        self.body = torch.nn.Sequential(*layers)
+
+    def forward(self, x):
+        return x + self.body(x)
+
+
 class LayerNormGELU(torch.nn.Module):
     """LayerNorm -> Linear -> GELU (a transformer MLP's first half)."""
 
@@ -127,6 +145,9 @@ CASES = {
     "efficientnet_b0": lambda: tv("efficientnet_b0", 8),
     # segmentation: bilinear upsampling of 21 class maps to the input's size
     "lraspp_mobilenet_v3": lambda: seg("lraspp_mobilenet_v3_large", 8),
+    # reflection padding before each convolution
+    "resnet_generator_block": lambda: (ResnetGeneratorBlock(256).eval(),
+                                       (torch.randn(1, 256, 64, 64),)),
 }
 
 

@@ -33,10 +33,21 @@ bool gc_op_is_mutating(const gc_schema *s) {
   return false;
 }
 
+/* Is the argument n passes for parameter i None (given, or its default)? */
+static bool arg_is_none(const gc_node *n, int i) {
+  for (int a = 0; a < n->nargs; a++)
+    if (n->args[a].param == i)
+      return n->args[a].arg.kind == GC_ARG_NONE;
+  const gc_schema *s = n->op->schema;
+  return s->args[i].has_default && s->args[i].def.kind == GC_ARG_NONE;
+}
+
 bool gc_node_writes(const gc_node *n, int i) {
   const gc_schema *s = n->op->schema;
   if (i < 0 || i >= s->nargs)
     return false;
+  if (arg_is_none(n, i))
+    return false; /* instance norm's batch norm without running stats */
   if (gc_schema_arg_is_write(s, i))
     return true;
   const gc_opfacts *f = omission(s, i);

@@ -96,6 +96,39 @@ def test_batch_norm_module_in_training_mode(server):
         torch.testing.assert_close(mc.state_dict()[k], v, msg=k)
 
 
+def test_instance_norm_and_batch_norm_without_running_stats(server):
+    # a batch norm given no running statistics writes nothing: instance norm
+    # (a batch norm over a (1, N * C, ...) view) and F.batch_norm(x, None,
+    # None, training=True) were kept in eager form as "writes an unbound
+    # argument"
+    g = torch.Generator().manual_seed(2)
+    for name, x in layouts((3, 4, 5, 6)):
+        w, b = torch.randn(4, generator=g), torch.randn(4, generator=g)
+        check(lambda x, w, b: (F.instance_norm(x, weight=w, bias=b), F.instance_norm(x),
+                               F.batch_norm(x, None, None, w, b, True)),
+              (x, w, b), server=server, fallback=0, atol=1e-5, rtol=1e-5)
+    # with running statistics (track_running_stats): they are updated
+    rm, rv = torch.randn(4, generator=g), torch.rand(4, generator=g) + 0.5
+    check(lambda x, rm, rv: F.instance_norm(x, rm, rv, use_input_stats=True, momentum=0.3),
+          (torch.randn(2, 4, 7, generator=g), rm, rv), server=server, fallback=0,
+          atol=1e-5, rtol=1e-5)
+    # and in training, forward and backward native
+    torch.manual_seed(4)
+    m = torch.nn.Sequential(torch.nn.ReflectionPad2d(1), torch.nn.Conv2d(3, 4, 3),
+                            torch.nn.InstanceNorm2d(4, affine=True), torch.nn.ReLU())
+    x = torch.randn(2, 3, 8, 8)
+    cf = compiled.compile(m, (x,), server=server)
+    cf(x).sum().backward()
+    got = [p.grad.clone() for p in m.parameters()]
+    m.zero_grad()
+    m(x).sum().backward()
+    for a, b in zip(got, [p.grad for p in m.parameters()]):
+        torch.testing.assert_close(a, b, atol=1e-4, rtol=1e-4)
+    s = cf.summary()
+    assert s["fallback"] == 0 and s["runs"] == "native", s
+    assert s["backward"]["fallback_ops"] == ["aten::convolution_backward"], s
+
+
 # ---- pooling ----
 
 def max_pools(x):
@@ -565,6 +598,28 @@ def test_stack(server):
     check(lambda x: (torch.stack([x, x + 1], 1), torch.stack([x, x], 4)), (x,),
           server=server, fallback=0)
     check(lambda x: torch.stack([x, x], 1), (torch.randn(0, 3),), server=server, fallback=0)
+
+
+EDGE_PADS = [((2, 3, 7), (2, 3)), ((2, 3, 7), (0, 6)), ((3, 7), (1, 1)), ((2, 3, 3), (2, 2)),
+             ((2, 3, 5, 6), (1, 2, 3, 4)), ((1, 2, 4, 5, 6), (1, 2, 3, 1, 2, 3)),
+             ((2, 3, 2), (1, 1)), ((2, 3, 4, 5), (0, 0, 0, 0))]
+
+
+@pytest.mark.parametrize("mode", ["reflect", "replicate"])
+def test_reflection_and_replication_pads_and_their_backward(server, mode):
+    # 1-3 padded dims, batched or not, pads up to the input's size less one
+    # (the edges reflected twice), in every layout; the backward adds each
+    # input element's copies in ATen's order: eager's bits
+    cases = EDGE_PADS + ([((2, 3, 1), (2, 3)), ((2, 3, 4, 1), (3, 0, 1, 4))]
+                         if mode == "replicate" else [])
+    for shape, pad in cases:
+        def f(x):
+            return F.pad(x, pad, mode=mode)
+        for name, x in layouts(shape):
+            check(f, (x,), server=server, fallback=0, atol=0, rtol=0)
+        check_backward(f, torch.randn(shape), server=server)
+    x = torch.randn(2, 3, 4, 5, dtype=torch.float64)
+    check_backward(lambda x: F.pad(x, (3, 1, 2, 3), mode=mode), x, server=server)
 
 
 def test_constant_pad_nd(server):
