@@ -882,11 +882,94 @@ int lower_diagonal_scatter(lower_ctx *L, const gc_node *n, int unused) {
   return L__pw_finish(L, n, 0, &p, e);
 }
 
-/* index.Tensor(self, indices) with one index tensor (integer, any shape)
- * at dim d, the others None: out = self[:, ..., idx, ...] with the index's
- * dims in place of dim d. Negative indices count from the end (advanced
- * indexing wraps, unlike index_select). Boolean masks and several index
- * tensors fall back. */
+/* An int64 buffer holding 0, 1, ..., len - 1: gathering from it checks an
+ * index against len (wrapping negative ones) and yields it. */
+static bool iota_view(lower_ctx *L, const gc_node *n, int64_t len, ir_view *v) {
+  ir_graph *ir = L_ir(L);
+  gc_sym **vars = L_vars(L, 1, &len);
+  ir_tensor *t = vars ? L_pointwise(L, n, GC_DTYPE_INT64, 1, &len, vars,
+                                    ir_index(ir, vars[0], GC_DTYPE_INT64))
+                      : NULL;
+  return t && L_as_buffer(L, t, v);
+}
+
+/* index.Tensor with several index tensors (pos[0..m) the indexed dims):
+ * they broadcast together to B; the output is self's other dims with B in
+ * place of the indexed ones when those are adjacent, else B first (NumPy's
+ * rule). Each index is checked against its dim's size (and wrapped when
+ * negative) by a gather from an iota buffer, the element read by one gather
+ * at the sum of the checked indices times the dims' strides. */
+static int index_several(lower_ctx *L, const gc_node *n, L_pw *p, ir_tensor *x,
+                         ir_tensor **ix, const int *pos, int m) {
+  ir_graph *ir = L_ir(L);
+  gc_symctx *s = &ir->sym;
+  gc_dtype i64 = GC_DTYPE_INT64;
+  bool adjacent = pos[m - 1] - pos[0] == m - 1;
+  int br = p->rank - (x->rank - m); /* B's rank */
+  if (br < 0 || br > p->rank)
+    return GC_EUNSUPPORTED;
+  int b0 = adjacent ? pos[0] : 0; /* B's first dim in the output */
+  bool indexed[IR_MAX_RANK] = {false};
+  for (int k = 0; k < m; k++) {
+    indexed[pos[k]] = true;
+    ir_tensor *t = ix[pos[k]];
+    if (t->rank > br)
+      return GC_EUNSUPPORTED;
+    for (int j = 0; j < t->rank; j++)
+      if (t->sizes[j] != 1 && t->sizes[j] != p->sizes[b0 + br - t->rank + j])
+        return GC_EUNSUPPORTED;
+  }
+  int outdim[IR_MAX_RANK]; /* the output dim of each dim not indexed */
+  for (int d = 0, u = 0; d < x->rank; d++) {
+    if (indexed[d])
+      continue;
+    outdim[d] = adjacent ? (d < pos[0] ? d : d - m + br) : br + u;
+    u++;
+    if (p->sizes[outdim[d]] != x->sizes[d])
+      return GC_EUNSUPPORTED;
+  }
+  for (int d = 0; d < x->rank; d++)
+    if (indexed[d] && x->sizes[d] == 0 && numel(p->rank, p->sizes) != 0)
+      return GC_EUNSUPPORTED; /* eager raises */
+  if (numel(p->rank, p->sizes) == 0)
+    return empty(L, n, p);
+  ir_view v;
+  if (!L_as_buffer(L, x, &v))
+    return GC_ENOMEM;
+  gc_sym *base = gc_sym_const(s, v.offset);
+  ir_expr *flat = NULL;
+  int64_t span = 1;
+  for (int d = 0; d < x->rank; d++) {
+    if (!indexed[d]) {
+      base = gc_sym_add(s, base,
+                        gc_sym_scale(s, p->vars[outdim[d]], v.strides[d]));
+      continue;
+    }
+    if (v.strides[d] < 0)
+      return GC_EUNSUPPORTED;
+    ir_view io;
+    if (!iota_view(L, n, x->sizes[d], &io))
+      return GC_ENOMEM;
+    ir_expr *i = ir_cast(ir, L_load_bcast(L, ix[d], br, &p->vars[b0]), i64);
+    ir_expr *g = ir_gather(ir, io.buf, gc_sym_const(s, io.offset), i,
+                           io.strides[0], x->sizes[d], true);
+    if (v.strides[d] != 1)
+      g = ir_op2(ir, IR_MUL, i64, g, ir_const_i(ir, v.strides[d], i64));
+    flat = flat ? ir_op2(ir, IR_ADD, i64, flat, g) : g;
+    span += (x->sizes[d] - 1) * v.strides[d];
+  }
+  if (!base || !flat)
+    return GC_ENOMEM;
+  return L__pw_finish(L, n, 0, p,
+                      ir_gather(ir, v.buf, base, flat, 1, span, false));
+}
+
+/* index.Tensor(self, indices): integer index tensors (any shapes that
+ * broadcast) at some dims, the others None. One index tensor at dim d:
+ * out = self[:, ..., idx, ...] with the index's dims in place of dim d, a
+ * gather along d; several: index_several. Negative indices count from the
+ * end (advanced indexing wraps, unlike index_select). Boolean masks fall
+ * back. */
 int lower_index_tensor(lower_ctx *L, const gc_node *n, int unused) {
   (void)unused;
   L_pw p;
@@ -898,13 +981,15 @@ int lower_index_tensor(lower_ctx *L, const gc_node *n, int unused) {
   int ni = L_tensors(L, n, "indices", &ix);
   if (!x || ni < 1 || ni > x->rank || p.dt != x->dtype)
     return GC_EUNSUPPORTED;
-  int d = -1;
+  int d = -1, pos[IR_MAX_RANK], m = 0;
   for (int k = 0; k < ni; k++)
     if (ix[k]) {
-      if (d >= 0 || !index_dtype(ix[k]->dtype))
+      if (!index_dtype(ix[k]->dtype))
         return GC_EUNSUPPORTED;
-      d = k;
+      d = pos[m++] = k;
     }
+  if (m > 1)
+    return index_several(L, n, &p, x, ix, pos, m);
   if (d < 0)
     return GC_EUNSUPPORTED;
   ir_tensor *t = ix[d];

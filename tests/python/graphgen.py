@@ -120,8 +120,9 @@ class Program:
 
 
 class _Gen:
-    def __init__(self, seed, spatial=False):
+    def __init__(self, seed, spatial=False, extra=False):
         self.spatial_ops = spatial
+        self.extra_ops = extra
         self.r = random.Random(seed)
         self.g = torch.Generator().manual_seed(seed)
         self.p = Program(seed)
@@ -225,6 +226,8 @@ class _Gen:
         weights = [5, 5, 2, 4, 1.5, 1]
         if self.spatial_ops:
             kinds, weights = kinds + ["spatial"], weights + [1]
+        if self.extra_ops:
+            kinds, weights = kinds + ["extra"], weights + [1]
         kind = r.choices(kinds, weights=weights)[0]
         a = self.pick(float_only=kind != "cast")
         rank = a.t.dim()
@@ -257,6 +260,8 @@ class _Gen:
             return self.try_stmt(f"torch.{fn}({a.name}, {dim}, keepdim={keep})")
         if kind == "spatial":
             return self.spatial(a)
+        if kind == "extra":
+            return self.extra(a)
         if kind == "norm":
             if rank == 0:
                 return None
@@ -388,6 +393,57 @@ class _Gen:
                              f"count_include_pad={r.random() < 0.5})")
 
 
+    def extra(self, a):
+        """stack; reflection and replication padding over 1-3 dims; instance
+        norm; nearest interpolation over 1 or 3 dims."""
+        r = self.r
+        n = a.name
+        F = "torch.nn.functional"
+        op = r.choice(["stack", "pad", "pad", "instance_norm", "nearest", "index"])
+        if op == "index":  # several index lists: advanced indexing
+            rank = a.t.dim()
+            if rank < 2 or 0 in a.shape:
+                return None
+            dims = sorted(r.sample(range(rank), r.randint(2, min(rank, 3))))
+            length = r.randint(1, 4)
+            parts = [":"] * (dims[-1] + 1)
+            for d in dims:
+                k = a.shape[d]
+                parts[d] = str([r.randint(-k, k - 1) for _ in range(length)])
+            return self.try_stmt(f"{n}[{', '.join(parts)}]")
+        if op == "stack":
+            others = [v for v in self.values if v is not a and v.shape == a.shape and
+                      v.t.dtype == a.t.dtype]
+            parts = [a] + r.sample(others, min(len(others), r.choice([0, 1, 2])))
+            if len(parts) == 1:
+                parts.append(a)
+            names = ", ".join(v.name + (" * 2" if r.random() < 0.3 else "") for v in parts)
+            dim = r.randint(-a.t.dim() - 1, a.t.dim())
+            return self.try_stmt(f"torch.stack([{names}], {dim})")
+        if a.t.dim() not in (3, 4, 5):
+            a = self.new_input([r.choice([1, 2]), r.choice([1, 2, 3])] +
+                               [r.choice(SIZES[2:8]) for _ in range(r.choice([1, 2, 3]))])
+            n = a.name
+        d = a.t.dim() - 2
+        if op == "instance_norm":
+            return self.try_stmt(f"{F}.instance_norm({n})")
+        if op == "nearest":
+            if d == 2:
+                return None
+            if r.random() < 0.5:
+                how = "size=({},)".format(", ".join(str(r.randint(1, 2 * k + 1))
+                                                     for k in a.shape[2:]))
+            else:
+                how = f"scale_factor={r.choice([0.5, 1.5, 2, 2, 3])}"
+            return self.try_stmt(f"{F}.interpolate({n}, {how}, mode='nearest')")
+        mode = r.choice(["reflect", "replicate"])
+        pads = []
+        for k in reversed(a.shape[2:]):
+            top = k - 1 if mode == "reflect" else 3
+            pads += [r.randint(0, min(top, 3)), r.randint(0, min(top, 3))]
+        return self.try_stmt(f"{F}.pad({n}, ({', '.join(map(str, pads))},), mode='{mode}')")
+
+
 def _broadcasts(a, b):
     try:
         torch.broadcast_shapes(a, b)
@@ -396,12 +452,13 @@ def _broadcasts(a, b):
         return False
 
 
-def generate(seed, max_steps=None, spatial=False) -> Program:
+def generate(seed, max_steps=None, spatial=False, extra=False) -> Program:
     """A random program from seed (the same seed, the same program).
-    spatial: pooling and upsampling statements too (what the command line
+    spatial: pooling and upsampling statements too; extra: stack, padding,
+    instance norm, 1-D and 3-D interpolation too (what the command line
     generates; without, the programs of the seeds found before they were
     added, which the tests name)."""
-    gen = _Gen(seed, spatial)
+    gen = _Gen(seed, spatial, extra)
     r = gen.r
     for _ in range(r.choice([1, 1, 2])):
         gen.new_input(gen.random_shape())
@@ -851,10 +908,15 @@ def main(argv=None):
     p.add_argument("--no-spatial", action="store_true",
                    help="no pooling or upsampling statements: the programs seeds gave "
                         "before those were added (2026-11-26)")
+    p.add_argument("--no-extra", action="store_true",
+                   help="no stack, padding, instance norm or 1-D/3-D interpolation "
+                        "statements: the programs seeds gave before those were added "
+                        "(the fourteenth session, 2026-11-26)")
     args = p.parse_args(argv)
     spatial = not args.no_spatial
+    extra = spatial and not args.no_extra
     if args.show is not None:
-        print(generate(args.show, spatial=spatial).source())
+        print(generate(args.show, spatial=spatial, extra=extra).source())
         return 0
     seed = args.seed
     if seed is None:
@@ -862,7 +924,8 @@ def main(argv=None):
         seed = int(env) if env else random.SystemRandom().randrange(1 << 30)
     print(f"graphgen: {args.n} programs{' (gradients)' if args.grad else ''}, seeds {seed}..{seed + args.n - 1} "
           f"(reproduce: {os.path.basename(__file__)} {'--grad ' if args.grad else ''}"
-          f"{'' if spatial else '--no-spatial '}--seed {seed} -n {args.n})", flush=True)
+          f"{'' if spatial else '--no-spatial '}{'' if extra or not spatial else '--no-extra '}"
+          f"--seed {seed} -n {args.n})", flush=True)
     daemon = None
     server = args.server
     if server is None:
@@ -875,7 +938,7 @@ def main(argv=None):
     try:
         chunk = 200
         for start in range(0, args.n, chunk):
-            progs = [generate(seed + i, spatial=spatial)
+            progs = [generate(seed + i, spatial=spatial, extra=extra)
                      for i in range(start, min(args.n, start + chunk))]
             f, fb, st = check_graphs(progs, server, batch=args.batch, grad=args.grad)
             failures += f

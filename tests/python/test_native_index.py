@@ -511,10 +511,29 @@ def test_advanced_indexing_wraps_negative_indices(server):
     cf = compiled_fn(lambda x, i: x[i] + 1, (torch.randn(4, 3), i), server)
     with torch.no_grad(), pytest.raises(IndexError):
         cf(torch.randn(4, 3), torch.tensor([0, -5]))
-    # a boolean mask (data-dependent shape) and two index tensors: ATen
-    s = check(lambda x, i: x[:, i, i], (torch.randn(3, 4, 5), torch.tensor([1, 0])),
+    # a boolean mask (data-dependent shape): ATen
+    s = check(lambda x, m: x[m], (torch.randn(3, 4), torch.tensor([True, False, True])),
               server=server)
     assert s["fallback_ops"] == ["aten::index.Tensor"], s
+
+
+def test_advanced_indexing_with_several_index_tensors(server):
+    # index tensors broadcast together; their result dims replace the
+    # indexed dims when those are adjacent, else come first (x[:, i, :, j]);
+    # each index is checked against its own dim and wraps when negative
+    def f(x, b, i, j):
+        return (x[b[:4], i], x[i, j, b[:4], j], x[:, i, :, j], x[:, i.view(4, 1), j[:3]],
+                x[[-1, 0], :, [6, -7]], (x * 2)[i.view(2, 2), 1:3, j[:2]],
+                x.transpose(0, 3)[j, i[:1]], x[b.view(5, 1, 1), i.view(1, 4, 1), j.view(1, 1, 4)])
+    b = torch.arange(5)
+    i, j = torch.tensor([0, 2, -1, 4]), torch.tensor([1, 5, 0, -6])
+    for name, x in layouts((5, 6, 7, 8)):
+        check(f, (x, b, i, j), server=server, fallback=0)
+    cf = compiled_fn(lambda x, i, j: x[i, j] + 1, (torch.randn(4, 3), i[:2], j[:2]), server)
+    with torch.no_grad(), pytest.raises(IndexError):
+        cf(torch.randn(4, 3), torch.tensor([0, 1]), torch.tensor([0, 3]))
+    with torch.no_grad(), pytest.raises(IndexError):
+        cf(torch.randn(4, 3), torch.tensor([-5, 1]), torch.tensor([0, 2]))
 
 
 def test_gathers_of_computed_values_and_empty(server):
