@@ -1270,9 +1270,11 @@ static bool holds_intermediates(const ir_tensor *t) {
 /* Realizes the computation t of value v in the layout maybe_realize
  * would give it. */
 static ir_buf *realize_value(lower_ctx *L, ir_tensor *t, const gc_value *v) {
-  if (L->eager_layout[v->id])
-    return L_realize(L, t, &v->meta);
-  return L_realize_chosen(L, t, &v->meta);
+  ir_buf *b = L->eager_layout[v->id] ? L_realize(L, t, &v->meta)
+                                     : L_realize_chosen(L, t, &v->meta);
+  if (b && !b->value)
+    b->value = v; /* what views of it view in eager (lower_outputs) */
+  return b;
 }
 
 /* Inlined into a max or min, a computation with other users would be
@@ -1501,14 +1503,18 @@ static int set_output(lower_ctx *L, int i, const ir_view *v) {
   return 0;
 }
 
-/* Whether graph value v is, in eager, a view of a graph input: following
- * the operators whose return aliases an argument (view operators) from v
- * back, an input is reached. The functional graph keeps no producer links,
- * so they are searched (only for outputs that land on an input's buffer).
- * True when unsure. */
-static bool aliases_input(const lower_ctx *L, const gc_value *v) {
+/* Whether graph value v is, in eager, a view of `target` (NULL: of a graph
+ * input): following the operators whose return aliases an argument (view
+ * operators) from v back, target (an input) is reached before a fresh
+ * tensor. The functional graph keeps no producer links, so they are
+ * searched (only for outputs that land on another value's buffer). True
+ * when unsure. */
+static bool aliases(const lower_ctx *L, const gc_value *v,
+                    const gc_value *target) {
   const gc_graph *g = L->g;
   for (int depth = 0; v && depth <= g->nnodes; depth++) {
+    if (target && v == target)
+      return true;
     const gc_node *n = NULL;
     int slot = -1;
     for (int k = 0; k < g->nnodes && !n; k++)
@@ -1523,7 +1529,7 @@ static bool aliases_input(const lower_ctx *L, const gc_value *v) {
         }
       }
     if (!n)
-      return true; /* an input (or a constant) */
+      return !target; /* an input (or a constant) */
     if (!n->op || !n->op->schema)
       return true;
     int a = gc_schema_return_alias(n->op->schema, slot);
@@ -1593,8 +1599,14 @@ static int lower_outputs(lower_ctx *L) {
      * unless the output is a view of that input in eager too. */
     bool computed = (t->kind == IR_T_LOOP && !t->realized) ||
                     (t->kind == IR_T_VIEW && view_root(t));
+    /* A view of another value's buffer stays one only where eager's output
+     * views that value too: a view of a plain-load computation (a 1x1 max
+     * pool with stride 2 of an output, reshaped) lands on the buffer the
+     * computation loads from (graphgen seed 991863). */
     if (!computed && ir_tensor_as_strided(ir, t, &v) &&
-        (v.buf->kind != IR_BUF_INPUT || aliases_input(L, o->v)) &&
+        (v.buf->kind != IR_BUF_INPUT || aliases(L, o->v, NULL)) &&
+        (v.buf->kind == IR_BUF_INPUT || !v.buf->value ||
+         aliases(L, o->v, v.buf->value)) &&
         (v.buf->kind == IR_BUF_INPUT || !relaid(L, &v, st))) {
       if (v.buf->kind == IR_BUF_ARENA) {
         /* the call's result lives in the buffer it views (fresh per call) */

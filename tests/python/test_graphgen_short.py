@@ -110,3 +110,27 @@ def test_pooling_and_upsampling_programs_and_their_gradients_match_eager(server)
         assert not failures, "\n".join(str(f) for f in failures)
         assert stats["fallback_nodes"] == 0, fallbacks
     assert 910078 in graphgen.IMPRECISE
+
+
+# With stack, reflection/replication padding, instance norm, 1-D/3-D
+# nearest interpolation and indexing with several index lists too (the
+# command line's programs since the fourteenth session): 991863 (a 1x1 max
+# pool with stride 2 of an output, reshaped: the output was returned as a
+# view of the other output's buffer, with strides eager's is not).
+EXTRA_SEEDS = [990005, 990007, 990008, 990010, 990014, 990020, 990038, 990041,
+               990053, 990060, 990063, 990108, 991863]
+
+
+def test_programs_with_the_extra_statements_and_their_gradients_match_eager(server):
+    programs = [graphgen.generate(s, spatial=True, extra=True) for s in EXTRA_SEEDS]
+    text = "\n".join("\n".join(p.body) for p in programs)
+    for needle in ["torch.stack(", "mode='reflect'", "mode='replicate'", "instance_norm(",
+                   "mode='nearest'", "], ["]:
+        assert needle in text, needle
+    for grad in (False, True):
+        failures, fallbacks, stats = graphgen.check_graphs(programs, server, batch=8, grad=grad)
+        assert not failures, "\n".join(str(f) for f in failures)
+        # the backward of indexing with several index tensors (index_put
+        # with accumulate) is an ATen call
+        assert set(fallbacks) <= ({"aten::index_put"} if grad else set()), fallbacks
+
