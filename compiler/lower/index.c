@@ -202,23 +202,32 @@ static ir_expr *cat_chain(lower_ctx *L, ir_tensor **parts, const int64_t *start,
 /* cat(tensors, dim). More than MAX_CAT inputs are concatenated in groups
  * of MAX_CAT first (each group realized), so no element evaluates more
  * than MAX_CAT loads. */
+/* cat's and stack's arguments: the output (p), the inputs (*ts, *nt) and
+ * dim, made non-negative against the output's rank. */
+static int cat_args(lower_ctx *L, const gc_node *n, L_pw *p, ir_tensor ***ts,
+                    int *nt, int64_t *dim) {
+  int rc = L__pw_begin(L, n, 0, p);
+  if (rc)
+    return rc;
+  *nt = L_tensors(L, n, "tensors", ts);
+  if (*nt < 1 || *nt > MAX_CAT * MAX_CAT || !L_int(L, n, "dim", dim) ||
+      p->rank == 0)
+    return GC_EUNSUPPORTED;
+  if (*dim < 0)
+    *dim += p->rank;
+  return *dim < 0 || *dim >= p->rank ? GC_EUNSUPPORTED : 0;
+}
+
 int lower_cat(lower_ctx *L, const gc_node *n, int unused) {
   (void)unused;
   ir_graph *ir = L_ir(L);
   L_pw p;
-  int rc = L__pw_begin(L, n, 0, &p);
+  ir_tensor **ts;
+  int nt;
+  int64_t dim;
+  int rc = cat_args(L, n, &p, &ts, &nt, &dim);
   if (rc)
     return rc;
-  ir_tensor **ts;
-  int nt = L_tensors(L, n, "tensors", &ts);
-  int64_t dim;
-  if (nt < 1 || nt > MAX_CAT * MAX_CAT || !L_int(L, n, "dim", &dim) ||
-      p.rank == 0)
-    return GC_EUNSUPPORTED;
-  if (dim < 0)
-    dim += p.rank;
-  if (dim < 0 || dim >= p.rank)
-    return GC_EUNSUPPORTED;
   /* the inputs that contribute, and where each starts along dim */
   ir_tensor **part = gc_arena_calloc(ir->a, (size_t)nt + 1, sizeof *part);
   int64_t *start = gc_arena_calloc(ir->a, (size_t)nt + 1, sizeof *start);
@@ -311,18 +320,13 @@ int lower_stack(lower_ctx *L, const gc_node *n, int unused) {
   (void)unused;
   ir_graph *ir = L_ir(L);
   L_pw p;
-  int rc = L__pw_begin(L, n, 0, &p);
+  ir_tensor **ts;
+  int nt;
+  int64_t dim; /* against the output's rank: the inputs' plus one */
+  int rc = cat_args(L, n, &p, &ts, &nt, &dim);
   if (rc)
     return rc;
-  ir_tensor **ts;
-  int nt = L_tensors(L, n, "tensors", &ts);
-  int64_t dim;
-  if (nt < 1 || nt > MAX_CAT * MAX_CAT || !L_int(L, n, "dim", &dim) ||
-      p.rank == 0)
-    return GC_EUNSUPPORTED;
-  if (dim < 0)
-    dim += p.rank; /* the output's rank: the inputs' plus one */
-  if (dim < 0 || dim >= p.rank || p.sizes[dim] != nt)
+  if (p.sizes[dim] != nt)
     return GC_EUNSUPPORTED;
   for (int k = 0; k < nt; k++) {
     if (!ts[k] || ts[k]->rank != p.rank - 1)
@@ -460,8 +464,9 @@ static bool edge_pad_args(lower_ctx *L, const gc_node *n, int d, bool repl,
 
 /* reflection_pad1d/2d/3d, replication_pad1d/2d/3d(self, padding): the last
  * d dims padded with the input's own elements, reflected about the edge
- * (which is not repeated: source index (in-1) - |(in-1) - |o - lo||), or
- * the edge repeated (o - lo clamped). param: d, plus 10 for replication. */
+ * (which is not repeated: source index |t| below 0, 2 (in - 1) - t above
+ * in - 1, t = o - lo), or the edge repeated (t clamped). param: d, plus 10
+ * for replication. */
 int lower_edge_pad(lower_ctx *L, const gc_node *n, int param) {
   int d = param % 10;
   bool repl = param >= 10;
