@@ -1,8 +1,9 @@
 /*
- * upsample.c: lowering of bilinear upsampling (upsample_bilinear2d and
- * its .vec overload) over the last two dims of a 4-D floating input.
+ * upsample.c: lowering of linear upsampling (upsample_linear1d,
+ * upsample_bilinear2d, upsample_trilinear3d and their .vec overloads) over
+ * the last 1-3 dims of a floating input, and of bilinear's backward.
  *
- * ATen (torch 1.13) computes, per output row and per output column, two
+ * ATen (torch 1.13) computes, per output index of each axis, two
  * source indices and two weights on the host, the scale in the tensor's
  * dtype and the source index in double:
  *
@@ -15,10 +16,12 @@
  *
  * (in == out: i0 = i1 = o, l0 = 1, l1 = 0; these formulas were confirmed
  * against eager's weights, read back through one-hot inputs), then
- * combines four input values. Contiguous inputs: (x00 * lw0 + x01 * lw1) *
- * lh0 + (x10 * lw0 + x11 * lw1) * lh1. Channels-last inputs: x00 * (lh0 *
- * lw0) + x01 * (lh0 * lw1) + x10 * (lh1 * lw0) + x11 * (lh1 * lw1), left
- * to right.
+ * combines 2^d input values. Generic kernel: t0 * l0 + t1 * l1 over the
+ * first axis, each t the same over the axes after it, so in 2-D
+ * (x00 * lw0 + x01 * lw1) * lh0 + (x10 * lw0 + x11 * lw1) * lh1.
+ * Channels-last 4-D inputs: x00 * (lh0 * lw0) + x01 * (lh0 * lw1) + x10 *
+ * (lh1 * lw0) + x11 * (lh1 * lw1), left to right. Channels-last 5-D
+ * inputs (ATen's own trilinear kernel) are declined.
  *
  * Here the indices are integer index arithmetic, floor((a * o + b) / den),
  * with (a, b, den) from in and out, or else from the scale's exact binary
@@ -276,23 +279,27 @@ bool L_upsample_out_sizes(lower_ctx *L, const gc_node *n, int d,
   return true;
 }
 
-/* The axes' align_corners and scale factors (also in has[], sf[]). */
-static bool scale_args(lower_ctx *L, const gc_node *n, bool align, axis A[2],
-                       bool has[2], double sf[2]) {
-  memset(A, 0, 2 * sizeof *A);
-  if (!L_upsample_scales(L, n, 2, has, sf))
+/* The d axes' align_corners and scale factors (also in has[], sf[]). */
+static bool scale_args(lower_ctx *L, const gc_node *n, int d, bool align,
+                       axis *A, bool *has, double *sf) {
+  memset(A, 0, (size_t)d * sizeof *A);
+  if (!L_upsample_scales(L, n, d, has, sf))
     return false;
-  for (int i = 0; i < 2; i++)
+  for (int i = 0; i < d; i++)
     A[i] = (axis){.align = align, .has_scale = has[i], .sf = sf[i]};
   return true;
 }
 
-/* Is the 4-D value laid out as dense channels-last, by PyTorch's test
- * (size-1 dims ignored)? ATen then takes its channels-last kernel. */
+/* Is the 4-D or 5-D value laid out as dense channels-last (3d), by
+ * PyTorch's test (size-1 dims ignored)? ATen then takes its channels-last
+ * kernel. */
 static bool eager_channels_last(const gc_tensor_meta *m) {
-  static const int order[4] = {1, 3, 2, 0};
+  static const int order4[4] = {1, 3, 2, 0}, order5[5] = {1, 4, 3, 2, 0};
+  if (m->rank != 4 && m->rank != 5)
+    return false;
+  const int *order = m->rank == 4 ? order4 : order5;
   int64_t expect = 1;
-  for (int i = 0; i < 4; i++) {
+  for (int i = 0; i < m->rank; i++) {
     int d = order[i];
     if (m->sizes[d].expr || m->strides[d].expr)
       return false;
@@ -303,9 +310,26 @@ static bool eager_channels_last(const gc_tensor_meta *m) {
   return true;
 }
 
-/* upsample_bilinear2d(.vec)(input, output_size, align_corners, scales). */
-int lower_upsample_bilinear2d(lower_ctx *L, const gc_node *n, int unused) {
-  (void)unused;
+/* ATen's generic (not channels-last) combination over axes k..d-1 at
+ * `at`: axis k's two source rows, each combined over the axes after it,
+ * times their weights: t0 * l0 + t1 * l1. */
+static ir_expr *combine(lower_ctx *L, ir_tensor *x, const axis *A, gc_sym **at,
+                        int k, int d, gc_dtype dt) {
+  ir_graph *ir = L_ir(L);
+  if (k == d)
+    return L_load(L, x, at);
+  at[2 + k] = A[k].i0;
+  ir_expr *t0 = combine(L, x, A, at, k + 1, d, dt);
+  at[2 + k] = A[k].i1;
+  ir_expr *t1 = combine(L, x, A, at, k + 1, d, dt);
+  return OP2(ADD, OP2(MUL, t0, A[k].l0), OP2(MUL, t1, A[k].l1));
+}
+
+/* upsample_linear1d, upsample_bilinear2d, upsample_trilinear3d (and .vec)
+ * (input, output_size, align_corners, scales): param d, the spatial dims.
+ * A channels-last 5-D input (ATen's own trilinear kernel, whose order of
+ * weight products is not known here) is declined. */
+int lower_upsample_linear(lower_ctx *L, const gc_node *n, int d) {
   ir_graph *ir = L_ir(L);
   L_pw p;
   int rc = L__pw_begin(L, n, 0, &p);
@@ -318,56 +342,51 @@ int lower_upsample_bilinear2d(lower_ctx *L, const gc_node *n, int unused) {
     return rc;
   gc_dtype dt = p.dt;
   bool align;
-  if (!x || x->rank != 4 || p.rank != 4 || x->dtype != dt ||
-      (dt != GC_DTYPE_FLOAT32 && dt != GC_DTYPE_FLOAT64) ||
+  if (d < 1 || d > 3 || !x || x->rank != d + 2 || p.rank != d + 2 ||
+      x->dtype != dt || (dt != GC_DTYPE_FLOAT32 && dt != GC_DTYPE_FLOAT64) ||
       !L_bool(L, n, "align_corners", &align))
     return GC_EUNSUPPORTED;
-  axis A[2];
-  bool has[2];
-  double sf[2];
-  if (!scale_args(L, n, align, A, has, sf))
+  axis A[3];
+  bool has[3];
+  double sf[3];
+  if (!scale_args(L, n, d, align, A, has, sf))
     return GC_EUNSUPPORTED;
   for (int i = 0; i < 2; i++)
     if (x->sizes[i] != p.sizes[i])
       return GC_EUNSUPPORTED;
   /* the output size ATen computes from the arguments is the metadata's
    * (a client's lie would otherwise be computed as told) */
-  if (!L_upsample_out_sizes(L, n, 2, x->sizes + 2, p.sizes + 2, has, sf))
+  if (!L_upsample_out_sizes(L, n, d, x->sizes + 2, p.sizes + 2, has, sf))
+    return GC_EUNSUPPORTED;
+  bool cl = xa && xa->v && eager_channels_last(&xa->v->meta);
+  if (cl && d == 3)
     return GC_EUNSUPPORTED;
   int64_t total = 1;
-  for (int i = 0; i < 4; i++)
+  for (int i = 0; i < p.rank; i++)
     total *= p.sizes[i];
   if (total == 0)
     return L__pw_finish(L, n, 0, &p, ir_const_f(ir, 0, dt));
-  for (int i = 0; i < 2; i++) {
+  for (int i = 0; i < d; i++) {
     A[i].in = x->sizes[i + 2];
     A[i].out = p.sizes[i + 2];
     if (!axis_build(L, &A[i], p.vars[i + 2], dt))
       return GC_EUNSUPPORTED;
   }
-  gc_sym *at[4] = {p.vars[0], p.vars[1], NULL, NULL};
-  ir_expr *v[2][2];
+  gc_sym *at[5] = {p.vars[0], p.vars[1]};
+  if (!cl)
+    return L__pw_finish(L, n, 0, &p, combine(L, x, A, at, 0, d, dt));
+  /* ATen's channels-last bilinear kernel: each value times the product of
+   * its two weights, summed left to right */
+  ir_expr *body = NULL;
   for (int h = 0; h < 2; h++) {
     at[2] = h ? A[0].i1 : A[0].i0;
     for (int w = 0; w < 2; w++) {
       at[3] = w ? A[1].i1 : A[1].i0;
-      v[h][w] = L_load(L, x, at);
+      ir_expr *t =
+          OP2(MUL, OP2(MUL, h ? A[0].l1 : A[0].l0, w ? A[1].l1 : A[1].l0),
+              L_load(L, x, at));
+      body = body ? OP2(ADD, body, t) : t;
     }
-  }
-  ir_expr *body;
-  if (xa && xa->v && eager_channels_last(&xa->v->meta)) {
-    ir_expr *l[2][2] = {
-        {OP2(MUL, A[0].l0, A[1].l0), OP2(MUL, A[0].l0, A[1].l1)},
-        {OP2(MUL, A[0].l1, A[1].l0), OP2(MUL, A[0].l1, A[1].l1)}};
-    body = OP2(MUL, l[0][0], v[0][0]);
-    body = OP2(ADD, body, OP2(MUL, l[0][1], v[0][1]));
-    body = OP2(ADD, body, OP2(MUL, l[1][0], v[1][0]));
-    body = OP2(ADD, body, OP2(MUL, l[1][1], v[1][1]));
-  } else {
-    ir_expr *row[2];
-    for (int h = 0; h < 2; h++)
-      row[h] = OP2(ADD, OP2(MUL, v[h][0], A[1].l0), OP2(MUL, v[h][1], A[1].l1));
-    body = OP2(ADD, OP2(MUL, row[0], A[0].l0), OP2(MUL, row[1], A[0].l1));
   }
   return L__pw_finish(L, n, 0, &p, body);
 }
@@ -433,7 +452,7 @@ int lower_upsample_bilinear2d_backward(lower_ctx *L, const gc_node *n,
   axis A[2];
   bool has[2];
   double sf[2];
-  if (!scale_args(L, n, align, A, has, sf) || g->sizes[0] != sz[0] ||
+  if (!scale_args(L, n, 2, align, A, has, sf) || g->sizes[0] != sz[0] ||
       g->sizes[1] != sz[1])
     return GC_EUNSUPPORTED;
   /* the sizes ATen reads from the arguments are the metadata's */

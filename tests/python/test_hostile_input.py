@@ -315,7 +315,7 @@ def test_metadata_that_disagrees_with_a_scan_or_scatter_is_not_generated_code(da
 
 
 def test_metadata_that_disagrees_with_an_upsampling_is_not_generated_code(daemon):
-    """Upsampling (bilinear, nearest 1d/2d/3d) and its backward compute the
+    """Upsampling (linear 1d/2d/3d, nearest 1d/2d/3d) and its backward compute the
     sizes their metadata states; sizes that disagree with the operator's
     own arguments (output_size, the scale factors, input_size) make the
     rules decline, and the nodes stay ATen calls."""
@@ -334,10 +334,12 @@ def test_metadata_that_disagrees_with_an_upsampling_is_not_generated_code(daemon
                 F.interpolate(x, size=(5, 7)), F.interpolate(x3, scale_factor=2.0),
                 aten.upsample_nearest1d_backward(x1, [4], [1, 2, 2]),
                 aten.upsample_nearest2d_backward(g, [6, 8], [1, 2, 3, 4]),
-                aten.upsample_nearest3d_backward(g3, [4, 6, 8], [1, 2, 2, 3, 4]))
+                aten.upsample_nearest3d_backward(g3, [4, 6, 8], [1, 2, 2, 3, 4]),
+                F.interpolate(x1, size=7, mode="linear"),
+                F.interpolate(x3, scale_factor=2.0, mode="trilinear"))
     gm = compiled.capture(f, (x, g, x1, x3, g3))
     ops = sorted(n.target for n in gm.graph.nodes if n.target.startswith("aten::upsample"))
-    assert len(ops) == 10, ops
+    assert len(ops) == 12, ops
     for v in gm.graph.tensor_values:
         if v.name.startswith("upsample"):
             # the last dim twice what the arguments say, strides contiguous

@@ -380,6 +380,33 @@ def test_upsample_bilinear2d_values(server, layout):
             check(f, (x,), server=server, fallback=0, atol=tol, rtol=tol)
 
 
+@pytest.mark.parametrize("mode", ["linear", "trilinear"])
+def test_upsample_linear1d_and_trilinear3d_values(server, mode):
+    # the bilinear rule over one and three axes, ATen's generic combination
+    # (the first spatial axis outermost): eager's bits in float32 here, a
+    # rounding or two in float64 (contraction); a channels-last 5-D input
+    # takes ATen's own trilinear kernel, whose products the rule does not
+    # know: it declines and the ATen call gives eager's values
+    torch.manual_seed(0)
+    d = 1 if mode == "linear" else 3
+    shape = (2, 3) + (3, 4, 5)[3 - d:]
+    kws = [dict(scale_factor=2), dict(scale_factor=0.5), dict(size=(7, 2, 9)[:d]),
+           dict(scale_factor=(1.5, 2.7, 3.0)[:d])]
+    for dtype, tol in [(torch.float32, 0), (torch.float64, 1e-14)]:
+        for name, x in layouts(shape, dtype=dtype):
+            for align in (False, True):
+                native = [kw for kw in kws if dtype == torch.float32 or align or
+                          kw.get("scale_factor") in (2, 0.5)]
+                check(lambda x: tuple(F.interpolate(x * 2, mode=mode, align_corners=align, **kw)
+                                      for kw in native),
+                      (x,), server=server, fallback=0, atol=tol, rtol=tol)
+    if d == 3:
+        x = torch.randn(2, 3, 3, 4, 5).contiguous(memory_format=torch.channels_last_3d)
+        s = check(lambda x: F.interpolate(x, scale_factor=2, mode=mode), (x,), server=server,
+                  fallback=1, atol=0, rtol=0)
+        assert s["fallback_ops"] == ["aten::upsample_trilinear3d.vec"], s
+
+
 def half_pixel_contraction_safe(n_in, n_out, sf):
     """float64, align_corners=False: is ATen's source index scale * (o +
     0.5) - 0.5 the same rounded once (a multiply-add) and twice at every
