@@ -114,6 +114,11 @@ bool L_upsample_out_sizes(lower_ctx *L, const gc_node *n, int d,
                           const int64_t *in, const int64_t *out,
                           const bool *has, const double *sf);
 
+/* Is the 4-D or 5-D value laid out as dense channels-last (3d), by
+ * PyTorch's test (size-1 dims ignored)? ATen's upsampling then takes its
+ * channels-last kernel. */
+bool L_eager_channels_last(const gc_tensor_meta *m);
+
 /* Metadata of output `k` of n (NULL when it is not a tensor). */
 const gc_tensor_meta *L_out_meta(const gc_node *n, int k);
 /* The static sizes of a metadata; false when symbolic. */

@@ -580,30 +580,71 @@ int lower_adaptive_avg_pool2d_backward(lower_ctx *L, const gc_node *n,
 
 /* ---- nearest upsampling ---- */
 
-/* Does ATen's nearest_idx (output_size == input_size: o; twice: o >> 1;
- * else min(floorf(o * scale), in - 1) in float, scale = 1 / scale_factor
- * when one is given, else in / out) give floor(o * in / out) for every
- * output index? Then that rational form is the source index, which the
- * index arithmetic can simplify and invert. */
-static bool nearest_rational(int64_t in, int64_t out, bool has_sf, double sf) {
-  if (in <= 0 || out <= 0)
+/* ATen's nearest source index for output o: min(floorf(o * scale), in -
+ * 1) in float, scale = 1 / scale_factor when one is given, else in / out.
+ * `shortcuts` (nearest_idx: the channels-last forward kernels and every
+ * backward) first takes o when out == in and o >> 1 when out == 2 in; the
+ * generic forward kernel does not (a scale factor of 1.1 on 2 elements:
+ * out == in, index floor(o / 1.1)). */
+static int64_t nearest_src(int64_t in, int64_t out, float scale, bool shortcuts,
+                           int64_t o) {
+  if (shortcuts && out == in)
+    return o;
+  if (shortcuts && out == 2 * in)
+    return o >> 1;
+  int64_t src = (int64_t)floorf((float)o * scale);
+  return src > in - 1 ? in - 1 : src;
+}
+
+/* The source index as floor(o * num / den), where that is ATen's at every
+ * output index: in / out when it is, else any fraction num / 2^k inside
+ * the interval ATen's indices allow (max over o of src / o, min of (src +
+ * 1) / o: a scale factor of 1.7 gives 1 / 1.7 in float, not 4 / 6). The
+ * index arithmetic can simplify and invert that form. False: decline. */
+static bool nearest_form(int64_t in, int64_t out, bool has_sf, double sf,
+                         bool shortcuts, int64_t *num, int64_t *den) {
+  if (in <= 0 || out <= 0 || out > (INT64_C(1) << 24))
     return false;
-  if (out == in || out == 2 * in)
-    return true; /* o, o >> 1: the rational form exactly */
   float scale = has_sf && sf > 0 ? (float)(1.0 / sf) : (float)in / (float)out;
+  bool ok = true;
+  /* lo = ln / ld <= q < up = un / ud */
+  int64_t ln = 0, ld = 1, un = 1, ud = 0; /* [0, infinity) */
   for (int64_t o = 0; o < out; o++) {
-    int64_t src = (int64_t)floorf((float)o * scale);
-    if (src > in - 1)
-      src = in - 1;
-    if (src != o * in / out)
-      return false;
+    int64_t src = nearest_src(in, out, scale, shortcuts, o);
+    ok = ok && src == o * in / out;
+    if (o == 0) {
+      if (src != 0)
+        return false;
+      continue;
+    }
+    if ((__int128)src * ld > (__int128)ln * o) /* src / o > lo */
+      ln = src, ld = o;
+    if (ud == 0 || (__int128)(src + 1) * ud < (__int128)un * o)
+      un = src + 1, ud = o;
   }
-  return true;
+  if (ok) {
+    *num = in;
+    *den = out;
+    return true;
+  }
+  if (ud == 0 || (__int128)ln * ud >= (__int128)un * ld)
+    return false; /* empty: not of the form floor(o q) */
+  /* num and den below 2^36: times an index below 2^24 they fit int64 */
+  for (int k = 0; k <= 35; k++) {
+    __int128 d = (__int128)1 << k;
+    __int128 n = ((__int128)ln * d + ld - 1) / ld; /* ceil(lo 2^k) */
+    if (n * ud < (__int128)un * d && n < ((__int128)1 << 36)) {
+      *num = (int64_t)n;
+      *den = (int64_t)d;
+      return true;
+    }
+  }
+  return false;
 }
 
 /* upsample_nearest1d/2d/3d(.vec): out[n, c, o...] = x[n, c, floor(o * in /
  * out)...] per spatial axis, where that is ATen's float index for every
- * output position (nearest_rational). */
+ * output position (nearest_form). */
 int lower_upsample_nearest(lower_ctx *L, const gc_node *n, int unused) {
   (void)unused;
   ir_graph *ir = L_ir(L);
@@ -612,8 +653,12 @@ int lower_upsample_nearest(lower_ctx *L, const gc_node *n, int unused) {
   int rc = L__pw_begin(L, n, 0, &p);
   if (rc)
     return rc;
-  ir_tensor *x = L_tensor(L, n, L_arg(L, n, "input") ? "input" : "self");
+  const char *xname = L_arg(L, n, "input") ? "input" : "self";
+  const gc_arg *xa = L_arg(L, n, xname);
+  ir_tensor *x = L_tensor(L, n, xname);
   int d = p.rank - 2;
+  /* a channels-last input takes ATen's channels-last kernel (nearest_idx) */
+  bool shortcuts = xa && xa->v && L_eager_channels_last(&xa->v->meta);
   bool has[3];
   double sf[3];
   if (!x || x->rank != p.rank || d < 1 || d > 3 || x->dtype != p.dt ||
@@ -626,17 +671,19 @@ int lower_upsample_nearest(lower_ctx *L, const gc_node *n, int unused) {
   gc_sym *at[5] = {p.vars[0], p.vars[1]};
   for (int i = 2; i < p.rank; i++) {
     int64_t in = x->sizes[i], out = p.sizes[i];
-    if (!nearest_rational(in, out, has[i - 2], sf[i - 2]))
+    int64_t num, den;
+    if (!nearest_form(in, out, has[i - 2], sf[i - 2], shortcuts, &num, &den))
       return GC_EUNSUPPORTED;
-    at[i] = gc_sym_floordiv(s, gc_sym_scale(s, p.vars[i], in), out);
+    at[i] = gc_sym_floordiv(s, gc_sym_scale(s, p.vars[i], num), den);
   }
   return L__pw_finish(L, n, 0, &p, L_load(L, x, at));
 }
 
 /* upsample_nearest1d/2d/3d_backward(.vec): the gradient of input element
  * i (per spatial axis) sums grad_output over the output positions that
- * copied it, o in [ceil(i * OUT / IN), ceil((i + 1) * OUT / IN)) per axis:
- * at most ceil(OUT / IN) each. ATen adds them into zeros in the output's
+ * copied it, o in [ceil(i * den / num), ceil((i + 1) * den / num)) per
+ * axis (the source index floor(o * num / den), nearest_form): at most
+ * ceil(den / num) each. ATen adds them into zeros in the output's
  * order (the first spatial axis outermost); so does this sum, from 0.0,
  * positions outside the range adding 0.0. */
 int lower_upsample_nearest_backward(lower_ctx *L, const gc_node *n,
@@ -673,16 +720,18 @@ int lower_upsample_nearest_backward(lower_ctx *L, const gc_node *n,
   gc_sym *hi[3];
   for (int a = 0; a < d; a++) {
     int64_t in = p.sizes[a + 2], out = g->sizes[a + 2];
-    if (!nearest_rational(in, out, has[a], sf[a]))
+    int64_t num, den;
+    if (!nearest_form(in, out, has[a], sf[a], true, &num, &den))
       return GC_EUNSUPPORTED;
-    m[a] = (out + in - 1) / in;
+    /* the outputs o with floor(o * num / den) = i: [ceil(i * den / num),
+     * ceil((i + 1) * den / num)), at most ceil(den / num) */
+    m[a] = (den + num - 1) / num;
     window *= m[a];
     if (window > MAX_WINDOW)
       return GC_EUNSUPPORTED;
-    gc_sym *v = gc_sym_scale(s, p.vars[a + 2], out);
-    lo[a] = gc_sym_floordiv(s, gc_sym_addc(s, v, in - 1), in);
-    /* ceil((i + 1) * OUT / IN) */
-    hi[a] = gc_sym_floordiv(s, gc_sym_addc(s, v, out + in - 1), in);
+    gc_sym *v = gc_sym_scale(s, p.vars[a + 2], den);
+    lo[a] = gc_sym_floordiv(s, gc_sym_addc(s, v, num - 1), num);
+    hi[a] = gc_sym_floordiv(s, gc_sym_addc(s, v, den + num - 1), num);
   }
   ir_expr *acc = ir_const_f(ir, 0, dt);
   gc_sym *at[5] = {p.vars[0], p.vars[1]};
@@ -692,7 +741,7 @@ int lower_upsample_nearest_backward(lower_ctx *L, const gc_node *n,
     for (int a = 0; a < d; a++) {
       int64_t out = g->sizes[a + 2];
       gc_sym *o = gc_sym_addc(s, lo[a], j[a]);
-      /* o < ceil((i + 1) * OUT / IN), and inside the output */
+      /* o < ceil((i + 1) * den / num), and inside the output */
       ir_expr *c = AND(ir_op2(ir, IR_LT, i64, ir_index(ir, o, i64),
                               ir_index(ir, hi[a], i64)),
                        ir_op2(ir, IR_LT, i64, ir_index(ir, o, i64),

@@ -290,10 +290,7 @@ static bool scale_args(lower_ctx *L, const gc_node *n, int d, bool align,
   return true;
 }
 
-/* Is the 4-D or 5-D value laid out as dense channels-last (3d), by
- * PyTorch's test (size-1 dims ignored)? ATen then takes its channels-last
- * kernel. */
-static bool eager_channels_last(const gc_tensor_meta *m) {
+bool L_eager_channels_last(const gc_tensor_meta *m) {
   static const int order4[4] = {1, 3, 2, 0}, order5[5] = {1, 4, 3, 2, 0};
   if (m->rank != 4 && m->rank != 5)
     return false;
@@ -358,7 +355,7 @@ int lower_upsample_linear(lower_ctx *L, const gc_node *n, int d) {
    * (a client's lie would otherwise be computed as told) */
   if (!L_upsample_out_sizes(L, n, d, x->sizes + 2, p.sizes + 2, has, sf))
     return GC_EUNSUPPORTED;
-  bool cl = xa && xa->v && eager_channels_last(&xa->v->meta);
+  bool cl = xa && xa->v && L_eager_channels_last(&xa->v->meta);
   if (cl && d == 3)
     return GC_EUNSUPPORTED;
   int64_t total = 1;

@@ -272,11 +272,41 @@ def test_upsample_nearest2d_and_its_backward(server, layout):
 
 
 def test_upsample_nearest2d_where_the_float_index_is_not_the_rational_one(server):
-    # 26 -> 22: ATen's floorf(o * 26/22f) is not o * 26 // 22 at o = 11; the
-    # rule declines and the ATen call gives eager's values
-    s = check(lambda x: F.interpolate(x, size=(22, 5), mode="nearest"),
-              (torch.randn(1, 2, 26, 5),), server=server, fallback=1, atol=0, rtol=0)
+    # 26 -> 22: ATen's floorf(o * 26/22f) is not o * 26 // 22 at o = 11, but
+    # another fraction gives ATen's indices: native, eager's bits. 4 -> 164:
+    # float rounding makes indices no fraction gives; the rule declines and
+    # the ATen call gives eager's values
+    check(lambda x: F.interpolate(x, size=(22, 5), mode="nearest"),
+          (torch.randn(1, 2, 26, 5),), server=server, fallback=0, atol=0, rtol=0)
+    s = check(lambda x: F.interpolate(x, size=(164, 5), mode="nearest"),
+              (torch.randn(1, 2, 4, 5),), server=server, fallback=1, atol=0, rtol=0)
     assert s["fallback_ops"] == ["aten::upsample_nearest2d.vec"], s
+
+
+@pytest.mark.parametrize("dims", [1, 2, 3])
+def test_upsample_nearest_with_fractional_scale_factors(server, dims):
+    # ATen's index is floorf(o * (float)(1 / factor)); its generic kernel
+    # has no shortcut where the output size equals the input's (2 elements
+    # at 1.1: out 2, indices 0, 0) or doubles it (4 at 2.1), its
+    # channels-last kernels and its backward have (indices 0, 1). The rule
+    # used the shortcut everywhere: wrong values. Sizes where floor(o * in /
+    # out) is not ATen's index take another fraction inside the interval
+    # ATen's indices allow (1.7 on 4, 0.6 on 19). Values and gradients are
+    # eager's bits, natively.
+    for n_in in (2, 4, 7, 19):
+        sfs = [sf for sf in (1.1, 1.3, 1.7, 2.1, 0.6, 0.35, 3.3) if int(n_in * sf)]
+        shape = (2, 3) + (n_in, 3, 4)[:dims]
+
+        def f(x):
+            return tuple(F.interpolate(x, scale_factor=(sf, 1.0, 2.0)[:dims], mode="nearest")
+                         for sf in sfs)
+        xs = [torch.randn(shape)]
+        if dims > 1:
+            xs.append(xs[0].contiguous(memory_format=torch.channels_last if dims == 2
+                                       else torch.channels_last_3d))
+        for x in xs:
+            check(f, (x,), server=server, fallback=0, atol=0, rtol=0)
+        check_backward(lambda x: torch.cat([y.flatten() for y in f(x)]), xs[0], server=server)
 
 
 NEAREST_1D = [dict(scale_factor=2), dict(size=7), dict(scale_factor=3), dict(size=2),
@@ -307,15 +337,15 @@ def test_upsample_nearest1d_and_3d_and_their_backward(server, dims):
 
 
 def test_upsample_nearest_with_explicit_scales(server):
-    # a scale given beside the output size sets ATen's index (1 / scale):
-    # where that is the rational index the rule runs, else it declines
+    # a scale given beside the output size sets ATen's index (1 / scale),
+    # whatever the sizes say (5 -> 7 at 1.2 reads 0 0 1 2 3 4 4, not
+    # floor(o * 5 / 7))
     aten = torch.ops.aten
     x = torch.randn(2, 3, 4)
     check(lambda x: aten.upsample_nearest1d(x, [7], 2.0), (x,), server=server,
           fallback=0, atol=0, rtol=0)
-    s = check(lambda x: aten.upsample_nearest1d(x, [7], 1.2), (torch.randn(2, 3, 5),),
-              server=server, fallback=1, atol=0, rtol=0)
-    assert s["fallback_ops"] == ["aten::upsample_nearest1d"], s
+    check(lambda x: aten.upsample_nearest1d(x, [7], 1.2), (torch.randn(2, 3, 5),),
+          server=server, fallback=0, atol=0, rtol=0)
     x = torch.randn(1, 2, 3, 4, 5)
     check(lambda x: aten.upsample_nearest3d(x, [6, 8, 10], 2.0, None, 2.0), (x,),
           server=server, fallback=0, atol=0, rtol=0)
