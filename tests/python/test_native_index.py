@@ -413,8 +413,9 @@ def test_upsample_bilinear2d_values(server, layout):
 @pytest.mark.parametrize("mode", ["linear", "trilinear"])
 def test_upsample_linear1d_and_trilinear3d_values(server, mode):
     # the bilinear rule over one and three axes, ATen's generic combination
-    # (the first spatial axis outermost): eager's bits in float32 here, a
-    # rounding or two in float64 (contraction); a channels-last 5-D input
+    # (the first spatial axis outermost): within a rounding or two of eager
+    # (a product may be contracted into a multiply-add on one side only, as
+    # for bilinear); a channels-last 5-D input
     # takes ATen's own trilinear kernel, whose products the rule does not
     # know: it declines and the ATen call gives eager's values
     torch.manual_seed(0)
@@ -422,7 +423,7 @@ def test_upsample_linear1d_and_trilinear3d_values(server, mode):
     shape = (2, 3) + (3, 4, 5)[3 - d:]
     kws = [dict(scale_factor=2), dict(scale_factor=0.5), dict(size=(7, 2, 9)[:d]),
            dict(scale_factor=(1.5, 2.7, 3.0)[:d])]
-    for dtype, tol in [(torch.float32, 0), (torch.float64, 1e-14)]:
+    for dtype, tol in [(torch.float32, 1e-6), (torch.float64, 1e-14)]:
         for name, x in layouts(shape, dtype=dtype):
             for align in (False, True):
                 native = [kw for kw in kws if dtype == torch.float32 or align or
