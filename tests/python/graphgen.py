@@ -667,6 +667,43 @@ def judge(program, f, got, want, inputs, body=True):
 UNSTABLE_RUNS = 8
 
 
+def _flip_constant_rows(ns, name, expr, gen):
+    """For a layer_norm or instance_norm statement that normalizes a
+    constant row (one element, or equal values): its value with the signs
+    of those rows' normalized values drawn from gen, else None. Their exact
+    value is 0; eager's is its rounding noise times 1 / sqrt(eps) (1e-6 to
+    1e-5), of either sign, and an operator that amplifies the sign (atan2:
+    +-pi) makes the program's result depend on it (seed 1002206). The
+    one-ulp runs then cover both signs."""
+    F = torch.nn.functional
+    if expr.startswith("torch.nn.functional.layer_norm("):
+        args = expr[len("torch.nn.functional.layer_norm("):-1]
+        xname, rest = args.split(",", 1)
+        shape = [int(t) for t in rest.split("[", 1)[1].split("]", 1)[0].split(",")]
+        extra = [a.strip() for a in rest.split("]", 1)[1].split(",") if a.strip()]
+        x = ns[xname.strip()]
+        base = F.layer_norm(x, shape)
+        rows = x.reshape(-1, math.prod(shape))
+    elif expr.startswith("torch.nn.functional.instance_norm("):
+        x = ns[expr[len("torch.nn.functional.instance_norm("):-1].strip()]
+        extra = []
+        base = F.instance_norm(x)
+        rows = x.reshape(x.shape[0] * x.shape[1], -1)
+    else:
+        return None
+    if not rows.numel():
+        return None
+    const = (rows.amax(1) - rows.amin(1)) == 0
+    if not bool(const.any()):
+        return None
+    sign = torch.where(torch.rand(rows.shape, generator=gen) < 0.5, -1.0, 1.0).to(x.dtype)
+    flipped = torch.where(const[:, None], base.reshape(rows.shape) * sign,
+                          base.reshape(rows.shape)).reshape(base.shape)
+    if len(extra) >= 2:  # weight, bias (eps=1e-5 as generated)
+        flipped = flipped * ns[extra[0]] + ns[extra[1]]
+    return flipped
+
+
 def _close(a, b):
     """Elementwise: equal, NaN in both, or (floating) within RTOL/ATOL."""
     if not a.is_floating_point():
@@ -699,12 +736,14 @@ def _statements(program, inputs):
 def _run_moved(program, inputs, gen):
     """The program's outputs, run eagerly statement by statement with every
     floating input and every floating value it computes moved by one ulp
-    (_one_ulp); None when it raises."""
+    (_one_ulp), and the normalized values of constant rows given random
+    signs (_flip_constant_rows); None when it raises."""
     ns = {}
     try:
-        for ns, name, _ in _statements(program, [_one_ulp(x, gen) for x in inputs]):
+        for ns, name, expr in _statements(program, [_one_ulp(x, gen) for x in inputs]):
             if isinstance(ns[name], torch.Tensor):
-                ns[name] = _one_ulp(ns[name], gen)
+                v = _flip_constant_rows(ns, name, expr, gen)
+                ns[name] = _one_ulp(ns[name] if v is None else v, gen)
         return tuple(ns[o] for o in program.outputs)
     except Exception:
         return None
