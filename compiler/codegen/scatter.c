@@ -101,9 +101,13 @@ void cg__gen_scatter(cg *g, const sc_kernel *k) {
       p[d].is = d == n->dim && ix->rank ? ix->strides[0] : 0;
     else
       p[d].is = ix->strides[d];
-    p[d].ys = p[d].seq ? 0 : o->strides[tok ? d - ns + 1 : d];
+    p[d].ys = p[d].seq ? 0 : o->strides[tok ? d - ns + n->dim + 1 : d];
   }
-  int64_t tsize = o->sizes[tdim], tstride = o->strides[tdim];
+  /* the token forms' index names a row of dims 0..dim (one run of memory:
+   * index_put with several index tensors, flattened) */
+  int64_t tsize = o->sizes[tdim], tstride = o->strides[tok ? n->dim : tdim];
+  for (int d = 1; tok && d <= n->dim; d++)
+    tsize *= o->sizes[d];
   int64_t total = 1;
   for (int d = 0; d < np; d++)
     total *= p[d].size;

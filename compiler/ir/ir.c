@@ -953,11 +953,14 @@ static void vscatter(vctx *v, const ir_node *n) {
     for (int d = 0; ok && d < o->rank; d++)
       ok = self->sizes[d] == o->sizes[d];
   }
-  if (ok && tok) {
-    ok = src->rank == ix->rank + o->rank - 1;
+  if (ok && tok) { /* the index names a row of dims 0..dim */
+    int lead = n->dim + 1;
+    ok = src->rank == ix->rank + o->rank - lead;
     for (int d = 0; ok && d < src->rank; d++)
       ok = src->sizes[d] ==
-           (d < ix->rank ? ix->sizes[d] : o->sizes[d - ix->rank + 1]);
+           (d < ix->rank ? ix->sizes[d] : o->sizes[d - ix->rank + lead]);
+    for (int d = 0; ok && d < n->dim; d++)
+      ok = o->strides[d] == o->strides[d + 1] * o->sizes[d + 1];
   } else if (ok && n->scatter == IR_SCATTER_INDEX_ADD) {
     ok = src->rank == o->rank && ix->rank <= 1 &&
          src->sizes[n->dim] == (ix->rank ? ix->sizes[0] : 1);

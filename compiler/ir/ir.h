@@ -254,9 +254,11 @@ typedef enum ir_scatter {
                            source.select(dim, j) */
   IR_SCATTER_EMBEDDING, /* embedding_dense_backward: out[index[j]] +=
                            grad[j], rows of `padding` skipped */
-  IR_SCATTER_INDEX_PUT, /* index_put(accumulate=True) with one index tensor,
-                           on dim 0: out[index[j]] += values[j], negative
-                           indices counting from the end */
+  IR_SCATTER_INDEX_PUT, /* index_put(accumulate=True) with index tensors on
+                           dims 0..dim: out[index[j]] += values[j], index a
+                           row of those dims (several index tensors: one
+                           flat index made beforehand), negative indices
+                           counting from the end */
 } ir_scatter;
 
 /* Scans (EXTERN nodes generated code makes): cumsum, cumprod,

@@ -887,17 +887,6 @@ int lower_diagonal_scatter(lower_ctx *L, const gc_node *n, int unused) {
   return L__pw_finish(L, n, 0, &p, e);
 }
 
-/* An int64 buffer holding 0, 1, ..., len - 1: gathering from it checks an
- * index against len (wrapping negative ones) and yields it. */
-static bool iota_view(lower_ctx *L, const gc_node *n, int64_t len, ir_view *v) {
-  ir_graph *ir = L_ir(L);
-  gc_sym **vars = L_vars(L, 1, &len);
-  ir_tensor *t = vars ? L_pointwise(L, n, GC_DTYPE_INT64, 1, &len, vars,
-                                    ir_index(ir, vars[0], GC_DTYPE_INT64))
-                      : NULL;
-  return t && L_as_buffer(L, t, v);
-}
-
 /* index.Tensor with several index tensors (pos[0..m) the indexed dims):
  * they broadcast together to B; the output is self's other dims with B in
  * place of the indexed ones when those are adjacent, else B first (NumPy's
@@ -952,12 +941,10 @@ static int index_several(lower_ctx *L, const gc_node *n, L_pw *p, ir_tensor *x,
     }
     if (v.strides[d] < 0)
       return GC_EUNSUPPORTED;
-    ir_view io;
-    if (!iota_view(L, n, x->sizes[d], &io))
+    ir_expr *g = L_checked_index(L, n, L_load_bcast(L, ix[d], br, &p->vars[b0]),
+                                 x->sizes[d]);
+    if (!g)
       return GC_ENOMEM;
-    ir_expr *i = ir_cast(ir, L_load_bcast(L, ix[d], br, &p->vars[b0]), i64);
-    ir_expr *g = ir_gather(ir, io.buf, gc_sym_const(s, io.offset), i,
-                           io.strides[0], x->sizes[d], true);
     if (v.strides[d] != 1)
       g = ir_op2(ir, IR_MUL, i64, g, ir_const_i(ir, v.strides[d], i64));
     flat = flat ? ir_op2(ir, IR_ADD, i64, flat, g) : g;

@@ -463,6 +463,20 @@ ir_tensor *L_view(lower_ctx *L, ir_tensor *base, int rank, const int64_t *sizes,
   return t;
 }
 
+ir_expr *L_checked_index(lower_ctx *L, const gc_node *n, ir_expr *i,
+                         int64_t size) {
+  ir_graph *ir = L->ir;
+  gc_sym **vars = L_vars(L, 1, &size);
+  ir_tensor *t = vars ? L_pointwise(L, n, GC_DTYPE_INT64, 1, &size, vars,
+                                    ir_index(ir, vars[0], GC_DTYPE_INT64))
+                      : NULL;
+  ir_view v;
+  if (!t || !i || !L_as_buffer(L, t, &v))
+    return NULL;
+  return ir_gather(ir, v.buf, gc_sym_const(&ir->sym, v.offset),
+                   ir_cast(ir, i, GC_DTYPE_INT64), v.strides[0], size, true);
+}
+
 bool L_dense_strides(int rank, const int64_t *sizes, const int64_t *strides) {
   int order[IR_MAX_RANK]; /* dims by decreasing stride */
   if (rank > IR_MAX_RANK)

@@ -124,6 +124,13 @@ const gc_tensor_meta *L_out_meta(const gc_node *n, int k);
 /* The static sizes of a metadata; false when symbolic. */
 bool L_static_sizes(const gc_tensor_meta *m, int64_t *sizes);
 
+/* Index i (an integer expression) checked against [0, size) and wrapped
+ * when negative, as an int64 expression: a gather from an iota buffer
+ * (0, 1, ..., size - 1) made for it, whose range check sets the kernel's
+ * error flag (the call raises). NULL when out of memory or size <= 0. */
+ir_expr *L_checked_index(lower_ctx *L, const gc_node *n, ir_expr *i,
+                         int64_t size);
+
 /* Are `strides` those of a dense tensor of `sizes` whose dims are laid
  * out in some order (no gaps, no overlap; size-1 dims ignored)? */
 bool L_dense_strides(int rank, const int64_t *sizes, const int64_t *strides);

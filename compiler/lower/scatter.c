@@ -1,7 +1,9 @@
 /*
  * scatter.c: lowering rules for scatters: scatter_add, scatter.src,
  * index_add, embedding_dense_backward and index_put with accumulate (the
- * backwards of gather, index_select, embedding and indexing with a tensor).
+ * backwards of gather, index_select, embedding and indexing with one or
+ * several index tensors on the leading dims: those are flattened into one
+ * row index over the dims they span, each checked against its own dim).
  *
  * A scatter writes where its index says, so it is not a function of its
  * output's index and cannot be a loop of the IR: like a scan (scan.c) it is
@@ -66,6 +68,7 @@ int lower_scatter(lower_ctx *L, const gc_node *n, int which) {
   if (m->dtype == GC_DTYPE_BOOL && which != IR_SCATTER_SET)
     return GC_EUNSUPPORTED; /* bool sums saturate: C's += on uint8 would not */
   int64_t dim = 0, padding = -1;
+  ir_view *flat_ix = NULL; /* index_put's flat index over several dims */
   double alpha = 1;
   const char *skip = NULL;
   ir_expr *fill = NULL;
@@ -95,16 +98,50 @@ int lower_scatter(lower_ctx *L, const gc_node *n, int which) {
         !acc || self->rank != r || self->dtype != m->dtype ||
         v->dtype != m->dtype || !is_index(ixs[0]->dtype))
       return GC_EUNSUPPORTED; /* (without accumulate, duplicates race) */
-    for (int k = 1; k < ni; k++)
+    /* index tensors of one shape on dims 0..lead-1, None after */
+    int lead = 1;
+    while (lead < ni && ixs[lead])
+      lead++;
+    for (int k = lead; k < ni; k++)
       if (ixs[k])
-        return GC_EUNSUPPORTED; /* one index tensor, on dim 0 */
+        return GC_EUNSUPPORTED;
     ir_tensor *ix = ixs[0];
-    if (v->rank != ix->rank + r - 1 || v->rank > IR_MAX_RANK ||
+    for (int k = 1; k < lead; k++)
+      if (!is_index(ixs[k]->dtype) || !same_sizes(ixs[k], ix->sizes) ||
+          ixs[k]->rank != ix->rank)
+        return GC_EUNSUPPORTED; /* broadcast index tensors: not handled */
+    if (lead > r || v->rank != ix->rank + r - lead || v->rank > IR_MAX_RANK ||
         !same_sizes(self, sz))
       return GC_EUNSUPPORTED;
     for (int d = 0; d < v->rank; d++)
-      if (v->sizes[d] != (d < ix->rank ? ix->sizes[d] : sz[d - ix->rank + 1]))
+      if (v->sizes[d] !=
+          (d < ix->rank ? ix->sizes[d] : sz[d - ix->rank + lead]))
         return GC_EUNSUPPORTED; /* values broadcast: not handled */
+    if (lead > 1) {
+      /* one flat row index over dims 0..lead-1, each index checked (and
+       * wrapped) against its own dim first */
+      gc_sym **vars = L_vars(L, ix->rank, ix->sizes);
+      if (!vars)
+        return GC_ENOMEM;
+      ir_expr *flat = NULL;
+      int64_t rows = 1;
+      for (int k = lead - 1; k >= 0; k--) {
+        ir_expr *c = L_checked_index(L, n, L_load(L, ixs[k], vars), sz[k]);
+        if (!c)
+          return sz[k] > 0 ? GC_ENOMEM : GC_EUNSUPPORTED;
+        if (rows != 1)
+          c = ir_op2(ir, IR_MUL, GC_DTYPE_INT64, c,
+                     ir_const_i(ir, rows, GC_DTYPE_INT64));
+        flat = flat ? ir_op2(ir, IR_ADD, GC_DTYPE_INT64, c, flat) : c;
+        rows *= sz[k];
+      }
+      ir_tensor *ft =
+          L_pointwise(L, n, GC_DTYPE_INT64, ix->rank, ix->sizes, vars, flat);
+      flat_ix = gc_arena_alloc(ir->a, sizeof *flat_ix);
+      if (!ft || !flat_ix || !L_as_buffer(L, ft, flat_ix))
+        return GC_ENOMEM;
+    }
+    dim = lead - 1; /* the index names a row of dims 0..dim */
     if (const_base(self, m->dtype)) {
       fill = self->body;
       skip = "self";
@@ -163,6 +200,18 @@ int lower_scatter(lower_ctx *L, const gc_node *n, int which) {
   ir_node *call = ir->nodes[ir->nnodes - 1];
   if (call->kind != IR_EXTERN || call->gnode != n || !fill != !skip)
     return GC_EINTERNAL;
+  if (flat_ix) {
+    /* the call reads the flat index where its first index tensor was; the
+     * dims it spans must be one run of memory */
+    for (int d = 0; d < dim; d++)
+      if (call->out->strides[d] != call->out->strides[d + 1] * sz[d + 1])
+        return GC_EUNSUPPORTED;
+    for (int a = 0; a < call->nargs; a++)
+      if (!strcmp(call->args[a].name, "indices") && call->args[a].views) {
+        call->args[a].views[0] = flat_ix;
+        call->args[a].bufs[0] = flat_ix->buf;
+      }
+  }
   call->scatter = (ir_scatter)which;
   call->dim = (int)dim;
   call->padding = padding;

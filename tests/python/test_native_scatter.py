@@ -186,6 +186,48 @@ def test_indexing_backward_is_native(server):
     assert b["runs"] == "native" and b["fallback"] == 0, b
 
 
+def test_index_put_with_several_index_tensors(server):
+    # index tensors on the leading dims (x[i, j] += v, the backward of
+    # x[i, j]): one flat row index, each index checked against its own dim;
+    # duplicates add in ATen's order (values where the order shows), on
+    # every layout of self; an index out of its own dim raises even where
+    # the flat row would be inside
+    g = torch.Generator().manual_seed(7)
+    i = torch.randint(-4, 4, (6, 5), generator=g)
+    j = torch.randint(-5, 5, (6, 5), generator=g)
+    i[0, :3], j[0, :3] = 1, 2
+    v = torch.randn(6, 5, 3, generator=g)
+    v[0, 0], v[0, 1], v[0, 2] = 1e8, 1.0, -1e8
+
+    def f(x, i, j, v):
+        return (x.index_put((i, j), v, accumulate=True),
+                torch.zeros(4, 5, 3).index_put((i, j), v * 2, accumulate=True),
+                x.index_put((i[0], j[0], i[1] % 3), v[0, :, 0], accumulate=True))
+    for name, x in layouts((4, 5, 3)):
+        # self's layout is the output's: where the indexed dims are not one
+        # run of memory (transposed) the rule declines
+        check(f, (x, i, j, v), server=server, fallback=2 if name == "transposed" else 0,
+              **EXACT)
+    fn = lambda x, i, j: torch.zeros(4, 5).index_put((i, j), x, accumulate=True)
+    x, ok = torch.randn(3), torch.tensor([0, 3, 1])
+    with torch.no_grad():
+        cf = compiled.compile(fn, (x, ok, ok), server=server)
+        torch.testing.assert_close(cf(x, ok, ok), fn(x, ok, ok), **EXACT)
+        assert cf.summary()["fallback"] == 0, cf.summary()
+        assert_raises_like_eager(cf, fn, (x, ok, torch.tensor([0, 5, 1])))  # row 0, col 5
+    # and the backward of x[i, j] is native, eager's bits
+    t = torch.randn(4, 5, 3, requires_grad=True)
+    w = torch.randn(6, 5, 3)
+    cf = compiled.compile(lambda t, i, j: (t[i, j] * w).sum(), (t, i, j), server=server)
+    cf(t, i, j).backward()
+    got = t.grad.clone()
+    t.grad = None
+    (t[i, j] * w).sum().backward()
+    torch.testing.assert_close(got, t.grad, **EXACT)
+    b = cf.summary()["backward"]
+    assert b["runs"] == "native" and b["fallback"] == 0, b
+
+
 def test_gather_and_index_select_backward_are_native(server):
     def f(w, g, j):
         return (torch.gather(w, 1, g) ** 2).sum() + w.index_select(0, j).exp().sum()
