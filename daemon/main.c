@@ -84,10 +84,11 @@ static void on_server_done(void *arg);
  * that is not polling its channel (Python's between calls, or one it has
  * dropped but not closed) answers only at its backup poll, every 5 s, and
  * twice: a stop took 5-10 s, and one that never reads its socket 20 s (the
- * core's limit). So when IDLE_CLOSE_MS after the port closed no
- * call is left, the connections still open are closed by the daemon (each
- * call has had its answer by then: its status was written before the call
- * was freed); while calls are live, it checks again every IDLE_CLOSE_MS. */
+ * core's limit). So when IDLE_CLOSE_MS after the port closed no call is
+ * left, the daemon closes the connections still open (each call's status
+ * was sent before the call was freed, and a client waiting for an answer
+ * polls its channel); while calls are live, it checks again every
+ * IDLE_CLOSE_MS. */
 #define IDLE_CLOSE_MS 500
 
 static void on_idle_check(uv_timer_t *t) {

@@ -440,9 +440,9 @@ static void edge_pads(const int64_t *pad, int d, int rank, int k, int64_t *lo,
   *hi = i < d ? pad[2 * i + 1] : 0;
 }
 
-/* The padding, the input (*x: self or, for a backward, the output's
- * metadata sizes in xs) and the checks both directions share: pads not
- * negative, below the input's size for reflection (eager raises), sizes
+/* The padding (*pad) and the checks both directions share, for input
+ * sizes `in` (self's; for a backward, its output's) and padded sizes `out`:
+ * pads not negative, below the input's size for reflection (eager raises),
  * in + lo + hi = out. */
 static bool edge_pad_args(lower_ctx *L, const gc_node *n, int d, bool repl,
                           int rank, const int64_t *in, const int64_t *out,

@@ -107,8 +107,8 @@ int lower_scatter(lower_ctx *L, const gc_node *n, int which) {
         return GC_EUNSUPPORTED;
     ir_tensor *ix = ixs[0];
     for (int k = 1; k < lead; k++)
-      if (!is_index(ixs[k]->dtype) || !same_sizes(ixs[k], ix->sizes) ||
-          ixs[k]->rank != ix->rank)
+      if (!is_index(ixs[k]->dtype) || ixs[k]->rank != ix->rank ||
+          !same_sizes(ixs[k], ix->sizes))
         return GC_EUNSUPPORTED; /* broadcast index tensors: not handled */
     if (lead > r || v->rank != ix->rank + r - lead || v->rank > IR_MAX_RANK ||
         !same_sizes(self, sz))
