@@ -88,25 +88,29 @@ void cg__gen_scatter(cg *g, const sc_kernel *k) {
   bool emb = n->scatter == IR_SCATTER_EMBEDDING, tok = ir_scatter_by_token(n);
   /* the position space */
   pdim p[IR_MAX_RANK + 1] = {{0}};
-  int np = src->rank, tdim = tok ? 0 : n->dim, ns = tok ? ix->rank : 0;
+  /* the token forms: the source's dims are the output's before `first`,
+   * the index's (sequential), then the output's after dims first..dim,
+   * whose row (one run of memory) the index names */
+  int np = src->rank, tdim = tok ? n->first : n->dim, ns = tok ? ix->rank : 0;
+  int f = tok ? n->first : 0;
   for (int d = 0; d < np; d++) {
     p[d].size = n->scatter == IR_SCATTER_ADD || n->scatter == IR_SCATTER_SET
                     ? ix->sizes[d]
                     : src->sizes[d];
     p[d].xs = src->strides[d];
-    p[d].seq = tok ? d < ns : d == n->dim;
+    p[d].seq = tok ? d >= f && d < f + ns : d == n->dim;
     if (tok)
-      p[d].is = d < ns ? ix->strides[d] : 0;
+      p[d].is = p[d].seq ? ix->strides[d - f] : 0;
     else if (n->scatter == IR_SCATTER_INDEX_ADD)
       p[d].is = d == n->dim && ix->rank ? ix->strides[0] : 0;
     else
       p[d].is = ix->strides[d];
-    p[d].ys = p[d].seq ? 0 : o->strides[tok ? d - ns + n->dim + 1 : d];
+    p[d].ys = p[d].seq        ? 0
+              : !tok || d < f ? o->strides[d]
+                              : o->strides[d - f - ns + n->dim + 1];
   }
-  /* the token forms' index names a row of dims 0..dim (one run of memory:
-   * index_put with several index tensors, flattened) */
   int64_t tsize = o->sizes[tdim], tstride = o->strides[tok ? n->dim : tdim];
-  for (int d = 1; tok && d <= n->dim; d++)
+  for (int d = tdim + 1; tok && d <= n->dim; d++)
     tsize *= o->sizes[d];
   int64_t total = 1;
   for (int d = 0; d < np; d++)

@@ -953,13 +953,16 @@ static void vscatter(vctx *v, const ir_node *n) {
     for (int d = 0; ok && d < o->rank; d++)
       ok = self->sizes[d] == o->sizes[d];
   }
-  if (ok && tok) { /* the index names a row of dims 0..dim */
-    int lead = n->dim + 1;
-    ok = src->rank == ix->rank + o->rank - lead;
+  if (ok && tok) { /* the index names a row of dims first..dim */
+    int f = n->first, after = n->dim + 1; /* source: out's dims before f, */
+    ok = f >= 0 && f <= n->dim &&         /* the index's, out's from after on */
+         src->rank == f + ix->rank + o->rank - after;
     for (int d = 0; ok && d < src->rank; d++)
-      ok = src->sizes[d] ==
-           (d < ix->rank ? ix->sizes[d] : o->sizes[d - ix->rank + lead]);
-    for (int d = 0; ok && d < n->dim; d++)
+      ok = src->sizes[d] == (d < f ? o->sizes[d]
+                             : d < f + ix->rank
+                                 ? ix->sizes[d - f]
+                                 : o->sizes[d - f - ix->rank + after]);
+    for (int d = f; ok && d < n->dim; d++)
       ok = o->strides[d] == o->strides[d + 1] * o->sizes[d + 1];
   } else if (ok && n->scatter == IR_SCATTER_INDEX_ADD) {
     ok = src->rank == o->rank && ix->rank <= 1 &&

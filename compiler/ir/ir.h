@@ -255,10 +255,11 @@ typedef enum ir_scatter {
   IR_SCATTER_EMBEDDING, /* embedding_dense_backward: out[index[j]] +=
                            grad[j], rows of `padding` skipped */
   IR_SCATTER_INDEX_PUT, /* index_put(accumulate=True) with index tensors on
-                           dims 0..dim: out[index[j]] += values[j], index a
-                           row of those dims (several index tensors: one
-                           flat index made beforehand), negative indices
-                           counting from the end */
+                           dims first..dim: out[.., index[j], ..] +=
+                           values[.., j, ..], index a row of those dims
+                           (several index tensors: one flat index made
+                           beforehand), negative indices counting from the
+                           end */
 } ir_scatter;
 
 /* Scans (EXTERN nodes generated code makes): cumsum, cumprod,
@@ -343,6 +344,8 @@ struct ir_node {
                          weights, in ATen's order; interp[0] rows,
                          interp[1] columns */
   int dim;
+  int first; /* a token-form scatter (embedding backward, index_put): its
+                index names a row of dims first..dim of `out` */
   int64_t padding;
   double alpha; /* index_add: source times alpha (1 for the others; a float
                    alpha is 0 or a power of two: exact products) */

@@ -2,8 +2,9 @@
  * scatter.c: lowering rules for scatters: scatter_add, scatter.src,
  * index_add, embedding_dense_backward and index_put with accumulate (the
  * backwards of gather, index_select, embedding and indexing with one or
- * several index tensors on the leading dims: those are flattened into one
- * row index over the dims they span, each checked against its own dim).
+ * several adjacent index tensors, x[i], x[:, i], x[i, j]: several are
+ * flattened into one row index over the dims they span, each checked
+ * against its own dim).
  *
  * A scatter writes where its index says, so it is not a function of its
  * output's index and cannot be a loop of the IR: like a scan (scan.c) it is
@@ -68,6 +69,7 @@ int lower_scatter(lower_ctx *L, const gc_node *n, int which) {
   if (m->dtype == GC_DTYPE_BOOL && which != IR_SCATTER_SET)
     return GC_EUNSUPPORTED; /* bool sums saturate: C's += on uint8 would not */
   int64_t dim = 0, padding = -1;
+  int first = 0;           /* index_put: the first indexed dim */
   ir_view *flat_ix = NULL; /* index_put's flat index over several dims */
   double alpha = 1;
   const char *skip = NULL;
@@ -94,38 +96,43 @@ int lower_scatter(lower_ctx *L, const gc_node *n, int which) {
     ir_tensor **ixs;
     int ni = L_tensors(L, n, "indices", &ixs);
     bool acc = false;
-    if (!self || !v || ni < 1 || !ixs[0] || !L_bool(L, n, "accumulate", &acc) ||
+    /* index tensors of one shape on dims first..first+lead-1, None around */
+    while (first < ni && !ixs[first])
+      first++;
+    if (!self || !v || first >= ni || !L_bool(L, n, "accumulate", &acc) ||
         !acc || self->rank != r || self->dtype != m->dtype ||
-        v->dtype != m->dtype || !is_index(ixs[0]->dtype))
+        v->dtype != m->dtype || !is_index(ixs[first]->dtype))
       return GC_EUNSUPPORTED; /* (without accumulate, duplicates race) */
-    /* index tensors of one shape on dims 0..lead-1, None after */
     int lead = 1;
-    while (lead < ni && ixs[lead])
+    while (first + lead < ni && ixs[first + lead])
       lead++;
-    for (int k = lead; k < ni; k++)
+    for (int k = first + lead; k < ni; k++)
       if (ixs[k])
         return GC_EUNSUPPORTED;
-    ir_tensor *ix = ixs[0];
-    for (int k = 1; k < lead; k++)
+    ir_tensor *ix = ixs[first];
+    for (int k = first + 1; k < first + lead; k++)
       if (!is_index(ixs[k]->dtype) || ixs[k]->rank != ix->rank ||
           !same_sizes(ixs[k], ix->sizes))
         return GC_EUNSUPPORTED; /* broadcast index tensors: not handled */
-    if (lead > r || v->rank != ix->rank + r - lead || v->rank > IR_MAX_RANK ||
-        !same_sizes(self, sz))
+    int after = first + lead;   /* the first dim after the indexed ones */
+    if (after > r || v->rank != first + ix->rank + r - after ||
+        v->rank > IR_MAX_RANK || !same_sizes(self, sz))
       return GC_EUNSUPPORTED;
     for (int d = 0; d < v->rank; d++)
-      if (v->sizes[d] !=
-          (d < ix->rank ? ix->sizes[d] : sz[d - ix->rank + lead]))
+      if (v->sizes[d] != (d < first ? sz[d]
+                          : d < first + ix->rank
+                              ? ix->sizes[d - first]
+                              : sz[d - first - ix->rank + after]))
         return GC_EUNSUPPORTED; /* values broadcast: not handled */
     if (lead > 1) {
-      /* one flat row index over dims 0..lead-1, each index checked (and
+      /* one flat row index over the indexed dims, each index checked (and
        * wrapped) against its own dim first */
       gc_sym **vars = L_vars(L, ix->rank, ix->sizes);
       if (!vars)
         return GC_ENOMEM;
       ir_expr *flat = NULL;
       int64_t rows = 1;
-      for (int k = lead - 1; k >= 0; k--) {
+      for (int k = after - 1; k >= first; k--) {
         ir_expr *c = L_checked_index(L, n, L_load(L, ixs[k], vars), sz[k]);
         if (!c)
           return sz[k] > 0 ? GC_ENOMEM : GC_EUNSUPPORTED;
@@ -141,7 +148,7 @@ int lower_scatter(lower_ctx *L, const gc_node *n, int which) {
       if (!ft || !flat_ix || !L_as_buffer(L, ft, flat_ix))
         return GC_ENOMEM;
     }
-    dim = lead - 1; /* the index names a row of dims 0..dim */
+    dim = after - 1; /* the index names a row of dims first..dim */
     if (const_base(self, m->dtype)) {
       fill = self->body;
       skip = "self";
@@ -200,20 +207,24 @@ int lower_scatter(lower_ctx *L, const gc_node *n, int which) {
   ir_node *call = ir->nodes[ir->nnodes - 1];
   if (call->kind != IR_EXTERN || call->gnode != n || !fill != !skip)
     return GC_EINTERNAL;
-  if (flat_ix) {
-    /* the call reads the flat index where its first index tensor was; the
-     * dims it spans must be one run of memory */
-    for (int d = 0; d < dim; d++)
+  if (which == IR_SCATTER_INDEX_PUT) {
+    /* generated code reads the index as the list's first item: the first
+     * index tensor, or the flat index over several, whose dims must be one
+     * run of memory */
+    for (int d = first; d < dim; d++)
       if (call->out->strides[d] != call->out->strides[d + 1] * sz[d + 1])
         return GC_EUNSUPPORTED;
-    for (int a = 0; a < call->nargs; a++)
-      if (!strcmp(call->args[a].name, "indices") && call->args[a].views) {
-        call->args[a].views[0] = flat_ix;
-        call->args[a].bufs[0] = flat_ix->buf;
-      }
+    for (int a = 0; a < call->nargs; a++) {
+      ir_call_arg *ca = &call->args[a];
+      if (strcmp(ca->name, "indices") || !ca->views || !ca->bufs)
+        continue;
+      ca->views[0] = flat_ix ? flat_ix : ca->views[first];
+      ca->bufs[0] = flat_ix ? flat_ix->buf : ca->bufs[first];
+    }
   }
   call->scatter = (ir_scatter)which;
   call->dim = (int)dim;
+  call->first = first;
   call->padding = padding;
   call->alpha = alpha;
   call->body = fill;

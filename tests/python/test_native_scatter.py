@@ -215,17 +215,30 @@ def test_index_put_with_several_index_tensors(server):
         torch.testing.assert_close(cf(x, ok, ok), fn(x, ok, ok), **EXACT)
         assert cf.summary()["fallback"] == 0, cf.summary()
         assert_raises_like_eager(cf, fn, (x, ok, torch.tensor([0, 5, 1])))  # row 0, col 5
-    # and the backward of x[i, j] is native, eager's bits
+    # index tensors after leading None (x[:, i] += v): the dims before them
+    # are the values' first dims
+    y = torch.randn(3, 4, 5)
+    k = torch.tensor([0, 3, 3, -1, 2, 3])
+    k2 = torch.tensor([4, 0, 0, 1, -5, 0])
+    check(lambda y, k, k2, a, b: (torch.ops.aten.index_put(y, [None, k], a, True),
+                                  torch.ops.aten.index_put(y, [None, k, k2], b, True)),
+          (y, k, k2, torch.randn(3, 6, 5, generator=g), torch.randn(3, 6, generator=g)),
+          server=server, fallback=0, **EXACT)
+    # and the backwards of x[i, j], x[:, i], x[:, i, j], x[..., j] are native,
+    # eager's bits
     t = torch.randn(4, 5, 3, requires_grad=True)
-    w = torch.randn(6, 5, 3)
-    cf = compiled.compile(lambda t, i, j: (t[i, j] * w).sum(), (t, i, j), server=server)
-    cf(t, i, j).backward()
-    got = t.grad.clone()
-    t.grad = None
-    (t[i, j] * w).sum().backward()
-    torch.testing.assert_close(got, t.grad, **EXACT)
-    b = cf.summary()["backward"]
-    assert b["runs"] == "native" and b["fallback"] == 0, b
+    for fn in (lambda t: t[i, j], lambda t: t[:, j], lambda t: t[:, j, i % 3],
+               lambda t: t[..., i % 3]):
+        w = torch.randn(fn(t).shape)
+        cf = compiled.compile(lambda t, i, j: (fn(t) * w).sum(), (t, i, j), server=server)
+        cf(t, i, j).backward()
+        got = t.grad.clone()
+        t.grad = None
+        (fn(t) * w).sum().backward()
+        torch.testing.assert_close(got, t.grad, **EXACT)
+        t.grad = None
+        b = cf.summary()["backward"]
+        assert b["runs"] == "native" and b["fallback"] == 0, b
 
 
 def test_gather_and_index_select_backward_are_native(server):
