@@ -462,16 +462,25 @@ static bool edge_pad_args(lower_ctx *L, const gc_node *n, int d, bool repl,
   return true;
 }
 
+/* A padding rule's start: its output (p), padded dims (*d) and mode (*repl)
+ * from the table's param (d, plus 10 for replication). */
+static int edge_pad_begin(lower_ctx *L, const gc_node *n, int param, L_pw *p,
+                          int *d, bool *repl) {
+  *d = param % 10;
+  *repl = param >= 10;
+  return L__pw_begin(L, n, 0, p);
+}
+
 /* reflection_pad1d/2d/3d, replication_pad1d/2d/3d(self, padding): the last
  * d dims padded with the input's own elements, reflected about the edge
  * (which is not repeated: source index |t| below 0, 2 (in - 1) - t above
  * in - 1, t = o - lo), or the edge repeated (t clamped). param: d, plus 10
  * for replication. */
 int lower_edge_pad(lower_ctx *L, const gc_node *n, int param) {
-  int d = param % 10;
-  bool repl = param >= 10;
+  int d;
+  bool repl;
   L_pw p;
-  int rc = L__pw_begin(L, n, 0, &p);
+  int rc = edge_pad_begin(L, n, param, &p, &d, &repl);
   if (rc)
     return rc;
   ir_tensor *x = L_tensor(L, n, "self");
@@ -567,10 +576,10 @@ static int pad_sources(lower_ctx *L, bool repl, gc_sym *v, int64_t in,
  * order (it adds every output position into zeros, first padded dim
  * outermost), from 0.0; positions not taken add 0.0. */
 int lower_edge_pad_backward(lower_ctx *L, const gc_node *n, int param) {
-  int d = param % 10;
-  bool repl = param >= 10;
+  int d;
+  bool repl;
   L_pw p;
-  int rc = L__pw_begin(L, n, 0, &p);
+  int rc = edge_pad_begin(L, n, param, &p, &d, &repl);
   if (rc)
     return rc;
   ir_graph *ir = L_ir(L);
