@@ -143,3 +143,14 @@ def test_a_normalization_of_a_constant_row_is_unstable_not_failing(server):
     failures, _, _ = graphgen.check_graphs(programs, server, batch=8, grad=False)
     assert not failures, "\n".join(str(f) for f in failures)
     assert 1002206 in graphgen.UNSTABLE
+
+
+def test_a_std_over_one_element_is_left_out_of_gradient_runs():
+    # --grad seed 1801424: std over a dim of size 1 is 0 / 0, NaN; its NaN
+    # reaches hardtanh_backward through minimum's backward, where ATen's
+    # vectorized loop gives 0 and its scalar tail (all 4 elements here) the
+    # gradient. Such a program compares ATen's two loops, not the compiler.
+    program = graphgen.generate(1801424, spatial=True, extra=True)
+    _, inputs = program.build()
+    assert "torch.std(" in "\n".join(program.body)
+    assert graphgen._zero_spread(program, inputs)
