@@ -399,6 +399,32 @@ def test_no_grad_calls_use_an_inference_program(daemon):
     assert cf.compiles == 3 and not out.requires_grad and "backward" not in cf.summary()
 
 
+def test_grad_mode_programs_without_a_differentiable_output_are_native(daemon):
+    """Graphgen --grad seed 1900573: a mask of an input that requires grad
+    ran as one ATen training program. Nothing needs autograd: it is an
+    inference program, native. Writing an input that requires grad still
+    takes the ATen path (autograd records the write)."""
+    torch.manual_seed(0)
+    x = torch.randn(3, 17)[:, 1::2].requires_grad_()
+    cf = compiled.compile(lambda x: (x > 0.3, x.argmax(1)), (x,), server=daemon.address)
+    mask, idx = cf(x)
+    assert torch.equal(mask, x > 0.3) and torch.equal(idx, x.argmax(1))
+    assert cf.compiles == 1 and cf.summary()["runs"] == "native"
+
+    def count_and_bump(y):
+        y.add_(1)
+        return (y > 0).sum()
+
+    base = torch.randn(4, requires_grad=True)
+    y = base * 1
+    cf = compiled.compile(count_and_bump, (y,), server=daemon.address)
+    assert cf.compiles == 1 and cf.summary()["runs"] == "aten"
+    y2 = base * 1
+    assert torch.equal(cf(y), count_and_bump(y2))
+    y.sum().backward()
+    torch.testing.assert_close(base.grad, torch.ones(4))
+
+
 def test_saved_values_are_freed_during_the_backward(daemon):
     """The backward program takes its saved values over (a boxed call) and
     drops each after its last use, as eager's autograd frees saved tensors

@@ -438,6 +438,12 @@ class CompiledFunction:
         if training and not _is_inference_mode_enabled():
             try:
                 return self._compile_training(args, state, flat)
+            except _training.NothingToDifferentiate as e:
+                # e.g. a mask or an argmax: what eager returns does not
+                # require grad, so an inference program computes it
+                _log.debug("compiled %s: an inference program under grad mode: %s",
+                           _capture._describe(self._fn), e)
+                training = False
             except _training.NotSplittable as e:
                 _log.info("compiled %s: training through one ATen program, not a compiled "
                           "forward and backward: %s", _capture._describe(self._fn), e)

@@ -71,6 +71,12 @@ class NotSplittable(Exception):
     message says why."""
 
 
+class NothingToDifferentiate(NotSplittable):
+    """No output requires grad and no input that requires grad is written:
+    autograd has nothing to record, so the program is an inference program
+    (compiled natively) even with grad mode on."""
+
+
 @dataclasses.dataclass
 class Split:
     """The forward and backward graphs of one training signature.
@@ -135,7 +141,11 @@ def split(fn, module: Optional[torch.nn.Module], state_paths: Dict[str, int], n_
         if not isinstance(o, _Tensor):
             raise NotSplittable(f"output {j} is a {type(o).__name__}, not a tensor")
     needs_grad = [o.requires_grad for o in outs]
+    written = [i for i, c in enumerate(copies)
+               if isinstance(c, _Tensor) and c.requires_grad and c._version != before[i]]
     if not any(needs_grad):
+        if not written:
+            raise NothingToDifferentiate("no output requires grad")
         raise NotSplittable("no output requires grad")
     input_bases = {_storage_base(c) for c in copies if isinstance(c, _Tensor)}
     output_bases: Dict[int, int] = {}
@@ -146,9 +156,8 @@ def split(fn, module: Optional[torch.nn.Module], state_paths: Dict[str, int], n_
         if base in output_bases:
             raise NotSplittable(f"outputs {output_bases[base]} and {j} share memory")
         output_bases[base] = j
-    for i, c in enumerate(copies):
-        if isinstance(c, _Tensor) and c.requires_grad and c._version != before[i]:
-            raise NotSplittable(f"input {i} requires grad and is written by the program")
+    if written:
+        raise NotSplittable(f"input {written[0]} requires grad and is written by the program")
     out_spec = box[0]
     tangents = [torch.zeros(o.shape, dtype=o.dtype, device=o.device)
                 for o, n in zip(outs, needs_grad) if n]
