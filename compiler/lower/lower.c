@@ -1298,27 +1298,47 @@ static ir_buf *realize_value(lower_ctx *L, ir_tensor *t, const gc_value *v) {
  * The backward of amax compares the maximum with the values it came from
  * and divides by how many are equal: 0 / 0 when none is (graphgen --grad,
  * seed 282388). */
+typedef enum realize_when {
+  REALIZE_SHARED, /* the computation has other users */
+  REALIZE_ALWAYS, /* it is a computation */
+  REALIZE_COSTLY, /* it is a computation with exp, erf, ... */
+} realize_when;
+
 static int realize_arg(lower_ctx *L, const gc_node *n, const char *name,
-                       ir_tensor **out, bool shared_only) {
+                       ir_tensor **out, realize_when when) {
   ir_tensor *t = *out = L_tensor(L, n, name);
   if (!t)
     return 0;
   ir_tensor *root = view_root(t);
-  if (!root || !root->value ||
-      (shared_only ? L->users[root->value->id] <= 1
-                   : root->kind != IR_T_LOOP || root->realized))
+  if (!root || !root->value)
     return 0;
+  if (when == REALIZE_SHARED && L->users[root->value->id] <= 1)
+    return 0;
+  if (when != REALIZE_SHARED && (root->kind != IR_T_LOOP || root->realized))
+    return 0;
+  if (when == REALIZE_COSTLY) {
+    int loads = 0, ops = 0;
+    bool costly = false;
+    ir_expr_stats(root->body, &loads, &ops, &costly);
+    if (!costly)
+      return 0;
+  }
   return realize_value(L, root, root->value) ? 0 : GC_ENOMEM;
 }
 
 int L_tensor_once(lower_ctx *L, const gc_node *n, const char *name,
                   ir_tensor **out) {
-  return realize_arg(L, n, name, out, true);
+  return realize_arg(L, n, name, out, REALIZE_SHARED);
 }
 
 int L_tensor_realized(lower_ctx *L, const gc_node *n, const char *name,
                       ir_tensor **out) {
-  return realize_arg(L, n, name, out, false);
+  return realize_arg(L, n, name, out, REALIZE_ALWAYS);
+}
+
+int L_tensor_passes(lower_ctx *L, const gc_node *n, const char *name,
+                    ir_tensor **out) {
+  return realize_arg(L, n, name, out, REALIZE_COSTLY);
 }
 
 static int maybe_realize(lower_ctx *L, const gc_value *v) {

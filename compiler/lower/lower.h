@@ -78,6 +78,16 @@ int L_tensor_once(lower_ctx *L, const gc_node *n, const char *name,
  * outputs), where inlining would compute it again at every read. */
 int L_tensor_realized(lower_ctx *L, const gc_node *n, const char *name,
                       ir_tensor **out);
+/* Argument `name` (as L_tensor), realized first when it is a computation
+ * with an expensive operation (exp, erf, ...), for a rule whose passes
+ * each read every element (softmax: max, sum of exp, quotient). Inlined,
+ * each pass would evaluate it again, and two evaluations can differ in the
+ * last bit (a vector erf in one loop, a scalar one in another's tail): a
+ * row of equal values would then not give equal results, and a max pool
+ * of them would pick another of the tied positions than eager (graphgen
+ * --grad seed 1900572). */
+int L_tensor_passes(lower_ctx *L, const gc_node *n, const char *name,
+                    ir_tensor **out);
 /* The IR tensors of a Tensor[] argument: returns how many items it has
  * (-1 when it is not a list of tensors) and sets *out to an array of them
  * (an item that is None gets NULL). */

@@ -284,9 +284,12 @@ int lower_var(lower_ctx *L, const gc_node *n, int is_std) {
 /* _softmax(self, dim, half_to_float) and _log_softmax (param 1). */
 int lower_softmax(lower_ctx *L, const gc_node *n, int is_log) {
   ir_graph *ir = L_ir(L);
-  ir_tensor *x = L_tensor(L, n, "self");
+  ir_tensor *x;
   int64_t dim;
   bool h2f = false;
+  int rc = L_tensor_passes(L, n, "self", &x);
+  if (rc)
+    return rc;
   L_bool(L, n, "half_to_float", &h2f);
   if (!x || !L_int(L, n, "dim", &dim) || h2f || !L_is_float(x->dtype))
     return GC_EUNSUPPORTED;
