@@ -7,7 +7,8 @@
  * contributions (index's shape for scatter; source's for index_add, whose
  * 1-D index is read along dim; the gradient's for the embedding backward,
  * whose index is read along every dim but the last; index_put's values,
- * whose index names a row of dim 0 per token) are split in two:
+ * whose index names a row of dim `first` per token, or with several index
+ * tensors an element offset, odims) are split in two:
  *
  *   sequential dims   where two contributions can meet in one output
  *                     element: dim (the embedding backward: the tokens'
@@ -106,12 +107,27 @@ void cg__gen_scatter(cg *g, const sc_kernel *k) {
     else
       p[d].is = ix->strides[d];
     p[d].ys = p[d].seq        ? 0
+              : n->odims      ? o->strides[n->odims[d < f ? d : d - ns]]
               : !tok || d < f ? o->strides[d]
                               : o->strides[d - f - ns + n->dim + 1];
   }
   int64_t tsize = o->sizes[tdim], tstride = o->strides[tok ? n->dim : tdim];
   for (int d = tdim + 1; tok && d <= n->dim; d++)
     tsize *= o->sizes[d];
+  if (n->odims) {
+    /* element offsets: below the extent of the indexed dims, so a write
+     * stays inside the buffer whatever the offsets are */
+    bool indexed[IR_MAX_RANK];
+    for (int d = 0; d < o->rank; d++)
+      indexed[d] = true;
+    for (int j = 0; j < np - ns; j++)
+      indexed[n->odims[j]] = false;
+    tsize = 1;
+    tstride = 1;
+    for (int d = 0; d < o->rank; d++)
+      if (indexed[d])
+        tsize += (o->sizes[d] - 1) * o->strides[d];
+  }
   int64_t total = 1;
   for (int d = 0; d < np; d++)
     total *= p[d].size;
@@ -188,7 +204,9 @@ void cg__gen_scatter(cg *g, const sc_kernel *k) {
   const char *xs = nseq ? gc_arena_printf(ar, "xo%d", nseq) : "xo";
   const char *is = nseq ? gc_arena_printf(ar, "io%d", nseq) : "io";
   cg__line(g, ind, "for (int64_t c = 0; c < nc; c++) {");
-  bool wrap = n->scatter == IR_SCATTER_INDEX_PUT; /* advanced indexing */
+  /* advanced indexing: negative indices count from the end (element
+   * offsets were checked and wrapped when they were made) */
+  bool wrap = n->scatter == IR_SCATTER_INDEX_PUT && !n->odims;
   cg__line(g, ind + 2, "const int64_t k%s = (int64_t)ix[%s + c * %lld];",
            wrap ? "0" : "", is, lane >= 0 ? (long long)p[lane].is : 0LL);
   if (wrap)

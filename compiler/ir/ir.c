@@ -934,7 +934,8 @@ static void vexpr(vctx *v, const ir_expr *e) {
  * base is the output's shape; scatter's positions (the index's) lie in the
  * source and, but for dim, in the output; index_add's source is the output
  * but for dim; the token forms' source is the index's dims then the
- * output's after the first. */
+ * output's after the first (index_put's element form: the output's dims
+ * odims names around the index's). */
 static void vscatter(vctx *v, const ir_node *n) {
   bool emb = n->scatter == IR_SCATTER_EMBEDDING, tok = ir_scatter_by_token(n);
   const ir_buf *o = n->out;
@@ -953,7 +954,20 @@ static void vscatter(vctx *v, const ir_node *n) {
     for (int d = 0; ok && d < o->rank; d++)
       ok = self->sizes[d] == o->sizes[d];
   }
-  if (ok && tok) { /* the index names a row of dims first..dim */
+  if (ok && tok && n->odims) { /* element offsets (index_put) */
+    int f = n->first, nrest = src->rank - ix->rank;
+    bool used[IR_MAX_RANK] = {false};
+    ok = f >= 0 && f <= nrest && nrest < o->rank;
+    for (int j = 0; ok && j < nrest; j++) {
+      int od = n->odims[j];
+      ok = od >= 0 && od < o->rank && !used[od] &&
+           src->sizes[j < f ? j : j + ix->rank] == o->sizes[od];
+      if (ok)
+        used[od] = true;
+    }
+    for (int t = 0; ok && t < ix->rank; t++)
+      ok = src->sizes[f + t] == ix->sizes[t];
+  } else if (ok && tok) { /* the index names a row of dims first..dim */
     int f = n->first, after = n->dim + 1; /* source: out's dims before f, */
     ok = f >= 0 && f <= n->dim &&         /* the index's, out's from after on */
          src->rank == f + ix->rank + o->rank - after;

@@ -254,12 +254,11 @@ typedef enum ir_scatter {
                            source.select(dim, j) */
   IR_SCATTER_EMBEDDING, /* embedding_dense_backward: out[index[j]] +=
                            grad[j], rows of `padding` skipped */
-  IR_SCATTER_INDEX_PUT, /* index_put(accumulate=True) with index tensors on
-                           dims first..dim: out[.., index[j], ..] +=
-                           values[.., j, ..], index a row of those dims
-                           (several index tensors: one flat index made
-                           beforehand), negative indices counting from the
-                           end */
+  IR_SCATTER_INDEX_PUT, /* index_put(accumulate=True) with one index
+                           tensor on dim first (= dim): out[.., index[j],
+                           ..] += values[.., j, ..], negative indices
+                           counting from the end; with several (odims):
+                           out[offset[j] + rest] += values[.., j, ..] */
 } ir_scatter;
 
 /* Scans (EXTERN nodes generated code makes): cumsum, cumprod,
@@ -344,8 +343,14 @@ struct ir_node {
                          weights, in ATen's order; interp[0] rows,
                          interp[1] columns */
   int dim;
-  int first; /* a token-form scatter (embedding backward, index_put): its
-                index names a row of dims first..dim of `out` */
+  int first;        /* a token-form scatter (embedding backward, index_put): its
+                       index names a row of dims first..dim of `out` */
+  const int *odims; /* index_put's element form (several index tensors):
+                       the index is an element offset of `out` (checked
+                       indices times strides), the source's dims are its
+                       `first` dims, the index's, then the rest, and
+                       odims[j] is the output dim of the source's j-th dim
+                       that is not an index dim; NULL otherwise */
   int64_t padding;
   double alpha; /* index_add: source times alpha (1 for the others; a float
                    alpha is 0 or a power of two: exact products) */

@@ -1,10 +1,10 @@
 /*
  * scatter.c: lowering rules for scatters: scatter_add, scatter.src,
  * index_add, embedding_dense_backward and index_put with accumulate (the
- * backwards of gather, index_select, embedding and indexing with one or
- * several adjacent index tensors, x[i], x[:, i], x[i, j]: several are
- * flattened into one row index over the dims they span, each checked
- * against its own dim).
+ * backwards of gather, index_select, embedding and advanced indexing: x[i],
+ * x[:, i] with one index tensor, whose index names a row; x[i, j],
+ * x[i, :, j], x[i[:, None], j] with several, which become one element
+ * offset per position, each index checked against its own dim).
  *
  * A scatter writes where its index says, so it is not a function of its
  * output's index and cannot be a loop of the IR: like a scan (scan.c) it is
@@ -56,6 +56,90 @@ static bool const_base(const ir_tensor *self, gc_dtype dt) {
          self->body->op == IR_CONST && self->body->dtype == dt;
 }
 
+/* index_put with several index tensors (ixs, ni items, None between or
+ * around them; adjacent: no None between): the element form. The index
+ * tensors broadcast to a shape S; each is checked against its own dim
+ * (L_checked_index: wrapped when negative, IndexError when out of range)
+ * and their sum times the output's strides (st, from the metadata: the
+ * extern's buffer gets them) is one element offset per position of S
+ * (*flat). The values are [dims before the first index, S, dims after]
+ * when the indices are adjacent, else [S, every other dim] (ATen's rule):
+ * *first gets the number before S, *odims the output dim of each values
+ * dim that is not one of S's. Values that broadcast are declined. */
+static int element_index(lower_ctx *L, const gc_node *n, ir_tensor **ixs,
+                         int ni, const int64_t *sz, const ir_tensor *v,
+                         bool adjacent, int *first, const int **odims,
+                         ir_view **flat, int64_t *st) {
+  ir_graph *ir = L_ir(L);
+  const gc_tensor_meta *m = L_out_meta(n, 0);
+  int r = m->rank, srank = 0, nrest = r;
+  int64_t S[IR_MAX_RANK];
+  for (int k = 0; k < ni; k++) {
+    if (!ixs[k])
+      continue;
+    nrest--;
+    ir_tensor *t = ixs[k];
+    for (int d = 0; d < t->rank; d++) { /* right-aligned broadcasting */
+      int e = d + srank - t->rank;
+      if (e < 0) {
+        memmove(S - e, S, (size_t)srank * sizeof *S);
+        for (int i = 0; i < -e; i++)
+          S[i] = 1;
+        srank -= e;
+        e = 0;
+      }
+      if (S[e] == 1)
+        S[e] = t->sizes[d];
+      else if (t->sizes[d] != 1 && t->sizes[d] != S[e])
+        return GC_EUNSUPPORTED; /* ATen's broadcasting error */
+    }
+  }
+  if (srank + nrest != v->rank || v->rank > IR_MAX_RANK)
+    return GC_EUNSUPPORTED;
+  for (int d = 0; d < r; d++) {
+    if (m->strides[d].expr)
+      return GC_EUNSUPPORTED;
+    st[d] = m->strides[d].v;
+  }
+  int *od = gc_arena_alloc(ir->a, (size_t)(nrest + 1) * sizeof *od);
+  if (!od)
+    return GC_ENOMEM;
+  int j = 0, lead = 0;
+  for (int d = 0; d < r; d++)
+    if (d >= ni || !ixs[d])
+      od[j++] = d;
+  while (adjacent && !ixs[lead]) /* the dims before the first index */
+    lead++;
+  for (int d = 0; d < v->rank; d++)
+    if (v->sizes[d] != (d < lead           ? sz[od[d]]
+                        : d < lead + srank ? S[d - lead]
+                                           : sz[od[d - srank]]))
+      return GC_EUNSUPPORTED; /* values broadcast: not handled */
+  gc_sym **vars = L_vars(L, srank, S);
+  if (!vars)
+    return GC_ENOMEM;
+  ir_expr *off = NULL;
+  for (int k = 0; k < ni; k++) {
+    if (!ixs[k])
+      continue;
+    ir_expr *c =
+        L_checked_index(L, n, L_load_bcast(L, ixs[k], srank, vars), sz[k]);
+    if (!c)
+      return sz[k] > 0 ? GC_ENOMEM : GC_EUNSUPPORTED;
+    if (st[k] != 1)
+      c = ir_op2(ir, IR_MUL, GC_DTYPE_INT64, c,
+                 ir_const_i(ir, st[k], GC_DTYPE_INT64));
+    off = off ? ir_op2(ir, IR_ADD, GC_DTYPE_INT64, off, c) : c;
+  }
+  ir_tensor *ft = L_pointwise(L, n, GC_DTYPE_INT64, srank, S, vars, off);
+  *flat = gc_arena_alloc(ir->a, sizeof **flat);
+  if (!ft || !*flat || !L_as_buffer(L, ft, *flat))
+    return GC_ENOMEM;
+  *first = lead;
+  *odims = od;
+  return 0;
+}
+
 /* which: the ir_scatter. */
 int lower_scatter(lower_ctx *L, const gc_node *n, int which) {
   ir_graph *ir = L_ir(L);
@@ -69,8 +153,11 @@ int lower_scatter(lower_ctx *L, const gc_node *n, int which) {
   if (m->dtype == GC_DTYPE_BOOL && which != IR_SCATTER_SET)
     return GC_EUNSUPPORTED; /* bool sums saturate: C's += on uint8 would not */
   int64_t dim = 0, padding = -1;
-  int first = 0;           /* index_put: the first indexed dim */
-  ir_view *flat_ix = NULL; /* index_put's flat index over several dims */
+  int first = 0;           /* index_put: the values' dims before the index's */
+  int kfirst = 0;          /* index_put: the first index tensor's position */
+  const int *odims = NULL; /* index_put's element form (element_index) */
+  ir_view *flat_ix = NULL; /* its element offsets */
+  int64_t st[IR_MAX_RANK]; /* the strides they were computed for */
   double alpha = 1;
   const char *skip = NULL;
   ir_expr *fill = NULL;
@@ -96,59 +183,42 @@ int lower_scatter(lower_ctx *L, const gc_node *n, int which) {
     ir_tensor **ixs;
     int ni = L_tensors(L, n, "indices", &ixs);
     bool acc = false;
-    /* index tensors of one shape on dims first..first+lead-1, None around */
-    while (first < ni && !ixs[first])
-      first++;
-    if (!self || !v || first >= ni || !L_bool(L, n, "accumulate", &acc) ||
+    if (!self || !v || ni < 1 || ni > r || !L_bool(L, n, "accumulate", &acc) ||
         !acc || self->rank != r || self->dtype != m->dtype ||
-        v->dtype != m->dtype || !is_index(ixs[first]->dtype))
+        v->dtype != m->dtype || !same_sizes(self, sz))
       return GC_EUNSUPPORTED; /* (without accumulate, duplicates race) */
-    int lead = 1;
-    while (first + lead < ni && ixs[first + lead])
-      lead++;
-    for (int k = first + lead; k < ni; k++)
-      if (ixs[k])
+    int nk = 0, last = -1;
+    for (int k = 0; k < ni; k++) {
+      if (!ixs[k])
+        continue;
+      if (!is_index(ixs[k]->dtype))
         return GC_EUNSUPPORTED;
-    ir_tensor *ix = ixs[first];
-    for (int k = first + 1; k < first + lead; k++)
-      if (!is_index(ixs[k]->dtype) || ixs[k]->rank != ix->rank ||
-          !same_sizes(ixs[k], ix->sizes))
-        return GC_EUNSUPPORTED; /* broadcast index tensors: not handled */
-    int after = first + lead;   /* the first dim after the indexed ones */
-    if (after > r || v->rank != first + ix->rank + r - after ||
-        v->rank > IR_MAX_RANK || !same_sizes(self, sz))
-      return GC_EUNSUPPORTED;
-    for (int d = 0; d < v->rank; d++)
-      if (v->sizes[d] != (d < first ? sz[d]
-                          : d < first + ix->rank
-                              ? ix->sizes[d - first]
-                              : sz[d - first - ix->rank + after]))
-        return GC_EUNSUPPORTED; /* values broadcast: not handled */
-    if (lead > 1) {
-      /* one flat row index over the indexed dims, each index checked (and
-       * wrapped) against its own dim first */
-      gc_sym **vars = L_vars(L, ix->rank, ix->sizes);
-      if (!vars)
-        return GC_ENOMEM;
-      ir_expr *flat = NULL;
-      int64_t rows = 1;
-      for (int k = after - 1; k >= first; k--) {
-        ir_expr *c = L_checked_index(L, n, L_load(L, ixs[k], vars), sz[k]);
-        if (!c)
-          return sz[k] > 0 ? GC_ENOMEM : GC_EUNSUPPORTED;
-        if (rows != 1)
-          c = ir_op2(ir, IR_MUL, GC_DTYPE_INT64, c,
-                     ir_const_i(ir, rows, GC_DTYPE_INT64));
-        flat = flat ? ir_op2(ir, IR_ADD, GC_DTYPE_INT64, c, flat) : c;
-        rows *= sz[k];
-      }
-      ir_tensor *ft =
-          L_pointwise(L, n, GC_DTYPE_INT64, ix->rank, ix->sizes, vars, flat);
-      flat_ix = gc_arena_alloc(ir->a, sizeof *flat_ix);
-      if (!ft || !flat_ix || !L_as_buffer(L, ft, flat_ix))
-        return GC_ENOMEM;
+      if (!nk)
+        kfirst = k;
+      last = k;
+      nk++;
     }
-    dim = after - 1; /* the index names a row of dims first..dim */
+    if (!nk)
+      return GC_EUNSUPPORTED;
+    if (nk == 1) {
+      /* one index tensor on dim kfirst: it names a row of that dim */
+      ir_tensor *ix = ixs[kfirst];
+      first = kfirst;
+      if (v->rank != r - 1 + ix->rank || v->rank > IR_MAX_RANK)
+        return GC_EUNSUPPORTED;
+      for (int d = 0; d < v->rank; d++)
+        if (v->sizes[d] != (d < first              ? sz[d]
+                            : d < first + ix->rank ? ix->sizes[d - first]
+                                                   : sz[d - ix->rank + 1]))
+          return GC_EUNSUPPORTED; /* values broadcast: not handled */
+      dim = first;
+    } else {
+      int rc = element_index(L, n, ixs, ni, sz, v, last - kfirst + 1 == nk,
+                             &first, &odims, &flat_ix, st);
+      if (rc)
+        return rc;
+      dim = kfirst;
+    }
     if (const_base(self, m->dtype)) {
       fill = self->body;
       skip = "self";
@@ -208,23 +278,23 @@ int lower_scatter(lower_ctx *L, const gc_node *n, int which) {
   if (call->kind != IR_EXTERN || call->gnode != n || !fill != !skip)
     return GC_EINTERNAL;
   if (which == IR_SCATTER_INDEX_PUT) {
-    /* generated code reads the index as the list's first item: the first
-     * index tensor, or the flat index over several, whose dims must be one
-     * run of memory */
-    for (int d = first; d < dim; d++)
-      if (call->out->strides[d] != call->out->strides[d + 1] * sz[d + 1])
+    /* generated code reads the index as the list's first item: the index
+     * tensor, or the element offsets, computed for the output's strides */
+    for (int d = 0; odims && d < r; d++)
+      if (sz[d] > 1 && call->out->strides[d] != st[d])
         return GC_EUNSUPPORTED;
     for (int a = 0; a < call->nargs; a++) {
       ir_call_arg *ca = &call->args[a];
       if (strcmp(ca->name, "indices") || !ca->views || !ca->bufs)
         continue;
-      ca->views[0] = flat_ix ? flat_ix : ca->views[first];
-      ca->bufs[0] = flat_ix ? flat_ix->buf : ca->bufs[first];
+      ca->views[0] = flat_ix ? flat_ix : ca->views[kfirst];
+      ca->bufs[0] = flat_ix ? flat_ix->buf : ca->bufs[kfirst];
     }
   }
   call->scatter = (ir_scatter)which;
   call->dim = (int)dim;
   call->first = first;
+  call->odims = odims;
   call->padding = padding;
   call->alpha = alpha;
   call->body = fill;

@@ -188,10 +188,10 @@ def test_indexing_backward_is_native(server):
 
 def test_index_put_with_several_index_tensors(server):
     # index tensors on the leading dims (x[i, j] += v, the backward of
-    # x[i, j]): one flat row index, each index checked against its own dim;
-    # duplicates add in ATen's order (values where the order shows), on
-    # every layout of self; an index out of its own dim raises even where
-    # the flat row would be inside
+    # x[i, j]): one element offset per position, each index checked against
+    # its own dim; duplicates add in ATen's order (values where the order
+    # shows), on every layout of self; an index out of its own dim raises
+    # even where the offset would be inside
     g = torch.Generator().manual_seed(7)
     i = torch.randint(-4, 4, (6, 5), generator=g)
     j = torch.randint(-5, 5, (6, 5), generator=g)
@@ -204,10 +204,8 @@ def test_index_put_with_several_index_tensors(server):
                 torch.zeros(4, 5, 3).index_put((i, j), v * 2, accumulate=True),
                 x.index_put((i[0], j[0], i[1] % 3), v[0, :, 0], accumulate=True))
     for name, x in layouts((4, 5, 3)):
-        # self's layout is the output's: where the indexed dims are not one
-        # run of memory (transposed) the rule declines
-        check(f, (x, i, j, v), server=server, fallback=2 if name == "transposed" else 0,
-              **EXACT)
+        # self's layout is the output's, indexed dims in any order in memory
+        check(f, (x, i, j, v), server=server, fallback=0, **EXACT)
     fn = lambda x, i, j: torch.zeros(4, 5).index_put((i, j), x, accumulate=True)
     x, ok = torch.randn(3), torch.tensor([0, 3, 1])
     with torch.no_grad():
@@ -224,11 +222,31 @@ def test_index_put_with_several_index_tensors(server):
                                   torch.ops.aten.index_put(y, [None, k, k2], b, True)),
           (y, k, k2, torch.randn(3, 6, 5, generator=g), torch.randn(3, 6, generator=g)),
           server=server, fallback=0, **EXACT)
-    # and the backwards of x[i, j], x[:, i], x[:, i, j], x[..., j] are native,
-    # eager's bits
+    # index tensors that are not adjacent (the values' dims are the index
+    # shape first, then the other dims) or that broadcast against each other
+    z = torch.randn(4, 3, 5, 2)
+    i1, j1 = torch.tensor([3, 0, 0, -2]), torch.tensor([1, 4, 4, 0])
+    check(lambda z, i1, j1, a, b, c: (
+        torch.ops.aten.index_put(z, [i1, None, j1], a, True),
+        torch.ops.aten.index_put(z, [None, i1 % 3, None, j1 % 2], b, True),
+        torch.ops.aten.index_put(z, [i1[:, None], None, j1[None, :]], c, True)),
+        (z, i1, j1, torch.randn(4, 3, 2, generator=g), torch.randn(4, 4, 5, generator=g),
+         torch.randn(4, 4, 3, 2, generator=g)),
+        server=server, fallback=0, **EXACT)
+    with torch.no_grad():  # each index against its own dim, after broadcasting
+        fn = lambda z, i1, j1, a: torch.ops.aten.index_put(z, [i1[:, None], None, j1], a, True)
+        a = torch.randn(4, 4, 3, 2)
+        cf = compiled.compile(fn, (z, i1, j1, a), server=server)
+        torch.testing.assert_close(cf(z, i1, j1, a), fn(z, i1, j1, a), **EXACT)
+        assert cf.summary()["fallback"] == 0, cf.summary()
+        assert_raises_like_eager(cf, fn, (z, i1, torch.tensor([1, 4, 5, 0]), a))
+        assert_raises_like_eager(cf, fn, (z, torch.tensor([3, 0, -5, 0]), j1, a))
+    # and the backwards of x[i, j], x[:, i], x[:, i, j], x[..., j],
+    # x[i, :, j], x[i[:, None], j] are native, eager's bits
     t = torch.randn(4, 5, 3, requires_grad=True)
     for fn in (lambda t: t[i, j], lambda t: t[:, j], lambda t: t[:, j, i % 3],
-               lambda t: t[..., i % 3]):
+               lambda t: t[..., i % 3], lambda t: t[i, :, j % 3],
+               lambda t: t[i[0][:, None], j[1][None, :]], lambda t: t.transpose(0, 1)[j, i]):
         w = torch.randn(fn(t).shape)
         cf = compiled.compile(lambda t, i, j: (fn(t) * w).sum(), (t, i, j), server=server)
         cf(t, i, j).backward()
