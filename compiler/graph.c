@@ -310,7 +310,8 @@ static int check_extent(gc_decoder *d, const gc_tensor_meta *t) {
   if (overflow)
     return gc__fail(d, GC_EINVAL, NULL, "element count overflows int64");
   int64_t bytes;
-  if (numel > 0 && (__builtin_add_overflow(extent, t->offset.v + 1, &extent) ||
+  if (numel > 0 && (__builtin_add_overflow(extent, t->offset.v, &extent) ||
+                    __builtin_add_overflow(extent, 1, &extent) ||
                     __builtin_mul_overflow(
                         extent, (int64_t)gc_dtype_size(t->dtype), &bytes)))
     return gc__fail(d, GC_EINVAL, NULL,

@@ -428,6 +428,14 @@ CASE(byte_size_overflows) {
          "byte size of the storage it spans overflows int64");
 }
 
+CASE(largest_storage_offset_overflows) {
+  /* found by fuzz_native: offset + 1 overflowed before the check, undefined
+   * behaviour that `make asan` (UBSan) stops at on the previous build */
+  module *m = build(a, "x: f32[4] offset 9223372036854775807\nreturn x\n");
+  EXPECT(m, NULL, GC_EINVAL, "'x'",
+         "byte size of the storage it spans overflows int64");
+}
+
 CASE(unknown_device) {
   module *m = build(a, "x: f32[4] device tpu:0\nreturn x\n");
   EXPECT(m, NULL, GC_EINVAL, "'x'", "unknown device type 'tpu'");

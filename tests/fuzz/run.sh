@@ -25,7 +25,7 @@ seeds=()
 opts=()
 [ -d "tests/fuzz/corpus/$short" ] && seeds+=("tests/fuzz/corpus/$short")
 case $short in
-  graph)
+  graph|native)
     seeds+=(tests/data/graphs)
     opts+=(-dict=tests/fuzz/graph.dict -max_len=262144 -len_control=0) ;;
 esac
