@@ -75,7 +75,9 @@ static bool int_bound(lower_ctx *L, const gc_node *n, const char *name,
     return false;
   int64_t i = (int64_t)v;
   int bits = gc_dtype_size(dt) * 8;
-  int64_t lo = dt == GC_DTYPE_UINT8 ? 0 : -((int64_t)1 << (bits - 1));
+  int64_t lo = dt == GC_DTYPE_UINT8 ? 0
+               : bits == 64         ? INT64_MIN
+                                    : -((int64_t)1 << (bits - 1));
   int64_t hi = dt == GC_DTYPE_UINT8 ? 255
                : bits == 64         ? INT64_MAX
                                     : ((int64_t)1 << (bits - 1)) - 1;
