@@ -1,14 +1,16 @@
 /*
- * upsample.c: the C of a bilinear backward node (upsample_bilinear2d's
- * backward; lower/upsample.c).
+ * upsample.c: the C of a linear upsampling backward node (the backwards
+ * of upsample_linear1d, upsample_bilinear2d, upsample_trilinear3d;
+ * lower/upsample.c).
  *
  * ATen's CPU kernel zeroes grad_input and then walks grad_output plane by
- * plane in (oh, ow) order, adding each element times its four weights to
- * the four input positions it came from:
+ * plane in output order, adding each element times its 2^d weights to the
+ * input positions it came from, first axis outermost; in 2-D:
  *
  *   gi[h0][w0] += lh0 * lw0 * g;   gi[h0][w1] += lh0 * lw1 * g;
  *   gi[h1][w0] += lh1 * lw0 * g;   gi[h1][w1] += lh1 * lw1 * g;
  *
+ * (1-D: lw0 * g, lw1 * g; 3-D: lt * lh * lw * g, eight of them)
  * in the element type. So does this kernel, the same expressions in the
  * same order per element (whatever the layouts: an element's additions
  * come in (oh, ow) order either way), with the indices and weights as
@@ -52,28 +54,33 @@ void cg__gen_interp_backward(cg *g, const sc_kernel *k) {
   const ir_node *n = k->call;
   const ir_view *x = ir_call_view(n, "grad_output");
   const ir_buf *o = n->out;
+  int d = o->rank - 2; /* spatial axes, 1-3 */
   bool f64 = o->dtype == GC_DTYPE_FLOAT64;
   const char *t = f64 ? "double" : "float";
   gc_arena *ar = cg__arena(g);
   const char *name = gc_arena_printf(ar, "gc_interp%d", k->id);
-  const char *ph = gc_arena_printf(ar, "gc_interp%d_h", k->id);
-  const char *pw = gc_arena_printf(ar, "gc_interp%d_w", k->id);
   g->impl[k->id] = name;
-  const ir_interp *H = &n->interp[0], *W = &n->interp[1];
   long long N = (long long)o->sizes[0], C = (long long)o->sizes[1];
   long long planes = N * C;
+  int64_t in = 1, out = 1;
+  for (int a = 0; a < d; a++) {
+    in *= n->interp[a].in;
+    out *= n->interp[a].out;
+  }
   gc_buf_printf(&g->out,
-                "/* %s: %s, %lld planes of %lld x %lld from %lld x %lld, "
-                "in ATen's order */\n",
-                name, n->op ? n->op->name : "upsample_bilinear2d_backward",
-                planes, (long long)H->out, (long long)W->out, (long long)H->in,
-                (long long)W->in);
-  tables(g, ph, H, o->strides[2], f64);
-  tables(g, pw, W, o->strides[3], f64);
+                "/* %s: %s, %lld planes of %lld from %lld positions over %d "
+                "axes, in ATen's order */\n",
+                name, n->op ? n->op->name : "upsample_linear_backward", planes,
+                (long long)out, (long long)in, d);
+  const char *tab[3];
+  for (int a = 0; a < d; a++) {
+    tab[a] = gc_arena_printf(ar, "gc_interp%d_%c", k->id, "abc"[a]);
+    tables(g, tab[a], &n->interp[a], o->strides[a + 2], f64);
+  }
   gc_buf_printf(&g->out,
                 "static int %s(const %s *restrict x, %s *restrict y) {\n", name,
                 t, t);
-  if (planes == 0 || H->in == 0 || W->in == 0) {
+  if (planes == 0 || in == 0) {
     cg__line(g, 2, "return 0; /* no element */");
     gc_buf_puts(&g->out, "}\n\n");
     return;
@@ -87,25 +94,50 @@ void cg__gen_interp_backward(cg *g, const sc_kernel *k) {
   cg__line(g, 4, "const %s *restrict xp = x + %lld + pn * %lld + pc * %lld;", t,
            (long long)x->offset, (long long)x->strides[0],
            (long long)x->strides[1]);
-  cg__line(g, 4, "for (int64_t i = 0; i < %lld; i++)", (long long)H->in);
-  cg__line(g, 6, "for (int64_t j = 0; j < %lld; j++)", (long long)W->in);
-  cg__line(g, 8, "yp[i * %lld + j * %lld] = 0;", (long long)o->strides[2],
-           (long long)o->strides[3]);
-  cg__line(g, 4, "for (int64_t oh = 0; oh < %lld; oh++) {", (long long)H->out);
-  cg__line(g, 6, "const int64_t a0 = %s0[oh], a1 = %s1[oh];", ph, ph);
-  cg__line(g, 6, "const %s p0 = %sl0[oh], p1 = %sl1[oh];", t, ph, ph);
-  cg__line(g, 6, "for (int64_t ow = 0; ow < %lld; ow++) {", (long long)W->out);
-  cg__line(g, 8, "const %s v = xp[oh * %lld + ow * %lld];", t,
-           (long long)x->strides[2], (long long)x->strides[3]);
-  cg__line(g, 8, "const int64_t b0 = %s0[ow], b1 = %s1[ow];", pw, pw);
-  cg__line(g, 8, "const %s q0 = %sl0[ow], q1 = %sl1[ow];", t, pw, pw);
-  cg__line(g, 8, "yp[a0 + b0] += p0 * q0 * v;");
-  cg__line(g, 8, "yp[a0 + b1] += p0 * q1 * v;");
-  cg__line(g, 8, "yp[a1 + b0] += p1 * q0 * v;");
-  cg__line(g, 8, "yp[a1 + b1] += p1 * q1 * v;");
-  cg__line(g, 6, "}");
-  cg__line(g, 4, "}");
+  /* the plane is zeroed first */
+  gc_buf zo = GC_BUF_INIT, xo = GC_BUF_INIT;
+  gc_buf_puts(&zo, "0");
+  for (int a = 0; a < d; a++) {
+    cg__line(g, 4 + 2 * a, "for (int64_t i%d = 0; i%d < %lld; i%d++)", a, a,
+             (long long)n->interp[a].in, a);
+    gc_buf_printf(&zo, " + i%d * %lld", a, (long long)o->strides[a + 2]);
+  }
+  cg__line(g, 4 + 2 * d, "yp[%s] = 0;", zo.data ? zo.data : "0");
+  /* then each gradient element, in output order, to its 2^d sources */
+  gc_buf_puts(&xo, "0");
+  int ind = 4;
+  for (int a = 0; a < d; a++) {
+    cg__line(g, ind, "for (int64_t o%d = 0; o%d < %lld; o%d++) {", a, a,
+             (long long)n->interp[a].out, a);
+    cg__line(g, ind + 2, "const int64_t a%d0 = %s0[o%d], a%d1 = %s1[o%d];", a,
+             tab[a], a, a, tab[a], a);
+    cg__line(g, ind + 2, "const %s l%d0 = %sl0[o%d], l%d1 = %sl1[o%d];", t, a,
+             tab[a], a, a, tab[a], a);
+    gc_buf_printf(&xo, " + o%d * %lld", a, (long long)x->strides[a + 2]);
+    ind += 2;
+  }
+  cg__line(g, ind, "const %s v = xp[%s];", t, xo.data ? xo.data : "0");
+  for (int bits = 0; bits < (1 << d); bits++) {
+    gc_buf at = GC_BUF_INIT, w = GC_BUF_INIT;
+    for (int a = 0; a < d; a++) {
+      int bit = (bits >> (d - 1 - a)) & 1;
+      gc_buf_printf(&at, "%sa%d%d", a ? " + " : "", a, bit);
+      gc_buf_printf(&w, "l%d%d * ", a, bit);
+    }
+    cg__line(g, ind, "yp[%s] += %sv;", at.data ? at.data : "0",
+             w.data ? w.data : "");
+    if (at.failed || w.failed)
+      g->out.failed = true;
+    gc_buf_free(&at);
+    gc_buf_free(&w);
+  }
+  for (; ind > 4; ind -= 2)
+    cg__line(g, ind - 2, "}");
   cg__line(g, 2, "}");
   cg__line(g, 2, "return 0;");
   gc_buf_puts(&g->out, "}\n\n");
+  if (zo.failed || xo.failed)
+    g->out.failed = true;
+  gc_buf_free(&zo);
+  gc_buf_free(&xo);
 }

@@ -1020,25 +1020,28 @@ static void vscan(vctx *v, const ir_node *n) {
 static void vinterp(vctx *v, const ir_node *n) {
   const ir_view *g = ir_call_view(n, "grad_output");
   const ir_buf *o = n->out;
-  if (n->kind != IR_EXTERN || !o || o->def != n || !g || o->rank != 4 ||
-      g->rank != 4 || g->buf->dtype != o->dtype) {
-    vfail(v, "a bilinear backward needs an extern node writing a rank-4 "
-             "buffer and a rank-4 grad_output view of its dtype");
+  if (n->kind != IR_EXTERN || !o || o->def != n || !g || o->rank < 3 ||
+      o->rank > 5 || g->rank != o->rank || g->buf->dtype != o->dtype) {
+    vfail(v, "a linear upsampling backward needs an extern node writing a "
+             "rank-3 to 5 buffer and a grad_output view of its rank and "
+             "dtype");
     return;
   }
-  for (int d = 0; d < 4; d++) {
+  for (int d = 0; d < o->rank; d++) {
     const ir_interp *a = d >= 2 ? &n->interp[d - 2] : NULL;
     int64_t gin = a ? a->out : o->sizes[d], oin = a ? a->in : o->sizes[d];
     if (g->sizes[d] != gin || o->sizes[d] != oin)
       vfail(v,
-            "bilinear backward dim %d: grad_output %lld (want %lld), out "
+            "linear upsampling backward dim %d: grad_output %lld (want "
+            "%lld), out "
             "%lld (want %lld)",
             d, (long long)g->sizes[d], (long long)gin, (long long)o->sizes[d],
             (long long)oin);
     for (int64_t i = 0; a && i < a->out; i++)
       if (a->i0[i] < 0 || a->i0[i] > a->i1[i] || a->i1[i] >= a->in) {
         vfail(v,
-              "bilinear backward dim %d: position %lld reads %lld and "
+              "linear upsampling backward dim %d: position %lld reads %lld "
+              "and "
               "%lld of %lld",
               d, (long long)i, (long long)a->i0[i], (long long)a->i1[i],
               (long long)a->in);

@@ -336,12 +336,13 @@ struct ir_node {
                          constant `out` starts from (its self is not
                          read), and an embedding backward skips the rows
                          of index `padding` */
-  ir_interp *interp;  /* EXTERN: upsample_bilinear2d's backward, which
-                         generated code makes (lower/upsample.c,
-                         codegen/upsample.c): `out` [N, C, IH, IW] gets each
-                         `grad_output` [N, C, OH, OW] element times its four
-                         weights, in ATen's order; interp[0] rows,
-                         interp[1] columns */
+  ir_interp *interp;  /* EXTERN: the backward of upsample_linear1d,
+                         bilinear2d or trilinear3d, which generated code
+                         makes (lower/upsample.c, codegen/upsample.c): `out`
+                         [N, C, in...] (1-3 spatial dims) gets each
+                         `grad_output` [N, C, out...] element times its 2^d
+                         weights, in ATen's order; interp[k] is spatial
+                         axis k (out->rank - 2 of them) */
   int dim;
   int first;        /* a token-form scatter (embedding backward, index_put): its
                        index names a row of dims first..dim of `out` */

@@ -1,7 +1,7 @@
 /*
  * upsample.c: lowering of linear upsampling (upsample_linear1d,
  * upsample_bilinear2d, upsample_trilinear3d and their .vec overloads) over
- * the last 1-3 dims of a floating input, and of bilinear's backward.
+ * the last 1-3 dims of a floating input, and of their backwards.
  *
  * ATen (torch 1.13) computes, per output index of each axis, two
  * source indices and two weights on the host, the scale in the tensor's
@@ -430,50 +430,59 @@ static bool axis_table(lower_ctx *L, const axis *A, gc_dtype dt, ir_interp *t) {
   return true;
 }
 
-/* upsample_bilinear2d_backward(.vec)(grad_output, output_size, input_size,
- * align_corners, scales): an extern node generated code makes in ATen's
- * order (codegen/upsample.c), with ATen's tables. */
-int lower_upsample_bilinear2d_backward(lower_ctx *L, const gc_node *n,
-                                       int unused) {
-  (void)unused;
+/* upsample_linear1d, _bilinear2d, _trilinear3d_backward (and .vec)
+ * (grad_output, output_size, input_size, align_corners, scales): param d,
+ * the spatial dims. An extern node generated code makes in ATen's order
+ * (codegen/upsample.c), with ATen's tables. A channels-last 5-D gradient
+ * (ATen's own trilinear kernel) is declined, as in the forward. */
+int lower_upsample_linear_backward(lower_ctx *L, const gc_node *n, int d) {
+  static const char *const ops[3][2] = {
+      {"aten::upsample_linear1d_backward.grad_input",
+       "aten::upsample_linear1d_backward.vec_out"},
+      {"aten::upsample_bilinear2d_backward.grad_input",
+       "aten::upsample_bilinear2d_backward.vec_out"},
+      {"aten::upsample_trilinear3d_backward.grad_input",
+       "aten::upsample_trilinear3d_backward.vec_out"}};
   ir_graph *ir = L_ir(L);
   const gc_tensor_meta *m = L_out_meta(n, 0);
   ir_tensor *g = L_tensor(L, n, "grad_output");
-  int64_t sz[4];
+  const gc_arg *ga = L_arg(L, n, "grad_output");
+  int64_t sz[5];
   bool align;
-  if (!m || !g || m->rank != 4 || g->rank != 4 || !L_static_sizes(m, sz) ||
-      g->dtype != m->dtype ||
+  if (d < 1 || d > 3 || !m || !g || m->rank != d + 2 || g->rank != d + 2 ||
+      !L_static_sizes(m, sz) || g->dtype != m->dtype ||
       (m->dtype != GC_DTYPE_FLOAT32 && m->dtype != GC_DTYPE_FLOAT64) ||
       !L_bool(L, n, "align_corners", &align))
     return GC_EUNSUPPORTED;
-  axis A[2];
-  bool has[2];
-  double sf[2];
-  if (!scale_args(L, n, 2, align, A, has, sf) || g->sizes[0] != sz[0] ||
+  if (d == 3 && ((ga && ga->v && L_eager_channels_last(&ga->v->meta)) ||
+                 L_eager_channels_last(m)))
+    return GC_EUNSUPPORTED;
+  axis A[3];
+  bool has[3];
+  double sf[3];
+  if (!scale_args(L, n, d, align, A, has, sf) || g->sizes[0] != sz[0] ||
       g->sizes[1] != sz[1])
     return GC_EUNSUPPORTED;
   /* the sizes ATen reads from the arguments are the metadata's */
   const int64_t *v;
   int k;
-  if (!L_ints(L, n, "input_size", &v, &k) || k != 4)
+  if (!L_ints(L, n, "input_size", &v, &k) || k != d + 2)
     return GC_EUNSUPPORTED;
-  for (int i = 0; i < 4; i++)
+  for (int i = 0; i < d + 2; i++)
     if (v[i] != sz[i])
       return GC_EUNSUPPORTED;
-  if (!L_upsample_out_sizes(L, n, 2, sz + 2, g->sizes + 2, has, sf))
+  if (!L_upsample_out_sizes(L, n, d, sz + 2, g->sizes + 2, has, sf))
     return GC_EUNSUPPORTED;
-  ir_interp *t = gc_arena_calloc(ir->a, 2, sizeof *t);
+  ir_interp *t = gc_arena_calloc(ir->a, (size_t)d, sizeof *t);
   if (!t)
     return GC_ENOMEM;
-  for (int i = 0; i < 2; i++) {
+  for (int i = 0; i < d; i++) {
     A[i].in = sz[i + 2];
     A[i].out = g->sizes[i + 2];
     if (!axis_table(L, &A[i], m->dtype, &t[i]))
       return GC_EUNSUPPORTED;
   }
-  const char *out_op = L_arg(L, n, "scale_factors")
-                           ? "aten::upsample_bilinear2d_backward.vec_out"
-                           : "aten::upsample_bilinear2d_backward.grad_input";
+  const char *out_op = ops[d - 1][L_arg(L, n, "scale_factors") ? 1 : 0];
   int rc = L_extern_out(L, n, out_op);
   if (rc)
     return rc;

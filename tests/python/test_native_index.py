@@ -473,6 +473,34 @@ def test_upsample_bilinear2d_backward_is_native_and_eager_bit_for_bit(server, la
                            x, server=server)
 
 
+@pytest.mark.parametrize("mode", ["linear", "trilinear"])
+def test_upsample_linear1d_and_trilinear3d_backward_are_eager_bit_for_bit(server, mode):
+    # the bilinear backward over one and three axes: each gradient element
+    # times its 2^d weights (products left to right, first axis outermost)
+    # added in output order, eager's bits; a channels-last 5-D gradient
+    # takes ATen's own trilinear kernel and stays an ATen call
+    torch.manual_seed(0)
+    d = 1 if mode == "linear" else 3
+    for n_in, n_out, align, sf in BILINEAR_AXES[::2] if d == 3 else BILINEAR_AXES:
+        for dtype in (torch.float32, torch.float64):
+            if dtype == torch.float64 and not align and \
+                    not half_pixel_contraction_safe(n_in, n_out, sf):
+                continue
+            x = torch.randn((2, 3) + (4, 3)[:d - 1] + (n_in,), dtype=dtype)
+            # the other axes double: exact scales, safe from contraction
+            size = None if n_out is None else (8, 6, n_out)[3 - d:]
+            scale = None if sf is None else (2.0, 2.0, sf)[3 - d:]
+            check_backward(lambda x: F.interpolate(x, size=size, scale_factor=scale,
+                                                   mode=mode, align_corners=align),
+                           x, server=server)
+    if d == 3:
+        g = torch.randn(2, 3, 6, 8, 10).contiguous(memory_format=torch.channels_last_3d)
+        s = check(lambda g: torch.ops.aten.upsample_trilinear3d_backward(
+            g, [6, 8, 10], [2, 3, 3, 4, 5], False), (g,), server=server, fallback=1,
+            atol=0, rtol=0)
+        assert s["fallback_ops"] == ["aten::upsample_trilinear3d_backward"], s
+
+
 def test_upsample_bilinear2d_declines_where_contraction_would_matter(server):
     # float64, half-pixel source index 3 * (o + 0.5) / 7 - 0.5: rounded once
     # or twice it differs at some o, and generated code may contract it
