@@ -700,7 +700,9 @@ int lower_slice_place(lower_ctx *L, const gc_node *n, int scatter) {
     end += size;
   start = start < 0 ? 0 : start > size ? size : start;
   end = end < start ? start : end > size ? size : end;
-  int64_t len = (end - start + step - 1) / step;
+  /* (end - start + step - 1) / step would overflow for a step near
+   * INT64_MAX (fuzz_native) */
+  int64_t len = end > start ? (end - start - 1) / step + 1 : 0;
   if (g->sizes[dim] != len)
     return GC_EUNSUPPORTED;
   if (numel(p.rank, p.sizes) == 0)

@@ -11,7 +11,11 @@ lowering rules and change the metadata they read.
 
 Run from the repository root after `make`:
   PYTHONPATH=client/python:tests/python /usr/bin/python3 tests/fuzz/make_native_seeds.py
-The seeds are committed; rerun only to change them.
+The seeds are committed; rerun only to change them. The regress_*.pb
+seeds are inputs fuzz_native failed on, kept so that every `make fuzz`
+replays them first (a signed overflow in the storage extent check, in
+hardtanh's int64 bound, in slice_scatter's length with a step near
+INT64_MAX).
 """
 
 import os
