@@ -267,8 +267,8 @@ static bool decide_streamed(const cg *g, const sc_stage *st, const ir_node *n) {
   ir_buf *root = ir_buf_storage(n->out);
   const sc_dim *in = &st->dims[st->ndims - 1];
   int64_t c;
-  if (size <= 0 || root->span * size < CG_STREAM_MIN_BYTES ||
-      in->size * size < CG_STREAM_MIN_INNER ||
+  if (size <= 0 || root->span < CG_STREAM_MIN_BYTES / size ||
+      in->size < CG_STREAM_MIN_INNER / size ||
       !gc_sym_linear_in(g->s->place[n->id].store, in->var->var, &c) || c != 1)
     return false;
   for (int i = 0; i < k->nnodes; i++) {

@@ -8,7 +8,9 @@
  *   - every load reads a buffer that exists, at an index whose range (from
  *     the loop variables' ranges) stays inside the buffer's span: an
  *     out-of-bounds access is a compiler bug caught here, not a crash in
- *     the user's process;
+ *     the user's process; a buffer without elements is read only in a
+ *     loop that never runs;
+ *   - every buffer's size in bytes fits int64;
  *   - loads only use the node's own loop variables;
  *   - nodes are in execution order: a buffer is read only after the node
  *     that writes it;
@@ -855,9 +857,12 @@ static void vfail(vctx *v, const char *fmt, ...) {
   va_start(ap, fmt);
   vsnprintf(msg, sizeof msg, fmt, ap);
   va_end(ap);
-  v->rc = gc_errorf(v->err, GC_EINTERNAL, "loop IR verifier: node %d (%s): %s",
-                    v->n ? v->n->id : -1, v->n && v->n->what ? v->n->what : "",
-                    msg);
+  if (!v->n)
+    v->rc = gc_errorf(v->err, GC_EINTERNAL, "loop IR verifier: %s", msg);
+  else
+    v->rc =
+        gc_errorf(v->err, GC_EINTERNAL, "loop IR verifier: node %d (%s): %s",
+                  v->n->id, v->n->what ? v->n->what : "", msg);
 }
 
 static bool own_var(const ir_node *n, int var) {
@@ -879,6 +884,20 @@ static bool only_own_vars(const ir_node *n, const gc_sym *e) {
   return true;
 }
 
+/* Does node n's loop run at least once? (A load from a buffer without
+ * elements is only harmless in a loop that never does.) */
+static bool node_iterates(const ir_node *n) {
+  if (!n)
+    return false;
+  for (int i = 0; i < n->rank; i++)
+    if (n->ranges[i] <= 0)
+      return false;
+  for (int i = 0; i < n->rrank; i++)
+    if (n->rranges[i] <= 0)
+      return false;
+  return true;
+}
+
 static void vexpr1(vctx *v, const ir_expr *e) {
   if (ir_reads_buffer(e)) {
     const ir_buf *b = e->load.buf;
@@ -895,6 +914,9 @@ static void vexpr1(vctx *v, const ir_expr *e) {
     }
     if (b->id < 0 || b->id >= v->ir->nbufs || v->ir->bufs[b->id] != b)
       vfail(v, "load from an unknown buffer");
+    else if (b->numel == 0 && node_iterates(v->n))
+      vfail(v, "load of buf%d, which has no element, in a loop that runs",
+            b->id);
     else if (b->numel > 0 && (lo < 0 || hi >= b->span))
       vfail(v, "load of buf%d at index range [%lld, %lld] outside [0, %lld)",
             b->id, (long long)lo, (long long)hi, (long long)b->span);
@@ -1139,6 +1161,19 @@ int ir_verify(const ir_graph *ir, gc_error *err) {
         def[n->results[k]->id] = i;
   }
   vctx v = {.ir = ir, .err = err, .defined_at = def};
+  /* later passes size memory in bytes: a buffer's must fit int64 (a size
+   * of 2^63 - 1 with stride 0 passes validation; made dense, it does not:
+   * fuzz_native) */
+  for (int i = 0; i < ir->nbufs && !v.rc; i++) {
+    const ir_buf *b = ir->bufs[i];
+    int64_t bytes;
+    if (b->span < 0 || b->numel < 0 ||
+        __builtin_mul_overflow(b->span, (int64_t)gc_dtype_size(b->dtype),
+                               &bytes) ||
+        __builtin_mul_overflow(b->numel, (int64_t)gc_dtype_size(b->dtype),
+                               &bytes))
+      vfail(&v, "buf%d's size in bytes does not fit int64", b->id);
+  }
   for (int i = 0; i < ir->nnodes && !v.rc; i++) {
     v.n = ir->nodes[i];
     if (v.n->id != i)

@@ -61,10 +61,42 @@ static void mutate_meta(Compiled__V1__TensorMeta *m, unsigned *r) {
     m->dtype = (Compiled__V1__ScalarType)(rand_r(r) % 16);
 }
 
-static void mutate_arg(Compiled__V1__Argument *a, unsigned *r) {
+/* Points tensor argument t at another tensor value of g (a copy of its
+ * name: the message owns each string once). */
+static void retarget(Compiled__V1__TensorArgument *t,
+                     const Compiled__V1__Graph *g, unsigned *r) {
+  if (!t || !g->n_tensor_values)
+    return;
+  const char *other = g->tensor_values[rand_r(r) % g->n_tensor_values]->name;
+  char *copy = other ? strdup(other) : NULL;
+  if (!copy)
+    return;
+  free(t->name);
+  t->name = copy;
+}
+
+static void mutate_arg(Compiled__V1__Argument *a, const Compiled__V1__Graph *g,
+                       unsigned *r) {
   if (!a)
     return;
   switch (a->kind_case) {
+  case COMPILED__V1__ARGUMENT__KIND_AS_TENSOR:
+    retarget(a->as_tensor, g, r);
+    break;
+  case COMPILED__V1__ARGUMENT__KIND_AS_TENSORS:
+    if (a->as_tensors && a->as_tensors->n_items)
+      retarget(a->as_tensors->items[rand_r(r) % a->as_tensors->n_items], g, r);
+    break;
+  case COMPILED__V1__ARGUMENT__KIND_AS_OPTIONAL_TENSORS:
+    if (a->as_optional_tensors && a->as_optional_tensors->n_items) {
+      Compiled__V1__OptionalTensorArgument *o =
+          a->as_optional_tensors
+              ->items[rand_r(r) % a->as_optional_tensors->n_items];
+      if (o->kind_case ==
+          COMPILED__V1__OPTIONAL_TENSOR_ARGUMENT__KIND_AS_TENSOR)
+        retarget(o->as_tensor, g, r);
+    }
+    break;
   case COMPILED__V1__ARGUMENT__KIND_AS_INT:
     a->as_int = nudge(a->as_int, r);
     break;
@@ -103,7 +135,7 @@ size_t LLVMFuzzerCustomMutator(uint8_t *data, size_t size, size_t max_size,
     } else if (g->n_nodes) {
       Compiled__V1__Node *nd = g->nodes[rand_r(&r) % g->n_nodes];
       if (nd->n_inputs)
-        mutate_arg(nd->inputs[rand_r(&r) % nd->n_inputs]->arg, &r);
+        mutate_arg(nd->inputs[rand_r(&r) % nd->n_inputs]->arg, g, &r);
     }
   }
   size_t len = compiled__v1__graph_module__get_packed_size(m);
