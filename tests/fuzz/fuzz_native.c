@@ -71,7 +71,8 @@ static void retarget(Compiled__V1__TensorArgument *t,
   char *copy = other ? strdup(other) : NULL;
   if (!copy)
     return;
-  free(t->name);
+  if (t->name != protobuf_c_empty_string) /* (unpacked "" is shared) */
+    free(t->name);
   t->name = copy;
 }
 
