@@ -64,12 +64,12 @@ static bool const_base(const ir_tensor *self, gc_dtype dt) {
  * extern's buffer gets them) is one element offset per position of S
  * (*flat). The values are [dims before the first index, S, dims after]
  * when the indices are adjacent, else [S, every other dim] (ATen's rule):
- * *first gets the number before S, *odims the output dim of each values
- * dim that is not one of S's. Values that broadcast are declined. */
+ * that shape goes to E (*erank dims), *first gets the number before S,
+ * *odims the output dim of each values dim that is not one of S's. */
 static int element_index(lower_ctx *L, const gc_node *n, ir_tensor **ixs,
-                         int ni, const int64_t *sz, const ir_tensor *v,
-                         bool adjacent, int *first, const int **odims,
-                         ir_view **flat, int64_t *st) {
+                         int ni, const int64_t *sz, bool adjacent, int *first,
+                         const int **odims, ir_view **flat, int64_t *st,
+                         int64_t *E, int *erank) {
   ir_graph *ir = L_ir(L);
   const gc_tensor_meta *m = L_out_meta(n, 0);
   int r = m->rank, srank = 0, nrest = r;
@@ -94,7 +94,7 @@ static int element_index(lower_ctx *L, const gc_node *n, ir_tensor **ixs,
         return GC_EUNSUPPORTED; /* ATen's broadcasting error */
     }
   }
-  if (srank + nrest != v->rank || v->rank > IR_MAX_RANK)
+  if (srank + nrest > IR_MAX_RANK)
     return GC_EUNSUPPORTED;
   for (int d = 0; d < r; d++) {
     if (m->strides[d].expr)
@@ -110,11 +110,11 @@ static int element_index(lower_ctx *L, const gc_node *n, ir_tensor **ixs,
       od[j++] = d;
   while (adjacent && !ixs[lead]) /* the dims before the first index */
     lead++;
-  for (int d = 0; d < v->rank; d++)
-    if (v->sizes[d] != (d < lead           ? sz[od[d]]
-                        : d < lead + srank ? S[d - lead]
-                                           : sz[od[d - srank]]))
-      return GC_EUNSUPPORTED; /* values broadcast: not handled */
+  *erank = srank + nrest;
+  for (int d = 0; d < *erank; d++)
+    E[d] = d < lead           ? sz[od[d]]
+           : d < lead + srank ? S[d - lead]
+                              : sz[od[d - srank]];
   gc_sym **vars = L_vars(L, srank, S);
   if (!vars)
     return GC_ENOMEM;
@@ -158,6 +158,9 @@ int lower_scatter(lower_ctx *L, const gc_node *n, int which) {
   const int *odims = NULL; /* index_put's element form (element_index) */
   ir_view *flat_ix = NULL; /* its element offsets */
   int64_t st[IR_MAX_RANK]; /* the strides they were computed for */
+  int64_t E[IR_MAX_RANK];  /* index_put: the values' shape ATen expands to */
+  int erank = 0;
+  bool bcast = false; /* the values broadcast to it */
   double alpha = 1;
   const char *skip = NULL;
   ir_expr *fill = NULL;
@@ -204,21 +207,31 @@ int lower_scatter(lower_ctx *L, const gc_node *n, int which) {
       /* one index tensor on dim kfirst: it names a row of that dim */
       ir_tensor *ix = ixs[kfirst];
       first = kfirst;
-      if (v->rank != r - 1 + ix->rank || v->rank > IR_MAX_RANK)
+      erank = r - 1 + ix->rank;
+      if (erank > IR_MAX_RANK)
         return GC_EUNSUPPORTED;
-      for (int d = 0; d < v->rank; d++)
-        if (v->sizes[d] != (d < first              ? sz[d]
-                            : d < first + ix->rank ? ix->sizes[d - first]
-                                                   : sz[d - ix->rank + 1]))
-          return GC_EUNSUPPORTED; /* values broadcast: not handled */
+      for (int d = 0; d < erank; d++)
+        E[d] = d < first              ? sz[d]
+               : d < first + ix->rank ? ix->sizes[d - first]
+                                      : sz[d - ix->rank + 1];
       dim = first;
     } else {
-      int rc = element_index(L, n, ixs, ni, sz, v, last - kfirst + 1 == nk,
-                             &first, &odims, &flat_ix, st);
+      int rc = element_index(L, n, ixs, ni, sz, last - kfirst + 1 == nk, &first,
+                             &odims, &flat_ix, st, E, &erank);
       if (rc)
         return rc;
       dim = kfirst;
     }
+    /* the values: of that shape, or broadcast to it (x[i] += 1) */
+    if (v->rank > erank)
+      return GC_EUNSUPPORTED;
+    for (int d = 0; d < v->rank; d++) {
+      int64_t e = E[d + erank - v->rank];
+      if (v->sizes[d] != e && v->sizes[d] != 1)
+        return GC_EUNSUPPORTED; /* ATen's broadcasting error */
+      bcast |= v->sizes[d] != e;
+    }
+    bcast |= v->rank != erank;
     if (const_base(self, m->dtype)) {
       fill = self->body;
       skip = "self";
@@ -285,10 +298,31 @@ int lower_scatter(lower_ctx *L, const gc_node *n, int which) {
         return GC_EUNSUPPORTED;
     for (int a = 0; a < call->nargs; a++) {
       ir_call_arg *ca = &call->args[a];
-      if (strcmp(ca->name, "indices") || !ca->views || !ca->bufs)
+      if (!ca->views || !ca->bufs)
         continue;
-      ca->views[0] = flat_ix ? flat_ix : ca->views[kfirst];
-      ca->bufs[0] = flat_ix ? flat_ix->buf : ca->bufs[kfirst];
+      if (!strcmp(ca->name, "indices")) {
+        ca->views[0] = flat_ix ? flat_ix : ca->views[kfirst];
+        ca->bufs[0] = flat_ix ? flat_ix->buf : ca->bufs[kfirst];
+      } else if (!strcmp(ca->name, "values") && bcast && ca->views[0]) {
+        /* the values expanded to E: stride 0 where they broadcast */
+        const ir_view *v0 = ca->views[0];
+        ir_view *w = gc_arena_alloc(ir->a, sizeof *w);
+        int64_t *ws = gc_arena_calloc(ir->a, (size_t)erank + 1, 16);
+        if (!w || !ws)
+          return GC_ENOMEM;
+        *w = (ir_view){.buf = v0->buf,
+                       .rank = erank,
+                       .sizes = ws,
+                       .strides = ws + erank + 1,
+                       .offset = v0->offset};
+        for (int d = 0; d < erank; d++) {
+          int e = d - (erank - v0->rank);
+          ws[d] = E[d];
+          w->strides[d] =
+              e >= 0 && v0->sizes[e] == E[d] && E[d] != 1 ? v0->strides[e] : 0;
+        }
+        ca->views[0] = w;
+      }
     }
   }
   call->scatter = (ir_scatter)which;

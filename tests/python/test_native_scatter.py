@@ -233,6 +233,15 @@ def test_index_put_with_several_index_tensors(server):
         (z, i1, j1, torch.randn(4, 3, 2, generator=g), torch.randn(4, 4, 5, generator=g),
          torch.randn(4, 4, 3, 2, generator=g)),
         server=server, fallback=0, **EXACT)
+    # values that broadcast to the indexed shape (x[i] += 1, a histogram)
+    check(lambda z, i1, j1, s, r, c: (
+        torch.ops.aten.index_put(z, [i1], s, True),
+        torch.ops.aten.index_put(z, [i1, None, j1], r, True),
+        torch.ops.aten.index_put(z, [None, i1 % 3], c, True),
+        torch.zeros(7).index_put_((i1 + 3,), torch.ones(()), accumulate=True)),
+        (z, i1, j1, torch.tensor(1.5), torch.randn(2, generator=g),
+         torch.randn(4, 1, 2, generator=g)),
+        server=server, fallback=0, **EXACT)
     with torch.no_grad():  # each index against its own dim, after broadcasting
         fn = lambda z, i1, j1, a: torch.ops.aten.index_put(z, [i1[:, None], None, j1], a, True)
         a = torch.randn(4, 4, 3, 2)
