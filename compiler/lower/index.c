@@ -368,6 +368,16 @@ int lower_stack(lower_ctx *L, const gc_node *n, int unused) {
       cat_chain(L, part, start, ng, p.rank, (int)dim, p.vars, p.dt));
 }
 
+/* Is in + lo + hi == out, pads within +-2^62 (so that neither the sum,
+ * which overflowed for a hostile pad in fuzz_native, nor a pad's negation
+ * can overflow)? */
+static bool padded_size_is(int64_t in, int64_t lo, int64_t hi, int64_t out) {
+  const int64_t big = INT64_C(1) << 62;
+  int64_t t;
+  return lo >= -big && lo <= big && hi >= -big && hi <= big &&
+         !__builtin_add_overflow(in, lo + hi, &t) && t == out;
+}
+
 /* constant_pad_nd(self, pad, value): pad pairs (before, after) from the
  * last dim backwards; negative pads crop. */
 int lower_constant_pad(lower_ctx *L, const gc_node *n, int unused) {
@@ -404,7 +414,7 @@ int lower_constant_pad(lower_ctx *L, const gc_node *n, int unused) {
     int i = p.rank - 1 - d; /* pad pair i pads dim d */
     int64_t lo = i < np / 2 ? pad[2 * i] : 0;
     int64_t hi = i < np / 2 ? pad[2 * i + 1] : 0;
-    if (x->sizes[d] + lo + hi != p.sizes[d])
+    if (!padded_size_is(x->sizes[d], lo, hi, p.sizes[d]))
       return GC_EUNSUPPORTED;
     gc_sym *src = gc_sym_addc(s, p.vars[d], -lo);
     if (!src)
@@ -454,7 +464,7 @@ static bool edge_pad_args(lower_ctx *L, const gc_node *n, int d, bool repl,
   for (int k = 0; k < rank; k++) {
     int64_t lo, hi;
     edge_pads(*pad, d, rank, k, &lo, &hi);
-    if (lo < 0 || hi < 0 || in[k] + lo + hi != out[k] ||
+    if (lo < 0 || hi < 0 || !padded_size_is(in[k], lo, hi, out[k]) ||
         (in[k] == 0 && out[k] != 0) ||
         (!repl && (lo >= in[k] || hi >= in[k]) && (lo || hi)))
       return false;
