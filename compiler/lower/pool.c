@@ -75,10 +75,18 @@ static int pool_args(lower_ctx *L, const gc_node *n, bool dilation, bool reads,
     return GC_EUNSUPPORTED;
   if (!dilation)
     P->d[0] = P->d[1] = 1;
+  /* (bounds on the window and the planes keep the window arithmetic below
+   * from overflowing, whatever a graph says: fuzz_native found a kernel
+   * of 2^63 - 1) */
+  const int64_t big = INT64_C(1) << 30;
   for (int i = 0; i < 2; i++)
     if (P->k[i] <= 0 || P->s[i] <= 0 || P->p[i] < 0 || P->d[i] <= 0 ||
-        P->p[i] > P->k[i] / 2)
+        P->p[i] > P->k[i] / 2 || P->k[i] > big || P->s[i] > big ||
+        P->d[i] > big)
       return GC_EUNSUPPORTED; /* eager raises */
+  for (int i = P->x->rank - 2; i < P->x->rank; i++)
+    if (P->x->sizes[i] > (INT64_C(1) << 40))
+      return GC_EUNSUPPORTED;
   /* A window reads each input element up to kh * kw times: computing an
    * inlined producer (batch norm, relu, ...) that often costs more than
    * writing it once, and its index arithmetic at the padded borders keeps

@@ -433,8 +433,9 @@ static bool axis_table(lower_ctx *L, const axis *A, gc_dtype dt, ir_interp *t) {
 /* upsample_linear1d, _bilinear2d, _trilinear3d_backward (and .vec)
  * (grad_output, output_size, input_size, align_corners, scales): param d,
  * the spatial dims. An extern node generated code makes in ATen's order
- * (codegen/upsample.c), with ATen's tables. A channels-last 5-D gradient
- * (ATen's own trilinear kernel) is declined, as in the forward. */
+ * (codegen/upsample.c), with ATen's tables. ATen's backward kernel has one
+ * order of operations for every layout (unlike its forward): channels-last
+ * gradients are eager's bits too. */
 int lower_upsample_linear_backward(lower_ctx *L, const gc_node *n, int d) {
   static const char *const ops[3][2] = {
       {"aten::upsample_linear1d_backward.grad_input",
@@ -446,16 +447,12 @@ int lower_upsample_linear_backward(lower_ctx *L, const gc_node *n, int d) {
   ir_graph *ir = L_ir(L);
   const gc_tensor_meta *m = L_out_meta(n, 0);
   ir_tensor *g = L_tensor(L, n, "grad_output");
-  const gc_arg *ga = L_arg(L, n, "grad_output");
   int64_t sz[5];
   bool align;
   if (d < 1 || d > 3 || !m || !g || m->rank != d + 2 || g->rank != d + 2 ||
       !L_static_sizes(m, sz) || g->dtype != m->dtype ||
       (m->dtype != GC_DTYPE_FLOAT32 && m->dtype != GC_DTYPE_FLOAT64) ||
       !L_bool(L, n, "align_corners", &align))
-    return GC_EUNSUPPORTED;
-  if (d == 3 && ((ga && ga->v && L_eager_channels_last(&ga->v->meta)) ||
-                 L_eager_channels_last(m)))
     return GC_EUNSUPPORTED;
   axis A[3];
   bool has[3];

@@ -399,7 +399,25 @@ class _Gen:
         r = self.r
         n = a.name
         F = "torch.nn.functional"
-        op = r.choice(["stack", "pad", "pad", "instance_norm", "nearest", "index"])
+        ops = ["stack", "pad", "pad", "instance_norm", "nearest", "index"]
+        if self.extra_ops >= 2:
+            ops += ["linear", "index_put"]
+        op = r.choice(ops)
+        if op == "index_put":  # x[i, :, j] += values, values maybe broadcast
+            rank = a.t.dim()
+            if rank < 1 or 0 in a.shape or not a.t.dtype.is_floating_point:
+                return None
+            dims = sorted(r.sample(range(rank), r.randint(1, min(rank, 3))))
+            length = r.randint(1, 5)
+            parts, lists = [":"] * rank, ["None"] * (dims[-1] + 1)
+            for d in dims:
+                k = a.shape[d]
+                parts[d] = str([r.randint(-k, k - 1) for _ in range(length)])
+                lists[d] = f"torch.tensor({parts[d]})"
+            values = (f"{n}[{', '.join(parts)}] * 0.5" if r.random() < 0.7 else
+                      f"torch.tensor({r.choice([0.5, -1.5, 2.0])})")
+            return self.try_stmt(f"torch.ops.aten.index_put({n}, [{', '.join(lists)}], "
+                                 f"{values}, True)")
         if op == "index":  # several index lists: advanced indexing
             rank = a.t.dim()
             if rank < 2 or 0 in a.shape:
@@ -427,7 +445,7 @@ class _Gen:
         d = a.t.dim() - 2
         if op == "instance_norm":
             return self.try_stmt(f"{F}.instance_norm({n})")
-        if op == "nearest":
+        if op in ("nearest", "linear"):
             if d == 2:
                 return None
             if r.random() < 0.5:
@@ -435,6 +453,10 @@ class _Gen:
                                                      for k in a.shape[2:]))
             else:
                 how = f"scale_factor={r.choice([0.5, 1.5, 2, 2, 3])}"
+            if op == "linear":
+                mode = "linear" if d == 1 else "trilinear"
+                return self.try_stmt(f"{F}.interpolate({n}, {how}, mode='{mode}', "
+                                     f"align_corners={r.random() < 0.4})")
             return self.try_stmt(f"{F}.interpolate({n}, {how}, mode='nearest')")
         mode = r.choice(["reflect", "replicate"])
         pads = []
@@ -455,9 +477,10 @@ def _broadcasts(a, b):
 def generate(seed, max_steps=None, spatial=False, extra=False) -> Program:
     """A random program from seed (the same seed, the same program).
     spatial: pooling and upsampling statements too; extra: stack, padding,
-    instance norm, 1-D and 3-D interpolation too (what the command line
-    generates; without, the programs of the seeds found before they were
-    added, which the tests name)."""
+    instance norm, 1-D and 3-D nearest interpolation too, and with extra=2
+    linear and trilinear interpolation and index_put with accumulate (what
+    the command line generates; with less, the programs of the seeds found
+    before those were added, which the tests name)."""
     gen = _Gen(seed, spatial, extra)
     r = gen.r
     for _ in range(r.choice([1, 1, 2])):
@@ -961,9 +984,13 @@ def main(argv=None):
                    help="no stack, padding, instance norm or 1-D/3-D interpolation "
                         "statements: the programs seeds gave before those were added "
                         "(the fourteenth session, 2026-11-26)")
+    p.add_argument("--no-linear", action="store_true",
+                   help="no linear/trilinear interpolation or index_put statements: the "
+                        "programs seeds gave before those were added (the fifteenth "
+                        "session, 2026-11-26)")
     args = p.parse_args(argv)
     spatial = not args.no_spatial
-    extra = spatial and not args.no_extra
+    extra = 0 if not spatial or args.no_extra else 1 if args.no_linear else 2
     if args.show is not None:
         print(generate(args.show, spatial=spatial, extra=extra).source())
         return 0
@@ -974,6 +1001,7 @@ def main(argv=None):
     print(f"graphgen: {args.n} programs{' (gradients)' if args.grad else ''}, seeds {seed}..{seed + args.n - 1} "
           f"(reproduce: {os.path.basename(__file__)} {'--grad ' if args.grad else ''}"
           f"{'' if spatial else '--no-spatial '}{'' if extra or not spatial else '--no-extra '}"
+          f"{'--no-linear ' if extra == 1 else ''}"
           f"--seed {seed} -n {args.n})", flush=True)
     daemon = None
     server = args.server

@@ -150,6 +150,24 @@ def test_gradient_programs_found_by_fuzz_grads_match_eager(server):
     assert 1900572 not in graphgen.UNSTABLE + graphgen.IMPRECISE
 
 
+# The command line's programs since the fifteenth session (extra=2): linear
+# and trilinear interpolation and index_put with accumulate, forward and
+# gradients (index_put's values broadcast in some).
+LINEAR_SEEDS = [2300019, 2300046, 2300074, 2300099, 2300115, 2300005, 2300262, 2300328,
+                2300388, 2300244, 2300275, 2300320]
+
+
+def test_programs_with_interpolation_and_index_put_and_their_gradients_match_eager(server):
+    programs = [graphgen.generate(s, spatial=True, extra=2) for s in LINEAR_SEEDS]
+    text = "\n".join("\n".join(p.body) for p in programs)
+    for needle in ["mode='linear'", "mode='trilinear'", "index_put(", "torch.tensor(0.5)"]:
+        assert needle in text, needle
+    for grad in (False, True):
+        failures, fallbacks, stats = graphgen.check_graphs(programs, server, batch=6, grad=grad)
+        assert not failures, "\n".join(str(f) for f in failures)
+        assert stats["fallback_nodes"] == 0, fallbacks
+
+
 def test_a_normalization_of_a_constant_row_is_unstable_not_failing(server):
     # seed 1002206: atan2 of layer_norm over one element, whose exact value
     # is 0 and eager's its rounding noise (either sign): +-pi at random. The

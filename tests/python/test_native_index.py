@@ -477,8 +477,7 @@ def test_upsample_bilinear2d_backward_is_native_and_eager_bit_for_bit(server, la
 def test_upsample_linear1d_and_trilinear3d_backward_are_eager_bit_for_bit(server, mode):
     # the bilinear backward over one and three axes: each gradient element
     # times its 2^d weights (products left to right, first axis outermost)
-    # added in output order, eager's bits; a channels-last 5-D gradient
-    # takes ATen's own trilinear kernel and stays an ATen call
+    # added in output order, eager's bits, channels-last too
     torch.manual_seed(0)
     d = 1 if mode == "linear" else 3
     for n_in, n_out, align, sf in BILINEAR_AXES[::2] if d == 3 else BILINEAR_AXES:
@@ -493,12 +492,15 @@ def test_upsample_linear1d_and_trilinear3d_backward_are_eager_bit_for_bit(server
             check_backward(lambda x: F.interpolate(x, size=size, scale_factor=scale,
                                                    mode=mode, align_corners=align),
                            x, server=server)
-    if d == 3:
-        g = torch.randn(2, 3, 6, 8, 10).contiguous(memory_format=torch.channels_last_3d)
-        s = check(lambda g: torch.ops.aten.upsample_trilinear3d_backward(
-            g, [6, 8, 10], [2, 3, 3, 4, 5], False), (g,), server=server, fallback=1,
-            atol=0, rtol=0)
-        assert s["fallback_ops"] == ["aten::upsample_trilinear3d_backward"], s
+    if d == 3:  # one order of operations for every layout, one channel too
+        for c in (3, 1):
+            g = torch.randn(2, c, 6, 8, 10).contiguous(memory_format=torch.channels_last_3d)
+            check(lambda g: torch.ops.aten.upsample_trilinear3d_backward(
+                g, [6, 8, 10], [2, c, 3, 4, 5], False), (g,), server=server, fallback=0,
+                atol=0, rtol=0)
+            x = torch.randn(2, c, 3, 4, 5).contiguous(memory_format=torch.channels_last_3d)
+            check_backward(lambda x: F.interpolate(x, scale_factor=2, mode=mode), x,
+                           server=server)
 
 
 def test_upsample_bilinear2d_declines_where_contraction_would_matter(server):
