@@ -20,8 +20,9 @@
  * first axis, each t the same over the axes after it, so in 2-D
  * (x00 * lw0 + x01 * lw1) * lh0 + (x10 * lw0 + x11 * lw1) * lh1.
  * Channels-last 4-D inputs: x00 * (lh0 * lw0) + x01 * (lh0 * lw1) + x10 *
- * (lh1 * lw0) + x11 * (lh1 * lw1), left to right. Channels-last 5-D
- * inputs (ATen's own trilinear kernel) are declined.
+ * (lh1 * lw0) + x11 * (lh1 * lw1), left to right; channels-last 5-D
+ * inputs the same with three weights (ATen's own trilinear kernel, whose
+ * order is not known here: within two roundings of it).
  *
  * Here the indices are integer index arithmetic, floor((a * o + b) / den),
  * with (a, b, den) from in and out, or else from the scale's exact binary
@@ -323,9 +324,7 @@ static ir_expr *combine(lower_ctx *L, ir_tensor *x, const axis *A, gc_sym **at,
 }
 
 /* upsample_linear1d, upsample_bilinear2d, upsample_trilinear3d (and .vec)
- * (input, output_size, align_corners, scales): param d, the spatial dims.
- * A channels-last 5-D input (ATen's own trilinear kernel, whose order of
- * weight products is not known here) is declined. */
+ * (input, output_size, align_corners, scales): param d, the spatial dims. */
 int lower_upsample_linear(lower_ctx *L, const gc_node *n, int d) {
   ir_graph *ir = L_ir(L);
   L_pw p;
@@ -356,8 +355,6 @@ int lower_upsample_linear(lower_ctx *L, const gc_node *n, int d) {
   if (!L_upsample_out_sizes(L, n, d, x->sizes + 2, p.sizes + 2, has, sf))
     return GC_EUNSUPPORTED;
   bool cl = xa && xa->v && L_eager_channels_last(&xa->v->meta);
-  if (cl && d == 3)
-    return GC_EUNSUPPORTED;
   int64_t total = 1;
   for (int i = 0; i < p.rank; i++)
     total *= p.sizes[i];
@@ -373,17 +370,18 @@ int lower_upsample_linear(lower_ctx *L, const gc_node *n, int d) {
   if (!cl)
     return L__pw_finish(L, n, 0, &p, combine(L, x, A, at, 0, d, dt));
   /* ATen's channels-last bilinear kernel: each value times the product of
-   * its two weights, summed left to right */
+   * its weights, summed left to right; its trilinear kernel is within a
+   * rounding or two of the same form (its own order is not known here) */
   ir_expr *body = NULL;
-  for (int h = 0; h < 2; h++) {
-    at[2] = h ? A[0].i1 : A[0].i0;
-    for (int w = 0; w < 2; w++) {
-      at[3] = w ? A[1].i1 : A[1].i0;
-      ir_expr *t =
-          OP2(MUL, OP2(MUL, h ? A[0].l1 : A[0].l0, w ? A[1].l1 : A[1].l0),
-              L_load(L, x, at));
-      body = body ? OP2(ADD, body, t) : t;
+  for (int bits = 0; bits < (1 << d); bits++) {
+    ir_expr *w = NULL;
+    for (int a = 0; a < d; a++) {
+      int b = (bits >> (d - 1 - a)) & 1;
+      at[2 + a] = b ? A[a].i1 : A[a].i0;
+      w = w ? OP2(MUL, w, b ? A[a].l1 : A[a].l0) : (b ? A[a].l1 : A[a].l0);
     }
+    ir_expr *t = OP2(MUL, w, L_load(L, x, at));
+    body = body ? OP2(ADD, body, t) : t;
   }
   return L__pw_finish(L, n, 0, &p, body);
 }

@@ -415,9 +415,8 @@ def test_upsample_linear1d_and_trilinear3d_values(server, mode):
     # the bilinear rule over one and three axes, ATen's generic combination
     # (the first spatial axis outermost): within a rounding or two of eager
     # (a product may be contracted into a multiply-add on one side only, as
-    # for bilinear); a channels-last 5-D input
-    # takes ATen's own trilinear kernel, whose products the rule does not
-    # know: it declines and the ATen call gives eager's values
+    # for bilinear); a channels-last 5-D input takes ATen's own trilinear
+    # kernel, whose order the rule does not know: within two roundings
     torch.manual_seed(0)
     d = 1 if mode == "linear" else 3
     shape = (2, 3) + (3, 4, 5)[3 - d:]
@@ -433,9 +432,9 @@ def test_upsample_linear1d_and_trilinear3d_values(server, mode):
                       (x,), server=server, fallback=0, atol=tol, rtol=tol)
     if d == 3:
         x = torch.randn(2, 3, 3, 4, 5).contiguous(memory_format=torch.channels_last_3d)
-        s = check(lambda x: F.interpolate(x, scale_factor=2, mode=mode), (x,), server=server,
-                  fallback=1, atol=0, rtol=0)
-        assert s["fallback_ops"] == ["aten::upsample_trilinear3d.vec"], s
+        check(lambda x: tuple(F.interpolate(x, mode=mode, align_corners=align, **kw)
+                              for kw in kws for align in (False, True)),
+              (x,), server=server, fallback=0, atol=1e-6, rtol=1e-6)
 
 
 def half_pixel_contraction_safe(n_in, n_out, sf):
