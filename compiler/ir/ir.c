@@ -10,7 +10,7 @@
  *     out-of-bounds access is a compiler bug caught here, not a crash in
  *     the user's process; a buffer without elements is read only in a
  *     loop that never runs;
- *   - every buffer's size in bytes fits int64;
+ *   - every buffer has at most IR_MAX_BUF_BYTES bytes;
  *   - loads only use the node's own loop variables;
  *   - nodes are in execution order: a buffer is read only after the node
  *     that writes it;
@@ -1161,18 +1161,17 @@ int ir_verify(const ir_graph *ir, gc_error *err) {
         def[n->results[k]->id] = i;
   }
   vctx v = {.ir = ir, .err = err, .defined_at = def};
-  /* later passes size memory in bytes: a buffer's must fit int64 (a size
-   * of 2^63 - 1 with stride 0 passes validation; made dense, it does not:
-   * fuzz_native) */
+  /* later passes add and multiply sizes (the schedule's work, the memory
+   * plan's offsets): each buffer is at most IR_MAX_BUF_BYTES, so no sum or
+   * product of them over a graph's nodes overflows (a size of 2^63 - 1
+   * with stride 0 passes validation; fuzz_native) */
   for (int i = 0; i < ir->nbufs && !v.rc; i++) {
     const ir_buf *b = ir->bufs[i];
-    int64_t bytes;
+    int64_t size = gc_dtype_size(b->dtype), cap = IR_MAX_BUF_BYTES;
     if (b->span < 0 || b->numel < 0 ||
-        __builtin_mul_overflow(b->span, (int64_t)gc_dtype_size(b->dtype),
-                               &bytes) ||
-        __builtin_mul_overflow(b->numel, (int64_t)gc_dtype_size(b->dtype),
-                               &bytes))
-      vfail(&v, "buf%d's size in bytes does not fit int64", b->id);
+        (size > 0 && (b->span > cap / size || b->numel > cap / size)))
+      vfail(&v, "buf%d has more than the %lld bytes a buffer may have", b->id,
+            (long long)cap);
   }
   for (int i = 0; i < ir->nnodes && !v.rc; i++) {
     v.n = ir->nodes[i];

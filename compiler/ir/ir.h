@@ -292,6 +292,11 @@ typedef struct ir_interp {
 } ir_interp;
 
 /* A strided view of a buffer, as an extern call sees its argument. */
+/* The most bytes a buffer may span (1 TiB): sizes a graph states beyond it
+ * are refused by the verifier, so the passes' sums and products of sizes
+ * cannot overflow. */
+#define IR_MAX_BUF_BYTES ((int64_t)1 << 40)
+
 typedef struct ir_view {
   ir_buf *buf;
   int rank;

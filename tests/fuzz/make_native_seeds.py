@@ -15,7 +15,7 @@ The seeds are committed; rerun only to change them. The regress_*.pb
 seeds are inputs fuzz_native failed on, kept so that every `make fuzz`
 replays them first (a signed overflow in the storage extent check, in
 hardtanh's int64 bound, in slice_scatter's length with a step near
-INT64_MAX, in a padding's size check; a loop reading an input without elements, and a buffer of 2^63 - 1
+INT64_MAX, in a padding's size check, in a pooling window; a loop reading an input without elements, and a buffer of 2^63 - 1
 elements, which the loop IR verifier let through).
 """
 
