@@ -79,11 +79,23 @@ static bool push(gc_arena *a, void ***arr, int *n, int *cap, void *p) {
   return true;
 }
 
+/* a * b and a + b, saturating at INT64_MAX (sizes a graph states may be
+ * that large; the verifier then refuses the buffer, IR_MAX_BUF_BYTES) */
+static int64_t sat_mul(int64_t a, int64_t b) {
+  int64_t r;
+  return __builtin_mul_overflow(a, b, &r) ? INT64_MAX : r;
+}
+
+static int64_t sat_add(int64_t a, int64_t b) {
+  int64_t r;
+  return __builtin_add_overflow(a, b, &r) ? INT64_MAX : r;
+}
+
 void ir_contiguous_strides(int rank, const int64_t *sizes, int64_t *strides) {
   int64_t s = 1;
   for (int i = rank - 1; i >= 0; i--) {
     strides[i] = s;
-    s *= sizes[i] > 1 ? sizes[i] : 1;
+    s = sat_mul(s, sizes[i] > 1 ? sizes[i] : 1);
   }
 }
 
@@ -109,9 +121,9 @@ ir_buf *ir_buf_new(ir_graph *ir, ir_buf_kind kind, gc_dtype dtype, int rank,
   else
     ir_contiguous_strides(rank, sizes, b->strides);
   for (int i = 0; i < rank; i++) {
-    b->numel *= sizes[i];
+    b->numel = sat_mul(b->numel, sizes[i]);
     if (sizes[i] > 0)
-      b->span += (sizes[i] - 1) * b->strides[i];
+      b->span = sat_add(b->span, sat_mul(sizes[i] - 1, b->strides[i]));
   }
   if (b->numel == 0)
     b->span = 0;
