@@ -1583,13 +1583,15 @@ static bool aliases(const lower_ctx *L, const gc_value *v,
 /* Is v laid out otherwise than eager's strides st, in a channels-last
  * program (an intermediate lowering chose channels-last: the output is
  * copied in eager's layout)? */
-static bool relaid(const lower_ctx *L, const ir_view *v, const int64_t *st) {
-  if (!L->channels_last)
-    return false;
+static bool restrided(const ir_view *v, const int64_t *st) {
   for (int i = 0; i < v->rank; i++)
     if (v->sizes[i] > 1 && v->strides[i] != st[i])
       return true;
   return false;
+}
+
+static bool relaid(const lower_ctx *L, const ir_view *v, const int64_t *st) {
+  return L->channels_last && restrided(v, st);
 }
 
 /* Program outputs. An output that eager returns as a view of something
@@ -1637,10 +1639,14 @@ static int lower_outputs(lower_ctx *L) {
      * views that value too: a view of a plain-load computation (a 1x1 max
      * pool with stride 2 of an output, reshaped) lands on the buffer the
      * computation loads from (graphgen seed 991863). */
+    /* A buffer of no known value (a reduction's) is viewed only with
+     * eager's strides: stack([m, m]) of a max m lowers to an expand of m's
+     * buffer, strides 0 where eager's are 1 (graphgen seed 2402953). */
     if (!computed && ir_tensor_as_strided(ir, t, &v) &&
         (v.buf->kind != IR_BUF_INPUT || aliases(L, o->v, NULL)) &&
-        (v.buf->kind == IR_BUF_INPUT || !v.buf->value ||
-         aliases(L, o->v, v.buf->value)) &&
+        (v.buf->kind == IR_BUF_INPUT ||
+         (v.buf->value ? aliases(L, o->v, v.buf->value)
+                       : !restrided(&v, st))) &&
         (v.buf->kind == IR_BUF_INPUT || !relaid(L, &v, st))) {
       if (v.buf->kind == IR_BUF_ARENA) {
         /* the call's result lives in the buffer it views (fresh per call) */
