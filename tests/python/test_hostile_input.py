@@ -312,6 +312,22 @@ def test_metadata_that_disagrees_with_a_scan_or_scatter_is_not_generated_code(da
             v.meta.strides[0].as_int = 2000
     assert_ops_stay_aten_calls(d, gm, ["aten::cumsum", "aten::scatter_add"])
     still_serving(d, "after-lying-sizes")
+    # index_put over several index tensors (element offsets): an output
+    # twice as wide as self
+    z, k = torch.randn(4, 3, 5), torch.tensor([0, 3, -1])
+    gm = compiled.capture(
+        lambda z, k: torch.ops.aten.index_put(z, [k, None, k], torch.ones(3, 3), True),
+        (z, k))
+    assert_ops_stay_aten_calls(d, gm, [])  # told the truth: generated code
+    lied = 0
+    for v in gm.graph.tensor_values:
+        if v.name == "index_put":
+            v.meta.sizes[1].as_int = 6
+            v.meta.strides[0].as_int = 30
+            lied += 1
+    assert lied == 1
+    assert_ops_stay_aten_calls(d, gm, ["aten::index_put"])
+    still_serving(d, "after-lying-index-put")
 
 
 def test_metadata_that_disagrees_with_an_upsampling_is_not_generated_code(daemon):
