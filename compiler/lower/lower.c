@@ -1291,6 +1291,13 @@ static ir_buf *realize_value(lower_ctx *L, ir_tensor *t, const gc_value *v) {
   return b;
 }
 
+/* When realize_arg realizes an argument's computation. */
+typedef enum realize_when {
+  REALIZE_SHARED, /* the computation has other users */
+  REALIZE_ALWAYS, /* it is a computation */
+  REALIZE_COSTLY, /* it is a computation with exp, erf, ... */
+} realize_when;
+
 /* Inlined into a max or min, a computation with other users would be
  * evaluated twice, and two evaluations of one expression can differ in the
  * last bit: a product contracted into a multiply-add in one loop and not
@@ -1298,12 +1305,6 @@ static ir_buf *realize_value(lower_ctx *L, ir_tensor *t, const gc_value *v) {
  * The backward of amax compares the maximum with the values it came from
  * and divides by how many are equal: 0 / 0 when none is (graphgen --grad,
  * seed 282388). */
-typedef enum realize_when {
-  REALIZE_SHARED, /* the computation has other users */
-  REALIZE_ALWAYS, /* it is a computation */
-  REALIZE_COSTLY, /* it is a computation with exp, erf, ... */
-} realize_when;
-
 static int realize_arg(lower_ctx *L, const gc_node *n, const char *name,
                        ir_tensor **out, realize_when when) {
   ir_tensor *t = *out = L_tensor(L, n, name);
