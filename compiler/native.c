@@ -37,6 +37,8 @@ int gc_native_lower(gc_native *n, gc_arena *a, const gc_functional *f,
   n->ir.memory_first = temp_min_bytes > 0;
   n->ir.eager_random = eager_random;
   n->ir.blas = be && gc_target_has(be->target, "blas");
+  n->ir.dnnl = be && gc_target_has(be->target, "dnnl") &&
+               gc_target_has(be->target, "avx512f");
   int rc = gc_lower(&n->ir, f, &n->stats, err);
   return rc ? rc : verify(n, be, "lower", err);
 }
@@ -95,12 +97,17 @@ int gc_native_build(gc_native *n, const gc_backend *be, gc_error *err) {
   int nflags, nlibs;
   if (gc_native_flags(n->a, be->target, &flags, &nflags, &libs, &nlibs))
     return gc_errorf(err, GC_ENOMEM, "cc: out of memory");
-  if (n->src.uses_blas) { /* the system BLAS, which the client's torch has */
-    const char **more = gc_arena_calloc(n->a, (size_t)nlibs + 2, sizeof *more);
+  if (n->src.uses_blas || n->src.uses_dnnl) {
+    const char **more = gc_arena_calloc(n->a, (size_t)nlibs + 3, sizeof *more);
     if (!more)
       return gc_errorf(err, GC_ENOMEM, "cc: out of memory");
     memcpy(more, libs, (size_t)nlibs * sizeof *more);
-    more[nlibs++] = "-l:libblas.so.3"; /* the runtime package suffices */
+    /* libraries the client's torch has loaded (the runtime packages
+     * suffice here: the names are sonames) */
+    if (n->src.uses_blas)
+      more[nlibs++] = "-l:libblas.so.3";
+    if (n->src.uses_dnnl)
+      more[nlibs++] = "-l:libdnnl.so.2";
     libs = more;
   }
   return be->toolchain->build(be->toolchain->ctx, flags, nflags, libs, nlibs,

@@ -23,8 +23,10 @@ PACKAGES=(
   redis-server
   # /metrics and /healthz
   libmicrohttpd-dev
-  # generated code: vectorized math (SLEEF) and OpenMP (with gcc)
-  libsleef-dev libgomp1
+  # generated code: vectorized math (SLEEF) and OpenMP (with gcc); oneDNN,
+  # whose sgemm float32 matrix products call on AVX-512 targets (linked by
+  # soname: the runtime package, which Debian's torch depends on, suffices)
+  libsleef-dev libgomp1 libdnnl2
   # tests, analysis and fuzzing
   libcriterion-dev clang libclang-rt-14-dev clang-format clang-tidy cppcheck
   valgrind

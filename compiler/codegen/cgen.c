@@ -1637,11 +1637,15 @@ static void gen_colsum(cg *g, const sc_kernel *k) {
 static void call_params(cg *g, const sc_kernel *k, params *p) {
   const ir_node *c = k->call;
   const ir_view *a, *b, *self = NULL;
+  sc_gemm mm;
   if (c->scatter)
     ir_scatter_views(c, &self, &a, &b);
   else if (c->interp)
     a = ir_call_view(c, "grad_output"), b = NULL;
-  else
+  else if (sc_gemm_of(g->ir, c, &mm)) {
+    a = mm.a, b = mm.b;
+    self = mm.beta != 0 ? mm.bias : NULL; /* beta 0: self is not read */
+  } else
     sc_bmm_operands(c, &a, &b);
   /* in the compile's arena: daemon workers generate code concurrently */
   ir_buf **bufs = gc_arena_calloc(cg__arena(g), 4, sizeof *bufs);
@@ -1713,6 +1717,63 @@ static void gen_blas(cg *g, const sc_kernel *k) {
   g->src->uses_blas = true;
 }
 
+/* ---- matrix products through oneDNN ----
+ *
+ * A float32 mm or addmm (sc_gemm_of) is one call of oneDNN's sgemm from
+ * generated code, when the client's process has loaded oneDNN
+ * (libdnnl.so.2: Debian's torch links it for its convolutions) and the
+ * target has AVX-512. OpenBLAS 0.3.21, which ATen's products call, runs
+ * its AVX2 (Haswell) kernels on AMD's AVX-512 CPUs; oneDNN's sgemm runs
+ * AVX-512 code there: 1.2-2.3x OpenBLAS's speed over the shapes of the
+ * training benchmarks at 2 threads (docs/codegen.md has the table). The
+ * results are not eager's bits: the sums are in another order. addmm
+ * copies self (the bias) into C first, broadcast, and asks for C = alpha
+ * A B + beta C, as ATen does with OpenBLAS; beta 0 reads no self and no
+ * C (oneDNN's beta 0 ignores C, NaN included). Called outside any
+ * parallel region, oneDNN splits the product between the OpenMP team's
+ * threads (torch's setting). A failing call (out of memory for its
+ * scratch) makes the segment return GC_SEG_ELIBRARY (call_kernel). */
+static void gen_gemm(cg *g, const sc_kernel *k, const sc_gemm *mm) {
+  const ir_node *n = k->call;
+  const ir_buf *o = n->out;
+  const char *name = gc_arena_printf(cg__arena(g), "gc_mm%d", k->id);
+  g->impl[k->id] = name;
+  bool copy = mm->beta != 0 && mm->bias;
+  gc_buf_printf(&g->out,
+                "/* %s: %s, [%lld x %lld] x [%lld x %lld] through oneDNN's "
+                "sgemm */\n",
+                name, n->op->schema->qualified, (long long)mm->m,
+                (long long)mm->k, (long long)mm->k, (long long)mm->n);
+  gc_buf_puts(&g->out,
+              "int dnnl_sgemm(char, char, int64_t, int64_t, int64_t, float, "
+              "const float *, int64_t, const float *, int64_t, float, float *, "
+              "int64_t);\n");
+  gc_buf_printf(&g->out,
+                "static int %s(%sconst float *restrict a, "
+                "const float *restrict b, float *restrict c) {\n",
+                name, copy ? "const float *restrict self, " : "");
+  long long ldc = (long long)o->strides[0];
+  if (copy) {
+    const ir_view *v = mm->bias;
+    cg__line(g, 2, "#pragma omp parallel for schedule(static) if (%d)",
+             mm->m * mm->n >= (1 << 16));
+    cg__line(g, 2, "for (int64_t i = 0; i < %lld; i++)", (long long)mm->m);
+    cg__line(g, 4, "for (int64_t j = 0; j < %lld; j++)", (long long)mm->n);
+    cg__line(g, 6, "c[i * %lld + j] = self[%lld + i * %lld + j * %lld];", ldc,
+             (long long)v->offset, (long long)mm->bias_sr,
+             (long long)mm->bias_sc);
+  }
+  cg__line(g, 2,
+           "return dnnl_sgemm('%c', '%c', %lld, %lld, %lld, %a, a + %lld, "
+           "%lld, b + %lld, %lld, %a, c, %lld) != 0;",
+           mm->opa, mm->opb, (long long)mm->m, (long long)mm->n,
+           (long long)mm->k, (double)(float)mm->alpha, (long long)mm->a->offset,
+           (long long)mm->lda, (long long)mm->b->offset, (long long)mm->ldb,
+           copy ? (double)(float)mm->beta : 0.0, ldc);
+  gc_buf_puts(&g->out, "}\n\n");
+  g->src->uses_dnnl = true;
+}
+
 static void assign_slots(cg *g) {
   gc_csource *src = g->src;
   const sc_schedule *s = g->s;
@@ -1779,6 +1840,20 @@ static const char stream_text[] =
     "#endif\n"
     "}\n";
 
+/* Is kernel k a matrix product through oneDNN? Such a product is a
+ * segment of its own, where it was an ATen call: the runtime allocates
+ * the outputs a segment writes before running it (docs/artifact.md), so
+ * the memory of the outputs of the kernels after the product is taken
+ * only after it, and the product's result only after the kernels before
+ * it have run and dropped the inputs they last read (a backward's
+ * incoming gradient, which a donated call gives to the result:
+ * compiled/native.py Donation). Merged into one segment, a training
+ * step's peak heap rose by 5% (bench-train's encoder layer). */
+static bool own_segment(const cg *g, const sc_kernel *kn) {
+  sc_gemm mm;
+  return kn->in_c && sc_gemm_of(g->ir, kn->call, &mm);
+}
+
 static void call_kernel(cg *g, const sc_kernel *k) {
   params p = {0};
   if (k->in_c)
@@ -1796,23 +1871,29 @@ static void call_kernel(cg *g, const sc_kernel *k) {
       gc_buf_printf(&g->out, "%s(%s *)p[%d]", i ? ", " : "", t,
                     g->src->buf_slot[b->id]);
   }
-  gc_buf_printf(&g->out, "))\n    return %d;\n", GC_SEG_EINDEX);
+  /* a kernel fails on an index out of range; a product when oneDNN does */
+  gc_buf_printf(&g->out, "))\n    return %d;\n",
+                own_segment(g, k) ? GC_SEG_ELIBRARY : GC_SEG_EINDEX);
 }
 
 static void gen_segments(cg *g) {
   const sc_schedule *s = g->s;
   gc_csource *src = g->src;
   int seg = -1;
-  bool open = false;
+  bool open = false, alone = false; /* the open segment is a product's */
   for (int k = 0; k < s->nkernels; k++) {
     const sc_kernel *kn = s->kernels[k];
-    if (sc_aten_call(kn)) {
+    bool own = own_segment(g, kn);
+    if (sc_aten_call(kn) || (open && (own || alone))) {
       if (open)
         gc_buf_puts(&g->out, "  return 0;\n}\n\n");
       open = false;
-      src->kernel_segment[k] = -1;
-      continue;
+      if (sc_aten_call(kn)) {
+        src->kernel_segment[k] = -1;
+        continue;
+      }
     }
+    alone = own;
     if (!open) {
       seg++;
       gc_buf_printf(&g->out,
@@ -1872,8 +1953,13 @@ int gc_codegen(ir_graph *ir, const sc_schedule *s, const char *key_hex,
       } else if (s->kernels[k]->call->interp) {
         cg__gen_interp_backward(&g, s->kernels[k]);
         out->nkernels++;
-      } else
-        gen_blas(&g, s->kernels[k]);
+      } else {
+        sc_gemm mm;
+        if (sc_gemm_of(ir, s->kernels[k]->call, &mm))
+          gen_gemm(&g, s->kernels[k], &mm);
+        else
+          gen_blas(&g, s->kernels[k]);
+      }
     }
   gen_segments(&g);
   out->uses_vector_math = g.x.vector_math;

@@ -14,7 +14,8 @@
  * pointer (element 0, storage offset included) of the buffer the native
  * program's slot i names: an input, an output allocated by the runtime, or
  * a tensor an ATen call returned. A segment returns 0, or a positive error
- * code (GC_SEG_EINDEX: an index out of range, as eager's IndexError); it
+ * code (GC_SEG_EINDEX: an index out of range, as eager's IndexError;
+ * GC_SEG_ELIBRARY: a library call failed, out of memory for its scratch); it
  * never reads or writes outside the buffers, whatever the data.
  * `int gc_abi(void)` returns GC_ABI_VERSION.
  *
@@ -33,6 +34,7 @@
 
 #define GC_ABI_VERSION 1
 #define GC_SEG_EINDEX 1
+#define GC_SEG_ELIBRARY 2
 
 typedef struct gc_csource {
   char *text; /* the C source, in the arena */
@@ -46,6 +48,7 @@ typedef struct gc_csource {
   bool uses_vector_math; /* needs vector math (libmvec, libsleefgnuabi) */
   bool uses_sleef;       /* needs SLEEF's own API (libsleef) */
   bool uses_blas;        /* calls the system BLAS (libblas: sgemm_, dgemm_) */
+  bool uses_dnnl;        /* calls oneDNN (libdnnl.so.2: dnnl_sgemm) */
 } gc_csource;
 
 /* Generates the C source for schedule `s` of `ir`. key_hex (may be NULL)

@@ -626,15 +626,19 @@ static int code(pe *e, const gc_backend *be) {
                               "libsleefgnuabi.so.3", "libm.so.6",
                               "libsleef.so.3"};
   size_t nmath = n->src.uses_sleef ? 5 : n->src.uses_vector_math ? 4 : 1;
-  c->n_runtime_libraries = nmath + (n->src.uses_blas ? 1 : 0);
+  c->n_runtime_libraries =
+      nmath + (n->src.uses_blas ? 1 : 0) + (n->src.uses_dnnl ? 1 : 0);
   c->runtime_libraries =
       gc_arena_calloc(e->a, c->n_runtime_libraries + 1, sizeof(char *));
   if (!c->runtime_libraries)
     return GC_ENOMEM;
   for (size_t i = 0; i < nmath; i++)
     c->runtime_libraries[i] = libs_math[i];
+  size_t nlib = nmath;
   if (n->src.uses_blas)
-    c->runtime_libraries[nmath] = "libblas.so.3";
+    c->runtime_libraries[nlib++] = "libblas.so.3";
+  if (n->src.uses_dnnl)
+    c->runtime_libraries[nlib++] = "libdnnl.so.2";
   const char *march = be && be->target ? gc_target_march(be->target) : NULL;
   c->target = (char *)(march ? march : "");
   m->arena_bytes = n->sched.arena_bytes;

@@ -425,6 +425,9 @@ typedef struct ir_graph {
                         eager_random; else lowered: lower/random.c) */
   bool blas;         /* the target has the system BLAS: batched products
                         may run in generated code (sched/schedule.c) */
+  bool dnnl;         /* the target has oneDNN (libdnnl.so.2) and AVX-512:
+                        float32 mm and addmm may run in generated code
+                        through its sgemm (sched/schedule.c sc_gemm_of) */
 } ir_graph;
 
 int ir_graph_init(ir_graph *ir, gc_arena *a, const gc_graph *g);

@@ -117,12 +117,29 @@ gc_sym **sc_rename_inner(ir_graph *ir, const sc_stage *a, const sc_stage *b);
  * latter. */
 bool sc_tiles(const sc_schedule *s, const sc_kernel *k);
 
-/* Whether extern node n (a bmm) runs in generated code: the target has
+/* Whether extern node n runs in generated code: an mm or addmm through
+ * oneDNN (sc_gemm_of), or a bmm when the target has
  * BLAS, float32 or float64, at least 2 items, each operand matrix with a
  * unit stride along one of its dims, the output's rows dense. Generated
  * code then calls sgemm/dgemm per batch item inside the OpenMP team:
  * ATen's bmm loops over the batch on one thread. */
 bool sc_blas_call(const ir_graph *ir, const ir_node *n);
+/* A matrix product generated code makes through oneDNN's sgemm
+ * (row-major: C = alpha A B + beta C): an mm or addmm, float32, when the
+ * target has oneDNN ("dnnl", with AVX-512: ir_graph.dnnl). A and B as
+ * sgemm reads them (op 'N' or 'T' and leading dimension, mat_layout);
+ * addmm's self (bias) is copied into C first, broadcast with strides
+ * bias_sr, bias_sc (0 along a broadcast dim), unless beta is 0. */
+typedef struct sc_gemm {
+  const ir_view *a, *b, *bias; /* bias: addmm's self, else NULL */
+  char opa, opb;
+  int64_t lda, ldb, m, n, k;
+  int64_t bias_sr, bias_sc;
+  double alpha, beta;
+} sc_gemm;
+/* Whether extern node n is such a product (fills *g). */
+bool sc_gemm_of(const ir_graph *ir, const ir_node *n, sc_gemm *g);
+
 /* How BLAS reads a [batch, rows, cols] operand view's matrices, column-major:
  * op 'N' with leading dimension *ld = the row stride when rows are
  * contiguous (a row-major R x C matrix is BLAS's C x R, the transpose it

@@ -159,9 +159,11 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   if (gc_graph_decode(a, data, size, &lim, &g, &err) == 0) {
     gc_options o;
     gc_options_default(&o);
-    /* an AVX-512 target with the system BLAS: the widest code paths */
+    /* an AVX-512 target with the system BLAS and oneDNN: the widest code
+     * paths (products in generated code) */
     gc_target t = {.arch = "x86_64",
-                   .isa = "sse4.2,avx,avx2,fma,avx512f,avx512bw,avx512vl,blas",
+                   .isa = "sse4.2,avx,avx2,fma,avx512f,avx512bw,avx512vl,blas,"
+                          "dnnl",
                    .toolchain = "cc",
                    .cflags = "-O2"};
     gc_backend be = {.target = &t, .toolchain = NULL, .verify = true};

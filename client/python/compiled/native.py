@@ -136,11 +136,35 @@ def has_blas() -> bool:
     return _blas
 
 
+_dnnl: Optional[bool] = None
+
+
+def has_dnnl() -> bool:
+    """Whether this process has oneDNN 2 (libdnnl.so.2) loaded with its
+    sgemm, as Debian's torch has (its convolutions): generated code may
+    then make float32 matrix products through it on AVX-512 targets
+    (docs/codegen.md, "Matrix products through oneDNN"). Reported in the
+    target as the feature "dnnl"; a torch with oneDNN linked in statically
+    (PyPI's) does not export it, and its products stay ATen calls, as
+    with ``COMPILED_DNNL=0`` (eager's BLAS, and eager's bits)."""
+    global _dnnl
+    if os.environ.get("COMPILED_DNNL", "1").lower() in ("0", "false", "no"):
+        return False
+    if _dnnl is None:
+        try:
+            lib = ctypes.CDLL("libdnnl.so.2", mode=os.RTLD_NOLOAD | os.RTLD_LAZY)
+            _dnnl = hasattr(lib, "dnnl_sgemm")
+        except OSError:
+            _dnnl = False
+    return _dnnl
+
+
 def target_message():
-    """The compile target of this process (arch, ISA features, and "blas"
-    when has_blas())."""
+    """The compile target of this process (arch, ISA features, "blas" when
+    has_blas() and "dnnl" when has_dnnl())."""
     from .v1 import compiled_pb2
-    isa = cpu_features() + (["blas"] if has_blas() else [])
+    isa = (cpu_features() + (["blas"] if has_blas() else []) +
+           (["dnnl"] if has_dnnl() else []))
     return compiled_pb2.Target(arch=platform.machine(), isa=isa)
 
 
@@ -167,7 +191,7 @@ def _check_runtime(code) -> None:
         if _lib_checked[lib] is not None:
             raise NativeUnavailable(f"the native code needs {lib}, which cannot be "
                                     f"loaded here ({_lib_checked[lib]}); on Debian, "
-                                    "install libsleef3, libgomp1 and libblas3")
+                                    "install libsleef3, libgomp1, libblas3 and libdnnl2")
     want = _LEVELS.get(code.target)
     if code.target and want is None:
         raise NativeUnavailable(f"the native code was built for an unknown target "
@@ -450,7 +474,12 @@ class NativeIndexError(IndexError, RuntimeError):
     on the operator; this is both, so either ``except`` clause catches it."""
 
 
-def _index_error():
+def _segment_error(rc: int):
+    """The exception for a segment's nonzero return code (GC_SEG_EINDEX 1,
+    GC_SEG_ELIBRARY 2: compiler/codegen/cgen.h)."""
+    if rc == 2:
+        return RuntimeError("a library call of the compiled program failed (oneDNN's "
+                            "sgemm: out of memory for its scratch space)")
     return NativeIndexError("index out of range in self (a gather, embedding or "
                             "index argument of the compiled program)")
 
@@ -478,7 +507,7 @@ def profiling() -> bool:
 
 _USES_P = re.compile(r"\b_P\b")  # a line of a program body using the pointer table
 _SEGMENT_RE = re.compile(r"^int gc_seg(\d+)\(void \*\*p\) \{\n(.*?)^\}", re.M | re.S)
-_KERNEL_CALL_RE = re.compile(r"\b((?:k|gc_bmm)\d+\w*)\(")
+_KERNEL_CALL_RE = re.compile(r"\b((?:k|gc_[a-z]+)\d+\w*)\(")
 
 
 def _segment_names(source: str, count: int) -> List[str]:
@@ -669,7 +698,7 @@ class _NativeBody:
         g = self.gen
         g.globals["_new_output"] = (_outputs_allocator() if g.recycle_outputs
                                     else _plain_empty_strided)
-        g.globals["_index_error"] = _index_error
+        g.globals["_segment_error"] = _segment_error
         for i, sym in enumerate(np_.code.entry_symbols):
             fn = getattr(self.lib, sym)
             fn.argtypes = [ctypes.c_void_p]
@@ -708,8 +737,9 @@ class _NativeBody:
                 if not 0 <= ins.segment < len(np_.code.entry_symbols):
                     raise ArtifactError(f"native instruction {n}: segment {ins.segment} "
                                         "out of range")
-                self.lines.append(f"    if _seg{ins.segment}(_P):")
-                self.lines.append("        raise _index_error()")
+                self.lines.append(f"    _rc = _seg{ins.segment}(_P)")
+                self.lines.append("    if _rc:")
+                self.lines.append("        raise _segment_error(_rc)")
             elif kind == "kernel":
                 made = self.call(n, ins.kernel)
                 self.fill_slots(made)
