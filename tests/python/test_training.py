@@ -635,3 +635,43 @@ def test_donated_memory_is_carved_only_after_its_last_read():
     assert whole.data_ptr() == d2.spare[0][0].data_ptr()
     # what is left cannot hold it
     assert d2.output((1,), (1,), torch.float32, 4, fresh) is not None and len(alloc) == 2
+
+
+def test_dropout_masks_are_saved_as_bools(daemon):
+    """ATen's CPU dropout draws bernoulli_ into a float tensor and divides
+    it by the keep probability; the backward reads that mask, 0 or 1 / p.
+    The forward saves ``mask != 0`` (a byte an element, as eager's
+    native_dropout) and the backward computes the mask again from it: the
+    same bits, so the weights' gradients are eager's exactly (float64: the
+    products are ATen's; a bias's gradient is a column sum, in another
+    order than eager's)."""
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Linear(20, 64), torch.nn.ReLU(), torch.nn.Dropout(0.3),
+                                torch.nn.Linear(64, 5)).double().train()
+    ref = copy.deepcopy(model)
+    x = torch.randn(16, 20, dtype=torch.float64)
+    cf = compiled.compile(model, (x,), server=daemon.address, eager_random=True)
+    (step,) = cf._entries.values()
+    saved = []
+    forward = step.fw
+
+    def fw(*args):
+        outs = forward(*args)
+        saved[:] = [(t.dtype, tuple(t.shape)) for t in outs[step.num_outs:]]
+        return outs
+    step.fw = fw
+    try:
+        torch.manual_seed(7)
+        cf(x).square().sum().backward()
+    finally:
+        step.fw = forward
+    assert (torch.bool, (16, 64)) in saved, saved
+    assert (torch.float64, (16, 64)) in saved  # the relu's result, read by its backward
+    assert sum(s == (torch.float64, (16, 64)) for s in saved) == 2, saved  # and linear2's input
+    torch.manual_seed(7)
+    ref(x).square().sum().backward()
+    for (name, p), q in zip(model.named_parameters(), ref.parameters()):
+        if name.endswith("weight"):
+            assert torch.equal(p.grad, q.grad), name
+        else:
+            torch.testing.assert_close(p.grad, q.grad, rtol=1e-13, atol=0)

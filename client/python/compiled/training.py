@@ -326,6 +326,8 @@ def _partition(gm: fx.GraphModule, n_primals: int, num_outs: int, needs_grad: Li
                 saved_nodes.append(a)
     saved_nodes.sort(key=order.__getitem__)
     saved_primals.sort(key=order.__getitem__)
+    saved_nodes = _save_masks_as_bools(graph, saved_nodes, forward, backward, fw_outs)
+    nodes = list(graph.nodes)  # with the nodes that added
     for a in saved_nodes:
         if a.op == "call_function" and a.target is not operator.getitem:
             schema = getattr(a.target, "_schema", None)
@@ -358,6 +360,54 @@ def _partition(gm: fx.GraphModule, n_primals: int, num_outs: int, needs_grad: Li
             raise NotSplittable(f"the gradient of input {i} is a constant of the trace")
     return Split(fw, bw, num_outs, needs_grad, [primal_index[p] for p in saved_primals],
                  [i for i, _ in grad_nodes], out_spec, len(saved_nodes))
+
+
+def _mask_scale(n: fx.Node) -> Optional[float]:
+    """The scale c when n is dropout's mask, ``bernoulli_(t, q).div_(c)``
+    (ATen's dropout on CPU): every element is 0 or exactly 1 / c."""
+    aten = torch.ops.aten
+    if n.op != "call_function" or n.target is not aten.div_.Scalar or len(n.args) != 2:
+        return None
+    b, c = n.args
+    if not isinstance(b, fx.Node) or b.target is not aten.bernoulli_.float or \
+            not isinstance(c, (int, float)) or isinstance(c, bool) or not 0 < c < float("inf"):
+        return None
+    meta = n.meta.get("tensor_meta")
+    if meta is None or not meta.dtype.is_floating_point:
+        return None
+    return float(c)
+
+
+def _save_masks_as_bools(graph: fx.Graph, saved: List[fx.Node], forward: Set[fx.Node],
+                         backward: Set[fx.Node], fw_outs: List[fx.Node]) -> List[fx.Node]:
+    """Saved dropout masks become bool tensors. The mask the backward reads
+    is 0 or 1 / c (a float tensor, 4 or 8 bytes an element; eager's
+    native_dropout keeps a bool); the forward saves ``mask != 0`` instead
+    and the backward computes ``bool.to(dtype) / c`` again, the same bits:
+    0 / c and 1 / c. A transformer layer saves four masks, 7 MiB of 27 at
+    bench-train's size. Returns the saved nodes with each such mask
+    replaced."""
+    aten = torch.ops.aten
+    out = []
+    order = {n: k for k, n in enumerate(graph.nodes)}
+    for a in saved:
+        c = _mask_scale(a) if a not in fw_outs else None
+        users = sorted((u for u in a.users if u in backward), key=order.__getitem__)
+        if c is None or not users:
+            out.append(a)
+            continue
+        with graph.inserting_after(a):
+            m = graph.call_function(aten.ne.Scalar, (a, 0))
+        with graph.inserting_before(users[0]):
+            f = graph.call_function(aten._to_copy.default, (m,),
+                                    {"dtype": a.meta["tensor_meta"].dtype})
+            again = graph.call_function(aten.div.Scalar, (f, c))
+        for u in users:
+            u.replace_input_with(a, again)
+        forward.add(m)
+        backward.update((f, again))
+        out.append(m)
+    return out
 
 
 # -- gradients autograd alone holds --------------------------------------
