@@ -11,9 +11,14 @@ the same process (median), with 2 threads:
 
 (SGD, momentum 0.9; the loss is computed eagerly from the model's output).
 It also profiles one eager step and prints the share of its time spent in
-matrix products and convolutions ("eager in BLAS/conv"): compiled code
-calls the same library kernels, so 1 / share ("bound") is the most any
-compilation of the rest could gain.
+matrix products and convolutions ("eager in BLAS/conv"); 1 / share
+("bound") is the most compiling the rest could gain with the library calls
+at eager's speed. Compiled convolutions are the same oneDNN calls as
+eager's; float32 matrix products are oneDNN's sgemm where the CPU has
+AVX-512 (docs/codegen.md, "Matrix products through oneDNN"), about twice
+the speed of eager's OpenBLAS on AMD's AVX-512 CPUs, so the models whose
+steps are mostly products go past that bound (COMPILED_DNNL=0 measures
+without it).
 Before timing it checks the two copies agree: the first step's loss and
 every parameter's gradient, compiled with ``eager_random=True`` so that
 dropout draws eager's masks (the timed function draws its own, the
