@@ -12,6 +12,7 @@
 #   make bench-models     native code vs eager PyTorch on models
 #   make bench-bandwidth  memory-bound graphs vs the copy-bandwidth bound
 #   make bench-train      one training step compiled vs eager
+#   make bench-gemm       matrix products: oneDNN's sgemm vs eager's mm
 #   make bench-compile    cold compiles: request to artifact, time per pass
 #   make bench-heavy      cache hits during two huge requests; daemon memory
 #
@@ -97,7 +98,7 @@ TESTS := $(patsubst tests/%.c,$(BUILD)/tests/%,$(TEST_SRC))
 BENCHES := $(patsubst bench/%.c,$(BUILD)/bench/%,$(BENCH_SRC))
 BUILD_ID_H := $(BUILD)/gen/build_id.h
 
-.PHONY: all demo bench-build bench-hit bench-runtime bench-models bench-bandwidth bench-startup bench-train bench-compile bench-heavy test test-c test-py test-opinfo capture-zoo train-zoo fuzz-graphs fuzz-grads check valgrind format format-check lint asan fuzz \
+.PHONY: all demo bench-build bench-hit bench-runtime bench-models bench-bandwidth bench-startup bench-train bench-gemm bench-compile bench-heavy test test-c test-py test-opinfo capture-zoo train-zoo fuzz-graphs fuzz-grads check valgrind format format-check lint asan fuzz \
         fuzz-build bootstrap clean py-proto
 .DEFAULT_GOAL := all
 
@@ -251,6 +252,9 @@ bench-startup: all
 	COMPILED_BUILD=$(abspath $(BUILD)) $(PYTHON) bench/startup.py $(BENCH_ARGS)
 
 # One training step (forward, backward, SGD) compiled vs eager; peak memory.
+bench-gemm: all
+	$(PYTHON) bench/gemm.py $(BENCH_ARGS)
+
 bench-train: all $(BUILD)/bench/peakheap.so
 	COMPILED_BUILD=$(abspath $(BUILD)) $(PYTHON) bench/train.py $(BENCH_ARGS)
 

@@ -906,11 +906,13 @@ bool sc_gemm_of(const ir_graph *ir, const ir_node *n, sc_gemm *g) {
     }
   }
   /* oneDNN 2.6's sgemm reads a transposed B with a leading dimension that
-   * is a multiple of 512 floats at a fraction of its speed when A has few
-   * rows (4 KiB strides alias in the cache): 0.3-0.9x OpenBLAS's at [16-128
-   * x 1024] x [1024 x 1024]^T, 1.2-2.3x everywhere else measured
-   * (docs/codegen.md). Those stay ATen's (OpenBLAS) call. */
-  if (g->opb == 'T' && g->ldb % 512 == 0 && g->m < 128)
+   * is a multiple of 512 floats at a fraction of its speed when A has 16
+   * to 127 rows (2-4 KiB strides alias in the cache): 0.3-1.0x OpenBLAS's
+   * at [16-127 x 512-2048] x [512-2048 x 256-4096]^T; with fewer rows it
+   * takes another path, 4-7x OpenBLAS's; 1.4-2.4x everywhere else
+   * measured (docs/codegen.md, make bench-gemm). Those stay ATen's
+   * (OpenBLAS) call. */
+  if (g->opb == 'T' && g->ldb % 512 == 0 && g->m >= 16 && g->m < 128)
     return false;
   return true;
 }
