@@ -700,7 +700,10 @@ def test_row_kernels_in_place_of_a_product(server, op):
 
     # log-probabilities near -40 cancel in the last product: keep y small
     x, w, w2 = torch.randn(64, 40) / 8, torch.randn(40, 64), torch.randn(64, 8)
-    s = check(f, (x, w, w2), server=server, fallback=0)
+    # oneDNN's products sum in another order than eager's (docs/codegen.md):
+    # within 1e-5 of the terms' size (an in-place hazard is off by values)
+    scale = max(f(x, w, w2).abs().max().item(), 40 * 8)
+    s = check(f, (x, w, w2), server=server, fallback=0, atol=1e-6 * scale, rtol=1e-5)
     assert s["arena_bytes"] == 64 * 64 * 4, s
 
 
