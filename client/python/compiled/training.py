@@ -375,6 +375,10 @@ def _mask_scale(n: fx.Node) -> Optional[float]:
     meta = n.meta.get("tensor_meta")
     if meta is None or not meta.dtype.is_floating_point:
         return None
+    # nothing may write the mask after div_ (the backward would read the
+    # written values, the saved bools the earlier ones)
+    if any(_writes(u) for u in (*n.users, *(u for u in b.users if u is not n))):
+        return None
     return float(c)
 
 
