@@ -1637,14 +1637,14 @@ static void gen_colsum(cg *g, const sc_kernel *k) {
 static void call_params(cg *g, const sc_kernel *k, params *p) {
   const ir_node *c = k->call;
   const ir_view *a, *b, *self = NULL;
-  sc_gemm mm;
   if (c->scatter)
     ir_scatter_views(c, &self, &a, &b);
   else if (c->interp)
     a = ir_call_view(c, "grad_output"), b = NULL;
-  else if (sc_gemm_of(g->ir, c, &mm)) {
-    a = mm.a, b = mm.b;
-    self = mm.beta != 0 ? mm.bias : NULL; /* beta 0: self is not read */
+  else if (k->gemm) {
+    a = k->gemm->a, b = k->gemm->b;
+    /* beta 0: self is not read */
+    self = k->gemm->beta != 0 ? k->gemm->bias : NULL;
   } else
     sc_bmm_operands(c, &a, &b);
   /* in the compile's arena: daemon workers generate code concurrently */
@@ -1733,7 +1733,8 @@ static void gen_blas(cg *g, const sc_kernel *k) {
  * parallel region, oneDNN splits the product between the OpenMP team's
  * threads (torch's setting). A failing call (out of memory for its
  * scratch) makes the segment return GC_SEG_ELIBRARY (call_kernel). */
-static void gen_gemm(cg *g, const sc_kernel *k, const sc_gemm *mm) {
+static void gen_gemm(cg *g, const sc_kernel *k) {
+  const sc_gemm *mm = k->gemm;
   const ir_node *n = k->call;
   const ir_buf *o = n->out;
   const char *name = gc_arena_printf(cg__arena(g), "gc_mm%d", k->id);
@@ -1840,20 +1841,6 @@ static const char stream_text[] =
     "#endif\n"
     "}\n";
 
-/* Is kernel k a matrix product through oneDNN? Such a product is a
- * segment of its own, where it was an ATen call: the runtime allocates
- * the outputs a segment writes before running it (docs/artifact.md), so
- * the memory of the outputs of the kernels after the product is taken
- * only after it, and the product's result only after the kernels before
- * it have run and dropped the inputs they last read (a backward's
- * incoming gradient, which a donated call gives to the result:
- * compiled/native.py Donation). Merged into one segment, a training
- * step's peak heap rose by 5% (bench-train's encoder layer). */
-static bool own_segment(const cg *g, const sc_kernel *kn) {
-  sc_gemm mm;
-  return kn->in_c && sc_gemm_of(g->ir, kn->call, &mm);
-}
-
 static void call_kernel(cg *g, const sc_kernel *k) {
   params p = {0};
   if (k->in_c)
@@ -1873,9 +1860,18 @@ static void call_kernel(cg *g, const sc_kernel *k) {
   }
   /* a kernel fails on an index out of range; a product when oneDNN does */
   gc_buf_printf(&g->out, "))\n    return %d;\n",
-                own_segment(g, k) ? GC_SEG_ELIBRARY : GC_SEG_EINDEX);
+                k->gemm ? GC_SEG_ELIBRARY : GC_SEG_EINDEX);
 }
 
+/* Segments: the kernels between two ATen calls. A product through oneDNN
+ * (sc_kernel.gemm) is a segment of its own, where it was an ATen call: the
+ * runtime allocates the outputs a segment writes before running it
+ * (docs/artifact.md), so the memory of the outputs of the kernels after the
+ * product is taken only after it, and the product's result only after the
+ * kernels before it have run and dropped the inputs they last read (a
+ * backward's incoming gradient, which a donated call gives to the result:
+ * compiled/native.py Donation). Merged into one segment, a training
+ * step's peak heap rose by 5% (bench-train's encoder layer). */
 static void gen_segments(cg *g) {
   const sc_schedule *s = g->s;
   gc_csource *src = g->src;
@@ -1883,7 +1879,7 @@ static void gen_segments(cg *g) {
   bool open = false, alone = false; /* the open segment is a product's */
   for (int k = 0; k < s->nkernels; k++) {
     const sc_kernel *kn = s->kernels[k];
-    bool own = own_segment(g, kn);
+    bool own = kn->gemm != NULL;
     if (sc_aten_call(kn) || (open && (own || alone))) {
       if (open)
         gc_buf_puts(&g->out, "  return 0;\n}\n\n");
@@ -1953,13 +1949,10 @@ int gc_codegen(ir_graph *ir, const sc_schedule *s, const char *key_hex,
       } else if (s->kernels[k]->call->interp) {
         cg__gen_interp_backward(&g, s->kernels[k]);
         out->nkernels++;
-      } else {
-        sc_gemm mm;
-        if (sc_gemm_of(ir, s->kernels[k]->call, &mm))
-          gen_gemm(&g, s->kernels[k], &mm);
-        else
-          gen_blas(&g, s->kernels[k]);
-      }
+      } else if (s->kernels[k]->gemm)
+        gen_gemm(&g, s->kernels[k]);
+      else
+        gen_blas(&g, s->kernels[k]);
     }
   gen_segments(&g);
   out->uses_vector_math = g.x.vector_math;

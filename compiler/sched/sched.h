@@ -63,9 +63,12 @@ typedef struct sc_kernel {
   const char *name; /* "k3_layer_norm" */
   ir_node *call;    /* a call kernel: the extern/fallback node */
   bool in_c;        /* a call kernel that generated code makes (a batched
-                       product through BLAS, see sc_blas_call; a scan or
-                       a scatter, ir_node.scan and .scatter) */
-  sc_dim *dims;     /* outer dims (loop kernels) */
+                       product through BLAS, see sc_blas_call; a product
+                       through oneDNN, .gemm; a scan or a scatter,
+                       ir_node.scan and .scatter) */
+  const struct sc_gemm *gemm; /* in_c through oneDNN's sgemm (sc_gemm_of),
+                                 decided once here; else NULL */
+  sc_dim *dims;               /* outer dims (loop kernels) */
   int ndims;
   sc_stage *stages;
   int nstages, capstages;
@@ -117,8 +120,7 @@ gc_sym **sc_rename_inner(ir_graph *ir, const sc_stage *a, const sc_stage *b);
  * latter. */
 bool sc_tiles(const sc_schedule *s, const sc_kernel *k);
 
-/* Whether extern node n runs in generated code: an mm or addmm through
- * oneDNN (sc_gemm_of), or a bmm when the target has
+/* Whether extern node n (a bmm) runs in generated code: the target has
  * BLAS, float32 or float64, at least 2 items, each operand matrix with a
  * unit stride along one of its dims, the output's rows dense. Generated
  * code then calls sgemm/dgemm per batch item inside the OpenMP team:

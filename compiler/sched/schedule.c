@@ -436,7 +436,16 @@ static int schedule_node(sctx *c, ir_node *n) {
     if (!k)
       return GC_ENOMEM;
     k->call = n;
-    k->in_c = n->scan || n->scatter || n->interp || sc_blas_call(c->ir, n);
+    sc_gemm g;
+    if (sc_gemm_of(c->ir, n, &g)) {
+      sc_gemm *kept = gc_arena_alloc(c->ir->a, sizeof *kept);
+      if (!kept)
+        return GC_ENOMEM;
+      *kept = g;
+      k->gemm = kept;
+    }
+    k->in_c =
+        n->scan || n->scatter || n->interp || k->gemm || sc_blas_call(c->ir, n);
     c->s->place[n->id].kernel = k;
     return grow_ptrs(c->ir->a, (void ***)&k->nodes, &k->nnodes, &k->capnodes, n)
                ? 0
@@ -800,7 +809,8 @@ static bool mat_layout(const ir_view *v, char *op, int64_t *ld) {
 /* Does every element of v lie inside its buffer's span? Generated code
  * hands the view to a library, which reads all of it: no bounds check
  * there, so the verifier's promise (no access outside a buffer, whatever
- * a graph says) is kept here. Strides are not negative in views. */
+ * a graph says) is kept here. An empty view or a negative stride (which a
+ * hostile graph may state) is declined. */
 static bool view_inside(const ir_view *v) {
   if (!v || v->offset < 0)
     return false;
@@ -918,9 +928,6 @@ bool sc_gemm_of(const ir_graph *ir, const ir_node *n, sc_gemm *g) {
 }
 
 bool sc_blas_call(const ir_graph *ir, const ir_node *n) {
-  sc_gemm g;
-  if (sc_gemm_of(ir, n, &g))
-    return true;
   if (!ir->blas || n->kind != IR_EXTERN || !n->out_variant || !n->out ||
       !n->op || strcmp(n->op->schema->qualified, "aten::bmm.out") != 0 ||
       n->nargs < 2)

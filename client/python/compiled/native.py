@@ -117,7 +117,20 @@ def cpu_features() -> List[str]:
     return _cpu
 
 
-_blas: Optional[bool] = None
+_loaded_libs: Dict[str, bool] = {}
+
+
+def _already_loaded(soname: str, symbol: Optional[str] = None) -> bool:
+    """Whether this process has already loaded `soname` (and it exports
+    `symbol`), without loading it; remembered per process."""
+    key = f"{soname}:{symbol}"
+    if key not in _loaded_libs:
+        try:
+            lib = ctypes.CDLL(soname, mode=os.RTLD_NOLOAD | os.RTLD_LAZY)
+            _loaded_libs[key] = symbol is None or hasattr(lib, symbol)
+        except OSError:
+            _loaded_libs[key] = False
+    return _loaded_libs[key]
 
 
 def has_blas() -> bool:
@@ -126,17 +139,7 @@ def has_blas() -> bool:
     product's items in parallel, docs/codegen.md). Reported in the target
     as the feature "blas"; a torch with its own BLAS (MKL) does not load
     it, and its programs make those products ATen calls."""
-    global _blas
-    if _blas is None:
-        try:
-            ctypes.CDLL("libblas.so.3", mode=os.RTLD_NOLOAD | os.RTLD_LAZY)
-            _blas = True
-        except OSError:
-            _blas = False
-    return _blas
-
-
-_dnnl: Optional[bool] = None
+    return _already_loaded("libblas.so.3")
 
 
 def has_dnnl() -> bool:
@@ -147,16 +150,9 @@ def has_dnnl() -> bool:
     target as the feature "dnnl"; a torch with oneDNN linked in statically
     (PyPI's) does not export it, and its products stay ATen calls, as
     with ``COMPILED_DNNL=0`` (eager's BLAS, and eager's bits)."""
-    global _dnnl
     if os.environ.get("COMPILED_DNNL", "1").lower() in ("0", "false", "no"):
         return False
-    if _dnnl is None:
-        try:
-            lib = ctypes.CDLL("libdnnl.so.2", mode=os.RTLD_NOLOAD | os.RTLD_LAZY)
-            _dnnl = hasattr(lib, "dnnl_sgemm")
-        except OSError:
-            _dnnl = False
-    return _dnnl
+    return _already_loaded("libdnnl.so.2", "dnnl_sgemm")
 
 
 def target_message():
