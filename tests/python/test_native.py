@@ -944,3 +944,34 @@ def test_batched_products_call_blas_from_generated_code(server, monkeypatch):
     x = (torch.randn(3, 20, 30), torch.randn(3, 30, 25), torch.randn(3, 25, 30))
     check(f, x, server=server, fallback=0, atol=1e-5, rtol=1e-5)
     assert "gc_bmm" not in compiled.compile(f, x, server=server).programs[-1].c_source
+
+
+def _best_level(features):
+    """The highest -march level whose features are all in `features`."""
+    levels = compiled.native._LEVELS
+    return max((lv for lv, need in levels.items() if need <= set(features)),
+               key=lambda lv: len(levels[lv]))
+
+
+@pytest.mark.parametrize("level", ["x86-64", "x86-64-v2", "x86-64-v3", "x86-64-v4"])
+def test_compiled_target_caps_the_isa_the_code_is_built_for(server, monkeypatch, level):
+    """COMPILED_TARGET: the client reports at most that level's features
+    (only those this CPU has), the daemon builds for the best level they
+    make up, and the program still computes eager's function."""
+    cpu = compiled.native._cpu_flags()
+    monkeypatch.setenv("COMPILED_TARGET", level)
+    isa = set(compiled.native.target_message().isa) - {"blas", "dnnl"}
+    assert isa == set(cpu) & compiled.native._LEVELS[level], (isa, cpu)
+    x = torch.randn(37, 300)
+    f = lambda x: torch.softmax(x * 2, -1) + x.exp().sum(0, keepdim=True).log()  # noqa: E731
+    s = check(f, (x,), server=server, atol=1e-5, rtol=1e-5)
+    assert s["target"] == _best_level(isa), s
+    monkeypatch.delenv("COMPILED_TARGET")
+    s = check(f, (x,), server=server, atol=1e-5, rtol=1e-5)
+    assert s["target"] == _best_level(cpu), s
+
+
+def test_compiled_target_names_what_is_wrong(server, monkeypatch):
+    monkeypatch.setenv("COMPILED_TARGET", "avx2")
+    with pytest.raises(ValueError, match=r"COMPILED_TARGET='avx2' is not a target level.*x86-64-v3"):
+        compiled.compile(lambda x: x.exp(), (torch.randn(4),), server=server)

@@ -329,7 +329,7 @@ class CompiledFunction:
         ``native`` (lowered into generated kernels), ``extern`` (BLAS and
         convolution calls through ATen), ``fallback`` (other ATen calls),
         ``kernels`` (generated kernels), ``fallback_ops``, ``arena_bytes``,
-        and ``runs`` ("native" or "aten"). For a training signature (a
+        ``target`` (the -march level of its native code) and ``runs`` ("native" or "aten"). For a training signature (a
         compiled forward and backward), the forward's, with the backward's
         under ``"backward"``. Empty before any program."""
         last = self._last_fn

@@ -32,6 +32,8 @@ the epilogue, generating only the body differently:
   ``IndexError`` and a ``RuntimeError`` (eager raises one or the other).
 
 Environment: ``COMPILED_NATIVE=0`` runs ATen programs only;
+``COMPILED_TARGET=x86-64-v3`` (or another -march level) caps the ISA
+features reported as the compile target;
 ``COMPILED_ARENA_REUSE=0`` frees every arena at the end of its call,
 ``=all`` keeps every arena between calls. ``COMPILED_PROFILE=1`` (read
 when a program is loaded) wraps each segment call in a
@@ -99,9 +101,8 @@ class NativeUnavailable(Exception):
 _cpu: Optional[List[str]] = None
 
 
-def cpu_features() -> List[str]:
-    """This machine's ISA features, named as the daemon names them (what the
-    client sends as its compile target)."""
+def _cpu_flags() -> List[str]:
+    """This CPU's ISA features, named as the daemon names them."""
     global _cpu
     if _cpu is None:
         flags = set()
@@ -115,6 +116,30 @@ def cpu_features() -> List[str]:
             pass
         _cpu = [name for flag, name in _CPUINFO_NAMES.items() if flag in flags]
     return _cpu
+
+
+def target_level() -> Optional[str]:
+    """``COMPILED_TARGET``: the highest -march level to build for, or None
+    (this CPU's best). A cluster whose nodes differ sets the level every
+    node has, so that one artifact per graph serves them all (the level is
+    part of the key). Only features this CPU has are ever reported, so a
+    level above this CPU's changes nothing."""
+    level = os.environ.get("COMPILED_TARGET", "").strip()
+    if not level:
+        return None
+    if level not in _LEVELS:
+        raise ValueError(f"COMPILED_TARGET={level!r} is not a target level; use one of "
+                         f"{', '.join(_LEVELS)} (or leave it unset for this CPU's best)")
+    return level
+
+
+def cpu_features() -> List[str]:
+    """The ISA features this process reports as its compile target: this
+    CPU's, capped at ``COMPILED_TARGET`` when that is set."""
+    level = target_level()
+    if level is None:
+        return _cpu_flags()
+    return [f for f in _cpu_flags() if f in _LEVELS[level]]
 
 
 _loaded_libs: Dict[str, bool] = {}
@@ -192,7 +217,7 @@ def _check_runtime(code) -> None:
     if code.target and want is None:
         raise NativeUnavailable(f"the native code was built for an unknown target "
                                 f"{code.target!r}")
-    missing = (want or set()) - set(cpu_features())
+    missing = (want or set()) - set(_cpu_flags())
     if missing:
         raise NativeUnavailable(f"the native code was built for {code.target}, and this "
                                 f"CPU lacks {', '.join(sorted(missing))}")

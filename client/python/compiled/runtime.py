@@ -377,9 +377,10 @@ def _summary(artifact, native: bool) -> Dict[str, Any]:
                 "fallback": s.fallback, "kernels": s.kernels,
                 "fallback_ops": list(s.fallback_ops), "local_buffers": s.local_buffers,
                 "arena_bytes": int(artifact.native_program.memory_plan.arena_bytes),
-                "runs": "native"}
+                "target": artifact.native_program.code.target, "runs": "native"}
     return {"nodes": nodes, "native": 0, "extern": 0, "fallback": nodes, "kernels": 0,
-            "fallback_ops": [], "local_buffers": 0, "arena_bytes": 0, "runs": "aten"}
+            "fallback_ops": [], "local_buffers": 0, "arena_bytes": 0, "target": "",
+            "runs": "aten"}
 
 
 # ---------------------------------------------------------------------------
