@@ -460,6 +460,62 @@ static void close_streamed_loop(cg *g, const sc_stage *st, const sc_dim *d,
   cg__line(g, ind, "}");
 }
 
+/* ---- loads the inner loop does not vary ---- */
+
+typedef struct hoist_find {
+  cg *g;
+  int var; /* the inner variable */
+} hoist_find;
+
+static int find_hoistable(const ir_expr *e, void *ctx) {
+  hoist_find *f = ctx;
+  cg *g = f->g;
+  if (e->op == IR_ACC)
+    return IR_WALK_SKIP;
+  /* a local buffer's load is its producer's body (or an accumulator),
+   * which only the loop body defines */
+  if (e->op != IR_LOAD || g->s->local[e->load.buf->id] ||
+      gc_sym_uses(e->load.index, f->var))
+    return 0;
+  for (int i = 0; i < g->nhoist; i++)
+    if (g->hoist[i] == e)
+      return 0;
+  if (g->nhoist < CG_MAX_HOIST)
+    g->hoist[g->nhoist++] = e;
+  return 0;
+}
+
+/* Before the inner loop d of stage st (at indentation ind): each load of
+ * the stage's bodies whose index does not use d's variable (a channel's
+ * mean and weight, a broadcast scalar) into a temporary, which the loop
+ * body then names (bind_hoisted after each cx_reset). gcc would hoist them
+ * itself, but `restrict` does not reach the functions OpenMP outlines, so
+ * it must assume the loop's stores may change them: it then reloads them
+ * every iteration, and a loop whose select (threshold_backward's) it can
+ * no longer if-convert stays scalar. The element read is the one every
+ * iteration would read, so reading it before a loop of at least one
+ * iteration reads nothing new. */
+static void hoist_loads(cg *g, const sc_stage *st, const sc_dim *d, int ind) {
+  g->nhoist = 0;
+  if (d->size <= 0 || d->var->kind != GC_SYM_VAR)
+    return;
+  hoist_find f = {g, d->var->var};
+  for (int i = 0; i < st->nnodes; i++)
+    if (ir_expr_walk(g->s->place[st->nodes[i]->id].body, find_hoistable, &f) <
+        0)
+      g->nhoist = 0;
+  cx_reset(&g->x);
+  g->x.indent = ind;
+  for (int i = 0; i < g->nhoist; i++)
+    g->hoist_name[i] = cx_emit(&g->x, g->hoist[i]);
+}
+
+/* In a loop body after cx_reset: the hoisted loads by their names. */
+static void bind_hoisted(cg *g) {
+  for (int i = 0; i < g->nhoist; i++)
+    cx_bind(&g->x, g->hoist[i], g->hoist_name[i]);
+}
+
 static bool split_inner(cg *g, const sc_stage *st, int ind);
 
 /* A pointwise stage; `par` puts the OpenMP worksharing on its outermost
@@ -481,7 +537,10 @@ static void pointwise_stage(cg *g, const sc_stage *st, int ind, bool par) {
   }
   /* the inner loop split into ranges (a channels-last cat) */
   bool split = nd > 0 && !blocked && !(par && nd == 1);
+  g->nhoist = 0;
   for (int i = 0; i < nd - split; i++) {
+    if (i == nd - 1)
+      hoist_loads(g, st, &st->dims[i], ind);
     if (i == nd - 1 && blocked) {
       open_streamed_loop(g, st, &st->dims[i], ind, par && nd == 1);
       ind += 4;
@@ -500,6 +559,7 @@ static void pointwise_stage(cg *g, const sc_stage *st, int ind, bool par) {
     ind += 2;
   }
   if (split && !split_inner(g, st, ind)) { /* no ranges: the plain loop */
+    hoist_loads(g, st, &st->dims[nd - 1], ind);
     cg__line(g, ind, "#pragma omp simd%s", red);
     cg__open_loop(g, ind, &st->dims[nd - 1], NULL, NULL);
     ind += 2;
@@ -507,6 +567,7 @@ static void pointwise_stage(cg *g, const sc_stage *st, int ind, bool par) {
   }
   if (!split) {
     cx_reset(&g->x);
+    bind_hoisted(g);
     cg__bind_reused(g, (int)(st - g->k->stages), ind);
     if (blocked)
       bind_rands(g, st);
@@ -528,6 +589,7 @@ static void pointwise_stage(cg *g, const sc_stage *st, int ind, bool par) {
     cg__line(g, ind -= 2, "}");
   }
   g->nrand = 0;
+  g->nhoist = 0;
 }
 
 /* ---- reduction stages ---- */

@@ -18,6 +18,7 @@
 #define CG_MAX_REUSE 8        /* reused reduction values per kernel */
 #define CG_MAX_PREFETCH 8     /* prefetched rows per kernel */
 #define CG_MAX_RAND 8         /* random draws filled per block, per stage */
+#define CG_MAX_HOIST 32       /* loads hoisted out of a stage's inner loop */
 
 /* A sum's value that a later pointwise stage reads back (reuse.c). */
 #define CG_MAX_RANGE_MAPS 4
@@ -71,6 +72,11 @@ typedef struct cg {
    * steps by one along the inner loop, filled a block at a time */
   const ir_expr *rand[CG_MAX_RAND];
   int nrand;
+  /* loads of the current stage that the inner loop does not vary, read
+   * once before it into these temporaries (hoist_loads in cgen.c) */
+  const ir_expr *hoist[CG_MAX_HOIST];
+  const char *hoist_name[CG_MAX_HOIST];
+  int nhoist;
 } cg;
 
 /* The buffers a kernel touches, and whether it writes each. */
