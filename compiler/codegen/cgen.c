@@ -472,6 +472,9 @@ static int find_hoistable(const ir_expr *e, void *ctx) {
   cg *g = f->g;
   if (e->op == IR_ACC)
     return IR_WALK_SKIP;
+  for (int i = 0; i < g->nrand; i++) /* filled a block at a time */
+    if (g->rand[i] == e)
+      return IR_WALK_SKIP;
   /* a local buffer's load is its producer's body (or an accumulator),
    * which only the loop body defines */
   if (e->op != IR_LOAD || g->s->local[e->load.buf->id] ||

@@ -19,6 +19,7 @@ must match to the same tolerance.
 """
 
 import copy
+import re
 
 import pytest
 import torch
@@ -120,6 +121,34 @@ def test_cnn_with_batch_norm_and_dropout_trains_like_eager(daemon):
     assert model.bn1.num_batches_tracked.item() == 3
     b = cf.summary()["backward"]
     assert "aten::native_batch_norm_backward" not in b["fallback_ops"]
+
+
+def test_batch_norm_backward_reads_a_channels_values_before_its_inner_loop(daemon):
+    """The backward of conv + batch norm + relu (threshold_backward fused
+    into native_batch_norm_backward): the channel's mean, invstd, weight and
+    sums are read into temporaries before the loop over its elements, not
+    in it (docs/codegen.md, "Loads the inner loop does not vary": gcc left
+    that loop scalar), and the gradients are eager's."""
+    torch.manual_seed(0)
+    # no convolution bias: batch norm cancels its gradient to rounding noise
+    model = torch.nn.Sequential(torch.nn.Conv2d(3, 8, 3, padding=1, bias=False),
+                                torch.nn.BatchNorm2d(8), torch.nn.ReLU()).train()
+    x = torch.randn(4, 3, 16, 16)
+    proj = torch.randn(4, 8, 16, 16)
+    cf = _train_side_by_side(model, (x,), lambda y: (y * proj).sum(), daemon, steps=2)
+    bw = cf.programs[-1].c_source
+    kernel = re.search(r"(?s)static int (k\d+_threshold_backward_native_batch_norm_back\w*)\(.*?\n}\n",
+                       bw)
+    assert kernel, "no fused threshold_backward + batch norm backward kernel"
+    body = kernel.group(0)
+    # a pointwise stage: per-channel loads (indexed by the channel only),
+    # then the vectorized loop over the channel's elements
+    hoisted = re.findall(r"const float t\d+ = b\d+\[x\d+\];\n(?:\s*const float t\d+ = "
+                         r"b\d+\[x\d+\];\n)*\s*#pragma omp simd\n", body)
+    assert hoisted, body
+    loop = body[body.index(hoisted[-1]) + len(hoisted[-1]):]
+    loop = loop[:loop.index("\n      }\n")] if "\n      }\n" in loop else loop
+    assert not re.search(r"= b\d+\[x\d+\];", loop.split("\n}")[0]), loop
 
 
 def test_transformer_encoder_layer_trains_like_eager(daemon):
