@@ -567,12 +567,22 @@ class _NativeBody:
         self.arena_names: List[str] = []
         self.lines = gen.lines
         self._slots_of: Optional[Dict[int, List[int]]] = None
+        self._slot_set: Optional[set] = None
+        self._metas: Dict[int, tuple] = {}
         self.dropped: set = set()
         self.profile_names: Optional[List[str]] = None
 
     # -- values ------------------------------------------------------------
 
     def meta(self, index: int):
+        """(dtype, sizes, strides) of tensor value ``index`` (remembered:
+        the arena views and the re-lay checks ask for the same values)."""
+        hit = self._metas.get(index)
+        if hit is None:
+            hit = self._metas[index] = self._read_meta(index)
+        return hit
+
+    def _read_meta(self, index: int):
         v = self.values[index]
         if v.WhichOneof("kind") != "tensor":
             raise ArtifactError(f"native value {index} is not a tensor")
@@ -889,7 +899,9 @@ class _NativeBody:
             self.lines.append(f"    [{', '.join(targets)}] = {call}{comment}")
         # Generated code reads results with the strides eager produced; an
         # ATen call that lays its result out differently here is re-laid.
-        slots = set(self.np.slots)
+        slots = self._slot_set
+        if slots is None:
+            slots = self._slot_set = set(self.np.slots)
         for v in sorted(made):
             if v in slots and self.values[v].WhichOneof("kind") == "tensor":
                 _, size, stride = self.meta(v)
