@@ -251,10 +251,11 @@ bench-bandwidth: all
 bench-startup: all
 	COMPILED_BUILD=$(abspath $(BUILD)) $(PYTHON) bench/startup.py $(BENCH_ARGS)
 
-# One training step (forward, backward, SGD) compiled vs eager; peak memory.
+# float32 matrix products: oneDNN's sgemm against eager's torch.mm.
 bench-gemm: all
 	$(PYTHON) bench/gemm.py $(BENCH_ARGS)
 
+# One training step (forward, backward, SGD) compiled vs eager; peak memory.
 bench-train: all $(BUILD)/bench/peakheap.so
 	COMPILED_BUILD=$(abspath $(BUILD)) $(PYTHON) bench/train.py $(BENCH_ARGS)
 
