@@ -329,9 +329,10 @@ class CompiledFunction:
         ``native`` (lowered into generated kernels), ``extern`` (BLAS and
         convolution calls through ATen), ``fallback`` (other ATen calls),
         ``kernels`` (generated kernels), ``fallback_ops``, ``arena_bytes``,
-        ``target`` (the -march level of its native code) and ``runs`` ("native" or "aten"). For a training signature (a
-        compiled forward and backward), the forward's, with the backward's
-        under ``"backward"``. Empty before any program."""
+        ``target`` (the -march level of its native code, "" for an ATen
+        program) and ``runs`` ("native" or "aten"). For a training
+        signature (a compiled forward and backward), the forward's, with
+        the backward's under ``"backward"``. Empty before any program."""
         last = self._last_fn
         if last is None and self._last_training is not None and \
                 self.programs and self.programs[-1] is self._last_training.bw_program:
