@@ -98,7 +98,7 @@ TESTS := $(patsubst tests/%.c,$(BUILD)/tests/%,$(TEST_SRC))
 BENCHES := $(patsubst bench/%.c,$(BUILD)/bench/%,$(BENCH_SRC))
 BUILD_ID_H := $(BUILD)/gen/build_id.h
 
-.PHONY: all demo bench-build bench-hit bench-runtime bench-models bench-bandwidth bench-startup bench-train bench-gemm bench-compile bench-heavy test test-c test-py test-opinfo capture-zoo train-zoo fuzz-graphs fuzz-grads check valgrind format format-check lint asan fuzz \
+.PHONY: all demo bench-build bench-hit bench-runtime bench-models bench-bandwidth bench-startup bench-train bench-gemm bench-compile bench-heavy test test-c test-py test-opinfo capture-zoo train-zoo vec-audit fuzz-graphs fuzz-grads check valgrind format format-check lint asan fuzz \
         fuzz-build bootstrap clean py-proto
 .DEFAULT_GOAL := all
 
@@ -294,6 +294,10 @@ capture-zoo: all
 # gradients against a float64 eager reference.
 train-zoo: all
 	$(TEST_ENV):$(CURDIR)/tests/python $(PYTHON) tests/python/train_zoo.py $(ZOO_ARGS)
+
+# Inner loops of generated code that gcc left scalar (a diagnostic).
+vec-audit: all
+	$(TEST_ENV):$(CURDIR)/tests/python $(PYTHON) tests/python/vec_audit.py $(VEC_ARGS)
 
 fuzz-graphs: all
 	$(TEST_ENV):$(CURDIR)/tests/python $(PYTHON) tests/python/graphgen.py -n $(FUZZ_GRAPHS) \
