@@ -19,6 +19,17 @@ import torch
 import torch.utils._pytree as pytree
 
 import compiled
+import compiled.native
+
+
+def onednn_products() -> bool:
+    """Whether this process's float32 matrix products are oneDNN's sgemm
+    in generated code: the client offers oneDNN ("dnnl") and the target
+    has AVX-512 (the daemon's condition, sched/schedule.c sc_gemm_of).
+    False on AVX2-only CPUs, which Debian's torch also offers "dnnl" on,
+    and under COMPILED_TARGET=x86-64-v3 or COMPILED_DNNL=0."""
+    isa = compiled.native.target_message().isa
+    return "dnnl" in isa and "avx512f" in isa
 
 
 def clone_inputs(args):

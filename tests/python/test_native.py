@@ -21,7 +21,7 @@ import biggraph
 import compiled
 import compiled.native
 import daemon_util
-from native_util import SHAPES, check, layouts
+from native_util import SHAPES, check, layouts, onednn_products
 
 
 @pytest.fixture(scope="module")
@@ -831,7 +831,7 @@ def test_profile_ranges_name_segments_and_their_kernels(server, monkeypatch):
     cf, names = ranges(lambda x: (torch.softmax(x * 2, -1).double() @ x.relu().double()
                                   + 1).float() @ x)
     assert len(names) >= 2, names  # the kernels before and after the mm
-    if "dnnl" in compiled.native.target_message().isa:
+    if onednn_products():
         assert any(re.search(r"\bgc_mm\d+\b", n) for n in names), names
     src = cf.sources()
     for name in names:
@@ -856,12 +856,20 @@ def test_a_value_a_library_call_reads_is_realized_for_its_other_users(server):
     torch.manual_seed(0)
     m = torch.nn.TransformerEncoderLayer(64, 4, 128, batch_first=True, dropout=0.0)
     ref = copy.deepcopy(m)
+    ref64 = copy.deepcopy(m).double()
     x = torch.randn(4, 16, 64)
     cf = compiled.compile(m, (x,), server=server)
     cf(x).pow(2).sum().backward()
     ref(x).pow(2).sum().backward()
-    for (name, p), q in zip(m.named_parameters(), ref.parameters()):
-        torch.testing.assert_close(p.grad, q.grad, atol=1e-5, rtol=1e-4, msg=name)
+    ref64(x.double()).pow(2).sum().backward()
+    # The layer norms' gradients are small differences of terms as large as
+    # the output's (1e2): eager float32's own error against float64 is up
+    # to 7e-6 of norm1.weight's 1.7e-3, so each gradient is compared with
+    # float64, within a few times eager float32's error there.
+    for (name, p), q, r in zip(m.named_parameters(), ref.parameters(), ref64.parameters()):
+        err = (p.grad.double() - r.grad).abs().max().item()
+        eager_err = (q.grad.double() - r.grad).abs().max().item()
+        assert err <= 4 * eager_err + 1e-6 * r.grad.abs().max().item(), (name, err, eager_err)
     src = cf.programs[-1].c_source
     kernels = re.findall(r"/\* (k\d+_[a-z0-9_]+)\n((?: \*.*\n)+)", src)
     with_cat = [name for name, body in kernels if "aten::cat" in body]
