@@ -98,7 +98,7 @@ TESTS := $(patsubst tests/%.c,$(BUILD)/tests/%,$(TEST_SRC))
 BENCHES := $(patsubst bench/%.c,$(BUILD)/bench/%,$(BENCH_SRC))
 BUILD_ID_H := $(BUILD)/gen/build_id.h
 
-.PHONY: all demo bench-build bench-hit bench-runtime bench-models bench-bandwidth bench-startup bench-train bench-gemm bench-compile bench-heavy test test-c test-py test-opinfo capture-zoo train-zoo vec-audit fuzz-graphs fuzz-grads check valgrind format format-check lint asan fuzz \
+.PHONY: all demo bench-build bench-hit bench-runtime bench-models bench-bandwidth bench-startup bench-train bench-gemm bench-compile bench-heavy test test-c test-py test-avx2 test-opinfo capture-zoo train-zoo vec-audit fuzz-graphs fuzz-grads check valgrind format format-check lint asan fuzz \
         fuzz-build bootstrap clean py-proto
 .DEFAULT_GOAL := all
 
@@ -272,13 +272,21 @@ bench-heavy: all
 TEST_ENV := COMPILED_SRC=$(CURDIR) COMPILED_BUILD=$(abspath $(BUILD)) \
             PYTHONPATH=$(CURDIR)/client/python
 
-test: test-c test-py
+test: test-c test-py test-avx2
 
 test-c: all $(TESTS)
 	@$(TEST_ENV) tests/run_c_tests.sh $(BUILD) $(TESTS)
 
 test-py: all
 	$(TEST_ENV) $(PYTHON) -m pytest -q -p no:cacheprovider tests/python
+
+# The native, training and oneDNN-product tests again as on an AVX2-only
+# CPU (generated code for x86-64-v3, oneDNN's AVX2 code, products on
+# eager's BLAS), whatever this machine has: CI machines differ.
+AVX2_TESTS := test_native.py test_training.py test_opinfo_short.py test_native_gemm.py
+test-avx2: all
+	COMPILED_TARGET=x86-64-v3 ONEDNN_MAX_CPU_ISA=AVX2 $(TEST_ENV) $(PYTHON) -m pytest -q \
+	  -p no:cacheprovider $(addprefix tests/python/,$(AVX2_TESTS))
 
 # Differential testing against eager PyTorch (long; not part of `make test`,
 # which runs short fixed subsets): every float32 OpInfo operator, and
