@@ -20,7 +20,7 @@ import torch
 import compiled
 import compiled.native
 import daemon_util
-from native_util import check
+from native_util import check, onednn_products
 
 EXACT = dict(atol=0, rtol=0)
 
@@ -35,8 +35,7 @@ def server(tmp_path_factory):
 @pytest.fixture(scope="module")
 def dnnl():
     """Whether this process offers oneDNN's sgemm to generated code."""
-    isa = compiled.native.target_message().isa
-    if "dnnl" not in isa or "avx512f" not in isa:
+    if not onednn_products():
         pytest.skip("no oneDNN in this process or no AVX-512: products stay ATen calls")
     return True
 

@@ -130,6 +130,7 @@ def _trip_count(lines, j, header) -> int:
 
 
 def audit_c(c, march, flags, tmp):
+    """(simd loops of the unit c, those gcc left scalar)."""
     path = os.path.join(tmp, "unit.c")
     with open(path, "w") as f:
         f.write(c)
@@ -143,8 +144,9 @@ def audit_c(c, march, flags, tmp):
     done = [int(m.group(1)) for m in
             re.finditer(r":(\d+):\d+: optimized: loop vectorized", r.stderr)]
     # gcc names a loop by a statement of its body: the lines after the for
-    return [loop for line, loop in sorted(simd_loops(c).items())
-            if not any(line <= d <= line + 6 for d in done)]
+    loops = simd_loops(c)
+    return len(loops), [loop for line, loop in sorted(loops.items())
+                         if not any(line <= d <= line + 6 for d in done)]
 
 
 def programs(name, server):
@@ -180,10 +182,10 @@ def main(argv=None):
                         if not c:
                             continue
                         march = prog.summary.get("target") or "x86-64"
-                        bad = audit_c(c, march, flags, d)
-                        total += len(simd_loops(c))
+                        count, bad = audit_c(c, march, flags, d)
+                        total += count
                         scalar += len(bad)
-                        print(f"{name} ({label}, {march}): {len(simd_loops(c))} simd loops, "
+                        print(f"{name} ({label}, {march}): {count} simd loops, "
                               f"{len(bad)} not vectorized", flush=True)
                         for kernel, header, first in bad:
                             print(f"    {kernel}: {header}  {first[:90]}")
