@@ -530,3 +530,49 @@ def test_a_failing_trace_raises_what_eager_raises():
     with pytest.raises(IndexError) as captured:
         sys.modules["compiled.capture"].trace(bad_index, (torch.randn(3),), method="real")
     assert isinstance(captured.value, compiled.CaptureError)
+
+
+def _every_argument_kind(x, y, views, n: int, s: float, mode: str, flag: bool, nothing):
+    """A program whose graph holds every Argument kind capture writes."""
+    a = torch.div(x, y, rounding_mode=mode)                       # str
+    b = a.to(torch.float64).sum([-1, 0], keepdim=flag)            # dtype, negative ints, bool
+    c = torch.zeros(2, 3, layout=torch.strided, device="cpu")     # layout, device
+    d = x.view(1, 2, 3, 1).contiguous(memory_format=torch.channels_last)  # memory format
+    e = torch.nn.functional.interpolate(d, scale_factor=[2.0, 1.5], mode="nearest")  # float[]
+    f = x[None, :, torch.tensor([0, 2])]                          # Tensor?[] with None
+    g = torch.cat([x, y, views[0]], 0).clamp(min=-math.inf, max=2**40)  # Tensor[], special floats
+    h = torch.ops.aten.add.Tensor(x, y, alpha=n)                  # a keyword argument
+    i = torch.ops.aten.convolution_backward(                      # bool[], empty int[]
+        torch.ones(1, 1, 2, 2), torch.ones(1, 1, 3, 3), torch.ones(1, 1, 2, 2), [1],
+        [1, 1], [0, 0], [1, 1], False, [0, 0], 1, [True, False, True])
+    j = torch.unbind(y * s + views[1].sum())                       # a Tensor[] return
+    return a, b, c, e, f, g, h, i[0], i[2], j
+
+
+@pytest.mark.parametrize("method", ["meta", "real"])
+def test_the_written_graph_is_what_protobuf_writes(method):
+    """capture writes the GraphModule's bytes itself (compiled.wire); they
+    must be protobuf's own serialization of the message they parse to:
+    fields in number order, defaults left out, repeated numbers packed."""
+    base = torch.randn(4, 3)
+    inputs = (torch.randn(2, 3), torch.randn(2, 3) + 3, (base[:2], base[1:]), 2, 0.5, "floor",
+              True, None)
+    captured = capture_module.trace(_every_argument_kind, inputs, method=method)
+    data = captured.graph_bytes
+    msg = graph_pb2.GraphModule.FromString(data)
+    assert msg.SerializeToString() == data
+    kinds = {i.arg.WhichOneof("kind") for n in msg.graph.nodes for i in n.inputs}
+    missing = {"as_tensor", "as_tensors", "as_optional_tensors", "as_int", "as_ints", "as_float",
+               "as_floats", "as_bool", "as_bools", "as_string", "as_none", "as_scalar_type",
+               "as_layout", "as_device", "as_memory_format"} - kinds
+    assert not missing
+    assert any(i.kind == graph_pb2.ARGUMENT_KIND_KEYWORD for n in msg.graph.nodes for i in n.inputs)
+    first = [spec.kind for spec in msg.graph.inputs].index(graph_pb2.INPUT_KIND_USER_INPUT)
+    assert [list(g.inputs) for g in msg.graph.storage_groups] == [[first + 2, first + 3]]
+    literals = [spec.arg.WhichOneof("kind") for spec in msg.graph.inputs][first + 4:]
+    assert literals == ["as_int", "as_float", "as_string", "as_bool", "as_none"]
+    for name in CASE_NAMES:
+        program, case_inputs = cases.build(name)
+        data = capture_module.trace(program, case_inputs, method="real" if method == "real"
+                                    else None).graph_bytes
+        assert graph_pb2.GraphModule.FromString(data).SerializeToString() == data, name

@@ -1047,7 +1047,9 @@ def test_graph_error_is_raised_with_node_information(daemon, monkeypatch):
 
     def broken_trace(fn, args):
         captured = real_trace(fn, args)
-        captured.graph_module.graph.nodes[1].target = "aten::nope"
+        msg = captured.graph_module
+        msg.graph.nodes[1].target = "aten::nope"
+        captured.graph_bytes = msg.SerializeToString()  # what the request carries
         return captured
 
     monkeypatch.setattr(frontend._capture, "trace", broken_trace)

@@ -93,7 +93,7 @@ import torch.fx
 import torch.utils._pytree as pytree
 from torch.utils._python_dispatch import TorchDispatchMode
 
-from . import CaptureError, UnsupportedCapture, __version__
+from . import CaptureError, UnsupportedCapture, __version__, wire
 from .v1 import graph_pb2
 
 __all__ = ["Captured", "capture", "trace", "export_graph"]
@@ -155,6 +155,56 @@ _MEMORY_FORMATS = _build_table([
     ("channels_last_3d", graph_pb2.MEMORY_FORMAT_CHANNELS_LAST_3D),
     ("preserve_format", graph_pb2.MEMORY_FORMAT_PRESERVE),
 ])
+
+
+# Tags of the fields capture writes (compiled.wire).
+_ld = wire.ld
+_ARG = graph_pb2.Argument
+_ARG_NONE = wire.tag(_ARG, "as_none") + b"\x01"
+_ARG_TENSOR = wire.tag(_ARG, "as_tensor")
+_ARG_TENSORS = wire.tag(_ARG, "as_tensors")
+_ARG_OPTIONAL_TENSORS = wire.tag(_ARG, "as_optional_tensors")
+_ARG_INT = wire.tag(_ARG, "as_int")
+_ARG_INTS = wire.tag(_ARG, "as_ints")
+_ARG_FLOAT = wire.tag(_ARG, "as_float")
+_ARG_FLOATS = wire.tag(_ARG, "as_floats")
+_ARG_BOOL = wire.tag(_ARG, "as_bool")
+_ARG_BOOLS = wire.tag(_ARG, "as_bools")
+_ARG_STRING = wire.tag(_ARG, "as_string")
+_ARG_STRINGS = wire.tag(_ARG, "as_strings")
+_ARG_SCALAR_TYPE = wire.tag(_ARG, "as_scalar_type")
+_ARG_MEMORY_FORMAT = wire.tag(_ARG, "as_memory_format")
+_ARG_LAYOUT = wire.tag(_ARG, "as_layout")
+_ARG_DEVICE = wire.tag(_ARG, "as_device")
+_NAME = wire.tag(graph_pb2.TensorArgument, "name")
+_TENSOR_ITEMS = wire.tag(graph_pb2.TensorList, "items")
+_OPTIONAL_ITEMS = wire.tag(graph_pb2.OptionalTensorList, "items")
+_OPTIONAL_TENSOR = wire.tag(graph_pb2.OptionalTensorArgument, "as_tensor")
+_OPTIONAL_NONE = wire.tag(graph_pb2.OptionalTensorArgument, "as_none") + b"\x01"
+_INT_ITEMS = wire.tag(graph_pb2.IntList, "items")
+_FLOAT_ITEMS = wire.tag(graph_pb2.FloatList, "items")
+_BOOL_ITEMS = wire.tag(graph_pb2.BoolList, "items")
+_STRING_ITEMS = wire.tag(graph_pb2.StringList, "items")
+_SPEC_KIND = wire.tag(graph_pb2.InputSpec, "kind")
+_SPEC_ARG = wire.tag(graph_pb2.InputSpec, "arg")
+_SPEC_TARGET = wire.tag(graph_pb2.InputSpec, "target")
+_SPEC_PERSISTENT = wire.tag(graph_pb2.InputSpec, "persistent") + b"\x01"
+_VALUE_NAME = wire.tag(graph_pb2.TensorValue, "name")
+_VALUE_META = wire.tag(graph_pb2.TensorValue, "meta")
+_NODE_TARGET = wire.tag(graph_pb2.Node, "target")
+_NODE_INPUTS = wire.tag(graph_pb2.Node, "inputs")
+_NODE_OUTPUTS = wire.tag(graph_pb2.Node, "outputs")
+_NODE_METADATA = wire.tag(graph_pb2.Node, "metadata")
+_INPUT_NAME = wire.tag(graph_pb2.NamedArgument, "name")
+_INPUT_ARG = wire.tag(graph_pb2.NamedArgument, "arg")
+_INPUT_KIND = wire.tag(graph_pb2.NamedArgument, "kind")
+_POSITIONAL = _INPUT_KIND + wire.varint(graph_pb2.ARGUMENT_KIND_POSITIONAL)
+_KEYWORD = _INPUT_KIND + wire.varint(graph_pb2.ARGUMENT_KIND_KEYWORD)
+_STACK_TRACE = wire.tag(graph_pb2.NodeMetadata, "stack_trace")
+_MODULE_PATH = wire.tag(graph_pb2.NodeMetadata, "module_path")
+_GRAPH = {name: wire.tag(graph_pb2.Graph, name)
+          for name in ("inputs", "nodes", "outputs", "tensor_values", "storage_groups")}
+_GRAPH_MODULE_GRAPH = wire.tag(graph_pb2.GraphModule, "graph")
 
 
 def _scalar_type(dtype: torch.dtype, where: str) -> int:
@@ -509,7 +559,9 @@ class Captured:
     """The result of :func:`trace`.
 
     Attributes:
-        graph_module: the ``graph_pb2.GraphModule`` message.
+        graph_bytes: the serialized ``graph_pb2.GraphModule``, what a
+            compile request carries.
+        graph_module: the same, parsed (on first access).
         constants: the value of every CONSTANT input, by its ``target``, in
             input order: tensors the trace created (``torch.tensor``
             literals) or, for tensors the program reached from outside
@@ -521,12 +573,19 @@ class Captured:
         fx_graph: the ``torch.fx.GraphModule`` of the trace, for debugging
             (built on first access for a "meta" trace).
     """
-    graph_module: graph_pb2.GraphModule
+    graph_bytes: bytes
     constants: Dict[str, torch.Tensor]
     out_spec: Any
     method: str
     _graph: Any
     _gm: Optional[torch.fx.GraphModule] = None
+    _message: Optional[graph_pb2.GraphModule] = None
+
+    @property
+    def graph_module(self) -> graph_pb2.GraphModule:
+        if self._message is None:
+            self._message = graph_pb2.GraphModule.FromString(self.graph_bytes)
+        return self._message
 
     @property
     def fx_graph(self) -> torch.fx.GraphModule:
@@ -853,7 +912,8 @@ def _scalar_kind(jit_type) -> Optional[str]:
 
 
 class _Encoder:
-    """Turns FX argument values into ``graph_pb2.Argument`` messages.
+    """Turns FX argument values into serialized ``graph_pb2.Argument``
+    messages (:mod:`compiled.wire`).
 
     ``tensor_name(node)`` returns the value name of an FX node that holds a
     tensor (or None if it does not hold one).
@@ -861,10 +921,12 @@ class _Encoder:
 
     def __init__(self, tensor_name: Callable[[torch.fx.Node], Optional[str]]):
         self.tensor_name = tensor_name
+        self._tensors: Dict[torch.fx.Node, bytes] = {}  # node -> TensorArgument
+        self._arguments: Dict[torch.fx.Node, bytes] = {}  # node -> Argument
 
-    def encode(self, msg: graph_pb2.Argument, value: Any, jit_type, where: str) -> None:
-        """Fill ``msg`` with ``value``; ``jit_type`` is the schema type of
-        the argument (None if unknown). Python value -> Argument:
+    def encode(self, value: Any, jit_type, where: str) -> bytes:
+        """The Argument for ``value``, serialized; ``jit_type`` is the schema
+        type of the argument (None if unknown). Python value -> Argument:
 
         - FX node of a tensor -> as_tensor; None -> as_none;
         - bool -> as_bool (as_int in an ``int`` slot); int -> as_int (as_float
@@ -874,100 +936,104 @@ class _Encoder:
         - lists by the schema's element type: Tensor[] -> as_tensors,
           Tensor?[] -> as_optional_tensors (always, None or not), int[] ->
           as_ints, float[] -> as_floats, bool[] -> as_bools, str[] ->
-          as_strings; without a usable schema type, by the values.
+          as_strings; without a usable schema type, by the values. An empty
+          list is an empty list of its kind.
 
         A Python number in a ``Tensor`` slot (a wrapped number) is encoded as
         the number. Anything else raises CaptureError naming ``where``.
         """
         if isinstance(value, torch.fx.Node):
-            msg.as_tensor.name = self._tensor(value, where)
-        elif value is None:
-            msg.as_none = True
-        elif isinstance(value, (list, tuple)):
-            self._encode_list(msg, list(value), _kinds(jit_type)[0], where)
-        else:
-            self._encode_scalar(msg, value, _kinds(jit_type)[1], where)
+            data = self._arguments.get(value)
+            if data is None:
+                data = self._arguments[value] = _ld(_ARG_TENSOR, self._tensor(value, where))
+            return data
+        if value is None:
+            return _ARG_NONE
+        if isinstance(value, (list, tuple)):
+            return self._encode_list(list(value), _kinds(jit_type)[0], where)
+        return self._encode_scalar(value, _kinds(jit_type)[1], where)
 
-    def _tensor(self, node: torch.fx.Node, where: str) -> str:
-        name = self.tensor_name(node)
-        if name is None:
-            raise CaptureError(f"{where}: refers to FX node '{node.name}', which holds no tensor")
-        return name
+    def _tensor(self, node: torch.fx.Node, where: str) -> bytes:
+        """The serialized TensorArgument naming ``node``'s value."""
+        data = self._tensors.get(node)
+        if data is None:
+            name = self.tensor_name(node)
+            if name is None:
+                raise CaptureError(f"{where}: refers to FX node '{node.name}', which holds no tensor")
+            data = self._tensors[node] = _ld(_NAME, name.encode())
+        return data
 
-    def _encode_scalar(self, msg, value, kind, where):
+    def _encode_scalar(self, value, kind, where) -> bytes:
         if isinstance(value, bool):
             if kind == "int":
-                msg.as_int = int(value)
-            else:
-                msg.as_bool = value
-        elif isinstance(value, int):
+                return _ARG_INT + wire.varint(int(value))
+            return _ARG_BOOL + (b"\x01" if value else b"\x00")
+        if isinstance(value, int):
             if kind == "float":
-                msg.as_float = float(value)
-            else:
-                msg.as_int = _check_int64(value, where)
-        elif isinstance(value, float):
-            msg.as_float = value
-        elif isinstance(value, str):
-            msg.as_string = value
-        elif isinstance(value, torch.dtype):
-            msg.as_scalar_type = _scalar_type(value, where)
-        elif isinstance(value, torch.layout):
-            msg.as_layout = _layout(value, where)
-        elif isinstance(value, torch.memory_format):
+                return wire.double(_ARG_FLOAT, float(value))
+            return _ARG_INT + wire.varint(_check_int64(value, where))
+        if isinstance(value, float):
+            return wire.double(_ARG_FLOAT, value)
+        if isinstance(value, str):
+            return _ld(_ARG_STRING, value.encode())
+        if isinstance(value, torch.dtype):
+            return _ARG_SCALAR_TYPE + wire.varint(_scalar_type(value, where))
+        if isinstance(value, torch.layout):
+            return _ARG_LAYOUT + wire.varint(_layout(value, where))
+        if isinstance(value, torch.memory_format):
             try:
-                msg.as_memory_format = _MEMORY_FORMATS[value]
+                return _ARG_MEMORY_FORMAT + wire.varint(_MEMORY_FORMATS[value])
             except KeyError:
                 raise CaptureError(f"{where}: memory format {value} has no graph.proto MemoryFormat") from None
-        elif isinstance(value, torch.device):
-            _set_device(msg.as_device, value)
-        elif isinstance(value, complex):
+        if isinstance(value, torch.device):
+            device = graph_pb2.Device()
+            _set_device(device, value)
+            return _ld(_ARG_DEVICE, device.SerializeToString())
+        if isinstance(value, complex):
             raise CaptureError(f"{where}: cannot encode a complex scalar {value!r} "
                                "(graph.proto has no complex literal)")
-        else:
-            raise CaptureError(f"{where}: cannot encode a value of type {type(value).__name__}: {value!r}")
+        raise CaptureError(f"{where}: cannot encode a value of type {type(value).__name__}: {value!r}")
 
-    def _encode_list(self, msg, items, kind, where):
+    def _encode_list(self, items, kind, where) -> bytes:
         if kind is None:
             kind = _infer_list_kind(items, where)
         if kind == "Tensor":
-            out = msg.as_tensors
+            out = []
             for item in items:
                 if not isinstance(item, torch.fx.Node):
                     raise CaptureError(f"{where}: Tensor[] element {item!r} is not a tensor")
-                out.items.add(name=self._tensor(item, where))
-        elif kind == "OptionalTensor":
-            out = msg.as_optional_tensors
+                out.append(_ld(_TENSOR_ITEMS, self._tensor(item, where)))
+            return _ld(_ARG_TENSORS, b"".join(out))
+        if kind == "OptionalTensor":
+            out = []
             for item in items:
                 if item is None:
-                    out.items.add(as_none=True)
+                    out.append(_ld(_OPTIONAL_ITEMS, _OPTIONAL_NONE))
                 elif isinstance(item, torch.fx.Node):
-                    out.items.add().as_tensor.name = self._tensor(item, where)
+                    out.append(_ld(_OPTIONAL_ITEMS, _ld(_OPTIONAL_TENSOR, self._tensor(item, where))))
                 else:
                     raise CaptureError(f"{where}: Tensor?[] element {item!r} is neither a tensor nor None")
-        elif kind == "int":
+            return _ld(_ARG_OPTIONAL_TENSORS, b"".join(out))
+        if kind == "int":
             if not all(isinstance(i, int) for i in items):
                 raise CaptureError(f"{where}: int[] holds non-integers {items!r}")
-            msg.as_ints.SetInParent()
-            msg.as_ints.items.extend(_check_int64(int(i), where) for i in items)
-        elif kind == "float":
+            return _ld(_ARG_INTS, wire.packed_varints(
+                _INT_ITEMS, [_check_int64(int(i), where) for i in items]))
+        if kind == "float":
             if not all(isinstance(i, (int, float)) and not isinstance(i, bool) for i in items):
                 raise CaptureError(f"{where}: float[] holds non-numbers {items!r}")
-            msg.as_floats.SetInParent()
-            msg.as_floats.items.extend(float(i) for i in items)
-        elif kind == "bool":
+            return _ld(_ARG_FLOATS, wire.packed_doubles(_FLOAT_ITEMS, [float(i) for i in items]))
+        if kind == "bool":
             if not all(isinstance(i, bool) for i in items):
                 raise CaptureError(f"{where}: bool[] holds non-booleans {items!r}")
-            msg.as_bools.SetInParent()
-            msg.as_bools.items.extend(items)
-        elif kind == "str":
+            return _ld(_ARG_BOOLS, wire.packed_varints(_BOOL_ITEMS, items))
+        if kind == "str":
             if not all(isinstance(i, str) for i in items):
                 raise CaptureError(f"{where}: str[] holds non-strings {items!r}")
-            msg.as_strings.SetInParent()
-            msg.as_strings.items.extend(items)
-        elif kind == "Scalar":
-            self._encode_list(msg, items, _infer_list_kind(items, where), where)
-        else:
-            raise CaptureError(f"{where}: cannot encode a list of kind {kind}")
+            return _ld(_ARG_STRINGS, b"".join(_ld(_STRING_ITEMS, i.encode()) for i in items))
+        if kind == "Scalar":
+            return self._encode_list(items, _infer_list_kind(items, where), where)
+        raise CaptureError(f"{where}: cannot encode a list of kind {kind}")
 
 
 def _infer_list_kind(items, where) -> str:
@@ -995,11 +1061,11 @@ def _check_int64(value: int, where: str) -> int:
     return value
 
 
-def _encode_literal(msg: graph_pb2.Argument, value: Any, where: str) -> None:
-    """A non-tensor input or output value as an Argument literal."""
+def _encode_literal(value: Any, where: str) -> bytes:
+    """A non-tensor input or output value as an Argument literal, serialized."""
     if isinstance(value, torch.fx.Node):
         raise CaptureError(f"{where}: unexpected FX node {value.name}")
-    _Encoder(lambda node: None).encode(msg, value, None, where)
+    return _Encoder(lambda node: None).encode(value, None, where)
 
 
 def operator_name(op: torch._ops.OpOverload) -> str:
@@ -1158,8 +1224,8 @@ def _trace(fn_or_module, example_inputs, method: Optional[str]) -> Captured:
         metas = _replay(gm, env_inputs)
 
     # 5. Encode.
-    msg = _encode(graph, inputs, attr_nodes, metas, names)
-    return Captured(graph_module=msg, constants=constants, out_spec=out_spec,
+    data = _encode(graph, inputs, attr_nodes, metas, names)
+    return Captured(graph_bytes=data, constants=constants, out_spec=out_spec,
                     method="meta" if meta is not None else "real", _graph=graph, _gm=gm)
 
 
@@ -1185,13 +1251,8 @@ def _value_path(node: torch.fx.Node) -> tuple:
     return (node,) + tuple(reversed(path))
 
 
-def _encode(fx_graph: torch.fx.Graph, inputs: List[_Input], attr_nodes, metas, names: _Names) -> graph_pb2.GraphModule:
-    msg = graph_pb2.GraphModule()
-    msg.schema_version.major, msg.schema_version.minor = SCHEMA_VERSION
-    msg.torch_version = torch.__version__
-    msg.producer = PRODUCER
-    graph = msg.graph
-
+def _encode(fx_graph: torch.fx.Graph, inputs: List[_Input], attr_nodes, metas, names: _Names) -> bytes:
+    """The serialized GraphModule (compiled.wire writes it)."""
     # Value names by value path. Inputs first (already named).
     path_names: Dict[tuple, str] = {}
     for inp in inputs:
@@ -1222,52 +1283,96 @@ def _encode(fx_graph: torch.fx.Graph, inputs: List[_Input], attr_nodes, metas, n
         return path_names.get(_value_path(node))
 
     encoder = _Encoder(tensor_name)
+    values = _TensorValues(metas)
 
     # Inputs.
+    input_specs = []
     for inp in inputs:
-        spec = graph.inputs.add(kind=inp.kind, target=inp.target, persistent=inp.persistent)
         where = f"input {inp.name}"
         if isinstance(inp.value, torch.Tensor):
-            spec.arg.as_tensor.name = inp.name
-            graph.tensor_values.add(name=inp.name, meta=metas[(inp.fx_node,)])
+            arg = _ld(_ARG_TENSOR, _ld(_NAME, inp.name.encode()))
+            values.add(inp.name, (inp.fx_node,))
         else:
-            _encode_literal(spec.arg, inp.value, where)
+            arg = _encode_literal(inp.value, where)
+        spec = [_SPEC_KIND + wire.varint(inp.kind)] if inp.kind else []
+        spec.append(_ld(_SPEC_ARG, arg))
+        if inp.target:
+            spec.append(_ld(_SPEC_TARGET, inp.target.encode()))
+        if inp.persistent:
+            spec.append(_SPEC_PERSISTENT)
+        input_specs.append(_ld(_GRAPH["inputs"], b"".join(spec)))
 
-    # Storage groups, among the caller's real tensors.
-    groups: Dict[Tuple[str, int], List[int]] = {}
+    # Storage groups, among the caller's real tensors, in the order of their
+    # first members. Tensors of one storage start from one address; only
+    # those sharing a start are told apart by storage (each storage() call
+    # builds a Python wrapper: 2 ms for densenet121's 728 inputs).
+    starts: Dict[int, List[int]] = {}
     for i, inp in enumerate(inputs):
-        if isinstance(inp.value, torch.Tensor):
-            groups.setdefault(_storage_key(inp.value), []).append(i)
-    for members in groups.values():
-        if len(members) > 1:
-            graph.storage_groups.add(inputs=members)
+        t = inp.value
+        if isinstance(t, torch.Tensor):
+            starts.setdefault(t.data_ptr() - t.storage_offset() * t.element_size(), []).append(i)
+    groups: Dict[Tuple[str, int], List[int]] = {}
+    for candidates in starts.values():
+        if len(candidates) > 1:
+            for i in candidates:
+                groups.setdefault(_storage_key(inputs[i].value), []).append(i)
+    storage_groups = [_ld(_GRAPH["storage_groups"],
+                          graph_pb2.StorageGroup(inputs=members).SerializeToString())
+                      for members in sorted(groups.values()) if len(members) > 1]
 
     # Nodes.
     operators: Dict[str, str] = {}
+    nodes = []
     for node in call_nodes:
         op = node.target
         schema = op._schema
         target = operator_name(op)
         operators[target] = str(schema)
-        out = graph.nodes.add(target=target)
-        _encode_node_inputs(out, node, schema, target, encoder)
-        _encode_node_outputs(out, graph, node, schema, target, metas, path_names, names)
+        parts = [_ld(_NODE_TARGET, target.encode())]
+        _encode_node_inputs(parts, node, schema, target, encoder)
+        _encode_node_outputs(parts, values, node, schema, target, metas, path_names, names)
         stack = node.meta.get(_META_STACK)
-        if stack:
-            out.metadata.stack_trace = stack
         module_path = node.meta.get(_META_MODULE)
-        if module_path:
-            out.metadata.module_path = module_path
-
-    for name in sorted(operators):
-        msg.operators.add(name=name, schema=operators[name])
+        if stack or module_path:
+            parts.append(_ld(_NODE_METADATA,
+                             (_ld(_STACK_TRACE, stack.encode()) if stack else b"")
+                             + (_ld(_MODULE_PATH, module_path.encode()) if module_path else b"")))
+        nodes.append(_ld(_GRAPH["nodes"], b"".join(parts)))
 
     # Outputs.
     output_node = next(n for n in fx_graph.nodes if n.op == "output")
     leaves, _ = pytree.tree_flatten(output_node.args[0])
-    for i, leaf in enumerate(leaves):
-        encoder.encode(graph.outputs.add(), leaf, None, f"output {i}")
-    return msg
+    outputs = [_ld(_GRAPH["outputs"], encoder.encode(leaf, None, f"output {i}"))
+               for i, leaf in enumerate(leaves)]
+
+    graph = b"".join(input_specs + nodes + outputs + values.encoded + storage_groups)
+    head = graph_pb2.GraphModule()
+    head.schema_version.major, head.schema_version.minor = SCHEMA_VERSION
+    tail = graph_pb2.GraphModule(torch_version=torch.__version__, producer=PRODUCER)
+    for name in sorted(operators):
+        tail.operators.add(name=name, schema=operators[name])
+    # Fields in number order, as protobuf writes them: schema_version (1),
+    # graph (2), then operators, torch_version and producer (3-5).
+    return head.SerializeToString() + _ld(_GRAPH_MODULE_GRAPH, graph) + tail.SerializeToString()
+
+
+class _TensorValues:
+    """The graph's tensor_values entries, serialized in the order added; a
+    TensorMeta shared by many values (metas are shared, see
+    _tensor_meta_cached) is serialized once."""
+
+    def __init__(self, metas):
+        self.metas = metas
+        self.encoded: List[bytes] = []
+        self._meta_bytes: Dict[int, bytes] = {}
+
+    def add(self, name: str, path: tuple) -> None:
+        meta = self.metas[path]
+        data = self._meta_bytes.get(id(meta))  # metas keeps every meta alive
+        if data is None:
+            data = self._meta_bytes[id(meta)] = meta.SerializeToString()
+        self.encoded.append(_ld(_GRAPH["tensor_values"],
+                                _ld(_VALUE_NAME, name.encode()) + _ld(_VALUE_META, data)))
 
 
 _SCHEMA_ARGUMENTS: Dict[Any, Tuple[list, dict]] = {}
@@ -1289,16 +1394,16 @@ class _SchemaArg:
     type: Any
 
 
-def _encode_node_inputs(out: graph_pb2.Node, node, schema, target: str, encoder: _Encoder) -> None:
-    """Bind the FX node's args/kwargs to the schema's argument names."""
+def _encode_node_inputs(parts: List[bytes], node, schema, target: str, encoder: _Encoder) -> None:
+    """Bind the FX node's args/kwargs to the schema's argument names; one
+    serialized NamedArgument each, appended to ``parts``."""
     arguments, by_name = _schema_arguments(node.target, schema)
     if len(node.args) > len(arguments):
         raise CaptureError(f"node '{node.name}' ({target}): {len(node.args)} positional arguments "
                            f"for a schema with {len(arguments)}")
     for arg, value in zip(arguments, node.args):
         where = f"node '{node.name}' ({target}), argument '{arg.name}'"
-        named = out.inputs.add(name=arg.name, kind=graph_pb2.ARGUMENT_KIND_POSITIONAL)
-        encoder.encode(named.arg, value, arg.type, where)
+        parts.append(_named_argument(arg.name, encoder.encode(value, arg.type, where), _POSITIONAL))
     for key in node.kwargs:
         if key not in by_name:
             raise CaptureError(f"node '{node.name}' ({target}): keyword argument '{key}' "
@@ -1310,44 +1415,48 @@ def _encode_node_inputs(out: graph_pb2.Node, node, schema, target: str, encoder:
                 raise CaptureError(f"node '{node.name}' ({target}): argument '{arg.name}' "
                                    "given both positionally and by keyword")
             where = f"node '{node.name}' ({target}), argument '{arg.name}'"
-            named = out.inputs.add(name=arg.name, kind=graph_pb2.ARGUMENT_KIND_KEYWORD)
-            encoder.encode(named.arg, node.kwargs[arg.name], arg.type, where)
+            parts.append(_named_argument(
+                arg.name, encoder.encode(node.kwargs[arg.name], arg.type, where), _KEYWORD))
 
 
-def _encode_node_outputs(out: graph_pb2.Node, graph, node, schema, target, metas, path_names,
-                         names: _Names) -> None:
-    """One output Argument per schema return; fresh names for unused ones."""
+def _named_argument(name: str, arg: bytes, kind: bytes) -> bytes:
+    return _ld(_NODE_INPUTS, _ld(_INPUT_NAME, name.encode()) + _ld(_INPUT_ARG, arg) + kind)
+
+
+def _encode_node_outputs(parts: List[bytes], values: _TensorValues, node, schema, target, metas,
+                         path_names, names: _Names) -> None:
+    """One output Argument per schema return, appended to ``parts``; fresh
+    names for unused ones."""
     returns = list(schema.returns)
     where = f"node '{node.name}' ({target})"
 
-    def name_for(path):
+    def name_for(path) -> bytes:
         if path not in path_names:
             suffix = "_".join(str(i) for i in path[1:])
             path_names[path] = names.take(f"{node.name}_{suffix}")
-        graph.tensor_values.add(name=path_names[path], meta=metas[path])
-        return path_names[path]
+        values.add(path_names[path], path)
+        return _ld(_NAME, path_names[path].encode())
 
-    def encode_return(arg: graph_pb2.Argument, ret, path):
+    def encode_return(ret, path) -> bytes:
         kind = _strip_optional(ret.type).kind()
         if kind == "TensorType":
             if path in metas:
-                arg.as_tensor.name = name_for(path)
-            else:
-                arg.as_none = True  # a Tensor? return that was None
-        elif _list_element_kind(ret.type) == "Tensor":
-            arg.as_tensors.SetInParent()
+                return _ld(_ARG_TENSOR, name_for(path))
+            return _ARG_NONE  # a Tensor? return that was None
+        if _list_element_kind(ret.type) == "Tensor":
+            items = []
             i = 0
             while path + (i,) in metas:
-                arg.as_tensors.items.add(name=name_for(path + (i,)))
+                items.append(_ld(_TENSOR_ITEMS, name_for(path + (i,))))
                 i += 1
-        else:
-            raise CaptureError(f"{where}: cannot encode a return of type {ret.type}")
+            return _ld(_ARG_TENSORS, b"".join(items))
+        raise CaptureError(f"{where}: cannot encode a return of type {ret.type}")
 
     if len(returns) == 1:
-        encode_return(out.outputs.add(), returns[0], (node,))
+        parts.append(_ld(_NODE_OUTPUTS, encode_return(returns[0], (node,))))
     else:
         for i, ret in enumerate(returns):
-            encode_return(out.outputs.add(), ret, (node, i))
+            parts.append(_ld(_NODE_OUTPUTS, encode_return(ret, (node, i))))
 
 
 def capture(fn_or_module: Union[Callable, torch.nn.Module], example_inputs) -> graph_pb2.GraphModule:

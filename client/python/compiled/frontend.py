@@ -471,7 +471,7 @@ class CompiledFunction:
             mode=compiled_pb2.MODE_TRAINING if training else compiled_pb2.MODE_INFERENCE,
             eager_random=self._eager_random)
         try:
-            key, data = self._client.compile(captured.graph_module, options,
+            key, data = self._client.compile(captured.graph_bytes, options,
                                              target=_native.target_message())
         except CompileError:
             raise
@@ -511,7 +511,7 @@ class CompiledFunction:
             return_input_mutations=not self._keep_input_mutations,
             mode=compiled_pb2.MODE_INFERENCE, separate_temporaries=True,
             eager_random=self._eager_random)
-        key, data = self._client.compile(captured.graph_module, options,
+        key, data = self._client.compile(captured.graph_bytes, options,
                                          target=_native.target_message())
         self.compiles += 1
         with _capture.paused_gc():
