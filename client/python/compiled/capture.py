@@ -509,32 +509,40 @@ def _tracing_graph() -> Optional[torch.fx.Graph]:
 
 class _ModulePathHooks:
     """Forward hooks that keep a stack of the qualified names of the modules
-    currently running inside ``root`` ("" for the root itself)."""
+    currently running inside ``root`` ("" for the root itself).
+
+    Two process-wide hooks (``register_module_forward_pre_hook``) that look
+    the module up by identity, rather than a pair per module: registering
+    and removing 866 hooks took 2 ms of densenet121's capture. They see
+    the calls of the thread that entered only."""
 
     def __init__(self, root: Optional[torch.nn.Module]):
         self.stack: List[str] = []
         self._handles = []
         self._root = root
+        self._names: Dict[int, str] = {}
+        self._thread = None
 
     def __enter__(self):
         if self._root is not None:
-            for name, module in self._root.named_modules():
-                self._handles.append(module.register_forward_pre_hook(self._pre(name)))
-                self._handles.append(module.register_forward_hook(self._post))
+            self._names = {id(module): name for name, module in self._root.named_modules()}
+            self._thread = threading.get_ident()
+            self._handles = [torch.nn.modules.module.register_module_forward_pre_hook(self._pre),
+                             torch.nn.modules.module.register_module_forward_hook(self._post)]
         return self
 
     def __exit__(self, *exc):
         for handle in self._handles:
             handle.remove()
-        self._handles.clear()
+        self._handles = []
 
-    def _pre(self, name):
-        def hook(module, inputs):
+    def _pre(self, module, inputs):
+        name = self._names.get(id(module))
+        if name is not None and threading.get_ident() == self._thread:
             self.stack.append(name)
-        return hook
 
     def _post(self, module, inputs, output):
-        if self.stack:
+        if id(module) in self._names and threading.get_ident() == self._thread and self.stack:
             self.stack.pop()
 
 
@@ -606,7 +614,15 @@ def _module_state(module: torch.nn.Module, owners: Optional[list] = None):
     the index of its entry in params + buffers. ``owners``, if given, gets
     the (module, attribute) holding each entry, in the same order.
     """
-    modules = list(module.named_modules())  # what both named_* walk
+    # One walk: every (path, module), repeats included (for the aliases);
+    # the first occurrence of each module is what named_modules() and so
+    # both named_* list, in the same order.
+    every = list(module.named_modules(remove_duplicate=False))
+    modules, seen_modules = [], set()
+    for path, mod in every:
+        if id(mod) not in seen_modules:
+            seen_modules.add(id(mod))
+            modules.append((path, mod))
 
     def members(table_of):
         """(path, tensor, owner, attribute) of each distinct tensor, as
@@ -628,7 +644,7 @@ def _module_state(module: torch.nn.Module, owners: Optional[list] = None):
         owners.extend((mod, attr) for _, _, mod, attr in param_members + buffer_members)
     index_of = {id(t): i for i, (_, t, _) in enumerate(params + buffers)}
     aliases: Dict[str, int] = {}
-    for mod_path, mod in module.named_modules(remove_duplicate=False):
+    for mod_path, mod in every:
         prefix = mod_path + "." if mod_path else ""
         for table in (mod._parameters, mod._buffers):
             for attr, t in table.items():

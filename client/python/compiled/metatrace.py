@@ -760,6 +760,8 @@ def _run_on_zeros(func, args, kwargs):
 
 def _empty_meta(dtype, size, stride, offset):
     """A meta tensor with this dtype, sizes, strides and storage offset."""
+    if offset == 0 and 0 not in size:  # one call: empty_strided's storage spans as below
+        return torch.empty_strided(size, stride, dtype=dtype, device=_META)
     span = offset + 1 + sum((s - 1) * st for s, st in zip(size, stride) if s > 0)
     if 0 in size:
         span = offset + 1
