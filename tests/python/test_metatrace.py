@@ -411,3 +411,27 @@ def test_import_prefetches_what_the_first_compile_imports():
                            text=True, env=dict(os.environ, COMPILED_PREFETCH=setting))
         assert r.returncode == 0, r.stderr[-2000:]
         assert r.stdout.strip() == missing, (setting, r.stdout)
+
+
+def test_an_operator_without_a_meta_function_is_tried_on_meta_once(monkeypatch):
+    """The fused transformer layer has no meta function: each failed try
+    raised an exception that cost 3 ms. The layers after the first go
+    straight to the zero-filled run (remembered per layout), and the graph
+    is still the real trace's."""
+    metatrace = sys.modules["compiled.metatrace"]
+    op = torch.ops.aten._transformer_encoder_layer_fwd.default
+    failed = []
+
+    class Recording(set):
+        def add(self, func):  # called where a meta try raised NotImplementedError
+            failed.append(func)
+            super().add(func)
+    monkeypatch.setattr(metatrace, "_NO_META", Recording())
+    monkeypatch.setattr(metatrace, "_ZEROS_MEMO", {})
+    torch.manual_seed(0)
+    model = torch.nn.TransformerEncoder(
+        torch.nn.TransformerEncoderLayer(32, 4, 64, batch_first=True), 4).eval()
+    meta, real = both(model, (torch.randn(2, 10, 32),))
+    assert not isinstance(meta, str), meta
+    assert meta == real
+    assert failed == [op]
