@@ -22,7 +22,9 @@ the epilogue, generating only the body differently:
   on); a smaller one is freed at the end of the call, where malloc
   recycles it as it does eager's temporaries, so it adds nothing to the
   process's memory between calls. A program with no segment and no arena
-  view (ATen calls only) takes no arena at all;
+  view (ATen calls only) takes no arena at all. The first arena of a
+  program (1 MiB or more) is allocated when it loads, and a thread touches
+  its pages while the loader goes on, so the first call finds them mapped;
 - program outputs are allocated per call with ``torch.empty_strided``
   (with eager's strides), extern calls write into their planned buffers
   through ``.out`` overloads, fallback results are dropped after their last
