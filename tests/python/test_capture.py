@@ -576,3 +576,18 @@ def test_the_written_graph_is_what_protobuf_writes(method):
         data = capture_module.trace(program, case_inputs, method="real" if method == "real"
                                     else None).graph_bytes
         assert graph_pb2.GraphModule.FromString(data).SerializeToString() == data, name
+
+
+def test_a_source_file_name_that_is_not_utf8_is_captured(tmp_path):
+    """A file name Python could not decode (surrogates in the str) shows in
+    the stack trace with "?" in their place; it does not stop capture."""
+    path = os.path.join(os.fsdecode(bytes(tmp_path)), os.fsdecode(b"prog\xff.py"))
+    with open(path, "w") as f:
+        f.write("def program(x):\n    return x.sin() + 1\n")
+    spec = importlib.util.spec_from_file_location("prog_not_utf8", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    for method in ("meta", "real"):
+        msg = capture_module.trace(module.program, (torch.randn(3),), method=method).graph_module
+        stacks = [n.metadata.stack_trace for n in msg.graph.nodes]
+        assert stacks and all("prog?.py" in s for s in stacks), stacks

@@ -1351,7 +1351,9 @@ def _encode(fx_graph: torch.fx.Graph, inputs: List[_Input], attr_nodes, metas, n
         module_path = node.meta.get(_META_MODULE)
         if stack or module_path:
             parts.append(_ld(_NODE_METADATA,
-                             (_ld(_STACK_TRACE, stack.encode()) if stack else b"")
+                             # a file name Python could not decode holds surrogates
+                             (_ld(_STACK_TRACE, stack.encode("utf-8", "replace"))
+                              if stack else b"")
                              + (_ld(_MODULE_PATH, module_path.encode()) if module_path else b"")))
         nodes.append(_ld(_GRAPH["nodes"], b"".join(parts)))
 
