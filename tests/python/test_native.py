@@ -898,6 +898,28 @@ def test_an_epilogue_is_not_reordered_into_strided_stores(server):
     assert "2-D tiles" in src, src
 
 
+def test_the_first_arena_is_paged_in_while_the_program_loads(server):
+    """An arena of 1-64 MiB is allocated when the program loads and a
+    thread touches its pages meanwhile; the first call takes that buffer
+    (after the thread is done) and gives eager's answers, as do the next."""
+    def f(x):
+        a = torch.softmax(x, -1)
+        b = torch.relu(x @ x.t())
+        return (a * 2).sum(0), b.mean()
+    x = torch.randn(600, 600)
+    with torch.no_grad():
+        cf = compiled.compile(f, (x,), server=server)
+        s = cf.summary()
+        assert s["runs"] == "native" and s["arena_bytes"] >= 1 << 20, s
+        pool = cf.programs[-1].fn.__globals__["_pool"]
+        assert len(pool) == 1 and pool[0].paged_in is not None
+        want = f(x)
+        for _ in range(2):
+            got = cf(x)
+            assert len(cf.programs) == 1 and pool[0].paged_in is None  # the first call took it
+            torch.testing.assert_close(got, want, rtol=1e-4, atol=1e-3)
+
+
 def test_a_program_of_aten_calls_only_takes_no_arena(server):
     """A native program with no generated code and nothing in an arena (an
     inference TransformerEncoderLayer: eager's one fused call) runs its

@@ -23,7 +23,7 @@ the epilogue, generating only the body differently:
   recycles it as it does eager's temporaries, so it adds nothing to the
   process's memory between calls. A program with no segment and no arena
   view (ATen calls only) takes no arena at all. The first arena of a
-  program (1 MiB or more) is allocated when it loads, and a thread touches
+  program (1-64 MiB) is allocated when it loads, and a thread touches
   its pages while the loader goes on, so the first call finds them mapped;
 - program outputs are allocated per call with ``torch.empty_strided``
   (with eager's strides), extern calls write into their planned buffers
@@ -447,9 +447,12 @@ def _zero(buf: torch.Tensor) -> None:
     ctypes.memset(buf.data_ptr(), 0, buf.numel())  # ctypes lets go of the GIL
 
 
-# Arenas from this size on are paged in by a thread when a program loads;
-# a smaller one costs less than starting the thread.
+# Arenas from this size on are paged in by a thread when a program loads
+# (a smaller one costs less than starting the thread), up to the largest:
+# until its first call, a program holds its arena, and one that is never
+# called (a backward nobody runs) would hold a large one for good.
 PAGE_IN_BYTES = 1 << 20
+PAGE_IN_MAX_BYTES = 64 << 20
 
 
 class _Arena:
@@ -776,8 +779,8 @@ class _NativeBody:
         pool: List[_Arena] = []
         g.globals["_pool"] = pool
         nbytes = int(np_.memory_plan.arena_bytes)
-        paged_in = (_PagedIn(nbytes) if nbytes >= PAGE_IN_BYTES and np_.code.entry_symbols
-                    else None)
+        paged_in = (_PagedIn(nbytes) if PAGE_IN_BYTES <= nbytes <= PAGE_IN_MAX_BYTES
+                    and np_.code.entry_symbols else None)
         head = len(self.lines)
         self.lines.append("try:")
         self.lines.append("    _A = _pool.pop()")
