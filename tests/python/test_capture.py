@@ -591,3 +591,16 @@ def test_a_source_file_name_that_is_not_utf8_is_captured(tmp_path):
         msg = capture_module.trace(module.program, (torch.randn(3),), method=method).graph_module
         stacks = [n.metadata.stack_trace for n in msg.graph.nodes]
         assert stacks and all("prog?.py" in s for s in stacks), stacks
+
+
+def test_a_state_name_that_is_not_utf8_is_named_in_the_error():
+    class M(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.register_parameter("w\udcff", torch.nn.Parameter(torch.randn(3)))
+
+        def forward(self, x):
+            return x * getattr(self, "w\udcff")
+
+    with pytest.raises(compiled.CaptureError, match=r"module state 'w\\udcff'.*UTF-8"):
+        compiled.capture(M(), (torch.randn(3),))

@@ -280,6 +280,16 @@ def _tensor_meta(t: torch.Tensor, where: str) -> graph_pb2.TensorMeta:
     return meta
 
 
+def _check_utf8(name: str, where: str) -> None:
+    """graph.proto's strings are UTF-8: a name holding surrogates (bytes
+    Python could not decode) cannot be one."""
+    try:
+        name.encode()
+    except UnicodeEncodeError:
+        raise CaptureError(f"{where}: the name cannot be written as UTF-8, which graph.proto's "
+                           "strings are") from None
+
+
 def _check_copyable(t: torch.Tensor, where: str) -> None:
     if t.layout != torch.strided:
         raise CaptureError(f"{where}: only strided tensors can be captured, got layout {t.layout}")
@@ -1157,6 +1167,7 @@ def _trace(fn_or_module, example_inputs, method: Optional[str]) -> Captured:
                                f"{type(leaf).__name__} (tensors, numbers, strings and None only)")
     for path, t, _ in state:
         _check_copyable(t, f"module state '{path}'")
+        _check_utf8(path, f"module state {path!r}")
     flat_real = [t for _, t, _ in state] + list(user_leaves)
 
     # 2 + 3. Trace: on shape-only tensors when that can be trusted, else on
@@ -1354,7 +1365,8 @@ def _encode(fx_graph: torch.fx.Graph, inputs: List[_Input], attr_nodes, metas, n
                              # a file name Python could not decode holds surrogates
                              (_ld(_STACK_TRACE, stack.encode("utf-8", "replace"))
                               if stack else b"")
-                             + (_ld(_MODULE_PATH, module_path.encode()) if module_path else b"")))
+                             + (_ld(_MODULE_PATH, module_path.encode("utf-8", "replace"))
+                                if module_path else b"")))
         nodes.append(_ld(_GRAPH["nodes"], b"".join(parts)))
 
     # Outputs.
