@@ -918,6 +918,12 @@ def test_the_first_arena_is_paged_in_while_the_program_loads(server):
             got = cf(x)
             assert len(cf.programs) == 1 and pool[0].paged_in is None  # the first call took it
             torch.testing.assert_close(got, want, rtol=1e-4, atol=1e-3)
+        # release_memory() before any call drops the paged-in arena too
+        cf2 = compiled.compile(f, (x,), server=server)
+        pool2 = cf2.programs[-1].fn.__globals__["_pool"]
+        assert pool2[0].paged_in is not None
+        assert cf2.release_memory() >= s["arena_bytes"] and pool2[0].paged_in is None
+        torch.testing.assert_close(cf2(x), want, rtol=1e-4, atol=1e-3)
 
 
 def test_a_program_of_aten_calls_only_takes_no_arena(server):

@@ -492,8 +492,12 @@ class _Arena:
             self.release()
 
     def release(self) -> int:
-        """Drops the arena (the next take() makes a new one); its bytes."""
+        """Drops the arena (the next take() makes a new one), and the one
+        paged in for it if no call took it yet; their bytes."""
         n = self.buf.numel() if self.buf is not None else 0
+        if self.paged_in is not None:  # its thread holds the buffer until done
+            n += self.paged_in.buf.numel()
+            self.paged_in = None
         self.buf, self.views, self.p[0] = None, (), None
         return n
 
