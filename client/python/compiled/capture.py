@@ -1314,20 +1314,20 @@ def _encode(fx_graph: torch.fx.Graph, inputs: List[_Input], attr_nodes, metas, n
 
     # Inputs.
     input_specs = []
+    inputs_tag = _GRAPH["inputs"]
     for inp in inputs:
-        where = f"input {inp.name}"
         if isinstance(inp.value, torch.Tensor):
             arg = _ld(_ARG_TENSOR, _ld(_NAME, inp.name.encode()))
             values.add(inp.name, (inp.fx_node,))
         else:
-            arg = _encode_literal(inp.value, where)
+            arg = _encode_literal(inp.value, f"input {inp.name}")
         spec = [_SPEC_KIND + wire.varint(inp.kind)] if inp.kind else []
         spec.append(_ld(_SPEC_ARG, arg))
         if inp.target:
             spec.append(_ld(_SPEC_TARGET, inp.target.encode()))
         if inp.persistent:
             spec.append(_SPEC_PERSISTENT)
-        input_specs.append(_ld(_GRAPH["inputs"], b"".join(spec)))
+        input_specs.append(_ld(inputs_tag, b"".join(spec)))
 
     # Storage groups, among the caller's real tensors, in the order of their
     # first members. Tensors of one storage start from one address; only
@@ -1350,12 +1350,13 @@ def _encode(fx_graph: torch.fx.Graph, inputs: List[_Input], attr_nodes, metas, n
     # Nodes.
     operators: Dict[str, str] = {}
     nodes = []
+    nodes_tag = _GRAPH["nodes"]
     for node in call_nodes:
         op = node.target
         schema = op._schema
-        target = operator_name(op)
-        operators[target] = str(schema)
-        parts = [_ld(_NODE_TARGET, target.encode())]
+        target, schema_text, target_field = _operator_info(op, schema)
+        operators[target] = schema_text
+        parts = [target_field]
         _encode_node_inputs(parts, node, schema, target, encoder)
         _encode_node_outputs(parts, values, node, schema, target, metas, path_names, names)
         stack = node.meta.get(_META_STACK)
@@ -1367,7 +1368,7 @@ def _encode(fx_graph: torch.fx.Graph, inputs: List[_Input], attr_nodes, metas, n
                               if stack else b"")
                              + (_ld(_MODULE_PATH, module_path.encode("utf-8", "replace"))
                                 if module_path else b"")))
-        nodes.append(_ld(_GRAPH["nodes"], b"".join(parts)))
+        nodes.append(_ld(nodes_tag, b"".join(parts)))
 
     # Outputs.
     output_node = next(n for n in fx_graph.nodes if n.op == "output")
@@ -1406,6 +1407,17 @@ class _TensorValues:
 
 
 _SCHEMA_ARGUMENTS: Dict[Any, Tuple[list, dict]] = {}
+_OPERATOR_INFO: Dict[Any, Tuple[str, str, bytes]] = {}
+
+
+def _operator_info(op, schema) -> Tuple[str, str, bytes]:
+    """(name, schema text, the Node's serialized target field) of an
+    operator, made once per operator."""
+    info = _OPERATOR_INFO.get(op)
+    if info is None:
+        name = operator_name(op)
+        info = _OPERATOR_INFO[op] = (name, str(schema), _ld(_NODE_TARGET, name.encode()))
+    return info
 
 
 def _schema_arguments(op, schema) -> Tuple[list, dict]:
@@ -1413,7 +1425,8 @@ def _schema_arguments(op, schema) -> Tuple[list, dict]:
     (each ``schema.arguments`` builds new Python objects)."""
     info = _SCHEMA_ARGUMENTS.get(op)
     if info is None:
-        arguments = [_SchemaArg(a.name, a.type) for a in schema.arguments]
+        arguments = [_SchemaArg(a.name, a.type, _ld(_INPUT_NAME, a.name.encode()))
+                     for a in schema.arguments]
         info = _SCHEMA_ARGUMENTS[op] = (arguments, {a.name: a for a in arguments})
     return info
 
@@ -1422,6 +1435,7 @@ def _schema_arguments(op, schema) -> Tuple[list, dict]:
 class _SchemaArg:
     name: str
     type: Any
+    name_field: bytes  # the NamedArgument's serialized name field
 
 
 def _encode_node_inputs(parts: List[bytes], node, schema, target: str, encoder: _Encoder) -> None:
@@ -1433,7 +1447,7 @@ def _encode_node_inputs(parts: List[bytes], node, schema, target: str, encoder: 
                            f"for a schema with {len(arguments)}")
     for arg, value in zip(arguments, node.args):
         where = f"node '{node.name}' ({target}), argument '{arg.name}'"
-        parts.append(_named_argument(arg.name, encoder.encode(value, arg.type, where), _POSITIONAL))
+        parts.append(_named_argument(arg, encoder.encode(value, arg.type, where), _POSITIONAL))
     for key in node.kwargs:
         if key not in by_name:
             raise CaptureError(f"node '{node.name}' ({target}): keyword argument '{key}' "
@@ -1446,11 +1460,11 @@ def _encode_node_inputs(parts: List[bytes], node, schema, target: str, encoder: 
                                    "given both positionally and by keyword")
             where = f"node '{node.name}' ({target}), argument '{arg.name}'"
             parts.append(_named_argument(
-                arg.name, encoder.encode(node.kwargs[arg.name], arg.type, where), _KEYWORD))
+                arg, encoder.encode(node.kwargs[arg.name], arg.type, where), _KEYWORD))
 
 
-def _named_argument(name: str, arg: bytes, kind: bytes) -> bytes:
-    return _ld(_NODE_INPUTS, _ld(_INPUT_NAME, name.encode()) + _ld(_INPUT_ARG, arg) + kind)
+def _named_argument(arg: _SchemaArg, value: bytes, kind: bytes) -> bytes:
+    return _ld(_NODE_INPUTS, arg.name_field + _ld(_INPUT_ARG, value) + kind)
 
 
 def _encode_node_outputs(parts: List[bytes], values: _TensorValues, node, schema, target, metas,
