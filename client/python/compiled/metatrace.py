@@ -496,18 +496,30 @@ class _Tracer(TorchDispatchMode):
         finally:
             _set_mode(self)
 
-    def _unwrap(self, value):
-        """(FX argument, value to run on meta) for one argument."""
+    def _unwrap(self, value, found: Dict[int, torch.Tensor]):
+        """(FX argument, value to run on meta) for one argument; adds
+        id(meta tensor) -> ShapeTensor to ``found`` for its ShapeTensors."""
+        if type(value) is ShapeTensor:
+            node = getattr(value, "node", None)
+            if node is None or node.graph is not self.graph:
+                raise Untrusted("a traced tensor from another trace")
+            elem = value.elem
+            found[id(elem)] = value
+            return node, elem
         if isinstance(value, torch.Tensor):
-            if type(value) is ShapeTensor:
-                node = getattr(value, "node", None)
-                if node is None or node.graph is not self.graph:
-                    raise Untrusted("a traced tensor from another trace")
-                return node, value.elem
             return self._constant(value)
         if isinstance(value, (list, tuple)):
-            pairs = [self._unwrap(v) for v in value]
-            return type(value)(p[0] for p in pairs), type(value)(p[1] for p in pairs)
+            nodes, runs = [], []
+            for v in value:
+                n, r = self._unwrap(v, found)
+                nodes.append(n)
+                runs.append(r)
+            cls = type(value)
+            if cls is tuple:
+                return tuple(nodes), tuple(runs)
+            if cls is list:
+                return nodes, runs
+            return cls(nodes), cls(runs)
         if isinstance(value, torch.device):
             if value.type != "cpu":
                 raise Untrusted(f"a device argument {value}")
@@ -548,10 +560,11 @@ class _Tracer(TorchDispatchMode):
         if func is _aten.lift_fresh.default:
             func = _aten.lift_fresh_copy.default
 
-        node_args, run_args = self._unwrap(args)
+        inputs: Dict[int, torch.Tensor] = {}  # id(meta tensor) -> its ShapeTensor
+        node_args, run_args = self._unwrap(args, inputs)
         node_kwargs, run_kwargs = {}, {}
         for k, v in kwargs.items():
-            node_kwargs[k], run_kwargs[k] = self._unwrap(v)
+            node_kwargs[k], run_kwargs[k] = self._unwrap(v, inputs)
         if _has_device_arg(func) and kwargs.get("device") is None and not _has_tensor(args):
             run_kwargs["device"] = _META
         if self.direct:
@@ -581,7 +594,6 @@ class _Tracer(TorchDispatchMode):
         node = self.graph.create_node("call_function", func, node_args, node_kwargs,
                                       name=self._name(func.overloadpacket.__name__))
         new_nodes = [node]
-        inputs = _input_elems(args, kwargs)
         view_of_grad = _is_view(func) and any(t.requires_grad for t in inputs.values())
         if isinstance(out, torch.Tensor):
             result = self._result(out, inputs, node, (node,), view_of_grad, func)
@@ -689,21 +701,6 @@ def _static_index(func, args) -> bool:
     return all(i is None or (isinstance(i, torch.Tensor)
                              and not (i.dtype is torch.bool or i.dtype is torch.uint8))
                for i in args[1])
-
-
-def _input_elems(args, kwargs) -> Dict[int, torch.Tensor]:
-    """id(meta elem) -> ShapeTensor, for the ShapeTensors among the args."""
-    found: Dict[int, torch.Tensor] = {}
-
-    def visit(v):
-        if type(v) is ShapeTensor:
-            found[id(v.elem)] = v
-        elif isinstance(v, (list, tuple)):
-            for x in v:
-                visit(x)
-    visit(args)
-    visit(tuple(kwargs.values()))
-    return found
 
 
 # Operators of _RUN_ON_ZEROS whose meta call raised NotImplementedError in
