@@ -430,9 +430,7 @@ class _PagedIn:
     __slots__ = ("buf", "thread")
 
     def __init__(self, nbytes: int):
-        # slack past the end: a zero-size view at the arena's end (or of an
-        # empty arena) still slices one element to view its dtype
-        self.buf = torch.empty(nbytes + 16, dtype=torch.uint8)
+        self.buf = _arena_buffer(nbytes)
         # the thread holds the tensor until it is done, whoever drops this
         self.thread = threading.Thread(target=_zero, args=(self.buf,), daemon=True,
                                        name="compiled arena page-in")
@@ -441,6 +439,12 @@ class _PagedIn:
     def get(self) -> torch.Tensor:
         self.thread.join()
         return self.buf
+
+
+def _arena_buffer(nbytes: int) -> torch.Tensor:
+    # slack past the end: a zero-size view at the arena's end (or of an
+    # empty arena) still slices one element to view its dtype
+    return torch.empty(nbytes + 16, dtype=torch.uint8)
 
 
 def _zero(buf: torch.Tensor) -> None:
@@ -477,7 +481,7 @@ class _Arena:
             if self.paged_in is not None:
                 self.buf, self.paged_in = self.paged_in.get(), None
             else:
-                self.buf = torch.empty(self.nbytes + 16, dtype=torch.uint8)  # see _PagedIn
+                self.buf = _arena_buffer(self.nbytes)
             self.p[0] = self.buf.data_ptr()
             views = []
             for dtype, offset, nbytes_v, size, stride, extra in self.specs:
