@@ -280,10 +280,11 @@ test-c: all $(TESTS)
 test-py: all
 	$(TEST_ENV) $(PYTHON) -m pytest -q -p no:cacheprovider tests/python
 
-# The native, training and oneDNN-product tests again as on an AVX2-only
-# CPU (generated code for x86-64-v3, oneDNN's AVX2 code, products on
-# eager's BLAS), whatever this machine has: CI machines differ.
-AVX2_TESTS := test_native.py test_training.py test_opinfo_short.py test_native_gemm.py
+# The native, training, oneDNN-product and random-number tests again as on
+# an AVX2-only CPU (generated code for x86-64-v3, oneDNN's AVX2 code,
+# products on eager's BLAS), whatever this machine has: CI machines differ.
+AVX2_TESTS := test_native.py test_training.py test_opinfo_short.py test_native_gemm.py \
+              test_native_random.py
 test-avx2: all
 	COMPILED_TARGET=x86-64-v3 ONEDNN_MAX_CPU_ISA=AVX2 $(TEST_ENV) $(PYTHON) -m pytest -q \
 	  -p no:cacheprovider $(addprefix tests/python/,$(AVX2_TESTS))
