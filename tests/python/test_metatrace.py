@@ -413,6 +413,81 @@ def test_import_prefetches_what_the_first_compile_imports():
         assert r.stdout.strip() == missing, (setting, r.stdout)
 
 
+def _zero_runs(monkeypatch):
+    """Record the sizes of the first argument of every zero-filled run."""
+    metatrace = sys.modules["compiled.metatrace"]
+    monkeypatch.setattr(metatrace, "_ZEROS_MEMO", {})
+    sizes = []
+    call = metatrace._call_on_zeros
+
+    def recording(func, args, kwargs):
+        sizes.append(tuple(args[0].size()))
+        return call(func, args, kwargs)
+    monkeypatch.setattr(metatrace, "_call_on_zeros", recording)
+    return sizes
+
+
+@pytest.mark.parametrize("with_mask", [False, True])
+def test_a_fused_encoder_layer_runs_on_four_tokens_of_zeros(monkeypatch, with_mask):
+    """The fused encoder layer's zero-filled run takes 2 x 2 tokens, not the
+    whole input (its result has the input's layout): the graph is still the
+    real trace's. With a mask, whose sizes follow the sequence, it runs
+    whole."""
+    sizes = _zero_runs(monkeypatch)
+    torch.manual_seed(0)
+    model = torch.nn.TransformerEncoder(
+        torch.nn.TransformerEncoderLayer(32, 4, 64, batch_first=True), 3,
+        enable_nested_tensor=False).eval()
+    x = torch.randn(3, 10, 32)
+    if with_mask:
+        mask = torch.zeros(3, 10, dtype=torch.bool)
+        mask[:, 7:] = True
+        fn = lambda x: model(x, src_key_padding_mask=mask)  # noqa: E731
+    else:
+        fn = model
+    meta, real = both(fn, (x,))
+    assert not isinstance(meta, str), meta
+    assert meta == real
+    layer_runs = [s for s in sizes if len(s) == 3]
+    assert layer_runs, sizes
+    if with_mask:
+        # the mask makes eager take the nested-tensor path or run whole
+        assert all(s != (2, 2, 32) for s in layer_runs), sizes
+    else:
+        assert layer_runs == [(2, 2, 32)], sizes
+
+
+def test_a_small_encoder_layer_run_that_breaks_the_rule_is_untrusted():
+    """The 4-token run's result must have the small input's layout;
+    anything else refuses the shape-only trace."""
+    metatrace = sys.modules["compiled.metatrace"]
+    small = torch.empty(2, 2, 8, device="meta")
+    src = torch.empty(5, 7, 8, device="meta")
+    good = ("T", torch.float32, (2, 2, 8), (16, 8, 1), 0)
+    assert metatrace._encoder_layer_layout(good, small, src) == (
+        "T", torch.float32, (5, 7, 8), (56, 8, 1), 0)
+    for bad in [("T", torch.float32, (2, 2, 16), (32, 16, 1), 0),
+                ("T", torch.float32, (2, 2, 8), (8, 16, 1), 0),
+                ("T", torch.float64, (2, 2, 8), (16, 8, 1), 0)]:
+        with pytest.raises(metatrace.Untrusted):
+            metatrace._encoder_layer_layout(bad, small, src)
+
+
+def test_a_tensor_passed_twice_to_a_zero_filled_run_is_one_tensor():
+    """Attention checks whether query, key and value are the same tensor:
+    the zero-filled run passes one tensor where the trace passed one."""
+    metatrace = sys.modules["compiled.metatrace"]
+    q = torch.empty(2, 3, 4, device="meta")
+    k = torch.empty(2, 3, 4, device="meta")
+    seen = []
+
+    def probe(a, b, c, scale=None):
+        seen.append((a is b, a is c, a.device.type, float(a.abs().sum()), float(c.sum())))
+        return a + c
+    metatrace._call_on_zeros(probe, (q, q, k), {})
+    assert seen == [(True, False, "cpu", 0.0, 0.0)]
+
+
 def test_an_operator_without_a_meta_function_is_tried_on_meta_once(monkeypatch):
     """The fused transformer layer has no meta function: each failed try
     raised an exception that cost 3 ms. The layers after the first go
