@@ -457,20 +457,48 @@ def test_a_fused_encoder_layer_runs_on_four_tokens_of_zeros(monkeypatch, with_ma
         assert layer_runs == [(2, 2, 32)], sizes
 
 
-def test_a_small_encoder_layer_run_that_breaks_the_rule_is_untrusted():
-    """The 4-token run's result must have the small input's layout;
+def test_a_small_run_that_breaks_its_rule_is_untrusted():
+    """The 4-token run's results must be the rule's for the small input;
     anything else refuses the shape-only trace."""
     metatrace = sys.modules["compiled.metatrace"]
+    layer = torch.ops.aten._transformer_encoder_layer_fwd.default
+    attention = torch.ops.aten._native_multi_head_attention.default
     small = torch.empty(2, 2, 8, device="meta")
     src = torch.empty(5, 7, 8, device="meta")
     good = ("T", torch.float32, (2, 2, 8), (16, 8, 1), 0)
-    assert metatrace._encoder_layer_layout(good, small, src) == (
-        "T", torch.float32, (5, 7, 8), (56, 8, 1), 0)
+    full = ("T", torch.float32, (5, 7, 8), (56, 8, 1), 0)
+    rule = metatrace._SMALL_RUNS[layer][1]
+    assert metatrace._scaled_up(layer, rule, good, small, src) == full
+    rule = metatrace._SMALL_RUNS[attention][1]
+    assert metatrace._scaled_up(attention, rule, (good, None), small, src) == (full, None)
     for bad in [("T", torch.float32, (2, 2, 16), (32, 16, 1), 0),
                 ("T", torch.float32, (2, 2, 8), (8, 16, 1), 0),
                 ("T", torch.float64, (2, 2, 8), (16, 8, 1), 0)]:
         with pytest.raises(metatrace.Untrusted):
-            metatrace._encoder_layer_layout(bad, small, src)
+            metatrace._scaled_up(layer, metatrace._SMALL_RUNS[layer][1], bad, small, src)
+        with pytest.raises(metatrace.Untrusted):
+            metatrace._scaled_up(attention, rule, (bad, None), small, src)
+    with pytest.raises(metatrace.Untrusted):  # attention weights where none were asked
+        metatrace._scaled_up(attention, rule, (good, good), small, src)
+
+
+@pytest.mark.parametrize("need_weights", [False, True])
+def test_self_attention_runs_on_four_tokens_of_zeros(monkeypatch, need_weights):
+    """nn.MultiheadAttention's fused path (a ViT's attention, no_grad)
+    takes 2 x 2 tokens of zeros without attention weights, the whole input
+    with them (their sizes follow the sequence); the graph is the real
+    trace's either way."""
+    sizes = _zero_runs(monkeypatch)
+    torch.manual_seed(0)
+    mha = torch.nn.MultiheadAttention(32, 4, batch_first=True).eval()
+
+    def fn(x):
+        out, w = mha(x, x, x, need_weights=need_weights)
+        return out if w is None else (out, w)
+    meta, real = both(fn, (torch.randn(3, 10, 32),))
+    assert not isinstance(meta, str), meta
+    assert meta == real
+    assert sizes == [(3, 10, 32) if need_weights else (2, 2, 32)], sizes
 
 
 def test_a_tensor_passed_twice_to_a_zero_filled_run_is_one_tensor():

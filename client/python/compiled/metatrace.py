@@ -732,13 +732,14 @@ def _run_on_zeros(func, args, kwargs):
         key = None
     layouts = _ZEROS_MEMO.get(key) if key is not None else None
     if layouts is None:
-        small = _small_encoder_layer(func, args, kwargs)
+        rule = _SMALL_RUNS.get(func)
+        small = rule[0](args, kwargs) if rule is not None else None
         with torch.no_grad():
             out = _call_on_zeros(func, small or args, kwargs)
         layouts = pytree.tree_map(lambda v: _layout_key(v) if isinstance(v, torch.Tensor) else v,
                                   out)
         if small is not None:
-            layouts = _encoder_layer_layout(layouts, small[0], args[0])
+            layouts = _scaled_up(func, rule[1], layouts, small[0], args[0])
         if key is not None:
             if len(_ZEROS_MEMO) >= _ZEROS_MEMO_MAX:
                 _ZEROS_MEMO.clear()
@@ -784,43 +785,75 @@ def _call_on_zeros(func, args, kwargs):
     return func(*real(args), **{k: real(v) for k, v in kwargs.items()})
 
 
-_ENCODER_LAYER = getattr(getattr(_aten, "_transformer_encoder_layer_fwd", None), "default", None)
+# Fused operators whose result layout is a rule of their first argument's:
+# their zero-filled run takes 2 x 2 tokens of it (the weights whole, so
+# their checks still run), and must give the rule's layout for those.
+# Each entry: (the small arguments or None, the rule).
 
 
-def _small_encoder_layer(func, args, kwargs):
-    """The arguments of a fused transformer encoder layer with its input cut
-    to 2 x 2 tokens, when the layer's result layout is the input's:
-    _transformer_encoder_layer_fwd on a dense contiguous 3-D src without a
-    mask returns src's shape, contiguous (its last step adds the residual
-    src to a tensor of src's shape). Its cost is the weights' products
-    with 4 rows instead of batch x sequence (a 6-layer encoder of width
-    512 on 2 x 128 tokens: 13-17 ms of its capture, the first run in the
-    process). The weights keep their sizes, so their checks still run;
-    the result is checked against the rule (_encoder_layer_layout). None
-    otherwise (a mask's sizes depend on the sequence; other layouts run
-    whole)."""
-    if func is not _ENCODER_LAYER or not args or kwargs.get("mask") is not None:
+def _tokens(t) -> bool:
+    """Whether t is a dense contiguous [batch, sequence, width] input worth
+    cutting to 2 x 2 tokens."""
+    return (isinstance(t, torch.Tensor) and t.dim() == 3 and t.is_contiguous()
+            and t.storage_offset() == 0 and t.size(0) * t.size(1) > 4 and t.size(2) > 0)
+
+
+def _two_by_two(t):
+    b, s, e = min(t.size(0), 2), min(t.size(1), 2), t.size(2)
+    return _empty_meta(t.dtype, (b, s, e), (s * e, e, 1), 0)
+
+
+def _dense(t):
+    """The layout of a contiguous tensor of t's dtype and sizes."""
+    size, stride, n = tuple(t.size()), [0] * t.dim(), 1
+    for i in reversed(range(t.dim())):
+        stride[i] = n
+        n *= max(size[i], 1)
+    return ("T", t.dtype, size, tuple(stride), 0)
+
+
+def _arg(args, kwargs, i, name, default=None):
+    return args[i] if len(args) > i else kwargs.get(name, default)
+
+
+def _small_encoder_layer(args, kwargs):
+    """_transformer_encoder_layer_fwd without a mask (whose sizes follow the
+    sequence): its result is src's shape, contiguous (the layer ends adding
+    its input to a tensor of that shape)."""
+    src = args[0] if args else None
+    if not _tokens(src) or _arg(args, kwargs, 18, "mask") is not None:
         return None
-    if len(args) > 18 and args[18] is not None:
-        return None
-    src = args[0]
-    if (not isinstance(src, torch.Tensor) or src.dim() != 3 or not src.is_contiguous()
-            or src.storage_offset() != 0 or src.size(0) * src.size(1) <= 4
-            or src.size(2) == 0):
-        return None
-    small = _empty_meta(src.dtype, (min(src.size(0), 2), min(src.size(1), 2), src.size(2)),
-                        (min(src.size(1), 2) * src.size(2), src.size(2), 1), 0)
-    return (small,) + tuple(args[1:])
+    return (_two_by_two(src),) + tuple(args[1:])
 
 
-def _encoder_layer_layout(layouts, small, src):
-    """The layout of the layer's result on src, from its result on small
-    (the rule of _small_encoder_layer: src's shape, contiguous); raises
-    Untrusted when the small run disagrees with the rule."""
-    if layouts != ("T", small.dtype, tuple(small.size()), small.stride(), 0):
-        raise Untrusted(f"{_ENCODER_LAYER} on {tuple(small.size())} returned {layouts}, "
-                        "not its input's layout")
-    return ("T", src.dtype, tuple(src.size()), src.stride(), 0)
+def _small_self_attention(args, kwargs):
+    """_native_multi_head_attention of query, key and value of one shape,
+    without a mask and attention weights (whose sizes follow the
+    sequence): its result is the query's shape, contiguous, and no
+    weights. A tensor passed twice stays one (it picks the kernel)."""
+    if (len(args) < 3 or not all(_tokens(t) and t.size() == args[0].size() for t in args[:3])
+            or _arg(args, kwargs, 9, "mask") is not None
+            or _arg(args, kwargs, 10, "need_weights", True)):
+        return None
+    small = {id(t): _two_by_two(t) for t in args[:3]}
+    return tuple(small[id(t)] for t in args[:3]) + tuple(args[3:])
+
+
+_SMALL_RUNS = {op: rule for op, rule in (
+    (getattr(getattr(_aten, "_transformer_encoder_layer_fwd", None), "default", None),
+     (_small_encoder_layer, _dense)),
+    (getattr(getattr(_aten, "_native_multi_head_attention", None), "default", None),
+     (_small_self_attention, lambda q: (_dense(q), None))),
+) if op is not None}
+
+
+def _scaled_up(func, rule, layouts, small, full):
+    """The result layouts of func on the full first argument, by its rule,
+    once its results on the small one follow the rule (Untrusted if not)."""
+    if layouts != rule(small):
+        raise Untrusted(f"{func} on {tuple(small.size())} returned {layouts}, not "
+                        f"{rule(small)}")
+    return rule(full)
 
 
 def _empty_meta(dtype, size, stride, offset):
