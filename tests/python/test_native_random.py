@@ -215,3 +215,91 @@ def test_gradients_flow_through_a_native_mask(server):
     s = cf.summary()
     assert s["runs"] == "native" and s["fallback"] == 0, s
     assert 0.6 < mask.mean().item() < 0.9
+
+
+_PHILOX_CHECK = r"""
+#include <stdio.h>
+#include <string.h>
+int main(void) {
+  static const uint64_t keys[] = {0, 1, 0xffffffffffffffffull,
+                                  0x123456789abcdef0ull, 1ull << 62};
+  /* counters from 0, across 2^32 and 2^38 (the high word of the call's
+   * counter: 256 counters a block of 64 calls) and up to 2^64 */
+  static const uint64_t starts[] = {0, 5, (1ull << 32) - 300,
+                                    (1ull << 38) - 300,
+                                    0xffffffffffffffffull - 2100};
+  static float out[2048 + 1];
+  for (int k = 0; k < 5; k++)
+    for (int s = 0; s < 5; s++) {
+      gc_rand_fill(keys[k], starts[s], 2048, out);
+      for (int i = 0; i < 2048; i++) {
+        float one = gc_rand_u01(keys[k], starts[s] + (uint64_t)i);
+        if (memcmp(&one, &out[i], sizeof one)) {
+          printf("differ %d %d %d\n", k, s, i);
+          return 1;
+        }
+        printf("%u\n", (unsigned)(out[i] * 16777216.0f));
+      }
+    }
+  return 0;
+}
+"""
+
+
+def _cpu_flags():
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                if line.startswith("flags"):
+                    return set(line.split(":", 1)[1].split())
+    except OSError:
+        pass
+    return set()
+
+
+def test_every_isa_draws_the_same_philox_numbers(server, tmp_path):
+    """The random-number code at the head of every generated program, built
+    for each x86-64 level this CPU runs (its AVX2 build has its own block
+    loop, its AVX-512 build 64-bit lanes): a block at a time equals one at
+    a time, bit for bit, for keys and counters from 0 to 2^64 (counters
+    past 2^38 reach the high word of Philox's counter), the same numbers
+    on every level, and Philox's (the Python reference, for a sample)."""
+    import platform
+    import shutil
+    import subprocess
+    if platform.machine() not in ("x86_64", "AMD64"):
+        pytest.skip("x86-64 levels only")
+    cc = shutil.which("cc") or shutil.which("gcc")
+    if cc is None:
+        pytest.skip("no C compiler")
+    cf = compile_native(lambda x: torch.bernoulli(x, 0.3), (torch.empty(300),), server)
+    src = cf.programs[-1].c_source
+    start = src.index("static void gc_rand_fill(")
+    end = src.index("\n}\n", start) + 3
+    (tmp_path / "philox.c").write_text(src[:end] + _PHILOX_CHECK)
+    flags = _cpu_flags()
+    levels = ["x86-64-v2"]
+    if {"avx2", "fma", "bmi2"} <= flags:
+        levels.append("x86-64-v3")
+    if {"avx512f", "avx512dq", "avx512bw", "avx512vl"} <= flags:
+        levels.append("x86-64-v4")
+    outputs = {}
+    for level in levels:
+        exe = tmp_path / level
+        subprocess.run([cc, "-O3", "-std=gnu11", "-fopenmp", "-fwrapv", f"-march={level}",
+                        str(tmp_path / "philox.c"), "-o", str(exe)], check=True)
+        run = subprocess.run([str(exe)], capture_output=True, text=True)
+        assert run.returncode == 0, (level, run.stdout[-200:])
+        outputs[level] = run.stdout
+    assert len(set(outputs.values())) == 1, "levels differ"
+    got = [int(v) for v in outputs[levels[0]].split()]
+    keys = [0, 1, 0xFFFFFFFFFFFFFFFF, 0x123456789ABCDEF0, 1 << 62]
+    starts = [0, 5, (1 << 32) - 300, (1 << 38) - 300, 0xFFFFFFFFFFFFFFFF - 2100]
+    n = 0
+    for k, key in enumerate(keys):
+        for s, first in enumerate(starts):
+            for i in range(0, 2048, 61):
+                want = philox_uniform_bits(key, first + i)
+                assert got[(k * 5 + s) * 2048 + i] == want, (key, first + i)
+                n += 1
+    assert n > 800
