@@ -764,8 +764,7 @@ def _call_on_zeros(func, args, kwargs):
     spans: Dict[torch.dtype, int] = {}
     for v in pytree.tree_flatten((args, kwargs))[0]:
         if isinstance(v, torch.Tensor):
-            span = 1 + v.storage_offset() + sum((s - 1) * st for s, st in
-                                                zip(v.size(), v.stride()) if s > 0)
+            span = _span(v.size(), v.stride(), v.storage_offset())
             spans[v.dtype] = max(spans.get(v.dtype, 0), span)
     zeros = {dtype: torch.zeros(span, dtype=dtype) for dtype, span in spans.items()}
     made: Dict[int, torch.Tensor] = {}
@@ -799,8 +798,8 @@ def _tokens(t) -> bool:
 
 
 def _two_by_two(t):
-    b, s, e = min(t.size(0), 2), min(t.size(1), 2), t.size(2)
-    return _empty_meta(t.dtype, (b, s, e), (s * e, e, 1), 0)
+    return torch.empty((min(t.size(0), 2), min(t.size(1), 2), t.size(2)), dtype=t.dtype,
+                       device=_META)
 
 
 def _dense(t):
@@ -860,10 +859,13 @@ def _empty_meta(dtype, size, stride, offset):
     """A meta tensor with this dtype, sizes, strides and storage offset."""
     if offset == 0 and 0 not in size:  # one call: empty_strided's storage spans as below
         return torch.empty_strided(size, stride, dtype=dtype, device=_META)
-    span = offset + 1 + sum((s - 1) * st for s, st in zip(size, stride) if s > 0)
-    if 0 in size:
-        span = offset + 1
+    span = offset + 1 if 0 in size else _span(size, stride, offset)
     return torch.empty((span,), dtype=dtype, device=_META).as_strided(size, stride, offset)
+
+
+def _span(size, stride, offset):
+    """The elements a tensor's storage needs: one past its last element."""
+    return offset + 1 + sum((s - 1) * st for s, st in zip(size, stride) if s > 0)
 
 
 _set_mode = torch._C._set_torch_dispatch_mode
