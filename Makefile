@@ -22,7 +22,11 @@
 
 BUILD   ?= build
 CC      ?= gcc
-PYTHON  ?= /usr/bin/python3
+# The project's Python environment (deploy/pyenv.sh): a venv with torch and
+# the client installed in editable mode. PYTHON=... runs the Python tests and
+# benchmarks with another interpreter that has both.
+VENV    ?= .venv
+PYTHON  ?= $(VENV)/bin/python
 SAN     ?=
 FUZZ_SECONDS ?= 60
 FUZZ_GRAPHS ?= 2000
@@ -40,7 +44,7 @@ Q := $(if $(V),,@)
 # (clean, format, bootstrap) skip it.
 PKGS     := grpc gpr libprotobuf-c libuv sqlite3 libcrypto libzstd jansson zlib hiredis libmicrohttpd libssl
 CONFIG_MK := $(BUILD)/config.mk
-NO_CONFIG_GOALS := clean format bootstrap
+NO_CONFIG_GOALS := clean distclean format bootstrap
 ifneq ($(filter-out $(NO_CONFIG_GOALS),$(or $(MAKECMDGOALS),all)),)
 include $(CONFIG_MK)
 endif
@@ -98,8 +102,8 @@ TESTS := $(patsubst tests/%.c,$(BUILD)/tests/%,$(TEST_SRC))
 BENCHES := $(patsubst bench/%.c,$(BUILD)/bench/%,$(BENCH_SRC))
 BUILD_ID_H := $(BUILD)/gen/build_id.h
 
-.PHONY: all demo bench-build bench-hit bench-runtime bench-models bench-bandwidth bench-startup bench-train bench-gemm bench-compile bench-heavy test test-c test-py test-avx2 test-opinfo capture-zoo train-zoo vec-audit fuzz-graphs fuzz-grads check valgrind format format-check lint asan fuzz \
-        fuzz-build bootstrap clean py-proto
+.PHONY: all venv demo bench-build bench-hit bench-runtime bench-models bench-bandwidth bench-startup bench-train bench-gemm bench-compile bench-heavy test test-c test-py test-avx2 test-opinfo capture-zoo train-zoo vec-audit fuzz-graphs fuzz-grads check valgrind format format-check lint asan fuzz \
+        fuzz-build bootstrap clean distclean py-proto
 .DEFAULT_GOAL := all
 
 all: $(BINS) py-proto
@@ -194,17 +198,22 @@ $(BUILD)/bin/compiled: $(call obj,$(DAEMON_SRC)) $(LIBS)
 	@echo "  LD      $@"
 	$(Q)$(CC) $(ALL_LDFLAGS) -o $@ $^ $(LDLIBS)
 
-# ---- Python protobuf modules ----
-# Generated with the system protoc (3.21, matching python3-protobuf) into the
-# package itself, as compiled.v1.*_pb2; gRPC stubs with Debian's plugin.
-py-proto: $(PY_PB)
-$(PY_PB_DIR)/%_pb2.py: proto/compiled/v1/%.proto 
-	@mkdir -p $(PY_PB_DIR)
-	@echo "  PROTOPY $<"
-	$(Q)protoc -Iproto --python_out=client/python \
-	  --plugin=protoc-gen-grpc_python=/usr/bin/grpc_python_plugin \
-	  --grpc_python_out=client/python $<
-	@touch $(PY_PB_DIR)/__init__.py
+# ---- the Python environment and protobuf modules ----
+# deploy/pyenv.sh makes $(VENV) (torch, the client in editable mode, test
+# dependencies) the first time, and again when the client's packaging or the
+# script changes. The generated modules compiled.v1.*_pb2 (and gRPC stubs)
+# are written into the package by grpcio-tools' protoc (gen_proto.py, which
+# the package's own build also runs), so they match the venv's protobuf.
+VENV_STAMP := $(VENV)/.compiled-env
+$(VENV_STAMP): client/python/pyproject.toml client/python/setup.py deploy/pyenv.sh | $(CONFIG_MK)
+	@deploy/pyenv.sh $(VENV)
+	@touch $@
+venv: $(VENV_STAMP)
+py-proto: venv $(PY_PB)
+$(PY_PB) &: $(PROTOS) client/python/gen_proto.py $(VENV_STAMP)
+	@echo "  PROTOPY proto/compiled/v1"
+	$(Q)$(VENV)/bin/python client/python/gen_proto.py
+	@touch $(PY_PB)
 
 # ---- the demo: the main job on its embedded defaults ----
 DEMO_GRAPH ?= tests/data/graphs/mlp.pb
@@ -369,6 +378,10 @@ fuzz: fuzz-build
 
 clean:
 	rm -rf build $(PY_PB_DIR) client/python/compiled/_pb
+
+# The Python environment is kept by `make clean`; this removes it too.
+distclean: clean
+	rm -rf $(VENV) client/python/compiled.egg-info
 
 .SECONDARY:
 

@@ -6,16 +6,30 @@
 # Usage: deploy/bootstrap.sh [--check]
 #   --check   only report what is missing; exit 1 if anything is.
 #
-# Runs apt-get as root, or through sudo when it is available. PyPI is never
-# used: every Python dependency comes from Debian packages.
+# Runs apt-get as root, or through sudo when it is available. Python
+# packages are not installed here: deploy/pyenv.sh makes the project's venv.
 set -euo pipefail
+
+# The release decides some package names: oneDNN's runtime and clang's
+# runtime (for LeakSanitizer and libFuzzer) are versioned in their names.
+# Picked before anything else, so a Debian 13 machine never asks apt for a
+# Debian 12 name (or the reverse).
+codename=$( . /etc/os-release 2>/dev/null && echo "${VERSION_CODENAME:-}" )
+case "$codename" in
+  bookworm) DNNL=libdnnl2;   CLANG_RT=libclang-rt-14-dev ;;
+  trixie)   DNNL=libdnnl3.6; CLANG_RT=libclang-rt-19-dev ;;
+  *)
+    echo "bootstrap: Debian 12 (bookworm) and 13 (trixie) are supported; this is" \
+         "'${codename:-unknown}' (/etc/os-release): using Debian 13's package names" >&2
+    DNNL=libdnnl3.6; CLANG_RT=libclang-rt-dev ;;
+esac
 
 PACKAGES=(
   # toolchain and build
   build-essential pkg-config make git
-  # protobuf, protobuf-c and the gRPC C core
-  protobuf-compiler protobuf-c-compiler libprotobuf-c-dev
-  libgrpc-dev protobuf-compiler-grpc
+  # protobuf-c and the gRPC C core (the Python modules come from
+  # grpcio-tools in the project's venv: deploy/pyenv.sh)
+  protobuf-compiler protobuf-c-compiler libprotobuf-c-dev libgrpc-dev
   # daemon, cache and compiler libraries
   libuv1-dev libsqlite3-dev sqlite3 libssl-dev libzstd-dev libjansson-dev
   libhiredis-dev
@@ -24,25 +38,32 @@ PACKAGES=(
   # /metrics and /healthz
   libmicrohttpd-dev
   # generated code: vectorized math (SLEEF) and OpenMP (with gcc); oneDNN,
-  # whose sgemm float32 matrix products call on AVX-512 targets (linked by
-  # soname: the runtime package, which Debian's torch depends on, suffices)
-  libsleef-dev libgomp1 libdnnl2
+  # whose sgemm float32 matrix products can call on AVX-512 targets (linked
+  # by soname: the runtime package suffices)
+  libsleef-dev libgomp1 "$DNNL"
   # tests, analysis and fuzzing
-  libcriterion-dev clang libclang-rt-14-dev clang-format clang-tidy cppcheck
+  libcriterion-dev clang "$CLANG_RT" clang-format clang-tidy cppcheck
   valgrind
-  # the Python client and its tests
-  python3-torch python3-torchvision python3-grpcio python3-grpc-tools
-  python3-protobuf python3-numpy python3-pytest
-  # an optimized BLAS for torch: without it Debian's torch uses the reference
-  # BLAS and matrix products run ~25x slower. OpenBLAS's OpenMP build, which
-  # takes over libblas.so.3 through update-alternatives: its threads are
-  # libgomp's, which torch and the generated kernels use too; the pthread
-  # build (libopenblas0's default) brings its own, and on 2 cores the two
-  # pools spin against each other (docs/performance.md, "Threads")
+  # the Python environment (deploy/pyenv.sh makes a venv with torch and the
+  # client; PyPI and the machine's wheel folder provide the packages)
+  python3 python3-venv python3-pip
+  # an optimized BLAS: OpenBLAS's OpenMP build, which takes over
+  # libblas.so.3 through update-alternatives: its threads are libgomp's, as
+  # torch's and the generated kernels' are; the pthread build (libopenblas0's
+  # default) brings its own, and on 2 cores the two pools spin against each
+  # other (docs/performance.md, "Threads")
   libopenblas0-openmp
   # benchmarks
   hyperfine
 )
+
+# Debian 13's own Python is 3.13, for which no local torch wheel exists:
+# there the venv uses Debian's torch (deploy/pyenv.sh), unless the first
+# python3 on PATH is one the wheel serves.
+if [ "$codename" != bookworm ] &&
+   ! python3 -c 'import sys; sys.exit(sys.version_info[:2] != (3, 11))' 2>/dev/null; then
+  PACKAGES+=(python3-torch)
+fi
 
 missing=()
 for p in "${PACKAGES[@]}"; do

@@ -868,7 +868,7 @@ def _span(size, stride, offset):
     return offset + 1 + sum((s - 1) * st for s, st in zip(size, stride) if s > 0)
 
 
-_set_mode = torch._C._set_torch_dispatch_mode
+_set_mode = getattr(torch._C, "_set_torch_dispatch_mode", None)  # torch 1.13 only
 
 
 @contextlib.contextmanager
@@ -879,7 +879,7 @@ def _installed(tracer: "_Tracer"):
     generator context manager around every operator (a third of the
     trace's cost); the tracer turns itself off around the operators it
     runs instead. Under another mode, the stack is used as usual."""
-    if torch._C._len_torch_dispatch_stack() > 0:
+    if _set_mode is None or torch._C._len_torch_dispatch_stack() > 0:
         with tracer:
             yield
         return

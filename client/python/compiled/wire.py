@@ -47,12 +47,21 @@ def varint(n: int) -> bytes:
     return bytes(out)
 
 
+def _is_repeated(field) -> bool:
+    """Whether a field is repeated (``is_repeated`` from protobuf 5.28 on;
+    ``label`` before, gone in protobuf 7)."""
+    flag = getattr(field, "is_repeated", None)
+    if flag is not None:
+        return bool(flag)
+    return field.label == FieldDescriptor.LABEL_REPEATED
+
+
 def tag(message_class, field_name: str) -> bytes:
     """The tag (field number and wire type) of a field of a generated
     message class: length-delimited for messages, strings and packed
     repeated numbers, 64-bit for doubles, varint for the rest."""
     field = message_class.DESCRIPTOR.fields_by_name[field_name]
-    if field.type in _LENGTH_DELIMITED_TYPES or field.label == FieldDescriptor.LABEL_REPEATED:
+    if field.type in _LENGTH_DELIMITED_TYPES or _is_repeated(field):
         wire_type = 2  # repeated numbers are packed (proto3)
     elif field.type == FieldDescriptor.TYPE_DOUBLE:
         wire_type = 1
