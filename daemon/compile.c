@@ -696,6 +696,9 @@ static void memo_job(void *arg) {
  * they do not fit). A small request is answered or decoded right here; a
  * big one goes to the memo thread, then to a decode thread, so that this
  * completion-queue thread stays free for cache hits. */
+static void send_stage_to(srv_call *c, const char *name, bool done,
+                          int64_t micros);
+
 static void handle_compile(srv_call *c) {
   daemon_ctx *d = srv_call_user(c);
   atomic_fetch_add(&d->stats.requests, 1);
@@ -725,6 +728,10 @@ static void handle_compile(srv_call *c) {
       decode_and_answer(r);
     return;
   }
+  /* A big request waits for the memo lane and takes a while to decode: the
+   * client hears at once that it was received (it gives up on a daemon
+   * that does not answer at all, docs/protocol.md). */
+  send_stage_to(c, "receive", true, 0);
   if (pool_submit(d->memo_lane, memo_job, r) != 0) {
     srv_finish(c, GRPC_STATUS_RESOURCE_EXHAUSTED, "out of memory");
     request_end(r);

@@ -1278,8 +1278,11 @@ def _value_path(node: torch.fx.Node) -> tuple:
     return (node,) + tuple(reversed(path))
 
 
-def _encode(fx_graph: torch.fx.Graph, inputs: List[_Input], attr_nodes, metas, names: _Names) -> bytes:
-    """The serialized GraphModule (compiled.wire writes it)."""
+def _encode(fx_graph: torch.fx.Graph, inputs: List[_Input], attr_nodes, metas, names: _Names,
+            find_storage_groups: bool = True) -> bytes:
+    """The serialized GraphModule (compiled.wire writes it). With
+    ``find_storage_groups`` false, the inputs' storage sharing is not looked up
+    (their values are FakeTensors, whose inputs never share storage)."""
     # Value names by value path. Inputs first (already named).
     path_names: Dict[tuple, str] = {}
     for inp in inputs:
@@ -1334,7 +1337,7 @@ def _encode(fx_graph: torch.fx.Graph, inputs: List[_Input], attr_nodes, metas, n
     # those sharing a start are told apart by storage (each storage() call
     # builds a Python wrapper: 2 ms for densenet121's 728 inputs).
     starts: Dict[int, List[int]] = {}
-    for i, inp in enumerate(inputs):
+    for i, inp in enumerate(inputs if find_storage_groups else ()):
         t = inp.value
         if isinstance(t, torch.Tensor):
             starts.setdefault(t.data_ptr() - t.storage_offset() * t.element_size(), []).append(i)

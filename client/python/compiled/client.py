@@ -28,6 +28,16 @@ anything else                            :class:`DaemonError`
 An artifact comes inline in the ``CompileResult`` when it is small enough,
 else it is fetched with ``Fetch``; either way its SHA-256 is checked against
 the digest the daemon announced.
+
+A daemon that accepts the connection but does not answer (stopped with
+SIGSTOP, wedged, a dead host behind a live proxy) must not hold a caller
+for the whole compile deadline: a Compile or Fetch stream whose first
+message has not arrived after ``answer_timeout`` seconds (default 10,
+``$COMPILED_ANSWER_TIMEOUT``) is cancelled and raises
+:class:`DaemonUnavailable`. The daemon sends its first event as soon as it
+has read the request, before any work. Channels reconnect at most
+``RECONNECT_MAX_MS`` after a daemon comes back (gRPC's default backoff
+grows to two minutes).
 """
 
 from __future__ import annotations
@@ -59,6 +69,12 @@ ERROR_METADATA_KEY = "compiled-error-bin"
 BUSY_RETRIES = 3
 BUSY_BACKOFF = 0.1
 
+# Seconds a stream may wait for the daemon's first message.
+ENV_ANSWER_TIMEOUT = "COMPILED_ANSWER_TIMEOUT"
+DEFAULT_ANSWER_TIMEOUT = 10.0
+# The longest pause between two reconnection attempts of a channel.
+RECONNECT_MAX_MS = 2000
+
 _channels: Dict[Tuple[int, str], grpc.Channel] = {}
 _clients: Dict[Tuple[int, str], "Client"] = {}
 _lock = threading.Lock()
@@ -87,7 +103,10 @@ def _channel(address: str, tls: Tuple[str, str, str] = ("", "", "")) -> grpc.Cha
     with _lock:
         channel = _channels.get(key)
         if channel is None:
-            options = [("grpc.max_receive_message_length", MAX_RECEIVE_BYTES)]
+            options = [("grpc.max_receive_message_length", MAX_RECEIVE_BYTES),
+                       ("grpc.initial_reconnect_backoff_ms", 200),
+                       ("grpc.min_reconnect_backoff_ms", 200),
+                       ("grpc.max_reconnect_backoff_ms", RECONNECT_MAX_MS)]
             ca, cert, pkey = tls
             if ca or cert:
                 creds = grpc.ssl_channel_credentials(
@@ -189,9 +208,19 @@ class Client:
     def __init__(self, address: Optional[str] = None, *, timeout: float = 600.0,
                  token: Optional[str] = None, trust_key: Optional[str] = None,
                  ca: Optional[str] = None, cert: Optional[str] = None,
-                 key: Optional[str] = None):
+                 key: Optional[str] = None, answer_timeout: Optional[float] = None):
         self.address = resolve_address(address)
         self.timeout = timeout
+        if answer_timeout is None:
+            text = os.environ.get(ENV_ANSWER_TIMEOUT, "")
+            try:
+                answer_timeout = float(text) if text else DEFAULT_ANSWER_TIMEOUT
+            except ValueError:
+                raise ValueError(f"compiled: ${ENV_ANSWER_TIMEOUT} must be a number of "
+                                 f"seconds, got {text!r}") from None
+        if not answer_timeout > 0:
+            raise ValueError(f"compiled: the answer timeout must be positive, got {answer_timeout}")
+        self.answer_timeout = float(answer_timeout)
         token = token if token is not None else os.environ.get(ENV_TOKEN, "")
         if token and (token != token.strip() or any(ord(ch) < 33 for ch in token)):
             raise ValueError("compiled: the bearer token has spaces or control characters")
@@ -261,12 +290,17 @@ class Client:
 
     def _compile_once(self, request: bytes, timeout) -> compiled_pb2.CompileResult:
         result = None
+        call = self._compile_bytes(request, timeout=timeout, metadata=self._metadata)
+        watchdog = _FirstAnswer(call, min(self.answer_timeout, timeout))
         try:
-            for event in self._compile_bytes(request, timeout=timeout, metadata=self._metadata):
+            for event in call:
+                watchdog.answered()
                 if event.WhichOneof("event") == "result":
                     result = event.result
         except grpc.RpcError as e:
-            raise _map_rpc_error(e, "Compile") from None
+            raise watchdog.error(e, "Compile") from None
+        finally:
+            watchdog.answered()
         if result is None:
             raise DaemonError("Compile: the stream ended without a result")
         return result
@@ -281,10 +315,13 @@ class Client:
         offset = 0
         stream_digest = ""
         total = None
+        timeout = self.timeout if timeout is None else timeout
+        call = self._stub.Fetch(compiled_pb2.FetchRequest(key=key), timeout=timeout,
+                                metadata=self._metadata)
+        watchdog = _FirstAnswer(call, min(self.answer_timeout, timeout))
         try:
-            for chunk in self._stub.Fetch(compiled_pb2.FetchRequest(key=key),
-                                          timeout=self.timeout if timeout is None else timeout,
-                                          metadata=self._metadata):
+            for chunk in call:
+                watchdog.answered()
                 if chunk.offset != offset:
                     raise DaemonError(f"Fetch {key}: chunk at offset {chunk.offset}, "
                                       f"expected {offset}")
@@ -294,7 +331,9 @@ class Client:
                 parts.append(chunk.data)
                 offset += len(chunk.data)
         except grpc.RpcError as e:
-            raise _map_rpc_error(e, "Fetch") from None
+            raise watchdog.error(e, "Fetch") from None
+        finally:
+            watchdog.answered()
         data = b"".join(parts)
         expected_size = size if size is not None else total
         if expected_size is not None and len(data) != expected_size:
@@ -373,6 +412,35 @@ def verify_signature(keys: Dict[str, bytes], key: str, data: bytes, signature: s
 def _check_digest(data: bytes, digest: str, key: str) -> None:
     if digest and hashlib.sha256(data).hexdigest() != digest.lower():
         raise DaemonError(f"artifact {key}: SHA-256 does not match the announced digest {digest}")
+
+
+class _FirstAnswer:
+    """Cancels a streaming call whose first message has not come within
+    ``seconds`` (a timer thread, stopped by the first message)."""
+
+    def __init__(self, call, seconds: float):
+        self.call = call
+        self.seconds = seconds
+        self.expired = False
+        self.timer = threading.Timer(seconds, self._expire)
+        self.timer.daemon = True
+        self.timer.start()
+
+    def _expire(self) -> None:
+        self.expired = True
+        self.call.cancel()
+
+    def answered(self) -> None:
+        if self.timer is not None:
+            self.timer.cancel()
+            self.timer = None
+
+    def error(self, e: grpc.RpcError, what: str) -> DaemonError:
+        if self.expired and e.code() == grpc.StatusCode.CANCELLED:
+            return DaemonUnavailable(f"{what}: the daemon did not answer within "
+                                     f"{self.seconds:g} s (${ENV_ANSWER_TIMEOUT})",
+                                     grpc.StatusCode.UNAVAILABLE, "no answer")
+        return _map_rpc_error(e, what)
 
 
 def _map_rpc_error(e: grpc.RpcError, what: str) -> DaemonError:

@@ -703,18 +703,24 @@ class BackendFunction(CompiledFunction):
         return CompiledFunction.__call__(self, *args, **kwargs)
 
 
-def backend(gm: torch.fx.GraphModule, example_inputs: Sequence[torch.Tensor]) -> BackendFunction:
-    """A compiler for ATen-level FX graphs, with the signature both
-    TorchDynamo backends and functorch's AOTAutograd compilers have.
+def backend(gm: torch.fx.GraphModule, example_inputs: Sequence[torch.Tensor], **kwargs):
+    """A backend for ``torch.compile`` and a compiler for ATen-level FX graphs.
 
-    Takes the GraphModule (e.g. from ``make_fx``, or AOTAutograd's forward
-    or backward graph) and its example inputs (positional tensors); returns
-    a callable taking the same positional inputs, or one list of them
-    (AOTAutograd's boxed convention: ``aot_function(f,
-    fw_compiler=compiled.backend, bw_compiler=compiled.backend)`` works
-    without ``make_boxed_compiler`` and without a warning), and returning
-    what ``gm`` returns. Tensor constants the graph reads with ``get_attr``
-    are bound into the program; registered parameters and buffers of ``gm``
-    are read at call time.
+    - Given Dynamo's torch-level graph (``torch.compile(model,
+      backend=compiled.backend)``), it is the ``torch.compile`` backend,
+      :func:`compiled.dynamo.compiled_backend` (keyword ``options`` as
+      there).
+    - Given an ATen-level GraphModule (e.g. from ``make_fx``, or
+      AOTAutograd's forward or backward graph), it compiles that graph:
+      it returns a callable taking the same positional inputs, or one
+      list of them (AOTAutograd's boxed convention: ``aot_function(f,
+      fw_compiler=compiled.backend, bw_compiler=compiled.backend)`` works
+      without ``make_boxed_compiler`` and without a warning), and
+      returning what ``gm`` returns. Tensor constants the graph reads with
+      ``get_attr`` are bound into the program; registered parameters and
+      buffers of ``gm`` are read at call time.
     """
+    from . import dynamo
+    if kwargs or not dynamo.is_aten_graph(gm):
+        return dynamo.compiled_backend(gm, example_inputs, **kwargs)
     return BackendFunction(gm, tuple(example_inputs))

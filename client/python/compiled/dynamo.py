@@ -1,0 +1,396 @@
+"""compiled as a ``torch.compile`` backend.
+
+How the work is divided (docs/torch2.md has the whole story):
+
+- **Dynamo** (in the user's process) turns Python bytecode into FX graphs,
+  installs guards, breaks graphs where it must and decides recompiles.
+  ``compiled`` is one more backend; it never reimplements guards.
+- **AOTAutograd** (in the user's process) turns each Dynamo graph into
+  ATen-level graphs: functional, with a forward and a backward graph when
+  the graph needs grad (partitioned by the min-cut partitioner, as for
+  Inductor), and wraps the compiled graphs in runtime wrappers that apply
+  input mutations and rebuild aliased outputs.
+- **This module** is the compiler AOTAutograd calls for each of those ATen
+  graphs: it encodes the graph (metadata from the FakeTensors AOTAutograd
+  attached to every node) into the wire format, asks the daemon for the
+  artifact (a cache hit, or one compile for the whole cluster), and loads
+  it with :mod:`compiled.runtime`. Forward and backward are separate
+  programs under separate keys.
+- **The daemon** canonicalizes, keys, lowers to native code and caches, as
+  for graphs from any other client.
+
+Failures: when the daemon cannot be reached or fails for any reason but the
+graph, or when a graph holds something the wire format cannot carry (a
+higher-order operator, a symbolic size), the graph runs as AOTAutograd's
+own ATen graph, eagerly, with one warning; a graph that could not be
+compiled because the daemon was away is compiled again on a later call,
+once the daemon answers. Only a graph the daemon refuses as invalid raises
+:class:`compiled.CompileError`.
+
+Options (``torch.compile(m, backend="compiled", options={...})``, each also
+an environment variable):
+
+========================  ==========================  ==========================
+option                    environment                 meaning
+========================  ==========================  ==========================
+``server``                ``COMPILED_SERVER``         the daemon's ``host:port``
+``token``                 ``COMPILED_TOKEN``          bearer token
+``native``                ``COMPILED_NATIVE``         False: ATen programs only
+``opt_level``             --                          0-3 or "O0"-"O3"
+``eager_random``          ``COMPILED_EAGER_RANDOM``   eager's random numbers
+``timeout``               --                          seconds for one compile
+========================  ==========================  ==========================
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import itertools
+import logging
+import operator
+import os
+import sys
+import threading
+import time
+import warnings
+import weakref
+from typing import Any, Callable, Dict, List, Optional, Sequence
+
+import torch
+import torch.fx
+
+from . import CaptureError
+from .errors import (ArtifactError, CompileError, CompileFallbackWarning, DaemonError,
+                     DaemonUnavailableWarning)
+
+__all__ = ["BackendOptions", "compiled_backend", "encode_graph", "loaded_graphs"]
+
+_log = logging.getLogger("compiled")
+_capture = sys.modules["compiled.capture"]
+
+
+@dataclasses.dataclass(frozen=True)
+class BackendOptions:
+    """The backend's options, from ``torch.compile(..., options=...)`` and
+    the environment."""
+    server: Optional[str] = None
+    token: Optional[str] = None
+    native: bool = True
+    opt_level: int = 0
+    eager_random: bool = False
+    timeout: float = 600.0
+
+    @classmethod
+    def parse(cls, options: Optional[Dict[str, Any]]) -> "BackendOptions":
+        from .frontend import _eager_random, _opt_level
+        options = dict(options or {})
+        known = {f.name for f in dataclasses.fields(cls)}
+        unknown = sorted(set(options) - known)
+        if unknown:
+            raise ValueError(f"compiled backend: unknown option(s) {', '.join(unknown)} "
+                             f"(known: {', '.join(sorted(known))})")
+        native = options.get("native")
+        if native is None:
+            native = os.environ.get("COMPILED_NATIVE", "1") != "0"
+        timeout = float(options.get("timeout", 600.0))
+        if not timeout > 0:
+            raise ValueError(f"compiled backend: timeout must be positive, got {timeout}")
+        return cls(server=options.get("server"), token=options.get("token"),
+                   native=bool(native), opt_level=_opt_level(options.get("opt_level")),
+                   eager_random=_eager_random(options.get("eager_random")), timeout=timeout)
+
+
+class _Backend:
+    """One ``torch.compile`` call's backend state: its client, its options,
+    whether it warned already."""
+
+    def __init__(self, options: BackendOptions):
+        from . import client as client_module
+        self.options = options
+        if options.token is not None:
+            self.client = client_module.Client(options.server, token=options.token,
+                                               timeout=options.timeout)
+        else:
+            self.client = client_module.get_client(options.server)
+        self.warned = False
+        self.lock = threading.Lock()
+        self.programs: List[Any] = []   # LoadedPrograms, oldest first (debugging)
+
+    def warn(self, category, message: str) -> None:
+        with self.lock:
+            if self.warned:
+                _log.info("compiled backend: %s", message)
+                return
+            self.warned = True
+        warnings.warn(f"compiled: {message}", category, stacklevel=2)
+
+
+def _is_symbolic(value) -> bool:
+    if isinstance(value, (torch.SymInt, torch.SymFloat, torch.SymBool)):
+        return True
+    if isinstance(value, torch.Tensor):
+        return any(isinstance(s, torch.SymInt) for s in value.shape) or \
+            any(isinstance(s, torch.SymInt) for s in value.stride()) or \
+            isinstance(value.storage_offset(), torch.SymInt)
+    return False
+
+
+class Unencodable(CaptureError):
+    """An ATen graph holds something the wire format cannot carry (yet)."""
+
+
+def encode_graph(gm: torch.fx.GraphModule, where: str) -> "tuple[bytes, list]":
+    """The wire bytes of an AOTAutograd ATen graph and the values of its
+    CONSTANT inputs (its ``get_attr`` tensors), in input order.
+
+    Every placeholder becomes a USER_INPUT in placeholder order; metadata
+    comes from ``node.meta["val"]`` (FakeTensors), read as each value is
+    produced, so a later in-place change cannot alter it. Values are
+    described as not requiring grad: AOTAutograd runs compiled graphs
+    with grad off. Raises Unencodable for symbolic sizes, higher-order
+    operators and nodes without metadata.
+    """
+    graph = gm.graph
+    cache: Dict[tuple, Any] = {}
+
+    def meta_of(t: torch.Tensor, what: str):
+        if _is_symbolic(t):
+            raise Unencodable(f"{where}: {what} has symbolic sizes (dynamic shapes)")
+        key = (t.dtype, tuple(t.shape), t.stride(), t.storage_offset())
+        meta = cache.get(key)
+        if meta is None:
+            meta = _capture._tensor_meta(t, f"{where}: {what}")
+            meta.requires_grad = False
+            cache[key] = meta
+        return meta
+
+    metas: Dict[tuple, Any] = {}
+    inputs = []
+    attr_nodes: Dict[torch.fx.Node, str] = {}
+    constants: Dict[str, torch.Tensor] = {}
+    names = _capture._Names()
+    user_inputs = []
+    for node in graph.nodes:
+        if node.op == "placeholder":
+            val = node.meta.get("val")
+            if isinstance(val, torch.Tensor):
+                metas[(node,)] = meta_of(val, f"input {node.name}")
+            elif val is None or _is_symbolic(val) or not isinstance(val, (int, float, bool)):
+                raise Unencodable(f"{where}: input {node.name} is a "
+                                  f"{type(val).__name__}, not a tensor")
+            user_inputs.append(_capture._Input(_capture.graph_pb2.INPUT_KIND_USER_INPUT,
+                                               val, node.name, "", False, node))
+        elif node.op == "get_attr":
+            value = _capture._fetch_attr(gm, node.target)
+            if not isinstance(value, torch.Tensor):
+                raise Unencodable(f"{where}: attribute {node.target} is not a tensor")
+            if node.target not in constants:
+                constants[node.target] = value
+                inputs.append(_capture._Input(_capture.graph_pb2.INPUT_KIND_CONSTANT, value, "",
+                                              node.target, False, node))
+                metas[(node,)] = meta_of(value, f"constant {node.target}")
+            attr_nodes[node] = node.target
+        elif node.op == "call_function":
+            target = node.target
+            if target.__class__ is not torch._ops.OpOverload:
+                if target.__module__ == "_operator" and target.__name__ == "getitem":
+                    continue
+                raise Unencodable(f"{where}: node '{node.name}' calls {target}, "
+                                  "not an ATen operator")
+            val = node.meta.get("val")
+            if isinstance(val, torch.Tensor):
+                metas[(node,)] = meta_of(val, f"node '{node.name}'")
+            elif isinstance(val, (list, tuple)):
+                for i, v in enumerate(val):
+                    if isinstance(v, torch.Tensor):
+                        metas[(node, i)] = meta_of(v, f"node '{node.name}' output {i}")
+                    elif v is not None:
+                        raise Unencodable(f"{where}: node '{node.name}' output {i} is a "
+                                          f"{type(v).__name__}")
+            elif val is not None:
+                raise Unencodable(f"{where}: node '{node.name}' ({target}) returns a "
+                                  f"{type(val).__name__}")
+            elif node.target._schema.returns and "val" not in node.meta:
+                raise Unencodable(f"{where}: node '{node.name}' has no metadata")
+            _annotate(node)
+        elif node.op not in ("output",):
+            raise Unencodable(f"{where}: node '{node.name}' is a {node.op} node")
+    # Constants first, as capture orders them (parameters and buffers have
+    # no place here: AOTAutograd passes them as graph inputs).
+    all_inputs = inputs + user_inputs
+    for inp in all_inputs:
+        inp.name = names.take(inp.target.replace(".", "_") if inp.target else inp.name)
+    data = _capture._encode(graph, all_inputs, attr_nodes, metas, names, find_storage_groups=False)
+    return data, list(constants.values())
+
+
+def _annotate(node: torch.fx.Node) -> None:
+    """Stack trace and module path for the daemon's diagnostics, from what
+    Dynamo recorded (never part of the key)."""
+    meta = node.meta
+    if _capture._META_STACK not in meta:
+        stack = meta.get("stack_trace")
+        if stack:
+            meta[_capture._META_STACK] = stack.rstrip()
+    if _capture._META_MODULE not in meta:
+        stack = meta.get("nn_module_stack")
+        if stack:
+            path = list(stack.values())[-1]
+            if isinstance(path, tuple):
+                path = path[0]
+            meta[_capture._META_MODULE] = str(path)
+
+
+class _GraphFunction:
+    """A compiled ATen graph, in AOTAutograd's boxed convention (one list of
+    inputs, which the callee empties). Runs the daemon's program; while
+    none is loaded (the daemon was away), runs the ATen graph eagerly and
+    tries the daemon again after a delay that doubles up to a cap, as
+    :func:`compiled.compile` does (frontend.RETRY_FIRST, RETRY_MAX)."""
+
+    def __init__(self, backend: _Backend, gm: torch.fx.GraphModule, role: str, where: str):
+        # an instance attribute: AOTAutograd wraps the backward in
+        # torch._dynamo.disable, whose functools.wraps copies __dict__ only
+        self._boxed_call = True
+        self.backend = backend
+        self.gm = gm
+        self.role = role
+        self.where = where
+        self.data: Optional[bytes] = None
+        self.constants: list = []
+        self.fn: Optional[Callable] = None
+        self.program = None
+        self.retry_at = 0.0
+        self.delay = None   # after a failure: the wait before the next try
+        self.eager = gm.forward
+        self.serial = next(_SERIAL)
+        _LOADED.add(self)
+
+    def __call__(self, args: list):
+        fn = self.fn
+        if fn is not None:
+            return fn(args)
+        if time.monotonic() >= self.retry_at and self.data is not None:
+            if self.compile():
+                return self.fn(args)
+        inputs = list(args)
+        args.clear()
+        return self.eager(*inputs)
+
+    def compile(self) -> bool:
+        """Ask the daemon for the program and load it. False (and eager
+        until the retry) when the daemon failed for a reason other than
+        the graph; raises CompileError when it refused the graph."""
+        from . import native as _native
+        from . import runtime
+        from .v1 import compiled_pb2
+        b = self.backend
+        opts = b.options
+        options = compiled_pb2.CompileOptions(
+            opt_level=opts.opt_level, return_input_mutations=False,
+            mode=compiled_pb2.MODE_INFERENCE, separate_temporaries=self.role != "inference",
+            eager_random=opts.eager_random)
+        try:
+            key, artifact = b.client.compile(self.data, options, target=_native.target_message(),
+                                             timeout=opts.timeout)
+        except CompileError:
+            raise
+        except DaemonError as e:
+            b.warn(DaemonUnavailableWarning,
+                   f"{e}; running {self.where} as ATen calls (daemon {b.client.address}). "
+                   "Compiling will be retried later.")
+            from .frontend import RETRY_FIRST, RETRY_MAX   # compile()'s delays
+            self.delay = RETRY_FIRST if self.delay is None else min(self.delay * 2, RETRY_MAX)
+            self.retry_at = time.monotonic() + self.delay
+            return False
+        try:
+            with _capture.paused_gc():
+                program = runtime.load(artifact, constants=self.constants, boxed=True,
+                                       native=opts.native,
+                                       recycle_outputs=self.role == "inference")
+        except (ArtifactError, AttributeError, ValueError, OSError) as e:
+            b.warn(CompileFallbackWarning, f"the artifact {key[:16]} for {self.where} could not "
+                   f"be loaded ({type(e).__name__}: {e}); running it as ATen calls")
+            self.data = None  # never again for this graph
+            return False
+        self.program = program
+        b.programs.append(program)
+        _log.debug("compiled backend: %s -> program %s", self.where, key[:16])
+        self.fn = program.fn
+        return True
+
+
+_SERIAL = itertools.count()
+_LOADED: "weakref.WeakSet[_GraphFunction]" = weakref.WeakSet()
+
+
+def _compile_graph(backend: _Backend, role: str, gm: torch.fx.GraphModule,
+                   example_inputs: Sequence[Any]) -> _GraphFunction:
+    """AOTAutograd's fw_compiler / bw_compiler / inference_compiler."""
+    where = f"the {role} graph of {_graph_label(gm)}"
+    fn = _GraphFunction(backend, gm, role, where)
+    try:
+        fn.data, fn.constants = encode_graph(gm, where)
+    except CaptureError as e:
+        backend.warn(CompileFallbackWarning, f"{e}; running it as ATen calls")
+        return fn
+    fn.compile()
+    return fn
+
+
+def _graph_label(gm: torch.fx.GraphModule) -> str:
+    for node in gm.graph.nodes:
+        stack = node.meta.get("nn_module_stack")
+        if stack:
+            first = next(iter(stack.values()))
+            cls = first[1] if isinstance(first, tuple) and len(first) > 1 else None
+            if cls is not None:
+                return getattr(cls, "__qualname__", str(cls))
+    return f"a graph of {sum(1 for n in gm.graph.nodes if n.op == 'call_function')} operators"
+
+
+def _decompositions() -> Dict[Any, Callable]:
+    """The decompositions AOTAutograd applies while tracing: none but those
+    torch needs to trace at all. The daemon lowers the ATen operators
+    themselves (batch norm, layer norm, softmax, convolutions...), which
+    keeps graphs small and lets it call the same library kernels as eager
+    where they are best."""
+    return {}
+
+
+def loaded_graphs() -> List[_GraphFunction]:
+    """The graphs this process compiled through the backend and still holds,
+    oldest first: ``.where`` names the graph, ``.program`` is its
+    LoadedProgram (None while it runs as ATen calls; ``.program.summary``
+    says what runs natively). For debugging and tests."""
+    return sorted(_LOADED, key=lambda g: g.serial)
+
+
+def is_aten_graph(gm: torch.fx.GraphModule) -> bool:
+    """Whether every call in ``gm`` is an ATen operator overload (or a
+    getitem): a graph from make_fx or AOTAutograd, not Dynamo's."""
+    return all(n.op != "call_function" or n.target.__class__ is torch._ops.OpOverload
+               or n.target is operator.getitem for n in gm.graph.nodes)
+
+
+def compiled_backend(gm: torch.fx.GraphModule, example_inputs: Sequence[Any], *,
+                     options: Optional[Dict[str, Any]] = None, **unused) -> Callable:
+    """The ``torch.compile`` backend: ``torch.compile(model,
+    backend="compiled")`` (the ``torch_dynamo_backends`` entry point) or
+    ``backend=compiled.backend``. ``options`` are listed in the module
+    docstring.
+
+    Every graph goes through AOTAutograd (see the module docstring).
+    """
+    backend = _Backend(BackendOptions.parse(options))
+    from torch._dynamo.backends.common import aot_autograd
+    from torch._functorch.partitioners import min_cut_rematerialization_partition
+    return aot_autograd(
+        fw_compiler=functools.partial(_compile_graph, backend, "forward"),
+        bw_compiler=functools.partial(_compile_graph, backend, "backward"),
+        inference_compiler=functools.partial(_compile_graph, backend, "inference"),
+        partition_fn=min_cut_rematerialization_partition,
+        decompositions=_decompositions(),
+        keep_inference_input_mutations=True,
+    )(gm, example_inputs)

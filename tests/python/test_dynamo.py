@@ -1,0 +1,200 @@
+"""compiled as a torch.compile backend (compiled.dynamo): the backend string
+and object, inference, training through AOTAutograd (gradients, batch norm's
+running statistics, input mutations, outputs aliasing inputs), graph breaks,
+Dynamo's recompiles, options, and a daemon that is away.
+
+Every result is compared with eager PyTorch on the same inputs."""
+
+import socket
+import time
+import warnings
+
+import pytest
+import torch
+
+import compiled
+import compiled.frontend
+import daemon_util
+from compiled import dynamo
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory):
+    d = daemon_util.Daemon(tmp_path_factory.mktemp("dynamo"), "--verify-ir").start()
+    yield d.address
+    d.stop()
+
+
+@pytest.fixture(autouse=True)
+def fresh_dynamo():
+    torch._dynamo.reset()
+    yield
+    torch._dynamo.reset()
+
+
+def _graphs_since(mark):
+    return [g for g in dynamo.loaded_graphs() if g.serial >= mark]
+
+
+def _mark():
+    graphs = dynamo.loaded_graphs()
+    return graphs[-1].serial + 1 if graphs else 0
+
+
+def _free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class Net(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.conv = torch.nn.Conv2d(3, 8, 3, padding=1)
+        self.bn = torch.nn.BatchNorm2d(8)
+        self.fc = torch.nn.Linear(8 * 4 * 4, 5)
+
+    def forward(self, x):
+        y = torch.relu(self.bn(self.conv(x)))
+        y = torch.nn.functional.max_pool2d(y, 2)
+        return self.fc(torch.flatten(y, 1)).softmax(-1)
+
+
+def _copy(module):
+    import copy
+    return copy.deepcopy(module)
+
+
+def test_the_backend_is_registered_by_name():
+    assert "compiled" in torch._dynamo.list_backends()
+
+
+@pytest.mark.parametrize("how", ["string", "object", "function"])
+def test_inference_matches_eager_and_runs_native_code(server, how):
+    torch.manual_seed(0)
+    model = Net().eval()
+    x = torch.randn(4, 3, 8, 8)
+    backend = {"string": "compiled", "object": compiled.backend,
+               "function": dynamo.compiled_backend}[how]
+    mark = _mark()
+    fast = torch.compile(model, backend=backend, options={"server": server})
+    with torch.no_grad():
+        out = fast(x)
+        ref = model(x)
+    torch.testing.assert_close(out, ref)
+    graphs = _graphs_since(mark)
+    assert len(graphs) == 1 and graphs[0].role == "inference"
+    summary = graphs[0].program.summary
+    assert summary["kernels"] >= 1 and summary["fallback"] == 0, summary
+
+
+def test_training_gives_eager_gradients_and_running_statistics(server):
+    torch.manual_seed(0)
+    model = Net().train()
+    ref_model = _copy(model)
+    fast = torch.compile(model, backend="compiled", options={"server": server})
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    ref_opt = torch.optim.SGD(ref_model.parameters(), lr=0.1)
+    mark = _mark()
+    for step in range(3):
+        x = torch.randn(4, 3, 8, 8)
+        target = torch.randint(0, 5, (4,))
+        for m, o, f in ((model, opt, fast), (ref_model, ref_opt, ref_model)):
+            o.zero_grad()
+            loss = torch.nn.functional.cross_entropy(f(x), target)
+            loss.backward()
+            o.step()
+        for (name, p), q in zip(model.named_parameters(), ref_model.parameters()):
+            torch.testing.assert_close(p.grad, q.grad, msg=f"step {step}: gradient of {name}")
+            torch.testing.assert_close(p, q, msg=f"step {step}: parameter {name}")
+        torch.testing.assert_close(model.bn.running_mean, ref_model.bn.running_mean)
+        torch.testing.assert_close(model.bn.running_var, ref_model.bn.running_var)
+        assert model.bn.num_batches_tracked == ref_model.bn.num_batches_tracked
+    roles = sorted(g.role for g in _graphs_since(mark))
+    assert roles == ["backward", "forward"]
+    assert all(g.program is not None for g in _graphs_since(mark))
+
+
+def test_input_mutation_and_outputs_aliasing_inputs(server):
+    def f(x, y):
+        x.add_(1)             # an input mutation, applied by AOTAutograd's wrappers
+        y[0].mul_(2)          # through a view
+        return x * y, x.t(), y[1]   # outputs that alias inputs
+
+    torch.manual_seed(0)
+    x, y = torch.randn(3, 4), torch.randn(3, 4)
+    ex, ey = x.clone(), y.clone()
+    fast = torch.compile(f, backend="compiled", options={"server": server})
+    out = fast(x, y)
+    ref = f(ex, ey)
+    for o, r in zip(out, ref):
+        torch.testing.assert_close(o, r)
+    torch.testing.assert_close(x, ex)
+    torch.testing.assert_close(y, ey)
+    assert out[1]._base is x or out[1].data_ptr() == x.data_ptr()   # a view of x, as in eager
+    assert out[2].data_ptr() == y[1].data_ptr()
+
+
+def test_a_graph_break_gives_two_compiled_graphs(server):
+    def f(x):
+        y = torch.sin(x) * 2
+        print("graph break", end="")   # Dynamo cannot trace print: two graphs
+        return torch.cos(y) + 1
+
+    x = torch.randn(16)
+    mark = _mark()
+    fast = torch.compile(f, backend="compiled", options={"server": server})
+    torch.testing.assert_close(fast(x), f(x))
+    graphs = _graphs_since(mark)
+    assert len(graphs) == 2 and all(g.program is not None for g in graphs)
+
+
+def test_dynamo_guards_decide_recompiles(server):
+    def f(x):
+        return torch.nn.functional.gelu(x) * x.sum()
+
+    mark = _mark()
+    fast = torch.compile(f, backend="compiled", options={"server": server}, dynamic=False)
+    for shape in ((4, 8), (4, 8), (2, 8), (4, 8)):
+        x = torch.randn(shape)
+        torch.testing.assert_close(fast(x), f(x))
+    assert len(_graphs_since(mark)) == 2   # one per shape; the repeats hit Dynamo's cache
+
+
+def test_unknown_option_is_refused():
+    with pytest.raises(Exception, match="unknown option.*servr"):
+        torch.compile(lambda x: x + 1, backend="compiled", options={"servr": "x"})(torch.ones(2))
+
+
+def test_an_unreachable_daemon_runs_eagerly_with_one_warning_then_compiles(tmp_path,
+                                                                          monkeypatch):
+    port = _free_port()
+    address = f"127.0.0.1:{port}"
+    monkeypatch.setattr(compiled.frontend, "RETRY_FIRST", 0.0)
+
+    def f(x):
+        return torch.tanh(x) * 3
+
+    fast = torch.compile(f, backend="compiled", options={"server": address, "timeout": 5})
+    x = torch.randn(8)
+    mark = _mark()
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        for _ in range(3):
+            torch.testing.assert_close(fast(x), f(x))
+    relevant = [w for w in caught if issubclass(w.category, compiled.DaemonUnavailableWarning)]
+    assert len(relevant) == 1, [str(w.message) for w in caught]
+    graph, = _graphs_since(mark)
+    assert graph.program is None
+    # A daemon appears on the address: the next call compiles.
+    (tmp_path / "late").mkdir()
+    d = daemon_util.Daemon(tmp_path / "late", "--listen", address).start()
+    try:
+        deadline = time.monotonic() + 30
+        while graph.program is None and time.monotonic() < deadline:
+            torch.testing.assert_close(fast(x), f(x))
+            time.sleep(0.1)   # gRPC's reconnect backoff decides when the channel is back
+        assert graph.program is not None
+        torch.testing.assert_close(fast(x), f(x))
+    finally:
+        d.stop()
