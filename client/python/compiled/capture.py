@@ -291,6 +291,9 @@ def _check_utf8(name: str, where: str) -> None:
 
 
 def _check_copyable(t: torch.Tensor, where: str) -> None:
+    if t.is_quantized:
+        raise UnsupportedCapture(f"{where} is a quantized tensor ({t.dtype}), which the wire "
+                                 "format cannot carry: the program runs eagerly.")
     if t.layout != torch.strided:
         raise CaptureError(f"{where}: only strided tensors can be captured, got layout {t.layout}")
     if t.is_conj() or t.is_neg():
@@ -677,7 +680,7 @@ def _user_input_names(fn: Callable, example_inputs: Sequence[Any]) -> List[str]:
     for i, arg in enumerate(example_inputs):
         base = params[i] if i < len(params) else f"arg{i}"
         leaves, spec = pytree.tree_flatten(arg)
-        if len(leaves) == 1 and not spec.children_specs:
+        if len(leaves) == 1 and spec.num_children == 0:
             names.append(base)
         else:
             names.extend(f"{base}_{j}" for j in range(len(leaves)))
@@ -784,6 +787,13 @@ def _trace_fx(fn, module, state_paths, n_state, user_spec, flat_copies):
     except CaptureError:
         raise
     except Exception as e:
+        if _data_dependent(e):
+            raise UnsupportedCapture(
+                f"{_describe(fn)} decides what it computes from tensor values (a Python "
+                "branch on a tensor, or .item()/int()/bool() of one), "
+                "which one captured graph cannot represent. compiled.compile runs such a "
+                "function eagerly; torch.compile(fn, backend=\"compiled\") compiles the "
+                "parts around the data-dependent code (graph breaks).") from e
         err = _tracing_error(f"tracing {_describe(fn)} with make_fx failed: "
                              f"{type(e).__name__}: {e}", e)
         if err is e:
@@ -796,6 +806,18 @@ def _trace_fx(fn, module, state_paths, n_state, user_spec, flat_copies):
             f"program could compute different values or gradients than eager. "
             f"Switch grad mode outside the compiled function instead.")
     return gm
+
+
+def _data_dependent(e: BaseException) -> bool:
+    """Whether make_fx failed because the program read a value out of a
+    traced tensor (``Tensor.item``, ``bool``, ``int``: ATen's
+    ``_local_scalar_dense``), i.e. on data-dependent Python, not an error
+    of the program itself."""
+    while e is not None:
+        if isinstance(e, RuntimeError) and "_local_scalar_dense" in str(e):
+            return True
+        e = e.__cause__ or e.__context__
+    return False
 
 
 @contextlib.contextmanager
@@ -1219,7 +1241,17 @@ def _trace(fn_or_module, example_inputs, method: Optional[str]) -> Captured:
         if node.target not in constants:
             value = fetch(node.target)
             if not isinstance(value, torch.Tensor):
+                if isinstance(value, torch.ScriptObject):
+                    raise UnsupportedCapture(
+                        f"{_describe(fn)} uses a TorchScript object ({node.target}: "
+                        f"{value._type().qualified_name()}), such as the packed weights of "
+                        "quantized modules (torch.ao.quantization); the wire format carries "
+                        "tensors only, so it runs eagerly.")
                 raise CaptureError(f"node '{node.name}': attribute {node.target} is not a tensor")
+            if value.is_quantized:
+                raise UnsupportedCapture(f"{_describe(fn)} uses a quantized tensor "
+                                         f"({node.target}, {value.dtype}), which the wire "
+                                         "format cannot carry: it runs eagerly.")
             _check_copyable(value, f"constant '{node.target}'")
             constants[node.target] = value
             inputs.append(_Input(graph_pb2.INPUT_KIND_CONSTANT, value, "", node.target, False, node))

@@ -90,6 +90,20 @@ _OPT_LEVELS = {
 _Tensor = torch.Tensor
 _is_grad_enabled = torch.is_grad_enabled
 _is_inference_mode_enabled = torch.is_inference_mode_enabled
+_is_autocast_enabled = torch.is_autocast_enabled
+_get_autocast_dtype = torch.get_autocast_dtype
+_get_default_dtype = torch.get_default_dtype
+_deterministic = torch.are_deterministic_algorithms_enabled
+
+
+def _global_state() -> tuple:
+    """The process-wide settings that change what eager computes, as Dynamo
+    guards on them: CPU autocast (on, and to which dtype; its casts are
+    part of the captured graph), the default dtype (factories without a
+    dtype), and deterministic algorithms (which kernels eager picks). Grad
+    and inference mode are in the signature too, separately."""
+    return (_get_autocast_dtype("cpu") if _is_autocast_enabled("cpu") else None,
+            _get_default_dtype(), _deterministic())
 
 
 def _eager_random(eager_random: Optional[bool]) -> bool:
@@ -172,7 +186,7 @@ _SCALARS = {int, float, bool, str, type(None)}
 
 def _hashable_spec(spec: pytree.TreeSpec):
     """A hashable description of a pytree structure (TreeSpec is not)."""
-    if isinstance(spec, pytree.LeafSpec):
+    if spec.is_leaf():
         return None
     context = spec.context
     if isinstance(context, list):
@@ -181,7 +195,7 @@ def _hashable_spec(spec: pytree.TreeSpec):
         hash(context)
     except TypeError:
         context = repr(context)
-    return (spec.type, context, tuple(_hashable_spec(c) for c in spec.children_specs))
+    return (spec.type, context, tuple(_hashable_spec(c) for c in spec.children()))
 
 
 def _flatten_args(args: tuple):
@@ -371,8 +385,9 @@ class CompiledFunction:
             else:
                 state = flags = ()
             flat, structure = _flatten_args(args)
-            entry = self._entries.get((_is_grad_enabled(), _is_inference_mode_enabled(), flags,
-                                       structure, _signature(state, flat)))
+            entry = self._entries.get((_is_grad_enabled(), _is_inference_mode_enabled(),
+                                       _global_state(), flags, structure,
+                                       _signature(state, flat)))
         except Exception:
             return self._call_slow(args)
         if entry is None:
@@ -417,8 +432,8 @@ class CompiledFunction:
                 state = flags = ()
             flat, structure = _flatten_args(args)
             try:
-                key = (_is_grad_enabled(), _is_inference_mode_enabled(), flags, structure,
-                       _signature(state, flat))
+                key = (_is_grad_enabled(), _is_inference_mode_enabled(), _global_state(),
+                       flags, structure, _signature(state, flat))
                 entry = self._entries.get(key)
             except Exception:  # unusual inputs: capture will explain
                 key = entry = None

@@ -890,9 +890,9 @@ class _Codegen:
 
     def tree_expr(self, spec: pytree.TreeSpec, leaves) -> str:
         """A literal expression building the pytree ``spec`` from ``leaves``."""
-        if isinstance(spec, pytree.LeafSpec) or spec.type is None:
+        if spec.is_leaf() or spec.type is None:
             return next(leaves)
-        children = [self.tree_expr(c, leaves) for c in spec.children_specs]
+        children = [self.tree_expr(c, leaves) for c in spec.children()]
         t = spec.type
         if t is tuple:
             return "(" + "".join(c + ", " for c in children) + ")"
