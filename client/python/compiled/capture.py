@@ -783,7 +783,7 @@ def _trace_fx(fn, module, state_paths, n_state, user_spec, flat_copies):
     from torch.fx.experimental.proxy_tensor import make_fx
     try:
         with _watch_grad_mode() as switches:
-            gm = make_fx(flat_fn)(*flat_copies)
+            gm = make_fx(flat_fn, decomposition_table=DECOMPOSITIONS)(*flat_copies)
     except CaptureError:
         raise
     except Exception as e:
@@ -808,6 +808,65 @@ def _trace_fx(fn, module, state_paths, n_state, user_spec, flat_copies):
     return gm
 
 
+def _dropout_as_eager(input, p, train):
+    """``aten::dropout`` as eager runs it (ATen's C++ composite:
+    ``bernoulli_`` on ``empty_like(input)``). torch 2's Python
+    decomposition, which make_fx prefers, draws the mask through
+    ``native_dropout`` in another order: the same distribution, other
+    numbers, and ``eager_random`` programs must reproduce eager's."""
+    if p == 0 or not train or input.numel() == 0:
+        return input
+    if p == 1:
+        return input * torch.zeros((), dtype=input.dtype, device=input.device)
+    noise = torch.empty_like(input)
+    noise.bernoulli_(1 - p)
+    noise.div_(1 - p)
+    return input * noise
+
+
+def _in_memory_order(op):
+    """An in-place random operator on a permuted tensor (``empty_like`` of
+    a transposed input) fills it in memory order; the functional operator
+    the daemon replaces it with fills a contiguous result. Both draw the
+    same numbers only if the tensor is contiguous: so a permuted target is
+    filled through a contiguous tensor in its memory order, permuted back
+    and copied in."""
+    def rewrite(self, *args, **kwargs):
+        order = _dense_order(self)
+        if order is None or order == list(range(self.dim())):
+            return NotImplemented
+        base = torch.empty([self.shape[d] for d in order], dtype=self.dtype,
+                           device=self.device)
+        op(base, *args, **kwargs)
+        return self.copy_(base.permute([order.index(d) for d in range(self.dim())]))
+    rewrite.__name__ = f"{op.__name__}_in_memory_order"
+    return rewrite
+
+
+def _dense_order(t: torch.Tensor) -> Optional[List[int]]:
+    """The dimensions of ``t`` from outermost to innermost in memory when
+    ``t`` covers its memory densely without overlap (a permuted contiguous
+    tensor), else None."""
+    order = sorted(range(t.dim()), key=lambda d: -t.stride(d))  # stable for ties
+    expected = 1
+    for d in reversed(order):
+        if t.shape[d] != 1 and t.stride(d) != expected:
+            return None
+        expected *= t.shape[d]
+    return order
+
+
+_aten = torch.ops.aten
+# Decompositions both traces use instead of torch's own, where those would
+# compute differently from the kernels eager runs.
+DECOMPOSITIONS = {
+    _aten.dropout.default: _dropout_as_eager,
+    **{op: _in_memory_order(op) for op in (
+        _aten.bernoulli_.float, _aten.bernoulli_.Tensor, _aten.uniform_.default,
+        _aten.normal_.default, _aten.exponential_.default)},
+}
+
+
 def _data_dependent(e: BaseException) -> bool:
     """Whether make_fx failed because the program read a value out of a
     traced tensor (``Tensor.item``, ``bool``, ``int``: ATen's
@@ -820,21 +879,37 @@ def _data_dependent(e: BaseException) -> bool:
     return False
 
 
+class _Switches(list):
+    """The grad-mode switches a traced program made (see _watch_grad_mode)."""
+    pause = 0
+
+    @contextlib.contextmanager
+    def paused(self):
+        self.pause += 1
+        try:
+            yield
+        finally:
+            self.pause -= 1
+
+
 @contextlib.contextmanager
 def _watch_grad_mode():
     """Records, while tracing on this thread, every switch of grad mode or
-    inference mode the traced function makes (make_fx records none)."""
-    switches = []
+    inference mode the traced function makes (make_fx records none). The
+    list it yields has a ``paused()`` context manager for the tracer's own
+    work (FakeTensor switches modes inside)."""
+    switches = _Switches()
     thread = threading.get_ident()
     set_grad, inference = torch._C._set_grad_enabled, torch._C._InferenceMode
 
     def watched_set_grad(mode):
-        if threading.get_ident() == thread and bool(mode) != torch.is_grad_enabled():
+        if threading.get_ident() == thread and not switches.pause and \
+                bool(mode) != torch.is_grad_enabled():
             switches.append("torch.no_grad, torch.enable_grad or torch.set_grad_enabled")
         return set_grad(mode)
 
     def watched_inference(*args, **kwargs):
-        if threading.get_ident() == thread:
+        if threading.get_ident() == thread and not switches.pause:
             switches.append("torch.inference_mode")
         return inference(*args, **kwargs)
 
@@ -1040,6 +1115,11 @@ class _Encoder:
         if isinstance(value, complex):
             raise CaptureError(f"{where}: cannot encode a complex scalar {value!r} "
                                "(graph.proto has no complex literal)")
+        if isinstance(value, torch.ScriptObject):
+            raise UnsupportedCapture(
+                f"{where} is a TorchScript object ({value._type().qualified_name()}), such as "
+                "the packed weights of quantized modules (torch.ao.quantization); the wire "
+                "format carries tensors only, so the program runs eagerly.")
         raise CaptureError(f"{where}: cannot encode a value of type {type(value).__name__}: {value!r}")
 
     def _encode_list(self, items, kind, where) -> bytes:

@@ -162,8 +162,10 @@ def direct_binding(overload: torch._ops.OpOverload, positional: int,
     arguments by position and ``keywords`` by name can only mean this
     overload, with these arguments, else None.
 
-    That holds for an aten function whose only overloads are ``default``
-    and ``out`` (the binding picks ``out`` exactly when ``out=`` is given)
+    That holds for an aten function's ``default`` and ``out`` overloads
+    (the binding picks ``out`` exactly when ``out=`` is given) when no other
+    overload could take the call's arguments (torch 2's ``bmm.dtype`` needs
+    an ``out_dtype``),
     called with the keyword-only arguments by keyword and the others by
     position (the binding names ``self`` ``input``), leaving out only
     arguments whose default is None: the binding's other defaults are not
@@ -176,9 +178,12 @@ def direct_binding(overload: torch._ops.OpOverload, positional: int,
     """
     packet = overload.overloadpacket
     name = overload._overloadname
-    if (not packet._qualified_op_name.startswith("aten::") or name not in ("default", "out")
-            or not set(packet.overloads()) <= {"default", "out"}):
+    if not packet._qualified_op_name.startswith("aten::") or name not in ("default", "out"):
         return None
+    for other in packet.overloads():
+        if other not in ("default", "out") and \
+                _could_bind(getattr(packet, other)._schema, positional, keywords):
+            return None  # the binding might pick that one (torch 2's bmm.dtype)
     args = overload._schema.arguments
     given = {a.name for a in args[:positional] if not a.kwarg_only}
     if len(given) != positional or len(set(keywords)) != len(keywords):
@@ -193,6 +198,20 @@ def direct_binding(overload: torch._ops.OpOverload, positional: int,
     if not set(keywords) <= {a.name for a in args}:
         return None
     return getattr(torch._C._VariableFunctions, packet.__name__, None)
+
+
+def _could_bind(schema, positional: int, keywords) -> bool:
+    """Whether a call with ``positional`` arguments by position and
+    ``keywords`` by name could match ``schema``: it fills every argument
+    without a default, and passes none it does not have."""
+    args = schema.arguments
+    if positional > sum(1 for a in args if not a.kwarg_only):
+        return False
+    names = {a.name for a in args}
+    if not set(keywords) <= names:
+        return False
+    given = {a.name for a in args[:positional]} | set(keywords)
+    return all(a.has_default_value() or a.name in given for a in args)
 
 
 def _checked_overload(entry, what: str) -> torch._ops.OpOverload:

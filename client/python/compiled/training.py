@@ -175,7 +175,7 @@ def split(fn, module: Optional[torch.nn.Module], state_paths: Dict[str, int], n_
     from torch.fx.experimental.proxy_tensor import make_fx
     try:
         with torch.enable_grad():
-            gm = make_fx(joint)(copies, tangents)
+            gm = make_fx(joint, decomposition_table=_capture.DECOMPOSITIONS)(copies, tangents)
     except Exception as e:
         raise _capture._tracing_error(
             f"tracing the forward and backward of {_capture._describe(fn)} failed: "
