@@ -172,6 +172,9 @@ static const opt opts[] = {
      "a compile's lease in Redis, renewed while it runs; other\n"
      "                            daemons wait for its result, or take over\n"
      "                            when it expires (default 30000)"},
+    {"redis-lease-wait-ms", T_INT, F(redis_lease_wait_ms), 0, "MS",
+     "the longest a compile waits on another daemon's lease before\n"
+     "                            compiling here (default 120000)"},
     {"check-cache", T_BOOL, F(check_cache), 0, NULL,
      "verify the cache (integrity check, every digest) and exit"},
 };
@@ -417,6 +420,7 @@ static void defaults(config *c) {
   c->redis_timeout_ms = 200;
   c->redis_ttl = 7 * 86400;
   c->redis_lease_ms = 30000;
+  c->redis_lease_wait_ms = 120000;
   c->failure_ttl = 600;
   c->log_level = LOG_INFO;
   c->log_format = LOG_TEXT;

@@ -350,7 +350,23 @@ static int connection_cap(daemon_ctx *d, long nofile) {
   return (int)cap;
 }
 
-/* --redis; 0 or an exit code. */
+/* What an entry read from Redis holds of the memory budget (l2.h): it is
+ * charged like a request of its size, and one larger than a request may
+ * hold is never read. */
+static int l2_charge(void *ctx, size_t n) {
+  daemon_ctx *d = ctx;
+  if (n > d->big_ceiling)
+    return L2_REFUSED;
+  return gc_budget_charge(&d->budget, n, memory_ceiling(d, n)) ? 0
+                                                               : L2_NO_MEMORY;
+}
+
+static void l2_release(void *ctx, size_t n) {
+  daemon_ctx *d = ctx;
+  gc_budget_release(&d->budget, n);
+}
+
+/* --redis; 0 or an exit code. Needs init_signing. */
 static int init_l2(daemon_ctx *d) {
   char host[64] = "?";
   gethostname(host, sizeof host - 1);
@@ -368,7 +384,11 @@ static int init_l2(daemon_ctx *d) {
   l2_config lc = {.url = d->cfg.redis,
                   .ca = d->cfg.redis_ca,
                   .timeout_ms = d->cfg.redis_timeout_ms,
-                  .ttl_s = d->cfg.redis_ttl};
+                  .ttl_s = d->cfg.redis_ttl,
+                  .signer = d->signer,
+                  .charge = l2_charge,
+                  .release = l2_release,
+                  .budget_ctx = d};
   d->l2 = l2_new(&lc, err, sizeof err);
   if (!d->l2) {
     fprintf(stderr, "compiled: %s\n", err);
@@ -544,11 +564,11 @@ int main(int argc, char **argv) {
                                 : "");
   if (d->l2)
     LOG(LOG_INFO,
-        "shared cache tier %s (entries live %d s, leases %d ms, timeout %d "
-        "ms); this daemon is %s%s",
+        "shared cache tier %s (entries live %d s, leases %d ms, waits on "
+        "another's lease at most %d ms, timeout %d ms); this daemon is %s%s",
         l2_where(d->l2), d->cfg.redis_ttl, d->cfg.redis_lease_ms,
-        d->cfg.redis_timeout_ms, d->owner,
-        d->signer ? ""
+        d->cfg.redis_lease_wait_ms, d->cfg.redis_timeout_ms, d->owner,
+        d->signer ? "; entries are signed and checked"
                   : "; without --signing-keys, entries from Redis are "
                     "checked against their digest only");
   if (d->signer)
