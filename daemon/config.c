@@ -160,7 +160,12 @@ static const opt opts[] = {
     {"redis", T_STR, F(redis), sizeof(((config *)0)->redis), "URL",
      "shared cache tier: redis[s]://[user:password@]host:port[/db];\n"
      "                            daemons on one Redis compile each graph\n"
-     "                            once for the cluster"},
+     "                            once for the cluster (needs --signing-keys,\n"
+     "                            or --redis-unsigned)"},
+    {"redis-unsigned", T_BOOL, F(redis_unsigned), 0, NULL,
+     "allow --redis without --signing-keys: whoever can write to\n"
+     "                            Redis then chooses the code this daemon\n"
+     "                            serves (and its clients run)"},
     {"redis-ca", T_STR, F(redis_ca), sizeof(((config *)0)->redis_ca), "FILE",
      "rediss://: the CA of Redis's certificate (PEM; default: the\n"
      "                            system's roots)"},

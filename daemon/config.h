@@ -61,6 +61,7 @@ typedef struct config {
   int redis_ttl;              /* seconds entries live in Redis */
   int redis_lease_ms;         /* a compile's lease, renewed while it runs */
   int redis_lease_wait_ms;    /* the longest wait on another's lease */
+  bool redis_unsigned;        /* --redis without --signing-keys allowed */
 } config;
 
 /* Fills defaults, reads --config FILE if given, then applies the flags.

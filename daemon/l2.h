@@ -49,7 +49,7 @@
  * An entry failing 1-4 or 6-7 is logged, deleted from Redis and reported
  * as L2_REFUSED (a key of the wrong type: L2_ABSENT; one that changed
  * between 1 and 5: L2_ABSENT too, to be looked up again). Without a
- * signer (no --signing-keys) step 2 is skipped: anyone who can write to
+ * signer (--redis-unsigned) step 2 is skipped: anyone who can write to
  * Redis can then choose what this daemon serves, within the limits of 3-4.
  *
  * Leases: "compiled:v2:lease:<key hex>" = the owner's id, set with NX and a
@@ -85,7 +85,7 @@ typedef struct l2_config {
   int timeout_ms;       /* connect and each command */
   int ttl_s;            /* entries expire after this */
   const signer *signer; /* signs entries stored, verifies entries read;
-                           NULL: unsigned */
+                           NULL: unsigned (--redis-unsigned) */
   /* The memory budget an entry read is charged to: charge() returns 0
    * (charged), L2_NO_MEMORY (not now: the budget is full) or L2_REFUSED
    * (never: more than an artifact may hold); release() gives bytes back. */

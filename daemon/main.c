@@ -366,7 +366,7 @@ static void l2_release(void *ctx, size_t n) {
   gc_budget_release(&d->budget, n);
 }
 
-/* --redis; 0 or an exit code. Needs init_signing. */
+/* --redis, --redis-unsigned; 0 or an exit code. Needs init_signing. */
 static int init_l2(daemon_ctx *d) {
   char host[64] = "?";
   gethostname(host, sizeof host - 1);
@@ -378,8 +378,29 @@ static int init_l2(daemon_ctx *d) {
     fclose(u);
   }
   snprintf(d->owner, sizeof d->owner, "%s:%d:%08x", host, (int)getpid(), rnd);
-  if (!d->cfg.redis[0])
+  if (!d->cfg.redis[0]) {
+    if (d->cfg.redis_unsigned) {
+      fprintf(stderr, "compiled: --redis-unsigned needs --redis URL\n");
+      return 2;
+    }
     return 0;
+  }
+  if (!d->signer && !d->cfg.redis_unsigned) {
+    fprintf(stderr,
+            "compiled: --redis without --signing-keys: anyone who can write "
+            "to Redis could make this daemon serve their code, and its "
+            "clients run it. Give every daemon of the cluster the same "
+            "--signing-keys FILE (deploy/cluster/keys.sh makes one), or "
+            "--redis-unsigned to accept unsigned entries from a Redis that "
+            "only trusted processes can write.\n");
+    return 2;
+  }
+  if (d->signer && d->cfg.redis_unsigned) {
+    fprintf(stderr, "compiled: --redis-unsigned and --signing-keys "
+                    "contradict each other: with signing keys, entries in "
+                    "Redis are signed and checked; drop one of them\n");
+    return 2;
+  }
   char err[600];
   l2_config lc = {.url = d->cfg.redis,
                   .ca = d->cfg.redis_ca,
@@ -568,9 +589,12 @@ int main(int argc, char **argv) {
         "another's lease at most %d ms, timeout %d ms); this daemon is %s%s",
         l2_where(d->l2), d->cfg.redis_ttl, d->cfg.redis_lease_ms,
         d->cfg.redis_lease_wait_ms, d->cfg.redis_timeout_ms, d->owner,
-        d->signer ? "; entries are signed and checked"
-                  : "; without --signing-keys, entries from Redis are "
-                    "checked against their digest only");
+        d->signer ? "; entries are signed and checked" : "");
+  if (d->l2 && !d->signer)
+    LOG(LOG_WARN,
+        "shared cache tier UNSIGNED (--redis-unsigned): entries from Redis "
+        "are checked against their own digest only, so whoever can write to "
+        "Redis chooses the code this daemon serves");
   if (d->signer)
     LOG(LOG_INFO,
         "signing artifacts with key '%s' (%d keys verify); cache reads %s",

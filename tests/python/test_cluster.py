@@ -325,7 +325,7 @@ def test_an_oversized_entry_is_refused_before_it_is_read(daemon, redis, tmp_path
     signing keys because its size does not fit the memory budget. The
     daemon's peak RSS stays near its own baseline; the request compiles."""
     if mode == "unsigned":
-        extra = ["--memory-budget", "256M"]
+        extra = ["--redis-unsigned", "--memory-budget", "256M"]
         a, b = [daemon("--redis", redis.url, *extra) for _ in range(2)]
     else:
         a, b = cluster(daemon, redis, tmp_path)
@@ -442,3 +442,27 @@ def test_a_lease_wait_has_a_limit(daemon, redis, tmp_path):
     assert "waited 1000 ms (--redis-lease-wait-ms)" in b.log()
     # not ours: left alone
     assert redis.cli("GET", "compiled:v2:lease:" + ra.key).stdout.strip() == b"a-silent-owner"
+
+
+@pytest.mark.parametrize("args,message", [
+    (["--redis", "redis://127.0.0.1:1/0"], "--redis without --signing-keys"),
+    (["--redis-unsigned"], "--redis-unsigned needs --redis"),
+    (["--redis", "redis://127.0.0.1:1/0", "--redis-unsigned", "--signing-keys", "KEYS"],
+     "--redis-unsigned and --signing-keys contradict"),
+])
+def test_an_unsigned_shared_tier_must_be_asked_for(tmp_path, args, message):
+    args = [str(keys_file(tmp_path)) if a == "KEYS" else a for a in args]
+    p = subprocess.run([BIN, "--listen", "127.0.0.1:0", "--cache-dir", str(tmp_path / "c")] +
+                       args, capture_output=True, text=True, timeout=30)
+    assert p.returncode == 2 and message in p.stderr, (p.returncode, p.stderr)
+    if "without" in message:  # names the fix
+        assert "--signing-keys FILE" in p.stderr and "--redis-unsigned" in p.stderr
+
+
+def test_redis_unsigned_starts_and_shares(daemon, redis):
+    a, b = [daemon("--redis", redis.url, "--redis-unsigned") for _ in range(2)]
+    req = compile_request(variant(load_graph("mlp_block"), "unsigned"))
+    assert run_compile(a.stub(), req)[1].served == compiled_pb2.SERVED_COMPILED
+    rb = run_compile(b.stub(), req)[1]
+    assert rb.served == compiled_pb2.SERVED_L2_HIT and not rb.signature
+    assert "UNSIGNED (--redis-unsigned)" in a.log()
