@@ -76,6 +76,7 @@ struct flight {
   bool is_signed; /* sig holds the artifact's signature */
   cache_sig sig;
   bool from_l2;           /* found in Redis */
+  size_t l2_charged;      /* of the memory budget, for out.artifact (l2.h) */
   atomic_bool no_compile; /* every waiter has a read-only token: Redis only */
   bool denied;            /* ... and it was not there */
   bool lease;             /* this daemon holds the cluster's lease */
@@ -751,10 +752,19 @@ static void flight_ref(flight *f) {
   atomic_fetch_add(&f->refs, 1);
 }
 
+/* Frees the flight's artifact (and gives back what it held of the memory
+ * budget, for one read from Redis). */
+static void free_artifact(flight *f) {
+  free(f->out.artifact);
+  f->out.artifact = NULL;
+  gc_budget_release(&f->d->budget, f->l2_charged);
+  f->l2_charged = 0;
+}
+
 static void flight_unref(flight *f) {
   if (atomic_fetch_sub(&f->refs, 1) > 1)
     return;
-  free(f->out.artifact);
+  free_artifact(f);
   memory_free_arena(f->d, f->arena);
   free(f);
 }
@@ -1110,74 +1120,67 @@ static void renew_lease(flight *f) {
   l2_lease_renew(d->l2, f->key, d->owner, d->cfg.redis_lease_ms);
 }
 
-/* An entry from Redis that passes the checks (digest; signature when the
- * daemon has keys), else counted, logged and deleted there. */
-static bool l2_trusted(daemon_ctx *d, flight *f, const l2_entry *e) {
-  uint8_t dg[GC_DIGEST_LEN];
-  sha256(e->data, e->len, dg);
-  const char *why = NULL;
-  if (memcmp(dg, e->digest, GC_DIGEST_LEN) != 0) {
-    why = "its bytes do not match its digest";
-  } else if (d->signer) {
-    sign_check sc = signer_verify(d->signer, f->key, e->digest,
-                                  e->is_signed ? &e->sig : NULL);
-    if (sc != SIGN_OK)
-      why = sign_check_name(sc);
-  }
-  if (!why)
-    return true;
-  atomic_fetch_add(&d->stats.signature_failures, 1);
-  LOG(LOG_WARN,
-      "shared cache entry %s: %s; not served, deleted from Redis, "
-      "recompiling",
-      f->hex, why);
-  l2_delete(d->l2, f->key);
-  return false;
-}
-
-/* Looks the flight's key up in Redis and, while another daemon holds its
- * lease, waits for that daemon's result; takes the lease when it is free.
- * Returns true when the artifact came from Redis (f->out filled). Any
- * Redis failure ends it: the flight compiles locally. */
+/* Looks the flight's key up in Redis (l2_get verifies what it finds) and,
+ * while another daemon holds an honoured lease on it, waits for that
+ * daemon's result, at most --redis-lease-wait-ms; takes the lease when it
+ * is free (or not honoured: l2.h). Returns true when the artifact came
+ * from Redis (f->out filled). Any Redis failure ends it: the flight
+ * compiles locally. */
 static bool from_l2(flight *f) {
   daemon_ctx *d = f->d;
-  bool waited = false;
+  int64_t waiting_since = 0; /* 0: not waiting */
   for (int polls = 0; !atomic_load(&f->abandoned); polls++) {
     l2_entry e;
     int rc = l2_get(d->l2, f->key, &e);
-    if (rc == 1 && l2_trusted(d, f, &e)) {
+    if (rc == L2_FOUND) {
       f->out.artifact = e.data;
       f->out.len = e.len;
       f->out.micros = (int64_t)e.compile_us;
+      f->l2_charged = e.charged;
       memcpy(f->digest, e.digest, GC_DIGEST_LEN);
       f->is_signed = e.is_signed;
       f->sig = e.sig;
       return true;
     }
-    if (rc == 1)
-      free(e.data);
-    if (rc < 0)
-      return false;
-    int t = atomic_load(&f->no_compile)
-                ? 0 /* wait while someone holds it; never take it */
+    if (rc == L2_REFUSED)
+      atomic_fetch_add(&d->stats.signature_failures, 1);
+    else if (rc != L2_ABSENT)
+      return false; /* down, or no memory for it now */
+    bool read_only = atomic_load(&f->no_compile);
+    int t = read_only /* wait while someone holds it; never take it */
+                ? L2_LEASE_HELD
                 : l2_lease_take(d->l2, f->key, d->owner, d->cfg.redis_lease_ms);
-    if (t == 0 && atomic_load(&f->no_compile) && !l2_lease_held(d->l2, f->key))
+    if (read_only && l2_lease_held(d->l2, f->key, d->cfg.redis_lease_ms) != 1)
       return false;
-    if (t != 0) {
-      if (t == 1) {
+    if (t != L2_LEASE_HELD) {
+      if (t == L2_LEASE_TAKEN || t == L2_LEASE_REPLACED) {
         f->lease = true;
         f->lease_renewed = gc_now_us();
-        if (waited) {
+        if (waiting_since || t == L2_LEASE_REPLACED) {
           atomic_fetch_add(&d->stats.lease_takeovers, 1);
-          LOG(LOG_INFO, "%s: the lease was free again; compiling here", f->hex);
+          if (waiting_since)
+            LOG(LOG_INFO, "%s: the lease was free again; compiling here",
+                f->hex);
         }
       }
       return false;
     }
-    if (!waited) {
-      waited = true;
+    int64_t now = gc_now_us();
+    if (!waiting_since) {
+      waiting_since = now;
       atomic_fetch_add(&d->stats.lease_waits, 1);
       LOG(LOG_DEBUG, "%s: another daemon is compiling it; waiting", f->hex);
+    } else if (now - waiting_since >=
+               (int64_t)d->cfg.redis_lease_wait_ms * 1000) {
+      if (!read_only)
+        atomic_fetch_add(&d->stats.lease_takeovers, 1);
+      LOG(LOG_WARN,
+          "%s: waited %d ms (--redis-lease-wait-ms) for the daemon holding "
+          "its lease in Redis; %s",
+          f->hex, d->cfg.redis_lease_wait_ms,
+          read_only ? "giving up (this request may not compile)"
+                    : "compiling here");
+      return false;
     }
     uv_sleep(polls < 20 ? 25 : 100);
   }
@@ -1334,7 +1337,7 @@ static bool requeue_if_wanted(daemon_ctx *d, flight *f) {
       f->hex);
   f->rc = 0;
   gc_error_clear(&f->err);
-  free(f->out.artifact);
+  free_artifact(f);
   memset(&f->out, 0, sizeof f->out);
   atomic_store(&f->abandoned, false);
   enqueue(d, f);

@@ -160,7 +160,12 @@ static const opt opts[] = {
     {"redis", T_STR, F(redis), sizeof(((config *)0)->redis), "URL",
      "shared cache tier: redis[s]://[user:password@]host:port[/db];\n"
      "                            daemons on one Redis compile each graph\n"
-     "                            once for the cluster"},
+     "                            once for the cluster (needs --signing-keys,\n"
+     "                            or --redis-unsigned)"},
+    {"redis-unsigned", T_BOOL, F(redis_unsigned), 0, NULL,
+     "allow --redis without --signing-keys: whoever can write to\n"
+     "                            Redis then chooses the code this daemon\n"
+     "                            serves (and its clients run)"},
     {"redis-ca", T_STR, F(redis_ca), sizeof(((config *)0)->redis_ca), "FILE",
      "rediss://: the CA of Redis's certificate (PEM; default: the\n"
      "                            system's roots)"},
@@ -172,6 +177,9 @@ static const opt opts[] = {
      "a compile's lease in Redis, renewed while it runs; other\n"
      "                            daemons wait for its result, or take over\n"
      "                            when it expires (default 30000)"},
+    {"redis-lease-wait-ms", T_INT, F(redis_lease_wait_ms), 0, "MS",
+     "the longest a compile waits on another daemon's lease before\n"
+     "                            compiling here (default 120000)"},
     {"check-cache", T_BOOL, F(check_cache), 0, NULL,
      "verify the cache (integrity check, every digest) and exit"},
 };
@@ -417,6 +425,7 @@ static void defaults(config *c) {
   c->redis_timeout_ms = 200;
   c->redis_ttl = 7 * 86400;
   c->redis_lease_ms = 30000;
+  c->redis_lease_wait_ms = 120000;
   c->failure_ttl = 600;
   c->log_level = LOG_INFO;
   c->log_format = LOG_TEXT;

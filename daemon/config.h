@@ -60,6 +60,8 @@ typedef struct config {
   char redis_ca[1024];        /* rediss://: CA of Redis's certificate */
   int redis_ttl;              /* seconds entries live in Redis */
   int redis_lease_ms;         /* a compile's lease, renewed while it runs */
+  int redis_lease_wait_ms;    /* the longest wait on another's lease */
+  bool redis_unsigned;        /* --redis without --signing-keys allowed */
 } config;
 
 /* Fills defaults, reads --config FILE if given, then applies the flags.

@@ -66,7 +66,8 @@ typedef struct daemon_stats {
   atomic_uint_fast64_t compile_sum_us;
   atomic_uint_fast64_t l2_puts;         /* entries stored in Redis */
   atomic_uint_fast64_t lease_waits;     /* compiles another daemon ran */
-  atomic_uint_fast64_t lease_takeovers; /* ... until its lease expired */
+  atomic_uint_fast64_t lease_takeovers; /* ... until its lease expired, was
+                                           not honoured or waited too long */
   atomic_int queued;                    /* mirrors of loop state, for Stats */
   atomic_int running;
 } daemon_stats;

@@ -350,7 +350,23 @@ static int connection_cap(daemon_ctx *d, long nofile) {
   return (int)cap;
 }
 
-/* --redis; 0 or an exit code. */
+/* What an entry read from Redis holds of the memory budget (l2.h): it is
+ * charged like a request of its size, and one larger than a request may
+ * hold is never read. */
+static int l2_charge(void *ctx, size_t n) {
+  daemon_ctx *d = ctx;
+  if (n > d->big_ceiling)
+    return L2_REFUSED;
+  return gc_budget_charge(&d->budget, n, memory_ceiling(d, n)) ? 0
+                                                               : L2_NO_MEMORY;
+}
+
+static void l2_release(void *ctx, size_t n) {
+  daemon_ctx *d = ctx;
+  gc_budget_release(&d->budget, n);
+}
+
+/* --redis, --redis-unsigned; 0 or an exit code. Needs init_signing. */
 static int init_l2(daemon_ctx *d) {
   char host[64] = "?";
   gethostname(host, sizeof host - 1);
@@ -362,13 +378,38 @@ static int init_l2(daemon_ctx *d) {
     fclose(u);
   }
   snprintf(d->owner, sizeof d->owner, "%s:%d:%08x", host, (int)getpid(), rnd);
-  if (!d->cfg.redis[0])
+  if (!d->cfg.redis[0]) {
+    if (d->cfg.redis_unsigned) {
+      fprintf(stderr, "compiled: --redis-unsigned needs --redis URL\n");
+      return 2;
+    }
     return 0;
+  }
+  if (!d->signer && !d->cfg.redis_unsigned) {
+    fprintf(stderr,
+            "compiled: --redis without --signing-keys: anyone who can write "
+            "to Redis could make this daemon serve their code, and its "
+            "clients run it. Give every daemon of the cluster the same "
+            "--signing-keys FILE (deploy/cluster/keys.sh makes one), or "
+            "--redis-unsigned to accept unsigned entries from a Redis that "
+            "only trusted processes can write.\n");
+    return 2;
+  }
+  if (d->signer && d->cfg.redis_unsigned) {
+    fprintf(stderr, "compiled: --redis-unsigned and --signing-keys "
+                    "contradict each other: with signing keys, entries in "
+                    "Redis are signed and checked; drop one of them\n");
+    return 2;
+  }
   char err[600];
   l2_config lc = {.url = d->cfg.redis,
                   .ca = d->cfg.redis_ca,
                   .timeout_ms = d->cfg.redis_timeout_ms,
-                  .ttl_s = d->cfg.redis_ttl};
+                  .ttl_s = d->cfg.redis_ttl,
+                  .signer = d->signer,
+                  .charge = l2_charge,
+                  .release = l2_release,
+                  .budget_ctx = d};
   d->l2 = l2_new(&lc, err, sizeof err);
   if (!d->l2) {
     fprintf(stderr, "compiled: %s\n", err);
@@ -544,13 +585,16 @@ int main(int argc, char **argv) {
                                 : "");
   if (d->l2)
     LOG(LOG_INFO,
-        "shared cache tier %s (entries live %d s, leases %d ms, timeout %d "
-        "ms); this daemon is %s%s",
+        "shared cache tier %s (entries live %d s, leases %d ms, waits on "
+        "another's lease at most %d ms, timeout %d ms); this daemon is %s%s",
         l2_where(d->l2), d->cfg.redis_ttl, d->cfg.redis_lease_ms,
-        d->cfg.redis_timeout_ms, d->owner,
-        d->signer ? ""
-                  : "; without --signing-keys, entries from Redis are "
-                    "checked against their digest only");
+        d->cfg.redis_lease_wait_ms, d->cfg.redis_timeout_ms, d->owner,
+        d->signer ? "; entries are signed and checked" : "");
+  if (d->l2 && !d->signer)
+    LOG(LOG_WARN,
+        "shared cache tier UNSIGNED (--redis-unsigned): entries from Redis "
+        "are checked against their own digest only, so whoever can write to "
+        "Redis chooses the code this daemon serves");
   if (d->signer)
     LOG(LOG_INFO,
         "signing artifacts with key '%s' (%d keys verify); cache reads %s",

@@ -123,12 +123,13 @@ static void render(daemon_ctx *d, text *t) {
       "Compiles left to another daemon holding the cluster lease.",
       A(lease_waits));
   one(t, "lease_takeovers_total", "counter",
-      "Leases taken over after their owner stopped renewing them.",
+      "Compiles run here despite another's lease: expired, not honoured "
+      "(no TTL, or one over --redis-lease-ms), or waited on too long.",
       A(lease_takeovers));
   one(t, "l2_puts_total", "counter", "Artifacts stored in Redis.", A(l2_puts));
   one(t, "signature_failures_total", "counter",
       "Cache entries not served: a missing, unknown or wrong signature, or "
-      "bytes not matching their digest (Redis).",
+      "(Redis) a size, compression or digest failing its check.",
       A(signature_failures));
   one(t, "redis_errors_total", "counter",
       "Redis calls that failed (timeouts, connection errors).",

@@ -162,14 +162,9 @@ int signer_count(const signer *s) {
   return s->n;
 }
 
-/* The HMAC of (key, digest); false when OpenSSL failed (out unusable). */
-static bool mac(const skey *k, const uint8_t key[32], const uint8_t digest[32],
-                uint8_t out[CACHE_SIG_LEN]) {
-  char kh[GC_HEX_LEN], dh[GC_HEX_LEN], msg[32 + 2 * GC_HEX_LEN];
-  gc_digest_hex(key, kh);
-  gc_digest_hex(digest, dh);
-  size_t n =
-      (size_t)snprintf(msg, sizeof msg, "compiled-artifact-v1\n%s\n%s", kh, dh);
+/* The HMAC of msg[0..n) with k; false when OpenSSL failed (out unusable). */
+static bool mac_msg(const skey *k, const char *msg, size_t n,
+                    uint8_t out[CACHE_SIG_LEN]) {
   size_t len = 0;
   EVP_MAC_CTX *c = EVP_MAC_CTX_dup(k->ctx);
   bool ok = c && EVP_MAC_update(c, (const unsigned char *)msg, n) == 1 &&
@@ -177,6 +172,37 @@ static bool mac(const skey *k, const uint8_t key[32], const uint8_t digest[32],
             len == CACHE_SIG_LEN;
   EVP_MAC_CTX_free(c);
   return ok;
+}
+
+/* The HMAC of (key, digest). */
+static bool mac(const skey *k, const uint8_t key[32], const uint8_t digest[32],
+                uint8_t out[CACHE_SIG_LEN]) {
+  char kh[GC_HEX_LEN], dh[GC_HEX_LEN], msg[32 + 2 * GC_HEX_LEN];
+  gc_digest_hex(key, kh);
+  gc_digest_hex(digest, dh);
+  size_t n =
+      (size_t)snprintf(msg, sizeof msg, "compiled-artifact-v1\n%s\n%s", kh, dh);
+  return mac_msg(k, msg, n, out);
+}
+
+/* The HMAC of a shared-tier entry's header. */
+static bool mac_entry(const skey *k, const uint8_t key[32],
+                      const uint8_t digest[32], uint64_t size,
+                      uint64_t compile_us, uint8_t out[CACHE_SIG_LEN]) {
+  char kh[GC_HEX_LEN], dh[GC_HEX_LEN], msg[64 + 2 * GC_HEX_LEN];
+  gc_digest_hex(key, kh);
+  gc_digest_hex(digest, dh);
+  size_t n = (size_t)snprintf(
+      msg, sizeof msg, "compiled-l2-entry-v1\n%s\n%s\n%llu\n%llu", kh, dh,
+      (unsigned long long)size, (unsigned long long)compile_us);
+  return mac_msg(k, msg, n, out);
+}
+
+static const skey *find_key(const signer *s, const char *id) {
+  for (int i = 0; i < s->n; i++)
+    if (!strcmp(s->k[i].id, id))
+      return &s->k[i];
+  return NULL;
 }
 
 bool signer_sign(const signer *s, const uint8_t key[32],
@@ -190,15 +216,37 @@ sign_check signer_verify(const signer *s, const uint8_t key[32],
                          const uint8_t digest[32], const cache_sig *sig) {
   if (!sig)
     return SIGN_MISSING;
-  for (int i = 0; i < s->n; i++)
-    if (!strcmp(s->k[i].id, sig->key_id)) {
-      uint8_t want[CACHE_SIG_LEN];
-      if (!mac(&s->k[i], key, digest, want))
-        return SIGN_BAD;
-      return CRYPTO_memcmp(want, sig->mac, CACHE_SIG_LEN) == 0 ? SIGN_OK
-                                                               : SIGN_BAD;
-    }
-  return SIGN_UNKNOWN_KEY;
+  const skey *k = find_key(s, sig->key_id);
+  if (!k)
+    return SIGN_UNKNOWN_KEY;
+  uint8_t want[CACHE_SIG_LEN];
+  if (!mac(k, key, digest, want))
+    return SIGN_BAD;
+  return CRYPTO_memcmp(want, sig->mac, CACHE_SIG_LEN) == 0 ? SIGN_OK : SIGN_BAD;
+}
+
+bool signer_sign_entry(const signer *s, const char *key_id,
+                       const uint8_t key[32], const uint8_t digest[32],
+                       uint64_t size, uint64_t compile_us,
+                       uint8_t out[CACHE_SIG_LEN]) {
+  const skey *k = find_key(s, key_id);
+  return k && mac_entry(k, key, digest, size, compile_us, out);
+}
+
+sign_check signer_verify_entry(const signer *s, const char *key_id,
+                               const uint8_t key[32], const uint8_t digest[32],
+                               uint64_t size, uint64_t compile_us,
+                               const uint8_t *entry_mac) {
+  if (!entry_mac)
+    return SIGN_MISSING;
+  const skey *k = find_key(s, key_id);
+  if (!k)
+    return SIGN_UNKNOWN_KEY;
+  uint8_t want[CACHE_SIG_LEN];
+  if (!mac_entry(k, key, digest, size, compile_us, want))
+    return SIGN_BAD;
+  return CRYPTO_memcmp(want, entry_mac, CACHE_SIG_LEN) == 0 ? SIGN_OK
+                                                            : SIGN_BAD;
 }
 
 const char *sign_check_name(sign_check c) {

@@ -14,6 +14,17 @@
  * daemon checks every entry it reads from its cache the same way and never
  * serves one that fails.
  *
+ * The shared tier (l2.h) also signs each entry's header, so that a reader
+ * checks what an entry claims (above all its size) before it fetches or
+ * decompresses a byte of the artifact: an HMAC, with the key that signed
+ * the artifact, of
+ *
+ *   "compiled-l2-entry-v1\n" + KEY + "\n" + DIGEST + "\n" + SIZE + "\n" +
+ *   COMPILE_US
+ *
+ * with SIZE (the artifact's bytes, uncompressed) and COMPILE_US in decimal.
+ * It never leaves the daemons; clients check the artifact's signature.
+ *
  * The file holds one key per line, `KEY_ID HEX_SECRET`: ids of 1-32
  * characters [A-Za-z0-9._-], secrets of at least 32 bytes (64 hex digits,
  * e.g. `openssl rand -hex 32`); '#' starts a comment. Every key verifies;
@@ -57,5 +68,18 @@ sign_check signer_verify(const signer *s, const uint8_t key[32],
                          const uint8_t digest[32], const cache_sig *sig);
 
 const char *sign_check_name(sign_check c);
+
+/* The entry header's HMAC (above) with the key `key_id`; false when the
+ * daemon does not hold that key or OpenSSL failed. */
+bool signer_sign_entry(const signer *s, const char *key_id,
+                       const uint8_t key[32], const uint8_t digest[32],
+                       uint64_t size, uint64_t compile_us,
+                       uint8_t out[CACHE_SIG_LEN]);
+
+/* Checks an entry header's HMAC (entry_mac NULL: none), constant time. */
+sign_check signer_verify_entry(const signer *s, const char *key_id,
+                               const uint8_t key[32], const uint8_t digest[32],
+                               uint64_t size, uint64_t compile_us,
+                               const uint8_t *entry_mac);
 
 #endif

@@ -1,13 +1,15 @@
 """The shared Redis tier (--redis): two daemons on one real redis-server
 (started here on a free loopback port), one compile per graph for the
-cluster, leases that survive a dead owner, Redis going away, and poisoned
-entries."""
+cluster, leases that survive a dead owner, Redis going away, and what
+someone who can write to Redis may put there: poisoned and oversized
+entries, keys of the wrong type, leases that never expire."""
 
 import concurrent.futures
 import os
 import shutil
 import signal
 import socket
+import struct
 import subprocess
 import time
 
@@ -15,7 +17,7 @@ import grpc
 import pytest
 
 from compiled.v1 import compiled_pb2
-from daemon_util import compile_request, load_graph, run_compile, variant
+from daemon_util import BIN, compile_request, load_graph, run_compile, variant
 
 REDIS = shutil.which("redis-server")
 REDIS_CLI = shutil.which("redis-cli")
@@ -57,9 +59,11 @@ class Redis:
             self.proc.wait()
             self.proc = None
 
-    def cli(self, *args):
-        return subprocess.run([REDIS_CLI, "-p", str(self.port)] + list(args),
-                              capture_output=True, timeout=10)
+    def cli(self, *args, stdin=None):
+        """redis-cli; with stdin (bytes), they are the last argument (-x)."""
+        x = ["-x"] if stdin is not None else []
+        return subprocess.run([REDIS_CLI, "-p", str(self.port)] + x + list(args),
+                              input=stdin, capture_output=True, timeout=10)
 
     @property
     def url(self):
@@ -134,7 +138,7 @@ def test_a_dead_owners_lease_is_taken_over(daemon, redis, tmp_path):
     with concurrent.futures.ThreadPoolExecutor(8) as ex:
         ex.submit(lambda: list(a.stub().Compile(req, timeout=30)))
         deadline = time.time() + 10  # until a holds the lease
-        while not redis.cli("--scan", "--pattern", "compiled:v1:lease:*").stdout.strip():
+        while not redis.cli("--scan", "--pattern", "compiled:v2:lease:*").stdout.strip():
             assert time.time() < deadline
             time.sleep(0.02)
         futs = [ex.submit(run_compile, b.stub(), req) for _ in range(4)]
@@ -172,20 +176,22 @@ def test_redis_down_and_back(daemon, redis, tmp_path):
     assert "shared cache" in a.log() and "failed" in a.log()
 
 
-@pytest.mark.parametrize("poison", ["signature", "swapped", "unsigned"])
+@pytest.mark.parametrize("poison", ["signature", "swapped", "unsigned", "size"])
 def test_poisoned_redis_entry_is_rejected_and_replaced(daemon, redis, tmp_path, poison):
     a, b = cluster(daemon, redis, tmp_path)
     req = compile_request(variant(load_graph("mlp_block"), "poison-" + poison))
     _, ra = run_compile(a.stub(), req)
-    key = "compiled:v1:a:" + ra.key
+    key = "compiled:v2:a:" + ra.key
     if poison == "signature":
         redis.cli("HSET", key, "s", "x" * 32)
     elif poison == "unsigned":
         redis.cli("HDEL", key, "s", "k")
+    elif poison == "size":  # the header's signature covers the size
+        redis.cli("HSET", key, "n", str(len(ra.artifact) + 1))
     else:  # another graph's entry, signed and intact, under this key
         other = compile_request(variant(load_graph("mlp_block"), "other"))
         _, ro = run_compile(a.stub(), other)
-        assert redis.cli("COPY", "compiled:v1:a:" + ro.key, key, "REPLACE").returncode == 0
+        assert redis.cli("COPY", "compiled:v2:a:" + ro.key, key, "REPLACE").returncode == 0
     _, rb = run_compile(b.stub(), req)
     assert rb.served == compiled_pb2.SERVED_COMPILED  # never served from Redis
     assert rb.artifact_digest == ra.artifact_digest
@@ -220,7 +226,7 @@ def test_read_tokens_get_shared_hits_but_never_compile(daemon, redis, tmp_path):
     with concurrent.futures.ThreadPoolExecutor(2) as ex:
         fa = ex.submit(compile_on, a, req, comp)
         deadline = time.time() + 30  # until a holds the lease
-        while not redis.cli("--scan", "--pattern", "compiled:v1:lease:*").stdout.strip():
+        while not redis.cli("--scan", "--pattern", "compiled:v2:lease:*").stdout.strip():
             assert time.time() < deadline
             time.sleep(0.02)
         rb = compile_on(b, req, read)
@@ -292,3 +298,171 @@ def test_redis_over_tls(daemon, tmp_path):
     finally:
         proc.kill()
         proc.wait()
+
+
+def zstd_bomb(size):
+    """A zstd frame (RFC 8878) of `size` zero bytes, stated in its header,
+    made of 4-byte RLE blocks of 128 KiB: 512 MiB in 16 KB."""
+    block = 128 << 10
+    assert size % block == 0
+    out = struct.pack("<IBQ", 0xFD2FB528, 0xE0, size)  # magic; one segment, 8-byte size
+    n = size // block
+    for i in range(n):  # block header: last flag, type 1 (RLE), size; then the byte
+        out += struct.pack("<I", (i == n - 1) | 1 << 1 | block << 3)[:3] + b"\0"
+    return out
+
+
+def peak_rss_kb(d):
+    with open(f"/proc/{d.proc.pid}/status") as f:
+        return next(int(ln.split()[1]) for ln in f if ln.startswith("VmHWM:"))
+
+
+@pytest.mark.parametrize("mode", ["signed", "replayed-signature", "unsigned"])
+def test_an_oversized_entry_is_refused_before_it_is_read(daemon, redis, tmp_path, mode):
+    """A 16 KB entry claiming 512 MiB (a valid zstd frame of zeros) is
+    refused before a byte of it is decompressed: for its signature (none,
+    or one copied from a real entry: it covers the size), or without
+    signing keys because its size does not fit the memory budget. The
+    daemon's peak RSS stays near its own baseline; the request compiles."""
+    if mode == "unsigned":
+        extra = ["--redis-unsigned", "--memory-budget", "256M"]
+        a, b = [daemon("--redis", redis.url, *extra) for _ in range(2)]
+    else:
+        a, b = cluster(daemon, redis, tmp_path)
+    gm = load_graph("mlp_block")
+    req = compile_request(variant(gm, "bomb-" + mode))
+    _, ra = run_compile(a.stub(), req)
+    key = "compiled:v2:a:" + ra.key
+    # b's baseline: it has compiled (and read from Redis) once already
+    run_compile(a.stub(), compile_request(variant(gm, "warm")))
+    assert run_compile(b.stub(), compile_request(variant(gm, "warm")))[1].served == \
+        compiled_pb2.SERVED_L2_HIT
+    before = peak_rss_kb(b)
+    bomb = zstd_bomb(512 << 20)
+    assert len(bomb) < 17000
+    if mode != "replayed-signature":  # else d, s, k and h stay the real entry's
+        redis.cli("DEL", key)
+        redis.cli("HSET", key, "d", "x" * 32, "u", "1")
+    assert redis.cli("HSET", key, "n", str(512 << 20)).returncode == 0
+    assert redis.cli("HSET", key, "z", stdin=bomb).returncode == 0
+    _, rb = run_compile(b.stub(), req)
+    after = peak_rss_kb(b)
+    assert rb.served == compiled_pb2.SERVED_COMPILED
+    assert rb.artifact_digest == ra.artifact_digest
+    # 512 MiB decompressed would be about 25 times the baseline
+    assert after < 2 * before, (before, after)
+    want = {"signed": "no signature", "replayed-signature": "signature does not match",
+            "unsigned": "more than an artifact may hold of the memory budget"}[mode]
+    assert want in b.log() and "not served, deleted from Redis" in b.log(), b.log()[-3000:]
+    assert b.stats().signature_failures == 1
+    # replaced by b's compile: a's own copy is read from Redis again
+    assert redis.cli("HGET", key, "n").stdout.strip() == str(len(ra.artifact)).encode()
+
+
+@pytest.mark.parametrize("entry,lease", [("list", "hash"), ("string", "list")])
+def test_keys_of_the_wrong_type_are_misses_and_the_tier_stays_up(daemon, redis, tmp_path,
+                                                                 entry, lease):
+    """An entry's key and its lease's key holding something else (set by
+    hand): the request compiles, both keys are repaired (the entry stored
+    again, the lease taken and released), and the tier stays up for the
+    requests after it."""
+    mport = free_port()
+    a, b = cluster(daemon, redis, tmp_path)
+    b.stop()
+    b.start(extra=["--metrics-listen", f"127.0.0.1:{mport}"])
+    gm = load_graph("mlp_block")
+    req = compile_request(variant(gm, "type-" + entry))
+    _, ra = run_compile(a.stub(), req)
+    key, lkey = "compiled:v2:a:" + ra.key, "compiled:v2:lease:" + ra.key
+    redis.cli("DEL", key)
+    put = {"list": ("RPUSH", "x"), "hash": ("HSET", "f", "x"), "string": ("SET", "x")}
+    redis.cli(put[entry][0], key, *put[entry][1:])
+    redis.cli(put[lease][0], lkey, *put[lease][1:])
+    _, rb = run_compile(b.stub(), req, timeout=30)
+    assert rb.served == compiled_pb2.SERVED_COMPILED
+    assert rb.artifact_digest == ra.artifact_digest
+    assert redis.cli("TYPE", key).stdout.strip() == b"hash"  # stored again by b
+    assert redis.cli("EXISTS", lkey).stdout.strip() == b"0"  # taken, then released
+    s = b.stats()
+    assert s.redis_up and s.redis_errors == 0, s
+    import test_metrics
+    m = test_metrics.samples(test_metrics.scrape(mport)[2])
+    assert (m["compiled_redis_up"], m["compiled_redis_errors_total"]) == (1, 0)
+    assert f"is a Redis {entry}, not an entry" in b.log()
+    assert f"the lease on {ra.key} had a Redis {lease}" in b.log()
+    # the tier is used by the requests after it
+    later = compile_request(variant(gm, "type-later-" + entry))
+    run_compile(a.stub(), later)
+    assert run_compile(b.stub(), later)[1].served == compiled_pb2.SERVED_L2_HIT
+
+
+@pytest.mark.parametrize("ttl", ["none", "huge"])
+def test_a_lease_that_never_expires_is_not_honoured(daemon, redis, tmp_path, ttl):
+    """Lease keys set by hand without a TTL, or with one far beyond the
+    lease time, on two graphs, with two workers: both requests compile at
+    once (the leases replaced), and so does a third graph behind them."""
+    a, b = cluster(daemon, redis, tmp_path, "--workers", "2")
+    gm = load_graph("mlp_block")
+    reqs = [compile_request(variant(gm, f"lease-{ttl}-{i}")) for i in range(3)]
+    keys = [run_compile(a.stub(), q)[1].key for q in reqs]
+    for k in keys:
+        redis.cli("DEL", "compiled:v2:a:" + k)
+    for k in keys[:2]:
+        redis.cli("SET", "compiled:v2:lease:" + k, "intruder",
+                  *(["EX", "100000000"] if ttl == "huge" else []))
+    with concurrent.futures.ThreadPoolExecutor(3) as ex:
+        futs = [ex.submit(run_compile, b.stub(), q, 30) for q in reqs]
+        results = [f.result()[1] for f in futs]
+    assert [r.served for r in results] == [compiled_pb2.SERVED_COMPILED] * 3
+    s = b.stats()
+    assert (s.compiles, s.lease_waits, s.lease_takeovers) == (3, 0, 2), s
+    assert b.log().count("not honoured, replaced by this daemon's") == 2
+    for k in keys:  # released after the compile
+        assert redis.cli("EXISTS", "compiled:v2:lease:" + k).stdout.strip() == b"0"
+
+
+def test_a_lease_wait_has_a_limit(daemon, redis, tmp_path):
+    """A lease held (with an honoured TTL) by someone who never stores the
+    entry: the request waits --redis-lease-wait-ms, then compiles here,
+    long before the lease would expire."""
+    lease_ms = 60000
+    a, b = cluster(daemon, redis, tmp_path, "--redis-lease-ms", str(lease_ms),
+                   "--redis-lease-wait-ms", "1000")
+    req = compile_request(variant(load_graph("mlp_block"), "lease-wait"))
+    _, ra = run_compile(a.stub(), req)
+    redis.cli("DEL", "compiled:v2:a:" + ra.key)
+    redis.cli("SET", "compiled:v2:lease:" + ra.key, "a-silent-owner", "PX", str(lease_ms))
+    t0 = time.monotonic()
+    _, rb = run_compile(b.stub(), req, timeout=lease_ms / 1000 / 2)
+    waited = time.monotonic() - t0
+    assert rb.served == compiled_pb2.SERVED_COMPILED
+    assert waited < lease_ms / 1000 / 4, waited
+    s = b.stats()
+    assert (s.compiles, s.lease_waits, s.lease_takeovers) == (1, 1, 1), s
+    assert "waited 1000 ms (--redis-lease-wait-ms)" in b.log()
+    # not ours: left alone
+    assert redis.cli("GET", "compiled:v2:lease:" + ra.key).stdout.strip() == b"a-silent-owner"
+
+
+@pytest.mark.parametrize("args,message", [
+    (["--redis", "redis://127.0.0.1:1/0"], "--redis without --signing-keys"),
+    (["--redis-unsigned"], "--redis-unsigned needs --redis"),
+    (["--redis", "redis://127.0.0.1:1/0", "--redis-unsigned", "--signing-keys", "KEYS"],
+     "--redis-unsigned and --signing-keys contradict"),
+])
+def test_an_unsigned_shared_tier_must_be_asked_for(tmp_path, args, message):
+    args = [str(keys_file(tmp_path)) if a == "KEYS" else a for a in args]
+    p = subprocess.run([BIN, "--listen", "127.0.0.1:0", "--cache-dir", str(tmp_path / "c")] +
+                       args, capture_output=True, text=True, timeout=30)
+    assert p.returncode == 2 and message in p.stderr, (p.returncode, p.stderr)
+    if "without" in message:  # names the fix
+        assert "--signing-keys FILE" in p.stderr and "--redis-unsigned" in p.stderr
+
+
+def test_redis_unsigned_starts_and_shares(daemon, redis):
+    a, b = [daemon("--redis", redis.url, "--redis-unsigned") for _ in range(2)]
+    req = compile_request(variant(load_graph("mlp_block"), "unsigned"))
+    assert run_compile(a.stub(), req)[1].served == compiled_pb2.SERVED_COMPILED
+    rb = run_compile(b.stub(), req)[1]
+    assert rb.served == compiled_pb2.SERVED_L2_HIT and not rb.signature
+    assert "UNSIGNED (--redis-unsigned)" in a.log()
