@@ -64,7 +64,8 @@ from . import client as client_module
 from . import native as _native
 from . import runtime
 from . import training as _training
-from .errors import (ArtifactError, CompileError, CompileFallbackWarning, DaemonError,
+from .errors import (ArtifactError, ArtifactWarning, CompileError, CompileFallbackWarning,
+                     DaemonError,
                      DaemonUnavailableWarning)
 from .v1 import compiled_pb2, graph_pb2
 
@@ -274,6 +275,10 @@ class _StateLayout:
 # The compiled callable.
 # ---------------------------------------------------------------------------
 
+class _BadArtifact(Exception):
+    """A training program's artifact could not be loaded (warned already)."""
+
+
 class _Eager:
     """The entry of a signature whose compile could not reach the daemon."""
     __slots__ = ("retry_at", "delay")
@@ -313,6 +318,7 @@ class CompiledFunction:
         self._last_training: Optional[_training.TrainingStep] = None
         self._warned = False
         self._fallback_warned = False
+        self._artifact_warned = False
 
         self._lock = threading.RLock()
         self._layout = _StateLayout(self._module) if self._module is not None else None
@@ -460,6 +466,8 @@ class CompiledFunction:
                 _log.debug("compiled %s: an inference program under grad mode: %s",
                            _capture._describe(self._fn), e)
                 training = False
+            except _BadArtifact:
+                return _Eager(float("inf"))  # warned already
             except _training.NotSplittable as e:
                 _log.info("compiled %s: training through one ATen program, not a compiled "
                           "forward and backward: %s", _capture._describe(self._fn), e)
@@ -496,10 +504,14 @@ class CompiledFunction:
             delay = RETRY_FIRST if previous is None else min(previous.delay * 2, RETRY_MAX)
             return _Eager(delay)
         self.compiles += 1
-        with _capture.paused_gc():  # as for the capture; not while waiting for the daemon
-            program = runtime.load(data, constants=list(captured.constants.values()),
-                                   out_spec=captured.out_spec)
-        self._check_inputs(program, len(state), len(flat))
+        try:
+            with _capture.paused_gc():  # as for the capture; not while waiting for the daemon
+                program = runtime.load(data, constants=list(captured.constants.values()),
+                                       out_spec=captured.out_spec)
+            self._check_inputs(program, len(state), len(flat))
+        except Exception as e:  # whatever the artifact holds, user code never sees it
+            self._warn_artifact(key, e)
+            return _Eager(float("inf"))
         self.programs.append(program)
         _log.debug("compiled %s: program %d for a new signature (key %s, %s, grad=%s)",
                    _capture._describe(self._fn), len(self.programs), key[:16],
@@ -529,13 +541,18 @@ class CompiledFunction:
         key, data = self._client.compile(captured.graph_bytes, options,
                                          target=_native.target_message())
         self.compiles += 1
-        with _capture.paused_gc():
-            program = runtime.load(data, constants=list(captured.constants.values()),
-                                   boxed=boxed, recycle_outputs=False)
-        kinds = [program.input_kinds[i] for i in program.arg_inputs]
-        if kinds != [graph_pb2.INPUT_KIND_USER_INPUT] * len(examples):
-            raise ArtifactError(f"program {program.key[:12]}: its inputs are "
-                                f"{_kind_names(kinds)}, expected {len(examples)} user inputs")
+        try:
+            with _capture.paused_gc():
+                program = runtime.load(data, constants=list(captured.constants.values()),
+                                       boxed=boxed, recycle_outputs=False)
+            kinds = [program.input_kinds[i] for i in program.arg_inputs]
+            if kinds != [graph_pb2.INPUT_KIND_USER_INPUT] * len(examples):
+                raise ArtifactError(f"program {program.key[:12]}: its inputs are "
+                                    f"{_kind_names(kinds)}, expected {len(examples)} user "
+                                    "inputs")
+        except Exception as e:
+            self._warn_artifact(key, e)
+            raise _BadArtifact(str(e)) from e
         return program
 
     def _compile_training(self, args, state, flat) -> "_training.TrainingStep":
@@ -589,6 +606,17 @@ class CompiledFunction:
         if kinds != expected:
             raise ArtifactError(f"program {program.key[:12]}: its inputs are "
                                 f"{_kind_names(kinds)}, expected {_kind_names(expected)}")
+
+    def _warn_artifact(self, key: str, error: Exception) -> None:
+        _log.warning("compiled %s: the artifact %s could not be loaded: %s: %s",
+                     _capture._describe(self._fn), key, type(error).__name__, error)
+        if not self._artifact_warned:
+            self._artifact_warned = True
+            warnings.warn(f"compiled: the daemon's artifact {key[:16]} for "
+                          f"{_capture._describe(self._fn)} could not be loaded "
+                          f"({type(error).__name__}: {error}); running it eagerly. "
+                          f"`compilectl evict {key[:16]}` removes it from the cache.",
+                          ArtifactWarning, stacklevel=_user_stacklevel())
 
     def _warn_eager(self, error: Exception) -> None:
         if not self._warned:
