@@ -293,7 +293,7 @@ class _GraphFunction:
             eager_random=opts.eager_random)
         try:
             key, artifact = b.client.compile(self.data, options, target=_native.target_message(),
-                                             timeout=opts.timeout)
+                                             timeout=opts.timeout, label=self.where)
         except CompileError:
             raise
         except DaemonError as e:
