@@ -420,7 +420,7 @@ class CompiledFunction:
         from . import native as native_module
         released = 0
         for p in self.programs:
-            pool = getattr(p.fn, "__globals__", {}).get("_pool")
+            pool = getattr(p.native_fn, "__globals__", {}).get("_pool")
             if isinstance(pool, list):  # arenas; their small pointer tables stay
                 released += sum(a.release() for a in pool)
         return released + native_module.release_output_pool()
