@@ -20,4 +20,7 @@ class BuildPy(build_py):
         super().run()
 
 
+# Before setup(): setuptools checks that compiled/v1 exists when it reads the
+# package list, which a fresh checkout has not generated yet.
+gen_proto.generate()
 setup(cmdclass={"build_py": BuildPy})
