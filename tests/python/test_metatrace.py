@@ -157,6 +157,10 @@ def test_models_trace_alike_without_data(name, tmp_path):
     model, x = MODELS[name]()
     model.eval()
     meta, real = both(model, (x,))
+    if name == "lstm":
+        # FakeTensor makes the workspace the CPU kernel leaves undefined
+        assert isinstance(meta, str) and "mkldnn_rnn_layer" in meta, meta
+        return
     assert not isinstance(meta, str), meta
     a, b = keys([meta, real], tmp_path)
     assert a is not None and a == b
@@ -309,10 +313,11 @@ def test_what_the_shape_only_trace_refuses():
     assert "reads tensor data" in refusal(lambda t: t + t.data_ptr() % 2, x)
     assert "reads tensor data" in refusal(lambda t: t + float(t.numpy().sum()), x)
     assert "requires grad" in refusal(lambda t: t * 2, x.clone().requires_grad_(), grad=True)
-    assert "no meta function" in refusal(lambda t: torch.kthvalue(t, 2)[0], x)
-    assert "disagree" in refusal(
-        lambda w, i, o: torch.nn.functional.embedding_bag(i, w, o), torch.randn(5, 3),
-        torch.tensor([0, 1, 2]), torch.tensor([0, 2]))
+    lstm = torch.nn.LSTM(4, 4, batch_first=True).eval()
+    assert "disagree" in refusal(lambda t: lstm(t)[0], torch.randn(1, 2, 4))
+    assert "checked operators and layouts only" in refusal(
+        lambda t: torch.roll(t, 1, 1), torch.randn(3, 4).t())
+    assert "sparse" in refusal(lambda t: t.to_sparse(), x)
     # A program that fails: the real trace raises what eager raises.
     assert "RuntimeError" in refusal(lambda t: t.view(3), x)
 
@@ -413,128 +418,42 @@ def test_import_prefetches_what_the_first_compile_imports():
         assert r.stdout.strip() == missing, (setting, r.stdout)
 
 
-def _zero_runs(monkeypatch):
-    """Record the sizes of the first argument of every zero-filled run."""
-    metatrace = sys.modules["compiled.metatrace"]
-    monkeypatch.setattr(metatrace, "_ZEROS_MEMO", {})
-    sizes = []
-    call = metatrace._call_on_zeros
-
-    def recording(func, args, kwargs):
-        sizes.append(tuple(args[0].size()))
-        return call(func, args, kwargs)
-    monkeypatch.setattr(metatrace, "_call_on_zeros", recording)
-    return sizes
-
-
-@pytest.mark.parametrize("with_mask", [False, True])
-def test_a_fused_encoder_layer_runs_on_four_tokens_of_zeros(monkeypatch, with_mask):
-    """The fused encoder layer's zero-filled run takes 2 x 2 tokens, not the
-    whole input (its result has the input's layout): the graph is still the
-    real trace's. With a mask, whose sizes follow the sequence, it runs
-    whole."""
-    sizes = _zero_runs(monkeypatch)
+def test_fused_transformer_paths_trace_alike():
+    """Under make_fx a TransformerEncoderLayer leaves its fused inference
+    kernel (torch.overrides.has_torch_function is true there); the
+    shape-only trace records the same general path, with and without a
+    padding mask, and nn.MultiheadAttention's with and without weights."""
     torch.manual_seed(0)
     model = torch.nn.TransformerEncoder(
-        torch.nn.TransformerEncoderLayer(32, 4, 64, batch_first=True), 3,
+        torch.nn.TransformerEncoderLayer(32, 4, 64, batch_first=True), 2,
         enable_nested_tensor=False).eval()
-    x = torch.randn(3, 10, 32)
-    if with_mask:
-        mask = torch.zeros(3, 10, dtype=torch.bool)
-        mask[:, 7:] = True
-        fn = lambda x: model(x, src_key_padding_mask=mask)  # noqa: E731
-    else:
-        fn = model
-    meta, real = both(fn, (x,))
-    assert not isinstance(meta, str), meta
-    assert meta == real
-    layer_runs = [s for s in sizes if len(s) == 3]
-    assert layer_runs, sizes
-    if with_mask:
-        # the mask makes eager take the nested-tensor path or run whole
-        assert all(s != (2, 2, 32) for s in layer_runs), sizes
-    else:
-        assert layer_runs == [(2, 2, 32)], sizes
-
-
-def test_a_small_run_that_breaks_its_rule_is_untrusted():
-    """The 4-token run's results must be the rule's for the small input;
-    anything else refuses the shape-only trace."""
-    metatrace = sys.modules["compiled.metatrace"]
-    layer = torch.ops.aten._transformer_encoder_layer_fwd.default
-    attention = torch.ops.aten._native_multi_head_attention.default
-    small = torch.empty(2, 2, 8, device="meta")
-    src = torch.empty(5, 7, 8, device="meta")
-    good = ("T", torch.float32, (2, 2, 8), (16, 8, 1), 0)
-    full = ("T", torch.float32, (5, 7, 8), (56, 8, 1), 0)
-    rule = metatrace._SMALL_RUNS[layer][1]
-    assert metatrace._scaled_up(layer, rule, good, small, src) == full
-    rule = metatrace._SMALL_RUNS[attention][1]
-    assert metatrace._scaled_up(attention, rule, (good, None), small, src) == (full, None)
-    for bad in [("T", torch.float32, (2, 2, 16), (32, 16, 1), 0),
-                ("T", torch.float32, (2, 2, 8), (8, 16, 1), 0),
-                ("T", torch.float64, (2, 2, 8), (16, 8, 1), 0)]:
-        with pytest.raises(metatrace.Untrusted):
-            metatrace._scaled_up(layer, metatrace._SMALL_RUNS[layer][1], bad, small, src)
-        with pytest.raises(metatrace.Untrusted):
-            metatrace._scaled_up(attention, rule, (bad, None), small, src)
-    with pytest.raises(metatrace.Untrusted):  # attention weights where none were asked
-        metatrace._scaled_up(attention, rule, (good, good), small, src)
-
-
-@pytest.mark.parametrize("need_weights", [False, True])
-def test_self_attention_runs_on_four_tokens_of_zeros(monkeypatch, need_weights):
-    """nn.MultiheadAttention's fused path (a ViT's attention, no_grad)
-    takes 2 x 2 tokens of zeros without attention weights, the whole input
-    with them (their sizes follow the sequence); the graph is the real
-    trace's either way."""
-    sizes = _zero_runs(monkeypatch)
-    torch.manual_seed(0)
     mha = torch.nn.MultiheadAttention(32, 4, batch_first=True).eval()
-
-    def fn(x):
-        out, w = mha(x, x, x, need_weights=need_weights)
-        return out if w is None else (out, w)
-    meta, real = both(fn, (torch.randn(3, 10, 32),))
-    assert not isinstance(meta, str), meta
-    assert meta == real
-    assert sizes == [(3, 10, 32) if need_weights else (2, 2, 32)], sizes
-
-
-def test_a_tensor_passed_twice_to_a_zero_filled_run_is_one_tensor():
-    """Attention checks whether query, key and value are the same tensor:
-    the zero-filled run passes one tensor where the trace passed one."""
-    metatrace = sys.modules["compiled.metatrace"]
-    q = torch.empty(2, 3, 4, device="meta")
-    k = torch.empty(2, 3, 4, device="meta")
-    seen = []
-
-    def probe(a, b, c, scale=None):
-        seen.append((a is b, a is c, a.device.type, float(a.abs().sum()), float(c.sum())))
-        return a + c
-    metatrace._call_on_zeros(probe, (q, q, k), {})
-    assert seen == [(True, False, "cpu", 0.0, 0.0)]
+    x = torch.randn(3, 10, 32)
+    mask = torch.zeros(3, 10, dtype=torch.bool)
+    mask[:, 7:] = True
+    programs = [model, lambda x: model(x, src_key_padding_mask=mask),
+                lambda x: mha(x, x, x, need_weights=False)[0],
+                lambda x: mha(x, x, x, need_weights=True)]
+    for fn in programs:
+        meta, real = both(fn, (x,))
+        assert not isinstance(meta, str), meta
+        assert meta == real
+        targets = {n.target for n in meta.graph.nodes}
+        assert "aten::_transformer_encoder_layer_fwd" not in targets
 
 
-def test_an_operator_without_a_meta_function_is_tried_on_meta_once(monkeypatch):
-    """The fused transformer layer has no meta function: each failed try
-    raised an exception that cost 3 ms. The layers after the first go
-    straight to the zero-filled run (remembered per layout), and the graph
-    is still the real trace's."""
-    metatrace = sys.modules["compiled.metatrace"]
-    op = torch.ops.aten._transformer_encoder_layer_fwd.default
-    failed = []
-
-    class Recording(set):
-        def add(self, func):  # called where a meta try raised NotImplementedError
-            failed.append(func)
-            super().add(func)
-    monkeypatch.setattr(metatrace, "_NO_META", Recording())
-    monkeypatch.setattr(metatrace, "_ZEROS_MEMO", {})
-    torch.manual_seed(0)
-    model = torch.nn.TransformerEncoder(
-        torch.nn.TransformerEncoderLayer(32, 4, 64, batch_first=True), 4).eval()
-    meta, real = both(model, (torch.randn(2, 10, 32),))
-    assert not isinstance(meta, str), meta
-    assert meta == real
-    assert failed == [op]
+def test_fakes_results_are_corrected_where_they_differ_from_the_cpu_kernel(tmp_path):
+    """native_batch_norm_backward leaves unrequested results undefined on
+    the CPU; roll of a channels-last input is channels-last there. The
+    corrections (metatrace._FIXES) record what the CPU kernel returns."""
+    x = torch.randn(2, 4, 6, 6)
+    for fn, args in [
+            (lambda x: torch.ops.aten.native_batch_norm_backward(
+                x * 1, x, None, torch.zeros(4), torch.ones(4), torch.zeros(4), torch.ones(4),
+                True, 1e-5, [False, True, True]), (x,)),
+            (lambda x: torch.roll(x, (1, -2), (1, 3)),
+             (x.to(memory_format=torch.channels_last),))]:
+        meta, real = both(fn, args)
+        assert not isinstance(meta, str), meta
+        a, b = keys([meta, real], tmp_path)
+        assert a is not None and a == b

@@ -69,7 +69,14 @@ import torch
 import torch.fx
 import torch.utils._pytree as pytree
 from torch.utils._mode_utils import no_dispatch
+from torch.overrides import TorchFunctionMode
 from torch.utils._python_dispatch import TorchDispatchMode
+
+try:  # make_fx's own test, so that both traces decompose the same operators
+    from torch.utils._python_dispatch import autograd_would_have_decomposed as _would_decompose
+except ImportError:  # older torch 2 releases decompose whatever has a composite
+    def _would_decompose(func, flat_args) -> bool:
+        return True
 
 __all__ = ["ShapeTensor", "Untrusted", "eligible", "trace"]
 
@@ -80,9 +87,71 @@ _DATA_DEPENDENT = torch.Tag.data_dependent_output
 _DYNAMIC_SHAPE = torch.Tag.dynamic_output_shape
 
 # Operators whose FakeTensor result is known to differ from the CPU
-# kernel's (none found yet on torch 2.13 by tests/python/test_metatrace.py
-# and `make capture-zoo`): never trusted.
-_DIFFERS: frozenset = frozenset()
+# kernel's (tests/python/test_metatrace.py, `make capture-zoo`): never
+# trusted.
+_DIFFERS = frozenset(op for op in (
+    # the CPU kernel leaves its workspace undefined; FakeTensor makes one
+    getattr(getattr(_aten, "mkldnn_rnn_layer", None), "default", None),
+) if op is not None)
+
+
+def _batch_norm_backward_mask(out, args, kwargs):
+    """native_batch_norm_backward: the CPU kernel leaves the results its
+    output_mask does not ask for undefined; FakeTensor computes all three."""
+    mask = args[9] if len(args) > 9 else kwargs.get("output_mask")
+    return tuple(o if m else None for o, m in zip(out, mask))
+
+
+def _preserve_layout(out, args, kwargs):
+    """roll: the CPU kernel lays its result out as ``empty_like(self)``
+    (a channels-last input gives a channels-last result); FakeTensor's is
+    contiguous."""
+    return torch.empty_like(args[0])
+
+
+# Corrections of FakeTensor results whose layout differs from the CPU
+# kernel's: (out, args, kwargs) -> out, run in the trace's FakeTensorMode.
+_FIXES = {
+    _aten.native_batch_norm_backward.default: _batch_norm_backward_mask,
+    _aten.roll.default: _preserve_layout,
+}
+
+
+def _dense(t) -> bool:
+    return isinstance(t, torch.Tensor) and (
+        t.is_contiguous() or (t.dim() == 4 and t.is_contiguous(memory_format=torch.channels_last)))
+
+
+def _dense_input(args, kwargs) -> bool:
+    """The first argument is contiguous or channels-last contiguous."""
+    return _dense(args[0])
+
+
+def _dense_grad_and_input(args, kwargs) -> bool:
+    """The gradient and the forward's input both dense, in one layout."""
+    g, x = args[0], args[1]
+    return _dense(g) and _dense(x) and g.is_contiguous() == x.is_contiguous()
+
+
+# Operators whose FakeTensor layouts are the CPU kernel's (with _FIXES) only
+# for some argument layouts (tests/python/test_metatrace.py checks them):
+# operator -> condition; other layouts go to the real trace.
+_CONDITIONS = {
+    _aten.native_batch_norm.default: _dense_input,
+    _aten.native_batch_norm_backward.default: _dense_grad_and_input,
+    _aten.roll.default: _dense_input,
+}
+
+
+class _AsUnderMakeFx(TorchFunctionMode):
+    """A torch-function mode that changes nothing but
+    ``torch.overrides.has_torch_function``: under make_fx (whose own modes
+    make it true) modules take their general paths, e.g.
+    TransformerEncoderLayer leaves its fused inference kernel; the
+    shape-only trace must record the same graph as make_fx does."""
+
+    def __torch_function__(self, func, types, args=(), kwargs=None):
+        return func(*args, **(kwargs or {}))
 
 
 class Untrusted(BaseException):
@@ -313,13 +382,17 @@ class _Tracer(TorchDispatchMode):
             raise Untrusted(f"{func} has a data-dependent output shape")
         if func in _DIFFERS:
             raise Untrusted(f"{func}: its FakeTensor result and its CPU kernel's disagree")
+        condition = _CONDITIONS.get(func)
+        if condition is not None and not condition(args, kwargs):
+            raise Untrusted(f"{func}: its FakeTensor result is the CPU kernel's for checked "
+                            "operators and layouts only")
         decomposition = self.decompositions.get(func)
         if decomposition is not None:
             with self:
                 decomposed = decomposition(*args, **kwargs)
             if decomposed is not NotImplemented:
                 return decomposed
-        if _decomposes(func):
+        if _decomposes(func) and _would_decompose(func, pytree.tree_leaves((args, kwargs))):
             with self:
                 decomposed = func.decompose(*args, **kwargs)
             if decomposed is not NotImplemented:
@@ -335,6 +408,9 @@ class _Tracer(TorchDispatchMode):
         try:
             with self.switches.paused(), self.fake_mode:
                 out = func(*run_args, **run_kwargs)
+                fix = _FIXES.get(func)
+                if fix is not None:
+                    out = fix(out, run_args, run_kwargs)
         except Untrusted:
             raise
         except Exception as e:  # data-dependent results, no meta: the real trace decides
@@ -370,6 +446,8 @@ class _Tracer(TorchDispatchMode):
     def _result(self, elem: torch.Tensor, inputs: Dict[int, torch.Tensor], node, path,
                 view_of_grad: bool, func):
         """The ShapeTensor the program gets for ``elem``, bound to ``node``."""
+        if elem.layout != torch.strided:
+            raise Untrusted(f"{func} returns a {elem.layout} tensor")
         t = inputs.get(id(elem))
         if t is None:
             t = ShapeTensor(elem)
@@ -498,7 +576,7 @@ def trace(fn, module, state_paths, n_state, user_spec, flat_real, meta_of, annot
             tracer.metas[(node,)] = meta_of(real_t, f"input {node.name}")
 
     try:
-        with watch_grad_mode() as switches, hooks, tracer:
+        with watch_grad_mode() as switches, hooks, _AsUnderMakeFx(), tracer:
             tracer.switches = switches
             result = flat_fn(*flat)
     except Untrusted:
