@@ -197,6 +197,19 @@ int compile_inflight(daemon_ctx *d);
 /* Tells every running compile to stop at its next stage (loop thread). */
 void compile_abandon_all(daemon_ctx *d);
 
+/* Limits of a request's Target (docs/protocol.md): ISA features, and the
+ * bytes of one feature name or of the architecture. */
+#define DAEMON_TARGET_MAX_ISA 256
+#define DAEMON_TARGET_MAX_NAME 64
+
+/* The daemon's target (d->target) with a request's overrides: its arch if
+ * set, its ISA features (joined with commas, in arena a) if any. A list or
+ * name over the limits above is refused (GC_ELIMIT, naming the field)
+ * before anything is copied (compile.c; Compile and Explain). */
+int daemon_read_target(daemon_ctx *d, gc_arena *a,
+                       const Compiled__V1__Target *pt, gc_target *t,
+                       gc_error *err);
+
 /* Ends a call refusing a graph: the status for `code`, the message, and a
  * GraphError in the "compiled-error-bin" trailer (compile.c). */
 void daemon_finish_graph_error(srv_call *c, int code, const gc_error *err);
