@@ -153,6 +153,10 @@ static const opt opts[] = {
      sizeof(((config *)0)->tls_client_ca), "FILE",
      "mutual TLS: clients must present a certificate this CA\n"
      "                            signed (PEM)"},
+    {"tls-handshake-timeout", T_INT, F(tls_handshake_timeout), 0, "SECONDS",
+     "close a TLS connection whose handshake is not done this\n"
+     "                            long after it was accepted (default 10; at\n"
+     "                            most --idle-timeout)"},
     {"metrics-listen", T_STR, F(metrics_listen),
      sizeof(((config *)0)->metrics_listen), "ADDR",
      "serve /metrics (Prometheus) and /healthz over HTTP on\n"
@@ -406,6 +410,7 @@ static void defaults(config *c) {
   c->max_client_calls = 256;
   c->max_client_bytes = UINT64_MAX; /* half the budget, once it is known */
   c->idle_timeout = 120;
+  c->tls_handshake_timeout = 10;
   c->keepalive = 60;
   c->grace_seconds = 30;
   c->native = true;
@@ -477,6 +482,10 @@ int config_load(config *c, int argc, char **argv) {
   if (c->workers < 1 || c->cq_threads < 1 || c->decode_threads < 1) {
     fprintf(stderr, "compiled: --workers, --cq-threads and --decode-threads "
                     "must be at least 1\n");
+    return -1;
+  }
+  if (c->tls_handshake_timeout < 1) {
+    fprintf(stderr, "compiled: --tls-handshake-timeout must be at least 1\n");
     return -1;
   }
   if (c->memory_budget < ((uint64_t)16 << 20)) {

@@ -56,6 +56,7 @@ typedef struct config {
   char tls_cert[1024];        /* PEM chain for TLS on the gRPC port */
   char tls_key[1024];         /* its private key */
   char tls_client_ca[1024];   /* mutual TLS: CA of client certificates */
+  int tls_handshake_timeout;  /* seconds a TLS handshake may take, all of it */
   int redis_timeout_ms;       /* connect and each command */
   char redis_ca[1024];        /* rediss://: CA of Redis's certificate */
   int redis_ttl;              /* seconds entries live in Redis */
