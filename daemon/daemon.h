@@ -67,6 +67,7 @@ typedef struct daemon_stats {
   atomic_uint_fast64_t l2_puts;         /* entries stored in Redis */
   atomic_uint_fast64_t lease_waits;     /* compiles another daemon ran */
   atomic_uint_fast64_t lease_takeovers; /* ... until its lease expired */
+  atomic_uint_fast64_t http_dropped;    /* slow /metrics connections closed */
   atomic_int queued;                    /* mirrors of loop state, for Stats */
   atomic_int running;
 } daemon_stats;
@@ -97,6 +98,9 @@ typedef struct daemon_ctx {
   lru hot;  /* key -> prebuilt hit response (hot_entry) */
   int64_t started_us;
   int64_t started_unix;
+
+  /* --metrics-listen's connections, for its slow peers (metrics.c) */
+  struct http_peers *metrics_peers;
 
   /* cache connections opened by any thread, closed at exit */
   pthread_mutex_t conns_mu;
