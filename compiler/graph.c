@@ -836,6 +836,10 @@ static int decode_storage_groups(gc_decoder *d, const Compiled__V1__Graph *pg) {
       return gc__fail(d, GC_EINVAL, NULL,
                       "a storage group needs at least two inputs, it has %zu",
                       sg->n_inputs);
+    if (sg->n_inputs > (size_t)g->ninputs) /* before reading them all */
+      return gc__fail(d, GC_EINVAL, NULL,
+                      "lists %zu inputs but the graph has %d", sg->n_inputs,
+                      g->ninputs);
     const gc_device *dev = NULL;
     for (size_t k = 0; k < sg->n_inputs; k++) {
       int idx = sg->inputs[k];
@@ -902,6 +906,8 @@ static int decode_node_metadata(gc_decoder *d, const Compiled__V1__Node *pn,
   const Compiled__V1__NodeMetadata *md = pn->metadata;
   if (check_str(d, md->stack_trace, "the stack trace") ||
       check_str(d, md->module_path, "the module path"))
+    return d->err->code;
+  if (check_count(d, md->n_extra, d->lim->max_list, "the metadata list", NULL))
     return d->err->code;
   for (size_t k = 0; k < md->n_extra; k++)
     if (check_str(d, md->extra[k]->key, "a metadata key") ||

@@ -132,6 +132,7 @@ typedef struct keyer {
   int *pos;         /* node index -> canonical position (stream phase) */
   int phase;        /* PHASE_DOWN or PHASE_STREAM: how references encode */
   bool freeze_syms; /* ordering phase: do not number new symbols */
+  const gc_arg **by_param; /* h_node's scratch: GC_SCHEMA_MAX_ARGS entries */
 } keyer;
 
 enum { PHASE_DOWN, PHASE_STREAM };
@@ -387,12 +388,23 @@ static void h_arg(keyer *k, const gc_type *t, const gc_arg *a) {
   }
 }
 
-/* The bound argument of parameter `p` of node `n`, or NULL (use default). */
-static const gc_arg *bound_arg(const gc_node *n, int p) {
-  for (int i = 0; i < n->nargs; i++)
-    if (n->args[i].param == p)
-      return &n->args[i].arg;
-  return NULL;
+/* The argument bound to each parameter of n's schema (NULL: its default),
+ * in k's scratch table, filled in one pass over the arguments: searching
+ * the arguments for each parameter made keying quadratic (a node of
+ * 300,000 arguments to a schema of 1,000 parameters: 3.4 s). NULL when out
+ * of memory. */
+static const gc_arg **param_table(keyer *k, const gc_node *n) {
+  const gc_schema *s = n->op->schema;
+  if (!k->by_param)
+    k->by_param = gc_arena_alloc(k->a, GC_SCHEMA_MAX_ARGS * sizeof(gc_arg *));
+  if (!k->by_param || s->nargs > GC_SCHEMA_MAX_ARGS)
+    return NULL;
+  for (int p = 0; p < s->nargs; p++)
+    k->by_param[p] = NULL;
+  for (int i = n->nargs - 1; i >= 0; i--) /* the first argument wins */
+    if (n->args[i].param >= 0 && n->args[i].param < s->nargs)
+      k->by_param[n->args[i].param] = &n->args[i].arg;
+  return k->by_param;
 }
 
 /* A node: its target, each parameter's value in schema order (defaults
@@ -402,8 +414,13 @@ static void h_node(keyer *k, const gc_node *n) {
   const gc_schema *s = n->op->schema;
   h_u8(h, 'n');
   h_str(h, n->target);
+  const gc_arg **bound = param_table(k, n);
+  if (!bound) {
+    h->failed = 1;
+    return;
+  }
   for (int p = 0; p < s->nargs; p++) {
-    const gc_arg *a = bound_arg(n, p);
+    const gc_arg *a = bound[p];
     if (a)
       h_arg(k, s->args[p].type, a);
     else
@@ -498,18 +515,23 @@ static void each_tensor(const gc_arg *a, void (*fn)(const gc_value *, void *),
         fn(a->vals[i], ctx);
 }
 
+/* The storage classes a node reads or writes, each once: mark[c] == stamp
+ * when class c is in the set (a search of the set for each tensor was
+ * quadratic in a node's tensor arguments). */
 typedef struct class_set {
   int *cls;
   int n, cap;
   int *parent;
+  int *mark; /* per class */
+  int stamp; /* the node */
 } class_set;
 
 static void collect_class(const gc_value *v, void *ctx) {
   class_set *cs = ctx;
   int c = uf_find(cs->parent, v->id);
-  for (int i = 0; i < cs->n; i++)
-    if (cs->cls[i] == c)
-      return;
+  if (cs->mark[c] == cs->stamp)
+    return;
+  cs->mark[c] = cs->stamp;
   if (cs->n < cs->cap)
     cs->cls[cs->n++] = c;
 }
@@ -548,38 +570,77 @@ static int write_class(gc_arena *ar, access *ac, edges *e, int cls, int node) {
   return 0;
 }
 
+/* Per storage group, its first input (in one pass: a search of the
+ * inputs before each input was quadratic, 2 s for 50,000 groups of two);
+ * in the arena, NULL when out of memory. */
+static int *group_firsts(keyer *k) {
+  const gc_graph *g = k->g;
+  int *first = gc_arena_alloc(k->a, ((size_t)g->ngroups + 1) * sizeof *first);
+  if (!first)
+    return NULL;
+  for (int grp = 0; grp < g->ngroups; grp++)
+    first[grp] = -1;
+  for (int i = g->ninputs - 1; i >= 0; i--) {
+    int grp = g->inputs[i].storage_group;
+    if (grp >= 0 && grp < g->ngroups)
+      first[grp] = i;
+  }
+  return first;
+}
+
 /* Joins the storage classes that inputs and schema aliasing imply. */
-static void join_storage(const gc_graph *g, int *parent) {
+static int join_storage(keyer *k, int *parent) {
+  const gc_graph *g = k->g;
+  int *first = group_firsts(k);
+  if (!first)
+    return GC_ENOMEM;
   for (int i = 0; i < g->ninputs; i++) {
     const gc_input *in = &g->inputs[i];
-    if (in->storage_group < 0)
-      continue;
-    for (int j = 0; j < i; j++)
-      if (g->inputs[j].storage_group == in->storage_group) {
-        uf_union(parent, in->arg.v->id, g->inputs[j].arg.v->id);
-        break;
-      }
+    int grp = in->storage_group;
+    if (grp >= 0 && grp < g->ngroups && first[grp] != i)
+      uf_union(parent, in->arg.v->id, g->inputs[first[grp]].arg.v->id);
   }
+  /* Per parameter of the node at hand: the value its returns alias, its
+   * list joined once however many returns alias it (up to
+   * GC_SCHEMA_MAX_RETURNS; once per return was 8 s for 1,000 returns of a
+   * 300,000-tensor list). */
+  struct {
+    int node; /* whose parameter this entry describes; -1: none */
+    const gc_value *base;
+  } *seen = gc_arena_alloc(k->a, GC_SCHEMA_MAX_ARGS * sizeof *seen);
+  if (!seen)
+    return GC_ENOMEM;
+  for (int p = 0; p < GC_SCHEMA_MAX_ARGS; p++)
+    seen[p].node = -1;
   for (int i = 0; i < g->nnodes; i++) {
     const gc_node *n = &g->nodes[i];
     const gc_schema *s = n->op->schema;
+    const gc_arg **bound = NULL;
     for (int r = 0; r < n->noutputs && r < s->nrets; r++) {
       int p = gc_schema_return_alias(s, r);
-      const gc_arg *src = p >= 0 ? bound_arg(n, p) : NULL;
-      if (!src)
+      if (p < 0 || p >= GC_SCHEMA_MAX_ARGS)
         continue;
-      const gc_value *base = NULL;
-      if (src->kind == GC_ARG_TENSOR)
-        base = src->v;
-      else if ((src->kind == GC_ARG_TENSORS || src->kind == GC_ARG_OPT_TENSORS))
-        for (int j = 0; j < src->n && !base; j++)
-          base = src->vals[j];
+      if (seen[p].node != i) {
+        if (!bound && !(bound = param_table(k, n)))
+          return GC_ENOMEM;
+        const gc_arg *src = bound[p];
+        const gc_value *base = NULL;
+        if (src && src->kind == GC_ARG_TENSOR)
+          base = src->v;
+        else if (src && (src->kind == GC_ARG_TENSORS ||
+                         src->kind == GC_ARG_OPT_TENSORS))
+          for (int j = 0; j < src->n; j++) {
+            if (src->vals[j] && !base)
+              base = src->vals[j];
+            else if (src->vals[j])
+              uf_union(parent, base->id, src->vals[j]->id);
+          }
+        seen[p].node = i;
+        seen[p].base = base;
+      }
+      const gc_value *base = seen[p].base;
       if (!base)
         continue;
-      if (src->kind != GC_ARG_TENSOR)
-        for (int j = 0; j < src->n; j++)
-          if (src->vals[j])
-            uf_union(parent, base->id, src->vals[j]->id);
       const gc_arg *out = &n->outputs[r];
       if (out->kind == GC_ARG_TENSOR)
         uf_union(parent, base->id, out->v->id);
@@ -588,6 +649,7 @@ static void join_storage(const gc_graph *g, int *parent) {
           uf_union(parent, base->id, out->vals[j]->id);
     }
   }
+  return 0;
 }
 
 /* Ordering edges between nodes touching a storage class that one of them
@@ -600,22 +662,26 @@ static int storage_edges(keyer *k, edges *e) {
   access ac = {0};
   ac.last_writer = gc_arena_calloc(ar, (size_t)nv + 1, sizeof(int));
   ac.readers = gc_arena_calloc(ar, (size_t)nv + 1, sizeof(int));
-  if (!parent || !ac.last_writer || !ac.readers)
+  int *rd_mark = gc_arena_alloc(ar, ((size_t)nv + 1) * sizeof(int));
+  int *wr_mark = gc_arena_alloc(ar, ((size_t)nv + 1) * sizeof(int));
+  if (!parent || !ac.last_writer || !ac.readers || !rd_mark || !wr_mark)
     return GC_ENOMEM;
   for (int i = 0; i <= nv; i++) {
     parent[i] = i;
     ac.last_writer[i] = -1;
     ac.readers[i] = -1;
+    rd_mark[i] = wr_mark[i] = -1;
   }
-  join_storage(g, parent);
+  if (join_storage(k, parent))
+    return GC_ENOMEM;
   for (int i = 0; i < g->nnodes; i++) {
     const gc_node *n = &g->nodes[i];
     const gc_schema *s = n->op->schema;
     int cap = 1;
     for (int j = 0; j < n->nargs; j++)
       cap += n->args[j].arg.kind == GC_ARG_TENSOR ? 1 : n->args[j].arg.n;
-    class_set rd = {.cap = cap, .parent = parent};
-    class_set wr = {.cap = cap, .parent = parent};
+    class_set rd = {.cap = cap, .parent = parent, .mark = rd_mark, .stamp = i};
+    class_set wr = {.cap = cap, .parent = parent, .mark = wr_mark, .stamp = i};
     rd.cls = gc_arena_calloc(ar, (size_t)cap, sizeof(int));
     wr.cls = gc_arena_calloc(ar, (size_t)cap, sizeof(int));
     if (!rd.cls || !wr.cls)
@@ -625,13 +691,9 @@ static int storage_edges(keyer *k, edges *e) {
       bool w = na->param >= 0 && gc_node_writes(n, na->param);
       each_tensor(&na->arg, collect_class, w ? &wr : &rd);
     }
-    for (int c = 0; c < rd.n; c++) {
-      bool also_written = false;
-      for (int w = 0; w < wr.n; w++)
-        also_written |= wr.cls[w] == rd.cls[c];
-      if (!also_written && read_class(ar, &ac, e, rd.cls[c], i))
-        return GC_ENOMEM;
-    }
+    for (int c = 0; c < rd.n; c++)
+      if (wr_mark[rd.cls[c]] != i && read_class(ar, &ac, e, rd.cls[c], i))
+        return GC_ENOMEM; /* a class also written counts as written */
     for (int w = 0; w < wr.n; w++)
       if (write_class(ar, &ac, e, wr.cls[w], i))
         return GC_ENOMEM;
@@ -937,13 +999,12 @@ static void hash_inputs(keyer *k, uint8_t out[GC_DIGEST_LEN]) {
     }
   }
   /* Storage sharing: each input names the first input of its group. */
-  for (int i = 0; i < g->ninputs; i++) {
-    int first = -1;
-    if (g->inputs[i].storage_group >= 0)
-      for (int j = 0; j <= i && first < 0; j++)
-        if (g->inputs[j].storage_group == g->inputs[i].storage_group)
-          first = j;
-    h_i64(h, first);
+  int *first = group_firsts(k);
+  if (!first)
+    h->failed = 1;
+  for (int i = 0; i < g->ninputs && first; i++) {
+    int grp = g->inputs[i].storage_group;
+    h_i64(h, grp >= 0 && grp < g->ngroups ? first[grp] : -1);
   }
   h_end(h, out);
 }

@@ -1099,8 +1099,8 @@ static int parse_args(parser *p, gc_schema *s) {
 /* ret := type [name] */
 static int parse_ret(parser *p, gc_schema *s, int *cap) {
   skip_blanks(p);
-  if (s->nrets == GC_SCHEMA_MAX_ARGS)
-    return fail_at(p, p->p, "more than %d returns", GC_SCHEMA_MAX_ARGS);
+  if (s->nrets == GC_SCHEMA_MAX_RETURNS)
+    return fail_at(p, p->p, "more than %d returns", GC_SCHEMA_MAX_RETURNS);
   s->rets = reserve(p, s->rets, s->nrets, cap, sizeof *s->rets);
   if (!s->rets)
     return p->rc;

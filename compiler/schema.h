@@ -30,10 +30,11 @@
  *
  * Types nest at most GC_SCHEMA_MAX_DEPTH deep (counting every list, optional
  * and composite level), a fixed list length N is at most
- * GC_SCHEMA_MAX_FIXED_LEN, and GC_SCHEMA_MAX_ARGS and GC_SCHEMA_MAX_ALIAS_SETS
- * bound the rest; past a bound the text is refused with GC_ESCHEMA. So
- * parsing takes time and memory in proportion to the text, and the queries
- * below take constant time (their answers are computed while parsing).
+ * GC_SCHEMA_MAX_FIXED_LEN, and GC_SCHEMA_MAX_ARGS, GC_SCHEMA_MAX_RETURNS and
+ * GC_SCHEMA_MAX_ALIAS_SETS bound the rest; past a bound the text is refused
+ * with GC_ESCHEMA. So parsing takes time and memory in proportion to the text,
+ * and the queries below take constant time (their answers are computed while
+ * parsing).
  *
  * All memory comes from the caller's arena. Nothing here has global state.
  */
@@ -50,9 +51,16 @@
 /* The deepest a type may nest: "int[][]" is 3 deep, "Dict(str, t?)" 3. */
 #define GC_SCHEMA_MAX_DEPTH 32
 
-/* The most arguments a schema may have, and the most returns (torch's
- * longest has 27); keeps callers that look arguments up by name cheap. */
-#define GC_SCHEMA_MAX_ARGS 1024
+/* The most arguments a schema may have (torch 1.13's longest has 26).
+ * Every node of an operator pays for each of its parameters (binding,
+ * defaults in the key, lookups by name), so this bounds what one node of a
+ * few bytes can cost: at 1024, 100,000 nodes of a 1,000-parameter
+ * operator (2.8 MB) took 10 s to key. */
+#define GC_SCHEMA_MAX_ARGS 64
+
+/* The most returns a schema may have (a node has one output per return,
+ * so its bytes pay for them). */
+#define GC_SCHEMA_MAX_RETURNS 1024
 
 /* The most alias sets on either side of an annotation (torch uses 2). */
 #define GC_SCHEMA_MAX_ALIAS_SETS 16

@@ -13,7 +13,6 @@
 #include <time.h>
 
 #include "compiled/v1/health.pb-c.h"
-#include "compiler/buf.h"
 #include "compiler/pipeline.h"
 #include "compiler/wire.h"
 #include "daemon/daemon.h"
@@ -501,20 +500,14 @@ static void handle_explain(srv_call *c) {
     o.separate_temporaries = req->options->separate_temporaries;
     o.eager_random = req->options->eager_random;
   }
-  gc_target t = d->target;
-  if (req->target && req->target->arch && *req->target->arch)
-    t.arch = req->target->arch;
-  if (req->target && req->target->n_isa) {
-    gc_buf b = GC_BUF_INIT;
-    for (size_t i = 0; i < req->target->n_isa; i++)
-      gc_buf_printf(&b, "%s%s", i ? "," : "", req->target->isa[i]);
-    t.isa = gc_arena_strdup(a, b.data ? b.data : "");
-    gc_buf_free(&b);
-  }
+  gc_target t;
   gc_graph *g;
   gc_key key;
   gc_error err;
-  int rc = gc_prepare(a, req->graph, &d->limits, &o, &t, &g, &key, NULL, &err);
+  gc_error_clear(&err);
+  int rc = daemon_read_target(d, a, req->target, &t, &err);
+  if (!rc)
+    rc = gc_prepare(a, req->graph, &d->limits, &o, &t, &g, &key, NULL, &err);
   if (rc) {
     memory_explain(d, a, srv_call_request_len(c), rc, &err);
     log_admin(c, "Explain", NULL, GRPC_STATUS_INVALID_ARGUMENT, err.msg);

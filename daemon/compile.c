@@ -442,27 +442,47 @@ static int read_options(const Compiled__V1__CompileOptions *po, gc_options *o,
   return 0;
 }
 
-/* The daemon's target with the client's overrides. */
-static int read_target(daemon_ctx *d, gc_arena *a,
-                       const Compiled__V1__Target *pt, gc_target *t) {
+int daemon_read_target(daemon_ctx *d, gc_arena *a,
+                       const Compiled__V1__Target *pt, gc_target *t,
+                       gc_error *err) {
   *t = d->target;
   if (!pt)
     return 0;
+  /* Counts and lengths first: nothing is copied or joined before they are
+   * known to be small. */
+  if (pt->n_isa > DAEMON_TARGET_MAX_ISA)
+    return gc_errorf(err, GC_ELIMIT,
+                     "target.isa has %zu entries; the limit is %d", pt->n_isa,
+                     DAEMON_TARGET_MAX_ISA);
+  size_t len = 1;
+  for (size_t i = 0; i < pt->n_isa; i++) {
+    size_t n = strnlen(pt->isa[i], DAEMON_TARGET_MAX_NAME + 1);
+    if (n > DAEMON_TARGET_MAX_NAME)
+      return gc_errorf(err, GC_ELIMIT,
+                       "target.isa[%zu] is longer than %d bytes, the limit", i,
+                       DAEMON_TARGET_MAX_NAME);
+    len += n + 1;
+  }
+  if (pt->arch &&
+      strnlen(pt->arch, DAEMON_TARGET_MAX_NAME + 1) > DAEMON_TARGET_MAX_NAME)
+    return gc_errorf(err, GC_ELIMIT,
+                     "target.arch is longer than %d bytes, the limit",
+                     DAEMON_TARGET_MAX_NAME);
   if (pt->arch && *pt->arch)
     t->arch = pt->arch;
   if (pt->n_isa) {
-    size_t len = 1;
-    for (size_t i = 0; i < pt->n_isa; i++)
-      len += strlen(pt->isa[i]) + 1;
     char *isa = gc_arena_alloc(a, len);
     if (!isa)
-      return GC_ENOMEM;
-    isa[0] = '\0';
+      return gc_errorf(err, GC_ENOMEM, "out of memory");
+    size_t used = 0; /* appended at the end: linear in the list's bytes */
     for (size_t i = 0; i < pt->n_isa; i++) {
+      size_t n = strlen(pt->isa[i]);
       if (i)
-        strcat(isa, ",");
-      strcat(isa, pt->isa[i]);
+        isa[used++] = ',';
+      memcpy(isa + used, pt->isa[i], n);
+      used += n;
     }
+    isa[used] = '\0';
     t->isa = isa;
   }
   return 0;
@@ -621,8 +641,8 @@ static void decode_and_answer(request *r) {
   gc_error_clear(&err);
   gc_target *target = &r->target;
   int rc = read_options(req->options, &r->opts, &r->force, &err);
-  if (!rc && read_target(d, r->arena, req->target, target) != 0)
-    rc = gc_errorf(&err, GC_ENOMEM, "out of memory");
+  if (!rc)
+    rc = daemon_read_target(d, r->arena, req->target, target, &err);
   if (!rc)
     rc = gc_prepare(r->arena, req->graph, &d->limits, &r->opts, target,
                     &r->graph, &r->key, &r->prep, &err);

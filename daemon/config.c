@@ -153,10 +153,18 @@ static const opt opts[] = {
      sizeof(((config *)0)->tls_client_ca), "FILE",
      "mutual TLS: clients must present a certificate this CA\n"
      "                            signed (PEM)"},
+    {"tls-handshake-timeout", T_INT, F(tls_handshake_timeout), 0, "SECONDS",
+     "close a TLS connection whose handshake is not done this\n"
+     "                            long after it was accepted (default 10; at\n"
+     "                            most --idle-timeout)"},
     {"metrics-listen", T_STR, F(metrics_listen),
      sizeof(((config *)0)->metrics_listen), "ADDR",
      "serve /metrics (Prometheus) and /healthz over HTTP on\n"
      "                            HOST:PORT (default: off)"},
+    {"metrics-request-timeout", T_INT, F(metrics_timeout), 0, "SECONDS",
+     "close an HTTP connection of --metrics-listen whose request\n"
+     "                            is not in this long after it connected (or\n"
+     "                            after its previous answer) (default 10)"},
     {"redis", T_STR, F(redis), sizeof(((config *)0)->redis), "URL",
      "shared cache tier: redis[s]://[user:password@]host:port[/db];\n"
      "                            daemons on one Redis compile each graph\n"
@@ -414,6 +422,8 @@ static void defaults(config *c) {
   c->max_client_calls = 256;
   c->max_client_bytes = UINT64_MAX; /* half the budget, once it is known */
   c->idle_timeout = 120;
+  c->tls_handshake_timeout = 10;
+  c->metrics_timeout = 10;
   c->keepalive = 60;
   c->grace_seconds = 30;
   c->native = true;
@@ -486,6 +496,11 @@ int config_load(config *c, int argc, char **argv) {
   if (c->workers < 1 || c->cq_threads < 1 || c->decode_threads < 1) {
     fprintf(stderr, "compiled: --workers, --cq-threads and --decode-threads "
                     "must be at least 1\n");
+    return -1;
+  }
+  if (c->tls_handshake_timeout < 1 || c->metrics_timeout < 1) {
+    fprintf(stderr, "compiled: --tls-handshake-timeout and "
+                    "--metrics-request-timeout must be at least 1\n");
     return -1;
   }
   if (c->memory_budget < ((uint64_t)16 << 20)) {

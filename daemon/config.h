@@ -53,9 +53,11 @@ typedef struct config {
   bool verify_cache;          /* check the signature of every cache read */
   char redis[512];            /* shared tier URL ("": none) */
   char metrics_listen[256];   /* HTTP host:port of /metrics ("": off) */
+  int metrics_timeout;        /* seconds an HTTP request may take to come */
   char tls_cert[1024];        /* PEM chain for TLS on the gRPC port */
   char tls_key[1024];         /* its private key */
   char tls_client_ca[1024];   /* mutual TLS: CA of client certificates */
+  int tls_handshake_timeout;  /* seconds a TLS handshake may take, all of it */
   int redis_timeout_ms;       /* connect and each command */
   char redis_ca[1024];        /* rediss://: CA of Redis's certificate */
   int redis_ttl;              /* seconds entries live in Redis */

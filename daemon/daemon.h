@@ -68,6 +68,7 @@ typedef struct daemon_stats {
   atomic_uint_fast64_t lease_waits;     /* compiles another daemon ran */
   atomic_uint_fast64_t lease_takeovers; /* ... until its lease expired, was
                                            not honoured or waited too long */
+  atomic_uint_fast64_t http_dropped;    /* slow /metrics connections closed */
   atomic_int queued;                    /* mirrors of loop state, for Stats */
   atomic_int running;
 } daemon_stats;
@@ -98,6 +99,9 @@ typedef struct daemon_ctx {
   lru hot;  /* key -> prebuilt hit response (hot_entry) */
   int64_t started_us;
   int64_t started_unix;
+
+  /* --metrics-listen's connections, for its slow peers (metrics.c) */
+  struct http_peers *metrics_peers;
 
   /* cache connections opened by any thread, closed at exit */
   pthread_mutex_t conns_mu;
@@ -197,6 +201,19 @@ int compile_inflight(daemon_ctx *d);
 
 /* Tells every running compile to stop at its next stage (loop thread). */
 void compile_abandon_all(daemon_ctx *d);
+
+/* Limits of a request's Target (docs/protocol.md): ISA features, and the
+ * bytes of one feature name or of the architecture. */
+#define DAEMON_TARGET_MAX_ISA 256
+#define DAEMON_TARGET_MAX_NAME 64
+
+/* The daemon's target (d->target) with a request's overrides: its arch if
+ * set, its ISA features (joined with commas, in arena a) if any. A list or
+ * name over the limits above is refused (GC_ELIMIT, naming the field)
+ * before anything is copied (compile.c; Compile and Explain). */
+int daemon_read_target(daemon_ctx *d, gc_arena *a,
+                       const Compiled__V1__Target *pt, gc_target *t,
+                       gc_error *err);
 
 /* Ends a call refusing a graph: the status for `code`, the message, and a
  * GraphError in the "compiled-error-bin" trailer (compile.c). */

@@ -453,6 +453,14 @@ static int init_tls(daemon_ctx *d) {
     fprintf(stderr, "compiled: %s\n", err);
     return 2;
   }
+  /* A handshake has --tls-handshake-timeout, and no more than an idle
+   * connection (the core cannot see one before its handshake ends); once
+   * bridged, a peer that takes no bytes for --idle-timeout is dropped. */
+  int idle_ms = d->cfg.idle_timeout * 1000;
+  int handshake_ms = d->cfg.tls_handshake_timeout * 1000;
+  if (idle_ms > 0 && idle_ms < handshake_ms)
+    handshake_ms = idle_ms;
+  tls_set_limits(d->tls, handshake_ms, idle_ms);
   return 0;
 }
 

@@ -8,14 +8,37 @@
  * gRPC threads or the event loop. The endpoint carries no secrets (no
  * keys, tokens or cache keys) and needs no token: bind it to loopback or
  * to the monitoring network.
+ *
+ * Slow peers. libmicrohttpd's own connection timeout is one of inactivity,
+ * restarted by every byte, and its connection limit refuses newcomers: 200
+ * connections sending a byte a second kept /healthz unreachable for as
+ * long as they kept sending. So every connection is tracked here (the
+ * table below, filled by libmicrohttpd's connection notifications):
+ *
+ *   deadline  a request must be complete (its headers in) within
+ *             --metrics-request-timeout seconds of the accept, or of the
+ *             previous response on a kept-alive connection; a watchdog
+ *             thread shuts a connection past it down
+ *   room      at PEERS_CAP connections, a newcomer makes room by shutting
+ *             down the connection that has waited longest for its request.
+ *             A probe's request takes a millisecond, so slow peers, however
+ *             many, cannot keep it out; they only push each other out.
+ *
+ * libmicrohttpd accepts up to twice PEERS_CAP (what is shut down leaves
+ * its table in its next round) and polls with epoll, so descriptors above
+ * FD_SETSIZE (the gRPC connections take many) are served too.
  */
 #include <arpa/inet.h>
+#include <errno.h>
 #include <microhttpd.h>
 #include <netdb.h>
+#include <pthread.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
+#include <time.h>
 
 #include "client/lib/rpc.h"
 #include "daemon/daemon.h"
@@ -159,6 +182,158 @@ static void render(daemon_ctx *d, text *t) {
       "Compile time the hits of this daemon saved.", A(saved_us) / 1e6);
   one(t, "draining", "gauge", "1 while the daemon drains after a signal.",
       atomic_load(&d->draining));
+  one(t, "http_connections_dropped_total", "counter",
+      "Connections to this endpoint closed for no complete request within "
+      "--metrics-request-timeout, or to make room for a newer one.",
+      A(http_dropped));
+}
+
+/* ---- the connections (see the top of the file) ---- */
+
+#define PEERS_CAP 64
+#define PEERS_MAX (2 * PEERS_CAP) /* libmicrohttpd's connection limit */
+
+typedef struct peer {
+  int fd;        /* -1: a free entry */
+  bool waiting;  /* for its request (or the rest of it) */
+  bool dropped;  /* shut down by us; the entry goes when it is closed */
+  int64_t since; /* when it began waiting (ms, monotonic) */
+} peer;
+
+typedef struct http_peers {
+  pthread_mutex_t mu;
+  pthread_cond_t cv; /* the watchdog's: a new deadline, or stop */
+  pthread_t watchdog;
+  bool watching; /* the watchdog thread runs */
+  bool stop;
+  int timeout_ms; /* --metrics-request-timeout */
+  peer slot[PEERS_MAX];
+} http_peers;
+
+static int64_t mono_ms(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+/* Shuts connection `pe` down (libmicrohttpd then closes it and tells
+ * peer_notify); called with mu held, so it cannot have been closed yet. */
+static void drop(daemon_ctx *d, peer *pe, const char *why) {
+  shutdown(pe->fd, SHUT_RDWR);
+  pe->dropped = true;
+  atomic_fetch_add(&d->stats.http_dropped, 1);
+  LOG(LOG_DEBUG, "metrics: HTTP connection closed: %s", why);
+}
+
+static void *watchdog(void *arg) {
+  daemon_ctx *d = arg;
+  http_peers *hp = d->metrics_peers;
+  pthread_mutex_lock(&hp->mu);
+  while (!hp->stop) {
+    int64_t now = mono_ms(), next = INT64_MAX;
+    for (int i = 0; i < PEERS_MAX; i++) {
+      peer *pe = &hp->slot[i];
+      if (pe->fd < 0 || !pe->waiting || pe->dropped)
+        continue;
+      if (now - pe->since >= hp->timeout_ms)
+        drop(d, pe, "no complete request within --metrics-request-timeout");
+      else if (pe->since + hp->timeout_ms < next)
+        next = pe->since + hp->timeout_ms;
+    }
+    if (next == INT64_MAX) {
+      pthread_cond_wait(&hp->cv, &hp->mu);
+      continue;
+    }
+    struct timespec until = {(time_t)(next / 1000),
+                             (long)(next % 1000) * 1000000};
+    pthread_cond_timedwait(&hp->cv, &hp->mu, &until);
+  }
+  pthread_mutex_unlock(&hp->mu);
+  return NULL;
+}
+
+/* The entry of `conn` (its socket context), or NULL. */
+static peer *peer_of(http_peers *hp, struct MHD_Connection *conn) {
+  const union MHD_ConnectionInfo *ci =
+      MHD_get_connection_info(conn, MHD_CONNECTION_INFO_SOCKET_CONTEXT);
+  intptr_t i = ci ? (intptr_t)ci->socket_context : 0;
+  return i > 0 && i <= PEERS_MAX ? &hp->slot[i - 1] : NULL;
+}
+
+/* MHD_OPTION_NOTIFY_CONNECTION: a connection accepted (given an entry,
+ * room made at the cap) or closed (its entry freed). On libmicrohttpd's
+ * thread, before it closes the socket. */
+static void peer_notify(void *cls, struct MHD_Connection *conn, void **ctx,
+                        enum MHD_ConnectionNotificationCode what) {
+  daemon_ctx *d = cls;
+  http_peers *hp = d->metrics_peers;
+  pthread_mutex_lock(&hp->mu);
+  if (what == MHD_CONNECTION_NOTIFY_CLOSED) {
+    intptr_t i = (intptr_t)*ctx;
+    if (i > 0 && i <= PEERS_MAX)
+      hp->slot[i - 1].fd = -1;
+    *ctx = NULL;
+    pthread_mutex_unlock(&hp->mu);
+    return;
+  }
+  const union MHD_ConnectionInfo *ci =
+      MHD_get_connection_info(conn, MHD_CONNECTION_INFO_CONNECTION_FD);
+  int live = 0, free_at = -1, oldest = -1;
+  for (int i = 0; i < PEERS_MAX; i++) {
+    peer *pe = &hp->slot[i];
+    if (pe->fd < 0) {
+      free_at = free_at < 0 ? i : free_at;
+      continue;
+    }
+    if (pe->dropped)
+      continue;
+    live++;
+    if (pe->waiting && (oldest < 0 || pe->since < hp->slot[oldest].since))
+      oldest = i;
+  }
+  if (!ci || free_at < 0) { /* cannot happen: libmicrohttpd's limit */
+    pthread_mutex_unlock(&hp->mu);
+    return;
+  }
+  peer *pe = &hp->slot[free_at];
+  *pe = (peer){.fd = ci->connect_fd, .waiting = true, .since = mono_ms()};
+  *ctx = (void *)(intptr_t)(free_at + 1);
+  if (live >= PEERS_CAP) {
+    if (oldest >= 0)
+      drop(d, &hp->slot[oldest], "room for a newer connection at the cap");
+    else
+      drop(d, pe, "every connection is being answered");
+  }
+  pthread_cond_signal(&hp->cv);
+  pthread_mutex_unlock(&hp->mu);
+}
+
+/* MHD_OPTION_NOTIFY_COMPLETED: a request answered (or given up); a
+ * kept-alive connection waits for its next one from now. */
+static void request_done(void *cls, struct MHD_Connection *conn, void **state,
+                         enum MHD_RequestTerminationCode toe) {
+  (void)state;
+  (void)toe;
+  daemon_ctx *d = cls;
+  http_peers *hp = d->metrics_peers;
+  pthread_mutex_lock(&hp->mu);
+  peer *pe = peer_of(hp, conn);
+  if (pe && pe->fd >= 0) {
+    pe->waiting = true;
+    pe->since = mono_ms();
+    pthread_cond_signal(&hp->cv);
+  }
+  pthread_mutex_unlock(&hp->mu);
+}
+
+/* Its request is in: no longer waiting. */
+static void request_in(daemon_ctx *d, struct MHD_Connection *conn) {
+  http_peers *hp = d->metrics_peers;
+  pthread_mutex_lock(&hp->mu);
+  peer *pe = peer_of(hp, conn);
+  if (pe)
+    pe->waiting = false;
+  pthread_mutex_unlock(&hp->mu);
 }
 
 static enum MHD_Result answer(void *cls, struct MHD_Connection *conn,
@@ -173,6 +348,7 @@ static enum MHD_Result answer(void *cls, struct MHD_Connection *conn,
   unsigned status = MHD_HTTP_OK;
   const char *type = "text/plain; charset=utf-8";
   text t = {0};
+  request_in(d, conn);
   if (strcmp(method, "GET") != 0 && strcmp(method, "HEAD") != 0) {
     status = MHD_HTTP_METHOD_NOT_ALLOWED;
     put(&t, "only GET\n");
@@ -233,15 +409,42 @@ int metrics_start(daemon_ctx *d, char *err, size_t errlen) {
              gai_strerror(g));
     return -1;
   }
-  unsigned flags = MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_ERROR_LOG;
+  http_peers *hp = calloc(1, sizeof *hp);
+  if (!hp) {
+    freeaddrinfo(ai);
+    snprintf(err, errlen, "out of memory");
+    return -1;
+  }
+  pthread_mutex_init(&hp->mu, NULL);
+  pthread_condattr_t ca;
+  pthread_condattr_init(&ca);
+  pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+  pthread_cond_init(&hp->cv, &ca);
+  pthread_condattr_destroy(&ca);
+  hp->timeout_ms = d->cfg.metrics_timeout * 1000;
+  for (int i = 0; i < PEERS_MAX; i++)
+    hp->slot[i].fd = -1;
+  d->metrics_peers = hp;
+  hp->watching = pthread_create(&hp->watchdog, NULL, watchdog, d) == 0;
+  if (!hp->watching) {
+    freeaddrinfo(ai);
+    metrics_stop(d);
+    snprintf(err, errlen, "--metrics-listen: no thread");
+    return -1;
+  }
+  unsigned flags = MHD_USE_AUTO_INTERNAL_THREAD | MHD_USE_ERROR_LOG;
   if (ai->ai_family == AF_INET6)
     flags |= MHD_USE_IPv6;
+  /* libmicrohttpd's own timeout is a backstop: ours is per request */
   d->metrics = MHD_start_daemon(
       flags, 0, NULL, NULL, answer, d, MHD_OPTION_SOCK_ADDR, ai->ai_addr,
-      MHD_OPTION_CONNECTION_LIMIT, (unsigned)64, MHD_OPTION_CONNECTION_TIMEOUT,
-      (unsigned)10, MHD_OPTION_END);
+      MHD_OPTION_CONNECTION_LIMIT, (unsigned)PEERS_MAX,
+      MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)d->cfg.metrics_timeout,
+      MHD_OPTION_NOTIFY_CONNECTION, peer_notify, d, MHD_OPTION_NOTIFY_COMPLETED,
+      request_done, d, MHD_OPTION_END);
   freeaddrinfo(ai);
   if (!d->metrics) {
+    metrics_stop(d);
     snprintf(err, errlen, "--metrics-listen %s: cannot listen there",
              d->cfg.metrics_listen);
     return -1;
@@ -255,6 +458,19 @@ int metrics_start(daemon_ctx *d, char *err, size_t errlen) {
 
 void metrics_stop(daemon_ctx *d) {
   if (d->metrics)
-    MHD_stop_daemon(d->metrics);
+    MHD_stop_daemon(d->metrics); /* every connection closed and notified */
   d->metrics = NULL;
+  http_peers *hp = d->metrics_peers;
+  if (!hp)
+    return;
+  pthread_mutex_lock(&hp->mu);
+  hp->stop = true;
+  pthread_cond_signal(&hp->cv);
+  pthread_mutex_unlock(&hp->mu);
+  if (hp->watching)
+    pthread_join(hp->watchdog, NULL);
+  pthread_cond_destroy(&hp->cv);
+  pthread_mutex_destroy(&hp->mu);
+  free(hp);
+  d->metrics_peers = NULL;
 }

@@ -12,6 +12,8 @@
 #include <openssl/ssl.h>
 #include <poll.h>
 #include <pthread.h>
+#include <stdbool.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -22,11 +24,13 @@
 
 #include "daemon/log.h"
 
-#define HANDSHAKE_S 10
+#define HANDSHAKE_MS 10000
 #define BUF 16384
 
 struct tls_server {
   SSL_CTX *ctx;
+  int handshake_ms; /* the whole handshake */
+  int stall_ms;     /* a send to the peer without progress; 0: no limit */
 };
 
 static void ssl_message(const char *what, const char *file, char *err,
@@ -61,11 +65,13 @@ tls_server *tls_new(const char *cert, const char *key, const char *client_ca,
     free(t);
     return NULL;
   }
+  t->handshake_ms = HANDSHAKE_MS;
   SSL_CTX_set_min_proto_version(t->ctx, TLS1_2_VERSION);
   /* SSL_read returns after a record with no data (a session ticket, a key
    * update) instead of blocking for the next: the pump must go back to
    * poll, or the other direction stalls */
   SSL_CTX_clear_mode(t->ctx, SSL_MODE_AUTO_RETRY);
+  SSL_CTX_set_mode(t->ctx, SSL_MODE_ENABLE_PARTIAL_WRITE); /* see pump */
   SSL_CTX_set_alpn_select_cb(t->ctx, select_h2, NULL);
   if (SSL_CTX_use_certificate_chain_file(t->ctx, cert) != 1) {
     ssl_message("--tls-cert", cert, err, errlen);
@@ -93,6 +99,11 @@ fail:
   return NULL;
 }
 
+void tls_set_limits(tls_server *t, int handshake_ms, int stall_ms) {
+  t->handshake_ms = handshake_ms > 0 ? handshake_ms : HANDSHAKE_MS;
+  t->stall_ms = stall_ms > 0 ? stall_ms : 0;
+}
+
 void tls_free(tls_server *t) {
   if (!t)
     return;
@@ -103,12 +114,67 @@ void tls_free(tls_server *t) {
 typedef struct bridge {
   SSL_CTX *ctx;
   int tcp, plain;
+  int handshake_ms, stall_ms;
 } bridge;
 
 static void set_blocking(int fd) {
   int fl = fcntl(fd, F_GETFL);
   if (fl >= 0)
     fcntl(fd, F_SETFL, fl & ~O_NONBLOCK);
+}
+
+static void set_nonblocking(int fd) {
+  int fl = fcntl(fd, F_GETFL);
+  if (fl >= 0)
+    fcntl(fd, F_SETFL, fl | O_NONBLOCK);
+}
+
+static int64_t now_ms(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+/* Waits until `fd` has `events` or `deadline` (now_ms) passes; 1 when it
+ * has them, 0 at the deadline, -1 on error. */
+static int wait_until(int fd, short events, int64_t deadline) {
+  for (;;) {
+    int64_t left = deadline - now_ms();
+    if (left <= 0)
+      return 0;
+    struct pollfd p = {fd, events, 0};
+    int rc = poll(&p, 1, left > INT32_MAX ? INT32_MAX : (int)left);
+    if (rc > 0)
+      return 1;
+    if (rc < 0 && errno != EINTR)
+      return -1;
+  }
+}
+
+/* The server's handshake on non-blocking `fd`, all of it within
+ * timeout_ms: a socket timeout would restart at every byte, so a peer
+ * sending one byte every few seconds held its connection (and a slot of
+ * the connection cap) for as long as it liked. 1 when done; 0 when it
+ * failed or ran out of time (*timed_out says which). */
+static int accept_within(SSL *ssl, int fd, int timeout_ms, bool *timed_out) {
+  int64_t deadline = now_ms() + timeout_ms;
+  *timed_out = false;
+  for (;;) {
+    int rc = SSL_accept(ssl);
+    if (rc == 1)
+      return 1;
+    int e = SSL_get_error(ssl, rc);
+    short want = e == SSL_ERROR_WANT_READ    ? POLLIN
+                 : e == SSL_ERROR_WANT_WRITE ? POLLOUT
+                                             : 0;
+    if (!want)
+      return 0;
+    int w = wait_until(fd, want, deadline);
+    if (w <= 0) {
+      *timed_out = w == 0;
+      return 0;
+    }
+  }
 }
 
 static void set_timeout(int fd, int seconds) {
@@ -130,53 +196,100 @@ static bool write_all(int fd, const unsigned char *p, size_t n) {
   return true;
 }
 
-/* Copies until either side ends. */
-static void pump(SSL *ssl, int tcp, int plain) {
-  unsigned char *buf = malloc(BUF);
-  if (!buf)
-    return;
+/* Copies between the TLS connection on non-blocking `tcp` and the plain
+ * socket (blocking; read only when poll says so) until either side ends,
+ * or until bytes for the peer have waited stall_ms (0: no limit) without
+ * any of them being taken: a peer that stops reading would otherwise hold
+ * the bridge (and its connection slot) for good, whatever the core does
+ * on its side. Partial writes (SSL_MODE_ENABLE_PARTIAL_WRITE) make every
+ * byte taken count as progress. */
+static void pump(SSL *ssl, int tcp, int plain, int stall_ms) {
+  unsigned char *in = malloc(BUF), *out = malloc(BUF);
+  size_t out_off = 0, out_len = 0; /* from plain, not yet sent */
+  int64_t waiting_since = 0;       /* when out last made progress */
+  bool want_tcp_out;               /* SSL waits to write to tcp */
+  if (!in || !out)
+    goto done;
   for (;;) {
-    if (SSL_pending(ssl) == 0) {
-      struct pollfd p[2] = {{tcp, POLLIN, 0}, {plain, POLLIN, 0}};
-      if (poll(p, 2, -1) < 0) {
-        if (errno == EINTR)
-          continue;
-        break;
-      }
-      if (p[1].revents & (POLLIN | POLLHUP | POLLERR)) {
-        ssize_t n = read(plain, buf, BUF);
-        if (n < 0 && errno == EINTR)
-          continue;
-        if (n <= 0 || SSL_write(ssl, buf, (int)n) <= 0)
-          break;
-      }
-      if (!(p[0].revents & (POLLIN | POLLHUP | POLLERR)))
+    /* to the peer: what plain gave, as far as it goes */
+    want_tcp_out = false;
+    while (out_len > out_off) {
+      int w = SSL_write(ssl, out + out_off, (int)(out_len - out_off));
+      if (w > 0) {
+        out_off += (size_t)w;
+        waiting_since = now_ms();
         continue;
+      }
+      int e = SSL_get_error(ssl, w);
+      if (e == SSL_ERROR_WANT_WRITE)
+        want_tcp_out = true;
+      else if (e != SSL_ERROR_WANT_READ)
+        goto done;
+      break;
     }
-    int n = SSL_read(ssl, buf, BUF);
-    if (n <= 0) {
+    if (out_off == out_len)
+      out_off = out_len = 0;
+    /* from the peer: every record already here */
+    for (;;) {
+      int n = SSL_read(ssl, in, BUF);
+      if (n > 0) {
+        if (!write_all(plain, in, (size_t)n))
+          goto done;
+        continue;
+      }
       int e = SSL_get_error(ssl, n);
-      if (e == SSL_ERROR_WANT_READ || e == SSL_ERROR_WANT_WRITE)
-        continue;
+      if (e == SSL_ERROR_WANT_WRITE)
+        want_tcp_out = true;
+      else if (e != SSL_ERROR_WANT_READ)
+        goto done;
       break;
     }
-    if (!write_all(plain, buf, (size_t)n))
-      break;
+    /* plain is read only once what it gave is sent (back-pressure), and
+     * left out of poll till then (its hang-up would wake poll at once) */
+    struct pollfd p[2] = {
+        {tcp, (short)(POLLIN | (want_tcp_out ? POLLOUT : 0)), 0},
+        {out_len ? -1 : plain, POLLIN, 0}};
+    int timeout = -1;
+    if (out_len && stall_ms > 0) {
+      int64_t left = waiting_since + stall_ms - now_ms();
+      if (left <= 0) {
+        LOG(LOG_DEBUG, "TLS peer took no bytes for %d ms; connection closed",
+            stall_ms);
+        goto done;
+      }
+      timeout = left > INT32_MAX ? INT32_MAX : (int)left;
+    }
+    if (poll(p, 2, timeout) < 0 && errno != EINTR)
+      goto done;
+    if (!out_len && (p[1].revents & (POLLIN | POLLHUP | POLLERR))) {
+      ssize_t n = read(plain, out, BUF);
+      if (n < 0 && errno == EINTR)
+        continue;
+      if (n <= 0)
+        goto done;
+      out_off = 0;
+      out_len = (size_t)n;
+      waiting_since = now_ms();
+    }
   }
-  free(buf);
+done:
+  free(in);
+  free(out);
 }
 
 static void *run_bridge(void *arg) {
   bridge *b = arg;
-  set_blocking(b->tcp);
+  set_nonblocking(b->tcp);
   set_blocking(b->plain);
   SSL *ssl = SSL_new(b->ctx);
+  bool timed_out;
   if (ssl && SSL_set_fd(ssl, b->tcp) == 1) {
-    set_timeout(b->tcp, HANDSHAKE_S);
-    if (SSL_accept(ssl) == 1) {
-      set_timeout(b->tcp, 0); /* keepalive pings find dead peers now */
-      pump(ssl, b->tcp, b->plain);
+    if (accept_within(ssl, b->tcp, b->handshake_ms, &timed_out)) {
+      pump(ssl, b->tcp, b->plain, b->stall_ms);
       SSL_shutdown(ssl);
+    } else if (timed_out) {
+      LOG(LOG_DEBUG, "TLS handshake not done within %d ms; connection closed",
+          b->handshake_ms);
     } else {
       char why[256] = "handshake failed";
       unsigned long e = ERR_get_error();
@@ -213,6 +326,8 @@ int tls_bridge(tls_server *t, int tcp_fd, int plain_fd) {
     b->ctx = t->ctx;
     b->tcp = tcp_fd;
     b->plain = plain_fd;
+    b->handshake_ms = t->handshake_ms;
+    b->stall_ms = t->stall_ms;
     rc = start_thread(run_bridge, b);
   }
   if (rc) {
@@ -310,6 +425,7 @@ static void *run_client(void *arg) {
     goto out;
   SSL_CTX_set_min_proto_version(ctx, TLS1_2_VERSION);
   SSL_CTX_clear_mode(ctx, SSL_MODE_AUTO_RETRY); /* see tls_new */
+  SSL_CTX_set_mode(ctx, SSL_MODE_ENABLE_PARTIAL_WRITE);
   SSL_CTX_set_verify(ctx, SSL_VERIFY_PEER, NULL);
   if (cb->ca[0] ? SSL_CTX_load_verify_locations(ctx, cb->ca, NULL) != 1
                 : SSL_CTX_set_default_verify_paths(ctx) != 1) {
@@ -332,8 +448,9 @@ static void *run_client(void *arg) {
     goto out;
   }
   set_timeout(tcp, 0);
+  set_nonblocking(tcp); /* pump's way */
   client_done(cb, 1, NULL);
-  pump(ssl, tcp, cb->plain);
+  pump(ssl, tcp, cb->plain, 0);
   SSL_shutdown(ssl);
   fail = NULL;
 out:

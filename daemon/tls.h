@@ -13,7 +13,14 @@
  *
  * ALPN "h2" is selected (gRPC clients require it). With a client CA
  * (--tls-client-ca) a client must present a certificate it signed, else
- * the handshake fails and the connection is closed. Handshakes have 10 s.
+ * the handshake fails and the connection is closed.
+ *
+ * Slow peers (tls_set_limits): the whole handshake has a deadline, not a
+ * socket timeout that every byte restarts, so a peer trickling its
+ * handshake cannot hold a slot of the connection cap; and a bridged peer
+ * that takes no bytes for a while is dropped, since the bridge, not the
+ * core, would wait for it. Idle connections are the core's to close: the
+ * bridge ends as soon as the core closes its end.
  */
 #ifndef DAEMON_TLS_H
 #define DAEMON_TLS_H
@@ -28,6 +35,12 @@ typedef struct tls_server tls_server;
 tls_server *tls_new(const char *cert, const char *key, const char *client_ca,
                     char *err, size_t errlen);
 void tls_free(tls_server *t);
+
+/* A connection's handshake must be done within handshake_ms, all of it
+ * (default 10 s; <= 0 keeps it); once bridged, bytes for the peer may wait
+ * at most stall_ms without any being taken before the connection is
+ * closed (0: no limit, the default). Before connections are bridged. */
+void tls_set_limits(tls_server *t, int handshake_ms, int stall_ms);
 
 /* Starts a bridge thread between accepted socket tcp_fd and plain_fd;
  * both belong to the bridge, which closes them when either side ends.

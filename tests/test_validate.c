@@ -542,6 +542,40 @@ CASE(list_over_limit) {
          "the int list has 5 elements; the limit is 4");
 }
 
+CASE(metadata_list_over_limit) {
+  module *m = build(a, BASE);
+  Compiled__V1__NodeMetadata *md = gc_arena_zalloc(a, sizeof *md);
+  compiled__v1__node_metadata__init(md);
+  md->n_extra = 5;
+  md->extra = gc_arena_calloc(a, md->n_extra, sizeof *md->extra);
+  for (size_t i = 0; i < md->n_extra; i++) {
+    md->extra[i] = gc_arena_zalloc(a, sizeof *md->extra[i]);
+    compiled__v1__metadata_entry__init(md->extra[i]);
+  }
+  m->graph->nodes[1]->metadata = md;
+  gc_limits lim;
+  gc_limits_default(&lim);
+  lim.max_list = 4;
+  EXPECT(m, &lim, GC_ELIMIT, "node 1",
+         "the metadata list has 5 elements; the limit is 4");
+  lim.max_list = 5;
+  int rc;
+  gc_error err = decode(a, m, &lim, &rc);
+  cr_assert_eq(rc, 0, "%s", err.msg);
+}
+
+/* A storage group longer than the input list repeats an input: refused for
+ * its length before its entries are read. */
+CASE(storage_group_longer_than_the_inputs) {
+  module *m = build(a, "x: f32[4] group 0\ny: f32[4] group 0\nreturn x\n");
+  Compiled__V1__StorageGroup *sg = m->graph->storage_groups[0];
+  sg->n_inputs = 3;
+  sg->inputs = gc_arena_calloc(a, 3, sizeof *sg->inputs);
+  sg->inputs[1] = 1;
+  EXPECT(m, NULL, GC_EINVAL, "storage_groups[0]",
+         "lists 3 inputs but the graph has 2");
+}
+
 CASE(symbolic_nesting_over_limit) {
   module *m = build(a, "x: f32[4]\nreturn x\n");
   Compiled__V1__SymInt *s = m->graph->tensor_values[0]->meta->sizes[0];

@@ -2,7 +2,10 @@
 the counters must match the calls the test made."""
 
 import re
+import select
 import socket
+import threading
+import time
 import urllib.error
 import urllib.request
 
@@ -91,3 +94,91 @@ def test_bad_metrics_address_is_refused(daemon, tmp_path):
                         "--metrics-listen", "nowhere"], capture_output=True, text=True,
                        timeout=30)
     assert p.returncode == 1 and "--metrics-listen nowhere: want HOST:PORT" in p.stderr
+
+
+# ---- slow peers (issue 35, item 2) ----
+#
+# libmicrohttpd's timeout is one of inactivity, restarted by every byte, and
+# its 64 connections were first come, first served: 200 connections sending
+# a byte a second kept /healthz unreachable as long as they kept sending.
+
+class Tricklers(threading.Thread):
+    """n connections to `port` each sending an HTTP request a byte every
+    `every` seconds for up to `hold` seconds; `closed` counts those the
+    daemon closed."""
+
+    def __init__(self, port, n, every=0.3, hold=30):
+        super().__init__(daemon=True)
+        self.socks = []
+        for _ in range(n):
+            s = socket.socket()
+            s.setblocking(False)
+            s.connect_ex(("127.0.0.1", port))
+            self.socks.append(s)
+        self.every, self.hold = every, hold
+        self.start_time = time.monotonic()
+        self.closed = 0
+        self.stop = threading.Event()
+        self.request = b"GET /healthz HTTP/1.1\r\n" + b"X" * 1000
+
+    def run(self):
+        open_ = {s: 0 for s in self.socks}
+        while open_ and time.monotonic() - self.start_time < self.hold \
+                and not self.stop.wait(self.every):
+            for s in [s for s in open_ if select.select([s], [], [], 0)[0]]:
+                try:  # readable: closed (or answered, which cannot be yet)
+                    s.recv(4096)
+                except OSError:
+                    pass
+                self.closed += 1
+                del open_[s]
+            for s, at in list(open_.items()):
+                try:
+                    s.send(self.request[at:at + 1])
+                    open_[s] = at + 1
+                except OSError:  # not connected yet, or refused
+                    pass
+        for s in self.socks:
+            s.close()
+
+    def elapsed(self):
+        return time.monotonic() - self.start_time
+
+
+def test_healthz_answers_while_slow_peers_hold_the_connections(daemon):
+    """200 connections trickling requests; /healthz answers at once: a
+    newcomer at the cap makes room by closing the connection that has
+    waited longest for its request."""
+    port = free_port()
+    d = daemon("--metrics-listen", f"127.0.0.1:{port}")
+    ts = Tricklers(port, 200)
+    ts.start()
+    time.sleep(1)  # all connected, trickling
+    try:
+        while True:
+            assert ts.elapsed() < ts.hold, "slow peers kept /healthz out for 30 s"
+            try:
+                status, _, body = scrape(port, "/healthz")
+                break
+            except OSError as e:  # refused, reset, timed out
+                print("healthz:", e)
+        assert status == 200 and body.startswith("ok")
+        assert ts.is_alive(), "the slow peers stopped first"
+    finally:
+        ts.stop.set()
+        ts.join()
+    s = samples(scrape(port)[2])
+    assert s["compiled_http_connections_dropped_total"] > 0
+
+
+def test_a_slow_request_is_dropped_at_the_request_timeout(daemon):
+    port = free_port()
+    d = daemon("--metrics-listen", f"127.0.0.1:{port}", "--metrics-request-timeout", "1")
+    ts = Tricklers(port, 3)
+    ts.start()
+    ts.join(40)
+    assert ts.closed == 3, "a request trickled for 30 s was kept"
+    assert ts.elapsed() < ts.hold
+    s = samples(scrape(port)[2])
+    assert s["compiled_http_connections_dropped_total"] == 3
+    assert scrape(port, "/healthz")[0] == 200

@@ -3,8 +3,14 @@
 Python client and compilectl connect with the matching options."""
 
 import os
+import select
 import shutil
+import socket
+import ssl
+import struct
 import subprocess
+import threading
+import time
 
 import grpc
 import pytest
@@ -102,3 +108,159 @@ def test_bad_tls_settings_are_refused(tmp_path, args, message):
     p = subprocess.run([BIN, "--listen", "127.0.0.1:0", "--cache-dir", str(tmp_path / "c")] + args,
                        capture_output=True, text=True, timeout=30)
     assert p.returncode == 2 and message in p.stderr, p.stderr
+
+
+# ---- slow peers (issue 35, item 1) ----
+#
+# A peer that sends its handshake a byte at a time used to keep its
+# connection, and a slot of the connection cap, for as long as it kept
+# sending: the handshake's 10 s were a socket timeout, restarted by every
+# byte, and --idle-timeout never reached a connection still in its
+# handshake. Now the handshake has a deadline for all of it (at most the
+# idle timeout), and a bridged peer that takes no bytes for --idle-timeout
+# is dropped.
+
+HELLO_HEADER = b"\x16\x03\x01\x40\x00"  # a handshake record of 16 KiB follows
+
+
+class Trickler(threading.Thread):
+    """A TCP connection sending a TLS record header, then a byte every
+    `every` seconds for up to `hold` seconds; `closed_after` is when the
+    daemon closed it (None: it never did)."""
+
+    def __init__(self, port, every=0.3, hold=30):
+        super().__init__(daemon=True)
+        self.sock = socket.create_connection(("127.0.0.1", port))
+        self.every, self.hold = every, hold
+        self.start_time = time.monotonic()
+        self.closed_after = None
+        self.stop = threading.Event()
+
+    def run(self):
+        s = self.sock
+        try:
+            s.sendall(HELLO_HEADER)
+            while time.monotonic() - self.start_time < self.hold and not self.stop.is_set():
+                if select.select([s], [], [], self.every)[0] and not s.recv(4096):
+                    raise ConnectionResetError
+                s.sendall(b"\x00")
+        except OSError:
+            self.closed_after = time.monotonic() - self.start_time
+        finally:
+            s.close()
+
+
+def tls_args(pki):
+    return ["--tls-cert", str(pki / "server.pem"), "--tls-key", str(pki / "server.key")]
+
+
+def test_a_trickled_handshake_is_dropped_at_the_idle_timeout(daemon, pki):
+    """--idle-timeout reaches a connection still in its handshake."""
+    d = daemon(*tls_args(pki), "--idle-timeout", "2")
+    t = Trickler(d.port)
+    t.start()
+    t.join(40)
+    assert t.closed_after is not None, "a trickled handshake was kept 30 s"
+    assert t.closed_after < t.hold
+
+
+def test_a_trickled_handshake_is_dropped_at_the_handshake_timeout(daemon, pki):
+    d = daemon(*tls_args(pki), "--tls-handshake-timeout", "1", "--log-level", "debug")
+    t = Trickler(d.port)
+    t.start()
+    t.join(40)
+    assert t.closed_after is not None, "a trickled handshake was kept 30 s"
+    assert t.closed_after < t.hold
+    assert "TLS handshake not done within 1000 ms; connection closed" in d.log()
+
+
+def test_trickled_handshakes_cannot_hold_the_connection_cap(daemon, pki):
+    """Four peers trickling handshakes for 30 s take the four connections
+    allowed; a normal client gets in once the handshake deadline drops
+    them, long before."""
+    d = daemon(*tls_args(pki), "--max-connections", "4", "--idle-timeout", "2")
+    ts = [Trickler(d.port) for _ in range(4)]
+    for t in ts:
+        t.start()
+    stub = tls_stub(d.address, pki)
+    try:
+        while True:
+            assert time.monotonic() - ts[0].start_time < ts[0].hold, \
+                "slow handshakes kept a client out for 30 s"
+            try:
+                tls_stub(d.address, pki).Stats(compiled_pb2.StatsRequest(), timeout=2)
+                break
+            except grpc.RpcError as e:
+                assert e.code() in (grpc.StatusCode.UNAVAILABLE,
+                                    grpc.StatusCode.DEADLINE_EXCEEDED), e
+            time.sleep(0.3)
+        assert any(t.closed_after is not None for t in ts)
+    finally:
+        for t in ts:
+            t.stop.set()
+    assert stub.Stats(compiled_pb2.StatsRequest(), timeout=10).connections_refused > 0
+
+
+def h2_frame(kind, flags, stream, payload=b""):
+    return struct.pack(">I", len(payload))[1:] + bytes([kind, flags]) + \
+        struct.pack(">I", stream) + payload
+
+
+def hpack_literal(name, value):
+    """A header field literal without indexing, new name, no Huffman
+    (names and values under 127 bytes)."""
+    return b"\x00" + bytes([len(name)]) + name + bytes([len(value)]) + value
+
+
+def recv_exact(s, n):
+    data = b""
+    while len(data) < n:
+        chunk = s.recv(n - len(data))
+        assert chunk, "the daemon closed the connection"
+        data += chunk
+    return data
+
+
+def test_a_peer_that_stops_reading_is_dropped(daemon, pki):
+    """An HTTP/2 client that opens the flow-control windows all the way,
+    asks for 400 artifacts of 21 KB and reads nothing: once the daemon's
+    socket buffers are full and no byte has been taken for --idle-timeout,
+    its connection is closed. (The bridge used to wait for the peer for
+    good, keeping the connection and its slot after the core had given
+    up on it.)"""
+    d = daemon(*tls_args(pki), "--idle-timeout", "2")
+    check = tls_stub(d.address, pki)
+    gm = variant(load_graph("mlp"), "stall")
+    _, r = run_compile(check, compile_request(gm))  # cached: hits carry it
+    assert len(r.artifact) > 20000
+    ctx = ssl.create_default_context(cafile=str(pki / "ca.pem"))
+    ctx.set_alpn_protocols(["h2"])
+    raw = socket.socket()
+    raw.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+    raw.connect(("127.0.0.1", d.port))
+    s = ctx.wrap_socket(raw, server_hostname="127.0.0.1")
+    try:
+        s.sendall(b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n" +
+                  h2_frame(4, 0, 0, struct.pack(">HI", 4, 2**31 - 1)) +  # stream windows
+                  h2_frame(8, 0, 0, struct.pack(">I", 2**31 - 1 - 65535)))  # connection
+        settings = recv_exact(s, 9)  # the daemon's SETTINGS, acknowledged
+        assert settings[3] == 4, settings
+        recv_exact(s, int.from_bytes(settings[:3], "big"))
+        s.sendall(h2_frame(4, 1, 0))
+        headers = b"".join(hpack_literal(n, v) for n, v in [
+            (b":method", b"POST"), (b":scheme", b"https"),
+            (b":path", b"/compiled.v1.Compiler/Compile"),
+            (b":authority", d.address.encode()), (b"content-type", b"application/grpc"),
+            (b"te", b"trailers")])
+        msg = compile_request(gm).SerializeToString()
+        body = b"\x00" + struct.pack(">I", len(msg)) + msg
+        s.sendall(b"".join(h2_frame(1, 4, sid, headers) + h2_frame(0, 1, sid, body)
+                           for sid in range(1, 801, 2)))
+        connections = check.Stats(compiled_pb2.StatsRequest(), timeout=10).connections
+        assert connections == 2, connections
+        deadline = time.monotonic() + 30
+        while check.Stats(compiled_pb2.StatsRequest(), timeout=10).connections > 1:
+            assert time.monotonic() < deadline, "a peer that reads nothing was kept 30 s"
+            time.sleep(0.5)
+    finally:
+        raw.close()
