@@ -50,7 +50,11 @@ import threading
 import time
 from typing import Dict, Optional, Tuple
 
-import grpc
+# gRPC's C core logs connection events (a daemon's GOAWAY when a channel
+# goes idle, reconnects) to stderr at INFO; a user's job should only hear of
+# errors. $GRPC_VERBOSITY set by the user wins.
+os.environ.setdefault("GRPC_VERBOSITY", "ERROR")
+import grpc  # noqa: E402
 
 from . import __version__
 from .errors import CompileError, DaemonBusy, DaemonError, DaemonUnavailable, _describe_status

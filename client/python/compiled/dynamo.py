@@ -305,7 +305,10 @@ class _GraphFunction:
             self.retry_at = time.monotonic() + self.delay
             return False
         try:
-            with _capture.paused_gc():
+            # AOTAutograd calls its compilers with its FakeTensorMode active:
+            # the program's arenas must be real memory
+            from torch.utils._python_dispatch import _disable_current_modes
+            with _capture.paused_gc(), _disable_current_modes():
                 program = runtime.load(artifact, constants=self.constants, boxed=True,
                                        native=opts.native,
                                        recycle_outputs=self.role == "inference")
