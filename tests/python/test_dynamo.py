@@ -198,3 +198,19 @@ def test_an_unreachable_daemon_runs_eagerly_with_one_warning_then_compiles(tmp_p
         torch.testing.assert_close(fast(x), f(x))
     finally:
         d.stop()
+
+
+def test_a_program_with_a_large_arena(server):
+    """Arenas of 1 MiB or more are paged in at load time (compiled.native):
+    in real memory, although AOTAutograd compiles under its FakeTensorMode."""
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Conv2d(8, 16, 3, padding=1), torch.nn.ReLU(),
+                                torch.nn.Conv2d(16, 16, 3, padding=1), torch.nn.Sigmoid()).eval()
+    x = torch.randn(8, 8, 64, 64)
+    mark = _mark()
+    fast = torch.compile(model, backend="compiled", options={"server": server})
+    with torch.no_grad():
+        for _ in range(2):
+            torch.testing.assert_close(fast(x), model(x))
+    graph, = _graphs_since(mark)
+    assert graph.program.summary["arena_bytes"] >= 1 << 20, graph.program.summary
