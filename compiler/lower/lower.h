@@ -195,7 +195,7 @@ ir_expr *L_gather_loop(lower_ctx *L, ir_tensor *t, gc_sym *const *at, int dim,
                        ir_expr *i, bool wrap);
 bool L_gather_loop_ok(lower_ctx *L, ir_tensor *t, int dim);
 
-/* An operator by qualified name: one of the graph's, or torch 1.13's (for
+/* An operator by qualified name: one of the graph's, or torch 2.13's (for
  * the .out overloads extern calls use). NULL when unknown. */
 const gc_op *L_op(lower_ctx *L, const char *name);
 

@@ -59,7 +59,7 @@ static const char *find_schema(const char *name) {
   if (!schema_text) {
     size_t len;
     uint8_t *data =
-        tu_read(tu_path("compiler/data/torch-1.13-schemas.txt"), &len);
+        tu_read(tu_path("compiler/data/torch-2.13-schemas.txt"), &len);
     schema_text = realloc(data, len + 1);
     schema_text[len] = '\0';
   }
@@ -591,7 +591,7 @@ Compiled__V1__GraphModule *tg_build(gc_arena *a, const char *spec, char *err,
   m->schema_version = gc_arena_zalloc(a, sizeof *m->schema_version);
   compiled__v1__schema_version__init(m->schema_version);
   m->schema_version->major = 1;
-  m->torch_version = "1.13.0a0";
+  m->torch_version = "2.13.0";
   m->producer = "tgraph";
   Compiled__V1__Graph *g = gc_arena_zalloc(a, sizeof *g);
   compiled__v1__graph__init(g);

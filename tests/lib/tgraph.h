@@ -16,7 +16,7 @@
  * float32 (a dtype, written dtype:float32), device:cpu.
  * Every output gets the metadata after ':' (the validator does not infer
  * shapes, so tests need not be exact). Operator schemas come from
- * compiler/data/torch-1.13-schemas.txt; `op NAME SCHEMA` lines add others.
+ * compiler/data/torch-2.13-schemas.txt; `op NAME SCHEMA` lines add others.
  * "group N" puts inputs into storage group N.
  */
 #ifndef TGRAPH_H
