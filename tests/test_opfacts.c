@@ -131,8 +131,10 @@ Test(opfacts, random_rows_are_never_lowered_and_agree_with_the_rule) {
     if (t[i].flags & GC_OF_RANDOM) {
       nrandom++;
       /* reviewed: rrelu_with_noise is random only in training, and
-       * lower_rrelu declines training calls */
-      bool reviewed = !strcmp(t[i].name, "aten::rrelu_with_noise");
+       * lower_rrelu declines training calls; native_dropout draws its
+       * mask as bernoulli.p does (compiler/lower/random.c) */
+      bool reviewed = !strcmp(t[i].name, "aten::rrelu_with_noise") ||
+                      !strcmp(t[i].name, "aten::native_dropout");
       if (!reviewed) {
         cr_expect_eq(t[i].cls, GC_OPC_FALLBACK,
                      "%s draws random numbers but has a lowering", t[i].name);
@@ -149,8 +151,11 @@ Test(opfacts, random_rows_are_never_lowered_and_agree_with_the_rule) {
         continue; /* rows_name_torch_operators reports it */
       gc_schema *s = torch_schema(t[i].name);
       /* reviewed: bernoulli.p draws from a seed an ATen call takes from
-       * torch's generator at every call (compiler/lower/random.c) */
-      bool drawn = !strcmp(t[i].name, "aten::bernoulli.p");
+       * torch's generator at every call (compiler/lower/random.c);
+       * native_dropout_backward is random by its name only (it multiplies
+       * by the forward's mask, an input) */
+      bool drawn = !strcmp(t[i].name, "aten::bernoulli.p") ||
+                   !strcmp(t[i].name, "aten::native_dropout_backward");
       cr_expect(drawn || !gc_opfacts_is_random(s), "%s is lowered but random",
                 t[i].name);
     }

@@ -224,6 +224,12 @@ ir_node *L_out_call(lower_ctx *L, const gc_node *gn, const gc_op *op,
  * (lower.c). */
 int L_extern_conv(lower_ctx *L, const gc_node *n);
 
+/* Lowers n as an extern call of its own operator on realized inputs, its
+ * results allocated by ATen: for a library kernel that generated code
+ * should not replace and that has no .out overload worth calling
+ * (convolution_backward, CPU flash attention). */
+int L_extern_call(lower_ctx *L, const gc_node *n);
+
 /* Sets the IR value of output `k` of n. */
 int L_set(lower_ctx *L, const gc_node *n, int k, ir_tensor *t);
 /* Sets the IR value of a graph value (an item of a Tensor[] output). */

@@ -496,11 +496,20 @@ static int parse_node(builder *b, char *lhs, char *rhs) {
       return -1;
     n->inputs[n->n_inputs++] = na;
   }
-  /* outputs */
+  /* outputs: one metadata for all, or one per output separated by ';'
+   * (the last repeated) */
   lhs = trim(lhs);
-  Compiled__V1__TensorMeta *meta = NULL;
-  if (meta_text && !(meta = parse_meta(b, meta_text + 1, -1)))
-    return -1;
+  Compiled__V1__TensorMeta *metas[64] = {NULL}, *meta = NULL;
+  int nmetas = 0;
+  for (char *mt = meta_text ? meta_text + 1 : NULL; mt && nmetas < 64;) {
+    char *semi = strchr(mt, ';');
+    if (semi)
+      *semi = '\0';
+    if (!(metas[nmetas++] = parse_meta(b, mt, -1)))
+      return -1;
+    mt = semi ? semi + 1 : NULL;
+  }
+  meta = metas[0];
   n->outputs = gc_arena_calloc(b->a, 64, sizeof *n->outputs);
   if (*lhs == '[') {
     pb_arg *x = parse_list(b, lhs);
@@ -521,7 +530,8 @@ static int parse_node(builder *b, char *lhs, char *rhs) {
         x->kind_case = COMPILED__V1__ARGUMENT__KIND_AS_TENSOR;
         x->as_tensor = tensor_ref(b, outs[i]);
         if (!find_value(b, outs[i]))
-          add_value(b, outs[i], meta);
+          add_value(b, outs[i],
+                    nmetas ? metas[i < nmetas ? i : nmetas - 1] : NULL);
       }
       n->outputs[n->n_outputs++] = x;
     }
