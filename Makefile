@@ -130,9 +130,9 @@ $(BUILD)/gen/%.pb-c.c $(BUILD)/gen/%.pb-c.h: proto/%.proto
 	@echo "  PROTOC  $<"
 	$(Q)protoc-c -Iproto --c_out=$(BUILD)/gen $<
 
-# torch 1.13's operator schemas as a C table: the compiler's knowledge of
+# torch 2.13's operator schemas as a C table: the compiler's knowledge of
 # operators it introduces (scatter inverses, functional variants).
-TORCH_SCHEMAS := compiler/data/torch-1.13-schemas.txt
+TORCH_SCHEMAS := compiler/data/torch-2.13-schemas.txt
 $(BUILD)/gen/torch_schemas.inc: $(TORCH_SCHEMAS)
 	@mkdir -p $(dir $@)
 	@echo "  GEN     $@"

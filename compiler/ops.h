@@ -2,11 +2,11 @@
  * ops.h: what the compiler knows about operators beyond their schemas.
  *
  * Schemas are the source of truth for what an operator writes and aliases,
- * with one exception: a few of torch's schemas omit a mutation. In torch
- * 1.13, aten::native_batch_norm updates running_mean and running_var in
- * training mode but declares them as plain `Tensor?`. Asking "does this op
- * write argument i" must go through gc_op_writes, which adds those (from
- * the unannotated writes of compiler/opfacts.def).
+ * with one exception: a few of torch's schemas omit a mutation.
+ * aten::native_batch_norm (1.13's and 2.13's) updates running_mean and
+ * running_var in training mode but declares them as plain `Tensor?`. Asking
+ * "does this op write argument i" must go through gc_op_writes, which adds
+ * those (from the unannotated writes of compiler/opfacts.def).
  */
 #ifndef GC_OPS_H
 #define GC_OPS_H

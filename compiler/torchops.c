@@ -1,5 +1,5 @@
 /*
- * torchops.c: lookups in torch 1.13's operator table. See torchops.h.
+ * torchops.c: lookups in torch 2.13's operator table. See torchops.h.
  *
  * The table is an array of schema strings sorted by byte value; a schema
  * starts with its qualified name followed by '('. Sorting whole strings

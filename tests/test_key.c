@@ -414,7 +414,7 @@ Test(key, storage_sharing_pattern) {
 }
 
 /* native_batch_norm writes its running stats in training mode although
- * torch 1.13's schema does not say so: reads of them stay ordered. */
+ * torch's schema does not say so: reads of them stay ordered. */
 Test(key, unannotated_batch_norm_mutation_keeps_order) {
   gc_arena *a = gc_arena_new(0);
   gc_key k1 =
@@ -556,7 +556,7 @@ Test(key, huge_symbolic_sum_never_crashes) {
   gc_arena_free(a);
 }
 
-/* A schema the compiler cannot check (an operator torch 1.13 lacks, or a
+/* A schema the compiler cannot check (an operator torch 2.13 lacks, or a
  * client of another release) is trusted, but it enters the key: a client
  * that declares relu as writing its input does not get, or give, the
  * artifact of one that does not. */

@@ -1,9 +1,11 @@
 /*
  * test_lower_math.c: lowering rules of compiler/lower/ (pointwise.c,
- * activations.c, backward.c) on graphs a Python capture never produces
- * (torch 1.13's make_fx decomposes where.ScalarOther, true_divide, selu,
- * square ... before they reach a graph, but other clients may send them),
- * and the cases the rules decline. Each graph goes through lower,
+ * activations.c, backward.c) on graphs a Python capture may never produce
+ * (torch 1.13's make_fx decomposed where.ScalarOther, true_divide, selu,
+ * square ... before they reached a graph, but other clients may send them),
+ * and the cases the rules decline; the forms torch 2 records (batch norm's
+ * _native_batch_norm_legit family, native_dropout, _safe_softmax, ...), and
+ * operators that are not ATen's. Each graph goes through lower,
  * schedule, plan and codegen with the IR verifier on; values are checked
  * against eager PyTorch in tests/python/test_native_math.py.
  */
@@ -27,10 +29,8 @@ static void teardown(void) {
 
 #define T(name) Test(lower_math, name, .init = setup, .fini = teardown)
 
-/* Lowers the graph `spec` through codegen; returns its statistics. */
-static gc_lower_stats lower(const char *spec) {
-  size_t len;
-  uint8_t *buf = tg_bytes(a, spec, &len);
+/* Lowers the graph message `buf` through codegen; returns its statistics. */
+static gc_lower_stats lower_bytes(const uint8_t *buf, size_t len) {
   gc_graph *g;
   gc_error err;
   cr_assert_eq(gc_graph_decode(a, buf, len, NULL, &g, &err), 0, "%s", err.msg);
@@ -48,6 +48,13 @@ static gc_lower_stats lower(const char *spec) {
   cr_assert_eq(gc_native_plan(&n, &be, &err), 0, "%s", err.msg);
   cr_assert_eq(gc_native_codegen(&n, "00", &err), 0, "%s", err.msg);
   return n.stats;
+}
+
+/* Lowers the graph `spec` through codegen; returns its statistics. */
+static gc_lower_stats lower(const char *spec) {
+  size_t len;
+  uint8_t *buf = tg_bytes(a, spec, &len);
+  return lower_bytes(buf, len);
 }
 
 static int by_name(const void *x, const void *y) {
@@ -146,15 +153,104 @@ T(integer_pow_and_training_rrelu_are_declined) {
   gc_lower_stats s =
       lower("i: i64[5]\n"
             "x: f32[5]\n"
+            "nz: f32[5]\n"
             "a = aten::pow.Tensor_Scalar(i, 5): i64[5]\n"
             "b = aten::pow.Tensor_Scalar(i, 3): i64[5]\n"
             "c = aten::pow.Tensor_Tensor(i, i): i64[5]\n"
-            "d = aten::rrelu_with_noise(x, x, 0.1, 0.3, True): f32[5]\n"
-            "e = aten::rrelu_with_noise(x, x, 0.1, 0.3, False): f32[5]\n"
+            "d = aten::rrelu_with_noise(x, nz, 0.1, 0.3, True): f32[5]\n"
+            "e = aten::rrelu_with_noise(x, nz, 0.1, 0.3, False): f32[5]\n"
             "f = aten::erfinv(x): f32[5]\n"
             "return a, b, c, d, e, f\n");
   cr_assert_str_eq(fallbacks(&s), "aten::erfinv aten::pow.Tensor_Scalar "
                                   "aten::pow.Tensor_Tensor "
                                   "aten::rrelu_with_noise");
-  cr_assert_eq(s.native, 2);
+  /* pow(i, 3) and the eval rrelu; torch 2's schema says rrelu_with_noise
+   * writes `noise` (Tensor(b!)), so functionalization adds a copy of nz
+   * per call and the write-back of the last into nz: 3 more */
+  cr_assert_eq(s.nodes, 9);
+  cr_assert_eq(s.native, 2 + 3);
+}
+
+/* Operators that are not ATen's: a higher-order operator a client sends
+ * with a schema of its own, and a name without a namespace. Neither has a
+ * row: each is an ATen call by name (the client's runtime resolves it, or
+ * says it cannot), the rest of the graph native code. */
+T(higher_order_and_unqualified_operators_fall_back) {
+  gc_lower_stats s = lower(
+      "op higher_order::cond higher_order::cond(Tensor pred, Any true_fn, "
+      "Any false_fn, Tensor x) -> Tensor\n"
+      "x: f32[4]\n"
+      "p: bool[]\n"
+      "y = higher_order::cond(p, None, None, x): f32[4]\n"
+      "z = aten::relu(y): f32[4]\n"
+      "return z\n");
+  cr_assert_str_eq(fallbacks(&s), "higher_order::cond");
+  cr_assert_eq(s.native, 1);
+
+  char err[256] = "";
+  Compiled__V1__GraphModule *m =
+      tg_build(a,
+               "op zz::cond zz::cond(Tensor pred, Tensor x) -> Tensor\n"
+               "x: f32[4]\n"
+               "p: bool[]\n"
+               "y = zz::cond(p, x): f32[4]\n"
+               "z = aten::relu(y): f32[4]\n"
+               "return z\n",
+               err, sizeof err);
+  cr_assert_not_null(m, "%s", err);
+  m->operators[0]->name = "cond";
+  m->operators[0]->schema = "cond(Tensor pred, Tensor x) -> Tensor";
+  m->graph->nodes[0]->target = "cond";
+  size_t len = compiled__v1__graph_module__get_packed_size(m);
+  uint8_t *buf = gc_arena_alloc(a, len);
+  cr_assert_not_null(buf);
+  compiled__v1__graph_module__pack(m, buf);
+  s = lower_bytes(buf, len);
+  cr_assert_str_eq(fallbacks(&s), "cond");
+  cr_assert_eq(s.native, 1);
+}
+
+/* The forms torch 2 records: batch norm's _native_batch_norm_legit family
+ * (in place with annotated writes, without statistics, eval, and
+ * AOTAutograd's functional form returning the new statistics),
+ * native_dropout and its backward, _safe_softmax, adaptive_max_pool2d,
+ * _unsafe_index: no fallback (values: tests/python/test_dynamo_ops.py). */
+T(torch2_forms_lower) {
+  static const char *const specs[] = {
+      "x: f32[2, 3, 4]\nw: f32[3] param\nb: f32[3] param\n"
+      "rm: f32[3] buffer\nrv: f32[3] buffer\n"
+      "o, m, v = aten::_native_batch_norm_legit(x, w, b, rm, rv, True, 0.1, "
+      "1e-5): f32[2, 3, 4]; f32[3]\n"
+      "return o, m, v\n",
+      "x: f32[2, 3, 4]\n"
+      "o, m, v = aten::_native_batch_norm_legit.no_stats(x, None, None, "
+      "True, 0.1, 1e-5): f32[2, 3, 4]; f32[3]\n"
+      "return o, m, v\n",
+      "x: f32[2, 3, 4]\nrm: f32[3] buffer\nrv: f32[3] buffer\n"
+      "o, m, v = aten::_native_batch_norm_legit_no_training(x, None, None, "
+      "rm, rv, 0.1, 1e-5): f32[2, 3, 4]; f32[0]\n"
+      "return o\n",
+      "x: f32[2, 3, 4]\nrm: f32[3]\nrv: f32[3]\n"
+      "o, m, v, nm, nv = aten::_native_batch_norm_legit_functional(x, None, "
+      "None, rm, rv, True, 0.1, 1e-5): f32[2, 3, 4]; f32[3]\n"
+      "return o, m, v, nm, nv\n",
+      "x: f32[2, 3, 4]\ng: f32[2, 3, 4]\n"
+      "d, k = aten::native_dropout(x, 0.25, True): f32[2, 3, 4]; "
+      "bool[2, 3, 4]\n"
+      "dx = aten::native_dropout_backward(g, k, 1.3333333333333333): "
+      "f32[2, 3, 4]\n"
+      "s = aten::_safe_softmax(dx, -1): f32[2, 3, 4]\n"
+      "return d, k, s\n",
+      "x: f32[2, 3, 7, 5]\n"
+      "v, i = aten::adaptive_max_pool2d(x, [3, 2]): f32[2, 3, 3, 2]; "
+      "i64[2, 3, 3, 2]\n"
+      "return v, i\n",
+      "x: f32[4, 5]\ni: i64[3]\n"
+      "y = aten::_unsafe_index.Tensor(x, [i, None]): f32[3, 5]\n"
+      "return y\n",
+  };
+  for (size_t i = 0; i < sizeof specs / sizeof specs[0]; i++) {
+    gc_lower_stats s = lower(specs[i]);
+    cr_assert_eq(s.fallback, 0, "graph %zu: fallbacks: %s", i, fallbacks(&s));
+  }
 }

@@ -1,8 +1,9 @@
 /*
  * test_schema.c: the TorchScript schema parser (compiler/schema.c).
  *
- * Three parts. The corpus test parses every schema torch 1.13 ships
- * (compiler/data/torch-1.13-schemas.txt, made by dump.py next to it) and prints
+ * Three parts. The corpus test parses every schema torch 2.13 ships
+ * (compiler/data/torch-2.13-schemas.txt, made by dump_schemas.py next to it)
+ * and prints
  * each back, which must reproduce torch's str(schema) byte for byte. The
  * focused tests take real schemas from that corpus by name and check what
  * the compiler relies on: alias queries, default conversion, keyword-only
@@ -42,7 +43,7 @@ static void teardown(void) {
 static char *read_corpus(size_t *len) {
   const char *root = getenv("COMPILED_SRC");
   char path[4096];
-  snprintf(path, sizeof path, "%s/compiler/data/torch-1.13-schemas.txt",
+  snprintf(path, sizeof path, "%s/compiler/data/torch-2.13-schemas.txt",
            root && *root ? root : ".");
   FILE *f = fopen(path, "rb");
   cr_assert_not_null(f, "cannot open %s (set COMPILED_SRC to the repo root)",
@@ -188,10 +189,11 @@ Test(schema_corpus, torch_table_finds_every_operator) {
     cr_assert_null(gc_torch_schema(absent[i]), "%s", absent[i]);
 }
 
-Test(schema_corpus, torch_table_covers_1_13_only) {
-  const char *yes[] = {"1.13", "1.13.0", "1.13.1+cu117", "1.13.0a0",
-                       "1.13.0a0+gitabc"};
-  const char *no[] = {"", "1.12.1", "1.130", "2.1.0", "11.13", "1.1", NULL};
+Test(schema_corpus, torch_table_covers_2_13_only) {
+  const char *yes[] = {"2.13",     "2.13.0",          "2.13.1+cu128",
+                       "2.13.0a0", "2.13.0a0+gitabc", "2.13.0+cpu"};
+  const char *no[] = {"",      "1.13.1", "2.12.0", "2.130", "2.1.0",
+                      "12.13", "2.1",    "2.14.0", NULL};
   for (size_t i = 0; i < sizeof yes / sizeof yes[0]; i++)
     cr_assert(gc_torch_table_covers(yes[i]), "%s", yes[i]);
   for (size_t i = 0; i < sizeof no / sizeof no[0]; i++)
@@ -394,8 +396,9 @@ Test(schema, foreach_inplace_list) {
   cr_assert(gc_schema_is_out_variant(s));
 }
 
-Test(schema, native_batch_norm_is_not_annotated_in_1_13) {
-  /* torch 1.13 does not mark running_mean/var as written; torch 2 does. */
+Test(schema, native_batch_norm_is_not_annotated) {
+  /* torch (1.13 and 2.13 alike) does not mark native_batch_norm's
+   * running_mean/var as written; _native_batch_norm_legit does. */
   gc_schema *s = real("aten::native_batch_norm");
   cr_assert_eq(s->nrets, 3);
   cr_assert_not(gc_schema_is_mutating(s));
@@ -403,15 +406,25 @@ Test(schema, native_batch_norm_is_not_annotated_in_1_13) {
     cr_assert_eq(gc_schema_return_alias(s, r), -1);
   cr_assert_eq(s->args[3].type->kind, GC_TY_OPTIONAL);
 
+  s = real("aten::_native_batch_norm_legit");
+  cr_assert(gc_schema_arg_is_write(s, 3));
+  cr_assert(gc_schema_arg_is_write(s, 4));
+  cr_assert_not(gc_schema_arg_is_write(s, 0));
+  cr_assert_not(gc_schema_is_out_variant(s));
+  cr_assert_str_eq(type_str(s->args[3].type), "Tensor(a!)");
   s = parse("aten::native_batch_norm(Tensor input, Tensor? weight, Tensor? "
             "bias, Tensor(a!)? running_mean, Tensor(b!)? running_var, bool "
             "training, float momentum, float eps) -> (Tensor, Tensor, "
             "Tensor)");
   cr_assert(gc_schema_arg_is_write(s, 3));
-  cr_assert(gc_schema_arg_is_write(s, 4));
-  cr_assert_not(gc_schema_arg_is_write(s, 0));
-  cr_assert_not(gc_schema_is_out_variant(s));
   cr_assert_str_eq(type_str(s->args[3].type), "Tensor(a!)?");
+
+  /* AOTAutograd's functional form returns the new statistics, by name */
+  s = real("aten::_native_batch_norm_legit_functional");
+  cr_assert_not(gc_schema_is_mutating(s));
+  cr_assert_eq(s->nrets, 5);
+  cr_assert_str_eq(s->rets[3].name, "running_mean_out");
+  cr_assert_str_eq(s->rets[4].name, "running_var_out");
 }
 
 Test(schema, container_aliases) {
@@ -569,7 +582,7 @@ Test(schema, none_defaults) {
   cr_assert_eq(def(s, "separator")->kind, GC_ARG_NONE);
   cr_assert_str_eq(type_str(s->args[1].type), "str?");
 
-  /* rounding_mode has no default in 1.13: it is a required str? */
+  /* rounding_mode has no default: it is a required str? */
   s = real("aten::div.Tensor_mode");
   int i = gc_schema_find_arg(s, "rounding_mode");
   cr_assert(s->args[i].kwarg_only);

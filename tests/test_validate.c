@@ -722,10 +722,10 @@ static gc_error decode_patched(const module *m, const char *marker,
                 err_.msg, *w_);                                                \
   } while (0)
 
-/* "1.13.0a0\0anything" used to read as "1.13.0a0" and share its key. */
+/* "2.13.0a0\0anything" used to read as "2.13.0a0" and share its key. */
 CASE(nul_in_torch_version) {
   module *m = build(a, BASE);
-  m->torch_version = "1.13.0a0@NUL@anything";
+  m->torch_version = "2.13.0a0@NUL@anything";
   EXPECT_PATCHED(m, "@NUL@", 0, GC_EINVAL, "torch_version",
                  "contains a NUL byte (byte 8 of 21)",
                  "strings must be UTF-8 without NUL bytes");
@@ -785,8 +785,8 @@ CASE(schema_lie_relu_declared_mutating) {
   set_schema(m, "aten::relu", "aten::relu(Tensor(a!) self) -> Tensor(a!)");
   EXPECT(m, NULL, GC_EINVAL, "operators[0]", "operator 'aten::relu'",
          "the schema sent, 'aten::relu(Tensor(a!) self) -> Tensor(a!)', is "
-         "not torch 1.13's, 'aten::relu(Tensor self) -> Tensor'",
-         "torch_version '1.13.0a0'");
+         "not torch 2.13's, 'aten::relu(Tensor self) -> Tensor'",
+         "torch_version '2.13.0'");
 }
 
 CASE(schema_lie_view_declared_fresh_alias) {
@@ -819,8 +819,9 @@ CASE(schema_lie_in_a_default) {
   EXPECT(m, NULL, GC_EINVAL, "operator 'aten::add.Tensor'", "alpha=2");
 }
 
-/* What is not checked: blanks; operators torch 1.13 lacks; clients of other
- * torch releases (their schemas enter the key instead, see test_key.c). */
+/* What is not checked: blanks; operators torch 2.13 lacks; clients of other
+ * torch releases, 1.13 included (their schemas enter the key instead, see
+ * test_key.c). */
 CASE(schema_check_scope) {
   module *m = build(a, RELU);
   set_schema(m, "aten::relu", "  aten::relu( Tensor  self )->Tensor ");
@@ -831,9 +832,12 @@ CASE(schema_check_scope) {
   m->torch_version = "2.1.0";
   err = decode(a, m, NULL, &rc);
   cr_assert_eq(rc, 0, "torch 2.1: %s", err.msg);
-  m->torch_version = "1.130";
+  m->torch_version = "1.13.1";
   err = decode(a, m, NULL, &rc);
-  cr_assert_eq(rc, 0, "torch 1.130: %s", err.msg);
+  cr_assert_eq(rc, 0, "torch 1.13: %s", err.msg);
+  m->torch_version = "2.130";
+  err = decode(a, m, NULL, &rc);
+  cr_assert_eq(rc, 0, "torch 2.130: %s", err.msg);
   m = build(a, "op myns::relu myns::relu(Tensor(a!) self) -> Tensor(a!)\n"
                "x: f32[4]\n"
                "y = myns::relu(x): f32[4]\n"

@@ -1,7 +1,7 @@
-#!/usr/bin/python3
+#!/usr/bin/env python3
 """Dumps every operator schema torch ships, one str(schema) per line, sorted.
 
-Usage: /usr/bin/python3 compiler/data/dump_schemas.py > compiler/data/torch-1.13-schemas.txt
+Usage: .venv/bin/python compiler/data/dump_schemas.py > compiler/data/torch-2.13-schemas.txt
 
 The output is the test corpus of compiler/schema.c (tests/test_schema.c): each
 line must parse and format back byte-for-byte. No schema string contains a

@@ -121,6 +121,25 @@ int lower_gelu_backward(lower_ctx *L, const gc_node *n, int unused) {
   return L__pw_finish(L, n, 0, &p, OP2(MUL, g, d));
 }
 
+/* native_dropout_backward(grad_output, mask, scale): g * mask * scale, as
+ * ATen (the mask, bool from native_dropout, a 0/1 factor; the scale a
+ * number in the gradient's dtype). */
+int lower_native_dropout_backward(lower_ctx *L, const gc_node *n, int unused) {
+  (void)unused;
+  L_pw p;
+  ir_expr *g, *m;
+  double scale;
+  int rc = begin2(L, n, "grad_output", "mask", &p, &g, &m);
+  if (rc)
+    return rc;
+  if (!L_float(L, n, "scale", &scale))
+    return GC_EUNSUPPORTED;
+  ir_graph *ir = L_ir(L);
+  gc_dtype dt = p.dt;
+  return L__pw_finish(L, n, 0, &p,
+                      OP2(MUL, OP2(MUL, g, m), L__k(L, scale, dt)));
+}
+
 /* silu_backward(grad_output, self): g * s * (1 + x * (1 - s)), s the
  * sigmoid of x. */
 int lower_silu_backward(lower_ctx *L, const gc_node *n, int unused) {

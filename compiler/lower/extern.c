@@ -12,9 +12,15 @@
  * kernels that read their results. A bmm whose operands BLAS can read
  * becomes BLAS calls from generated code instead, when the target has the
  * system BLAS (sched/schedule.c sc_blas_call). max_pool2d_with_indices_backward
- * (a scatter, not a pointwise function of its output's index) goes through its
- * .grad_input overload for the same reason: its output is planned memory,
- * reused between calls, not a fresh zero-filled allocation.
+ * and adaptive_max_pool2d_backward (scatters, not pointwise functions of
+ * their output's index) go through their .grad_input overloads for the same
+ * reason: their output is planned memory, reused between calls, not a fresh
+ * zero-filled allocation.
+ * convolution_backward and the CPU flash attention of
+ * scaled_dot_product_attention (forward and backward) are plain calls of
+ * their own operators, as convolution: oneDNN's and ATen's blocked kernels
+ * are what generated code would have to match, and they have no .out
+ * overload that writes in place.
  */
 #include "compiler/lower/lower.h"
 
@@ -25,6 +31,7 @@ static const char *const out_ops[] = {
     "aten::bmm.out",
     "aten::baddbmm.out",
     "aten::max_pool2d_with_indices_backward.grad_input",
+    "aten::adaptive_max_pool2d_backward.grad_input",
 };
 
 int lower_extern_out(lower_ctx *L, const gc_node *n, int which) {
@@ -34,6 +41,19 @@ int lower_extern_out(lower_ctx *L, const gc_node *n, int which) {
   if (!m || !L_is_float(m->dtype))
     return GC_EUNSUPPORTED; /* integer matmuls are rare: fall back */
   return L_extern_out(L, n, out_ops[which]);
+}
+
+/* An ATen call of the node's own operator, its results allocated by ATen
+ * (see the top of the file). */
+int lower_extern_call(lower_ctx *L, const gc_node *n, int unused) {
+  (void)unused;
+  /* attention with dropout draws random numbers (ATen's CPU flash kernels
+   * refuse it): an ATen call, the fallback's */
+  double dropout = 0;
+  if (L_arg(L, n, "dropout_p") &&
+      (!L_float(L, n, "dropout_p", &dropout) || dropout != 0))
+    return GC_EUNSUPPORTED;
+  return L_extern_call(L, n);
 }
 
 /* convolution: an ATen call with an ATen-allocated result, channels-last

@@ -980,6 +980,10 @@ int L_extern_conv(lower_ctx *L, const gc_node *gn) {
                           !(out && L->eager_layout[out->id]));
 }
 
+int L_extern_call(lower_ctx *L, const gc_node *gn) {
+  return call_node_as(L, gn, IR_EXTERN, false);
+}
+
 ir_node *L_out_call(lower_ctx *L, const gc_node *gn, const gc_op *op,
                     ir_buf *out, int nargs) {
   ir_graph *ir = L->ir;

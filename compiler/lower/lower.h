@@ -195,7 +195,7 @@ ir_expr *L_gather_loop(lower_ctx *L, ir_tensor *t, gc_sym *const *at, int dim,
                        ir_expr *i, bool wrap);
 bool L_gather_loop_ok(lower_ctx *L, ir_tensor *t, int dim);
 
-/* An operator by qualified name: one of the graph's, or torch 1.13's (for
+/* An operator by qualified name: one of the graph's, or torch 2.13's (for
  * the .out overloads extern calls use). NULL when unknown. */
 const gc_op *L_op(lower_ctx *L, const char *name);
 
@@ -223,6 +223,12 @@ ir_node *L_out_call(lower_ctx *L, const gc_node *gn, const gc_op *op,
  * that writes in place), channels-last where the program's layout is
  * (lower.c). */
 int L_extern_conv(lower_ctx *L, const gc_node *n);
+
+/* Lowers n as an extern call of its own operator on realized inputs, its
+ * results allocated by ATen: for a library kernel that generated code
+ * should not replace and that has no .out overload worth calling
+ * (convolution_backward, CPU flash attention). */
+int L_extern_call(lower_ctx *L, const gc_node *n);
 
 /* Sets the IR value of output `k` of n. */
 int L_set(lower_ctx *L, const gc_node *n, int k, ir_tensor *t);

@@ -1,6 +1,10 @@
 /*
- * norm.c: lowering of batch normalization (native_batch_norm), as torch
- * 1.13's make_fx records it in eval and in training mode.
+ * norm.c: lowering of batch normalization: native_batch_norm and
+ * _native_batch_norm_legit (what make_fx records in eval and in training
+ * mode), and the forms torch 2's AOTAutograd records,
+ * _native_batch_norm_legit_no_training (eval) and
+ * _native_batch_norm_legit_functional (training; the new running
+ * statistics are its outputs 3 and 4 instead of writes).
  *
  * Eval (training false): a per-channel affine map of the input, as ATen's
  * CPU kernel computes it:
@@ -19,11 +23,11 @@
  *
  * Training: the batch statistics are a Welford reduction over every dim
  * but the channel (dim 1); save_invstd = 1 / sqrt(m2 / N + eps); out =
- * (x - mean) * invstd * weight + bias. The running statistics update that
- * torch 1.13 does in place (functionalization makes the call write clones
- * of them, see docs/functionalization.md) becomes the new value of those
- * clones: momentum * mean + (1 - momentum) * running_mean, and the same
- * with the unbiased variance m2 / (N - 1).
+ * (x - mean) * invstd * weight + bias. The running statistics' update,
+ * momentum * mean + (1 - momentum) * running_mean and the same with the
+ * unbiased variance m2 / (N - 1), is the new value of the clones
+ * functionalization makes the in-place forms write (see
+ * docs/functionalization.md), or the functional form's outputs 3 and 4.
  */
 #include <string.h>
 
@@ -87,8 +91,19 @@ static bool owned(const ir_tensor *t) {
          (t->kind == IR_T_BUF && t->buf->kind != IR_BUF_INPUT);
 }
 
+/* The forms of batch norm (the rows' parameter). */
+enum {
+  BN_NATIVE,      /* native_batch_norm, _native_batch_norm_legit(.no_stats):
+                     the running statistics are written (clones) */
+  BN_NO_TRAINING, /* _native_batch_norm_legit_no_training: eval, no
+                     `training` parameter */
+  BN_FUNCTIONAL,  /* _native_batch_norm_legit_functional: the new running
+                     statistics are outputs 3 and 4 */
+};
+
 static int batch_norm_train(lower_ctx *L, const gc_node *n, ir_tensor *x,
-                            ir_tensor *w, ir_tensor *b, double eps) {
+                            ir_tensor *w, ir_tensor *b, double eps,
+                            bool functional) {
   ir_graph *ir = L_ir(L);
   gc_dtype dt = x->dtype;
   int64_t c = x->sizes[1];
@@ -100,9 +115,10 @@ static int batch_norm_train(lower_ctx *L, const gc_node *n, ir_tensor *x,
   if (!L_float(L, n, "momentum", &mom) || (rm && !per_channel(rm, c, dt)) ||
       (rv && !per_channel(rv, c, dt)) || !rm != !rv)
     return GC_EUNSUPPORTED;
-  /* the running statistics must be values the program owns (clones): a
-   * graph input written here would need a write-back */
-  if (rm && (!rmv || !rvv || !owned(rm) || !owned(rv)))
+  /* the running statistics written must be values the program owns
+   * (clones): a graph input written here would need a write-back. The
+   * functional form writes nothing: it has outputs for the new values. */
+  if (functional ? !rm : rm && (!rmv || !rvv || !owned(rm) || !owned(rv)))
     return GC_EUNSUPPORTED;
   const gc_tensor_meta *m1 = L_out_meta(n, 1), *m2m = L_out_meta(n, 2);
   /* outputs checked here, not by the driver after the rule: the running
@@ -178,29 +194,37 @@ static int batch_norm_train(lower_ctx *L, const gc_node *n, ir_tensor *x,
   ir_tensor *nvt = chan_buf(L, n, dt, c, uv2, nv);
   if (!nmt || !nvt)
     return GC_ENOMEM;
+  if (functional)
+    return (rc = L_set(L, n, 3, nmt)) ? rc : L_set(L, n, 4, nvt);
   if ((rc = L_set_value(L, rmv, nmt)))
     return rc;
   return L_set_value(L, rvv, nvt);
 }
 
 /* native_batch_norm(input, weight, bias, running_mean, running_var,
- * training, momentum, eps) -> (out, save_mean, save_invstd). */
-int lower_batch_norm(lower_ctx *L, const gc_node *n, int unused) {
-  (void)unused;
+ * training, momentum, eps) -> (out, save_mean, save_invstd), and the
+ * _native_batch_norm_legit forms (`form`: BN_*): the same parameters
+ * (no_training without `training`, .no_stats without the running
+ * statistics), the same outputs (the functional form's two more: the new
+ * running statistics). */
+int lower_batch_norm(lower_ctx *L, const gc_node *n, int form) {
   ir_graph *ir = L_ir(L);
   ir_tensor *x = L_tensor(L, n, "input");
   ir_tensor *w = L_tensor(L, n, "weight"), *b = L_tensor(L, n, "bias");
-  bool train;
+  bool train = false;
   double eps;
   if (!x || x->rank < 2 || !L_is_float(x->dtype) ||
-      !L_bool(L, n, "training", &train) || !L_float(L, n, "eps", &eps))
+      (form != BN_NO_TRAINING && !L_bool(L, n, "training", &train)) ||
+      !L_float(L, n, "eps", &eps))
     return GC_EUNSUPPORTED;
   gc_dtype dt = x->dtype;
   int64_t c = x->sizes[1];
   if ((w && !per_channel(w, c, dt)) || (b && !per_channel(b, c, dt)))
     return GC_EUNSUPPORTED;
   if (train)
-    return batch_norm_train(L, n, x, w, b, eps);
+    return batch_norm_train(L, n, x, w, b, eps, form == BN_FUNCTIONAL);
+  if (form == BN_FUNCTIONAL)
+    return GC_EUNSUPPORTED; /* AOTAutograd records eval as no_training */
   ir_tensor *rm = L_tensor(L, n, "running_mean");
   ir_tensor *rv = L_tensor(L, n, "running_var");
   if (!per_channel(rm, c, dt) || !per_channel(rv, c, dt))

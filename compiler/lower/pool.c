@@ -18,6 +18,9 @@
  *   output; a sum reduction over the largest window with the positions
  *   past a smaller window masked, divided by the window's height and then
  *   its width, as ATen.
+ * adaptive_max_pool2d: the same windows, unrolled (the largest at most 64
+ *   positions) into max_pool2d_with_indices's chain, positions past a
+ *   smaller window masked; its backward is an extern call (extern.c).
  *
  * Floating dtypes only (ATen's integer pooling is declined).
  */
@@ -584,6 +587,123 @@ int lower_adaptive_avg_pool2d_backward(lower_ctx *L, const gc_node *n,
     }
   }
   return L__pw_finish(L, n, 0, &p, acc);
+}
+
+/* The adaptive max-pool chain over output variables v (values: which 0,
+ * flat indices: 1): windows [floor(o * in / on), ceil((o + 1) * in / on))
+ * visited as ATen's CPU kernel does (rows, then columns, from the first
+ * position, taking a value greater than the maximum so far or NaN);
+ * kmax/kmin the largest and smallest window per axis. */
+static ir_expr *adaptive_max_chain(lower_ctx *L, pool *P, gc_sym **v,
+                                   const int64_t *on, const int64_t *kmax,
+                                   const int64_t *kmin, int which) {
+  ir_graph *ir = L_ir(L);
+  gc_symctx *s = &ir->sym;
+  gc_dtype dt = P->x->dtype, i64 = GC_DTYPE_INT64;
+  int r = P->rank;
+  int64_t in[2] = {P->H, P->W};
+  gc_sym *st[2], *en[2];
+  for (int a = 0; a < 2; a++) {
+    gc_sym *o = gc_sym_scale(s, v[r - 2 + a], in[a]);
+    st[a] = gc_sym_floordiv(s, o, on[a]);
+    en[a] = gc_sym_floordiv(s, gc_sym_addc(s, o, in[a] + on[a] - 1), on[a]);
+    if (!st[a] || !en[a])
+      return NULL;
+  }
+  ir_expr *m = NULL, *idx = NULL;
+  gc_sym *xi[4];
+  for (int i = 0; i < r - 2; i++)
+    xi[i] = v[i];
+  for (int64_t kh = 0; kh < kmax[0]; kh++) {
+    gc_sym *ih = gc_sym_addc(s, st[0], kh);
+    for (int64_t kw = 0; kw < kmax[1]; kw++) {
+      gc_sym *iw = gc_sym_addc(s, st[1], kw);
+      if (!ih || !iw)
+        return NULL;
+      xi[r - 2] = clamp(s, ih, P->H - 1);
+      xi[r - 1] = clamp(s, iw, P->W - 1);
+      ir_expr *val = L_load(L, P->x, xi);
+      ir_expr *at =
+          ir_index(ir, gc_sym_add(s, gc_sym_scale(s, ih, P->W), iw), i64);
+      if (!val || !at)
+        return NULL;
+      if (!m) { /* the window's first position, never empty */
+        m = val;
+        idx = at;
+        continue;
+      }
+      /* positions a smaller window lacks */
+      ir_expr *inw = NULL;
+      if (kh >= kmin[0])
+        inw = ir_op2(ir, IR_LT, i64, ir_index(ir, ih, i64),
+                     ir_index(ir, en[0], i64));
+      if (kw >= kmin[1])
+        inw = and_opt(ir, inw,
+                      ir_op2(ir, IR_LT, i64, ir_index(ir, iw, i64),
+                             ir_index(ir, en[1], i64)));
+      ir_expr *take = and_opt(
+          ir, inw,
+          OR(ir_op2(ir, IR_GT, dt, val, m), ir_op1(ir, IR_ISNAN, dt, val)));
+      m = WHERE(take, val, m);
+      idx = ir_op3(ir, IR_WHERE, i64, take, at, idx);
+    }
+  }
+  return which ? idx : m;
+}
+
+/* adaptive_max_pool2d(self, output_size) -> (values, indices). */
+int lower_adaptive_max_pool2d(lower_ctx *L, const gc_node *n, int unused) {
+  (void)unused;
+  pool P;
+  memset(&P, 0, sizeof P);
+  P.x = L_tensor(L, n, "self");
+  if (!P.x || (P.x->rank != 3 && P.x->rank != 4) || !L_is_float(P.x->dtype))
+    return GC_EUNSUPPORTED;
+  int r = P.rank = P.x->rank;
+  P.H = P.x->sizes[r - 2];
+  P.W = P.x->sizes[r - 1];
+  L_pw pi;
+  int rc = L__pw_begin(L, n, 0, &P.out);
+  if (!rc)
+    rc = L__pw_begin(L, n, 1, &pi);
+  if (rc)
+    return rc;
+  if (P.out.rank != r || P.out.dt != P.x->dtype || pi.rank != r ||
+      pi.dt != GC_DTYPE_INT64 || numel(r, P.out.sizes) == 0)
+    return GC_EUNSUPPORTED;
+  for (int i = 0; i < r; i++)
+    if (pi.sizes[i] != P.out.sizes[i] ||
+        (i < r - 2 && P.out.sizes[i] != P.x->sizes[i]))
+      return GC_EUNSUPPORTED;
+  int64_t in[2] = {P.H, P.W}, on[2] = {P.out.sizes[r - 2], P.out.sizes[r - 1]};
+  int64_t kmax[2], kmin[2];
+  for (int a = 0; a < 2; a++) {
+    /* ATen computes the bounds in float: use them where they are exact */
+    if (in[a] == 0 || in[a] > (INT64_C(1) << 24) ||
+        on[a] > (INT64_C(1) << 24) || !adaptive_exact(in[a], on[a]))
+      return GC_EUNSUPPORTED;
+    kmax[a] = 0;
+    kmin[a] = INT64_MAX;
+    for (int64_t o = 0; o < on[a]; o++) {
+      int64_t k = ((o + 1) * in[a] + on[a] - 1) / on[a] - o * in[a] / on[a];
+      kmax[a] = k > kmax[a] ? k : kmax[a];
+      kmin[a] = k < kmin[a] ? k : kmin[a];
+    }
+  }
+  if (kmax[0] * kmax[1] > MAX_WINDOW)
+    return GC_EUNSUPPORTED;
+  /* each input element is read by up to kmax windows: realize a
+   * computation first (as pool_args) */
+  if (kmax[0] * kmax[1] > 1 && P.x->kind == IR_T_LOOP && !P.x->realized &&
+      P.x->nops > 0 &&
+      !L_realize_chosen(L, P.x, P.x->value ? &P.x->value->meta : NULL))
+    return GC_ENOMEM;
+  rc = L__pw_finish(L, n, 0, &P.out,
+                    adaptive_max_chain(L, &P, P.out.vars, on, kmax, kmin, 0));
+  return rc ? rc
+            : L__pw_finish(
+                  L, n, 1, &pi,
+                  adaptive_max_chain(L, &P, pi.vars, on, kmax, kmin, 1));
 }
 
 /* ---- nearest upsampling ---- */

@@ -1,14 +1,16 @@
 /*
  * random.c: random numbers drawn by generated code.
  *
- * Dropout in a training graph is `bernoulli(empty_like(x), p)`: a mask of
- * ones with probability p. ATen's CPU sampler draws it one element at a
- * time from a Mersenne Twister (6.5 ms per million elements on the
- * development machine, 2 threads), more than the rest of a transformer
- * layer's pointwise work. Here the mask is a pointwise kernel instead:
+ * Dropout in a training graph is `bernoulli(empty_like(x), q)` (make_fx)
+ * or `native_dropout(x, p, train)` with q = 1 - p (torch 2's AOTAutograd):
+ * a mask of ones with probability q. ATen's CPU sampler draws it one
+ * element at a time from a Mersenne Twister (6.5 ms per million elements
+ * on the development machine, 2 threads), more than the rest of a
+ * transformer layer's pointwise work. Here the mask is a pointwise kernel
+ * instead:
  *
  *   seed  = randint(0, 2^62, [1])                  an ATen call, per call
- *   out[i] = rand(seed, i) < p ? 1 : 0             generated code
+ *   out[i] = rand(seed, i) < q ? 1 : 0             generated code
  *
  * where i is the element's row-major index and rand is a word of
  * Philox4x32-10 keyed by the seed (cexpr.c, gc_rand_u01; one call serves
@@ -23,6 +25,14 @@
  * the numbers are not: the compile option eager_random keeps the ATen call
  * (ir_graph.eager_random), for bitwise agreement with eager under the same
  * seed. A call with its own Generator object stays an ATen call too.
+ *
+ * native_dropout returns the mask (bool) beside the output, x * mask *
+ * scale with scale = 1 / (1 - p) (0 when p = 1) as ATen's CPU kernel
+ * computes it (input.mul(mask).mul_(scale): products in the input's dtype,
+ * 0 * -x is -0, 0 * inf NaN). Both outputs read the same draws: the
+ * generator is a function of (seed, index), so the mask is one kernel's
+ * value however the two are fused. native_dropout_backward (grad * mask *
+ * scale) draws nothing and is an ordinary pointwise rule.
  */
 #include <math.h>
 
@@ -55,6 +65,35 @@ static ir_buf *seed_call(lower_ctx *L, const gc_node *gn) {
   return ir_node_append(ir, n) ? NULL : b;
 }
 
+/* The float32 mask, 1 with probability p, at the element `vars` of an
+ * iteration space of `rank` dims of `sizes` (its row-major index keys the
+ * generator), drawn from `seed`. */
+static ir_expr *ones_with_p(lower_ctx *L, ir_buf *seed, int rank,
+                            const int64_t *sizes, gc_sym **vars, double p) {
+  ir_graph *ir = L_ir(L);
+  gc_symctx *sx = &ir->sym;
+  gc_sym *flat = gc_sym_const(sx, 0);
+  int64_t stride = 1;
+  for (int d = rank - 1; d >= 0; d--) {
+    flat = gc_sym_add(sx, flat, gc_sym_scale(sx, vars[d], stride));
+    stride *= sizes[d];
+  }
+  ir_expr *key = ir_load(ir, seed, gc_sym_const(sx, 0));
+  ir_expr *u = ir_op2(ir, IR_RAND, GC_DTYPE_FLOAT32, key,
+                      ir_index(ir, flat, GC_DTYPE_INT64));
+  /* u is j / 2^24 (j < 2^24), so u < p exactly when u < t, t = ceil(p 2^24)
+   * / 2^24, and then u + (1 - t) < 1: both exact in float32 below 1, and a
+   * sum that rounds stays at or above 1. The mask 1 - floor(u + 1 - t) is
+   * float arithmetic throughout (a bool temporary beside the generator's
+   * 64-bit lanes would stop gcc's vectorizer) and never -0. */
+  double thr = ceil(p * 16777216.0) / 16777216.0;
+  ir_expr *f = ir_op2(ir, IR_ADD, GC_DTYPE_FLOAT32, u,
+                      ir_const_f(ir, 1.0 - thr, GC_DTYPE_FLOAT32));
+  return ir_op2(ir, IR_SUB, GC_DTYPE_FLOAT32,
+                ir_const_f(ir, 1.0, GC_DTYPE_FLOAT32),
+                ir_op1(ir, IR_FLOOR, GC_DTYPE_FLOAT32, f));
+}
+
 /* bernoulli.p(self, p, generator): ones with probability p, in self's
  * shape and dtype (self's values are not read). */
 int lower_bernoulli_p(lower_ctx *L, const gc_node *n, int unused) {
@@ -73,30 +112,67 @@ int lower_bernoulli_p(lower_ctx *L, const gc_node *n, int unused) {
   gc_sym **vars = L_vars(L, m->rank, sizes);
   if (!seed || !vars)
     return GC_ENOMEM;
-  gc_symctx *sx = &ir->sym;
-  gc_sym *flat = gc_sym_const(sx, 0);
-  int64_t stride = 1;
-  for (int d = m->rank - 1; d >= 0; d--) {
-    flat = gc_sym_add(sx, flat, gc_sym_scale(sx, vars[d], stride));
-    stride *= sizes[d];
-  }
-  ir_expr *key = ir_load(ir, seed, gc_sym_const(sx, 0));
-  ir_expr *u = ir_op2(ir, IR_RAND, GC_DTYPE_FLOAT32, key,
-                      ir_index(ir, flat, GC_DTYPE_INT64));
-  /* u is j / 2^24 (j < 2^24), so u < p exactly when u < t, t = ceil(p 2^24)
-   * / 2^24, and then u + (1 - t) < 1: both exact in float32 below 1, and a
-   * sum that rounds stays at or above 1. The mask 1 - floor(u + 1 - t) is
-   * float arithmetic throughout (a bool temporary beside the generator's
-   * 64-bit lanes would stop gcc's vectorizer) and never -0. */
-  double thr = ceil(p * 16777216.0) / 16777216.0;
-  ir_expr *f = ir_op2(ir, IR_ADD, GC_DTYPE_FLOAT32, u,
-                      ir_const_f(ir, 1.0 - thr, GC_DTYPE_FLOAT32));
-  ir_expr *mask = ir_op2(ir, IR_SUB, GC_DTYPE_FLOAT32,
-                         ir_const_f(ir, 1.0, GC_DTYPE_FLOAT32),
-                         ir_op1(ir, IR_FLOOR, GC_DTYPE_FLOAT32, f));
-  ir_expr *body = ir_cast(ir, mask, m->dtype);
+  ir_expr *body =
+      ir_cast(ir, ones_with_p(L, seed, m->rank, sizes, vars, p), m->dtype);
   if (!body)
     return GC_ENOMEM;
   ir_tensor *t = L_pointwise(L, n, m->dtype, m->rank, sizes, vars, body);
   return t ? L_set(L, n, 0, t) : GC_ENOMEM;
+}
+
+/* native_dropout(input, p, train) -> (output, mask). train None counts as
+ * true, as in ATen; train false gives the input and a mask of ones. */
+int lower_native_dropout(lower_ctx *L, const gc_node *n, int unused) {
+  (void)unused;
+  ir_graph *ir = L_ir(L);
+  ir_tensor *x = L_tensor(L, n, "input");
+  const gc_tensor_meta *mo = L_out_meta(n, 0), *mm = L_out_meta(n, 1);
+  const gc_arg *tr = L_arg(L, n, "train");
+  bool train = true;
+  double p;
+  if (!x || !mo || !mm || !L_is_float(x->dtype) || mo->dtype != x->dtype ||
+      mm->dtype != GC_DTYPE_BOOL || x->rank > IR_MAX_RANK ||
+      !L_float(L, n, "p", &p) ||
+      (tr && tr->kind != GC_ARG_NONE && !L_bool(L, n, "train", &train)))
+    return GC_EUNSUPPORTED;
+  int64_t count = 1;
+  for (int i = 0; i < x->rank; i++)
+    count *= x->sizes[i];
+  /* an empty input gives a mask of the input's dtype (ATen); eager's
+   * numbers are kept whenever asked for */
+  if (count == 0 || (train && (ir->eager_random || !(p >= 0 && p <= 1))))
+    return GC_EUNSUPPORTED;
+  gc_dtype dt = x->dtype;
+  gc_sym **vars = L_vars(L, x->rank, x->sizes);
+  gc_sym **mvars = L_vars(L, x->rank, x->sizes);
+  if (!vars || !mvars)
+    return GC_ENOMEM;
+  if (!train) {
+    ir_tensor *out =
+        L_pointwise(L, n, dt, x->rank, x->sizes, vars, L_load(L, x, vars));
+    ir_tensor *ones = L_pointwise(L, n, GC_DTYPE_BOOL, x->rank, x->sizes, mvars,
+                                  ir_const_i(ir, 1, GC_DTYPE_BOOL));
+    int rc = L_set(L, n, 0, out);
+    return rc ? rc : L_set(L, n, 1, ones);
+  }
+  double p1m = 1.0 - p;
+  double scale = p1m == 0 ? 0.0 : 1.0 / p1m;
+  ir_buf *seed = seed_call(L, n);
+  if (!seed)
+    return GC_ENOMEM;
+  /* the same draws twice: the mask, and the output from its own copy of
+   * the mask expression (no bool buffer between them) */
+  ir_expr *keep = ones_with_p(L, seed, x->rank, x->sizes, vars, p1m);
+  ir_expr *kept =
+      ir_op2(ir, IR_MUL, dt, L_load(L, x, vars), ir_cast(ir, keep, dt));
+  ir_expr *out = ir_op2(ir, IR_MUL, dt, kept, ir_const_f(ir, scale, dt));
+  ir_expr *mask = ir_cast(
+      ir, ones_with_p(L, seed, x->rank, x->sizes, mvars, p1m), GC_DTYPE_BOOL);
+  if (!out || !mask)
+    return GC_ENOMEM;
+  ir_tensor *ot = L_pointwise(L, n, dt, x->rank, x->sizes, vars, out);
+  ir_tensor *mt =
+      L_pointwise(L, n, GC_DTYPE_BOOL, x->rank, x->sizes, mvars, mask);
+  int rc = L_set(L, n, 0, ot);
+  return rc ? rc : L_set(L, n, 1, mt);
 }

@@ -281,22 +281,27 @@ int lower_var(lower_ctx *L, const gc_node *n, int is_std) {
   return rc;
 }
 
-/* _softmax(self, dim, half_to_float) and _log_softmax (param 1). */
-int lower_softmax(lower_ctx *L, const gc_node *n, int is_log) {
+/* _softmax(self, dim, half_to_float) (which 0), _log_softmax (1), and
+ * _safe_softmax(self, dim, dtype) (2: softmax, but 0 along a row that is
+ * -inf throughout, where softmax gives NaN; ATen tests the row with
+ * all(self == -inf), which is the row's max being -inf). */
+int lower_softmax(lower_ctx *L, const gc_node *n, int which) {
   ir_graph *ir = L_ir(L);
   ir_tensor *x;
   int64_t dim;
-  bool h2f = false;
+  bool h2f = false, is_log = which == 1, safe = which == 2;
+  gc_dtype want;
   int rc = L_tensor_passes(L, n, "self", &x);
   if (rc)
     return rc;
   L_bool(L, n, "half_to_float", &h2f);
-  if (!x || !L_int(L, n, "dim", &dim) || h2f || !L_is_float(x->dtype))
+  if (!x || !L_int(L, n, "dim", &dim) || h2f || !L_is_float(x->dtype) ||
+      (safe && L_dtype(L, n, "dtype", &want) && want != x->dtype))
     return GC_EUNSUPPORTED;
   dim = norm_dim(dim, x->rank);
   gc_dtype dt = x->dtype;
   if (x->rank == 0) { /* ATen views it as [1]: max and sum are x, exp(x-x) */
-    if (dim != 0)
+    if (dim != 0 || safe)
       return GC_EUNSUPPORTED;
     ir_expr *xv = L_load(L, x, NULL);
     ir_expr *sh = ir_op2(ir, IR_SUB, dt, xv, xv); /* 0, or NaN if not finite */
@@ -356,6 +361,11 @@ int lower_softmax(lower_ctx *L, const gc_node *n, int is_log) {
   else
     body = ir_op2(ir, IR_MUL, dt, ir_op1(ir, IR_EXP, dt, shifted),
                   ir_op1(ir, IR_RECIP, dt, L_load(L, smt, ki)));
+  if (safe)
+    body = ir_op3(ir, IR_WHERE, dt,
+                  ir_op2(ir, IR_EQ, dt, L_load(L, mxt, ki),
+                         ir_const_f(ir, -INFINITY, dt)),
+                  ir_const_f(ir, 0, dt), body);
   return L_set(L, n, 0, L_pointwise(L, n, dt, x->rank, x->sizes, v, body));
 }
 

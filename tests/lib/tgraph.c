@@ -59,7 +59,7 @@ static const char *find_schema(const char *name) {
   if (!schema_text) {
     size_t len;
     uint8_t *data =
-        tu_read(tu_path("compiler/data/torch-1.13-schemas.txt"), &len);
+        tu_read(tu_path("compiler/data/torch-2.13-schemas.txt"), &len);
     schema_text = realloc(data, len + 1);
     schema_text[len] = '\0';
   }
@@ -496,11 +496,20 @@ static int parse_node(builder *b, char *lhs, char *rhs) {
       return -1;
     n->inputs[n->n_inputs++] = na;
   }
-  /* outputs */
+  /* outputs: one metadata for all, or one per output separated by ';'
+   * (the last repeated) */
   lhs = trim(lhs);
-  Compiled__V1__TensorMeta *meta = NULL;
-  if (meta_text && !(meta = parse_meta(b, meta_text + 1, -1)))
-    return -1;
+  Compiled__V1__TensorMeta *metas[64] = {NULL}, *meta = NULL;
+  int nmetas = 0;
+  for (char *mt = meta_text ? meta_text + 1 : NULL; mt && nmetas < 64;) {
+    char *semi = strchr(mt, ';');
+    if (semi)
+      *semi = '\0';
+    if (!(metas[nmetas++] = parse_meta(b, mt, -1)))
+      return -1;
+    mt = semi ? semi + 1 : NULL;
+  }
+  meta = metas[0];
   n->outputs = gc_arena_calloc(b->a, 64, sizeof *n->outputs);
   if (*lhs == '[') {
     pb_arg *x = parse_list(b, lhs);
@@ -521,7 +530,8 @@ static int parse_node(builder *b, char *lhs, char *rhs) {
         x->kind_case = COMPILED__V1__ARGUMENT__KIND_AS_TENSOR;
         x->as_tensor = tensor_ref(b, outs[i]);
         if (!find_value(b, outs[i]))
-          add_value(b, outs[i], meta);
+          add_value(b, outs[i],
+                    nmetas ? metas[i < nmetas ? i : nmetas - 1] : NULL);
       }
       n->outputs[n->n_outputs++] = x;
     }
@@ -591,7 +601,7 @@ Compiled__V1__GraphModule *tg_build(gc_arena *a, const char *spec, char *err,
   m->schema_version = gc_arena_zalloc(a, sizeof *m->schema_version);
   compiled__v1__schema_version__init(m->schema_version);
   m->schema_version->major = 1;
-  m->torch_version = "1.13.0a0";
+  m->torch_version = "2.13.0";
   m->producer = "tgraph";
   Compiled__V1__Graph *g = gc_arena_zalloc(a, sizeof *g);
   compiled__v1__graph__init(g);

@@ -6,7 +6,8 @@
  *   w: f32[4, 4] param                 a parameter (also: buffer, const, grad)
  *   v: f32[4, 4] strides [1, 4] offset 2 group 0
  *   mm = aten::mm(x, w): f32[4, 4]     a node: positional or name=value args
- *   a, b = aten::max.dim(mm, 1): f32[4]
+ *   a, b = aten::max.dim(mm, 1): f32[4]; i64[4]     (one metadata per output,
+ *                                      or one for all)
  *   [p, q] = aten::split.Tensor(x, 2): f32[2, 4]   a Tensor[] return
  *   y = aten::add.Tensor(mm, x, alpha=2): f32[4, 4]
  *   return y, mm
@@ -14,9 +15,9 @@
  * Literals: 1 (int), 1.5 or 1e-5 (float), True/False, None, "text",
  * [1, 2] (ints), [a, b] (tensors), [a, None] (optional tensors),
  * float32 (a dtype, written dtype:float32), device:cpu.
- * Every output gets the metadata after ':' (the validator does not infer
+ * Outputs get the metadata after ':' (the validator does not infer
  * shapes, so tests need not be exact). Operator schemas come from
- * compiler/data/torch-1.13-schemas.txt; `op NAME SCHEMA` lines add others.
+ * compiler/data/torch-2.13-schemas.txt; `op NAME SCHEMA` lines add others.
  * "group N" puts inputs into storage group N.
  */
 #ifndef TGRAPH_H

@@ -127,7 +127,8 @@ def test_instance_norm_and_batch_norm_without_running_stats(server):
         torch.testing.assert_close(a, b, atol=1e-4, rtol=1e-4)
     s = cf.summary()
     assert s["fallback"] == 0 and s["runs"] == "native", s
-    assert s["backward"]["fallback_ops"] == ["aten::convolution_backward"], s
+    # convolution_backward is an extern call (a library kernel), no fallback
+    assert s["backward"]["fallback_ops"] == [] and s["backward"]["extern"] >= 1, s
 
 
 # ---- pooling ----
