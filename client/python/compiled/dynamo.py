@@ -183,6 +183,10 @@ def encode_graph(gm: torch.fx.GraphModule, where: str) -> "tuple[bytes, list]":
                                                val, node.name, "", False, node))
         elif node.op == "get_attr":
             value = _capture._fetch_attr(gm, node.target)
+            if isinstance(value, torch.fx.GraphModule):
+                users = ", ".join(sorted({str(u.target) for u in node.users}))
+                raise Unencodable(f"{where}: a higher-order operator ({users}) calls the "
+                                  f"subgraph {node.target}; the wire format has no subgraphs")
             if not isinstance(value, torch.Tensor):
                 raise Unencodable(f"{where}: attribute {node.target} is not a tensor")
             if node.target not in constants:
