@@ -2,7 +2,7 @@
 
 Run from the repository root:
 
-    PYTHONPATH=client/python /usr/bin/python3 tests/data/graphs/regen.py [--out DIR]
+    .venv/bin/python tests/data/graphs/regen.py [--out DIR]
 
 Every case below builds a program and its example inputs from a fixed seed,
 captures it with ``compiled.export_graph`` and writes ``<name>.pb`` (and
@@ -210,6 +210,21 @@ def _transformer(grad):
     return layer, (torch.randn(2, 5, 16),)
 
 
+def _fused_transformer():
+    """The layer's fused inference kernel, called directly: under make_fx
+    (torch 2) the module itself takes its general path."""
+    layer, inputs = _transformer(False)
+    a = layer.self_attn
+
+    def fused(src):
+        return torch.ops.aten._transformer_encoder_layer_fwd(
+            src, 16, 2, a.in_proj_weight, a.in_proj_bias, a.out_proj.weight, a.out_proj.bias,
+            False, False, layer.norm1.eps, layer.norm1.weight, layer.norm1.bias,
+            layer.norm2.weight, layer.norm2.bias, layer.linear1.weight, layer.linear1.bias,
+            layer.linear2.weight, layer.linear2.bias)
+    return fused, inputs
+
+
 class MLPBlock(nn.Module):
     """A transformer's MLP half: x + fc2(gelu(fc1(layer_norm(x)))).
     (Defined here, below the others: stack traces hold line numbers, so
@@ -231,7 +246,7 @@ CASES = {
     "mlp_block": lambda: (MLPBlock().eval(), (torch.randn(4, 8),)),
     "attention": lambda: (attention, (torch.randn(2, 4, 8), torch.randn(2, 6, 8), torch.randn(2, 6, 8))),
     "transformer_encoder_layer": lambda: _transformer(True),
-    "transformer_encoder_fastpath": lambda: _transformer(False),
+    "transformer_encoder_fastpath": lambda: _fused_transformer(),
     "conv_bn_relu": lambda: (ConvBnReLU().eval(), (torch.randn(1, 3, 8, 8),)),
     "resnet18": _resnet18,
     "training_block": lambda: (TrainingBlock().train(), (torch.randn(4, 6),)),
