@@ -39,7 +39,8 @@ rpc_client *ctl_connect(void) {
   return c;
 }
 
-int ctl_status_exit(const rpc_status *st) {
+/* The exit code of a status, whatever the command. */
+static int status_exit(const rpc_status *st) {
   switch (st->code) {
   case GRPC_STATUS_OK:
     return CTL_OK;
@@ -64,6 +65,16 @@ int ctl_status_exit(const rpc_status *st) {
     /* A compile that failed comes with a GraphError whatever its code. */
     return st->graph_error ? CTL_EGRAPH : CTL_ESERVER;
   }
+}
+
+int ctl_status_exit(const rpc_status *st) {
+  int rc = status_exit(st);
+  /* A status that means nothing for this command (INVALID_ARGUMENT for
+   * stats, which sends no graph; NOT_FOUND for submit -o, whose artifact
+   * the server had just announced) is the server failing. */
+  if (ctl_cmd && !(ctl_cmd->exits & CTL_BIT(rc)))
+    rc = CTL_ESERVER;
+  return rc;
 }
 
 int ctl_rpc_error(const char *what, const rpc_status *st) {
@@ -423,7 +434,7 @@ int ctl_fetch_artifact(rpc_client *c, const char *key, int64_t timeout_ms,
     snprintf(what, sizeof what, "fetch %.16s", key);
     if (st.code == GRPC_STATUS_NOT_FOUND) {
       ctl_errorf("%s: %s", key, st.details);
-      rc = CTL_ENOTFOUND;
+      rc = ctl_status_exit(&st);
     } else {
       rc = ctl_rpc_error(what, &st);
     }
