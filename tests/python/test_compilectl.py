@@ -567,6 +567,7 @@ def test_unreachable_server():
         r = run_ctl("--server", addr, *args, "--timeout", "5")
         assert r.returncode == EUNREACHABLE, (args, r.stderr)
         assert "cannot reach the server" in r.stderr
+        assert "TLS" not in r.stderr  # nothing listens: no hint about TLS
     env = dict(os.environ, COMPILED_SERVER=addr)
     r = subprocess.run([CTL, "stats"], capture_output=True, text=True, env=env,
                        timeout=30)

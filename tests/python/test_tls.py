@@ -102,3 +102,25 @@ def test_bad_tls_settings_are_refused(tmp_path, args, message):
     p = subprocess.run([BIN, "--listen", "127.0.0.1:0", "--cache-dir", str(tmp_path / "c")] + args,
                        capture_output=True, text=True, timeout=30)
     assert p.returncode == 2 and message in p.stderr, p.stderr
+
+
+def test_a_plain_client_is_told_the_daemon_expects_tls(daemon, pki):
+    """A client without TLS at a TLS port gets its connection reset; it is
+    told that the daemon expects TLS (compilectl, the Python client), and
+    the daemon's log says a plain client came."""
+    d = daemon("--tls-cert", str(pki / "server.pem"), "--tls-key", str(pki / "server.key"))
+    p = subprocess.run([CTL, "--server", d.address, "stats", "--timeout", "5"],
+                       capture_output=True, text=True, timeout=60)
+    assert p.returncode == 3, p.stderr
+    assert "expects TLS" in p.stderr and "--ca" in p.stderr and "COMPILED_CA" in p.stderr, \
+        p.stderr
+    with pytest.raises(compiled.DaemonUnavailable) as e:
+        compiled.Client(d.address).stats(timeout=5)
+    assert "expects TLS" in str(e.value) and "COMPILED_CA" in str(e.value), e.value
+    assert "plain gRPC client" in d.log() and "--tls-cert" in d.log()
+    # with mutual TLS too: the daemon answers the handshake, then refuses
+    d2 = daemon("--tls-cert", str(pki / "server.pem"), "--tls-key", str(pki / "server.key"),
+                "--tls-client-ca", str(pki / "ca.pem"))
+    p = subprocess.run([CTL, "--server", d2.address, "stats", "--timeout", "5"],
+                       capture_output=True, text=True, timeout=60)
+    assert p.returncode == 3 and "expects TLS" in p.stderr, p.stderr
