@@ -1209,6 +1209,22 @@ static bool from_l2(flight *f) {
 
 static void deliver_on_loop(void *arg);
 
+/* A compile that ran to its end, succeeded or failed, taking `us`: counted
+ * (Stats' compiles, compiles_total) and observed in the duration histogram
+ * in one place, so that /metrics' compile_duration_seconds_count equals
+ * compiles_total. A compile stopped because nobody waited for it any more
+ * is neither: the compile of its key that a later request starts is the
+ * one that counts. */
+static void count_compile(daemon_ctx *d, int64_t us) {
+  static const int64_t bounds[] = DAEMON_COMPILE_BUCKETS_US;
+  int b = 0;
+  while (b < DAEMON_COMPILE_NBUCKETS - 1 && us > bounds[b])
+    b++;
+  atomic_fetch_add(&d->stats.compiles, 1);
+  atomic_fetch_add(&d->stats.compile_hist[b], 1);
+  atomic_fetch_add(&d->stats.compile_sum_us, (uint64_t)(us > 0 ? us : 0));
+}
+
 static void run_flight(uv_work_t *work) {
   flight *f = work->data;
   daemon_ctx *d = f->d;
@@ -1263,7 +1279,6 @@ static void run_flight(uv_work_t *work) {
     f->rc = gc_errorf(&f->err, GC_EINVAL, "not cached");
     goto out;
   }
-  atomic_fetch_add(&d->stats.compiles, 1);
   /* Tests make compiles slow to exercise joining, cancelling, queueing. */
   for (int waited = 0; waited < d->cfg.debug_compile_delay_ms; waited += 5) {
     if (atomic_load(&f->abandoned))
@@ -1277,16 +1292,11 @@ static void run_flight(uv_work_t *work) {
   gc_backend be = {.target = &f->target,
                    .toolchain = &d->toolchain.iface,
                    .verify = d->cfg.verify_ir};
+  int64_t begun = gc_now_us();
   f->rc = gc_compile(f->arena, f->graph, &f->fullkey, &f->opts,
                      d->cfg.native ? &be : NULL, &hooks, &f->out, &f->err);
-  if (f->rc == 0) {
-    static const int64_t bounds[] = DAEMON_COMPILE_BUCKETS_US;
-    int b = 0;
-    while (b < DAEMON_COMPILE_NBUCKETS - 1 && f->out.micros > bounds[b])
-      b++;
-    atomic_fetch_add(&d->stats.compile_hist[b], 1);
-    atomic_fetch_add(&d->stats.compile_sum_us, (uint64_t)f->out.micros);
-  }
+  if (f->rc != GC_ECANCELED)
+    count_compile(d, f->rc == 0 ? f->out.micros : gc_now_us() - begun);
   if (f->rc == 0 && f->out.native_failed) {
     atomic_fetch_add(&d->stats.native_failures, 1);
     LOG(LOG_WARN, "native code for %s failed at %s; serving its ATen program",

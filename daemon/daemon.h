@@ -45,7 +45,8 @@ typedef struct daemon_stats {
   atomic_uint_fast64_t hits;     /* served from the cache */
   atomic_uint_fast64_t misses;   /* needed a compile (new or joined) */
   atomic_uint_fast64_t joins;    /* joined a compile in flight */
-  atomic_uint_fast64_t compiles; /* compiles run */
+  atomic_uint_fast64_t compiles; /* compiles run to their end (compile.c's
+                                   count_compile) */
   atomic_uint_fast64_t compile_failures;
   atomic_uint_fast64_t failure_hits; /* answered from remembered failures */
   atomic_uint_fast64_t rejected_busy;
@@ -60,8 +61,8 @@ typedef struct daemon_stats {
   atomic_uint_fast64_t permission_denied;  /* refused: role too low */
   atomic_uint_fast64_t signature_failures; /* entries not served (sign.h) */
   atomic_uint_fast64_t l2_hits;            /* served from Redis */
-  /* compile durations: counts per bucket of DAEMON_COMPILE_BUCKETS_US
-   * (the last: +Inf), their sum */
+  /* the durations of those compiles: counts per bucket of
+   * DAEMON_COMPILE_BUCKETS_US (the last: +Inf), their sum */
   atomic_uint_fast64_t compile_hist[12];
   atomic_uint_fast64_t compile_sum_us;
   atomic_uint_fast64_t l2_puts;         /* entries stored in Redis */

@@ -350,6 +350,21 @@ static void set_port(struct addrinfo *ai, int port) {
     ((struct sockaddr_in *)ai->ai_addr)->sin_port = htons((uint16_t)port);
 }
 
+/* What to do about a bind error `e`, to follow its message. */
+static const char *bind_hint(int e) {
+  switch (e) {
+  case EADDRINUSE:
+    return " (another process, perhaps another compiled, listens there: stop "
+           "it or give --listen another port)";
+  case EADDRNOTAVAIL:
+    return " (no network interface of this machine has that address)";
+  case EACCES:
+    return " (ports below 1024 need privileges: use a higher one)";
+  default:
+    return "";
+  }
+}
+
 /* Binds every address of host:port; returns how many were bound. */
 static int bind_all(lsn *l, const char *addr, char *err, size_t errlen) {
   char host[256], port[16];
@@ -388,8 +403,9 @@ static int bind_all(lsn *l, const char *addr, char *err, size_t errlen) {
   }
   freeaddrinfo(res);
   if (!l->nsocks)
-    snprintf(err, errlen, "cannot listen on %s: %s", addr,
-             first_errno ? strerror(first_errno) : "no usable address");
+    snprintf(err, errlen, "cannot listen on %s: %s%s", addr,
+             first_errno ? strerror(first_errno) : "no usable address",
+             bind_hint(first_errno));
   return l->nsocks;
 }
 

@@ -63,6 +63,13 @@ void log_close(void) {
   pthread_mutex_unlock(&log_mu);
 }
 
+bool log_is_stderr(void) {
+  pthread_mutex_lock(&log_mu);
+  bool r = log_file == NULL;
+  pthread_mutex_unlock(&log_mu);
+  return r;
+}
+
 int log_reopen(void) {
   int rc = 0;
   pthread_mutex_lock(&log_mu);

@@ -31,6 +31,9 @@ int log_init(log_level level, log_format format, const char *path);
 void log_close(void);
 int log_reopen(void);
 
+/* Whether the log goes to stderr (no log file). */
+bool log_is_stderr(void);
+
 /* "error", "warn", "info", "debug" -> level; -1 when unknown. */
 int log_level_parse(const char *s);
 

@@ -505,6 +505,14 @@ static void write_port_file(daemon_ctx *d) {
         strerror(errno));
 }
 
+/* A start-up failure: said on stderr, and in the log when that is a file
+ * (a log on stderr would say it twice). */
+static void start_failed(const char *err) {
+  fprintf(stderr, "compiled: %s\n", err);
+  if (!log_is_stderr())
+    LOG(LOG_ERROR, "%s", err);
+}
+
 int main(int argc, char **argv) {
   static daemon_ctx D;
   daemon_ctx *d = &D;
@@ -577,13 +585,11 @@ int main(int argc, char **argv) {
   char err[300];
   d->port = srv_start(d->server, err, sizeof err);
   if (d->port < 0) {
-    fprintf(stderr, "compiled: %s\n", err);
-    LOG(LOG_ERROR, "%s", err);
+    start_failed(err);
     return 1;
   }
   if (metrics_start(d, err, sizeof err) != 0) {
-    fprintf(stderr, "compiled: %s\n", err);
-    LOG(LOG_ERROR, "%s", err);
+    start_failed(err);
     return 1;
   }
   write_port_file(d);

@@ -116,14 +116,15 @@ static void render(daemon_ctx *d, text *t) {
       A(misses));
   one(t, "joins_total", "counter",
       "Requests that waited for a compile already running here.", A(joins));
-  one(t, "compiles_total", "counter", "Compiles run.", A(compiles));
+  one(t, "compiles_total", "counter",
+      "Compiles run to their end (succeeded or failed).", A(compiles));
   one(t, "compile_failures_total", "counter", "Compiles that failed.",
       A(compile_failures));
   one(t, "native_failures_total", "counter",
       "Compiles whose native code failed (served as ATen programs).",
       A(native_failures));
   metric(t, "compile_duration_seconds", "histogram",
-         "Duration of successful compiles.");
+         "Duration of the compiles compiles_total counts.");
   static const int64_t bounds[] = DAEMON_COMPILE_BUCKETS_US;
   uint64_t cum = 0;
   for (int b = 0; b < DAEMON_COMPILE_NBUCKETS; b++) {

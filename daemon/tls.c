@@ -12,6 +12,7 @@
 #include <openssl/ssl.h>
 #include <poll.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -277,6 +278,41 @@ done:
   free(out);
 }
 
+/* Whether a connection whose handshake failed was a plain HTTP/2 client:
+ * the rest of its preface ("PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n"; OpenSSL
+ * read the first bytes as a record header) is still unread. */
+static bool plain_http2(int fd) {
+  static const char tail[] = "HTTP/2.0\r\n\r\nSM\r\n\r\n";
+  char buf[32];
+  ssize_t n = recv(fd, buf, sizeof buf, MSG_PEEK | MSG_DONTWAIT);
+  for (ssize_t i = 0; i + (ssize_t)sizeof tail - 1 <= n; i++)
+    if (memcmp(buf + i, tail, sizeof tail - 1) == 0)
+      return true;
+  return false;
+}
+
+/* Says, at most once a minute, that a plain client came to the TLS port
+ * (its own error only says the connection was reset). */
+static void warn_plain(int fd) {
+  static _Atomic int64_t last_s;
+  int64_t now = (int64_t)time(NULL), last = atomic_load(&last_s);
+  struct sockaddr_storage sa;
+  socklen_t len = sizeof sa;
+  char host[INET6_ADDRSTRLEN] = "?", port[8] = "?";
+  if (getpeername(fd, (struct sockaddr *)&sa, &len) == 0)
+    getnameinfo((struct sockaddr *)&sa, len, host, sizeof host, port,
+                sizeof port, NI_NUMERICHOST | NI_NUMERICSERV);
+  if (now - last < 60 || !atomic_compare_exchange_strong(&last_s, &last, now)) {
+    LOG(LOG_DEBUG, "TLS: a plain gRPC client at %s:%s; closed", host, port);
+    return;
+  }
+  LOG(LOG_WARN,
+      "TLS: a plain gRPC client at %s:%s (HTTP/2 without TLS): this port "
+      "speaks TLS only; clients need the CA of --tls-cert (compilectl --ca, "
+      "$COMPILED_CA, compiled.Client(ca=...)); said at most once a minute",
+      host, port);
+}
+
 static void *run_bridge(void *arg) {
   bridge *b = arg;
   set_nonblocking(b->tcp);
@@ -295,7 +331,10 @@ static void *run_bridge(void *arg) {
       unsigned long e = ERR_get_error();
       if (e)
         ERR_error_string_n(e, why, sizeof why);
-      LOG(LOG_DEBUG, "TLS handshake refused: %s", why);
+      if (plain_http2(b->tcp))
+        warn_plain(b->tcp);
+      else
+        LOG(LOG_DEBUG, "TLS handshake refused: %s", why);
     }
   }
   ERR_clear_error();

@@ -21,24 +21,18 @@
 #include "client/ctl/ctl.h"
 #include "compiled/v1/health.pb-c.h"
 
-#define EXIT_CODES_HELP                                                        \
-  "Exit codes: 0 ok, 2 usage, 3 server unreachable, 4 local I/O, 5 server\n"   \
-  "error (internal, busy, bad answer), 6 key not in the cache.\n"
-
 static const char lookup_usage[] =
-    "usage: compilectl [--server ADDR] lookup [--json] [--timeout SECONDS] "
-    "KEY\n"
+    "usage: compilectl lookup [--json] [--timeout SECONDS] KEY\n"
     "\n"
     "Prints what the cache holds for KEY (64 hex digits, or a unique prefix\n"
     "of at least 4): sizes, hits, compile time, when it was created and last\n"
     "used, its digest and key components. Does not count as a use.\n"
     "  --json             print the compiled.v1.LookupResponse as JSON\n"
-    "  --timeout SECONDS  give up after this long (default "
-    "60)\n" EXIT_CODES_HELP;
+    "  --timeout SECONDS  give up after this long (default 60)\n";
 
 static const char fetch_usage[] =
-    "usage: compilectl [--server ADDR] fetch [--timeout SECONDS] KEY -o FILE\n"
-    "       compilectl [--server ADDR] fetch --source KEY [-o FILE]\n"
+    "usage: compilectl fetch [--timeout SECONDS] KEY -o FILE\n"
+    "       compilectl fetch --source KEY [-o FILE]\n"
     "\n"
     "Downloads the artifact (a compiled.v1.Artifact message) of KEY in\n"
     "chunks, checks its SHA-256 against the server's digest and writes it to\n"
@@ -46,34 +40,29 @@ static const char fetch_usage[] =
     "  -o, --output FILE  where to write it (required without --source)\n"
     "  --source           write the generated C of its native program instead\n"
     "                     (default: standard output)\n"
-    "  --timeout SECONDS  give up after this long (default "
-    "60)\n" EXIT_CODES_HELP "A digest mismatch exits 5 and writes nothing.\n";
+    "  --timeout SECONDS  give up after this long (default 60)\n";
 
 static const char stats_usage[] =
-    "usage: compilectl [--server ADDR] stats [--json] [--timeout SECONDS]\n"
+    "usage: compilectl stats [--json] [--timeout SECONDS]\n"
     "\n"
     "Prints the daemon's counters: requests, cache hits, misses, joins\n"
     "(requests that waited for a compile already running), compiles,\n"
     "failures, evictions, corrupt entries dropped, entries and bytes cached,\n"
     "compile time saved by hits, the compile queue, uptime and version.\n"
     "  --json             print the compiled.v1.StatsResponse as JSON\n"
-    "  --timeout SECONDS  give up after this long (default "
-    "60)\n" EXIT_CODES_HELP;
+    "  --timeout SECONDS  give up after this long (default 60)\n";
 
 static const char ls_usage[] =
-    "usage: compilectl [--server ADDR] ls [--limit N] [--json] "
-    "[--timeout SECONDS]\n"
+    "usage: compilectl ls [--limit N] [--json] [--timeout SECONDS]\n"
     "\n"
     "Lists cached entries, most recently used first: key prefix, artifact\n"
     "size, stored (compressed) size, hits, compile time, last use.\n"
     "  --limit N          at most N entries (default 100)\n"
     "  --json             print the compiled.v1.ListResponse as JSON\n"
-    "  --timeout SECONDS  give up after this long (default "
-    "60)\n" EXIT_CODES_HELP;
+    "  --timeout SECONDS  give up after this long (default 60)\n";
 
 static const char evict_usage[] =
-    "usage: compilectl [--server ADDR] evict KEY | --all | --older-than "
-    "DURATION\n"
+    "usage: compilectl evict KEY | --all | --older-than DURATION\n"
     "\n"
     "Removes entries from the cache and prints how many and how many bytes.\n"
     "  KEY                   one entry (64 hex digits or a unique prefix)\n"
@@ -81,12 +70,10 @@ static const char evict_usage[] =
     "  --older-than DURATION entries last used longer ago than DURATION:\n"
     "                        90s, 30m, 12h, 7d, 2w, 1h30m, or seconds\n"
     "  --json                print the compiled.v1.EvictResponse as JSON\n"
-    "  --timeout SECONDS     give up after this long (default 60)\n"
-    "" EXIT_CODES_HELP;
+    "  --timeout SECONDS     give up after this long (default 60)\n";
 
 static const char health_usage[] =
-    "usage: compilectl [--server ADDR] health [--service NAME] [--json] "
-    "[--timeout SECONDS]\n"
+    "usage: compilectl health [--service NAME] [--json] [--timeout SECONDS]\n"
     "\n"
     "Asks grpc.health.v1.Health/Check and prints the status: SERVING,\n"
     "NOT_SERVING (e.g. the daemon is draining), UNKNOWN or SERVICE_UNKNOWN.\n"
@@ -95,9 +82,7 @@ static const char health_usage[] =
     "                     the daemon knows compiled.v1.Compiler)\n"
     "  --json             print the grpc.health.v1.HealthCheckResponse as "
     "JSON\n"
-    "  --timeout SECONDS  give up after this long (default 60)\n"
-    "Exit codes: 0 SERVING, 2 usage, 3 server unreachable, 5 any other "
-    "status.\n";
+    "  --timeout SECONDS  give up after this long (default 60)\n";
 
 /* What the command lines of these commands can say. */
 typedef struct admin_opts {
@@ -111,7 +96,7 @@ typedef struct admin_opts {
   bool source;         /* fetch --source */
 } admin_opts;
 
-enum { O_JSON = 256, O_TIMEOUT, O_LIMIT, O_ALL, O_OLDER, O_SERVICE, O_SOURCE };
+enum { O_JSON = 256, O_LIMIT, O_ALL, O_OLDER, O_SERVICE, O_SOURCE };
 
 /* Handles one option of any of these commands. Returns 0, 1 for --help,
  * or CTL_EUSAGE. */
@@ -124,9 +109,6 @@ static int handle_opt(int c, admin_opts *o, const char *usage) {
   case O_SOURCE:
     o->source = true;
     return 0;
-  case O_TIMEOUT:
-    return ctl_parse_timeout("--timeout", optarg, &o->timeout_ms) ? CTL_EUSAGE
-                                                                  : 0;
   case 'o':
     o->out = optarg;
     return 0;
@@ -150,10 +132,16 @@ static int handle_opt(int c, admin_opts *o, const char *usage) {
     o->service = optarg;
     return 0;
   case 'h':
-    fputs(usage, stdout);
+    ctl_help(stdout, usage);
     return 1;
   default:
-    fputs(usage, stderr);
+    switch (ctl_global_option(c, optarg)) {
+    case 1:
+      return 0;
+    case 0:
+      ctl_help(stderr, usage);
+      break;
+    }
     return CTL_EUSAGE;
   }
 }
@@ -164,19 +152,20 @@ static int handle_opt(int c, admin_opts *o, const char *usage) {
 static int parse(int argc, char **argv, const struct option *opts,
                  const char *shortopts, const char *usage, int npos,
                  admin_opts *o) {
-  *o = (admin_opts){.timeout_ms = CTL_DEFAULT_TIMEOUT_MS, .older_than = -1};
+  *o = (admin_opts){.older_than = -1};
   int c;
-  optind = 1;
+  optind = 0; /* afresh: see CTL_GLOBAL_OPTIONS */
   while ((c = getopt_long(argc, argv, shortopts, opts, NULL)) != -1) {
     int rc = handle_opt(c, o, usage);
     if (rc)
       return rc;
   }
+  o->timeout_ms = ctl_timeout(CTL_DEFAULT_TIMEOUT_MS);
   if (npos >= 0 && argc - optind != npos) {
     const char *name = strrchr(argv[0], ' ');
     ctl_errorf("%s: wants %d argument%s, got %d", name ? name + 1 : argv[0],
                npos, npos == 1 ? "" : "s", argc - optind);
-    fputs(usage, stderr);
+    ctl_help(stderr, usage);
     return CTL_EUSAGE;
   }
   return 0;
@@ -287,11 +276,9 @@ static Compiled__V1__Artifact *fetch_unpacked(rpc_client *c, const char *key,
 }
 
 int ctl_cmd_lookup(int argc, char **argv) {
-  static const struct option opts[] = {
-      {"json", no_argument, NULL, O_JSON},
-      {"timeout", required_argument, NULL, O_TIMEOUT},
-      {"help", no_argument, NULL, 'h'},
-      {NULL, 0, NULL, 0}};
+  static const struct option opts[] = {{"json", no_argument, NULL, O_JSON},
+                                       CTL_GLOBAL_OPTIONS,
+                                       {NULL, 0, NULL, 0}};
   admin_opts o;
   rpc_client *c;
   int rc = begin(argc, argv, opts, lookup_usage, 1, &o, &c);
@@ -373,12 +360,10 @@ static int write_source(const Compiled__V1__Artifact *art, const char *key,
 }
 
 int ctl_cmd_fetch(int argc, char **argv) {
-  static const struct option opts[] = {
-      {"source", no_argument, NULL, O_SOURCE},
-      {"output", required_argument, NULL, 'o'},
-      {"timeout", required_argument, NULL, O_TIMEOUT},
-      {"help", no_argument, NULL, 'h'},
-      {NULL, 0, NULL, 0}};
+  static const struct option opts[] = {{"source", no_argument, NULL, O_SOURCE},
+                                       {"output", required_argument, NULL, 'o'},
+                                       CTL_GLOBAL_OPTIONS,
+                                       {NULL, 0, NULL, 0}};
   admin_opts o;
   int rc = parse(argc, argv, opts, "o:h", fetch_usage, 1, &o);
   if (rc)
@@ -480,11 +465,9 @@ static void print_stats(const Compiled__V1__StatsResponse *s) {
 }
 
 int ctl_cmd_stats(int argc, char **argv) {
-  static const struct option opts[] = {
-      {"json", no_argument, NULL, O_JSON},
-      {"timeout", required_argument, NULL, O_TIMEOUT},
-      {"help", no_argument, NULL, 'h'},
-      {NULL, 0, NULL, 0}};
+  static const struct option opts[] = {{"json", no_argument, NULL, O_JSON},
+                                       CTL_GLOBAL_OPTIONS,
+                                       {NULL, 0, NULL, 0}};
   admin_opts o;
   rpc_client *c;
   int rc = begin(argc, argv, opts, stats_usage, 0, &o, &c);
@@ -525,8 +508,7 @@ int ctl_cmd_ls(int argc, char **argv) {
   static const struct option opts[] = {
       {"limit", required_argument, NULL, O_LIMIT},
       {"json", no_argument, NULL, O_JSON},
-      {"timeout", required_argument, NULL, O_TIMEOUT},
-      {"help", no_argument, NULL, 'h'},
+      CTL_GLOBAL_OPTIONS,
       {NULL, 0, NULL, 0}};
   admin_opts o;
   rpc_client *c;
@@ -562,7 +544,7 @@ static int evict_request(rpc_client *c, const admin_opts *o, int npos,
   int given = (npos > 0) + o->all + (o->older_than >= 0);
   if (given != 1 || npos > 1) {
     ctl_errorf("evict: give exactly one of KEY, --all, --older-than");
-    fputs(evict_usage, stderr);
+    ctl_help(stderr, evict_usage);
     return CTL_EUSAGE;
   }
   if (o->all) {
@@ -586,8 +568,7 @@ int ctl_cmd_evict(int argc, char **argv) {
       {"all", no_argument, NULL, O_ALL},
       {"older-than", required_argument, NULL, O_OLDER},
       {"json", no_argument, NULL, O_JSON},
-      {"timeout", required_argument, NULL, O_TIMEOUT},
-      {"help", no_argument, NULL, 'h'},
+      CTL_GLOBAL_OPTIONS,
       {NULL, 0, NULL, 0}};
   admin_opts o;
   rpc_client *c;
@@ -666,8 +647,7 @@ int ctl_cmd_health(int argc, char **argv) {
   static const struct option opts[] = {
       {"service", required_argument, NULL, O_SERVICE},
       {"json", no_argument, NULL, O_JSON},
-      {"timeout", required_argument, NULL, O_TIMEOUT},
-      {"help", no_argument, NULL, 'h'},
+      CTL_GLOBAL_OPTIONS,
       {NULL, 0, NULL, 0}};
   admin_opts o;
   rpc_client *c;

@@ -26,7 +26,7 @@
 #include "client/ctl/ctl.h"
 
 static const char bench_usage[] =
-    "usage: compilectl [--server ADDR] bench [OPTIONS] FILE\n"
+    "usage: compilectl bench [OPTIONS] FILE\n"
     "\n"
     "Sends Compile requests for graph FILE from N concurrent clients (one\n"
     "connection each) for a while, then prints latency percentiles (p50,\n"
@@ -47,11 +47,7 @@ static const char bench_usage[] =
     "                         (remove them with evict --older-than)\n"
     "  --json                 print the results as one JSON object\n"
     "  --timeout SECONDS      limit per request (default 60)\n"
-    "  -h, --help             this text\n"
-    "\n"
-    "Exit codes: 0 the run completed (whatever the requests' outcomes),\n"
-    "1 invalid graph, 2 usage, 3 server unreachable, 4 local I/O, 5 the\n"
-    "priming request failed on the server.\n";
+    "  -h, --help             this text\n";
 
 /* How a request ended. */
 enum outcome { OUT_HIT, OUT_COMPILED, OUT_JOINED, OUT_ERROR, NOUTCOMES };
@@ -419,19 +415,18 @@ static int parse_num(const char *opt, const char *s, double lo, double hi,
 /* Parses the command line into `cfg`; returns CTL_OK, -1 for --help, or
  * CTL_EUSAGE. */
 static int parse_bench(int argc, char **argv, bench_cfg *cfg) {
-  enum { O_CLIENTS = 256, O_DUR, O_MISS, O_WARM, O_JSON, O_TIMEOUT };
+  enum { O_CLIENTS = 256, O_DUR, O_MISS, O_WARM, O_JSON };
   static const struct option opts[] = {
       {"clients", required_argument, NULL, O_CLIENTS},
       {"duration", required_argument, NULL, O_DUR},
       {"miss-ratio", required_argument, NULL, O_MISS},
       {"warmup", required_argument, NULL, O_WARM},
       {"json", no_argument, NULL, O_JSON},
-      {"timeout", required_argument, NULL, O_TIMEOUT},
-      {"help", no_argument, NULL, 'h'},
+      CTL_GLOBAL_OPTIONS,
       {NULL, 0, NULL, 0}};
   int c, bad = 0;
   double clients = 4;
-  optind = 1;
+  optind = 0; /* afresh: see CTL_GLOBAL_OPTIONS */
   while (!bad && (c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
     if (c == O_CLIENTS) {
       bad = parse_num("--clients", optarg, 1, 1024, &clients);
@@ -447,16 +442,18 @@ static int parse_bench(int argc, char **argv, bench_cfg *cfg) {
       bad = parse_num("--warmup", optarg, 0, 3600, &cfg->warmup_s);
     else if (c == O_JSON)
       cfg->json = true;
-    else if (c == O_TIMEOUT)
-      bad = ctl_parse_timeout("--timeout", optarg, &cfg->timeout_ms);
     else if (c == 'h') {
-      fputs(bench_usage, stdout);
+      ctl_help(stdout, bench_usage);
       return -1;
     } else {
-      fputs(bench_usage, stderr);
-      return CTL_EUSAGE;
+      int g = ctl_global_option(c, optarg);
+      if (g == 0)
+        ctl_help(stderr, bench_usage);
+      if (g <= 0)
+        return CTL_EUSAGE;
     }
   }
+  cfg->timeout_ms = ctl_timeout(CTL_DEFAULT_TIMEOUT_MS);
   if (bad || optind != argc - 1) {
     if (!bad)
       ctl_errorf("bench: wants exactly one graph file");
@@ -470,7 +467,6 @@ static int parse_bench(int argc, char **argv, bench_cfg *cfg) {
 int ctl_cmd_bench(int argc, char **argv) {
   bench_cfg cfg = {.duration_s = 10,
                    .warmup_s = 1,
-                   .timeout_ms = CTL_DEFAULT_TIMEOUT_MS,
                    .run_id =
                        (uint64_t)ctl_now_us() ^ ((uint64_t)getpid() << 40)};
   int rc = parse_bench(argc, argv, &cfg);

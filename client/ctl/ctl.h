@@ -5,9 +5,11 @@
 #ifndef CTL_H
 #define CTL_H
 
+#include <getopt.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 
 #include "client/lib/rpc.h"
 #include "compiled/v1/graph.pb-c.h"
@@ -25,6 +27,63 @@ enum {
   CTL_EDENIED = 7,      /* no, an unknown or a too weak bearer token
                            (UNAUTHENTICATED, PERMISSION_DENIED) */
 };
+
+/* The bit of exit code `code` in a command's mask of codes it can return. */
+#define CTL_BIT(code) (1u << (code))
+
+/* ---- main.c: the commands and the options every command takes ---- */
+
+/* A command of compilectl. `exits` (CTL_BIT of each code it can return)
+ * is the one list of its exit codes: ctl_help prints it as the "Exit
+ * codes:" lines of the command's help, ctl_status_exit maps a status the
+ * command does not list (NOT_FOUND from stats, say) to a server error, and
+ * main() reports a command that returns a code outside it as a bug. */
+typedef struct ctl_command {
+  const char *name;
+  int (*run)(int argc, char **argv);
+  bool net;              /* talks to a daemon: runs with the gRPC library up */
+  unsigned exits;        /* CTL_BIT of every code it can return */
+  const char *exit_note; /* what its help adds about its codes, or NULL */
+} ctl_command;
+
+/* The command running (set by main() before it runs). */
+extern const ctl_command *ctl_cmd;
+
+/* Prints `usage` (a command's help text) and then its exit codes, from
+ * ctl_cmd->exits and ->exit_note, to `f`. */
+void ctl_help(FILE *f, const char *usage);
+
+/* The options every command takes, before or after its name (main() reads
+ * those before it; each command's getopt_long table includes these, ahead
+ * of its terminating entry). -h/--help is the command's help. A command
+ * starts getopt_long with optind = 0, not 1: that makes glibc start afresh,
+ * while 1 would keep the "stop at the first argument" mode ("+") of main's
+ * scan, and `submit FILE --json` would take --json for a file. */
+enum {
+  CTL_O_SERVER = 1000,
+  CTL_O_TOKEN,
+  CTL_O_CA,
+  CTL_O_CERT,
+  CTL_O_KEY,
+  CTL_O_TIMEOUT,
+};
+#define CTL_GLOBAL_OPTIONS                                                     \
+  {"server", required_argument, NULL, CTL_O_SERVER},                           \
+      {"token", required_argument, NULL, CTL_O_TOKEN},                         \
+      {"ca", required_argument, NULL, CTL_O_CA},                               \
+      {"cert", required_argument, NULL, CTL_O_CERT},                           \
+      {"key", required_argument, NULL, CTL_O_KEY},                             \
+      {"timeout", required_argument, NULL, CTL_O_TIMEOUT}, {                   \
+    "help", no_argument, NULL, 'h'                                             \
+  }
+
+/* Handles getopt_long's answer `c` when it is a global option (its value
+ * in `arg`). Returns 1 when it was one, 0 when not, -1 after printing why
+ * its value is wrong. */
+int ctl_global_option(int c, const char *arg);
+
+/* --timeout in milliseconds, else `dflt` (the command's default). */
+int64_t ctl_timeout(int64_t dflt);
 
 /* Prints "compilectl: <msg>" on stderr. */
 void ctl_errorf(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
@@ -74,7 +133,8 @@ extern const char *ctl_ca, *ctl_cert, *ctl_key;
  * rpc_close. */
 rpc_client *ctl_connect(void);
 
-/* The exit code for a failed call's status (see the enum above). */
+/* The exit code for a failed call's status (see the enum above), one that
+ * ctl_cmd lists: any other is CTL_ESERVER. */
 int ctl_status_exit(const rpc_status *st);
 
 /* Prints "compilectl: <what>: <why>" for a failed call and returns its exit

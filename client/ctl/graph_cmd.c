@@ -65,6 +65,51 @@ static const char graph_usage[] =
     "      --to json|pb           output format (default: by OUT's extension,\n"
     "                             else the other one)\n";
 
+/* An option that no graph command has of its own: -h/--help, a global
+ * option (accepted, its value checked, for a command line that names a
+ * server anyway), or a mistake. Returns 0 to go on, -1 after printing the
+ * help, or CTL_EUSAGE after saying why. */
+static int other_option(int c) {
+  if (c == 'h') {
+    ctl_help(stdout, graph_usage);
+    return -1;
+  }
+  int g = ctl_global_option(c, optarg);
+  if (g > 0)
+    return 0;
+  if (g == 0)
+    ctl_help(stderr, graph_usage);
+  return CTL_EUSAGE;
+}
+
+/* A graph command's options that are only flags: sets *flags[i] for
+ * opts[i]. Returns CTL_OK with optind at the files, -1 after the help, or
+ * CTL_EUSAGE. `opts` ends with CTL_GLOBAL_OPTIONS and the zero entry. */
+static int flag_options(int argc, char **argv, const struct option *opts,
+                        bool *const *flags, int nflags) {
+  int c, i;
+  optind = 0; /* afresh: see CTL_GLOBAL_OPTIONS */
+  while ((c = getopt_long(argc, argv, "h", opts, &i)) != -1) {
+    if (c == 0 && i < nflags) {
+      *flags[i] = true;
+      continue;
+    }
+    int r = other_option(c);
+    if (r)
+      return r;
+  }
+  return CTL_OK;
+}
+
+/* One FILE after the flags; otherwise a usage error. */
+static int one_file(int argc, char **argv) {
+  if (optind == argc - 1)
+    return CTL_OK;
+  ctl_errorf("%s: wants one graph file, got %d", argv[0], argc - optind);
+  ctl_help(stderr, graph_usage);
+  return CTL_EUSAGE;
+}
+
 /* A graph file loaded and validated, with the arena that owns it. */
 typedef struct loaded {
   Compiled__V1__GraphModule *msg;
@@ -107,17 +152,22 @@ static int load_valid(const char *path, loaded *l) {
 }
 
 static int cmd_validate(int argc, char **argv) {
-  if (argc < 2) {
-    fputs(graph_usage, stderr);
+  static const struct option opts[] = {CTL_GLOBAL_OPTIONS, {NULL, 0, NULL, 0}};
+  int rc = flag_options(argc, argv, opts, NULL, 0);
+  if (rc)
+    return rc < 0 ? CTL_OK : rc;
+  if (optind >= argc) {
+    ctl_errorf("validate: no graph file given");
+    ctl_help(stderr, graph_usage);
     return CTL_EUSAGE;
   }
   int worst = CTL_OK;
-  for (int i = 1; i < argc; i++) {
+  for (int i = optind; i < argc; i++) {
     loaded l;
-    int rc = load_valid(argv[i], &l);
-    if (rc) {
-      if (worst == CTL_OK || rc == CTL_EIO)
-        worst = rc;
+    int lrc = load_valid(argv[i], &l);
+    if (lrc) {
+      if (worst == CTL_OK || lrc == CTL_EIO)
+        worst = lrc;
       continue;
     }
     printf("%s: ok (%d inputs, %d nodes, %d outputs, %d operators)\n", argv[i],
@@ -171,6 +221,7 @@ static int cmd_hash(int argc, char **argv) {
       {"toolchain", required_argument, NULL, O_TC},
       {"cflags", required_argument, NULL, O_CFLAGS},
       {"cc", required_argument, NULL, O_CC},
+      CTL_GLOBAL_OPTIONS,
       {NULL, 0, NULL, 0}};
   gc_options o;
   gc_options_default(&o);
@@ -184,8 +235,8 @@ static int cmd_hash(int argc, char **argv) {
   bool json = false;
   const char *cc = getenv("CC") && *getenv("CC") ? getenv("CC") : "cc";
   int c, rc = CTL_OK;
-  optind = 1;
-  while ((c = getopt_long(argc, argv, "", opts, NULL)) != -1) {
+  optind = 0; /* afresh: see CTL_GLOBAL_OPTIONS */
+  while (rc == CTL_OK && (c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
     char *end;
     switch (c) {
     case O_JSON:
@@ -226,11 +277,16 @@ static int cmd_hash(int argc, char **argv) {
       cc = optarg;
       break;
     default:
-      rc = CTL_EUSAGE;
+      rc = other_option(c);
     }
   }
+  if (rc < 0) { /* --help */
+    gc_arena_free(ta);
+    return CTL_OK;
+  }
   if (rc == CTL_OK && optind >= argc) {
-    fputs(graph_usage, stderr);
+    ctl_errorf("hash: no graph file given");
+    ctl_help(stderr, graph_usage);
     rc = CTL_EUSAGE;
   }
   if (rc == CTL_OK && !t.toolchain) {
@@ -281,24 +337,17 @@ static char *message_json(const ProtobufCMessage *m) {
 }
 
 static int cmd_fmt(int argc, char **argv) {
+  static const struct option opts[] = {
+      {"json", no_argument, NULL, 0}, CTL_GLOBAL_OPTIONS, {NULL, 0, NULL, 0}};
   bool json = false;
-  const char *path = NULL;
-  for (int i = 1; i < argc; i++) {
-    if (strcmp(argv[i], "--json") == 0)
-      json = true;
-    else if (!path)
-      path = argv[i];
-    else {
-      fputs(graph_usage, stderr);
-      return CTL_EUSAGE;
-    }
-  }
-  if (!path) {
-    fputs(graph_usage, stderr);
-    return CTL_EUSAGE;
-  }
+  int rc = flag_options(argc, argv, opts, (bool *[]){&json}, 1);
+  if (!rc)
+    rc = one_file(argc, argv);
+  if (rc)
+    return rc < 0 ? CTL_OK : rc;
+  const char *path = argv[optind];
   loaded l;
-  int rc = load_valid(path, &l);
+  rc = load_valid(path, &l);
   if (rc)
     return rc;
   if (json) {
@@ -324,22 +373,25 @@ static int cmd_fmt(int argc, char **argv) {
 static int cmd_convert(int argc, char **argv) {
   static const struct option opts[] = {{"output", required_argument, NULL, 'o'},
                                        {"to", required_argument, NULL, 't'},
+                                       CTL_GLOBAL_OPTIONS,
                                        {NULL, 0, NULL, 0}};
   const char *out = "-", *to = NULL;
   int c;
-  optind = 1;
-  while ((c = getopt_long(argc, argv, "o:", opts, NULL)) != -1) {
+  optind = 0; /* afresh: see CTL_GLOBAL_OPTIONS */
+  while ((c = getopt_long(argc, argv, "o:h", opts, NULL)) != -1) {
     if (c == 'o')
       out = optarg;
     else if (c == 't')
       to = optarg;
-    else
-      return CTL_EUSAGE;
+    else {
+      int r = other_option(c);
+      if (r)
+        return r < 0 ? CTL_OK : r;
+    }
   }
-  if (optind != argc - 1) {
-    fputs(graph_usage, stderr);
-    return CTL_EUSAGE;
-  }
+  int frc = one_file(argc, argv);
+  if (frc)
+    return frc;
   const char *in = argv[optind];
   char err[1024];
   Compiled__V1__GraphModule *msg;
@@ -425,25 +477,23 @@ static const char *output_name(gc_output_type t) {
 /* `graph functionalize FILE`: the program functionalization makes, and the
  * input and output metadata, as text. */
 static int cmd_functionalize(int argc, char **argv) {
+  static const struct option opts[] = {
+      {"return-input-mutations", no_argument, NULL, 0},
+      {"training", no_argument, NULL, 0},
+      CTL_GLOBAL_OPTIONS,
+      {NULL, 0, NULL, 0}};
   gc_options o;
   gc_options_default(&o);
-  const char *path = NULL;
-  for (int i = 1; i < argc; i++) {
-    if (!strcmp(argv[i], "--return-input-mutations"))
-      o.keep_input_mutations = false;
-    else if (!strcmp(argv[i], "--training"))
-      o.training = true;
-    else if (!path)
-      path = argv[i];
-    else
-      path = NULL, i = argc;
-  }
-  if (!path) {
-    fputs(graph_usage, stderr);
-    return CTL_EUSAGE;
-  }
+  bool retmut = false;
+  int rc = flag_options(argc, argv, opts, (bool *[]){&retmut, &o.training}, 2);
+  if (!rc)
+    rc = one_file(argc, argv);
+  if (rc)
+    return rc < 0 ? CTL_OK : rc;
+  o.keep_input_mutations = !retmut;
+  const char *path = argv[optind];
   loaded l;
-  int rc = load_valid(path, &l);
+  rc = load_valid(path, &l);
   if (rc)
     return rc;
   gc_error err;
@@ -503,27 +553,26 @@ static int cmd_functionalize(int argc, char **argv) {
  * program without its shared object), with the IR
  * verifier run after every pass. */
 static int cmd_native(const char *stage, int argc, char **argv) {
+  static const struct option opts[] = {
+      {"return-input-mutations", no_argument, NULL, 0},
+      {"separate-temporaries", no_argument, NULL, 0},
+      {"eager-random", no_argument, NULL, 0},
+      CTL_GLOBAL_OPTIONS,
+      {NULL, 0, NULL, 0}};
   gc_options o;
   gc_options_default(&o);
-  const char *path = NULL;
-  for (int i = 1; i < argc; i++) {
-    if (!strcmp(argv[i], "--return-input-mutations"))
-      o.keep_input_mutations = false;
-    else if (!strcmp(argv[i], "--separate-temporaries"))
-      o.separate_temporaries = true;
-    else if (!strcmp(argv[i], "--eager-random"))
-      o.eager_random = true;
-    else if (!path)
-      path = argv[i];
-    else
-      path = NULL, i = argc;
-  }
-  if (!path) {
-    fputs(graph_usage, stderr);
-    return CTL_EUSAGE;
-  }
+  bool retmut = false;
+  int rc = flag_options(
+      argc, argv, opts,
+      (bool *[]){&retmut, &o.separate_temporaries, &o.eager_random}, 3);
+  if (!rc)
+    rc = one_file(argc, argv);
+  if (rc)
+    return rc < 0 ? CTL_OK : rc;
+  o.keep_input_mutations = !retmut;
+  const char *path = argv[optind];
   loaded l;
-  int rc = load_valid(path, &l);
+  rc = load_valid(path, &l);
   if (rc)
     return rc;
   gc_error err;
@@ -579,27 +628,37 @@ static int cmd_native(const char *stage, int argc, char **argv) {
 }
 
 int ctl_cmd_graph(int argc, char **argv) {
-  if (argc < 2 || strcmp(argv[1], "--help") == 0 ||
-      strcmp(argv[1], "-h") == 0) {
-    fputs(graph_usage, argc < 2 ? stderr : stdout);
-    return argc < 2 ? CTL_EUSAGE : CTL_OK;
+  /* the options before the graph command: global ones, --help */
+  static const struct option opts[] = {CTL_GLOBAL_OPTIONS, {NULL, 0, NULL, 0}};
+  int c;
+  optind = 0; /* afresh: see CTL_GLOBAL_OPTIONS */
+  while ((c = getopt_long(argc, argv, "+h", opts, NULL)) != -1) {
+    int r = other_option(c);
+    if (r)
+      return r < 0 ? CTL_OK : r;
   }
-  const char *cmd = argv[1];
+  if (optind >= argc) {
+    ctl_help(stderr, graph_usage);
+    return CTL_EUSAGE;
+  }
+  const char *cmd = argv[optind];
+  argc -= optind;
+  argv += optind;
   if (strcmp(cmd, "validate") == 0)
-    return cmd_validate(argc - 1, argv + 1);
+    return cmd_validate(argc, argv);
   if (strcmp(cmd, "hash") == 0)
-    return cmd_hash(argc - 1, argv + 1);
+    return cmd_hash(argc, argv);
   if (strcmp(cmd, "fmt") == 0)
-    return cmd_fmt(argc - 1, argv + 1);
+    return cmd_fmt(argc, argv);
   if (strcmp(cmd, "convert") == 0)
-    return cmd_convert(argc - 1, argv + 1);
+    return cmd_convert(argc, argv);
   if (strcmp(cmd, "functionalize") == 0)
-    return cmd_functionalize(argc - 1, argv + 1);
+    return cmd_functionalize(argc, argv);
   if (!strcmp(cmd, "lower") || !strcmp(cmd, "schedule") ||
       !strcmp(cmd, "plan") || !strcmp(cmd, "codegen") ||
       !strcmp(cmd, "program"))
-    return cmd_native(cmd, argc - 1, argv + 1);
+    return cmd_native(cmd, argc, argv);
   ctl_errorf("unknown graph command '%s'", cmd);
-  fputs(graph_usage, stderr);
+  ctl_help(stderr, graph_usage);
   return CTL_EUSAGE;
 }

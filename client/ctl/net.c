@@ -6,16 +6,24 @@
  */
 #include "client/ctl/ctl.h"
 
+#include <arpa/inet.h>
 #include <ctype.h>
 #include <errno.h>
 #include <inttypes.h>
 #include <math.h>
+#include <netdb.h>
+#include <openssl/err.h>
 #include <openssl/evp.h>
+#include <openssl/ssl.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <sys/socket.h>
+#include <sys/time.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "client/lib/pbjson.h"
 
@@ -39,7 +47,8 @@ rpc_client *ctl_connect(void) {
   return c;
 }
 
-int ctl_status_exit(const rpc_status *st) {
+/* The exit code of a status, whatever the command. */
+static int status_exit(const rpc_status *st) {
   switch (st->code) {
   case GRPC_STATUS_OK:
     return CTL_OK;
@@ -66,14 +75,115 @@ int ctl_status_exit(const rpc_status *st) {
   }
 }
 
+int ctl_status_exit(const rpc_status *st) {
+  int rc = status_exit(st);
+  /* A status that means nothing for this command (INVALID_ARGUMENT for
+   * stats, which sends no graph; NOT_FOUND for submit -o, whose artifact
+   * the server had just announced) is the server failing. */
+  if (ctl_cmd && !(ctl_cmd->exits & CTL_BIT(rc)))
+    rc = CTL_ESERVER;
+  return rc;
+}
+
+/* ---- a plain client at a TLS port ---- */
+
+/* The host and port of a gRPC target: "host:port", "[v6]:port", with
+ * "dns:///", "dns:", "ipv4:" or "ipv6:" in front or not. 0, or -1 for
+ * anything else (unix: sockets, several addresses). */
+static int target_host_port(const char *target, char *host, size_t hn,
+                            char *port, size_t pn) {
+  static const char *const schemes[] = {"dns:///", "dns:", "ipv4:", "ipv6:"};
+  for (size_t i = 0; i < sizeof schemes / sizeof schemes[0]; i++)
+    if (strncmp(target, schemes[i], strlen(schemes[i])) == 0) {
+      target += strlen(schemes[i]);
+      break;
+    }
+  const char *colon = strrchr(target, ':');
+  if (!colon || strchr(target, ',') || !colon[1] ||
+      strspn(colon + 1, "0123456789") != strlen(colon + 1))
+    return -1;
+  const char *h = target;
+  size_t len = (size_t)(colon - target);
+  if (h[0] == '[' && len >= 2 && h[len - 1] == ']') {
+    h++;
+    len -= 2;
+  }
+  if (len == 0 || len >= hn || strlen(colon + 1) >= pn)
+    return -1;
+  snprintf(host, hn, "%.*s", (int)len, h);
+  snprintf(port, pn, "%s", colon + 1);
+  return 0;
+}
+
+/* OpenSSL's message callback: notes a handshake message or an alert from
+ * the server, which only a TLS server sends. */
+static void note_tls_record(int write_p, int version, int content_type,
+                            const void *buf, size_t len, SSL *ssl, void *arg) {
+  (void)version;
+  (void)buf;
+  (void)len;
+  (void)ssl;
+  if (!write_p &&
+      (content_type == SSL3_RT_HANDSHAKE || content_type == SSL3_RT_ALERT))
+    *(bool *)arg = true;
+}
+
+/* Whether the server at `target` answers a TLS handshake (in timeout_ms
+ * to connect and as long for each read or write). Its certificate is not
+ * checked: the question is only whether it speaks TLS, as a daemon with
+ * --tls-cert does, which resets a plain client's connection. */
+static bool speaks_tls(const char *target, int timeout_ms) {
+  char host[256], port[16];
+  struct addrinfo hints = {.ai_socktype = SOCK_STREAM}, *ai = NULL;
+  if (target_host_port(target, host, sizeof host, port, sizeof port) != 0 ||
+      getaddrinfo(host, port, &hints, &ai) != 0 || !ai)
+    return false;
+  bool seen = false;
+  /* the server may reset the connection while OpenSSL writes */
+  struct sigaction ign = {.sa_handler = SIG_IGN}, old;
+  sigaction(SIGPIPE, &ign, &old);
+  int fd = socket(ai->ai_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  struct timeval tv = {timeout_ms / 1000, (timeout_ms % 1000) * 1000};
+  SSL_CTX *ctx = NULL;
+  SSL *ssl = NULL;
+  if (fd >= 0 && setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv) == 0 &&
+      setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv) == 0 &&
+      connect(fd, ai->ai_addr, ai->ai_addrlen) == 0 &&
+      (ctx = SSL_CTX_new(TLS_client_method())) && (ssl = SSL_new(ctx)) &&
+      SSL_set_fd(ssl, fd) == 1) {
+    unsigned char ip[16];
+    if (inet_pton(AF_INET, host, ip) != 1 && inet_pton(AF_INET6, host, ip) != 1)
+      SSL_set_tlsext_host_name(ssl, host);
+    static const unsigned char h2[] = {2, 'h', '2'};
+    SSL_set_alpn_protos(ssl, h2, sizeof h2);
+    SSL_set_msg_callback(ssl, note_tls_record);
+    SSL_set_msg_callback_arg(ssl, &seen);
+    SSL_connect(ssl); /* refused (a mutual-TLS daemon) or not: seen says */
+  }
+  SSL_free(ssl);
+  SSL_CTX_free(ctx);
+  ERR_clear_error();
+  if (fd >= 0)
+    close(fd);
+  sigaction(SIGPIPE, &old, NULL);
+  freeaddrinfo(ai);
+  return seen;
+}
+
 int ctl_rpc_error(const char *what, const rpc_status *st) {
   const Compiled__V1__GraphError *ge = st->graph_error;
+  bool plain = !(ctl_ca && *ctl_ca) && !(ctl_cert && *ctl_cert);
   if (ge && ge->message && *ge->message)
     ctl_errorf("%s: %s", what, ge->message);
-  else if (st->code == GRPC_STATUS_UNAVAILABLE)
+  else if (st->code == GRPC_STATUS_UNAVAILABLE) {
     ctl_errorf("%s: cannot reach the server at %s (%s)", what, ctl_server,
                st->details);
-  else if (st->code == GRPC_STATUS_DEADLINE_EXCEEDED)
+    if (plain && speaks_tls(ctl_server, 2000))
+      ctl_errorf("%s: the server at %s expects TLS, and this client spoke "
+                 "plain gRPC: give the CA of its certificate with --ca FILE "
+                 "(or $COMPILED_CA)",
+                 what, ctl_server);
+  } else if (st->code == GRPC_STATUS_DEADLINE_EXCEEDED)
     ctl_errorf("%s: %s at %s within the timeout (see --timeout)", what,
                st->messages ? "no complete answer" : "no answer", ctl_server);
   else
@@ -423,7 +533,7 @@ int ctl_fetch_artifact(rpc_client *c, const char *key, int64_t timeout_ms,
     snprintf(what, sizeof what, "fetch %.16s", key);
     if (st.code == GRPC_STATUS_NOT_FOUND) {
       ctl_errorf("%s: %s", key, st.details);
-      rc = CTL_ENOTFOUND;
+      rc = ctl_status_exit(&st);
     } else {
       rc = ctl_rpc_error(what, &st);
     }

@@ -21,7 +21,7 @@
 #include "client/ctl/ctl.h"
 
 static const char submit_usage[] =
-    "usage: compilectl [--server ADDR] submit [OPTIONS] FILE...\n"
+    "usage: compilectl submit [OPTIONS] FILE...\n"
     "\n"
     "Sends each graph file (.pb or .json) to the daemon, which serves it from\n"
     "its cache or compiles it, and prints one line per file:\n"
@@ -59,15 +59,10 @@ static const char submit_usage[] =
     "  -q, --quiet            no progress display\n"
     "  --timeout SECONDS      give up on a file after this long "
     "(default 600)\n"
-    "  -h, --help             this text\n"
-    "\n"
-    "Exit codes: 0 ok, 1 invalid graph or failed compile, 2 usage,\n"
-    "3 server unreachable, 4 local I/O, 5 server error (busy, internal,\n"
-    "timed out mid-compile). With several files each is tried (until the\n"
-    "server is unreachable); the exit code is the first failure's.\n";
+    "  -h, --help             this text\n";
 
 static const char explain_usage[] =
-    "usage: compilectl [--server ADDR] explain [OPTIONS] FILE\n"
+    "usage: compilectl explain [OPTIONS] FILE\n"
     "\n"
     "Asks the daemon which cache key FILE gets, without compiling it, and\n"
     "prints a one-line summary, the key and, when the key is not cached, the\n"
@@ -80,10 +75,7 @@ static const char explain_usage[] =
     "                         the compile options, as for submit (they are\n"
     "                         part of the key)\n"
     "  --timeout SECONDS      give up after this long (default 60)\n"
-    "  -h, --help             this text\n"
-    "\n"
-    "Exit codes: 0 answered (hit or miss), 1 invalid graph, 2 usage,\n"
-    "3 server unreachable, 4 local I/O, 5 server error.\n";
+    "  -h, --help             this text\n";
 
 /* What the command line asked for. */
 typedef struct submit_opts {
@@ -107,11 +99,10 @@ enum {
   O_FORCE,
   O_INLINE,
   O_CLIENT,
-  O_TIMEOUT
 };
 
-/* Handles an option both commands take. Returns 1 if it was one, 0 if not,
- * -1 on a bad value (after printing why). */
+/* Handles an option both commands take (the global ones included). Returns
+ * 1 if it was one, 0 if not, -1 on a bad value (after printing why). */
 static int common_opt(int c, submit_opts *o) {
   char *end;
   switch (c) {
@@ -131,10 +122,8 @@ static int common_opt(int c, submit_opts *o) {
   case O_RETMUT:
     o->return_mut = true;
     return 1;
-  case O_TIMEOUT:
-    return ctl_parse_timeout("--timeout", optarg, &o->timeout_ms) ? -1 : 1;
   default:
-    return 0;
+    return ctl_global_option(c, optarg);
   }
 }
 
@@ -402,11 +391,10 @@ static int parse_submit(int argc, char **argv, submit_opts *o) {
       {"max-inline", required_argument, NULL, O_INLINE},
       {"client", required_argument, NULL, O_CLIENT},
       {"quiet", no_argument, NULL, 'q'},
-      {"timeout", required_argument, NULL, O_TIMEOUT},
-      {"help", no_argument, NULL, 'h'},
+      CTL_GLOBAL_OPTIONS,
       {NULL, 0, NULL, 0}};
   int c;
-  optind = 1;
+  optind = 0; /* afresh: see CTL_GLOBAL_OPTIONS */
   while ((c = getopt_long(argc, argv, "o:qh", opts, NULL)) != -1) {
     int r = common_opt(c, o);
     if (r < 0)
@@ -425,16 +413,17 @@ static int parse_submit(int argc, char **argv, submit_opts *o) {
       if (ctl_parse_size("--max-inline", optarg, &o->max_inline))
         return CTL_EUSAGE;
     } else if (c == 'h') {
-      fputs(submit_usage, stdout);
+      ctl_help(stdout, submit_usage);
       return -1;
     } else {
-      fputs(submit_usage, stderr);
+      ctl_help(stderr, submit_usage);
       return CTL_EUSAGE;
     }
   }
+  o->timeout_ms = ctl_timeout(600 * 1000);
   if (optind >= argc) {
     ctl_errorf("submit: no graph file given");
-    fputs(submit_usage, stderr);
+    ctl_help(stderr, submit_usage);
     return CTL_EUSAGE;
   }
   if (o->out && strcmp(o->out, "-") == 0 &&
@@ -451,8 +440,7 @@ static int parse_submit(int argc, char **argv, submit_opts *o) {
 }
 
 int ctl_cmd_submit(int argc, char **argv) {
-  submit_opts o = {
-      .opt_level = -1, .client = "compilectl", .timeout_ms = 600 * 1000};
+  submit_opts o = {.opt_level = -1, .client = "compilectl"};
   int rc = parse_submit(argc, argv, &o);
   if (rc)
     return rc < 0 ? CTL_OK : rc;
@@ -497,11 +485,10 @@ static int parse_explain(int argc, char **argv, submit_opts *o) {
       {"opt-level", required_argument, NULL, O_OPT},
       {"training", no_argument, NULL, O_TRAIN},
       {"return-input-mutations", no_argument, NULL, O_RETMUT},
-      {"timeout", required_argument, NULL, O_TIMEOUT},
-      {"help", no_argument, NULL, 'h'},
+      CTL_GLOBAL_OPTIONS,
       {NULL, 0, NULL, 0}};
   int c;
-  optind = 1;
+  optind = 0; /* afresh: see CTL_GLOBAL_OPTIONS */
   while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
     int r = common_opt(c, o);
     if (r < 0)
@@ -509,22 +496,23 @@ static int parse_explain(int argc, char **argv, submit_opts *o) {
     if (r > 0)
       continue;
     if (c == 'h') {
-      fputs(explain_usage, stdout);
+      ctl_help(stdout, explain_usage);
       return -1;
     }
-    fputs(explain_usage, stderr);
+    ctl_help(stderr, explain_usage);
     return CTL_EUSAGE;
   }
+  o->timeout_ms = ctl_timeout(CTL_DEFAULT_TIMEOUT_MS);
   if (optind != argc - 1) {
     ctl_errorf("explain: wants exactly one graph file");
-    fputs(explain_usage, stderr);
+    ctl_help(stderr, explain_usage);
     return CTL_EUSAGE;
   }
   return CTL_OK;
 }
 
 int ctl_cmd_explain(int argc, char **argv) {
-  submit_opts o = {.opt_level = -1, .timeout_ms = CTL_DEFAULT_TIMEOUT_MS};
+  submit_opts o = {.opt_level = -1};
   int rc = parse_explain(argc, argv, &o);
   if (rc)
     return rc < 0 ? CTL_OK : rc;

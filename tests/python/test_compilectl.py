@@ -39,7 +39,13 @@ ATTENTION = os.path.join(GRAPHS, "attention.pb")
 ADD_INPLACE_JSON = os.path.join(GRAPHS, "add_inplace.json")
 
 # Exit codes (client/ctl/ctl.h).
-OK, EGRAPH, EUSAGE, EUNREACHABLE, EIO, ESERVER, ENOTFOUND = range(7)
+OK, EGRAPH, EUSAGE, EUNREACHABLE, EIO, ESERVER, ENOTFOUND, EDENIED = range(8)
+
+# Every command of compilectl; the graph commands are one.
+COMMANDS = ("submit", "explain", "lookup", "fetch", "ls", "evict", "stats",
+            "health", "bench", "graph", "help", "version")
+GRAPH_COMMANDS = ("validate", "hash", "fmt", "convert", "functionalize", "lower",
+                  "schedule", "plan", "codegen", "program")
 
 SUMMARY = re.compile(
     r"^(?P<key>[0-9a-f]{64})\s+(?P<served>hit|joined|compiled|hit-l2)\s+"
@@ -56,13 +62,13 @@ pytestmark = pytest.mark.skipif(
 class Daemon:
     """A running daemon: its process, address and directory."""
 
-    def __init__(self, tmp):
+    def __init__(self, tmp, *args):
         self.tmp = tmp
         port_file = tmp / "port"
         self.log = open(tmp / "daemon.log", "w")
         self.proc = subprocess.Popen(
             [DAEMON, "--listen", "127.0.0.1:0", "--port-file", str(port_file),
-             "--cache-dir", str(tmp / "cache"), "--workers", "2"],
+             "--cache-dir", str(tmp / "cache"), "--workers", "2", *args],
             stdout=self.log, stderr=subprocess.STDOUT,
         )
         deadline = time.monotonic() + 10
@@ -375,6 +381,163 @@ def test_usage_and_local_errors(daemon, tmp_path):
         assert cmd in r.stdout.split("help [COMMAND]")[0], cmd  # the local commands
 
 
+def test_global_options_go_before_or_after_the_command(daemon, tmp_path):
+    """--server, --timeout, --token, --ca, --cert, --key work on either side
+    of the command, for every command, and an option's value is not taken
+    for an option."""
+    addr = daemon.addr
+    r = run_ctl("--timeout", "5", "stats", "--server", addr)
+    assert r.returncode == OK, r.stderr
+    r = run_ctl("submit", MLP, "--server=" + addr, "--timeout", "30")
+    assert r.returncode == OK, r.stderr
+    key = summary(r.stdout)[0]["key"]
+    out = tmp_path / "a.bin"
+    for args in (["explain", MLP], ["lookup", key], ["fetch", key, "-o", str(out)],
+                 ["ls"], ["health"], ["evict", "--older-than", "7d"],
+                 ["bench", "--clients", "1", "--duration", "0.1", "--warmup", "0", MLP],
+                 ["graph", "validate", MLP], ["graph", "hash", MLP, "--cc", "cc"],
+                 ["graph", "fmt", MLP], ["help", "graph"], ["version"]):
+        r = run_ctl(*args, "--server", addr, "--timeout", "30")
+        assert r.returncode == OK, (args, r.stderr)
+    # between "graph" and its command too
+    r = run_ctl("graph", "--server", addr, "validate", MLP)
+    assert r.returncode == OK, r.stderr
+    # the last --timeout wins: 1 ms in front would fail
+    r = run_ctl("--server", addr, "--timeout", "0.001", "submit", MLP, "--timeout", "30")
+    assert r.returncode == OK, r.stderr
+    # a value that looks like an option is a value (a client named "--server")
+    r = run_ctl("submit", "--client", "--server", MLP, "--server", addr)
+    assert r.returncode == OK, r.stderr
+    # bad values are usage errors on either side
+    for args in (["--timeout", "-1", "stats"], ["stats", "--timeout", "-1"],
+                 ["stats", "--server", ""], ["--server", "", "stats"]):
+        r = run_ctl(*args)
+        assert r.returncode == EUSAGE, (args, r.stderr)
+        assert "--timeout" in r.stderr or "--server" in r.stderr
+    # the TLS options after the command are used: an unreadable CA
+    r = run_ctl("stats", "--server", addr, "--ca", str(tmp_path / "none.pem"))
+    assert r.returncode == EIO and "none.pem" in r.stderr, r.stderr
+
+
+def test_every_help_exits_0():
+    r = run_ctl("help", "--help")
+    assert r.returncode == OK and r.stdout.startswith("usage: compilectl help"), r
+    for args in (["help"], ["--help"], ["-h"]):
+        r = run_ctl(*args)
+        assert r.returncode == OK and "global options" in r.stdout, args
+    for cmd in COMMANDS:
+        for args in ([cmd, "--help"], [cmd, "-h"], ["help", cmd]):
+            r = run_ctl(*args)
+            assert r.returncode == OK, (args, r.stderr)
+            assert r.stdout.startswith("usage: compilectl " + cmd), (args, r.stdout)
+            assert "Exit codes:" in r.stdout, args
+    for cmd in GRAPH_COMMANDS:
+        r = run_ctl("graph", cmd, "--help")
+        assert r.returncode == OK and r.stdout.startswith("usage: compilectl graph"), cmd
+
+
+def documented_exit_codes(cmd):
+    """The codes the "Exit codes:" lines of `compilectl CMD --help` list."""
+    text = run_ctl(cmd, "--help").stdout
+    m = re.search(r"^Exit codes:(.*?)\.$", text, re.M | re.S)
+    assert m, text
+    items = [item.strip() for item in m.group(1).split(",")]
+    assert all(re.match(r"\d [a-z]", item) for item in items), items
+    return {int(item[0]) for item in items}
+
+
+class EmptyServer:
+    """A gRPC server without any service: every call is UNIMPLEMENTED."""
+
+    def __enter__(self):
+        self.server = grpc.server(futures.ThreadPoolExecutor(max_workers=2))
+        self.addr = "127.0.0.1:%d" % self.server.add_insecure_port("127.0.0.1:0")
+        self.server.start()
+        return self.addr
+
+    def __exit__(self, *exc):
+        self.server.stop(0)
+
+
+def test_each_command_returns_the_exit_codes_its_help_lists(daemon, tmp_path):
+    """For every command, each code its help lists comes out of a real
+    situation below, and no situation gives a code the help does not list:
+    a code documented but impossible has no situation and fails the test."""
+    if grpc is None:
+        pytest.skip("grpcio not installed")
+    tokens = tmp_path / "tokens"
+    tokens.write_text("admin admin-token-0123456789ab ops\n")
+    tokens.chmod(0o600)
+    (tmp_path / "t").mkdir()
+    guarded = Daemon(tmp_path / "t", "--tokens", str(tokens))
+    key = submit_key(daemon)
+    bad = tmp_path / "bad.json"  # parses, but the daemon refuses it
+    graph = json.load(open(ADD_INPLACE_JSON))
+    graph["graph"]["nodes"][1]["target"] = "aten::frobnicate.Tensor"
+    bad.write_text(json.dumps(graph))
+    missing, out, none = str(tmp_path / "missing.pb"), str(tmp_path / "o.bin"), "0" * 64
+    bench = ["bench", "--clients", "1", "--duration", "0.1", "--warmup", "0"]
+    nossl = ["--ca", str(tmp_path / "none.pem")]
+    # who answers: the daemon, the daemon with --tokens (no token given), a
+    # gRPC server without services, nobody; None: no server option
+    A, T, E, X = "daemon", "tokens", "empty", "closed"
+    cases = {
+        "submit": {OK: (A, ["submit", MLP]), EGRAPH: (A, ["submit", str(bad)]),
+                   EUSAGE: (None, ["submit", "--bogus"]), EUNREACHABLE: (X, ["submit", MLP]),
+                   EIO: (A, ["submit", missing]), ESERVER: (E, ["submit", MLP]),
+                   EDENIED: (T, ["submit", MLP])},
+        "explain": {OK: (A, ["explain", MLP]), EGRAPH: (A, ["explain", str(bad)]),
+                    EUSAGE: (None, ["explain"]), EUNREACHABLE: (X, ["explain", MLP]),
+                    EIO: (A, ["explain", missing]), ESERVER: (E, ["explain", MLP]),
+                    EDENIED: (T, ["explain", MLP])},
+        "lookup": {OK: (A, ["lookup", key]), EUSAGE: (None, ["lookup", "zz"]),
+                   EUNREACHABLE: (X, ["lookup", none]), EIO: (A, nossl + ["lookup", none]),
+                   ESERVER: (E, ["lookup", none]), ENOTFOUND: (A, ["lookup", none]),
+                   EDENIED: (T, ["lookup", none])},
+        "fetch": {OK: (A, ["fetch", key, "-o", out]), EUSAGE: (None, ["fetch", none]),
+                  EUNREACHABLE: (X, ["fetch", none, "-o", out]),
+                  EIO: (A, ["fetch", key, "-o", str(tmp_path / "no" / "dir")]),
+                  ESERVER: (E, ["fetch", none, "-o", out]),
+                  ENOTFOUND: (A, ["fetch", none, "-o", out]),
+                  EDENIED: (T, ["fetch", none, "-o", out])},
+        "ls": {OK: (A, ["ls"]), EUSAGE: (None, ["ls", "--limit", "0"]),
+               EUNREACHABLE: (X, ["ls"]), EIO: (A, nossl + ["ls"]), ESERVER: (E, ["ls"]),
+               EDENIED: (T, ["ls"])},
+        "evict": {OK: (A, ["evict", "--older-than", "7d"]), EUSAGE: (None, ["evict"]),
+                  EUNREACHABLE: (X, ["evict", "--all"]), EIO: (A, nossl + ["evict", "--all"]),
+                  ESERVER: (E, ["evict", "--all"]), ENOTFOUND: (A, ["evict", none]),
+                  EDENIED: (T, ["evict", "--all"])},
+        "stats": {OK: (A, ["stats"]), EUSAGE: (None, ["stats", "extra"]),
+                  EUNREACHABLE: (X, ["stats"]), EIO: (A, nossl + ["stats"]),
+                  ESERVER: (E, ["stats"]), EDENIED: (T, ["stats"])},
+        "health": {OK: (A, ["health"]), EUSAGE: (None, ["health", "extra"]),
+                   EUNREACHABLE: (X, ["health"]), EIO: (A, nossl + ["health"]),
+                   ESERVER: (E, ["health"])},
+        "bench": {OK: (A, bench + [MLP]), EGRAPH: (A, bench + [str(bad)]),
+                  EUSAGE: (None, ["bench", "--miss-ratio", "2", MLP]),
+                  EUNREACHABLE: (X, bench + [MLP]), EIO: (A, bench + [missing]),
+                  ESERVER: (E, bench + [MLP]), EDENIED: (T, bench + [MLP])},
+        "graph": {OK: (None, ["graph", "validate", MLP]),
+                  EGRAPH: (None, ["graph", "validate", str(bad)]),
+                  EUSAGE: (None, ["graph", "bogus"]), EIO: (None, ["graph", "fmt", missing])},
+        "help": {OK: (None, ["help"]), EUSAGE: (None, ["help", "bogus"])},
+        "version": {OK: (None, ["version"]), EUSAGE: (None, ["version", "extra"])},
+    }
+    assert set(cases) == set(COMMANDS)
+    try:
+        with EmptyServer() as empty:
+            addrs = {A: daemon.addr, T: guarded.addr, E: empty, X: closed_port()}
+            for cmd, by_code in cases.items():
+                assert set(by_code) == documented_exit_codes(cmd), cmd
+                for code, (who, args) in by_code.items():
+                    server = ["--server", addrs[who]] if who else []
+                    r = run_ctl(*server, *args, "--timeout", "20")
+                    assert r.returncode == code, (cmd, code, args, r.stderr)
+                    assert "internal error" not in r.stderr, r.stderr
+    finally:
+        guarded.stop()
+
+
 def closed_port():
     s = socket.socket()
     s.bind(("127.0.0.1", 0))
@@ -392,6 +555,9 @@ def test_no_answer_is_unreachable():
         r = run_ctl("--server", addr, "stats", "--timeout", "0.5")
         assert r.returncode == EUNREACHABLE, r.stderr
         assert "no answer" in r.stderr
+        # --timeout in front of the command holds too
+        r = run_ctl("--timeout", "0.5", "--server", addr, "stats", timeout=20)
+        assert r.returncode == EUNREACHABLE and "no answer" in r.stderr, r.stderr
 
 
 def test_unreachable_server():
@@ -401,6 +567,7 @@ def test_unreachable_server():
         r = run_ctl("--server", addr, *args, "--timeout", "5")
         assert r.returncode == EUNREACHABLE, (args, r.stderr)
         assert "cannot reach the server" in r.stderr
+        assert "TLS" not in r.stderr  # nothing listens: no hint about TLS
     env = dict(os.environ, COMPILED_SERVER=addr)
     r = subprocess.run([CTL, "stats"], capture_output=True, text=True, env=env,
                        timeout=30)

@@ -485,3 +485,24 @@ def test_config_file(daemon, tmp_path):
     d = daemon("--config", str(conf))
     run_compile(d.stub(), compile_request(load_graph("mlp")))
     assert d.log().lstrip().startswith("{")
+
+
+@pytest.mark.parametrize("log_file", [False, True])
+def test_a_port_in_use_is_said_once_with_what_to_do(tmp_path, log_file):
+    """The daemon cannot bind: one line on stderr (not one more from the log
+    on stderr) naming the address and what to do; with --log-file, the log
+    has it too."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        s.listen(1)
+        addr = "127.0.0.1:%d" % s.getsockname()[1]
+        args = [BIN, "--listen", addr, "--cache-dir", str(tmp_path / "c")]
+        if log_file:
+            args += ["--log-file", str(tmp_path / "log")]
+        p = subprocess.run(args, capture_output=True, text=True, timeout=30)
+    assert p.returncode == 1, p.stderr
+    assert p.stderr.count("Address already in use") == 1, p.stderr
+    line = next(ln for ln in p.stderr.splitlines() if "Address already in use" in ln)
+    assert addr in line and "--listen" in line, line
+    if log_file:
+        assert (tmp_path / "log").read_text().count("Address already in use") == 1

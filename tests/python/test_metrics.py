@@ -182,3 +182,49 @@ def test_a_slow_request_is_dropped_at_the_request_timeout(daemon):
     s = samples(scrape(port)[2])
     assert s["compiled_http_connections_dropped_total"] == 3
     assert scrape(port, "/healthz")[0] == 200
+def test_compile_count_and_duration_count_agree(daemon):
+    """compiles_total and compile_duration_seconds_count count the same
+    compiles: N graphs compiled give N in both, whatever hits and joins
+    came with them, and a compile stopped because its only caller gave up
+    (then compiled for the next caller) counts once, not twice."""
+    import threading
+    port = free_port()
+    d = daemon("--metrics-listen", f"127.0.0.1:{port}", "--debug-compile-delay-ms", "1000",
+               "--workers", "2")
+    stub = d.stub()
+    gm = load_graph("mlp_block")
+
+    # a caller that gives up while its compile runs; the next one compiles it
+    with pytest.raises(grpc.RpcError) as e:
+        run_compile(stub, compile_request(variant(gm, "given-up")), timeout=0.3)
+    assert e.value.code() == grpc.StatusCode.DEADLINE_EXCEEDED
+    deadline = time.monotonic() + 10  # until its worker has stopped
+    while time.monotonic() < deadline and (d.stats().running or d.stats().queued):
+        time.sleep(0.02)
+    assert "abandoned: no waiter left" in d.log()
+    run_compile(stub, compile_request(variant(gm, "given-up")))
+
+    # a compile that a second caller joins: sent once the first is running
+    first = stub.Compile(compile_request(variant(gm, "joined")), timeout=60)
+    assert next(first).WhichOneof("event") in ("queued", "stage")
+    joined = []
+    t = threading.Thread(target=lambda: joined.append(
+        run_compile(stub, compile_request(variant(gm, "joined")))[1]))
+    t.start()
+    events = list(first)
+    t.join(60)
+    assert events[-1].result.served == compiled_pb2.SERVED_COMPILED
+    assert joined and joined[0].served in (compiled_pb2.SERVED_JOINED,
+                                           compiled_pb2.SERVED_L1_HIT)
+
+    run_compile(stub, compile_request(variant(gm, "plain")))
+    for tag in ("given-up", "joined", "plain"):  # hits
+        run_compile(stub, compile_request(variant(gm, tag)))
+
+    s = samples(scrape(port)[2])
+    assert s["compiled_compiles_total"] == 3, s["compiled_compiles_total"]
+    assert s["compiled_compile_duration_seconds_count"] == 3
+    assert s['compiled_compile_duration_seconds_bucket{le="+Inf"}'] == 3
+    assert s['compiled_cache_hits_total{tier="memory"}'] + \
+        s['compiled_cache_hits_total{tier="l1"}'] >= 3
+    assert d.stats().compiles == 3

@@ -264,3 +264,64 @@ def test_a_peer_that_stops_reading_is_dropped(daemon, pki):
             time.sleep(0.5)
     finally:
         raw.close()
+def test_a_plain_client_is_told_the_daemon_expects_tls(daemon, pki):
+    """A client without TLS at a TLS port gets its connection reset; it is
+    told that the daemon expects TLS (compilectl, the Python client), and
+    the daemon's log says a plain client came."""
+    d = daemon("--tls-cert", str(pki / "server.pem"), "--tls-key", str(pki / "server.key"))
+    p = subprocess.run([CTL, "--server", d.address, "stats", "--timeout", "5"],
+                       capture_output=True, text=True, timeout=60)
+    assert p.returncode == 3, p.stderr
+    assert "expects TLS" in p.stderr and "--ca" in p.stderr and "COMPILED_CA" in p.stderr, \
+        p.stderr
+    with pytest.raises(compiled.DaemonUnavailable) as e:
+        compiled.Client(d.address).stats(timeout=5)
+    assert "expects TLS" in str(e.value) and "COMPILED_CA" in str(e.value), e.value
+    assert "plain gRPC client" in d.log() and "--tls-cert" in d.log()
+    # with mutual TLS too: the daemon answers the handshake, then refuses
+    d2 = daemon("--tls-cert", str(pki / "server.pem"), "--tls-key", str(pki / "server.key"),
+                "--tls-client-ca", str(pki / "ca.pem"))
+    p = subprocess.run([CTL, "--server", d2.address, "stats", "--timeout", "5"],
+                       capture_output=True, text=True, timeout=60)
+    assert p.returncode == 3 and "expects TLS" in p.stderr, p.stderr
+
+
+def test_dev_ca_script_makes_certificates_a_daemon_and_its_clients_accept(daemon, tmp_path):
+    """deploy/dev-ca.sh (docs/operations.md): its CA, server certificate
+    and client certificate work as they are with a mutual-TLS daemon, for
+    compilectl and the Python client, at the names it wrote in."""
+    script = os.path.join(os.environ.get("COMPILED_SRC", "."), "deploy", "dev-ca.sh")
+    out = tmp_path / "ca"
+    p = subprocess.run([script, "-o", str(out), "--client", "ci-runner"], capture_output=True,
+                       text=True, timeout=120)
+    assert p.returncode == 0, p.stderr
+    for name in ("ca", "server", "ci-runner"):
+        assert (out / f"{name}.pem").exists()
+        assert (out / f"{name}.key").stat().st_mode & 0o077 == 0, name  # owner only
+    d = daemon("--tls-cert", str(out / "server.pem"), "--tls-key", str(out / "server.key"),
+               "--tls-client-ca", str(out / "ca.pem"))
+    tls = ["--ca", str(out / "ca.pem"), "--cert", str(out / "ci-runner.pem"),
+           "--key", str(out / "ci-runner.key")]
+    for host in ("127.0.0.1", "localhost"):  # the default names, IP and DNS
+        p = subprocess.run([CTL, "--server", f"{host}:{d.port}", "stats", *tls],
+                           capture_output=True, text=True, timeout=60)
+        assert p.returncode == 0, (host, p.stderr)
+    c = compiled.Client(d.address, ca=str(out / "ca.pem"), cert=str(out / "ci-runner.pem"),
+                        key=str(out / "ci-runner.key"))
+    assert c.compile(variant(load_graph("mlp"), "dev-ca"))[1]
+
+    # again with other names: the CA is kept, so the client certificate
+    # made before still works, and the new server certificate names them
+    p = subprocess.run([script, "-o", str(out), "compiled.internal", "10.9.8.7"],
+                       capture_output=True, text=True, timeout=120)
+    assert p.returncode == 0 and "keeping the CA" in p.stdout, p.stderr
+    text = subprocess.run(["openssl", "x509", "-in", str(out / "server.pem"), "-noout", "-text"],
+                          capture_output=True, text=True, check=True).stdout
+    assert "DNS:compiled.internal" in text and "IP Address:10.9.8.7" in text, text
+    p = subprocess.run(["openssl", "verify", "-CAfile", str(out / "ca.pem"),
+                        str(out / "server.pem"), str(out / "ci-runner.pem")],
+                       capture_output=True, text=True, timeout=60)
+    assert p.returncode == 0, p.stdout + p.stderr
+    p = subprocess.run([script, "-o", str(out), "not a name"], capture_output=True, text=True,
+                       timeout=60)
+    assert p.returncode == 2 and "neither a DNS name nor an IP address" in p.stderr

@@ -17,7 +17,12 @@ INVALID_ARGUMENT, UNIMPLEMENTED          :class:`CompileError`, with the node
                                          and argument from the trailing
                                          metadata entry ``compiled-error-bin``
                                          (a ``compiled.v1.GraphError``)
-UNAVAILABLE (also: connection refused)   :class:`DaemonUnavailable`
+UNAVAILABLE (also: connection refused)   :class:`DaemonUnavailable`; when a
+                                         plain channel's connection was reset
+                                         by a server that answers a TLS
+                                         handshake, the message says the
+                                         daemon expects TLS (``ca=``,
+                                         ``COMPILED_CA``)
 RESOURCE_EXHAUSTED (after retries)       :class:`DaemonBusy`
 anything else                            :class:`DaemonError`
 =======================================  ======================================
@@ -46,6 +51,9 @@ import dataclasses
 import hashlib
 import hmac
 import os
+import re
+import socket
+import ssl
 import threading
 import time
 from typing import Dict, Optional, Tuple
@@ -239,6 +247,8 @@ class Client:
             raise ValueError("compiled: a TLS client certificate needs its key "
                              "(key= or COMPILED_KEY)")
         channel = _channel(self.address, tls)
+        # a plain channel's address, for the hint that the daemon expects TLS
+        self._plain = None if tls[0] or tls[1] else self.address
         self._stub = compiled_pb2_grpc.CompilerStub(channel)
         # Compile with the request already serialized (see _request_bytes).
         self._compile_bytes = channel.unary_stream(
@@ -302,7 +312,7 @@ class Client:
     def _compile_once(self, request: bytes, timeout, progress=None) -> compiled_pb2.CompileResult:
         result = None
         call = self._compile_bytes(request, timeout=timeout, metadata=self._metadata)
-        watchdog = _FirstAnswer(call, min(self.answer_timeout, timeout))
+        watchdog = _FirstAnswer(call, min(self.answer_timeout, timeout), self._plain)
         try:
             for event in call:
                 watchdog.answered()
@@ -331,7 +341,7 @@ class Client:
         timeout = self.timeout if timeout is None else timeout
         call = self._stub.Fetch(compiled_pb2.FetchRequest(key=key), timeout=timeout,
                                 metadata=self._metadata)
-        watchdog = _FirstAnswer(call, min(self.answer_timeout, timeout))
+        watchdog = _FirstAnswer(call, min(self.answer_timeout, timeout), self._plain)
         try:
             for chunk in call:
                 watchdog.answered()
@@ -363,7 +373,7 @@ class Client:
             return self._stub.Stats(compiled_pb2.StatsRequest(), timeout=timeout,
                                     metadata=self._metadata)
         except grpc.RpcError as e:
-            raise _map_rpc_error(e, "Stats") from None
+            raise _map_rpc_error(e, "Stats", self._plain) from None
 
 
 def compile(graph_module, options: Optional[compiled_pb2.CompileOptions] = None,
@@ -431,9 +441,10 @@ class _FirstAnswer:
     """Cancels a streaming call whose first message has not come within
     ``seconds`` (a timer thread, stopped by the first message)."""
 
-    def __init__(self, call, seconds: float):
+    def __init__(self, call, seconds: float, plain: Optional[str] = None):
         self.call = call
         self.seconds = seconds
+        self.plain = plain
         self.expired = False
         self.timer = threading.Timer(seconds, self._expire)
         self.timer.daemon = True
@@ -453,11 +464,47 @@ class _FirstAnswer:
             return DaemonUnavailable(f"{what}: the daemon did not answer within "
                                      f"{self.seconds:g} s (${ENV_ANSWER_TIMEOUT})",
                                      grpc.StatusCode.UNAVAILABLE, "no answer")
-        return _map_rpc_error(e, what)
+        return _map_rpc_error(e, what, self.plain)
 
 
-def _map_rpc_error(e: grpc.RpcError, what: str) -> DaemonError:
-    """The exception of :mod:`compiled.errors` for a failed call."""
+# The messages of gRPC for a connection the server closed during the HTTP/2
+# handshake, as a TLS server does when a plain client sends its preface.
+_CLOSED = ("reset by peer", "Socket closed")
+_tls_servers: Dict[str, bool] = {}
+
+
+def _speaks_tls(address: str, timeout: float = 2.0) -> bool:
+    """Whether the server at ``address`` (host:port) answers a TLS handshake.
+    Its certificate is not checked: the question is only whether it speaks
+    TLS. Remembered per address once it does."""
+    if _tls_servers.get(address):
+        return True
+    m = re.fullmatch(r"(?:dns:(?:///)?|ipv4:|ipv6:)?\[?([^\[\],]+?)\]?:(\d+)", address)
+    if not m:
+        return False
+    host, port = m.groups()
+    ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
+    ctx.check_hostname = False
+    ctx.verify_mode = ssl.CERT_NONE
+    ctx.set_alpn_protocols(["h2"])
+    try:
+        with socket.create_connection((host, int(port)), timeout=timeout) as sock:
+            with ctx.wrap_socket(sock):
+                speaks = True
+    except ssl.SSLError as e:
+        # an alert is a TLS record: the server refused us in TLS (a daemon
+        # with --tls-client-ca wants a certificate); anything else is not TLS
+        speaks = "ALERT" in (e.reason or "")
+    except (OSError, ValueError):
+        speaks = False
+    if speaks:
+        _tls_servers[address] = True
+    return speaks
+
+
+def _map_rpc_error(e: grpc.RpcError, what: str, plain: Optional[str] = None) -> DaemonError:
+    """The exception of :mod:`compiled.errors` for a failed call; ``plain``
+    is the address of a channel without TLS."""
     code = e.code() if hasattr(e, "code") else None
     details = e.details() if hasattr(e, "details") else str(e)
     details = details or ""
@@ -469,8 +516,12 @@ def _map_rpc_error(e: grpc.RpcError, what: str) -> DaemonError:
                                 error_code=graph_error.code)
         return CompileError(details or _describe_status(code, details), code, details)
     if code == grpc.StatusCode.UNAVAILABLE:
-        return DaemonUnavailable(f"{what}: daemon unavailable (UNAVAILABLE): {details}", code,
-                                 details)
+        hint = ""
+        if plain and any(s in details for s in _CLOSED) and _speaks_tls(plain):
+            hint = (f"; the daemon at {plain} expects TLS: give the CA of its certificate "
+                    "(ca= or COMPILED_CA)")
+        return DaemonUnavailable(f"{what}: daemon unavailable (UNAVAILABLE): {details}{hint}",
+                                 code, details)
     if code in (grpc.StatusCode.UNAUTHENTICATED, grpc.StatusCode.PERMISSION_DENIED):
         return DaemonError(f"{what} not allowed ({code.name}): {details}", code, details)
     if code == grpc.StatusCode.RESOURCE_EXHAUSTED:
