@@ -528,7 +528,7 @@ static int64_t gvar_coef(gvar *g, const gc_sym *x) {
   return c;
 }
 
-static ir_expr *subst(ir_graph *ir, ir_expr *e, gc_sym *const *map, memo *m,
+static ir_expr *subst(ir_graph *ir, ir_expr *e, const gc_symmap *map, memo *m,
                       gvar *g, int depth) {
   if (!e)
     return NULL;
@@ -590,25 +590,26 @@ static ir_expr *subst(ir_graph *ir, ir_expr *e, gc_sym *const *map, memo *m,
   return r;
 }
 
-ir_expr *ir_expr_subst(ir_graph *ir, ir_expr *e, gc_sym *const *map) {
+ir_expr *ir_expr_subst(ir_graph *ir, ir_expr *e, const gc_symmap *map) {
   memo m = {0};
   return subst(ir, e, map, &m, NULL, 0);
 }
 
-ir_expr *ir_expr_gather_var(ir_graph *ir, ir_expr *e, gc_sym *const *map,
+ir_expr *ir_expr_gather_var(ir_graph *ir, ir_expr *e, const gc_symmap *map,
                             int var, ir_expr *data, int64_t size, bool wrap) {
   gc_symctx *s = &ir->sym;
   if (!e || !data || var < 0 || var >= s->nvars || size <= 0)
     return NULL;
-  gc_sym **m0 = gc_arena_calloc(ir->a, (size_t)s->nvars + 1, sizeof *m0);
-  if (!m0)
+  gc_symmap m0 = {0};
+  for (int i = 0; map && i < map->n; i++)
+    if (!gc_symmap_set(s, &m0, map->var[i], map->to[i]))
+      return NULL;
+  /* the data part goes into the gather */
+  if (!gc_symmap_set(s, &m0, var, gc_sym_const(s, 0)))
     return NULL;
-  for (int i = 0; i < s->nvars; i++)
-    m0[i] = map ? map[i] : NULL;
-  m0[var] = gc_sym_const(s, 0); /* the data part goes into the gather */
   memo m = {0};
   gvar g = {var, data, size, wrap, 0, false};
-  ir_expr *r = subst(ir, e, m0, &m, &g, 0);
+  ir_expr *r = subst(ir, e, &m0, &m, &g, 0);
   return g.fail || !g.made ? NULL : r;
 }
 
@@ -759,28 +760,30 @@ ir_expr *ir_tensor_load(ir_graph *ir, ir_tensor *t, gc_sym *const *idx) {
     return ir_load(ir, t->buf, off);
   }
   case IR_T_LOOP: {
-    gc_sym **map = gc_arena_calloc(ir->a, (size_t)s->nvars + 1, sizeof *map);
-    if (!map) {
-      ir->oom = true;
-      return NULL;
-    }
+    gc_symmap map = {0};
     for (int i = 0; i < t->rank; i++)
-      map[t->vars[i]->var] = idx[i];
-    return ir_expr_subst(ir, t->body, map);
+      if (!gc_symmap_set(s, &map, t->vars[i]->var, idx[i])) {
+        ir->oom = true;
+        return NULL;
+      }
+    return ir_expr_subst(ir, t->body, &map);
   }
   case IR_T_VIEW: {
     /* the map is written in the view's own variables: substitute idx */
-    gc_sym **vmap = gc_arena_calloc(ir->a, (size_t)s->nvars + 1, sizeof *vmap);
+    gc_symmap vmap = {0};
     gc_sym **bidx =
         gc_arena_calloc(ir->a, (size_t)t->base->rank + 1, sizeof *bidx);
-    if (!vmap || !bidx) {
+    if (!bidx) {
       ir->oom = true;
       return NULL;
     }
     for (int i = 0; i < t->rank; i++)
-      vmap[t->vars[i]->var] = idx[i];
+      if (!gc_symmap_set(s, &vmap, t->vars[i]->var, idx[i])) {
+        ir->oom = true;
+        return NULL;
+      }
     for (int i = 0; i < t->base->rank; i++)
-      if (!(bidx[i] = gc_sym_subst(s, t->map[i], vmap)))
+      if (!(bidx[i] = gc_sym_subst(s, t->map[i], &vmap)))
         return NULL;
     return ir_tensor_load(ir, t->base, bidx);
   }

@@ -187,8 +187,10 @@ static bool can_overwrite(ir_graph *ir, const sc_schedule *s,
     if (st == pn->stage) {
       at = pn->store;
     } else if (st < pn->stage && sc_same_inner(sn, sg)) {
-      gc_sym **map = sc_rename_inner(ir, sn, sg);
-      at = map ? gc_sym_subst(&ir->sym, pn->store, map) : NULL;
+      gc_symmap map;
+      at = sc_rename_inner(ir, sn, sg, &map)
+               ? gc_sym_subst(&ir->sym, pn->store, &map)
+               : NULL;
     }
     bool after = false;
     for (int i = 0; i < sg->nnodes; i++) {
