@@ -760,6 +760,13 @@ ir_expr *ir_tensor_load(ir_graph *ir, ir_tensor *t, gc_sym *const *idx) {
     return ir_load(ir, t->buf, off);
   }
   case IR_T_LOOP: {
+    /* at its own variables (a consumer over the same space shares them,
+     * lower/pointwise.c): the body as it is, rather than a copy */
+    int same = 0;
+    while (same < t->rank && idx[same] == t->vars[same])
+      same++;
+    if (same == t->rank)
+      return t->body;
     gc_symmap map = {0};
     for (int i = 0; i < t->rank; i++)
       if (!gc_symmap_set(s, &map, t->vars[i]->var, idx[i])) {
