@@ -469,45 +469,17 @@ ir_expr *ir_op3(ir_graph *ir, ir_op op, gc_dtype dt, ir_expr *a, ir_expr *b,
   return make_op(ir, op, dt, a, b, c);
 }
 
-/* ---- substitution (memoized, so shared subexpressions stay shared) ---- */
+/* ---- substitution (memoized, so shared subexpressions stay shared) ----
+ *
+ * The memo is kept in the expressions themselves (ir_expr.subst, .image):
+ * a table per substitution, made for every load of a computation, cost a
+ * kilobyte or more each, most of a big graph's lowering. Each substitution
+ * has a number of its own, so an expression's entry counts only when it
+ * carries that number; one substitution started inside another (none is)
+ * would only make the outer one redo what the inner one overwrote. */
 
-typedef struct memo {
-  const ir_expr **keys;
-  ir_expr **vals;
-  size_t cap, n;
-} memo;
-
-static ir_expr **memo_slot(ir_graph *ir, memo *m, const ir_expr *k) {
-  if ((m->n + 1) * 2 > m->cap) {
-    size_t cap = m->cap ? m->cap * 2 : 64;
-    memo bigger = {gc_arena_calloc(ir->a, cap, sizeof *m->keys),
-                   gc_arena_calloc(ir->a, cap, sizeof *m->vals), cap, 0};
-    if (!bigger.keys || !bigger.vals) {
-      ir->oom = true;
-      return NULL;
-    }
-    for (size_t i = 0; i < m->cap; i++) {
-      if (!m->keys[i])
-        continue;
-      size_t j = (size_t)m->keys[i]->id & (cap - 1);
-      while (bigger.keys[j])
-        j = (j + 1) & (cap - 1);
-      bigger.keys[j] = m->keys[i];
-      bigger.vals[j] = m->vals[i];
-      bigger.n++;
-    }
-    *m = bigger;
-  }
-  size_t j = (size_t)k->id & (m->cap - 1);
-  while (m->keys[j] && m->keys[j] != k)
-    j = (j + 1) & (m->cap - 1);
-  if (!m->keys[j]) {
-    m->keys[j] = k;
-    m->vals[j] = NULL;
-    m->n++;
-  }
-  return &m->vals[j];
-}
+/* Substitutions of all graphs share one counter, as walks do (below). */
+static _Atomic uint64_t substs;
 
 /* ir_expr_gather_var's variable: its data value, and what was made */
 typedef struct gvar {
@@ -528,8 +500,8 @@ static int64_t gvar_coef(gvar *g, const gc_sym *x) {
   return c;
 }
 
-static ir_expr *subst(ir_graph *ir, ir_expr *e, const gc_symmap *map, memo *m,
-                      gvar *g, int depth) {
+static ir_expr *subst(ir_graph *ir, ir_expr *e, const gc_symmap *map,
+                      uint64_t id, gvar *g, int depth) {
   if (!e)
     return NULL;
   if (depth > 10000) { /* bodies are bounded by realization; be safe */
@@ -569,30 +541,27 @@ static ir_expr *subst(ir_graph *ir, ir_expr *e, const gc_symmap *map, memo *m,
     }
     return ir_gather(ir, e->load.buf,
                      gc_sym_subst(&ir->sym, e->load.index, map),
-                     subst(ir, e->args[0], map, m, g, depth + 1),
+                     subst(ir, e->args[0], map, id, g, depth + 1),
                      e->load.stride, e->load.size, e->load.wrap);
   }
-  ir_expr **slot = memo_slot(ir, m, e);
-  if (!slot)
-    return NULL;
-  if (*slot)
-    return *slot; /* cppcheck-suppress identicalInnerCondition */
+  if (e->subst == id)
+    return e->image;
   ir_expr *a[3] = {NULL, NULL, NULL};
   for (int i = 0; i < ir_op_arity(e->op); i++)
-    if (!(a[i] = subst(ir, e->args[i], map, m, g, depth + 1)))
+    if (!(a[i] = subst(ir, e->args[i], map, id, g, depth + 1)))
       return NULL;
   ir_expr *r = e->op == IR_CAST
                    ? ir_cast(ir, a[0], e->dtype)
                    : make_op(ir, e->op, e->dtype, a[0], a[1], a[2]);
-  slot = memo_slot(ir, m, e); /* the table may have grown */
-  if (slot)
-    *slot = r;
+  if (r) { /* scratch: exprs live in a mutable arena */
+    e->subst = id;
+    e->image = r;
+  }
   return r;
 }
 
 ir_expr *ir_expr_subst(ir_graph *ir, ir_expr *e, const gc_symmap *map) {
-  memo m = {0};
-  return subst(ir, e, map, &m, NULL, 0);
+  return subst(ir, e, map, ++substs, NULL, 0);
 }
 
 ir_expr *ir_expr_gather_var(ir_graph *ir, ir_expr *e, const gc_symmap *map,
@@ -607,9 +576,8 @@ ir_expr *ir_expr_gather_var(ir_graph *ir, ir_expr *e, const gc_symmap *map,
   /* the data part goes into the gather */
   if (!gc_symmap_set(s, &m0, var, gc_sym_const(s, 0)))
     return NULL;
-  memo m = {0};
   gvar g = {var, data, size, wrap, 0, false};
-  ir_expr *r = subst(ir, e, &m0, &m, &g, 0);
+  ir_expr *r = subst(ir, e, &m0, ++substs, &g, 0);
   return g.fail || !g.made ? NULL : r;
 }
 

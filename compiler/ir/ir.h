@@ -171,6 +171,8 @@ struct ir_expr {
   int id;         /* creation order */
   uint64_t hash;  /* structural, for hash-consing */
   uint64_t walk;  /* scratch of ir_expr_walk: the last walk that saw it */
+  uint64_t subst; /* scratch of substitution: the last one that saw it, */
+  ir_expr *image; /* and what it made of it */
   ir_expr *chain; /* hash bucket */
 };
 
