@@ -188,7 +188,16 @@ static uint64_t ehash(const ir_expr *e) {
   default:
     break;
   }
-  return h;
+  /* the table indexes by the low bits, which the multiplications above
+   * leave depending on the operands' low bits only: float constants (whose
+   * low mantissa bits are zero) would all share a bucket, and a graph with
+   * n of them would intern in n^2 (murmur3's finalizer mixes high bits
+   * down) */
+  h ^= h >> 33;
+  h *= 0xff51afd7ed558ccdULL;
+  h ^= h >> 33;
+  h *= 0xc4ceb9fe1a85ec53ULL;
+  return h ^ (h >> 33);
 }
 
 static bool esame(const ir_expr *a, const ir_expr *b) {

@@ -94,7 +94,14 @@ static uint64_t hash_of(gc_sym_kind kind, int64_t c, int var, int n,
     if (coefs)
       h = mix(h, (uint64_t)coefs[i]);
   }
-  return h;
+  /* the table indexes by the low bits: mix the high ones down (murmur3's
+   * finalizer), else values differing only there (multiples of a large
+   * power of two) share a bucket */
+  h ^= h >> 33;
+  h *= 0xff51afd7ed558ccdULL;
+  h ^= h >> 33;
+  h *= 0xc4ceb9fe1a85ec53ULL;
+  return h ^ (h >> 33);
 }
 
 static bool same(const gc_sym *e, gc_sym_kind kind, int64_t c, int var, int n,

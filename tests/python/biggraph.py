@@ -2,10 +2,14 @@
 
 chain(n) is a GraphModule of n `aten::relu` nodes in a chain, each output a
 new named value with full tensor metadata: about 83 bytes of request per
-node, the shape the issue's 720,000-node / 59.5 MB request had. Building it
-with the protobuf API takes seconds, so the serialized bytes are built from
-one serialized node and tensor value per position (repeated fields may be
-concatenated) and cached per size in a temporary directory.
+node, the shape the issue's 720,000-node / 59.5 MB request had. wide(n) is
+as broad as chain(n) is deep: n/2 `aten::mul.Scalar` nodes reading the
+input (each by its own factor, so that no two are the same expression) and
+a balanced tree of `aten::add.Tensor` nodes summing them, n - 1 nodes in
+all, log2(n) deep. Building them with the protobuf API takes seconds, so the
+serialized bytes are built from one serialized node and tensor value per
+position (repeated fields may be concatenated) and cached per size in a
+temporary directory.
 """
 
 import os
@@ -27,13 +31,29 @@ def _meta():
     return m
 
 
+def _cached(path):
+    if os.path.exists(path):
+        with open(path, "rb") as f:
+            return f.read()
+    return None
+
+
+def _store(path, data):
+    os.makedirs(_CACHE, exist_ok=True)
+    tmp = path + ".%d.tmp" % os.getpid()
+    with open(tmp, "wb") as f:
+        f.write(data)
+    os.replace(tmp, path)
+    return data
+
+
 def chain_graph_bytes(n, tag=""):
     """Serialized GraphModule: input x, n chained relus, output the last.
     `tag` goes into torch_version so that variants have distinct keys."""
     path = os.path.join(_CACHE, "chain-%d-%s.pb" % (n, tag or "0"))
-    if os.path.exists(path):
-        with open(path, "rb") as f:
-            return f.read()
+    data = _cached(path)
+    if data is not None:
+        return data
     head = graph_pb2.GraphModule()
     head.schema_version.major = 1
     head.torch_version = "1.13.1" + ("+" + tag if tag else "")
@@ -61,13 +81,72 @@ def chain_graph_bytes(n, tag=""):
         tv.name = "r%d" % i
         parts.append(_field(4, tv.SerializeToString()))
     graph = b"".join(parts)
-    data = head.SerializeToString() + _field(2, graph)
-    os.makedirs(_CACHE, exist_ok=True)
-    tmp = path + ".%d.tmp" % os.getpid()
-    with open(tmp, "wb") as f:
-        f.write(data)
-    os.replace(tmp, path)
-    return data
+    return _store(path, head.SerializeToString() + _field(2, graph))
+
+
+def wide_graph_bytes(n, tag=""):
+    """Serialized GraphModule: input x, m = max(2, n // 2) nodes
+    m{i} = x * (i + 1), then a balanced tree of m - 1 adds summing them
+    (pairs of the previous level, an odd one out carried up), output the
+    sum."""
+    path = os.path.join(_CACHE, "wide-%d-%s.pb" % (n, tag or "0"))
+    data = _cached(path)
+    if data is not None:
+        return data
+    m = max(2, n // 2)
+    head = graph_pb2.GraphModule()
+    head.schema_version.major = 1
+    head.torch_version = "1.13.1" + ("+" + tag if tag else "")
+    for name, schema in (
+            ("aten::mul.Scalar", "aten::mul.Scalar(Tensor self, Scalar other) -> Tensor"),
+            ("aten::add.Tensor",
+             "aten::add.Tensor(Tensor self, Tensor other, *, Scalar alpha=1) -> Tensor")):
+        op = head.operators.add()
+        op.name = name
+        op.schema = schema
+    tv = graph_pb2.TensorValue(name="x", meta=_meta())
+    parts = [None, _field(4, tv.SerializeToString())]  # parts[0]: the head
+    mul = graph_pb2.Node(target="aten::mul.Scalar")
+    a = mul.inputs.add(name="self", kind=graph_pb2.ARGUMENT_KIND_POSITIONAL)
+    a.arg.as_tensor.name = "x"
+    k = mul.inputs.add(name="other", kind=graph_pb2.ARGUMENT_KIND_POSITIONAL)
+    mul_out = mul.outputs.add()
+    add = graph_pb2.Node(target="aten::add.Tensor")
+    lhs = add.inputs.add(name="self", kind=graph_pb2.ARGUMENT_KIND_POSITIONAL)
+    rhs = add.inputs.add(name="other", kind=graph_pb2.ARGUMENT_KIND_POSITIONAL)
+    add_out = add.outputs.add()
+
+    def value(name):
+        tv.name = name
+        parts.append(_field(4, tv.SerializeToString()))  # tensor_values
+
+    level = []
+    for i in range(m):
+        k.arg.as_float = float(i + 1)
+        mul_out.as_tensor.name = "m%d" % i
+        parts.append(_field(2, mul.SerializeToString()))  # nodes
+        value("m%d" % i)
+        level.append("m%d" % i)
+    count = 0
+    while len(level) > 1:
+        up = []
+        for j in range(0, len(level) - 1, 2):
+            lhs.arg.as_tensor.name, rhs.arg.as_tensor.name = level[j], level[j + 1]
+            add_out.as_tensor.name = "s%d" % count
+            parts.append(_field(2, add.SerializeToString()))
+            value("s%d" % count)
+            up.append("s%d" % count)
+            count += 1
+        if len(level) % 2:
+            up.append(level[-1])
+        level = up
+    g = graph_pb2.Graph()
+    inp = g.inputs.add()
+    inp.kind = graph_pb2.INPUT_KIND_USER_INPUT
+    inp.arg.as_tensor.name = "x"
+    g.outputs.add().as_tensor.name = level[0]
+    parts[0] = g.SerializeToString()
+    return _store(path, head.SerializeToString() + _field(2, b"".join(parts)))
 
 
 def chain_request_bytes(n, tag=""):
