@@ -2,7 +2,9 @@
 
 chain(n) is a GraphModule of n `aten::relu` nodes in a chain, each output a
 new named value with full tensor metadata: about 83 bytes of request per
-node, the shape the issue's 720,000-node / 59.5 MB request had. wide(n) is
+node, the shape the issue's 720,000-node / 59.5 MB request had. mm(n) is a
+chain of n matrix products by a second input (library calls, each result
+a buffer of its own). wide(n) is
 as broad as chain(n) is deep: n/2 `aten::mul.Scalar` nodes reading the
 input (each by its own factor, so that no two are the same expression) and
 a balanced tree of `aten::add.Tensor` nodes summing them, n - 1 nodes in
@@ -22,10 +24,16 @@ from compiled.v1 import compiled_pb2, graph_pb2
 _CACHE = os.path.join(tempfile.gettempdir(), "compiled-biggraph-%d" % os.getuid())
 
 
-def _meta():
+def _meta(sizes=(4,)):
     m = graph_pb2.TensorMeta(dtype=graph_pb2.SCALAR_TYPE_FLOAT, layout=graph_pb2.LAYOUT_STRIDED)
-    m.sizes.add(as_int=4)
-    m.strides.add(as_int=1)
+    stride = 1
+    strides = []
+    for size in reversed(sizes):
+        strides.insert(0, stride)
+        stride *= size
+    for size, stride in zip(sizes, strides):
+        m.sizes.add(as_int=size)
+        m.strides.add(as_int=stride)
     m.storage_offset.as_int = 0
     m.device.type = "cpu"
     return m
@@ -152,3 +160,40 @@ def wide_graph_bytes(n, tag=""):
 def chain_request_bytes(n, tag=""):
     """A serialized CompileRequest carrying chain_graph_bytes(n, tag)."""
     return _field(1, chain_graph_bytes(n, tag))
+
+
+def mm_graph_bytes(n, tag=""):
+    """Serialized GraphModule: inputs x and w (4 x 4), n chained
+    `aten::mm(prev, w)`, output the last."""
+    path = os.path.join(_CACHE, "mm-%d-%s.pb" % (n, tag or "0"))
+    data = _cached(path)
+    if data is not None:
+        return data
+    head = graph_pb2.GraphModule()
+    head.schema_version.major = 1
+    head.torch_version = "1.13.1" + ("+" + tag if tag else "")
+    op = head.operators.add()
+    op.name = "aten::mm"
+    op.schema = "aten::mm(Tensor self, Tensor mat2) -> Tensor"
+    g = graph_pb2.Graph()
+    for name in ("x", "w"):
+        inp = g.inputs.add()
+        inp.kind = graph_pb2.INPUT_KIND_USER_INPUT
+        inp.arg.as_tensor.name = name
+    g.outputs.add().as_tensor.name = "p%d" % (n - 1)
+    parts = [g.SerializeToString()]
+    tv = graph_pb2.TensorValue(name="x", meta=_meta((4, 4)))
+    for name in ("x", "w"):
+        tv.name = name
+        parts.append(_field(4, tv.SerializeToString()))  # tensor_values
+    node = graph_pb2.Node(target="aten::mm")
+    a = node.inputs.add(name="self", kind=graph_pb2.ARGUMENT_KIND_POSITIONAL)
+    node.inputs.add(name="mat2", kind=graph_pb2.ARGUMENT_KIND_POSITIONAL).arg.as_tensor.name = "w"
+    out = node.outputs.add()
+    for i in range(n):
+        a.arg.as_tensor.name = "x" if i == 0 else "p%d" % (i - 1)
+        out.as_tensor.name = "p%d" % i
+        parts.append(_field(2, node.SerializeToString()))  # nodes
+        tv.name = "p%d" % i
+        parts.append(_field(4, tv.SerializeToString()))
+    return _store(path, head.SerializeToString() + _field(2, b"".join(parts)))

@@ -9,14 +9,15 @@ graph of a few nodes (the process's fixed cost), measured in the same run:
 linear growth gives a ratio of about 4, quadratic growth about 16, and the
 tests allow 6 (memory) and 8 (CPU time).
 
-The graphs (biggraph.py): a chain of relus, the deepest graph, and a wide
+The graphs (biggraph.py): a chain of relus, the deepest graph; a wide
 graph, N/2 products of the input by distinct factors summed by a balanced
-tree of adds. Before the fixes, lowering a chain took memory quadratic in
-its length (a substitution table the size of all loop variables made for
-every load, and each pointwise operation copying the whole inlined body of
-its operand), and a wide graph took time quadratic in its number of
-distinct constants (the expression table's buckets ignored the high bits of
-a float's hash).
+tree of adds; a chain of matrix products, each result a buffer of its own.
+Before the fixes, lowering a chain took memory quadratic in its length (a
+substitution table the size of all loop variables made for every load), a
+wide graph took time quadratic in its number of distinct constants (the
+expression table's buckets ignored the high bits of a float's hash), and
+the memory plan took time quadratic in the buffers (each placed against a
+scan of all placed ones).
 
 Run: COMPILED_BUILD=$PWD/build PYTHONPATH=client/python /usr/bin/python3 -m
 pytest -q tests/python/test_compile_scaling.py
@@ -76,9 +77,10 @@ def growth(tmp_path, make, n):
     return mem, cpu, costs
 
 
-@pytest.mark.parametrize("kind,n", [("chain", 3000), ("wide", 10000)])
+@pytest.mark.parametrize("kind,n", [("chain", 3000), ("wide", 10000), ("mm", 16000)])
 def test_compile_cost_grows_linearly(tmp_path, kind, n):
-    make = {"chain": biggraph.chain_graph_bytes, "wide": biggraph.wide_graph_bytes}[kind]
+    make = {"chain": biggraph.chain_graph_bytes, "wide": biggraph.wide_graph_bytes,
+            "mm": biggraph.mm_graph_bytes}[kind]
     mem, cpu, costs = growth(tmp_path, make, n)
     detail = "%s of %d and %d nodes: memory x%.1f, CPU time x%.1f (%s)" % (
         kind, n, 4 * n, mem, cpu,
