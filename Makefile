@@ -15,6 +15,7 @@
 #   make bench-gemm       matrix products: oneDNN's sgemm vs eager's mm
 #   make bench-compile    cold compiles: request to artifact, time per pass
 #   make bench-heavy      cache hits during two huge requests; daemon memory
+#   make bench-memory     compile memory and time against graph size
 #
 # Sources are found by wildcard: a new compiler/*.c joins libcompiler, a new
 # tests/test_*.c becomes a Criterion binary. Header dependencies are tracked
@@ -102,7 +103,7 @@ TESTS := $(patsubst tests/%.c,$(BUILD)/tests/%,$(TEST_SRC))
 BENCHES := $(patsubst bench/%.c,$(BUILD)/bench/%,$(BENCH_SRC))
 BUILD_ID_H := $(BUILD)/gen/build_id.h
 
-.PHONY: all venv demo bench-build bench-hit bench-runtime bench-models bench-bandwidth bench-startup bench-train bench-gemm bench-compile bench-heavy test test-c test-py test-avx2 test-opinfo capture-zoo train-zoo vec-audit fuzz-graphs fuzz-grads check valgrind format format-check lint asan fuzz \
+.PHONY: all venv demo bench-build bench-hit bench-runtime bench-models bench-bandwidth bench-startup bench-train bench-gemm bench-compile bench-heavy bench-memory test test-c test-py test-avx2 test-opinfo capture-zoo train-zoo vec-audit fuzz-graphs fuzz-grads check valgrind format format-check lint asan fuzz \
         fuzz-build bootstrap clean distclean py-proto
 .DEFAULT_GOAL := all
 
@@ -275,6 +276,11 @@ bench-compile: all
 # Cache hits while two huge requests are decoded and compiled; memory.
 bench-heavy: all
 	COMPILED_BUILD=$(abspath $(BUILD)) $(PYTHON) bench/heavy_requests.py $(BENCH_ARGS)
+
+# A cold compile's peak memory (of the budget and of the daemon's process)
+# and time against node count: relu chains, a wide graph, resnet18/50.
+bench-memory: all
+	COMPILED_BUILD=$(abspath $(BUILD)) $(PYTHON) bench/compile_memory.py $(BENCH_ARGS)
 
 # Test binaries find data and binaries through these variables.
 

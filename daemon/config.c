@@ -47,7 +47,7 @@ static const opt opts[] = {
     {"max-nodes", T_INT, F(max_nodes), 0, "N",
      "most nodes in a graph (default: 500000, or fewer when a\n"
      "                            small --memory-budget cannot compile that\n"
-     "                            many: about 4 KiB each)"},
+     "                            many: about 7 KiB each)"},
     {"memory-budget", T_SIZE, F(memory_budget), 0, "SIZE",
      "memory all requests being decoded and compiled may hold\n"
      "                            together; past it they get "

@@ -171,6 +171,8 @@ struct ir_expr {
   int id;         /* creation order */
   uint64_t hash;  /* structural, for hash-consing */
   uint64_t walk;  /* scratch of ir_expr_walk: the last walk that saw it */
+  uint64_t subst; /* scratch of substitution: the last one that saw it, */
+  ir_expr *image; /* and what it made of it */
   ir_expr *chain; /* hash bucket */
 };
 
@@ -465,18 +467,18 @@ ir_expr *ir_op3(ir_graph *ir, ir_op op, gc_dtype dt, ir_expr *a, ir_expr *b,
 /* `e` converted to `dt` (e itself when it has that dtype). */
 ir_expr *ir_cast(ir_graph *ir, ir_expr *e, gc_dtype dt);
 /* Replaces loop variables inside LOAD and INDEX (map as gc_sym_subst). */
-ir_expr *ir_expr_subst(ir_graph *ir, ir_expr *e, gc_sym *const *map);
+ir_expr *ir_expr_subst(ir_graph *ir, ir_expr *e, const gc_symmap *map);
 
 /* e at a data-dependent point: variables replaced by `map` (as
- * ir_expr_subst; map[var] is ignored) and variable `var` by the int64 value
- * `data`, so every load whose index is affine in var becomes a gather of
- * `data` (checked against [0, size), negative values counted from the end
- * when `wrap`). A gather of a computed tensor then computes only the
+ * ir_expr_subst; its entry for var, if any, is ignored) and variable `var` by
+ * the int64 value `data`, so every load whose index is affine in var becomes a
+ * gather of `data` (checked against [0, size), negative values counted from the
+ * end when `wrap`). A gather of a computed tensor then computes only the
  * gathered elements. NULL when var occurs in an index other than affinely
  * or in an INDEX or a gather's own index (no data form), when e reads a
  * reduction's accumulator, or when no load depends on var (the range check
  * would be lost). */
-ir_expr *ir_expr_gather_var(ir_graph *ir, ir_expr *e, gc_sym *const *map,
+ir_expr *ir_expr_gather_var(ir_graph *ir, ir_expr *e, const gc_symmap *map,
                             int var, ir_expr *data, int64_t size, bool wrap);
 
 /* Bodies are DAGs: hash-consing shares subexpressions, and a chain of n

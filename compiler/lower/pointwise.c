@@ -41,13 +41,33 @@
 
 /* ---- shared helpers (pointwise.h) ---- */
 
+/* The variables of a tensor operand of n that is an unrealized computation
+ * over exactly the output's space; NULL when none is. The output shares
+ * them: loading the operand at its own variables gives its body as it is
+ * (ir_tensor_load), where fresh variables would copy the body, and a chain
+ * of k pointwise operations inlined into one loop would make k^2/2
+ * expressions rather than k. Variables only name positions of a space, so
+ * two computations over the same space may use the same ones. */
+static gc_sym **space_vars(lower_ctx *L, const gc_node *n, const L_pw *p) {
+  for (int i = 0; i < n->nargs; i++) {
+    const ir_tensor *t = L_tensor(L, n, n->args[i].name);
+    if (!t || t->kind != IR_T_LOOP || t->realized || t->rank != p->rank ||
+        (p->rank && memcmp(t->sizes, p->sizes, (size_t)p->rank * 8)))
+      continue;
+    return t->vars;
+  }
+  return NULL;
+}
+
 int L__pw_begin(lower_ctx *L, const gc_node *n, int k, L_pw *p) {
   const gc_tensor_meta *m = L_out_meta(n, k);
   if (!m || m->rank > IR_MAX_RANK || !L_static_sizes(m, p->sizes))
     return GC_EUNSUPPORTED;
   p->rank = m->rank;
   p->dt = m->dtype;
-  p->vars = L_vars(L, p->rank, p->sizes);
+  p->vars = space_vars(L, n, p);
+  if (!p->vars)
+    p->vars = L_vars(L, p->rank, p->sizes);
   return p->vars ? 0 : GC_ENOMEM;
 }
 
