@@ -130,6 +130,14 @@ static const char *const migrations[] = {
      * version 1 are unsigned. */
     "ALTER TABLE entries ADD COLUMN sig BLOB;"
     "ALTER TABLE entries ADD COLUMN sig_key TEXT;",
+    /* 2 -> 3: labels (what people call an entry: a name, a source file and
+     * line, a host); entries of version 2 have none (NULLs). Adding
+     * columns with no default rewrites no row, so this is instant on a
+     * cache of any size. */
+    "ALTER TABLE entries ADD COLUMN label_name TEXT;"
+    "ALTER TABLE entries ADD COLUMN label_file TEXT;"
+    "ALTER TABLE entries ADD COLUMN label_line INTEGER;"
+    "ALTER TABLE entries ADD COLUMN label_host TEXT;",
 };
 
 _Static_assert(sizeof migrations / sizeof migrations[0] ==

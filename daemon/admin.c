@@ -16,6 +16,7 @@
 #include "compiler/pipeline.h"
 #include "compiler/wire.h"
 #include "daemon/daemon.h"
+#include "daemon/label.h"
 #include "daemon/log.h"
 
 #define FETCH_DEFAULT_CHUNK (1u << 20)
@@ -124,6 +125,7 @@ static Compiled__V1__EntryInfo *entry_info(gc_arena *a, const cache_info *i) {
   e->created = i->created;
   e->last_used = i->last_used;
   e->hits = i->hits;
+  e->label = label_message(a, &i->label); /* NULL: none stored */
   return e;
 }
 

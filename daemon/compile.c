@@ -34,6 +34,7 @@
 #include "compiler/pipeline.h"
 #include "compiler/wire.h"
 #include "daemon/daemon.h"
+#include "daemon/label.h"
 #include "daemon/log.h"
 
 #define COMPILE_PATH "/compiled.v1.Compiler/Compile"
@@ -81,6 +82,7 @@ struct flight {
   bool denied;            /* ... and it was not there */
   bool lease;             /* this daemon holds the cluster's lease */
   int64_t lease_renewed;  /* when (monotonic us) */
+  cache_label label;      /* the owner's: stored with the entry */
 };
 
 /* A request between the completion-queue thread and the loop. */
@@ -98,7 +100,8 @@ typedef struct request {
   gc_target target; /* the client's (strings in the arena or the daemon's) */
   bool force;
   uint64_t max_inline;
-  gc_compiled prep; /* validate/key timings */
+  gc_compiled prep;  /* validate/key timings */
+  cache_label label; /* what the client calls the graph (label.h) */
 } request;
 
 void daemon_hex(const uint8_t *digest, char *out) {
@@ -644,6 +647,8 @@ static void decode_and_answer(request *r) {
   if (!rc)
     rc = daemon_read_target(d, r->arena, req->target, target, &err);
   if (!rc)
+    rc = label_read(req->label, &r->label, &err);
+  if (!rc)
     rc = gc_prepare(r->arena, req->graph, &d->limits, &r->opts, target,
                     &r->graph, &r->key, &r->prep, &err);
   if (rc) {
@@ -984,6 +989,8 @@ static void submit_on_loop(void *arg) {
   f->opts = r->opts;
   f->target = r->target;
   f->force = r->force;
+  f->label = r->label; /* an entry keeps the label of the request that
+                          stored it; joiners' labels are not kept */
   atomic_init(&f->no_compile, read_only);
   atomic_init(&f->refs, 1); /* the flight list */
   atomic_init(&f->abandoned, false);
@@ -1265,10 +1272,14 @@ static void run_flight(uv_work_t *work) {
     atomic_fetch_add(&d->stats.l2_hits, 1);
     cache_part parts[GC_KEY_NCOMPONENTS];
     key_parts(f, parts);
-    if (conn &&
-        cache_put_signed(conn, f->key, parts, GC_KEY_NCOMPONENTS,
-                         f->out.artifact, f->out.len, (uint64_t)f->out.micros,
-                         f->is_signed ? &f->sig : NULL, &cerr) == 0)
+    /* Redis holds no label: the copy here gets this request's */
+    cache_meta meta = {.parts = parts,
+                       .nparts = GC_KEY_NCOMPONENTS,
+                       .compile_us = (uint64_t)f->out.micros,
+                       .sig = f->is_signed ? &f->sig : NULL,
+                       .label = &f->label};
+    if (conn && cache_put_entry(conn, f->key, f->out.artifact, f->out.len,
+                                &meta, &cerr) == 0)
       f->stored = true;
     hot_remember(d, &f->fullkey, f->hex, f->out.artifact, f->out.len, f->digest,
                  f->is_signed ? &f->sig : NULL, f->out.micros);
@@ -1318,9 +1329,13 @@ static void run_flight(uv_work_t *work) {
     if (d->l2 && l2_put(d->l2, f->key, f->out.artifact, f->out.len, f->digest,
                         sig, (uint64_t)f->out.micros) == 0)
       atomic_fetch_add(&d->stats.l2_puts, 1);
-    if (conn && cache_put_signed(conn, f->key, parts, GC_KEY_NCOMPONENTS,
-                                 f->out.artifact, f->out.len,
-                                 (uint64_t)f->out.micros, sig, &cerr) == 0) {
+    cache_meta meta = {.parts = parts,
+                       .nparts = GC_KEY_NCOMPONENTS,
+                       .compile_us = (uint64_t)f->out.micros,
+                       .sig = sig,
+                       .label = &f->label};
+    if (conn && cache_put_entry(conn, f->key, f->out.artifact, f->out.len,
+                                &meta, &cerr) == 0) {
       f->stored = true;
       hot_remember(d, &f->fullkey, f->hex, f->out.artifact, f->out.len,
                    f->digest, sig, f->out.micros);
