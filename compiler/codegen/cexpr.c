@@ -717,6 +717,10 @@ static char *spell(cx *c, const ir_expr *e, const char *a, const char *b,
                            e->op == IR_FMAX ? "FMAX" : "FMIN", a, b);
   case IR_WHERE:
     return gc_arena_printf(ar, "(%s ? %s : %s)", a, b, x);
+  case IR_FMA: /* C's fma: rounded once whatever gcc contracts elsewhere
+                  (an instruction where the target has one; gcc vectorizes
+                  it itself, libmvec has no vector fma) */
+    return gc_arena_printf(ar, "fma%s(%s, %s, %s)", sfx, a, b, x);
   case IR_RAND:
     return gc_arena_printf(ar, "gc_rand_u01((uint64_t)%s, (uint64_t)%s)", a, b);
   default:
