@@ -502,8 +502,10 @@ static void handle_explain(srv_call *c) {
     o.eager_random = req->options->eager_random;
   }
   gc_target t = d->target;
-  if (req->target && req->target->arch && *req->target->arch)
-    t.arch = req->target->arch;
+  if (req->target && req->target->arch && *req->target->arch) {
+    t.arch = req->target->arch; /* its ISA list is whole (read_target) */
+    t.isa = "";
+  }
   if (req->target && req->target->n_isa) {
     gc_buf b = GC_BUF_INIT;
     for (size_t i = 0; i < req->target->n_isa; i++)

@@ -441,14 +441,19 @@ static int read_options(const Compiled__V1__CompileOptions *po, gc_options *o,
   return 0;
 }
 
-/* The daemon's target with the client's overrides. */
+/* The daemon's target with the client's overrides. A target naming its
+ * architecture carries its whole ISA list: none is the architecture's
+ * baseline (COMPILED_TARGET=x86-64 reports no feature), not the daemon's
+ * features. */
 static int read_target(daemon_ctx *d, gc_arena *a,
                        const Compiled__V1__Target *pt, gc_target *t) {
   *t = d->target;
   if (!pt)
     return 0;
-  if (pt->arch && *pt->arch)
+  if (pt->arch && *pt->arch) {
     t->arch = pt->arch;
+    t->isa = "";
+  }
   if (pt->n_isa) {
     size_t len = 1;
     for (size_t i = 0; i < pt->n_isa; i++)

@@ -504,6 +504,21 @@ def test_upsample_bilinear2d_half_pixel_index_is_atens_multiply_add(server):
           atol=1e-14, rtol=1e-14)
 
 
+def test_upsample_half_pixel_index_without_fma_only_where_roundings_agree(server, monkeypatch):
+    # a target without FMA (here capped by COMPILED_TARGET) cannot tell
+    # whether eager runs ATen's contracted kernels: an axis whose source
+    # index rounds differently once and twice (3 -> 7 in float64) stays the
+    # ATen call; one where they agree (4 -> 8) is native, eager's weights
+    monkeypatch.setenv("COMPILED_TARGET", "x86-64-v2")
+    for n_in, n_out, fallback in ((3, 7, 1), (4, 8, 0)):
+        x = torch.zeros(n_in, 2, 1, n_in, dtype=torch.float64)
+        for j in range(n_in):
+            x[j, :, 0, j] = 1
+        s = check(lambda x: F.interpolate(x, size=(1, n_out), mode="bilinear"), (x,),
+                  server=server, fallback=fallback, atol=0, rtol=0)
+        assert s["target"] in ("x86-64", "x86-64-v2"), s
+
+
 AVG_POOLS = [(2, 2, 0, False, True, None), (3, 1, 1, False, True, None),
              (3, 2, 1, True, False, None), (3, 2, 1, False, True, None),
              ((3, 2), (2, 1), (1, 0), True, True, None), (2, 2, 1, True, False, 3),
