@@ -115,9 +115,27 @@ def _batch_norm_backward_mask(out, args, kwargs):
     return tuple(o if m else None for o, m in zip(out, mask))
 
 
+def _convolution_channels_last(out, args, kwargs):
+    """convolution: torch 2's CPU kernel returns a channels-last result
+    (channels_last_3d in 3-D) when the input or the weight suggests that
+    memory format, its meta function a contiguous one (torch 2.13: 192
+    cases of dtypes, groups, strides, batch and channel counts of 1 and
+    ambiguous layouts agree with this rule)."""
+    a = _arguments(_aten.convolution.default, args, kwargs)
+    if out.dim() not in (4, 5) or a.get("transposed"):
+        return out
+    from torch._prims_common import suggest_memory_format
+    cl = torch.channels_last if out.dim() == 4 else torch.channels_last_3d
+    if cl not in (suggest_memory_format(_meta_like(a["input"])),
+                  suggest_memory_format(_meta_like(a["weight"]))):
+        return out
+    return torch.empty(out.shape, dtype=out.dtype, device=_META).contiguous(memory_format=cl)
+
+
 # Corrections of meta functions whose result layout differs from the CPU
-# kernel's in torch 1.13: (out, args, kwargs) -> out.
+# kernel's (torch 1.13's, and torch 2's convolution): (out, args, kwargs) -> out.
 _FIXES = {
+    _aten.convolution.default: _convolution_channels_last,
     _aten.native_batch_norm.default: _batch_norm_eval,
     _aten.native_layer_norm.default: _layer_norm_contiguous,
     _aten.native_batch_norm_backward.default: _batch_norm_backward_mask,
