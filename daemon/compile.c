@@ -471,8 +471,13 @@ int daemon_read_target(daemon_ctx *d, gc_arena *a,
     return gc_errorf(err, GC_ELIMIT,
                      "target.arch is longer than %d bytes, the limit",
                      DAEMON_TARGET_MAX_NAME);
-  if (pt->arch && *pt->arch)
+  /* A target naming its architecture carries its whole ISA list: none is
+   * the architecture's baseline (COMPILED_TARGET=x86-64 reports no
+   * feature), not the daemon's features. */
+  if (pt->arch && *pt->arch) {
     t->arch = pt->arch;
+    t->isa = "";
+  }
   if (pt->n_isa) {
     char *isa = gc_arena_alloc(a, len);
     if (!isa)
