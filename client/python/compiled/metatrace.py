@@ -57,10 +57,8 @@ trace.
 from __future__ import annotations
 
 import builtins
-import contextlib
 import keyword
 import operator
-import re
 import sys
 import weakref
 from typing import Any, Dict, List, Optional, Tuple
@@ -81,7 +79,6 @@ except ImportError:  # older torch 2 releases decompose whatever has a composite
 __all__ = ["ShapeTensor", "Untrusted", "eligible", "trace"]
 
 _aten = torch.ops.aten
-_META = torch.device("meta")
 _CPU = torch.device("cpu")
 _DATA_DEPENDENT = torch.Tag.data_dependent_output
 _DYNAMIC_SHAPE = torch.Tag.dynamic_output_shape
