@@ -934,14 +934,23 @@ def test_the_first_arena_is_paged_in_while_the_program_loads(server):
 
 def test_a_program_of_aten_calls_only_takes_no_arena(server):
     """A native program with no generated code and nothing in an arena (an
-    inference TransformerEncoderLayer: eager's one fused call) runs its
-    ATen calls without an arena or a pointer table, so a call needs no more
-    memory than eager's; the result is eager's."""
+    inference TransformerEncoderLayer's one fused call, which eager makes
+    and a trace does not) runs its ATen calls without an arena or a pointer
+    table, so a call needs no more memory than eager's; the result is
+    eager's."""
     torch.manual_seed(0)
     m = torch.nn.TransformerEncoderLayer(64, 4, 128, batch_first=True).eval()
+    a = m.self_attn
+
+    def fused(x):
+        return torch._transformer_encoder_layer_fwd(
+            x, a.embed_dim, a.num_heads, a.in_proj_weight, a.in_proj_bias, a.out_proj.weight,
+            a.out_proj.bias, False, m.norm_first, m.norm1.eps, m.norm1.weight, m.norm1.bias,
+            m.norm2.weight, m.norm2.bias, m.linear1.weight, m.linear1.bias, m.linear2.weight,
+            m.linear2.bias)
     x = torch.randn(2, 8, 64)
     with torch.no_grad():
-        cf = compiled.compile(m, (x,), server=server)
+        cf = compiled.compile(fused, (x,), server=server)
         got = cf(x)
         want = m(x)
     torch.testing.assert_close(got, want, atol=0, rtol=0)
