@@ -1,6 +1,7 @@
 """Shared pieces of the Python benchmarks (not a test, not a library users
 import): a daemon on a free port, robust timing, peak-memory measurement in
-a fresh process, and ratio tables.
+a fresh process, ratio tables, and torchvision's models (or their rewrite
+in tests/python/visionmodels.py where torchvision is not installed).
 
 Timing: calls are repeated until at least ``min_seconds`` have passed (and
 at least ``min_calls`` calls), after warm-up calls; the median is reported.
@@ -29,6 +30,23 @@ import time
 REPO = os.path.abspath(os.path.join(os.path.dirname(__file__), ".."))
 BUILD = os.environ.get("COMPILED_BUILD", os.path.join(REPO, "build"))
 sys.path.insert(0, os.path.join(REPO, "client", "python"))
+
+
+def vision_models():
+    """torchvision.models where torchvision is installed, else
+    tests/python/visionmodels.py, which rewrites the few torchvision models
+    the benchmarks build (the same networks and, from the same seed, the
+    same weights) for where there is no torchvision: the project's torch
+    2.13 has no build of it."""
+    try:
+        import torchvision
+    except ImportError:
+        tests = os.path.join(REPO, "tests", "python")
+        if tests not in sys.path:
+            sys.path.insert(0, tests)
+        import visionmodels
+        return visionmodels
+    return torchvision.models
 
 
 class Daemon:

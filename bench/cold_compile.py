@@ -34,8 +34,7 @@ from compiled.v1 import artifact_pb2  # noqa: E402
 
 
 def vision(name):
-    import torchvision
-    m = getattr(torchvision.models, name)().eval()
+    m = getattr(benchlib.vision_models(), name)().eval()
     return m, (torch.randn(8, 3, 224, 224),)
 
 

@@ -106,8 +106,7 @@ def softmax_ce(logits, target):
 
 
 def tv(name, batch):
-    import torchvision
-    m = getattr(torchvision.models, name)().eval()
+    m = getattr(benchlib.vision_models(), name)().eval()
     return m, (torch.randn(batch, 3, 224, 224),)
 
 
@@ -123,8 +122,7 @@ class SegmentationOut(torch.nn.Module):
 
 
 def seg(name, batch):
-    import torchvision
-    m = getattr(torchvision.models.segmentation, name)(weights=None, weights_backbone=None)
+    m = getattr(benchlib.vision_models().segmentation, name)(weights=None, weights_backbone=None)
     return SegmentationOut(m).eval(), (torch.randn(batch, 3, 224, 224),)
 
 

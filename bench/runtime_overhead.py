@@ -76,13 +76,14 @@ def tiny(x):
 
 
 def cases(only):
-    import torchvision
+    import benchlib
+    vision = benchlib.vision_models()
     all_cases = []
     all_cases.append(("tiny fn x*2+1 [16]", lambda: (tiny, (torch.randn(16),))))
     for size in (32, 224):
         def make(size=size):
             torch.manual_seed(0)
-            return torchvision.models.resnet18().eval(), (torch.randn(1, 3, size, size),)
+            return vision.resnet18().eval(), (torch.randn(1, 3, size, size),)
         all_cases.append((f"resnet18 1x3x{size}x{size}", make))
     for rg in (True, False):
         def make(rg=rg):

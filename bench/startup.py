@@ -42,12 +42,11 @@ MODELS = ["resnet50", "densenet121", "transformer_encoder", "vit_b_16"]
 
 def build(name):
     import torch
-    import torchvision
     torch.manual_seed(0)
     if name == "transformer_encoder":
         layer = torch.nn.TransformerEncoderLayer(512, 8, 2048, batch_first=True)
         return torch.nn.TransformerEncoder(layer, 6).eval(), torch.randn(2, 128, 512)
-    return getattr(torchvision.models, name)().eval(), torch.randn(2, 3, 224, 224)
+    return getattr(benchlib.vision_models(), name)().eval(), torch.randn(2, 3, 224, 224)
 
 
 def child(args):

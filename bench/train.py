@@ -67,8 +67,7 @@ F = torch.nn.functional
 
 
 def resnet18():
-    import torchvision
-    model = torchvision.models.resnet18()
+    model = benchlib.vision_models().resnet18()
     x = torch.randn(8, 3, 224, 224)
     target = torch.randint(0, 1000, (8,))
     return model, x, lambda y: F.cross_entropy(y, target)

@@ -22,7 +22,17 @@ import time
 import warnings
 
 import torch
-import torchvision
+
+try:
+    import torchvision
+except ImportError:
+    # also for train_zoo.py and vec_audit.py, which take torchvision from here
+    sys.exit(f"{os.path.basename(sys.argv[0])} sweeps torchvision's models and needs torchvision, "
+             "which has no build for the project's torch 2.13 (tests use "
+             "tests/python/visionmodels.py instead). Run it from a separate venv: "
+             "python3 -m venv ~/tvenv && ~/tvenv/bin/pip install torch==2.14.1 "
+             "torchvision==0.29.1 -e 'client/python[test]' (a CUDA build, about 5.5 GB; it runs "
+             "on the CPU), then make capture-zoo / train-zoo / vec-audit PYTHON=~/tvenv/bin/python")
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import compiled  # noqa: E402

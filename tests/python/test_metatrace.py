@@ -16,11 +16,11 @@ import sys
 
 import pytest
 import torch
-import torchvision
 
 import compiled
 import difftest
 import test_semantics
+import visionmodels
 from semantics_util import as_inputs
 
 capture = sys.modules["compiled.capture"]
@@ -133,15 +133,15 @@ def test_semantics_programs_trace_alike(case, tmp_path):
 
 
 def small_vit():
-    return torchvision.models.VisionTransformer(image_size=32, patch_size=8, num_layers=2,
-                                                num_heads=2, hidden_dim=32, mlp_dim=64)
+    return visionmodels.VisionTransformer(image_size=32, patch_size=8, num_layers=2,
+                                          num_heads=2, hidden_dim=32, mlp_dim=64)
 
 
 MODELS = {
-    "resnet18": lambda: (torchvision.models.resnet18(), torch.randn(1, 3, 64, 64)),
-    "mobilenet_v2": lambda: (torchvision.models.mobilenet_v2(), torch.randn(1, 3, 64, 64)),
-    "densenet_small": lambda: (torchvision.models.DenseNet(growth_rate=8, block_config=(2, 2),
-                                                           num_init_features=16),
+    "resnet18": lambda: (visionmodels.resnet18(), torch.randn(1, 3, 64, 64)),
+    "mobilenet_v2": lambda: (visionmodels.mobilenet_v2(), torch.randn(1, 3, 64, 64)),
+    "densenet_small": lambda: (visionmodels.DenseNet(growth_rate=8, block_config=(2, 2),
+                                                     num_init_features=16),
                                torch.randn(2, 3, 32, 32)),
     "transformer_encoder": lambda: (torch.nn.TransformerEncoder(
         torch.nn.TransformerEncoderLayer(32, 4, 64, batch_first=True), 2),

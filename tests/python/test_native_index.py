@@ -17,6 +17,7 @@ import torch.nn.functional as F
 
 import compiled
 import daemon_util
+import visionmodels
 from native_util import assert_raises_like_eager, check, check_backward, clone_inputs, layouts
 
 
@@ -860,9 +861,8 @@ def test_nll_and_mse_loss(server):
 
 @pytest.mark.parametrize("name", ["resnet18", "mobilenet_v2"])
 def test_torchvision_eval_runs_without_fallback(server, name):
-    torchvision = pytest.importorskip("torchvision")
     torch.manual_seed(0)
-    m = getattr(torchvision.models, name)().eval()
+    m = getattr(visionmodels, name)().eval()
     x = torch.randn(1, 3, 64, 64)
     s = check(m, (x,), server=server, fallback=0, atol=1e-4, rtol=1e-4)
     # convolutions (and the classifier's addmm) stay extern calls

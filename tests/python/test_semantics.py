@@ -45,6 +45,7 @@ import torch.nn as nn
 from torch.fx.experimental.proxy_tensor import make_fx
 
 import compiled
+import visionmodels
 from daemon_util import Daemon
 from semantics_util import (Case, Errors, Gen, Inputs, backward_and_compare, call, compare_inputs,
                             compare_runs, mutated_or_aliased, note, prepare, run_eager)
@@ -1273,8 +1274,7 @@ def test_module_conv_bn_relu_train_updates_running_stats(server):
 
 
 def _resnet18():
-    import torchvision
-    return torchvision.models.resnet18(num_classes=10).eval()
+    return visionmodels.resnet18(num_classes=10).eval()
 
 
 MODULES["resnet18_eval"] = lambda cf: check_module(
@@ -1283,7 +1283,6 @@ MODULES["resnet18_eval"] = lambda cf: check_module(
 
 
 def test_module_resnet18_eval(server):
-    pytest.importorskip("torchvision")
     MODULES["resnet18_eval"](_via_daemon(server))
 
 

@@ -26,6 +26,7 @@ import torch
 
 import compiled
 import daemon_util
+import visionmodels
 
 F = torch.nn.functional
 
@@ -191,9 +192,8 @@ def test_transformer_encoder_layer_trains_like_eager(daemon):
 
 
 def test_resnet18_trains_like_eager(daemon):
-    torchvision = pytest.importorskip("torchvision")
     torch.manual_seed(0)
-    model = torchvision.models.resnet18(num_classes=10).train()
+    model = visionmodels.resnet18(num_classes=10).train()
     # Batch 4 at 64x64: the last batch norms see 16 values per channel. At
     # 2x32x32 (4 values), float32 gradients are ill-conditioned: eager's
     # own differ from float64's by 1%.

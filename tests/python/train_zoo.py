@@ -35,12 +35,11 @@ import time
 import warnings
 
 import torch
-import torchvision
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import compiled  # noqa: E402
 import daemon_util  # noqa: E402
-from metatrace_zoo import classification_models  # noqa: E402
+from metatrace_zoo import classification_models, torchvision  # noqa: E402 (exits without it)
 
 LIBRARY = {"aten::convolution_backward"}
 

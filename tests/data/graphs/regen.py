@@ -194,8 +194,8 @@ def expanded_input(x, y):
 
 
 def _resnet18():
-    import torchvision
-    return torchvision.models.resnet18(weights=None).eval(), (torch.randn(1, 3, 32, 32),)
+    import visionmodels  # torchvision's resnet18 (tests/python, put on sys.path below CASES)
+    return visionmodels.resnet18(weights=None).eval(), (torch.randn(1, 3, 32, 32),)
 
 
 def _shared_storage():
@@ -265,6 +265,10 @@ CASES = {
         torch.randn(1, 2, 5, 5).contiguous(memory_format=torch.channels_last), torch.randn(3, 2, 3, 3))),
     "expanded_input": lambda: (expanded_input, (torch.randn(3, 1).expand(3, 4), torch.randn(3, 4))),
 }
+
+# visionmodels, for the resnet18 case (here, below every traced line: stack
+# traces hold line numbers).
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(HERE)), "python"))
 
 # Small cases also written as proto3 JSON (readable, and exercised by the
 # C tools' JSON reader).
