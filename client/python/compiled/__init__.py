@@ -62,6 +62,7 @@ except ImportError as e:  # generated code missing
 from .capture import Captured, capture, export_graph, trace  # noqa: E402
 from .errors import (  # noqa: E402
     ArtifactError,
+    ArtifactWarning,
     CompileError,
     CompileFallbackWarning,
     DaemonBusy,
@@ -129,6 +130,7 @@ _prefetch()
 
 __all__ = [
     "ArtifactError",
+    "ArtifactWarning",
     "CaptureError",
     "Captured",
     "CompileFallbackWarning",

@@ -248,7 +248,7 @@ class Client:
 
     def compile(self, graph_module, options: Optional[compiled_pb2.CompileOptions] = None, *,
                 target: Optional[compiled_pb2.Target] = None,
-                timeout: Optional[float] = None) -> Tuple[str, bytes]:
+                timeout: Optional[float] = None, label: Optional[str] = None) -> Tuple[str, bytes]:
         """Compile ``graph_module`` (a ``graph_pb2.GraphModule``, or its
         serialization) or get it from the cache. Returns ``(key,
         artifact_bytes)``.
@@ -259,23 +259,30 @@ class Client:
             DaemonBusy: the daemon stayed overloaded through the retries.
             DaemonError: any other failure (deadline, digest mismatch...).
         """
-        outcome = self.compile_outcome(graph_module, options, target=target, timeout=timeout)
+        outcome = self.compile_outcome(graph_module, options, target=target, timeout=timeout,
+                                       label=label)
         return outcome.key, outcome.artifact
 
     def compile_outcome(self, graph_module, options: Optional[compiled_pb2.CompileOptions] = None,
                         *, target: Optional[compiled_pb2.Target] = None,
-                        timeout: Optional[float] = None) -> CompileOutcome:
-        """Like :meth:`compile`, also returning the daemon's CompileResult."""
+                        timeout: Optional[float] = None,
+                        label: Optional[str] = None) -> CompileOutcome:
+        """Like :meth:`compile`, also returning the daemon's CompileResult.
+
+        ``label`` names the program in the progress line a compile that
+        takes a while shows (:mod:`compiled.progress`)."""
+        from .progress import Progress
         request = _request_bytes(graph_module, options, target)
         timeout = self.timeout if timeout is None else timeout
-        for attempt in range(BUSY_RETRIES + 1):
-            try:
-                result = self._compile_once(request, timeout)
-                break
-            except DaemonBusy:
-                if attempt == BUSY_RETRIES:
-                    raise
-                time.sleep(BUSY_BACKOFF * 4 ** attempt)
+        with Progress(label or "a graph", self.address) as progress:
+            for attempt in range(BUSY_RETRIES + 1):
+                try:
+                    result = self._compile_once(request, timeout, progress)
+                    break
+                except DaemonBusy:
+                    if attempt == BUSY_RETRIES:
+                        raise
+                    time.sleep(BUSY_BACKOFF * 4 ** attempt)
         if result.artifact_inline:
             data = bytes(result.artifact)
             _check_digest(data, result.artifact_digest, result.key)
@@ -288,7 +295,7 @@ class Client:
         result.ClearField("artifact")
         return CompileOutcome(result.key, data, result)
 
-    def _compile_once(self, request: bytes, timeout) -> compiled_pb2.CompileResult:
+    def _compile_once(self, request: bytes, timeout, progress=None) -> compiled_pb2.CompileResult:
         result = None
         call = self._compile_bytes(request, timeout=timeout, metadata=self._metadata)
         watchdog = _FirstAnswer(call, min(self.answer_timeout, timeout))
@@ -297,6 +304,8 @@ class Client:
                 watchdog.answered()
                 if event.WhichOneof("event") == "result":
                     result = event.result
+                elif progress is not None:
+                    progress.event(event)
         except grpc.RpcError as e:
             raise watchdog.error(e, "Compile") from None
         finally:

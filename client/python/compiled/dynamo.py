@@ -61,7 +61,7 @@ import torch
 import torch.fx
 
 from . import CaptureError
-from .errors import (ArtifactError, CompileError, CompileFallbackWarning, DaemonError,
+from .errors import (ArtifactWarning, CompileError, CompileFallbackWarning, DaemonError,
                      DaemonUnavailableWarning)
 
 __all__ = ["BackendOptions", "compiled_backend", "encode_graph", "loaded_graphs"]
@@ -293,7 +293,7 @@ class _GraphFunction:
             eager_random=opts.eager_random)
         try:
             key, artifact = b.client.compile(self.data, options, target=_native.target_message(),
-                                             timeout=opts.timeout)
+                                             timeout=opts.timeout, label=self.where)
         except CompileError:
             raise
         except DaemonError as e:
@@ -309,9 +309,12 @@ class _GraphFunction:
                 program = runtime.load(artifact, constants=self.constants, boxed=True,
                                        native=opts.native,
                                        recycle_outputs=self.role == "inference")
-        except (ArtifactError, AttributeError, ValueError, OSError) as e:
-            b.warn(CompileFallbackWarning, f"the artifact {key[:16]} for {self.where} could not "
-                   f"be loaded ({type(e).__name__}: {e}); running it as ATen calls")
+        except Exception as e:  # whatever the artifact holds, user code never sees it
+            _log.warning("compiled backend: the artifact %s for %s could not be loaded: %s: %s",
+                         key, self.where, type(e).__name__, e)
+            b.warn(ArtifactWarning, f"the daemon's artifact {key[:16]} for {self.where} could "
+                   f"not be loaded ({type(e).__name__}: {e}); running it as ATen calls. "
+                   f"`compilectl evict {key[:16]}` removes it from the cache.")
             self.data = None  # never again for this graph
             return False
         self.program = program

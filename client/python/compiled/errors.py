@@ -105,6 +105,13 @@ class CompileFallbackWarning(RuntimeWarning):
     (:class:`compiled.UnsupportedCapture`) and runs it eagerly."""
 
 
+class ArtifactWarning(RuntimeWarning):
+    """The daemon's artifact for a program could not be loaded (malformed,
+    a missing symbol, built for another runtime): the program runs eagerly
+    for that signature. The artifact's key is in the message, for
+    ``compilectl lookup`` and ``compilectl evict``."""
+
+
 
 def _describe_status(code, details: Optional[str]) -> str:
     name = getattr(code, "name", str(code))

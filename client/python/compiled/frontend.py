@@ -64,7 +64,8 @@ from . import client as client_module
 from . import native as _native
 from . import runtime
 from . import training as _training
-from .errors import (ArtifactError, CompileError, CompileFallbackWarning, DaemonError,
+from .errors import (ArtifactError, ArtifactWarning, CompileError, CompileFallbackWarning,
+                     DaemonError,
                      DaemonUnavailableWarning)
 from .v1 import compiled_pb2, graph_pb2
 
@@ -184,6 +185,54 @@ def _signature(state: Sequence[torch.Tensor], flat: Sequence[Any]) -> tuple:
 _SCALARS = {int, float, bool, str, type(None)}
 
 
+_SETTINGS = ("autocast", "the default dtype", "deterministic algorithms")
+
+
+def _what_changed(old: tuple, new: tuple, state_paths: Sequence[str]) -> str:
+    """In words, the first difference between two call signatures (keys of
+    CompiledFunction._entries): the recompile reason logged at INFO."""
+    grad0, inf0, glob0, flags0, struct0, sig0 = old
+    grad1, inf1, glob1, flags1, struct1, sig1 = new
+    if grad0 != grad1:
+        return f"grad mode {'on' if grad1 else 'off'} (was {'on' if grad0 else 'off'})"
+    if inf0 != inf1:
+        return f"inference mode {'on' if inf1 else 'off'}"
+    for name, a, b in zip(_SETTINGS, glob0, glob1):
+        if a != b:
+            return f"{name} {b} (was {a})"
+    if flags0 != flags1:
+        return "the module's training flags or hooks"
+    if struct0 != struct1:
+        return "the structure of the arguments (their number, nesting or kinds)"
+    if sig0[0] != sig1[0]:
+        return _state_change(sig0[0], sig1[0], state_paths)
+    for i, (a, b) in enumerate(zip(sig0[1:], sig1[1:])):
+        if a == b:
+            continue
+        if len(a) == 7 and len(b) == 7:   # tensors
+            for what, x, y in zip(("dtype", "shape", "strides", "storage offset", "device",
+                                   "requires_grad", "storage sharing"), a, b):
+                if x != y:
+                    if what == "shape":
+                        x, y = tuple(x), tuple(y)
+                    return f"argument {i}: {what} {y} (was {x})"
+        return f"argument {i}: {b[1]!r} (was {a[1]!r})"
+    return "a new signature"
+
+
+def _state_change(a, b, state_paths: Sequence[str]) -> str:
+    if a is None or b is None:
+        return "the module's parameters and buffers"
+    metas0, strides0, offsets0, _ = a
+    metas1, strides1, offsets1, _ = b
+    for i, (m0, m1, s0, s1) in enumerate(zip(metas0, metas1, strides0, strides1)):
+        if m0 != m1 or s0 != s1:
+            name = state_paths[i] if i < len(state_paths) else f"#{i}"
+            return (f"module state '{name}': {m1[0]} {tuple(m1[1])} (was {m0[0]} "
+                    f"{tuple(m0[1])})" if m0 != m1 else f"module state '{name}': strides")
+    return "how the module's parameters and buffers share storage"
+
+
 def _hashable_spec(spec: pytree.TreeSpec):
     """A hashable description of a pytree structure (TreeSpec is not)."""
     if spec.is_leaf():
@@ -274,6 +323,10 @@ class _StateLayout:
 # The compiled callable.
 # ---------------------------------------------------------------------------
 
+class _BadArtifact(Exception):
+    """A training program's artifact could not be loaded (warned already)."""
+
+
 class _Eager:
     """The entry of a signature whose compile could not reach the daemon."""
     __slots__ = ("retry_at", "delay")
@@ -313,6 +366,7 @@ class CompiledFunction:
         self._last_training: Optional[_training.TrainingStep] = None
         self._warned = False
         self._fallback_warned = False
+        self._artifact_warned = False
 
         self._lock = threading.RLock()
         self._layout = _StateLayout(self._module) if self._module is not None else None
@@ -366,7 +420,7 @@ class CompiledFunction:
         from . import native as native_module
         released = 0
         for p in self.programs:
-            pool = getattr(p.fn, "__globals__", {}).get("_pool")
+            pool = getattr(p.native_fn, "__globals__", {}).get("_pool")
             if isinstance(pool, list):  # arenas; their small pointer tables stay
                 released += sum(a.release() for a in pool)
         return released + native_module.release_output_pool()
@@ -437,6 +491,10 @@ class CompiledFunction:
                 entry = self._entries.get(key)
             except Exception:  # unusual inputs: capture will explain
                 key = entry = None
+            if entry is None and key is not None and self._entries:
+                _log.info("compiled %s: compiling again: %s", _capture._describe(self._fn),
+                          _what_changed(next(reversed(self._entries)), key,
+                                        self._layout.paths if self._layout else ()))
             if entry is None or (entry.__class__ is _Eager
                                  and time.monotonic() >= entry.retry_at):
                 entry = self._compile_for(args, state, flat, entry)
@@ -460,6 +518,8 @@ class CompiledFunction:
                 _log.debug("compiled %s: an inference program under grad mode: %s",
                            _capture._describe(self._fn), e)
                 training = False
+            except _BadArtifact:
+                return _Eager(float("inf"))  # warned already
             except _training.NotSplittable as e:
                 _log.info("compiled %s: training through one ATen program, not a compiled "
                           "forward and backward: %s", _capture._describe(self._fn), e)
@@ -487,7 +547,8 @@ class CompiledFunction:
             eager_random=self._eager_random)
         try:
             key, data = self._client.compile(captured.graph_bytes, options,
-                                             target=_native.target_message())
+                                             target=_native.target_message(),
+                                             label=_capture._describe(self._fn))
         except CompileError:
             raise
         except DaemonError as e:
@@ -496,10 +557,14 @@ class CompiledFunction:
             delay = RETRY_FIRST if previous is None else min(previous.delay * 2, RETRY_MAX)
             return _Eager(delay)
         self.compiles += 1
-        with _capture.paused_gc():  # as for the capture; not while waiting for the daemon
-            program = runtime.load(data, constants=list(captured.constants.values()),
-                                   out_spec=captured.out_spec)
-        self._check_inputs(program, len(state), len(flat))
+        try:
+            with _capture.paused_gc():  # as for the capture; not while waiting for the daemon
+                program = runtime.load(data, constants=list(captured.constants.values()),
+                                       out_spec=captured.out_spec)
+            self._check_inputs(program, len(state), len(flat))
+        except Exception as e:  # whatever the artifact holds, user code never sees it
+            self._warn_artifact(key, e)
+            return _Eager(float("inf"))
         self.programs.append(program)
         _log.debug("compiled %s: program %d for a new signature (key %s, %s, grad=%s)",
                    _capture._describe(self._fn), len(self.programs), key[:16],
@@ -507,7 +572,7 @@ class CompiledFunction:
         return program.fn
 
     def _compile_graph(self, gm: torch.fx.GraphModule, examples: list,
-                       boxed: bool = False) -> runtime.LoadedProgram:
+                       boxed: bool = False, role: str = "forward") -> runtime.LoadedProgram:
         """Capture a forward or backward graph of a training signature on
         ``examples`` (no input requires grad) and compile it as an inference
         program; the program returns a tuple (boxed: see runtime.load)."""
@@ -527,15 +592,21 @@ class CompiledFunction:
             mode=compiled_pb2.MODE_INFERENCE, separate_temporaries=True,
             eager_random=self._eager_random)
         key, data = self._client.compile(captured.graph_bytes, options,
-                                         target=_native.target_message())
+                                         target=_native.target_message(),
+                                         label=f"{_capture._describe(self._fn)} ({role})")
         self.compiles += 1
-        with _capture.paused_gc():
-            program = runtime.load(data, constants=list(captured.constants.values()),
-                                   boxed=boxed, recycle_outputs=False)
-        kinds = [program.input_kinds[i] for i in program.arg_inputs]
-        if kinds != [graph_pb2.INPUT_KIND_USER_INPUT] * len(examples):
-            raise ArtifactError(f"program {program.key[:12]}: its inputs are "
-                                f"{_kind_names(kinds)}, expected {len(examples)} user inputs")
+        try:
+            with _capture.paused_gc():
+                program = runtime.load(data, constants=list(captured.constants.values()),
+                                       boxed=boxed, recycle_outputs=False)
+            kinds = [program.input_kinds[i] for i in program.arg_inputs]
+            if kinds != [graph_pb2.INPUT_KIND_USER_INPUT] * len(examples):
+                raise ArtifactError(f"program {program.key[:12]}: its inputs are "
+                                    f"{_kind_names(kinds)}, expected {len(examples)} user "
+                                    "inputs")
+        except Exception as e:
+            self._warn_artifact(key, e)
+            raise _BadArtifact(str(e)) from e
         return program
 
     def _compile_training(self, args, state, flat) -> "_training.TrainingStep":
@@ -569,7 +640,7 @@ class CompiledFunction:
             bw_examples = (list(outs[split.num_outs:])
                            + [examples[i] for i in split.saved_primals] + tangents)
             del outs
-            bw = self._compile_graph(split.bw, bw_examples, boxed=True)
+            bw = self._compile_graph(split.bw, bw_examples, boxed=True, role="backward")
         except (CompileError, CaptureError) as e:
             raise _training.NotSplittable(f"the forward or backward graph failed: {e}") from e
         self.programs += [fw, bw]
@@ -589,6 +660,17 @@ class CompiledFunction:
         if kinds != expected:
             raise ArtifactError(f"program {program.key[:12]}: its inputs are "
                                 f"{_kind_names(kinds)}, expected {_kind_names(expected)}")
+
+    def _warn_artifact(self, key: str, error: Exception) -> None:
+        _log.warning("compiled %s: the artifact %s could not be loaded: %s: %s",
+                     _capture._describe(self._fn), key, type(error).__name__, error)
+        if not self._artifact_warned:
+            self._artifact_warned = True
+            warnings.warn(f"compiled: the daemon's artifact {key[:16]} for "
+                          f"{_capture._describe(self._fn)} could not be loaded "
+                          f"({type(error).__name__}: {error}); running it eagerly. "
+                          f"`compilectl evict {key[:16]}` removes it from the cache.",
+                          ArtifactWarning, stacklevel=_user_stacklevel())
 
     def _warn_eager(self, error: Exception) -> None:
         if not self._warned:

@@ -251,7 +251,10 @@ class LoadedProgram:
     structure given as ``out_spec`` to :func:`load`.
 
     Attributes:
-        fn: the generated function itself (calling it skips one Python frame).
+        fn: the function to call (calling it skips one Python frame): the
+            generated function, or, for a native program, the chooser
+            between it and the ATen program (:mod:`compiled.choice`).
+        native_fn: the generated function itself.
         source: its Python source.
         key: the artifact's cache key.
         version: ``(major, minor)`` of the artifact format.
@@ -266,6 +269,7 @@ class LoadedProgram:
                  arg_inputs: List[int], input_kinds: List[int], functional: bool, training: bool,
                  num_user_outputs: int):
         self.fn = fn
+        self.native_fn = fn        # the generated function (fn may choose, compiled.choice)
         self.source = source
         self.key = key
         self.version = version
@@ -373,7 +377,33 @@ def load(artifact: Union[bytes, artifact_pb2.Artifact], *,
     loaded.native_reason = native_reason
     loaded.summary = _summary(artifact, loaded.native)
     loaded.artifact = artifact
+    if loaded.native and not _draws_random_numbers(program):
+        # native code or the ATen program, whichever is faster here
+        # (compiled.choice); random programs keep native code, so that
+        # their numbers under a seed do not depend on what was measured
+        from . import choice
+
+        def build_aten():
+            aten_fn, _ = _Codegen(artifact, bound, out_spec, boxed, recycle_outputs).build()
+            return aten_fn
+        loaded.fn = choice.choose(artifact.key, fn, build_aten, loaded.summary)
     return loaded
+
+
+def _draws_random_numbers(program) -> bool:
+    """Whether any operator of the ATen program is tagged as drawing from
+    torch's generator (dropout's bernoulli, rand, randn...)."""
+    for entry in program.operators:
+        try:
+            op = resolve_operator(entry.name)
+        except ArtifactError:
+            return True  # unknown: assume the worst
+        if _SEEDED in op.tags:
+            return True
+    return False
+
+
+_SEEDED = torch.Tag.nondeterministic_seeded
 
 
 _warned_native = set()
