@@ -305,7 +305,9 @@ class _GraphFunction:
             self.retry_at = time.monotonic() + self.delay
             return False
         try:
-            with _capture.paused_gc():
+            # AOTAutograd calls its compilers under its FakeTensorMode: what
+            # loading allocates (an arena paged in now) must be real memory
+            with _capture.paused_gc(), torch._subclasses.fake_tensor.unset_fake_temporarily():
                 program = runtime.load(artifact, constants=self.constants, boxed=True,
                                        native=opts.native,
                                        recycle_outputs=self.role == "inference")
