@@ -9,9 +9,9 @@
 #                   FUZZ_SECONDS (default 60)
 #   make bootstrap  install missing Debian packages (deploy/bootstrap.sh)
 #   make bench-hit  cache-hit benchmark against a bare gRPC echo (not a test)
-#   make bench-models     native code vs eager PyTorch on models
+#   make bench-models     eager vs Inductor vs the compiled backend on models
 #   make bench-bandwidth  memory-bound graphs vs the copy-bandwidth bound
-#   make bench-train      one training step compiled vs eager
+#   make bench-train      one training step, eager vs Inductor vs compiled
 #   make bench-gemm       matrix products: oneDNN's sgemm vs eager's mm
 #   make bench-compile    cold compiles: request to artifact, time per pass
 #   make bench-heavy      cache hits during two huge requests; daemon memory
@@ -244,7 +244,8 @@ bench-hit: bench-build
 bench-runtime: all
 	COMPILED_BUILD=$(abspath $(BUILD)) $(PYTHON) bench/runtime_overhead.py $(BENCH_ARGS)
 
-# Native code against eager PyTorch on models: speed, first call, peak RSS.
+# eager, Inductor and the compiled torch.compile backend on models: speed,
+# peak memory, cold compile (docs/performance.md).
 # counts malloc'd bytes in a preloaded process: the models' peak memory
 $(BUILD)/bench/peakheap.so: bench/peakheap.c
 	@mkdir -p $(dir $@)
@@ -257,7 +258,8 @@ bench-models: all $(BUILD)/bench/peakheap.so
 bench-bandwidth: all
 	COMPILED_BUILD=$(abspath $(BUILD)) $(PYTHON) bench/bandwidth.py $(BENCH_ARGS)
 
-# A new process's wait for its first compiled result on a warm cache.
+# A new process's wait for its first compiled result, Inductor and compiled
+# each on warm caches.
 bench-startup: all
 	COMPILED_BUILD=$(abspath $(BUILD)) $(PYTHON) bench/startup.py $(BENCH_ARGS)
 
@@ -265,7 +267,7 @@ bench-startup: all
 bench-gemm: all
 	$(PYTHON) bench/gemm.py $(BENCH_ARGS)
 
-# One training step (forward, backward, SGD) compiled vs eager; peak memory.
+# One training step (forward, backward, SGD), eager vs Inductor vs compiled.
 bench-train: all $(BUILD)/bench/peakheap.so
 	COMPILED_BUILD=$(abspath $(BUILD)) $(PYTHON) bench/train.py $(BENCH_ARGS)
 
