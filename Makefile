@@ -194,10 +194,33 @@ $(BUILD)/bin/compilectl: $(call obj,$(CTL_SRC)) $(LIBS)
 	@mkdir -p $(dir $@)
 	@echo "  LD      $@"
 	$(Q)$(CC) $(ALL_LDFLAGS) -o $@ $^ $(LDLIBS)
-$(BUILD)/bin/compiled: $(call obj,$(DAEMON_SRC)) $(LIBS)
+$(BUILD)/bin/compiled: $(call obj,$(DAEMON_SRC)) $(BUILD)/obj/gen/explorer_assets.o $(LIBS)
 	@mkdir -p $(dir $@)
 	@echo "  LD      $@"
 	$(Q)$(CC) $(ALL_LDFLAGS) -o $@ $^ $(LDLIBS)
+
+# ---- the explorer's pages, embedded in the daemon ----
+# daemon/explorer/ holds the pages, scripts and styles; highlight.js (core
+# and its C grammar, BSD-3-Clause, with its licence) comes from the npm
+# registry through package-lock.json, installed into ./node_modules by
+# `npm ci` (Debian's nodejs and npm: deploy/bootstrap.sh). embed.sh turns
+# them into a C array: the daemon reads nothing from disk to serve them.
+NODE_STAMP := node_modules/.compiled-npm-ci
+$(NODE_STAMP): package.json package-lock.json | $(CONFIG_MK)
+	@echo "  NPM     ci"
+	$(Q)npm ci --ignore-scripts --no-audit --no-fund --loglevel=error
+	@touch $@
+HLJS := node_modules/@highlightjs/cdn-assets
+EXPLORER_FILES := $(sort $(wildcard daemon/explorer/*.html daemon/explorer/*.js daemon/explorer/*.css))
+EXPLORER_VENDOR := /explorer/vendor/highlight-core.js=$(HLJS)/es/core.min.js \
+  /explorer/vendor/highlight-c.js=$(HLJS)/es/languages/c.min.js \
+  /explorer/vendor/highlight-github.css=$(HLJS)/styles/github.min.css \
+  /explorer/vendor/highlight-LICENSE.txt=$(HLJS)/LICENSE
+$(BUILD)/gen/explorer_assets.c: $(EXPLORER_FILES) daemon/explorer/embed.sh $(NODE_STAMP)
+	@mkdir -p $(dir $@)
+	@echo "  EMBED   $@"
+	$(Q)daemon/explorer/embed.sh $@ $(foreach f,$(EXPLORER_FILES),/explorer/$(notdir $(f))=$(f)) \
+	  $(EXPLORER_VENDOR)
 
 # ---- the Python environment and protobuf modules ----
 # deploy/pyenv.sh makes $(VENV) (torch, the client in editable mode, test

@@ -185,10 +185,12 @@ static void drop_source(cache_conn *c, int64_t id) {
 int cache_source_get(cache_conn *c, const uint8_t key[CACHE_KEY_LEN],
                      uint8_t **data, size_t *len, char **summary,
                      cache_error *err) {
-  if (!c || !key || !data || !len)
+  if (!c || !key || (!data) != (!len) || (!data && !summary))
     return cache__errorf(err, CACHE_EINVAL, "cache_source_get: NULL argument");
-  *data = NULL;
-  *len = 0;
+  if (data) {
+    *data = NULL;
+    *len = 0;
+  }
   if (summary)
     *summary = NULL;
   int rc = cache__begin_read(c, err);
@@ -209,17 +211,21 @@ int cache_source_get(cache_conn *c, const uint8_t key[CACHE_KEY_LEN],
   bool corrupt = false;
   if (step == SQLITE_ROW) {
     id = sqlite3_column_int64(st, 0);
-    rc = cache__decode(c, sqlite3_column_blob(st, 5),
-                       sqlite3_column_bytes(st, 5), sqlite3_column_int64(st, 2),
-                       sqlite3_column_int64(st, 3), sqlite3_column_blob(st, 1),
-                       sqlite3_column_bytes(st, 1), data, len, err);
+    rc = data ? cache__decode(
+                    c, sqlite3_column_blob(st, 5), sqlite3_column_bytes(st, 5),
+                    sqlite3_column_int64(st, 2), sqlite3_column_int64(st, 3),
+                    sqlite3_column_blob(st, 1), sqlite3_column_bytes(st, 1),
+                    data, len, err)
+              : 0;
     corrupt = rc == CACHE_ECORRUPT;
     const unsigned char *s = sqlite3_column_text(st, 4);
     if (rc == 0 && summary) {
       *summary = strdup(s ? (const char *)s : "");
-      if (!*summary) {
+      if (!*summary && data) {
         free(*data);
         *data = NULL;
+      }
+      if (!*summary) {
         rc = cache__errorf(err, CACHE_ENOMEM, "out of memory");
       }
     }
@@ -252,6 +258,41 @@ int cache_source_totals(cache_conn *c, uint64_t *count, uint64_t *stored,
   }
   sqlite3_finalize(st);
   return rc == SQLITE_ROW ? 0 : cache__sqlite_error(c, rc, "counting", err);
+}
+
+int cache_peek(cache_conn *c, const uint8_t key[CACHE_KEY_LEN], uint8_t **data,
+               size_t *len, cache_info *info, cache_error *err) {
+  if (!c || !key || !data || !len || !info)
+    return cache__errorf(err, CACHE_EINVAL, "cache_peek: NULL argument");
+  *data = NULL;
+  *len = 0;
+  int rc = cache__begin_read(c, err);
+  if (rc != 0)
+    return rc;
+  sqlite3_stmt *st = cache__stmt(c, CACHE__STMT_ENTRY_GET, err);
+  if (!st) {
+    cache__end_read(c);
+    return err ? err->code : CACHE_EIO;
+  }
+  sqlite3_bind_blob(st, 1, key, CACHE_KEY_LEN, SQLITE_STATIC);
+  int step = sqlite3_step(st);
+  if (step == SQLITE_ROW) {
+    cache__row_info(st, info);
+    rc = cache__decode(c, sqlite3_column_blob(st, CACHE__INFO_NCOLS),
+                       sqlite3_column_bytes(st, CACHE__INFO_NCOLS),
+                       sqlite3_column_int64(st, 3), sqlite3_column_int64(st, 4),
+                       sqlite3_column_blob(st, 2), sqlite3_column_bytes(st, 2),
+                       data, len, err);
+  } else if (step == SQLITE_DONE) {
+    rc = cache__errorf(err, CACHE_EMISS, "no such entry");
+  } else {
+    rc = cache__sqlite_error(c, step, "reading an entry", err);
+  }
+  sqlite3_reset(st);
+  cache__end_read(c);
+  if (rc == 0)
+    cache__touch_overlay(c->store, info);
+  return rc;
 }
 
 /* ---- browsing ---- */

@@ -41,10 +41,17 @@ int cache_source_put(cache_conn *c, const uint8_t key[CACHE_KEY_LEN],
 /* Reads the source of entry `key`: *data is malloc'd (the caller frees),
  * *summary too when summary is not NULL. CACHE_EMISS when the entry or its
  * source is absent; CACHE_ECORRUPT (and the source dropped) when its bytes
- * fail their checks. */
+ * fail their checks. With data and len NULL, only the summary is read. */
 int cache_source_get(cache_conn *c, const uint8_t key[CACHE_KEY_LEN],
                      uint8_t **data, size_t *len, char **summary,
                      cache_error *err);
+
+/* Reads entry `key` as cache_get does (every check), but as a look, not a
+ * use: no hit is counted, its last use and eviction priority stay, and a
+ * corrupt entry is reported (CACHE_ECORRUPT) but left for a real read to
+ * drop. */
+int cache_peek(cache_conn *c, const uint8_t key[CACHE_KEY_LEN], uint8_t **data,
+               size_t *len, cache_info *info, cache_error *err);
 
 /* What sources hold: how many, and their stored and raw bytes. */
 int cache_source_totals(cache_conn *c, uint64_t *count, uint64_t *stored,
