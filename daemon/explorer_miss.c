@@ -382,8 +382,17 @@ json_t *xm_explain(daemon_ctx *d, const uint8_t key[GC_DIGEST_LEN],
   items it = {.list = json_array()};
   bool near_kept = kept && xp_load_request(d, conn, a, near.key, &theirs, why,
                                            sizeof why) == 0;
-  for (int i = 0; i < n; i++) {
-    const char *c = names[i];
+  /* the most telling first: which input, option, target; the graph's
+   * own component last (it follows from input shapes) */
+  static const char *const order[] = {"inputs",   "options", "target",
+                                      "compiler", "schema",  "graph"};
+  for (int o = 0; o < 6; o++) {
+    const char *c = NULL;
+    for (int i = 0; i < n; i++)
+      if (!strcmp(names[i], order[o]))
+        c = names[i];
+    if (!c)
+      continue;
     if (!strcmp(c, "compiler")) {
       char b1[48], b2[48];
       build_of(conn, key, b1, sizeof b1);
@@ -417,10 +426,9 @@ json_t *xm_explain(daemon_ctx *d, const uint8_t key[GC_DIGEST_LEN],
                           ? json_string_value(json_object_get(
                                 json_array_get(it.list, 0), "what"))
                           : "";
-  json_t *sum = json_sprintf("miss: the nearest cached program is %.16s "
-                             "(%s); it differs in %s%s%s",
-                             nhex, how, first, n > 1 || it.n > 1 ? "; " : "",
-                             n > 1 || it.n > 1 ? "and more below" : "");
+  json_t *sum = json_sprintf("miss: %s%s (against the nearest cached "
+                             "program, %.16s)",
+                             first, it.n > 1 ? "; and more below" : "", nhex);
   json_object_set_new(j, "nearest", x_entry(&near, NULL));
   json_object_set_new(j, "found_by", json_string(how));
   json_object_set_new(j, "differing", diff);

@@ -149,7 +149,8 @@ static void text_set(x_text *t, char *text, size_t len, size_t max) {
     }
   if (k < n)
     t->line_at[k++] = start;
-  t->line_at[n] = t->len + 1;
+  /* one past the last line's end, as if a newline followed it */
+  t->line_at[n] = t->len && text[t->len - 1] == '\n' ? t->len : t->len + 1;
   t->nlines = n;
 }
 
@@ -1065,7 +1066,13 @@ json_t *xp_program(daemon_ctx *d, struct MHD_Connection *conn,
     return x_error(*status == MHD_HTTP_SERVICE_UNAVAILABLE ? "busy"
                                                            : "not_kept",
                    "%s", why);
-  json_t *j = view_json(v, conn, rest, status);
+  json_t *j;
+  if (strcmp(rest, "/c") && !v->pass[0].text) { /* the request is missing */
+    *status = MHD_HTTP_NOT_FOUND;
+    j = x_error("not_kept", "%s", v->error ? v->error : "nothing derived");
+  } else {
+    j = view_json(v, conn, rest, status);
+  }
   if (j && !json_object_get(j, "error")) {
     if (v->error)
       json_object_set_new(j, "derive_error", x_str(v->error));
