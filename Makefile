@@ -103,7 +103,7 @@ TESTS := $(patsubst tests/%.c,$(BUILD)/tests/%,$(TEST_SRC))
 BENCHES := $(patsubst bench/%.c,$(BUILD)/bench/%,$(BENCH_SRC))
 BUILD_ID_H := $(BUILD)/gen/build_id.h
 
-.PHONY: all venv demo bench-build bench-hit bench-runtime bench-models bench-bandwidth bench-startup bench-train bench-gemm bench-compile bench-heavy bench-memory test test-c test-py test-avx2 test-opinfo capture-zoo train-zoo vec-audit fuzz-graphs fuzz-grads check valgrind format format-check lint asan fuzz \
+.PHONY: all venv demo bench-build bench-hit bench-runtime bench-models bench-bandwidth bench-startup bench-train bench-gemm bench-compile bench-heavy bench-memory test test-c test-py test-avx2 test-browser test-opinfo capture-zoo train-zoo vec-audit fuzz-graphs fuzz-grads check valgrind format format-check lint asan fuzz \
         fuzz-build bootstrap clean distclean py-proto
 .DEFAULT_GOAL := all
 
@@ -310,13 +310,19 @@ bench-memory: all
 TEST_ENV := COMPILED_SRC=$(CURDIR) COMPILED_BUILD=$(abspath $(BUILD)) \
             PYTHONPATH=$(CURDIR)/client/python
 
-test: test-c test-py test-avx2
+test: test-c test-py test-avx2 test-browser
 
 test-c: all $(TESTS)
 	@$(TEST_ENV) tests/run_c_tests.sh $(BUILD) $(TESTS)
 
 test-py: all
 	$(TEST_ENV) $(PYTHON) -m pytest -q -p no:cacheprovider tests/python
+
+# The explorer's pages in Debian's Chromium (deploy/bootstrap.sh installs
+# it), driven by playwright-core from ./node_modules (npm ci), and the
+# example client's TypeScript compiled and run against a real daemon.
+test-browser: all $(NODE_STAMP)
+	$(TEST_ENV) PYTHON=$(abspath $(PYTHON)) node --test tests/browser/
 
 # The native, training, oneDNN-product and random-number tests again as on
 # an AVX2-only CPU (generated code for x86-64-v3, oneDNN's AVX2 code,

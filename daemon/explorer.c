@@ -135,7 +135,9 @@ static void headers(struct MHD_Response *r, const char *type) {
   MHD_add_response_header(r, "Content-Security-Policy", csp);
   MHD_add_response_header(r, "X-Content-Type-Options", "nosniff");
   MHD_add_response_header(r, "X-Frame-Options", "DENY");
-  MHD_add_response_header(r, "Referrer-Policy", "no-referrer");
+  /* same-origin, not no-referrer: with no-referrer a browser posts the
+   * login form with "Origin: null", which same_origin must refuse */
+  MHD_add_response_header(r, "Referrer-Policy", "same-origin");
   MHD_add_response_header(r, "Cache-Control", "no-store");
   MHD_add_response_header(r, "Cross-Origin-Resource-Policy", "same-origin");
 }
@@ -366,6 +368,10 @@ static bool same_origin(struct MHD_Connection *conn) {
   const char *origin =
       MHD_lookup_connection_value(conn, MHD_HEADER_KIND, "Origin");
   const char *host = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, "Host");
+  const char *site =
+      MHD_lookup_connection_value(conn, MHD_HEADER_KIND, "Sec-Fetch-Site");
+  if (site && strcmp(site, "same-origin") && strcmp(site, "none"))
+    return false;
   if (!origin)
     return true;
   char want[320];
@@ -811,9 +817,15 @@ void explorer_keep(daemon_ctx *d, cache_conn *conn, const uint8_t *key,
   for (size_t i = 0; g && i < g->n_nodes; i++) {
     const Compiled__V1__NodeMetadata *meta = g->nodes[i]->metadata;
     if (meta && meta->stack_trace && *meta->stack_trace) {
-      const char *last = NULL, *p = meta->stack_trace;
-      while ((p = strstr(p, "File \"")))
+      const char *last = NULL, *user = NULL, *p = meta->stack_trace;
+      while ((p = strstr(p, "File \""))) {
+        const char *q = strchr(p + 6, '"');
+        if (q && !x_library_file(p + 6, (size_t)(q - p - 6)))
+          user = p;
         last = p++;
+      }
+      if (user)
+        last = user;
       if (last) {
         const char *f = last + 6, *q = strchr(f, '"');
         long line =

@@ -54,6 +54,10 @@ json_t *x_strn(const char *s, size_t len);
 json_t *x_error(const char *code, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));
 
+/* Whether a traceback's file is a library's (torch's own, installed
+ * packages), not the user's code (explorer_program.c). */
+bool x_library_file(const char *f, size_t n);
+
 /* A key in hex (64 digits) as JSON. */
 json_t *x_key(const uint8_t key[GC_DIGEST_LEN]);
 

@@ -279,9 +279,7 @@ int xp_load_request(daemon_ctx *d, cache_conn *conn, gc_arena *a,
 
 /* ---- locations in stack traces ---- */
 
-/* Whether a traceback's file is a library's (torch's own, or installed
- * packages), not the user's code. */
-static bool library_file(const char *f, size_t n) {
+bool x_library_file(const char *f, size_t n) {
   char s[1100];
   snprintf(s, sizeof s, "%.*s", (int)(n < 1024 ? n : 1024), f);
   return !strncmp(s, "torch/", 6) || strstr(s, "/torch/") ||
@@ -296,7 +294,7 @@ static void locate(gc_arena *a, const char *st, x_node *n) {
   for (const char *p = st; (p = strstr(p, "File \"")); p++) {
     const char *q = strchr(p + 6, '"');
     last = p;
-    if (q && !library_file(p + 6, (size_t)(q - p - 6)))
+    if (q && !x_library_file(p + 6, (size_t)(q - p - 6)))
       user = p;
   }
   if (user)

@@ -107,7 +107,7 @@ async function showGraph(pane, st) {
   const g = await api(`${base}/graph?offset=${offset}&limit=${PAGE}`);
   const rows = g.nodes.map((n) => el('tr', { id: 'node-' + n.id, class: n.id === want ? 'selected' : null },
     el('td', { class: 'num' }, String(n.id)),
-    el('td', {}, el('code', {}, n.text)),
+    el('td', { class: 'node' }, el('code', {}, n.text)),
     el('td', {}, where(n),
       n.stack_trace ? el('details', {}, el('summary', {}, 'stack'), el('pre', { class: 'stack' }, n.stack_trace)) : null),
     el('td', {}, el('span', { class: 'badge ' + n.status, title: n.reason }, n.status),
