@@ -321,7 +321,12 @@ test-py: all
 # The explorer's pages in Debian's Chromium (deploy/bootstrap.sh installs
 # it), driven by playwright-core from ./node_modules (npm ci), and the
 # example client's TypeScript compiled and run against a real daemon.
-test-browser: all $(NODE_STAMP)
+IDE_TS := $(wildcard client/ide/*.ts) client/ide/tsconfig.json
+$(BUILD)/ide/explorer.js: $(IDE_TS) $(NODE_STAMP)
+	@echo "  TSC     client/ide"
+	$(Q)node_modules/.bin/tsc -p client/ide/tsconfig.json --outDir $(BUILD)/ide
+	@echo '{"type": "module"}' > $(BUILD)/ide/package.json
+test-browser: all $(NODE_STAMP) $(BUILD)/ide/explorer.js
 	$(TEST_ENV) PYTHON=$(abspath $(PYTHON)) node --test tests/browser/
 
 # The native, training, oneDNN-product and random-number tests again as on

@@ -452,23 +452,30 @@ static void take_nodes(x_derived *v, const gc_functional *f,
   }
 }
 
+/* Whether buffer b takes arena memory: an intermediate neither kept in
+ * registers nor computed in place of an output or an ATen result. */
+static bool in_arena(ir_buf *b, const gc_native *nat) {
+  return b->kind == IR_BUF_ARENA && !nat->sched.local[b->id] &&
+         ir_buf_storage(b)->kind == IR_BUF_ARENA;
+}
+
 /* Copies the memory plan (arena buffers) into the view. */
 static void take_plan(x_derived *v, const gc_native *nat) {
   const ir_graph *ir = &nat->ir;
   v->arena_bytes = nat->sched.arena_bytes;
   int n = 0;
   for (int i = 0; i < ir->nbufs; i++)
-    n += ir->bufs[i]->kind == IR_BUF_ARENA && !nat->sched.local[i];
+    n += in_arena(ir->bufs[i], nat);
   v->bufs = gc_arena_calloc(v->a, (size_t)n + 1, sizeof *v->bufs);
   if (!v->bufs)
     return;
   for (int i = 0; i < ir->nbufs; i++) {
-    const ir_buf *b = ir->bufs[i];
-    if (b->kind != IR_BUF_ARENA || nat->sched.local[i])
+    ir_buf *b = ir->bufs[i];
+    if (!in_arena(b, nat))
       continue;
     x_buf *x = &v->bufs[v->nbufs++];
     x->id = b->id;
-    x->offset = b->arena_offset;
+    x->offset = ir_buf_storage(b)->arena_offset;
     x->bytes = b->span * gc_dtype_size(b->dtype);
     x->first = b->first;
     x->last = b->last;

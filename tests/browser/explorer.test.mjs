@@ -10,39 +10,20 @@
 // a PNG of each main page there (docs/explorer/ holds the committed ones).
 import { after, before, test } from 'node:test';
 import assert from 'node:assert/strict';
-import { spawn } from 'node:child_process';
-import { mkdtempSync, mkdirSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { mkdirSync } from 'node:fs';
 import path from 'node:path';
-import { createInterface } from 'node:readline';
 import { chromium } from 'playwright-core';
+import { startFixture } from './fixture.mjs';
 
-const SRC = process.env.COMPILED_SRC || path.resolve(import.meta.dirname, '..', '..');
-const PYTHON = process.env.PYTHON || path.join(SRC, '.venv', 'bin', 'python');
 const SHOTS = process.env.EXPLORER_SCREENSHOTS || '';
 
 let fx; // what the fixture made: {http, tokens, keys, evil}
-let daemon;
+let fixture;
 let browser;
-let folder;
 
 before(async () => {
-  folder = mkdtempSync(path.join(tmpdir(), 'explorer-browser-'));
-  daemon = spawn(PYTHON, [path.join(SRC, 'tests', 'python', 'explorer_util.py'), path.join(folder, 'd')], {
-    env: {
-      ...process.env,
-      COMPILED_SRC: SRC,
-      COMPILED_BUILD: process.env.COMPILED_BUILD || path.join(SRC, 'build'),
-      PYTHONPATH: [path.join(SRC, 'client', 'python'), path.join(SRC, 'tests', 'python')].join(':'),
-    },
-    stdio: ['pipe', 'pipe', 'inherit'],
-  });
-  const lines = createInterface({ input: daemon.stdout });
-  fx = await new Promise((resolve, reject) => {
-    const timer = setTimeout(() => reject(new Error('the fixture did not start in 180 s')), 180000);
-    lines.once('line', (l) => { clearTimeout(timer); resolve(JSON.parse(l)); });
-    daemon.once('exit', (code) => reject(new Error('the fixture exited with ' + code)));
-  });
+  fixture = await startFixture();
+  fx = fixture.fx;
   // As root Chromium needs --no-sandbox; the rest keep it off the network
   // (this machine has none) and quiet.
   browser = await chromium.launch({
@@ -54,12 +35,7 @@ before(async () => {
 
 after(async () => {
   if (browser) await browser.close();
-  if (daemon) {
-    daemon.stdin.end(); // the fixture stops the daemon and checks its exit
-    const code = await new Promise((resolve) => daemon.once('exit', resolve));
-    assert.equal(code, 0, 'the fixture (and its daemon) did not end cleanly');
-  }
-  if (folder) rmSync(folder, { recursive: true, force: true });
+  if (fixture) await fixture.stop();
 });
 
 // A browser context, optionally logged in with a token of `role` through
@@ -129,13 +105,13 @@ test('a read token sees every page, with no console error', async () => {
   assert.equal(await page.locator('tbody tr').count() >= 5, true);
   await shot(page, 'requests');
   await open(page, '/explorer/programs.html');
-  assert.equal(await page.locator('tbody tr').count(), 4);
+  assert.equal(await page.locator('tbody tr').count(), 5);
   await shot(page, 'programs');
-  for (const name of ['mlp', 'batch2']) {
+  for (const name of ['mlp', 'batch2', 'transformer']) {
     const key = fx.keys[name];
     await tab(page, key, 'tab=summary', 'summary');
     assert.match(await page.textContent('#pane'), /Native code/);
-    if (name === 'batch2') await shot(page, 'program-summary');
+    if (name === 'transformer') await shot(page, 'program-summary');
     await tab(page, key, 'tab=graph', 'graph');
     assert.equal(await page.locator('#pane tbody tr').count() > 2, true);
     if (name === 'batch2') await shot(page, 'program-graph');
@@ -147,8 +123,8 @@ test('a read token sees every page, with no console error', async () => {
     await tab(page, key, 'tab=c', 'c');
     assert.equal(await page.locator('pre.code .hljs-comment').count() > 0, true, 'highlighted');
     await tab(page, key, 'tab=memory', 'memory');
-    assert.equal(await page.locator('svg.memory rect.buf').count() > 0, true);
-    if (name === 'batch2') await shot(page, 'program-memory');
+    if (name === 'transformer') assert.equal(await page.locator('svg.memory rect.buf').count() > 1, true);
+    if (name === 'transformer') await shot(page, 'program-memory');
   }
   await open(page, `/explorer/miss.html?key=${fx.keys.batch4}`);
   await context.close();

@@ -5,6 +5,8 @@ what it made as one JSON line, then serves until its stdin closes).
 
 The programs:
   mlp          tests/data/graphs/mlp.pb, as shipped
+  transformer  tests/data/graphs/transformer_encoder_layer.pb (an arena
+               of several buffers, for the memory plan)
   batch2/4     one small model captured twice (compiled.capture), with a
                batch of 2 then of 4: the second misses, and its miss is
                explained by the first (input x, dimension 0)
@@ -124,7 +126,8 @@ def compile_all(d, with_torch=True):
     md = (("authorization", "Bearer " + TOKENS["compile"]),)
     stub = d.stub()
     keys = {}
-    graphs = [("mlp", load_graph("mlp"), "explorer-tests"), ("evil", evil_graph(), EVIL["client"])]
+    graphs = [("mlp", load_graph("mlp"), "explorer-tests"), ("evil", evil_graph(), EVIL["client"]),
+              ("transformer", load_graph("transformer_encoder_layer"), "explorer-tests")]
     if with_torch:
         graphs += [("batch2", captured(2), "explorer-tests"), ("batch4", captured(4), "explorer-tests")]
     for name, gm, client in graphs:
@@ -160,7 +163,7 @@ def main():
     folder = sys.argv[1]
     d = start(folder)
     try:
-        keys = compile_all(d)
+        keys = compile_all(d, with_torch="--no-torch" not in sys.argv)
         print(json.dumps({"http": d.http, "tokens": TOKENS, "keys": keys, "evil": EVIL}), flush=True)
         sys.stdin.read()  # until the test closes it
     finally:

@@ -107,16 +107,16 @@ def test_read_only_and_headers(fx):
     from compiled.v1 import compiled_pb2
     stats = d.stub().Stats(compiled_pb2.StatsRequest(), timeout=10,
                            metadata=(("authorization", "Bearer " + xu.TOKENS["read"]),))
-    assert stats.compiles == 4  # looking compiled nothing
+    assert stats.compiles == 5  # looking compiled nothing
 
 
 def test_programs_listing_and_bounds(fx):
     d, keys = fx
     status, _, body = xu.get(d, "/api/programs?order=compile_time&limit=2")
-    assert status == 200 and body["total"] == 4 and len(body["programs"]) == 2
+    assert status == 200 and body["total"] == 5 and len(body["programs"]) == 2
     times = [p["compile_ms"] for p in body["programs"]]
     assert times == sorted(times, reverse=True)
-    status, _, rest = xu.get(d, "/api/programs?order=compile_time&offset=2&limit=2")
+    status, _, rest = xu.get(d, "/api/programs?order=compile_time&offset=2&limit=3")
     assert {p["key"] for p in body["programs"] + rest["programs"]} == set(keys.values())
     assert xu.get(d, "/api/programs?limit=100000")[0] == 400
     assert xu.get(d, "/api/programs?order=nope")[0] == 400
@@ -163,6 +163,12 @@ def test_nodes_and_kernels_link_both_ways(fx):
     assert xu.get(d, "/api/programs/%s/graph?limit=5000" % keys["batch2"])[0] == 400
     _, _, m = xu.get(d, "/api/programs/%s/memory" % keys["batch2"])
     assert m["kernels"] == k["total"]
+    # the memory plan: buffers within the arena, live within the kernels
+    _, _, m = xu.get(d, "/api/programs/%s/memory" % keys["transformer"])
+    assert m["buffers"] and m["arena_bytes"] > 0
+    for b in m["buffers"]:
+        assert 0 <= b["offset"] and b["offset"] + b["bytes"] <= m["arena_bytes"], b
+        assert 0 <= b["first"] <= b["last"] < m["kernels"], b
 
 
 def test_miss_explained_by_the_changed_input(fx):
