@@ -213,18 +213,21 @@ static char *inflate_source(const ProtobufCBinaryData *z, size_t *len) {
     return NULL;
   size_t cap = z->len * 4 + 1024, n = 0;
   char *out = malloc(cap + 1);
+  if (!out) {
+    inflateEnd(&s);
+    return NULL;
+  }
   s.next_in = z->data;
   s.avail_in = (uInt)z->len;
   int rc = Z_OK;
-  while (out && rc == Z_OK) {
+  while (rc == Z_OK) {
     if (n == cap) {
       if (cap >= C_MAX)
         break;
       cap = cap * 2 > C_MAX ? C_MAX : cap * 2;
       char *o = realloc(out, cap + 1);
       if (!o) {
-        free(out);
-        out = NULL;
+        rc = Z_MEM_ERROR;
         break;
       }
       out = o;
@@ -235,7 +238,7 @@ static char *inflate_source(const ProtobufCBinaryData *z, size_t *len) {
     n = cap - s.avail_out;
   }
   inflateEnd(&s);
-  if (!out || (rc != Z_STREAM_END && n < C_MAX)) {
+  if (rc != Z_STREAM_END && !(rc == Z_OK && n >= C_MAX)) {
     free(out);
     return NULL;
   }
