@@ -381,8 +381,12 @@ static void take_nodes(x_derived *v, const gc_functional *f,
     const gc_node *gn = &g->nodes[i];
     x_node *n = &v->nodes[i];
     n->text = node_text(v->a, gn);
-    n->target = gn->target;
-    n->module = gn->module_path ? gn->module_path : "";
+    /* copies: the graph lives in the derivation's arena, freed after it */
+    n->target = gc_arena_strdup(v->a, gn->target ? gn->target : "?");
+    n->module = gn->module_path && *gn->module_path
+                    ? gc_arena_strndup(v->a, gn->module_path,
+                                       strnlen(gn->module_path, 1024))
+                    : "";
     size_t sl = gn->stack_trace ? strlen(gn->stack_trace) : 0;
     n->stack = sl ? gc_arena_strndup(v->a, gn->stack_trace,
                                      sl > STACK_MAX ? STACK_MAX : sl)

@@ -246,3 +246,28 @@ def test_without_tokens_loopback_only(tmp_path):
         assert xu.get(d2, "/api/whoami", token=None)[0] == 404
     finally:
         d2.stop()
+
+
+def test_a_big_program_is_paged(tmp_path):
+    """A 20,000-node program: every listing comes in bounded pages, and
+    the derived view outlives the derivation's memory (it once kept
+    pointers into the freed arena: a crash on the first page)."""
+    import biggraph
+    from compiled.v1 import graph_pb2
+    d = xu.start(str(tmp_path / "d"))
+    try:
+        gm = graph_pb2.GraphModule()
+        gm.ParseFromString(biggraph.chain_graph_bytes(20000))
+        md = (("authorization", "Bearer " + xu.TOKENS["compile"]),)
+        key = list(d.stub().Compile(compile_request(gm), timeout=300, metadata=md))[-1].result.key
+        status, _, g = xu.get(d, "/api/programs/%s/graph?offset=19900&limit=1000" % key)
+        assert status == 200 and g["total"] == 20000 and len(g["nodes"]) == 100
+        assert g["nodes"][-1]["id"] == 19999 and g["nodes"][-1]["target"].startswith("aten::")
+        status, _, g = xu.get(d, "/api/programs/%s/graph" % key)
+        assert len(g["nodes"]) == 200 and g["nodes"][0]["kernels"]
+        status, _, c = xu.get(d, "/api/programs/%s/c?limit=5000" % key)
+        assert len(c["lines"]) == 5000 and c["total_lines"] > 5000
+        _, _, p = xu.get(d, "/api/programs/" + key)
+        assert len(json.dumps(p)) < 1 << 20  # the C inline is cut
+    finally:
+        d.stop()
