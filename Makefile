@@ -103,7 +103,7 @@ TESTS := $(patsubst tests/%.c,$(BUILD)/tests/%,$(TEST_SRC))
 BENCHES := $(patsubst bench/%.c,$(BUILD)/bench/%,$(BENCH_SRC))
 BUILD_ID_H := $(BUILD)/gen/build_id.h
 
-.PHONY: all venv demo bench-build bench-hit bench-runtime bench-models bench-bandwidth bench-startup bench-train bench-gemm bench-compile bench-heavy bench-memory test test-c test-py test-avx2 test-opinfo capture-zoo train-zoo vec-audit fuzz-graphs fuzz-grads check valgrind format format-check lint asan fuzz \
+.PHONY: all venv demo bench-build bench-hit bench-runtime bench-models bench-bandwidth bench-startup bench-train bench-gemm bench-compile bench-heavy bench-memory test test-c test-py test-avx2 test-browser test-opinfo capture-zoo train-zoo vec-audit fuzz-graphs fuzz-grads check valgrind format format-check lint asan fuzz \
         fuzz-build bootstrap clean distclean py-proto
 .DEFAULT_GOAL := all
 
@@ -194,10 +194,33 @@ $(BUILD)/bin/compilectl: $(call obj,$(CTL_SRC)) $(LIBS)
 	@mkdir -p $(dir $@)
 	@echo "  LD      $@"
 	$(Q)$(CC) $(ALL_LDFLAGS) -o $@ $^ $(LDLIBS)
-$(BUILD)/bin/compiled: $(call obj,$(DAEMON_SRC)) $(LIBS)
+$(BUILD)/bin/compiled: $(call obj,$(DAEMON_SRC)) $(BUILD)/obj/gen/explorer_assets.o $(LIBS)
 	@mkdir -p $(dir $@)
 	@echo "  LD      $@"
 	$(Q)$(CC) $(ALL_LDFLAGS) -o $@ $^ $(LDLIBS)
+
+# ---- the explorer's pages, embedded in the daemon ----
+# daemon/explorer/ holds the pages, scripts and styles; highlight.js (core
+# and its C grammar, BSD-3-Clause, with its licence) comes from the npm
+# registry through package-lock.json, installed into ./node_modules by
+# `npm ci` (Debian's nodejs and npm: deploy/bootstrap.sh). embed.sh turns
+# them into a C array: the daemon reads nothing from disk to serve them.
+NODE_STAMP := node_modules/.compiled-npm-ci
+$(NODE_STAMP): package.json package-lock.json | $(CONFIG_MK)
+	@echo "  NPM     ci"
+	$(Q)npm ci --ignore-scripts --no-audit --no-fund --loglevel=error
+	@touch $@
+HLJS := node_modules/@highlightjs/cdn-assets
+EXPLORER_FILES := $(sort $(wildcard daemon/explorer/*.html daemon/explorer/*.js daemon/explorer/*.css))
+EXPLORER_VENDOR := /explorer/vendor/highlight-core.js=$(HLJS)/es/core.min.js \
+  /explorer/vendor/highlight-c.js=$(HLJS)/es/languages/c.min.js \
+  /explorer/vendor/highlight-github.css=$(HLJS)/styles/github.min.css \
+  /explorer/vendor/highlight-LICENSE.txt=$(HLJS)/LICENSE
+$(BUILD)/gen/explorer_assets.c: $(EXPLORER_FILES) daemon/explorer/embed.sh $(NODE_STAMP)
+	@mkdir -p $(dir $@)
+	@echo "  EMBED   $@"
+	$(Q)daemon/explorer/embed.sh $@ $(foreach f,$(EXPLORER_FILES),/explorer/$(notdir $(f))=$(f)) \
+	  $(EXPLORER_VENDOR)
 
 # ---- the Python environment and protobuf modules ----
 # deploy/pyenv.sh makes $(VENV) (torch, the client in editable mode, test
@@ -289,13 +312,24 @@ bench-memory: all
 TEST_ENV := COMPILED_SRC=$(CURDIR) COMPILED_BUILD=$(abspath $(BUILD)) \
             PYTHONPATH=$(CURDIR)/client/python
 
-test: test-c test-py test-avx2
+test: test-c test-py test-avx2 test-browser
 
 test-c: all $(TESTS)
 	@$(TEST_ENV) tests/run_c_tests.sh $(BUILD) $(TESTS)
 
 test-py: all
 	$(TEST_ENV) $(PYTHON) -m pytest -q -p no:cacheprovider tests/python
+
+# The explorer's pages in Debian's Chromium (deploy/bootstrap.sh installs
+# it), driven by playwright-core from ./node_modules (npm ci), and the
+# example client's TypeScript compiled and run against a real daemon.
+IDE_TS := $(wildcard client/ide/*.ts) client/ide/tsconfig.json
+$(BUILD)/ide/explorer.js: $(IDE_TS) $(NODE_STAMP)
+	@echo "  TSC     client/ide"
+	$(Q)node_modules/.bin/tsc -p client/ide/tsconfig.json --outDir $(BUILD)/ide
+	@echo '{"type": "module"}' > $(BUILD)/ide/package.json
+test-browser: all $(NODE_STAMP) $(BUILD)/ide/explorer.js
+	$(TEST_ENV) PYTHON=$(abspath $(PYTHON)) node --test tests/browser/
 
 # The native, training, oneDNN-product and random-number tests again as on
 # an AVX2-only CPU (generated code for x86-64-v3, oneDNN's AVX2 code,

@@ -13,6 +13,8 @@
  *             the transaction that flushes it.
  *   entry.c   the operations on entries and failures (get, put, evict, list,
  *             find, fail, verify).
+ *   explore.c what the explorer reads and keeps: entries page by page in
+ *             several orders, the request an entry was compiled from.
  *
  * Time. Rows keep milliseconds (created_ms, last_used_ms) so that ordering by
  * recency and the failure TTL are exact within a second; the API speaks unix
@@ -33,7 +35,7 @@
 #include "cache/cache.h"
 
 /* The schema version this code writes; see the migrations in store.c. */
-#define CACHE__SCHEMA_VERSION 3
+#define CACHE__SCHEMA_VERSION 4
 
 /* The columns that describe an entry, in the order cache__row_info reads
  * them (the blob, when a statement has it, comes after). */

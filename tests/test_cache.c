@@ -1293,7 +1293,7 @@ Test(cache, schema_version_set_and_migration_idempotent) {
   env e;
   env_init(&e, 0);
   put_random(&e, 1, 100, 1);
-  cr_assert_eq(raw_int(&e, "PRAGMA user_version", UINT64_MAX), 3);
+  cr_assert_eq(raw_int(&e, "PRAGMA user_version", UINT64_MAX), 4);
   sqlite3 *db = raw_open(&e);
   sqlite3_stmt *st;
   sqlite3_prepare_v2(db, "PRAGMA journal_mode", -1, &st, NULL);
@@ -1304,7 +1304,7 @@ Test(cache, schema_version_set_and_migration_idempotent) {
   env_reopen(&e);
   env_reopen(&e);
   cr_assert_eq(get_key(&e, 1, NULL, 0), 0);
-  cr_assert_eq(raw_int(&e, "PRAGMA user_version", UINT64_MAX), 3);
+  cr_assert_eq(raw_int(&e, "PRAGMA user_version", UINT64_MAX), 4);
   env_fini(&e);
 }
 
@@ -1351,9 +1351,11 @@ Test(cache, version_1_database_migrates_with_its_entries) {
   env_init(&e, 0);
   put_random(&e, 3, 2000, 5);
   env_shut(&e);
-  /* back to version 1: the columns versions 2 and 3 added are gone */
+  /* back to version 1: the columns versions 2 and 3 added are gone, and
+   * the table version 4 added */
   sqlite3 *db = raw_open(&e);
   cr_assert_eq(sqlite3_exec(db,
+                            "DROP TABLE sources;"
                             "ALTER TABLE entries DROP COLUMN sig;"
                             "ALTER TABLE entries DROP COLUMN sig_key;"
                             "ALTER TABLE entries DROP COLUMN label_name;"
@@ -1365,7 +1367,7 @@ Test(cache, version_1_database_migrates_with_its_entries) {
                SQLITE_OK, "%s", sqlite3_errmsg(db));
   sqlite3_close(db);
   env_open(&e);
-  cr_assert_eq(raw_int(&e, "PRAGMA user_version", UINT64_MAX), 3);
+  cr_assert_eq(raw_int(&e, "PRAGMA user_version", UINT64_MAX), 4);
   cr_assert_eq(get_key(&e, 3, NULL, 0), 0);
   cache_info info;
   uint8_t key[CACHE_KEY_LEN];
@@ -1478,9 +1480,11 @@ Test(cache, version_2_database_migrates_with_its_entries) {
   env_init(&e, 0);
   put_random(&e, 3, 2000, 5);
   env_shut(&e);
-  /* back to version 2: the label columns of version 3 are gone */
+  /* back to version 2: the label columns of version 3 are gone, and the
+   * table version 4 added */
   sqlite3 *db = raw_open(&e);
   cr_assert_eq(sqlite3_exec(db,
+                            "DROP TABLE sources;"
                             "ALTER TABLE entries DROP COLUMN label_name;"
                             "ALTER TABLE entries DROP COLUMN label_file;"
                             "ALTER TABLE entries DROP COLUMN label_line;"
@@ -1490,7 +1494,7 @@ Test(cache, version_2_database_migrates_with_its_entries) {
                SQLITE_OK, "%s", sqlite3_errmsg(db));
   sqlite3_close(db);
   env_open(&e);
-  cr_assert_eq(raw_int(&e, "PRAGMA user_version", UINT64_MAX), 3);
+  cr_assert_eq(raw_int(&e, "PRAGMA user_version", UINT64_MAX), 4);
   cr_assert_eq(get_key(&e, 3, NULL, 0), 0);
   cr_assert(!labelled(&e, 3));
   cache_error err;

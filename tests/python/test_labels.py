@@ -268,7 +268,8 @@ def test_a_cache_from_before_labels_opens_and_serves(daemon, tmp_path):
     _, before = daemon_util.run_compile(d.stub(), request(gm))
     d.stop()
     db = sqlite3.connect(os.path.join(cache, "cache.db"))
-    db.executescript("ALTER TABLE entries DROP COLUMN label_name;"
+    db.executescript("DROP TABLE sources;"
+                     "ALTER TABLE entries DROP COLUMN label_name;"
                      "ALTER TABLE entries DROP COLUMN label_file;"
                      "ALTER TABLE entries DROP COLUMN label_line;"
                      "ALTER TABLE entries DROP COLUMN label_host;"
@@ -291,5 +292,5 @@ def test_a_cache_from_before_labels_opens_and_serves(daemon, tmp_path):
     assert set(labels(d)) == {"New"}
     d.stop()
     db = sqlite3.connect(os.path.join(cache, "cache.db"))
-    assert db.execute("PRAGMA user_version").fetchone() == (3,)
+    assert db.execute("PRAGMA user_version").fetchone() == (4,)
     db.close()
