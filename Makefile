@@ -103,7 +103,7 @@ TESTS := $(patsubst tests/%.c,$(BUILD)/tests/%,$(TEST_SRC))
 BENCHES := $(patsubst bench/%.c,$(BUILD)/bench/%,$(BENCH_SRC))
 BUILD_ID_H := $(BUILD)/gen/build_id.h
 
-.PHONY: all venv demo bench-build bench-hit bench-runtime bench-models bench-bandwidth bench-startup bench-train bench-gemm bench-compile bench-heavy bench-memory test test-c test-py test-avx2 test-browser test-opinfo capture-zoo train-zoo vec-audit fuzz-graphs fuzz-grads check valgrind format format-check lint asan fuzz \
+.PHONY: all venv demo bench-build bench-hit bench-runtime bench-models bench-bandwidth bench-startup bench-train bench-gemm bench-compile bench-heavy bench-memory bench-zoo test test-c test-py test-avx2 test-browser test-opinfo capture-zoo train-zoo vec-audit fuzz-graphs fuzz-grads check valgrind format format-check lint asan fuzz \
         fuzz-build bootstrap clean distclean py-proto
 .DEFAULT_GOAL := all
 
@@ -297,6 +297,14 @@ bench-train: all $(BUILD)/bench/peakheap.so
 # Cold compiles (empty cache): request to artifact, time per pass.
 bench-compile: all
 	COMPILED_BUILD=$(abspath $(BUILD)) $(PYTHON) bench/cold_compile.py $(BENCH_ARGS)
+
+# torchvision's classification models at batch 1, 2 and 8: eager, the
+# native program, the ATen program and the runtime's choice (bench/zoo.py).
+# torchvision needs a Python of its own (torch 2.14.1's CUDA build):
+# ZOO_PYTHON=/path/to/venv/bin/python; without it the target says so.
+ZOO_PYTHON ?= $(PYTHON)
+bench-zoo: all
+	COMPILED_BUILD=$(abspath $(BUILD)) $(ZOO_PYTHON) bench/zoo.py $(BENCH_ARGS)
 
 # Cache hits while two huge requests are decoded and compiled; memory.
 bench-heavy: all
