@@ -44,10 +44,13 @@
  * that cannot fit a request at the message limit. */
 #define DECODE_FACTOR 24
 
-/* Bytes a node takes from decode to artifact (3.3 KiB measured on a chain
- * of 500,000 nodes with full metadata), and the node limit when the budget
- * is big enough. */
-#define NODE_BYTES 4096
+/* Bytes of the budget a node may take from decode to generated C, and the
+ * node limit when the budget is big enough: `make bench-memory` measures
+ * 4.8-5.2 KiB per node on relu chains of 20,000-500,000 nodes with full
+ * metadata and 5.6-5.8 KiB on wide graphs of adds and products
+ * (docs/operations.md, "Limits"); 7 KiB keeps a margin, and the default
+ * budget's big-request share (3.5 GiB) still fits MAX_NODES. */
+#define NODE_BYTES 7168
 #define MAX_NODES 500000
 
 static size_t big_ceiling(size_t budget) {

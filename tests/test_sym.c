@@ -97,8 +97,9 @@ Test(sym, linearity_queries) {
   cr_assert_not(gc_sym_linear_in(e, j->var, &k));
   cr_assert_not(gc_sym_is_affine(e));
   cr_assert(gc_sym_is_affine(gc_sym_add(&S, i, gc_sym_scale(&S, j, -3))));
-  gc_sym *map[2] = {NULL, gc_sym_scale(&S, i, 2)};
-  EXPECT_STR(gc_sym_subst(&S, e, map), "(9*i)");
+  gc_symmap map = {0};
+  cr_assert(gc_symmap_set(&S, &map, j->var, gc_sym_scale(&S, i, 2)));
+  EXPECT_STR(gc_sym_subst(&S, e, &map), "(9*i)");
 }
 
 Test(sym, overflow_is_reported) {

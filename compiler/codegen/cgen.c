@@ -1133,18 +1133,29 @@ static char *canonical_text(cg *g, const char *text) {
       p = q;
       continue;
     }
-    char *key = gc_arena_strndup(a, p, dig);
+    /* a name seen before is looked up in place, not copied (a copy per
+     * occurrence was a tenth of a big graph's compile memory) */
+    char name[64];
     void *old = NULL;
-    intptr_t id = next + 1;
-    int rc = key ? gc_strmap_put(&seen, key, (void *)id, &old) : GC_ENOMEM;
-    if (rc < 0 || rc == GC_ENOMEM) {
-      gc_buf_free(&o);
-      return NULL;
+    if (dig < sizeof name) {
+      memcpy(name, p, dig);
+      name[dig] = '\0';
+      old = gc_strmap_get(&seen, name);
     }
-    if (rc == 1)
-      id = (intptr_t)old;
-    else
-      next++;
+    intptr_t id = (intptr_t)old;
+    if (!old) {
+      char *key = gc_arena_strndup(a, p, dig);
+      id = next + 1;
+      int rc = key ? gc_strmap_put(&seen, key, (void *)id, &old) : GC_ENOMEM;
+      if (rc < 0 || rc == GC_ENOMEM) {
+        gc_buf_free(&o);
+        return NULL;
+      }
+      if (rc == 1) /* a long name seen before */
+        id = (intptr_t)old;
+      else
+        next++;
+    }
     gc_buf_append(&o, p, pre);
     gc_buf_printf(&o, "#%ld", (long)id);
     gc_buf_append(&o, p + dig, n - dig);
@@ -1410,7 +1421,7 @@ typedef struct ranged {
   int n;
   const splits *sp;
   sc_place *saved;
-  gc_sym **map;
+  gc_symmap *map;
   gc_sym *vars[SPLIT_MAX + 1];
 } ranged;
 
@@ -1419,7 +1430,7 @@ static bool ranged_begin(cg *g, ir_node *const *nodes, int n, const splits *sp,
   ir_graph *ir = g->ir;
   *r = (ranged){.nodes = nodes, .n = n, .sp = sp};
   r->saved = gc_arena_calloc(ir->a, (size_t)n, sizeof *r->saved);
-  r->map = gc_arena_calloc(ir->a, (size_t)ir->sym.nvars + 1, sizeof *r->map);
+  r->map = gc_arena_zalloc(ir->a, sizeof *r->map);
   if (!r->saved || !r->map)
     return false;
   for (int k = 0; k <= sp->n; k++) {
@@ -1441,7 +1452,8 @@ static bool ranged_begin(cg *g, ir_node *const *nodes, int n, const splits *sp,
 /* Rewrites the places for range k; returns its variable. */
 static gc_sym *ranged_enter(cg *g, ranged *r, int k) {
   sc_place *places = (sc_place *)g->s->place;
-  r->map[r->sp->var] = r->vars[k];
+  if (!gc_symmap_set(&g->ir->sym, r->map, r->sp->var, r->vars[k]))
+    g->out.failed = true;
   for (int i = 0; i < r->n; i++) {
     sc_place *p = &places[r->nodes[i]->id];
     p->body = ir_expr_subst(g->ir, r->saved[i].body, r->map);

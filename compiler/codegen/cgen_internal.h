@@ -66,7 +66,7 @@ typedef struct cg {
   /* the variable maps of the loops split into ranges around the code being
    * emitted (outermost first; cgen.c ranged_begin): reuse entries, found
    * before the split, are in the original variables */
-  gc_sym *const *range_maps[CG_MAX_RANGE_MAPS];
+  const gc_symmap *range_maps[CG_MAX_RANGE_MAPS];
   int nrange_maps;
   /* the stage being generated: its random draws (IR_RAND) whose counter
    * steps by one along the inner loop, filled a block at a time */

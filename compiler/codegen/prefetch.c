@@ -48,7 +48,7 @@ typedef struct pf_scan {
   cg *g;
   const sc_kernel *k;
   const sc_stage *st;
-  gc_sym **at0, **atlast; /* stage variables -> 0, -> size - 1 */
+  gc_symmap at0, atlast; /* stage variables -> 0, -> size - 1 */
   pf_row rows[CG_MAX_PREFETCH];
   int n;
   bool skip; /* too many rows: prefetch none */
@@ -64,8 +64,8 @@ static int scan_load(const ir_expr *e, void *ctx) {
   int64_t step;
   if (!gc_sym_is_affine(ix) || !gc_sym_linear_in(ix, outer, &step) || step <= 0)
     return 0;
-  gc_sym *first = gc_sym_subst(sx, ix, p->at0);
-  gc_sym *last = gc_sym_subst(sx, ix, p->atlast);
+  gc_sym *first = gc_sym_subst(sx, ix, &p->at0);
+  gc_sym *last = gc_sym_subst(sx, ix, &p->atlast);
   gc_sym *span = first && last ? gc_sym_sub(sx, last, first) : NULL;
   int64_t points = 1;
   for (int i = 0; i < p->st->ndims; i++)
@@ -96,15 +96,12 @@ void cg__find_prefetch(cg *g, const sc_kernel *k) {
   gc_symctx *sx = &g->ir->sym;
   gc_arena *a = cg__arena(g);
   pf_scan p = {.g = g, .k = k, .st = st};
-  p.at0 = gc_arena_calloc(a, (size_t)sx->nvars, sizeof *p.at0);
-  p.atlast = gc_arena_calloc(a, (size_t)sx->nvars, sizeof *p.atlast);
-  gc_sym **ahead = gc_arena_calloc(a, (size_t)sx->nvars, sizeof *ahead);
-  if (!p.at0 || !p.atlast || !ahead)
-    return;
-  for (int i = 0; i < st->ndims; i++) {
-    p.at0[st->dims[i].var->var] = gc_sym_const(sx, 0);
-    p.atlast[st->dims[i].var->var] = gc_sym_const(sx, st->dims[i].size - 1);
-  }
+  gc_symmap ahead = {0};
+  for (int i = 0; i < st->ndims; i++)
+    if (!gc_symmap_set(sx, &p.at0, st->dims[i].var->var, gc_sym_const(sx, 0)) ||
+        !gc_symmap_set(sx, &p.atlast, st->dims[i].var->var,
+                       gc_sym_const(sx, st->dims[i].size - 1)))
+      return;
   for (int i = 0; i < st->nnodes && !p.skip; i++)
     ir_expr_walk(g->s->place[st->nodes[i]->id].body, scan_load, &p);
   int64_t bytes = 0;
@@ -117,9 +114,12 @@ void cg__find_prefetch(cg *g, const sc_kernel *k) {
     const pf_row *r = &p.rows[i];
     int64_t size = gc_dtype_size(r->buf->dtype);
     int64_t dist = r->step * size;
-    ahead[outer->var->var] =
-        gc_sym_addc(sx, outer->var, (CG_PREFETCH_AHEAD + dist - 1) / dist);
-    gc_sym *next = gc_sym_subst(sx, r->first, ahead);
+    gc_sym *next =
+        gc_symmap_set(
+            sx, &ahead, outer->var->var,
+            gc_sym_addc(sx, outer->var, (CG_PREFETCH_AHEAD + dist - 1) / dist))
+            ? gc_sym_subst(sx, r->first, &ahead)
+            : NULL;
     if (!next)
       return;
     g->pf[i].text =

@@ -15,6 +15,7 @@
  * a function of the key: the same key gives the same bytes.
  */
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <zlib.h>
 
@@ -39,6 +40,91 @@ typedef struct pe {
   int *after_kernel; /* per kernel: instructions emitted up to its frees */
   bool failed;
 } pe;
+
+/* ---- buffers by kernel or input ----
+ *
+ * The instructions of each kernel name the buffers it frees or allocates,
+ * and each program input its buffers: a scan of all buffers for each
+ * kernel or input (with an array of all of them each time) made emitting
+ * a program of many call kernels quadratic in time and memory (8,000
+ * matrix products: 2 s and 500 MB). The buffers are grouped once instead. */
+
+/* Buffer ids by a key: those with key k are ids[start[k] .. start[k + 1]),
+ * ascending. */
+typedef struct groups {
+  int *start, *ids;
+} groups;
+
+/* Groups the n buffers by key[b] in [0, nkeys) (others are left out). */
+static bool group(gc_arena *a, int n, int nkeys, const int *key, groups *g) {
+  g->start = gc_arena_calloc(a, (size_t)nkeys + 2, sizeof *g->start);
+  g->ids = gc_arena_calloc(a, (size_t)n + 1, sizeof *g->ids);
+  int *at = gc_arena_calloc(a, (size_t)nkeys + 1, sizeof *at);
+  if (!g->start || !g->ids || !at)
+    return false;
+  for (int b = 0; b < n; b++)
+    if (key[b] >= 0 && key[b] < nkeys)
+      g->start[key[b] + 1]++;
+  for (int k = 0; k < nkeys; k++)
+    g->start[k + 1] += g->start[k];
+  memcpy(at, g->start, (size_t)nkeys * sizeof *at);
+  for (int b = 0; b < n; b++)
+    if (key[b] >= 0 && key[b] < nkeys)
+      g->ids[at[key[b]]++] = b;
+  return true;
+}
+
+/* What instructions() and the input passes look up per kernel and input. */
+typedef struct bufidx {
+  groups by_input;   /* INPUT buffers by graph input */
+  groups by_last;    /* call results and TEMPs (or buffers living in one)
+                        that are not program outputs, by last kernel */
+  groups by_first;   /* OUTPUT and TEMP storage roots by first kernel writing
+                        them */
+  bool *out_storage; /* per buffer: a program output lives in it */
+} bufidx;
+
+static bool index_bufs(pe *e, bufidx *x) {
+  ir_graph *ir = &e->n->ir;
+  const gc_graph *g = e->n->f->graph;
+  int nb = ir->nbufs, nk = e->n->sched.nkernels;
+  int *key = gc_arena_calloc(e->a, (size_t)nb + 1, sizeof *key);
+  bool *output = gc_arena_calloc(e->a, (size_t)nb + 1, sizeof *output);
+  x->out_storage = gc_arena_calloc(e->a, (size_t)nb + 1, sizeof(bool));
+  if (!key || !output || !x->out_storage)
+    return false;
+  for (int o = 0; o < ir->noutputs; o++)
+    if (ir->outputs[o]) {
+      output[ir->outputs[o]->buf->id] = true;
+      x->out_storage[ir_buf_storage(ir->outputs[o]->buf)->id] = true;
+    }
+  for (int b = 0; b < nb; b++)
+    key[b] = ir->bufs[b]->kind == IR_BUF_INPUT ? ir->bufs[b]->index : -1;
+  if (!group(e->a, nb, g->ninputs, key, &x->by_input))
+    return false;
+  /* a call's result or a TEMP, or a view of one a kernel computed in
+     place (a root's `last` covers the buffers living in it) */
+  for (int b = 0; b < nb; b++) {
+    ir_buf_kind rk = ir_buf_storage(ir->bufs[b])->kind;
+    key[b] = (rk == IR_BUF_RESULT || rk == IR_BUF_TEMP) && !output[b]
+                 ? ir->bufs[b]->last
+                 : -1;
+  }
+  if (!group(e->a, nb, nk, key, &x->by_last))
+    return false;
+  /* per OUTPUT or TEMP root: the first kernel writing its memory (-1:
+     none): an output's memory is first written by the earliest buffer
+     living in it (a matrix product computed into it) */
+  for (int b = 0; b < nb; b++)
+    key[b] = -1;
+  for (int b = 0; b < nb; b++) {
+    ir_buf *bb = ir->bufs[b], *root = ir_buf_storage(bb);
+    if ((root->kind == IR_BUF_OUTPUT || root->kind == IR_BUF_TEMP) &&
+        bb->first >= 0 && (key[root->id] < 0 || bb->first < key[root->id]))
+      key[root->id] = bb->first;
+  }
+  return group(e->a, nb, nk, key, &x->by_first);
+}
 
 static void *msg(pe *e, const ProtobufCMessageDescriptor *d) {
   void *m = gc_arena_alloc(e->a, d->sizeof_message);
@@ -378,63 +464,46 @@ static bool push_list(pe *e, Compiled__V1__NativeInstruction__KindCase kind,
 }
 
 /* Frees the results last used by kernel k (and not program outputs). */
-static bool frees_after(pe *e, int k, int *cap) {
-  ir_graph *ir = &e->n->ir;
-  int *items = gc_arena_calloc(e->a, (size_t)ir->nbufs + 1, sizeof *items);
+static bool frees_after(pe *e, const bufidx *x, int k, int *cap) {
+  const groups *g = &x->by_last;
+  int *items = gc_arena_calloc(
+      e->a, (size_t)(g->start[k + 1] - g->start[k]) + 1, sizeof *items);
   if (!items)
     return false;
   int n = 0;
-  for (int b = 0; b < ir->nbufs; b++) {
-    ir_buf *bb = ir->bufs[b];
-    /* a call's result or a TEMP, or a view of one a kernel computed in
-       place (a root's `last` covers the buffers living in it) */
-    ir_buf_kind rk = ir_buf_storage(bb)->kind;
-    if ((rk != IR_BUF_RESULT && rk != IR_BUF_TEMP) || bb->last != k ||
-        e->buf_value[b] < 0)
-      continue;
-    bool output = false;
-    for (int o = 0; o < ir->noutputs; o++)
-      output |= ir->outputs[o] && ir->outputs[o]->buf == bb;
-    if (!output)
-      items[n++] = e->buf_value[b];
-  }
+  for (int j = g->start[k]; j < g->start[k + 1]; j++)
+    if (e->buf_value[g->ids[j]] >= 0)
+      items[n++] = e->buf_value[g->ids[j]];
   return push_list(e, COMPILED__V1__NATIVE_INSTRUCTION__KIND_FREE, items, n,
                    cap);
 }
 
-/* An alloc of the program outputs first written by kernels [k, end]
- * (an output's memory is first written by the earliest buffer living in
- * it: a matrix product computed into it). Outputs are made when needed,
- * not when the call starts, so they add nothing to the peak before. */
-static bool allocs_for(pe *e, const int *first, int k, int end, int *cap) {
+static int by_id(const void *a, const void *b) {
+  return *(const int *)a - *(const int *)b;
+}
+
+/* An alloc of the program outputs (and TEMPs) first written by kernels
+ * [k, end]. Outputs are made when needed, not when the call starts, so
+ * they add nothing to the peak before. */
+static bool allocs_for(pe *e, const bufidx *x, int k, int end, int *cap) {
   ir_graph *ir = &e->n->ir;
-  int *items = gc_arena_calloc(e->a, (size_t)ir->nbufs + 1, sizeof *items);
-  if (!items)
+  const groups *g = &x->by_first;
+  int m = g->start[end + 1] - g->start[k];
+  int *ids = gc_arena_calloc(e->a, (size_t)m + 1, sizeof *ids);
+  int *items = gc_arena_calloc(e->a, (size_t)m + 1, sizeof *items);
+  if (!ids || !items)
     return false;
-  int n = 0;
-  for (int b = 0; b < ir->nbufs; b++)
-    if (first[b] >= k && first[b] <= end)
-      items[n++] = buf_value(e, ir->bufs[b]);
-  return push_list(e, COMPILED__V1__NATIVE_INSTRUCTION__KIND_ALLOC, items, n,
+  memcpy(ids, g->ids + g->start[k], (size_t)m * sizeof *ids);
+  qsort(ids, (size_t)m, sizeof *ids, by_id); /* in buffer order */
+  for (int j = 0; j < m; j++)
+    items[j] = buf_value(e, ir->bufs[ids[j]]);
+  return push_list(e, COMPILED__V1__NATIVE_INSTRUCTION__KIND_ALLOC, items, m,
                    cap);
 }
 
-static int instructions(pe *e) {
+static int instructions(pe *e, const bufidx *x) {
   const sc_schedule *s = &e->n->sched;
   const gc_csource *src = &e->n->src;
-  ir_graph *ir = &e->n->ir;
-  /* per OUTPUT buffer: the first kernel writing its memory (-1: none) */
-  int *first = gc_arena_calloc(e->a, (size_t)ir->nbufs + 1, sizeof *first);
-  if (!first)
-    return GC_ENOMEM;
-  for (int b = 0; b < ir->nbufs; b++)
-    first[b] = -1;
-  for (int b = 0; b < ir->nbufs; b++) {
-    ir_buf *x = ir->bufs[b], *root = ir_buf_storage(x);
-    if ((root->kind == IR_BUF_OUTPUT || root->kind == IR_BUF_TEMP) &&
-        x->first >= 0 && (first[root->id] < 0 || x->first < first[root->id]))
-      first[root->id] = x->first;
-  }
   int cap = 0, last_seg = -1;
   e->after_kernel =
       gc_arena_calloc(e->a, (size_t)s->nkernels + 1, sizeof *e->after_kernel);
@@ -449,7 +518,7 @@ static int instructions(pe *e) {
              src->kernel_segment[end + 1] == src->kernel_segment[k])
         end++;
     if ((aten || src->kernel_segment[k] != last_seg) &&
-        !allocs_for(e, first, k, end, &cap))
+        !allocs_for(e, x, k, end, &cap))
       return GC_ENOMEM;
     if (aten) {
       if (!push_ins(e, call(e, kn->call), &cap))
@@ -466,7 +535,7 @@ static int instructions(pe *e) {
       if (!push_ins(e, ins, &cap))
         return GC_ENOMEM;
     }
-    if (!frees_after(e, k, &cap))
+    if (!frees_after(e, x, k, &cap))
       return GC_ENOMEM;
     e->after_kernel[k] = (int)e->p->n_instructions;
   }
@@ -478,10 +547,11 @@ static int instructions(pe *e) {
  * by the program, returned or possibly aliased by a call's result, or a
  * program output). A runner whose caller hands over its references may
  * drop the input there (artifact.proto, NativeProgram.input_free_at). */
-static int input_free_at(pe *e) {
+static int input_free_at(pe *e, const bufidx *bx) {
   const gc_graph *g = e->n->f->graph;
   ir_graph *ir = &e->n->ir;
   int nk = e->n->sched.nkernels;
+  const groups *in = &bx->by_input;
   Compiled__V1__NativeProgram *p = e->p;
   p->n_input_free_at = (size_t)g->ninputs;
   p->input_free_at =
@@ -491,14 +561,10 @@ static int input_free_at(pe *e) {
   for (int i = 0; i < g->ninputs; i++) {
     int last = -1, at = 0;
     bool found = false;
-    for (int b = 0; b < ir->nbufs; b++) {
-      ir_buf *x = ir->bufs[b];
-      if (x->kind != IR_BUF_INPUT || x->index != i)
-        continue;
+    for (int j = in->start[i]; j < in->start[i + 1]; j++) {
+      ir_buf *x = ir->bufs[in->ids[j]];
       found = true;
-      bool output = false;
-      for (int o = 0; o < ir->noutputs; o++)
-        output |= ir->outputs[o] && ir_buf_storage(ir->outputs[o]->buf) == x;
+      bool output = bx->out_storage[x->id];
       if (x->mutated || output || x->last >= nk)
         at = -1;
       if (x->last > last)
@@ -515,19 +581,19 @@ static int input_free_at(pe *e) {
 
 /* Program inputs: the INPUT buffer of a tensor input; a literal or a
  * placeholder for the others (the runner binds the caller's value). */
-static int inputs(pe *e) {
+static int inputs(pe *e, const bufidx *x) {
   const gc_graph *g = e->n->f->graph;
   ir_graph *ir = &e->n->ir;
+  const groups *in = &x->by_input;
   Compiled__V1__NativeProgram *p = e->p;
   p->n_inputs = (size_t)g->ninputs;
   p->inputs = gc_arena_calloc(e->a, (size_t)g->ninputs + 1, sizeof *p->inputs);
   if (!p->inputs)
     return GC_ENOMEM;
   for (int i = 0; i < g->ninputs; i++) {
-    int v = -1;
-    for (int b = 0; b < ir->nbufs && v < 0; b++)
-      if (ir->bufs[b]->kind == IR_BUF_INPUT && ir->bufs[b]->index == i)
-        v = buf_value(e, ir->bufs[b]);
+    int v = in->start[i] < in->start[i + 1]
+                ? buf_value(e, ir->bufs[in->ids[in->start[i]]])
+                : -1;
     if (v < 0) {
       const gc_arg *a = &g->inputs[i].arg;
       if (a->kind == GC_ARG_SYM_INT || a->kind == GC_ARG_SYM_FLOAT ||
@@ -682,13 +748,16 @@ int gc_native_emit(gc_native *n, const gc_backend *be, gc_error *err) {
     return gc_errorf(err, GC_ENOMEM, "native emit: out of memory");
   for (int i = 0; i < n->ir.nbufs; i++)
     e.buf_value[i] = -1;
-  int rc = inputs(&e);
+  bufidx x;
+  if (!index_bufs(&e, &x))
+    return gc_errorf(err, GC_ENOMEM, "native emit: out of memory");
+  int rc = inputs(&e, &x);
   if (!rc)
-    rc = instructions(&e);
+    rc = instructions(&e, &x);
   if (!rc)
     rc = outputs(&e);
   if (!rc)
-    rc = input_free_at(&e);
+    rc = input_free_at(&e, &x);
   if (!rc)
     rc = slots(&e);
   if (!rc)

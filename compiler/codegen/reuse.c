@@ -163,10 +163,10 @@ static void match(cg *g, const sc_kernel *k, int sr, const ir_node *n) {
     if (p->reduction || !sc_same_inner(r, p))
       continue;
     /* R's body in P's loop variables */
-    gc_sym **map = sc_rename_inner(ir, r, p);
-    if (!map)
+    gc_symmap map;
+    if (!sc_rename_inner(ir, r, p, &map))
       return;
-    const ir_expr *want = ir_expr_subst(ir, (ir_expr *)body, map);
+    const ir_expr *want = ir_expr_subst(ir, (ir_expr *)body, &map);
     if (!want)
       return;
     for (int i = 0; i < p->nnodes; i++) {
@@ -191,10 +191,10 @@ static void match(cg *g, const sc_kernel *k, int sr, const ir_node *n) {
           !store_keeps_reads(g, k, sr, sp, n, want, b))
         continue;
       /* P's store index in R's loop variables */
-      gc_sym **back = sc_rename_inner(ir, p, r);
-      if (!back)
+      gc_symmap back;
+      if (!sc_rename_inner(ir, p, r, &back))
         return;
-      gc_sym *store_r = gc_sym_subst(&ir->sym, pl->store, back);
+      gc_sym *store_r = gc_sym_subst(&ir->sym, pl->store, &back);
       if (!store_r || g->nreuse == CG_MAX_REUSE)
         return;
       g->reuse[g->nreuse++] =

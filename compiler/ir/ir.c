@@ -193,7 +193,16 @@ static uint64_t ehash(const ir_expr *e) {
   default:
     break;
   }
-  return h;
+  /* the table indexes by the low bits, which the multiplications above
+   * leave depending on the operands' low bits only: float constants (whose
+   * low mantissa bits are zero) would all share a bucket, and a graph with
+   * n of them would intern in n^2 (murmur3's finalizer mixes high bits
+   * down) */
+  h ^= h >> 33;
+  h *= 0xff51afd7ed558ccdULL;
+  h ^= h >> 33;
+  h *= 0xc4ceb9fe1a85ec53ULL;
+  return h ^ (h >> 33);
 }
 
 static bool esame(const ir_expr *a, const ir_expr *b) {
@@ -516,45 +525,17 @@ ir_expr *ir_op3(ir_graph *ir, ir_op op, gc_dtype dt, ir_expr *a, ir_expr *b,
   return make_op(ir, op, dt, a, b, c);
 }
 
-/* ---- substitution (memoized, so shared subexpressions stay shared) ---- */
+/* ---- substitution (memoized, so shared subexpressions stay shared) ----
+ *
+ * The memo is kept in the expressions themselves (ir_expr.subst, .image):
+ * a table per substitution, made for every load of a computation, cost a
+ * kilobyte or more each, most of a big graph's lowering. Each substitution
+ * has a number of its own, so an expression's entry counts only when it
+ * carries that number; one substitution started inside another (none is)
+ * would only make the outer one redo what the inner one overwrote. */
 
-typedef struct memo {
-  const ir_expr **keys;
-  ir_expr **vals;
-  size_t cap, n;
-} memo;
-
-static ir_expr **memo_slot(ir_graph *ir, memo *m, const ir_expr *k) {
-  if ((m->n + 1) * 2 > m->cap) {
-    size_t cap = m->cap ? m->cap * 2 : 64;
-    memo bigger = {gc_arena_calloc(ir->a, cap, sizeof *m->keys),
-                   gc_arena_calloc(ir->a, cap, sizeof *m->vals), cap, 0};
-    if (!bigger.keys || !bigger.vals) {
-      ir->oom = true;
-      return NULL;
-    }
-    for (size_t i = 0; i < m->cap; i++) {
-      if (!m->keys[i])
-        continue;
-      size_t j = (size_t)m->keys[i]->id & (cap - 1);
-      while (bigger.keys[j])
-        j = (j + 1) & (cap - 1);
-      bigger.keys[j] = m->keys[i];
-      bigger.vals[j] = m->vals[i];
-      bigger.n++;
-    }
-    *m = bigger;
-  }
-  size_t j = (size_t)k->id & (m->cap - 1);
-  while (m->keys[j] && m->keys[j] != k)
-    j = (j + 1) & (m->cap - 1);
-  if (!m->keys[j]) {
-    m->keys[j] = k;
-    m->vals[j] = NULL;
-    m->n++;
-  }
-  return &m->vals[j];
-}
+/* Substitutions of all graphs share one counter, as walks do (below). */
+static _Atomic uint64_t substs;
 
 /* ir_expr_gather_var's variable: its data value, and what was made */
 typedef struct gvar {
@@ -575,8 +556,8 @@ static int64_t gvar_coef(gvar *g, const gc_sym *x) {
   return c;
 }
 
-static ir_expr *subst(ir_graph *ir, ir_expr *e, gc_sym *const *map, memo *m,
-                      gvar *g, int depth) {
+static ir_expr *subst(ir_graph *ir, ir_expr *e, const gc_symmap *map,
+                      uint64_t id, gvar *g, int depth) {
   if (!e)
     return NULL;
   if (depth > 10000) { /* bodies are bounded by realization; be safe */
@@ -616,46 +597,43 @@ static ir_expr *subst(ir_graph *ir, ir_expr *e, gc_sym *const *map, memo *m,
     }
     return ir_gather(ir, e->load.buf,
                      gc_sym_subst(&ir->sym, e->load.index, map),
-                     subst(ir, e->args[0], map, m, g, depth + 1),
+                     subst(ir, e->args[0], map, id, g, depth + 1),
                      e->load.stride, e->load.size, e->load.wrap);
   }
-  ir_expr **slot = memo_slot(ir, m, e);
-  if (!slot)
-    return NULL;
-  if (*slot)
-    return *slot; /* cppcheck-suppress identicalInnerCondition */
+  if (e->subst == id)
+    return e->image;
   ir_expr *a[3] = {NULL, NULL, NULL};
   for (int i = 0; i < ir_op_arity(e->op); i++)
-    if (!(a[i] = subst(ir, e->args[i], map, m, g, depth + 1)))
+    if (!(a[i] = subst(ir, e->args[i], map, id, g, depth + 1)))
       return NULL;
   ir_expr *r = e->op == IR_CAST
                    ? ir_cast(ir, a[0], e->dtype)
                    : make_op(ir, e->op, e->dtype, a[0], a[1], a[2]);
-  slot = memo_slot(ir, m, e); /* the table may have grown */
-  if (slot)
-    *slot = r;
+  if (r) { /* scratch: exprs live in a mutable arena */
+    e->subst = id;
+    e->image = r;
+  }
   return r;
 }
 
-ir_expr *ir_expr_subst(ir_graph *ir, ir_expr *e, gc_sym *const *map) {
-  memo m = {0};
-  return subst(ir, e, map, &m, NULL, 0);
+ir_expr *ir_expr_subst(ir_graph *ir, ir_expr *e, const gc_symmap *map) {
+  return subst(ir, e, map, ++substs, NULL, 0);
 }
 
-ir_expr *ir_expr_gather_var(ir_graph *ir, ir_expr *e, gc_sym *const *map,
+ir_expr *ir_expr_gather_var(ir_graph *ir, ir_expr *e, const gc_symmap *map,
                             int var, ir_expr *data, int64_t size, bool wrap) {
   gc_symctx *s = &ir->sym;
   if (!e || !data || var < 0 || var >= s->nvars || size <= 0)
     return NULL;
-  gc_sym **m0 = gc_arena_calloc(ir->a, (size_t)s->nvars + 1, sizeof *m0);
-  if (!m0)
+  gc_symmap m0 = {0};
+  for (int i = 0; map && i < map->n; i++)
+    if (!gc_symmap_set(s, &m0, map->var[i], map->to[i]))
+      return NULL;
+  /* the data part goes into the gather */
+  if (!gc_symmap_set(s, &m0, var, gc_sym_const(s, 0)))
     return NULL;
-  for (int i = 0; i < s->nvars; i++)
-    m0[i] = map ? map[i] : NULL;
-  m0[var] = gc_sym_const(s, 0); /* the data part goes into the gather */
-  memo m = {0};
   gvar g = {var, data, size, wrap, 0, false};
-  ir_expr *r = subst(ir, e, m0, &m, &g, 0);
+  ir_expr *r = subst(ir, e, &m0, ++substs, &g, 0);
   return g.fail || !g.made ? NULL : r;
 }
 
@@ -806,28 +784,37 @@ ir_expr *ir_tensor_load(ir_graph *ir, ir_tensor *t, gc_sym *const *idx) {
     return ir_load(ir, t->buf, off);
   }
   case IR_T_LOOP: {
-    gc_sym **map = gc_arena_calloc(ir->a, (size_t)s->nvars + 1, sizeof *map);
-    if (!map) {
-      ir->oom = true;
-      return NULL;
-    }
+    /* at its own variables (a consumer over the same space shares them,
+     * lower/pointwise.c): the body as it is, rather than a copy */
+    int same = 0;
+    while (same < t->rank && idx[same] == t->vars[same])
+      same++;
+    if (same == t->rank)
+      return t->body;
+    gc_symmap map = {0};
     for (int i = 0; i < t->rank; i++)
-      map[t->vars[i]->var] = idx[i];
-    return ir_expr_subst(ir, t->body, map);
+      if (!gc_symmap_set(s, &map, t->vars[i]->var, idx[i])) {
+        ir->oom = true;
+        return NULL;
+      }
+    return ir_expr_subst(ir, t->body, &map);
   }
   case IR_T_VIEW: {
     /* the map is written in the view's own variables: substitute idx */
-    gc_sym **vmap = gc_arena_calloc(ir->a, (size_t)s->nvars + 1, sizeof *vmap);
+    gc_symmap vmap = {0};
     gc_sym **bidx =
         gc_arena_calloc(ir->a, (size_t)t->base->rank + 1, sizeof *bidx);
-    if (!vmap || !bidx) {
+    if (!bidx) {
       ir->oom = true;
       return NULL;
     }
     for (int i = 0; i < t->rank; i++)
-      vmap[t->vars[i]->var] = idx[i];
+      if (!gc_symmap_set(s, &vmap, t->vars[i]->var, idx[i])) {
+        ir->oom = true;
+        return NULL;
+      }
     for (int i = 0; i < t->base->rank; i++)
-      if (!(bidx[i] = gc_sym_subst(s, t->map[i], vmap)))
+      if (!(bidx[i] = gc_sym_subst(s, t->map[i], &vmap)))
         return NULL;
     return ir_tensor_load(ir, t->base, bidx);
   }

@@ -123,11 +123,12 @@
   X(BAND, 2, "bitwise_and")                                                    \
   X(BOR, 2, "bitwise_or")                                                      \
   X(BXOR, 2, "bitwise_xor")                                                    \
-  X(SHL, 2, "shift_left")  /* count modulo 64 (32 below int64), as ATen */     \
+  X(SHL, 2, "shift_left")  /* 0 for a count outside [0, width), as ATen */     \
   X(SHR, 2, "shift_right") /* arithmetic for signed types */                   \
   X(RAND, 2, "rand")   /* uniform in [0, 1) from (int64 seed, int64 counter):  \
                           Philox4x32-10, float32 (lower/random.c) */           \
-  X(WHERE, 3, "where") /* args[0] ? args[1] : args[2] */
+  X(WHERE, 3, "where") /* args[0] ? args[1] : args[2] */                       \
+  X(FMA, 3, "fma")     /* args[0] * args[1] + args[2], rounded once */
 
 typedef enum ir_op {
 #define X(name, arity, text) IR_##name,
@@ -171,6 +172,8 @@ struct ir_expr {
   int id;         /* creation order */
   uint64_t hash;  /* structural, for hash-consing */
   uint64_t walk;  /* scratch of ir_expr_walk: the last walk that saw it */
+  uint64_t subst; /* scratch of substitution: the last one that saw it, */
+  ir_expr *image; /* and what it made of it */
   ir_expr *chain; /* hash bucket */
 };
 
@@ -428,6 +431,9 @@ typedef struct ir_graph {
   bool dnnl;         /* the target has oneDNN (libdnnl.so.2) and AVX-512:
                         float32 mm and addmm may run in generated code
                         through its sgemm (sched/schedule.c sc_gemm_of) */
+  bool fma;          /* the target has FMA: ATen runs its AVX2 or AVX-512
+                        kernels, whose host arithmetic is contracted into
+                        multiply-adds (lower/upsample.c) */
 } ir_graph;
 
 int ir_graph_init(ir_graph *ir, gc_arena *a, const gc_graph *g);
@@ -465,18 +471,18 @@ ir_expr *ir_op3(ir_graph *ir, ir_op op, gc_dtype dt, ir_expr *a, ir_expr *b,
 /* `e` converted to `dt` (e itself when it has that dtype). */
 ir_expr *ir_cast(ir_graph *ir, ir_expr *e, gc_dtype dt);
 /* Replaces loop variables inside LOAD and INDEX (map as gc_sym_subst). */
-ir_expr *ir_expr_subst(ir_graph *ir, ir_expr *e, gc_sym *const *map);
+ir_expr *ir_expr_subst(ir_graph *ir, ir_expr *e, const gc_symmap *map);
 
 /* e at a data-dependent point: variables replaced by `map` (as
- * ir_expr_subst; map[var] is ignored) and variable `var` by the int64 value
- * `data`, so every load whose index is affine in var becomes a gather of
- * `data` (checked against [0, size), negative values counted from the end
- * when `wrap`). A gather of a computed tensor then computes only the
+ * ir_expr_subst; its entry for var, if any, is ignored) and variable `var` by
+ * the int64 value `data`, so every load whose index is affine in var becomes a
+ * gather of `data` (checked against [0, size), negative values counted from the
+ * end when `wrap`). A gather of a computed tensor then computes only the
  * gathered elements. NULL when var occurs in an index other than affinely
  * or in an INDEX or a gather's own index (no data form), when e reads a
  * reduction's accumulator, or when no load depends on var (the range check
  * would be lost). */
-ir_expr *ir_expr_gather_var(ir_graph *ir, ir_expr *e, gc_sym *const *map,
+ir_expr *ir_expr_gather_var(ir_graph *ir, ir_expr *e, const gc_symmap *map,
                             int var, ir_expr *data, int64_t size, bool wrap);
 
 /* Bodies are DAGs: hash-consing shares subexpressions, and a chain of n

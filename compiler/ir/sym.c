@@ -94,7 +94,14 @@ static uint64_t hash_of(gc_sym_kind kind, int64_t c, int var, int n,
     if (coefs)
       h = mix(h, (uint64_t)coefs[i]);
   }
-  return h;
+  /* the table indexes by the low bits: mix the high ones down (murmur3's
+   * finalizer), else values differing only there (multiples of a large
+   * power of two) share a bucket */
+  h ^= h >> 33;
+  h *= 0xff51afd7ed558ccdULL;
+  h ^= h >> 33;
+  h *= 0xc4ceb9fe1a85ec53ULL;
+  return h ^ (h >> 33);
 }
 
 static bool same(const gc_sym *e, gc_sym_kind kind, int64_t c, int var, int n,
@@ -613,10 +620,46 @@ gc_sym *gc_sym_max(gc_symctx *s, gc_sym *a, gc_sym *b) {
   return minmax(s, GC_SYM_MAX, a, b);
 }
 
+/* ---- substitution maps ---- */
+
+bool gc_symmap_set(gc_symctx *s, gc_symmap *m, int var, gc_sym *to) {
+  for (int k = 0; k < m->n; k++)
+    if (m->var[k] == var) {
+      m->to[k] = to;
+      return true;
+    }
+  if (m->n == m->cap) { /* doubling: the old arrays stay in the arena */
+    int cap = m->cap ? m->cap * 2 : 8;
+    int *v = gc_arena_alloc(s->a, (size_t)cap * sizeof *v);
+    gc_sym **t = gc_arena_alloc(s->a, (size_t)cap * sizeof *t);
+    if (!v || !t) {
+      s->oom = true;
+      return false;
+    }
+    if (m->n) {
+      memcpy(v, m->var, (size_t)m->n * sizeof *v);
+      memcpy(t, m->to, (size_t)m->n * sizeof *t);
+    }
+    m->var = v;
+    m->to = t;
+    m->cap = cap;
+  }
+  m->var[m->n] = var;
+  m->to[m->n++] = to;
+  return true;
+}
+
+gc_sym *gc_symmap_get(const gc_symmap *m, int var) {
+  if (m)
+    for (int k = 0; k < m->n; k++) /* a few entries: a scan is quickest */
+      if (m->var[k] == var)
+        return m->to[k];
+  return NULL;
+}
+
 /* ---- substitution and queries ---- */
 
-static gc_sym *subst(gc_symctx *s, gc_sym *e, gc_sym *const *map, int nmap,
-                     int depth) {
+static gc_sym *subst(gc_symctx *s, gc_sym *e, const gc_symmap *map, int depth) {
   if (!e || depth > MAX_DEPTH) {
     s->oom = true;
     return NULL;
@@ -624,36 +667,38 @@ static gc_sym *subst(gc_symctx *s, gc_sym *e, gc_sym *const *map, int nmap,
   switch (e->kind) {
   case GC_SYM_CONST:
     return e;
-  case GC_SYM_VAR:
-    return e->var < nmap && map[e->var] ? map[e->var] : e;
+  case GC_SYM_VAR: {
+    gc_sym *to = gc_symmap_get(map, e->var);
+    return to ? to : e;
+  }
   case GC_SYM_ADD: {
     gc_sym *r = gc_sym_const(s, e->c);
     for (int i = 0; i < e->n && r; i++)
-      r = gc_sym_add(s, r,
-                     gc_sym_scale(s, subst(s, e->ops[i], map, nmap, depth + 1),
-                                  e->coefs[i]));
+      r = gc_sym_add(
+          s, r,
+          gc_sym_scale(s, subst(s, e->ops[i], map, depth + 1), e->coefs[i]));
     return r;
   }
   case GC_SYM_MUL: {
     gc_sym *r = gc_sym_const(s, 1);
     for (int i = 0; i < e->n && r; i++)
-      r = gc_sym_mul(s, r, subst(s, e->ops[i], map, nmap, depth + 1));
+      r = gc_sym_mul(s, r, subst(s, e->ops[i], map, depth + 1));
     return r;
   }
   case GC_SYM_FLOORDIV:
-    return gc_sym_floordiv(s, subst(s, e->ops[0], map, nmap, depth + 1), e->c);
+    return gc_sym_floordiv(s, subst(s, e->ops[0], map, depth + 1), e->c);
   case GC_SYM_MOD:
-    return gc_sym_mod(s, subst(s, e->ops[0], map, nmap, depth + 1), e->c);
+    return gc_sym_mod(s, subst(s, e->ops[0], map, depth + 1), e->c);
   case GC_SYM_MIN:
   case GC_SYM_MAX:
-    return minmax(s, e->kind, subst(s, e->ops[0], map, nmap, depth + 1),
-                  subst(s, e->ops[1], map, nmap, depth + 1));
+    return minmax(s, e->kind, subst(s, e->ops[0], map, depth + 1),
+                  subst(s, e->ops[1], map, depth + 1));
   }
   return NULL;
 }
 
-gc_sym *gc_sym_subst(gc_symctx *s, gc_sym *e, gc_sym *const *map) {
-  return subst(s, e, map, s->nvars, 0);
+gc_sym *gc_sym_subst(gc_symctx *s, gc_sym *e, const gc_symmap *map) {
+  return subst(s, e, map, 0);
 }
 
 bool gc_sym_uses(const gc_sym *e, int var) {

@@ -122,10 +122,28 @@ gc_sym *gc_sym_max(gc_symctx *s, gc_sym *a, gc_sym *b);
 /* True when `e` is the constant `v`. */
 bool gc_sym_is_const(const gc_sym *e, int64_t v);
 
-/* Replaces variables: every VAR whose index k has map[k] != NULL becomes
- * map[k] (map has s->nvars entries as of the call; variables made later are
- * kept). The result is simplified. */
-gc_sym *gc_sym_subst(gc_symctx *s, gc_sym *e, gc_sym *const *map);
+/* A substitution of variables: variable var[k] becomes to[k], k < n. It
+ * holds only the variables it renames (a loop nest's, a few dozen at most),
+ * so making one costs its entries whatever the number of variables in the
+ * context, which grows with the graph: a map with an entry per variable of
+ * the context, made for every load, made lowering quadratic in the graph.
+ * {0} is the empty map; entries are drawn from the context's arena. */
+typedef struct gc_symmap {
+  int n, cap;
+  int *var;
+  gc_sym **to;
+} gc_symmap;
+
+/* Variable `var` becomes `to` (replacing an earlier entry for var). False,
+ * with s->oom set, when out of memory. */
+bool gc_symmap_set(gc_symctx *s, gc_symmap *m, int var, gc_sym *to);
+
+/* What m makes of variable `var`; NULL when it keeps it. */
+gc_sym *gc_symmap_get(const gc_symmap *m, int var);
+
+/* Replaces variables: every VAR that `map` renames becomes what it maps to
+ * (NULL: none). The result is simplified. */
+gc_sym *gc_sym_subst(gc_symctx *s, gc_sym *e, const gc_symmap *map);
 
 /* If `e` is affine in variable `var` (it appears only as a plain term of an
  * ADD, or is the variable itself), returns true and sets *coef (0 when the

@@ -1274,13 +1274,12 @@ static ir_expr *gather_loop(lower_ctx *L, ir_tensor *t, gc_sym *const *at,
   ir_graph *ir = L->ir;
   if (!t || t->kind != IR_T_LOOP || t->realized || dim < 0 || dim >= t->rank)
     return NULL;
-  gc_sym **map = gc_arena_calloc(ir->a, (size_t)ir->sym.nvars + 1, sizeof *map);
-  if (!map)
-    return NULL;
+  gc_symmap map = {0};
   for (int k = 0; k < t->rank; k++)
-    if (k != dim)
-      map[t->vars[k]->var] = at ? at[k] : t->vars[k];
-  return ir_expr_gather_var(ir, t->body, map, t->vars[dim]->var, i,
+    if (k != dim && !gc_symmap_set(&ir->sym, &map, t->vars[k]->var,
+                                   at ? at[k] : t->vars[k]))
+      return NULL;
+  return ir_expr_gather_var(ir, t->body, &map, t->vars[dim]->var, i,
                             t->sizes[dim], wrap);
 }
 

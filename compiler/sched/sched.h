@@ -52,8 +52,6 @@ typedef struct sc_stage {
 typedef struct sc_place {
   struct sc_kernel *kernel;
   int stage;
-  gc_sym **map;  /* node variable id -> kernel expression */
-  int nmap;      /* entries of map */
   gc_sym *store; /* its output index in kernel variables */
   ir_expr *body; /* its body in kernel variables */
 } sc_place;
@@ -109,10 +107,11 @@ int sc_plan_memory(ir_graph *ir, sc_schedule *s, gc_error *err);
 /* Whether stages a and b loop over the same inner dims (at least one). */
 bool sc_same_inner(const sc_stage *a, const sc_stage *b);
 
-/* The substitution (variable id -> expression, for gc_sym_subst and
- * ir_expr_subst) from stage a's inner loop variables to stage b's, which
- * loop over the same dims; NULL when out of memory. */
-gc_sym **sc_rename_inner(ir_graph *ir, const sc_stage *a, const sc_stage *b);
+/* Fills *map with the substitution (for gc_sym_subst and ir_expr_subst)
+ * from stage a's inner loop variables to stage b's, which loop over the
+ * same dims; false when out of memory. */
+bool sc_rename_inner(ir_graph *ir, const sc_stage *a, const sc_stage *b,
+                     gc_symmap *map);
 
 /* Whether loop kernel k runs tiled (codegen/tiled.c): a reduction stage
  * reads more loads contiguous along the kernel's innermost outer dim and

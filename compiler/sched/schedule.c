@@ -178,16 +178,13 @@ static gc_sym *restage(sctx *c, gc_sym *e, const sc_dim *from, int nfrom,
                        const sc_stage *to) {
   if (to->ndims != nfrom)
     return NULL;
-  gc_sym **map =
-      gc_arena_calloc(c->ir->a, (size_t)c->ir->sym.nvars + 1, sizeof *map);
-  if (!map)
-    return NULL;
+  gc_symmap map = {0};
   for (int i = 0; i < nfrom; i++) {
-    if (from[i].size != to->dims[i].size)
+    if (from[i].size != to->dims[i].size ||
+        !gc_symmap_set(&c->ir->sym, &map, from[i].var->var, to->dims[i].var))
       return NULL;
-    map[from[i].var->var] = to->dims[i].var;
   }
-  return gc_sym_subst(&c->ir->sym, e, map);
+  return gc_sym_subst(&c->ir->sym, e, &map);
 }
 
 /* A load of n's (substituted) body: is it consistent with where its buffer
@@ -243,14 +240,15 @@ static void check_war(const ir_expr *ld, void *ctx) {
 
 /* Tries stage `si` (or a new one with `dims` when si == k->nstages). On
  * success fills *pl. */
-static bool try_stage(sctx *c, sc_kernel *k, const ir_node *n, gc_sym **map,
+static bool try_stage(sctx *c, sc_kernel *k, const ir_node *n, gc_symmap *map,
                       const ndim *inner, int ninner, int si,
                       const sc_dim *newdims, sc_place *pl) {
   ir_graph *ir = c->ir;
   const sc_stage *st = si < k->nstages ? &k->stages[si] : NULL;
   const sc_dim *dims = st ? st->dims : newdims;
   for (int i = 0; i < ninner; i++)
-    map[inner[i].var->var] = dims[i].var;
+    if (!gc_symmap_set(&ir->sym, map, inner[i].var->var, dims[i].var))
+      return false;
   ir_expr *body = ir_expr_subst(ir, n->body, map);
   gc_sym *store = gc_sym_subst(&ir->sym, store_index(ir, n), map);
   if (!body || !store)
@@ -274,8 +272,6 @@ static bool try_stage(sctx *c, sc_kernel *k, const ir_node *n, gc_sym **map,
   }
   pl->kernel = k;
   pl->stage = si;
-  pl->map = map;
-  pl->nmap = ir->sym.nvars;
   pl->store = store;
   pl->body = body;
   return true;
@@ -326,17 +322,19 @@ static bool place_ordered(sctx *c, sc_kernel *k, ir_node *n, const ndim *outer,
     if (outer[i].size != k->dims[i].size)
       return false;
   /* the substitution: outer dims, then size-1 dims to 0 */
-  gc_sym **map = gc_arena_calloc(ir->a, (size_t)ir->sym.nvars + 1, sizeof *map);
-  if (!map)
-    return false;
+  gc_symmap map = {0};
+  gc_sym *zero = gc_sym_const(&ir->sym, 0);
   for (int i = 0; i < n->rank; i++)
-    if (n->ranges[i] == 1)
-      map[n->vars[i]->var] = gc_sym_const(&ir->sym, 0);
+    if (n->ranges[i] == 1 &&
+        !gc_symmap_set(&ir->sym, &map, n->vars[i]->var, zero))
+      return false;
   for (int i = 0; i < n->rrank; i++)
-    if (n->rranges[i] == 1)
-      map[n->rvars[i]->var] = gc_sym_const(&ir->sym, 0);
+    if (n->rranges[i] == 1 &&
+        !gc_symmap_set(&ir->sym, &map, n->rvars[i]->var, zero))
+      return false;
   for (int i = 0; i < ko; i++)
-    map[outer[i].var->var] = k->dims[i].var;
+    if (!gc_symmap_set(&ir->sym, &map, outer[i].var->var, k->dims[i].var))
+      return false;
   const ndim *in = red ? inner : outer + ko;
   int nin = red ? ninner : nouter - ko;
   sc_place pl;
@@ -345,11 +343,11 @@ static bool place_ordered(sctx *c, sc_kernel *k, ir_node *n, const ndim *outer,
     const sc_stage *last = &k->stages[k->nstages - 1];
     if (last->reduction == red &&
         same_sizes(last->dims, last->ndims, in, nin) &&
-        try_stage(c, k, n, map, in, nin, k->nstages - 1, NULL, &pl))
+        try_stage(c, k, n, &map, in, nin, k->nstages - 1, NULL, &pl))
       goto placed;
   }
   sc_dim *nd = new_dims(c, in, nin);
-  if ((!nd && nin) || !try_stage(c, k, n, map, in, nin, k->nstages, nd, &pl))
+  if ((!nd && nin) || !try_stage(c, k, n, &map, in, nin, k->nstages, nd, &pl))
     return false;
   if (!add_stage(c, k, red, nd, nin))
     return false;
@@ -510,15 +508,15 @@ static bool mergeable(const idxs *x, const gc_sym *a, const gc_sym *b,
 static bool apply_merge(sctx *c, sc_kernel *k, gc_sym *a, gc_sym *b, int64_t sb,
                         gc_sym *m) {
   ir_graph *ir = c->ir;
-  gc_sym **map = gc_arena_calloc(ir->a, (size_t)ir->sym.nvars + 1, sizeof *map);
-  if (!map)
+  gc_symmap map = {0};
+  if (!gc_symmap_set(&ir->sym, &map, a->var,
+                     gc_sym_floordiv(&ir->sym, m, sb)) ||
+      !gc_symmap_set(&ir->sym, &map, b->var, gc_sym_mod(&ir->sym, m, sb)))
     return false;
-  map[a->var] = gc_sym_floordiv(&ir->sym, m, sb);
-  map[b->var] = gc_sym_mod(&ir->sym, m, sb);
   for (int i = 0; i < k->nnodes; i++) {
     sc_place *p = &c->s->place[k->nodes[i]->id];
-    p->body = ir_expr_subst(ir, p->body, map);
-    p->store = gc_sym_subst(&ir->sym, p->store, map);
+    p->body = ir_expr_subst(ir, p->body, &map);
+    p->store = gc_sym_subst(&ir->sym, p->store, &map);
     if (!p->body || !p->store)
       return false;
   }
@@ -735,12 +733,13 @@ bool sc_same_inner(const sc_stage *a, const sc_stage *b) {
   return true;
 }
 
-gc_sym **sc_rename_inner(ir_graph *ir, const sc_stage *a, const sc_stage *b) {
-  gc_sym **map = gc_arena_calloc(ir->a, (size_t)ir->sym.nvars + 1, sizeof *map);
-  if (map)
-    for (int i = 0; i < a->ndims; i++)
-      map[a->dims[i].var->var] = b->dims[i].var;
-  return map;
+bool sc_rename_inner(ir_graph *ir, const sc_stage *a, const sc_stage *b,
+                     gc_symmap *map) {
+  *map = (gc_symmap){0};
+  for (int i = 0; i < a->ndims; i++)
+    if (!gc_symmap_set(&ir->sym, map, a->dims[i].var->var, b->dims[i].var))
+      return false;
+  return true;
 }
 
 /* ---- tiling ---- */

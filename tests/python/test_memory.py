@@ -8,6 +8,7 @@ node on the wire and, decoded, about 1.8 KB per node.
 
 import concurrent.futures as cf
 import os
+import re
 import time
 
 import grpc
@@ -65,6 +66,22 @@ def test_memory_budget_refuses_rather_than_grows(daemon):
     _, r = run_compile(d.stub(), compile_request(load_graph("mlp")))
     assert r.served == SERVED.SERVED_COMPILED
     assert "Compile rejected" in d.log()
+
+
+def test_graph_at_the_node_limit_fits_the_budget(daemon):
+    # A small budget lowers --max-nodes to the graphs it can compile: a
+    # relu chain (the cheapest nodes, with full metadata) of exactly that
+    # many nodes is compiled, not refused for memory.
+    d = daemon("--memory-budget", "256M")
+    m = re.search(r"at most (\d+) nodes", d.log())
+    assert m, d.log()
+    n = int(m.group(1))
+    assert 10000 < n < 500000, n  # set by the budget, not the default
+    code, details, events = send_raw(d, biggraph.chain_request_bytes(n, tag="limit"))
+    assert code == grpc.StatusCode.OK, (n, code, details)
+    result = [e.result for e in events if e.WhichOneof("event") == "result"][-1]
+    assert result.served == SERVED.SERVED_COMPILED
+    assert d.stats().rejected_memory == 0
 
 
 def test_request_bigger_than_its_share_is_refused_on_arrival(daemon):
