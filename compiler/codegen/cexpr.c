@@ -654,7 +654,6 @@ static const char *shift_type(gc_dtype d) {
   return gc_dtype_size(d) == 8 ? "uint64_t" : "uint32_t";
 }
 
-/* The C expression of operation e applied to the named operands. */
 /* A conversion to or from a half dtype (ir/half.h): through float, as
  * c10 converts (a float64 or an integer is made a float first). */
 static char *half_cast(cx *c, const ir_expr *e, const char *a) {
@@ -680,6 +679,7 @@ static char *half_cast(cx *c, const ir_expr *e, const char *a) {
   return gc_arena_printf(ar, "(%s)%s", cx_ctype(d), f);
 }
 
+/* The C expression of operation e applied to the named operands. */
 static char *spell(cx *c, const ir_expr *e, const char *a, const char *b,
                    const char *x) {
   gc_arena *ar = c->ir->a;
