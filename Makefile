@@ -9,9 +9,9 @@
 #                   FUZZ_SECONDS (default 60)
 #   make bootstrap  install missing Debian packages (deploy/bootstrap.sh)
 #   make bench-hit  cache-hit benchmark against a bare gRPC echo (not a test)
-#   make bench-models     native code vs eager PyTorch on models
+#   make bench-models     eager vs Inductor vs the compiled backend on models
 #   make bench-bandwidth  memory-bound graphs vs the copy-bandwidth bound
-#   make bench-train      one training step compiled vs eager
+#   make bench-train      one training step, eager vs Inductor vs compiled
 #   make bench-gemm       matrix products: oneDNN's sgemm vs eager's mm
 #   make bench-compile    cold compiles: request to artifact, time per pass
 #   make bench-heavy      cache hits during two huge requests; daemon memory
@@ -103,7 +103,7 @@ TESTS := $(patsubst tests/%.c,$(BUILD)/tests/%,$(TEST_SRC))
 BENCHES := $(patsubst bench/%.c,$(BUILD)/bench/%,$(BENCH_SRC))
 BUILD_ID_H := $(BUILD)/gen/build_id.h
 
-.PHONY: all venv demo bench-build bench-hit bench-runtime bench-models bench-bandwidth bench-startup bench-train bench-gemm bench-compile bench-heavy bench-memory test test-c test-py test-avx2 test-opinfo capture-zoo train-zoo vec-audit fuzz-graphs fuzz-grads check valgrind format format-check lint asan fuzz \
+.PHONY: all venv demo bench-build bench-hit bench-runtime bench-models bench-bandwidth bench-startup bench-train bench-gemm bench-compile bench-heavy bench-memory bench-zoo test test-c test-py test-avx2 test-browser test-opinfo capture-zoo train-zoo vec-audit fuzz-graphs fuzz-grads check valgrind format format-check lint asan fuzz \
         fuzz-build bootstrap clean distclean py-proto
 .DEFAULT_GOAL := all
 
@@ -194,10 +194,33 @@ $(BUILD)/bin/compilectl: $(call obj,$(CTL_SRC)) $(LIBS)
 	@mkdir -p $(dir $@)
 	@echo "  LD      $@"
 	$(Q)$(CC) $(ALL_LDFLAGS) -o $@ $^ $(LDLIBS)
-$(BUILD)/bin/compiled: $(call obj,$(DAEMON_SRC)) $(LIBS)
+$(BUILD)/bin/compiled: $(call obj,$(DAEMON_SRC)) $(BUILD)/obj/gen/explorer_assets.o $(LIBS)
 	@mkdir -p $(dir $@)
 	@echo "  LD      $@"
 	$(Q)$(CC) $(ALL_LDFLAGS) -o $@ $^ $(LDLIBS)
+
+# ---- the explorer's pages, embedded in the daemon ----
+# daemon/explorer/ holds the pages, scripts and styles; highlight.js (core
+# and its C grammar, BSD-3-Clause, with its licence) comes from the npm
+# registry through package-lock.json, installed into ./node_modules by
+# `npm ci` (Debian's nodejs and npm: deploy/bootstrap.sh). embed.sh turns
+# them into a C array: the daemon reads nothing from disk to serve them.
+NODE_STAMP := node_modules/.compiled-npm-ci
+$(NODE_STAMP): package.json package-lock.json | $(CONFIG_MK)
+	@echo "  NPM     ci"
+	$(Q)npm ci --ignore-scripts --no-audit --no-fund --loglevel=error
+	@touch $@
+HLJS := node_modules/@highlightjs/cdn-assets
+EXPLORER_FILES := $(sort $(wildcard daemon/explorer/*.html daemon/explorer/*.js daemon/explorer/*.css))
+EXPLORER_VENDOR := /explorer/vendor/highlight-core.js=$(HLJS)/es/core.min.js \
+  /explorer/vendor/highlight-c.js=$(HLJS)/es/languages/c.min.js \
+  /explorer/vendor/highlight-github.css=$(HLJS)/styles/github.min.css \
+  /explorer/vendor/highlight-LICENSE.txt=$(HLJS)/LICENSE
+$(BUILD)/gen/explorer_assets.c: $(EXPLORER_FILES) daemon/explorer/embed.sh $(NODE_STAMP)
+	@mkdir -p $(dir $@)
+	@echo "  EMBED   $@"
+	$(Q)daemon/explorer/embed.sh $@ $(foreach f,$(EXPLORER_FILES),/explorer/$(notdir $(f))=$(f)) \
+	  $(EXPLORER_VENDOR)
 
 # ---- the Python environment and protobuf modules ----
 # deploy/pyenv.sh makes $(VENV) (torch, the client in editable mode, test
@@ -244,7 +267,8 @@ bench-hit: bench-build
 bench-runtime: all
 	COMPILED_BUILD=$(abspath $(BUILD)) $(PYTHON) bench/runtime_overhead.py $(BENCH_ARGS)
 
-# Native code against eager PyTorch on models: speed, first call, peak RSS.
+# eager, Inductor and the compiled torch.compile backend on models: speed,
+# peak memory, cold compile (docs/performance.md).
 # counts malloc'd bytes in a preloaded process: the models' peak memory
 $(BUILD)/bench/peakheap.so: bench/peakheap.c
 	@mkdir -p $(dir $@)
@@ -257,7 +281,8 @@ bench-models: all $(BUILD)/bench/peakheap.so
 bench-bandwidth: all
 	COMPILED_BUILD=$(abspath $(BUILD)) $(PYTHON) bench/bandwidth.py $(BENCH_ARGS)
 
-# A new process's wait for its first compiled result on a warm cache.
+# A new process's wait for its first compiled result, Inductor and compiled
+# each on warm caches.
 bench-startup: all
 	COMPILED_BUILD=$(abspath $(BUILD)) $(PYTHON) bench/startup.py $(BENCH_ARGS)
 
@@ -265,13 +290,21 @@ bench-startup: all
 bench-gemm: all
 	$(PYTHON) bench/gemm.py $(BENCH_ARGS)
 
-# One training step (forward, backward, SGD) compiled vs eager; peak memory.
+# One training step (forward, backward, SGD), eager vs Inductor vs compiled.
 bench-train: all $(BUILD)/bench/peakheap.so
 	COMPILED_BUILD=$(abspath $(BUILD)) $(PYTHON) bench/train.py $(BENCH_ARGS)
 
 # Cold compiles (empty cache): request to artifact, time per pass.
 bench-compile: all
 	COMPILED_BUILD=$(abspath $(BUILD)) $(PYTHON) bench/cold_compile.py $(BENCH_ARGS)
+
+# torchvision's classification models at batch 1, 2 and 8: eager, the
+# native program, the ATen program and the runtime's choice (bench/zoo.py).
+# torchvision needs a Python of its own (torch 2.14.1's CUDA build):
+# ZOO_PYTHON=/path/to/venv/bin/python; without it the target says so.
+ZOO_PYTHON ?= $(PYTHON)
+bench-zoo: all
+	COMPILED_BUILD=$(abspath $(BUILD)) $(ZOO_PYTHON) bench/zoo.py $(BENCH_ARGS)
 
 # Cache hits while two huge requests are decoded and compiled; memory.
 bench-heavy: all
@@ -287,13 +320,24 @@ bench-memory: all
 TEST_ENV := COMPILED_SRC=$(CURDIR) COMPILED_BUILD=$(abspath $(BUILD)) \
             PYTHONPATH=$(CURDIR)/client/python
 
-test: test-c test-py test-avx2
+test: test-c test-py test-avx2 test-browser
 
 test-c: all $(TESTS)
 	@$(TEST_ENV) tests/run_c_tests.sh $(BUILD) $(TESTS)
 
 test-py: all
 	$(TEST_ENV) $(PYTHON) -m pytest -q -p no:cacheprovider tests/python
+
+# The explorer's pages in Debian's Chromium (deploy/bootstrap.sh installs
+# it), driven by playwright-core from ./node_modules (npm ci), and the
+# example client's TypeScript compiled and run against a real daemon.
+IDE_TS := $(wildcard client/ide/*.ts) client/ide/tsconfig.json
+$(BUILD)/ide/explorer.js: $(IDE_TS) $(NODE_STAMP)
+	@echo "  TSC     client/ide"
+	$(Q)node_modules/.bin/tsc -p client/ide/tsconfig.json --outDir $(BUILD)/ide
+	@echo '{"type": "module"}' > $(BUILD)/ide/package.json
+test-browser: all $(NODE_STAMP) $(BUILD)/ide/explorer.js
+	$(TEST_ENV) PYTHON=$(abspath $(PYTHON)) node --test tests/browser/
 
 # The native, training, oneDNN-product and random-number tests again as on
 # an AVX2-only CPU (generated code for x86-64-v3, oneDNN's AVX2 code,

@@ -1,7 +1,11 @@
 """Shared pieces of the Python benchmarks (not a test, not a library users
 import): a daemon on a free port, robust timing, peak-memory measurement in
-a fresh process, ratio tables, and torchvision's models (or their rewrite
-in tests/python/visionmodels.py where torchvision is not installed).
+a fresh process, ratio tables, torchvision's models (or their rewrite
+in tests/python/visionmodels.py where torchvision is not installed), and
+the three sides the model benchmarks compare: eager, Inductor
+(``torch.compile`` with its default backend) and compiled
+(``torch.compile(backend="compiled")``), with their caches (SIDES,
+compile_side, inductor_env, release_backend_memory, backend_graphs).
 
 Timing: calls are repeated until at least ``min_seconds`` have passed (and
 at least ``min_calls`` calls), after warm-up calls; the median is reported.
@@ -216,15 +220,17 @@ def alone_runs(side, first=None):
 
 def case_arguments(description, seconds):
     """Command-line arguments of a benchmark over named cases that measures
-    memory in fresh processes of itself: --only NAME,..., --seconds,
-    --no-memory; --memory-case, --mode and --server are for those
-    processes."""
+    memory (and cold compiles) in fresh processes of itself: --only
+    NAME,..., --seconds, --no-memory, --no-cold; --memory-case,
+    --cold-case, --mode and --server are for those processes."""
     import argparse
     ap = argparse.ArgumentParser(description=description)
     ap.add_argument("--only", default="")
     ap.add_argument("--seconds", type=float, default=seconds)
     ap.add_argument("--no-memory", action="store_true")
+    ap.add_argument("--no-cold", action="store_true", help="skip the cold compiles")
     ap.add_argument("--memory-case", help=argparse.SUPPRESS)
+    ap.add_argument("--cold-case", help=argparse.SUPPRESS)
     ap.add_argument("--mode", help=argparse.SUPPRESS)
     ap.add_argument("--server", help=argparse.SUPPRESS)
     return ap.parse_args()
@@ -246,3 +252,160 @@ def table(rows, headers):
         if j == 0:
             lines.append("  ".join("-" * w for w in widths))
     return "\n".join(lines)
+
+
+# ---- eager, Inductor and the compiled backend side by side ----
+
+SIDES = ("eager", "inductor", "compiled")
+
+# Inductor's and AOTAutograd's on-disk caches, off (cold compiles) or on
+# (their defaults: warm start-up). Remote caches are off by default and
+# stay off.
+_INDUCTOR_CACHES = ("TORCHINDUCTOR_FX_GRAPH_CACHE", "TORCHINDUCTOR_AUTOGRAD_CACHE")
+
+
+def inductor_env(cache_dir, caches=True):
+    """Environment for a process whose Inductor keeps everything under
+    cache_dir (TORCHINDUCTOR_CACHE_DIR: the FX graph and AOTAutograd
+    caches, the generated C++ and its built libraries, the precompiled
+    header); caches=False turns the FX graph and AOTAutograd caches off
+    too, so that nothing of an earlier compile is reused even within the
+    process."""
+    env = {"TORCHINDUCTOR_CACHE_DIR": cache_dir,
+           "TRITON_CACHE_DIR": os.path.join(cache_dir, "triton"),
+           "TORCHINDUCTOR_FX_GRAPH_REMOTE_CACHE": "0",
+           "TORCHINDUCTOR_AUTOGRAD_REMOTE_CACHE": "0"}
+    for name in _INDUCTOR_CACHES:
+        env[name] = "1" if caches else "0"
+    return env
+
+
+def inductor_cache_state():
+    """What this process's Inductor caches are (checked by cold and warm
+    measurements, printed with them)."""
+    import torch._functorch.config as functorch_config
+    import torch._inductor.config as inductor_config
+    from torch._inductor.runtime.cache_dir_utils import cache_dir
+    return {"cache_dir": cache_dir(), "fx_graph_cache": bool(inductor_config.fx_graph_cache),
+            "autograd_cache": bool(functorch_config.enable_autograd_cache)}
+
+
+def compile_side(side, model, server):
+    """``model`` compiled by ``side``: "inductor" (torch.compile's default
+    backend, default options), "compiled" (the compiled backend against
+    the daemon at server), "compiled.compile" is not a side here (it needs
+    inputs: frontend_compile). "eager" returns the model."""
+    import torch
+    if side == "eager":
+        return model
+    if side == "inductor":
+        return torch.compile(model)
+    if side == "compiled":
+        return torch.compile(model, backend="compiled", options={"server": server})
+    raise ValueError(f"unknown side {side!r}")
+
+
+def error_text(e):
+    """A line naming an exception (Inductor's can be pages long): its first
+    line, and its last when there are more (a failed subprocess_json: the
+    child's last line of stderr)."""
+    lines = [ln.strip() for ln in str(e).strip().splitlines() if ln.strip()]
+    text = lines[0][:300] if lines else ""
+    if len(lines) > 1:
+        text += " ... " + lines[-1][:300]
+    return f"{type(e).__name__}: {text}"
+
+
+def backend_graphs(since=0):
+    """The compiled backend's graphs in this process with serial >= since:
+    dicts with where, role, runs ("native", "aten", "measuring", or
+    "eager" when no program was loaded) and fallback_ops (ATen operators
+    the native program calls because it has no lowering for them)."""
+    from compiled import dynamo
+    out = []
+    for g in dynamo.loaded_graphs():
+        if g.serial < since:
+            continue
+        s = g.program.summary if g.program is not None else {}
+        out.append({"where": g.where, "role": g.role, "runs": s.get("runs", "eager"),
+                    "kernels": s.get("kernels", 0), "extern": s.get("extern", 0),
+                    "fallback": s.get("fallback", 0),
+                    "fallback_ops": list(s.get("fallback_ops", []))})
+    return out
+
+
+def backend_mark():
+    """The serial the next compiled backend graph gets (backend_graphs)."""
+    from compiled import dynamo
+    graphs = dynamo.loaded_graphs()
+    return graphs[-1].serial + 1 if graphs else 0
+
+
+def describe_graphs(graphs):
+    """kernels/extern/fallback summed over graphs, what runs, and the
+    fallback operators with counts: "40/21/20 native; fallback:
+    aten::x x20"."""
+    import collections
+    k = sum(g["kernels"] for g in graphs)
+    e = sum(g["extern"] for g in graphs)
+    f = sum(g["fallback"] for g in graphs)
+    runs = ",".join(sorted({g["runs"] for g in graphs})) or "none"
+    ops = collections.Counter(op for g in graphs for op in g["fallback_ops"])
+    text = f"{len(graphs)} graph(s), {k}/{e}/{f} kernels/extern/fallback, runs {runs}"
+    if ops:
+        text += "; fallback ops: " + ", ".join(f"{op} x{n}" for op, n in sorted(ops.items()))
+    return text
+
+
+def release_backend_memory():
+    """Drops what the compiled backend's programs keep between calls for
+    reuse (their arenas, the free recycled output blocks), so that a
+    measured call counts it as memory it needs, as Inductor's and eager's
+    calls count their temporaries. Returns the bytes released."""
+    from compiled import dynamo, native
+    released = 0
+    for g in dynamo.loaded_graphs():
+        p = g.program
+        if p is None:
+            continue
+        fn = getattr(p, "native_fn", p.fn)
+        pool = getattr(fn, "__globals__", {}).get("_pool")
+        if isinstance(pool, list):
+            released += sum(a.release() for a in pool)
+    return released + native.release_output_pool()
+
+
+def check_peakheap():
+    """Raises unless bench/peakheap.c, preloaded, counts PyTorch's tensor
+    memory in this process (a 64 MiB tensor must add 64 MiB): the pip
+    wheel allocates through posix_memalign, which it interposes; an
+    allocator that went around it would show here, not as a wrong table."""
+    import torch
+    heap = _peakheap()
+    if heap is None:
+        return
+    before = heap.peakheap_current()
+    t = torch.empty(16 << 20)
+    t.fill_(1.0)
+    grown = heap.peakheap_current() - before
+    del t
+    if not 63 << 20 <= grown <= 65 << 20:
+        raise RuntimeError(f"peakheap.so counted {grown} bytes for a 64 MiB tensor: "
+                           "this torch allocates around malloc, heap numbers would be wrong")
+
+
+def target_mark(ok):
+    return "met" if ok else "MISSED"
+
+
+def machine_line():
+    """torch's version, threads, BLAS library and the machine's load (the
+    numbers of a loaded machine are slower and noisier, ratios less so:
+    the sides are interleaved)."""
+    import torch
+    import re
+    m = re.search(r"BLAS_INFO=(\w+)", torch.__config__.show())
+    blas = m.group(1) if m else "?"
+    load = ", ".join(f"{x:.1f}" for x in os.getloadavg())
+    return (f"torch {torch.__version__}, {torch.get_num_threads()} threads, BLAS {blas}, "
+            f"{os.cpu_count()} CPUs, load average {load}")

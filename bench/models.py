@@ -1,52 +1,70 @@
 #!/usr/bin/env python3
-"""compiled vs eager PyTorch on models: `make bench-models`.
+"""eager vs Inductor vs compiled on models: `make bench-models`.
 
-Not a test. Starts a daemon with an empty cache, and for each case (eval
-mode, torch.no_grad(), torch.set_num_threads(2), as users run inference):
+Not a test. Three sides, measured in the same run on the same inputs, eval
+mode, torch.no_grad(), torch.set_num_threads(2) (as users run inference):
 
-- compiles it with compiled.compile and times the first call (capture,
-  compile on the daemon, load, run);
-- checks the compiled result against eager (tolerance printed on failure);
-- times eager and compiled calls interleaved in the same process (median);
-- measures the peak memory of each in a fresh process, once the model
-  and inputs exist and a first call has run (for compiled, what that call
-  kept for reuse, its arena and output blocks, is released first, so the
-  measured calls count it): "heap", the peak rise of the bytes allocated
-  with malloc (bench/peakheap.c, preloaded), what the calls need; and
-  "RSS", the peak rise of resident memory, which also counts what glibc's
-  heap did with earlier frees. For eager RSS is measured twice: in a
-  process that never captured anything, and in one that captured and
-  compiled the model first, as the compiled case did ("after capture"):
-  capture runs the model on real copies of its state, and glibc keeps the
-  freed memory as holes in the heap that later allocations fault back in,
-  so the same eager call's RSS peaks higher there;
-  and the time per call there ("speedup alone"): interleaved in one
-  process, eager and compiled share glibc's allocator, whose state (what
-  it keeps, trims or maps afresh) each changes for the other; alone, each
-  runs as a user's process would. Fresh processes cannot be interleaved,
-  and this machine's speed drifts from minute to minute, so the alone
-  times come from four processes in the order eager, compiled, compiled,
-  eager, which cancels a steady drift: alone = (e1 + e2) / (c1 + c2);
-- prints eager ms, compiled ms, speedup, first-call time, peak RSS of both,
-  and what the program is made of (generated kernels, library calls,
-  fallbacks), then the geometric mean speedup.
+- eager: the model itself;
+- Inductor: ``torch.compile(model)``, torch's default backend with its
+  default options (C++ with OpenMP on this CPU, built with g++);
+- compiled: ``torch.compile(model, backend="compiled", options={"server":
+  ...})``, the graphs AOTAutograd makes compiled by the daemon;
+- and, as a fourth time column, ``compiled.compile(model, inputs)`` (no
+  Dynamo, capture by the client).
 
-Run from the repository root after `make`:
+For each case:
 
-    /usr/bin/python3 bench/models.py [--only NAME,...] [--seconds S]
+- correctness: every compiled side's first output against eager's on the
+  same inputs (the largest difference relative to eager's largest
+  magnitude); above TOLERANCE the case is flagged WRONG. A side that fails
+  (an Inductor error, say) is reported with its error and left out;
+- steady-state time per call: the sides interleaved in rounds in one
+  process after warm-up calls (benchlib.interleaved), the median;
+- peak memory: in a fresh process per side (warm caches), once the model
+  and inputs exist and two calls have run: "heap", the peak rise of the
+  bytes allocated with malloc and friends during three calls
+  (bench/peakheap.c, preloaded; PyTorch's CPU allocator, eager's and the
+  buffers Inductor's generated code allocates, all come from
+  posix_memalign; each process checks that a 64 MiB tensor counts 64 MiB),
+  and "RSS", the peak rise of the resident set. What the compiled
+  backend's programs keep between calls for reuse (arenas, recycled output
+  blocks) is released before the measured calls, so that it counts as
+  memory a call needs, as Inductor's buffers, allocated per call, do;
+- cold compile: from ``torch.compile(...)`` to the first result in a fresh
+  process (after one eager call, which both sides then share: torch's own
+  one-time set-up): Inductor with a new, empty TORCHINDUCTOR_CACHE_DIR and
+  its FX graph and AOTAutograd caches off; compiled against a new daemon
+  with an empty --cache-dir and an empty client code cache
+  (COMPILED_CODE_CACHE). Imports the compile needs (torch._inductor,
+  compiled) are part of it on both sides.
+
+Then the ratios, with the targets printed next to them (not asserted):
+compiled vs Inductor speed (Inductor's time / compiled's; geomean >= 1.2x,
+no case below 0.9x), peak heap compiled/Inductor (<= 1), cold compile
+compiled/Inductor (<= 0.5); and what the compiled backend's graphs are made
+of: generated kernels, library calls (extern) and fallbacks (ATen
+operators without a lowering, by name), and what runs (native code or the
+ATen program, compiled.choice).
+
+Run from the repository root after `make` (one run takes tens of minutes):
+
+    .venv/bin/python bench/models.py [--only NAME,...] [--seconds S]
+        [--no-memory] [--no-cold]
 """
 
+import json
 import math
 import os
+import shutil
 import sys
+import tempfile
 import time
+import traceback
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import benchlib  # noqa: E402
 
 import torch  # noqa: E402
-
-import compiled  # noqa: E402
 
 
 # ---- the cases: name -> builder() returning (callable, inputs) ----
@@ -154,51 +172,55 @@ def build(name):
     return CASES[name]()
 
 
-# ---- one case in a fresh process: peak memory, and time alone ----
+# ---- the sides in fresh processes: peak memory, cold compile ----
 
-def memory_main(name, mode, server, seconds):
+TOLERANCE = 1e-3   # largest difference relative to eager's largest magnitude
+
+
+def memory_main(name, mode, server):
     torch.set_num_threads(2)
+    benchlib.check_peakheap()
     state = {}
 
     def setup():
         state["model"], state["inputs"] = build(name)
+        state["fn"] = benchlib.compile_side(mode, state["model"], server)
 
     def run(_):
         with torch.no_grad():
-            if mode == "eager-captured" and "captured" not in state:
-                # the same process state as the compiled case: the model was
-                # captured, compiled and run once (capture leaves glibc's heap
-                # with free holes that later allocations fault back in)
-                cf = compiled.compile(state["model"], state["inputs"], server=server)
-                cf(*state["inputs"])
-                del cf
-                state["captured"] = True
-            if mode == "compiled":
-                if "cf" not in state:
-                    state["cf"] = compiled.compile(state["model"], state["inputs"],
-                                                   server=server)
-                out = state["cf"](*state["inputs"])
-            else:
-                out = state["model"](*state["inputs"])
+            out = state["fn"](*state["inputs"])
         del out
 
     def release(_):
-        # the compiled function keeps its arena and output blocks between
-        # calls: count them as memory a call needs, as eager's temporaries
         if mode == "compiled":
-            state["cf"].release_memory()
+            benchlib.release_backend_memory()
 
-    mem = benchlib.measure_peak(setup, run, release=release)
-    # Time per call with this process to itself: in the interleaved
-    # measurement eager and compiled share one allocator, whose state (what
-    # glibc keeps, trims or maps afresh) each changes for the other.
-    alone = benchlib.time_calls(lambda: run(None), min_seconds=seconds)
-    print(json_line(dict(mem, alone_s=alone)))
+    # two calls first: the compile, and the compiled backend's first calls
+    # (its choice between native code and the ATen program is recorded by
+    # the main process in the shared code cache: it runs the winner)
+    mem = benchlib.measure_peak(setup, run, release=release, warmup=2)
+    print(json.dumps(mem))
 
 
-def json_line(d):
-    import json
-    return json.dumps(d)
+def cold_main(name, mode, server):
+    """From torch.compile(...) to the first result, in this new process
+    whose caches the parent emptied."""
+    torch.set_num_threads(2)
+    model, inputs = build(name)
+    out = {}
+    with torch.no_grad():
+        ref = model(*inputs)   # torch's one-time set-up, for both sides
+        try:
+            t0 = time.perf_counter()
+            fn = benchlib.compile_side(mode, model, server)
+            result = fn(*inputs)
+            out["cold_s"] = time.perf_counter() - t0
+            out["err"] = compare(result, ref)
+        except Exception as e:  # reported by the parent, not a crash
+            out["error"] = benchlib.error_text(e)
+    if mode == "inductor":
+        out["caches"] = benchlib.inductor_cache_state()
+    print(json.dumps(out))
 
 
 # ---- the benchmark ----
@@ -206,81 +228,221 @@ def json_line(d):
 def compare(out, ref):
     outs = out if isinstance(out, (tuple, list)) else (out,)
     refs = ref if isinstance(ref, (tuple, list)) else (ref,)
+    if len(outs) != len(refs):
+        return float("inf")
     worst = 0.0
     for o, r in zip(outs, refs):
         if isinstance(r, torch.Tensor):
+            if not isinstance(o, torch.Tensor) or o.shape != r.shape:
+                return float("inf")
             err = (o.double() - r.double()).abs().max().item() if r.numel() else 0.0
             scale = r.double().abs().max().item() if r.numel() else 1.0
             worst = max(worst, err / max(scale, 1e-12))
     return worst
 
 
+def dynamo_graphs():
+    from torch._dynamo.utils import counters
+    return counters["stats"]["unique_graphs"]
+
+
+def fmt(x, spec):
+    return "-" if x is None or (isinstance(x, float) and math.isnan(x)) else format(x, spec)
+
+
+def ratio(a, b):
+    return a / b if a is not None and b is not None and b > 0 else None
+
+
 def main():
     args = benchlib.case_arguments(__doc__.splitlines()[0], 4.0)
     if args.memory_case:
-        memory_main(args.memory_case, args.mode, args.server, args.seconds / 2)
+        memory_main(args.memory_case, args.mode, args.server)
+        return
+    if args.cold_case:
+        cold_main(args.cold_case, args.mode, args.server)
         return
     torch.set_num_threads(2)
     names = [n for n in CASES if not args.only or n in args.only.split(",")]
-    rows, speedups, alone_speedups, heap_ratios = [], [], [], []
-    print(f"torch {torch.__version__}, {torch.get_num_threads()} threads; "
-          f"BLAS: {'OpenBLAS' if 'openblas' in open('/proc/self/maps').read() else 'other'}")
-    with benchlib.Daemon() as d:
-        for name in names:
-            model, inputs = build(name)
+    unknown = set(args.only.split(",")) - set(CASES) - {""}
+    if unknown:
+        raise SystemExit(f"unknown case(s) {', '.join(sorted(unknown))}; known: {', '.join(CASES)}")
+    run_dir = tempfile.mkdtemp(prefix="compiled-bench-models-")
+    # this run's caches, inherited by the memory processes (warm there);
+    # set before Inductor is imported, which reads them
+    os.environ.update(benchlib.inductor_env(os.path.join(run_dir, "inductor")))
+    os.environ["COMPILED_CODE_CACHE"] = os.path.join(run_dir, "code")
+    # every compile of this run's models is a new torch.compile: the cases
+    # must not run into Dynamo's limit and silently run eagerly
+    torch._dynamo.config.recompile_limit = 64
+    print(f"{benchlib.machine_line()}; "
+          f"Inductor caches: {benchlib.inductor_cache_state()}")
+    results, problems = [], []
+    try:
+        with benchlib.Daemon() as d:
+            for name in names:
+                r = run_case(name, d.address, args)
+                results.append(r)
+                problems += r["problems"]
+                print(f"  {name}: compiled vs Inductor {fmt(r['vs_inductor'], '.2f')}x",
+                      file=sys.stderr, flush=True)
+    finally:
+        shutil.rmtree(run_dir, ignore_errors=True)
+    report(results, problems, args)
+
+
+def run_case(name, server, args):
+    r = {"name": name, "problems": [], "ms": {}, "err": {}, "heap": {}, "rss": {},
+         "cold": {}, "graphs": {}}
+    model, inputs = build(name)
+    with torch.no_grad():
+        ref = model(*inputs)
+    fns = {"eager": lambda: model(*inputs)}
+    mark = benchlib.backend_mark()
+    for side in ("inductor", "compiled", "compiled.compile"):
+        g0 = dynamo_graphs()
+        try:
             with torch.no_grad():
-                ref = model(*inputs)
-                t0 = time.perf_counter()
-                cf = compiled.compile(model, inputs, server=d.address)
-                out = cf(*inputs)
-                first = time.perf_counter() - t0
-                err = compare(out, ref)
-                eager_s, comp_s = benchlib.interleaved(
-                    [lambda: model(*inputs), lambda: cf(*inputs)], seconds=args.seconds)
-            s = cf.summary()
-            speed = eager_s / comp_s
-            speedups.append(speed)
-            heap_e = heap_c = rss_e = rss_k = rss_c = alone = float("nan")
-            if not args.no_memory:
-                def side(mode, seconds=args.seconds, heap=True):
-                    """One fresh process measuring this case (memory_main)."""
-                    return benchlib.subprocess_json(
-                        [__file__, "--memory-case", name, "--mode", mode, "--server", d.address,
-                         "--seconds", str(seconds)], heap=heap)
-                je, jc = side("eager"), side("compiled")
-                jk = side("eager-captured", seconds=0, heap=False)
-                heap_e, heap_c = je["heap_mib"], jc["heap_mib"]
-                rss_e, rss_k, rss_c = je["rss_mib"], jk["rss_mib"], jc["rss_mib"]
-                heap_ratios.append(heap_c / heap_e if heap_e > 0 else 1.0)
-                (e1, e2), (c1, c2) = benchlib.alone_runs(side, first=(je, jc))
-                alone = (e1["alone_s"] + e2["alone_s"]) / (c1["alone_s"] + c2["alone_s"])
-                alone_speedups.append(alone)
-            rows.append([name, f"{eager_s * 1e3:.2f}", f"{comp_s * 1e3:.2f}", f"{speed:.2f}x",
-                         f"{alone:.2f}x",
-                         f"{first:.2f}", f"{heap_e:.1f}", f"{heap_c:.1f}",
-                         f"{rss_e:.0f}", f"{rss_k:.0f}", f"{rss_c:.0f}",
-                         f"{s.get('kernels', 0)}/{s.get('extern', 0)}/{s.get('fallback', 0)}",
-                         f"{err:.1e}", s.get("runs", "?")])
-            print(f"  {name}: {speed:.2f}x", file=sys.stderr, flush=True)
-            del cf, model, inputs, out, ref
-    print(benchlib.table(rows, ["case", "eager ms", "compiled ms", "speedup",
-                                "speedup alone", "first call s",
-                                "eager heap MiB", "compiled heap MiB",
-                                "eager RSS MiB", "eager RSS after capture",
-                                "compiled RSS MiB",
-                                "kernels/extern/fallback", "max rel err", "runs"]))
-    print(f"geomean speedup: {benchlib.geomean(speedups):.2f}x over {len(speedups)} cases; "
-          f"slowest {min(speedups):.2f}x (eager and compiled interleaved in one process)")
-    if heap_ratios:
-        below = sum(r <= 1.0 for r in heap_ratios)
-        near = sum(1.0 < r <= 1.001 for r in heap_ratios)
-        print(f"peak heap memory: compiled at most eager's in {below} of {len(heap_ratios)} "
-              f"cases, above by at most 0.1% in {near} (a call's own Python objects), "
-              f"largest ratio {max(heap_ratios):.4f}")
-    if alone_speedups:
-        print(f"geomean speedup alone: {benchlib.geomean(alone_speedups):.2f}x; slowest "
-              f"{min(alone_speedups):.2f}x (each in fresh processes of its own, eager, "
-              f"compiled, compiled, eager)")
+                if side == "compiled.compile":
+                    import compiled
+                    f = compiled.compile(model, inputs, server=server)
+                else:
+                    f = benchlib.compile_side(side, model, server)
+                out = f(*inputs)
+        except Exception as e:
+            r["problems"].append(f"{name}: {side} failed: {benchlib.error_text(e)}")
+            traceback.print_exc()
+            continue
+        r["graphs"][side] = dynamo_graphs() - g0
+        err = r["err"][side] = compare(out, ref)
+        if not err <= TOLERANCE:
+            r["problems"].append(f"{name}: {side}'s output is WRONG: max rel err {err:.2e} "
+                                 f"(tolerance {TOLERANCE:.0e})")
+        fns[side] = (lambda f=f: f(*inputs))
+        del out
+    with torch.no_grad():
+        times = benchlib.interleaved(list(fns.values()), seconds=args.seconds)
+    r["ms"] = {side: t * 1e3 for side, t in zip(fns, times)}
+    r["backend"] = benchlib.backend_graphs(mark)
+    r["vs_inductor"] = ratio(r["ms"].get("inductor"), r["ms"].get("compiled"))
+    del fns, model, inputs, ref
+    torch._dynamo.reset()
+    me = os.path.abspath(__file__)
+    if not args.no_memory:
+        for side in benchlib.SIDES:
+            if side != "eager" and side not in r["graphs"]:
+                continue
+            try:
+                j = benchlib.subprocess_json([me, "--memory-case", name, "--mode", side,
+                                              "--server", server], heap=True, timeout=1800)
+                r["heap"][side], r["rss"][side] = j["heap_mib"], j["rss_mib"]
+            except Exception as e:
+                r["problems"].append(f"{name}: {side}'s memory process failed: "
+                                     f"{benchlib.error_text(e)}")
+    if not args.no_cold:
+        for side in ("inductor", "compiled"):
+            tmp = tempfile.mkdtemp(prefix=f"compiled-bench-cold-{side}-")
+            try:
+                if side == "inductor":
+                    env = benchlib.inductor_env(tmp, caches=False)
+                    j = benchlib.subprocess_json([me, "--cold-case", name, "--mode", side],
+                                                 env=env, timeout=1800)
+                    caches = j.get("caches", {})
+                    if caches.get("fx_graph_cache") or caches.get("autograd_cache") or \
+                            caches.get("cache_dir") != os.path.abspath(tmp):
+                        r["problems"].append(f"{name}: Inductor's cold process had caches on: "
+                                             f"{caches}")
+                else:
+                    with benchlib.Daemon() as cold:   # an empty --cache-dir
+                        j = benchlib.subprocess_json(
+                            [me, "--cold-case", name, "--mode", side, "--server", cold.address],
+                            env={"COMPILED_CODE_CACHE": tmp}, timeout=1800)
+            except Exception as e:
+                j = {"error": benchlib.error_text(e)}
+            finally:
+                shutil.rmtree(tmp, ignore_errors=True)
+            if "error" in j:
+                r["problems"].append(f"{name}: {side}'s cold compile failed: {j['error']}")
+                continue
+            r["cold"][side] = j["cold_s"]
+            if not j["err"] <= TOLERANCE:
+                r["problems"].append(f"{name}: {side}'s output in the cold process is WRONG: "
+                                     f"max rel err {j['err']:.2e}")
+    return r
+
+
+def report(results, problems, args):
+    rows = []
+    for r in results:
+        ms, err = r["ms"], r["err"]
+        rows.append([r["name"], fmt(ms.get("eager"), ".2f"), fmt(ms.get("inductor"), ".2f"),
+                     fmt(ms.get("compiled"), ".2f"), fmt(ms.get("compiled.compile"), ".2f"),
+                     fmt(r["vs_inductor"], ".2f") + ("x" if r["vs_inductor"] else ""),
+                     fmt(ratio(ms.get("eager"), ms.get("inductor")), ".2f"),
+                     fmt(ratio(ms.get("eager"), ms.get("compiled")), ".2f"),
+                     f"{r['graphs'].get('inductor', '-')}/{r['graphs'].get('compiled', '-')}",
+                     fmt(err.get("inductor"), ".1e"), fmt(err.get("compiled"), ".1e"),
+                     fmt(err.get("compiled.compile"), ".1e")])
+    print()
+    print("time per call (ms, median, interleaved in one process); speed ratios are "
+          "time / time")
+    print(benchlib.table(rows, ["case", "eager", "Inductor", "compiled", "compiled.compile",
+                                "compiled vs Inductor", "Inductor vs eager",
+                                "compiled vs eager", "Dynamo graphs I/c",
+                                "max rel err Inductor", "compiled", "compiled.compile"]))
+    if not args.no_memory or not args.no_cold:
+        rows = []
+        for r in results:
+            h, s, c = r["heap"], r["rss"], r["cold"]
+            rows.append([r["name"], fmt(h.get("eager"), ".1f"), fmt(h.get("inductor"), ".1f"),
+                         fmt(h.get("compiled"), ".1f"),
+                         fmt(ratio(h.get("compiled"), h.get("inductor")), ".3f"),
+                         fmt(s.get("eager"), ".0f"), fmt(s.get("inductor"), ".0f"),
+                         fmt(s.get("compiled"), ".0f"),
+                         fmt(c.get("inductor"), ".1f"), fmt(c.get("compiled"), ".1f"),
+                         fmt(ratio(c.get("compiled"), c.get("inductor")), ".2f")])
+        print()
+        print("peak memory of three calls (MiB above the state after two; fresh process per "
+              "side) and cold compile (s, torch.compile to first result, fresh process, "
+              "empty caches)")
+        print(benchlib.table(rows, ["case", "heap eager", "heap Inductor", "heap compiled",
+                                    "heap compiled/Inductor", "RSS eager", "RSS Inductor",
+                                    "RSS compiled", "cold Inductor s", "cold compiled s",
+                                    "cold compiled/Inductor"]))
+    print()
+    print("compiled backend graphs (kernels/extern/fallback; runs: native code or the ATen "
+          "program, compiled.choice):")
+    for r in results:
+        if "backend" in r:
+            print(f"  {r['name']}: {benchlib.describe_graphs(r['backend'])}")
+    print()
+    speed = [r["vs_inductor"] for r in results if r["vs_inductor"]]
+    if speed:
+        g = benchlib.geomean(speed)
+        slowest = min(speed)
+        worst = min((r for r in results if r["vs_inductor"]), key=lambda r: r["vs_inductor"])
+        print(f"compiled vs Inductor speed: geomean {g:.2f}x over {len(speed)} cases "
+              f"(target >= 1.2x: {benchlib.target_mark(g >= 1.2)}); slowest {slowest:.2f}x "
+              f"({worst['name']}; target: none below 0.9x: {benchlib.target_mark(slowest >= 0.9)})")
+    heap = [ratio(r["heap"].get("compiled"), r["heap"].get("inductor")) for r in results]
+    heap = [x for x in heap if x is not None]
+    if heap:
+        below = sum(x <= 1.0 for x in heap)
+        print(f"peak heap compiled/Inductor: at most 1 in {below} of {len(heap)} cases, "
+              f"geomean {benchlib.geomean(heap):.3f}, largest {max(heap):.3f} "
+              f"(target <= 1 in every case: {benchlib.target_mark(below == len(heap))})")
+    cold = [ratio(r["cold"].get("compiled"), r["cold"].get("inductor")) for r in results]
+    cold = [x for x in cold if x is not None]
+    if cold:
+        g = benchlib.geomean(cold)
+        print(f"cold compile compiled/Inductor: geomean {g:.2f}, largest {max(cold):.2f} "
+              f"(target <= 0.5: {benchlib.target_mark(g <= 0.5)} for the geomean, "
+              f"{sum(x <= 0.5 for x in cold)} of {len(cold)} cases)")
+    if problems:
+        print()
+        print("!!! PROBLEMS (outputs that differ from eager, sides that failed):")
+        for p in problems:
+            print("!!!   " + p)
 
 
 if __name__ == "__main__":

@@ -1,67 +1,64 @@
-#!/usr/bin/env python3
-"""One training step, compiled vs eager PyTorch: `make bench-train`.
+"""One training step, eager vs Inductor vs compiled: `make bench-train`.
 
-Not a test. Starts a daemon with an empty cache; for each case builds the
-model twice from the same seed (train mode), compiles one copy with
-compiled.compile (a compiled forward and a compiled backward,
-docs/training.md), and times one training step on each, interleaved in
-the same process (median), with 2 threads:
+Not a test. For each case (train mode, 2 threads) the model is built once
+from a fixed seed and copied, one copy per side:
 
-    opt.zero_grad(set_to_none=True); loss_fn(model(x)).backward(); opt.step()
+- eager: the model itself;
+- Inductor: ``torch.compile(model)`` (torch's default backend, default
+  options);
+- compiled: ``torch.compile(model, backend="compiled", options={"server":
+  ...})``: AOTAutograd's forward and backward graphs compiled by the daemon;
 
-(SGD, momentum 0.9; the loss is computed eagerly from the model's output).
-It also profiles one eager step and prints the share of its time spent in
-matrix products and convolutions ("eager in BLAS/conv"); 1 / share
-("bound") is the most compiling the rest could gain with the library calls
-at eager's speed. Compiled convolutions are the same oneDNN calls as
-eager's; float32 matrix products are oneDNN's sgemm where the CPU has
-AVX-512 (docs/codegen.md, "Matrix products through oneDNN"), about twice
-the speed of eager's OpenBLAS on AMD's AVX-512 CPUs, so the models whose
-steps are mostly products go past that bound (COMPILED_DNNL=0 measures
-without it).
-Before timing it checks the two copies agree: the first step's loss and
-every parameter's gradient, compiled with ``eager_random=True`` so that
-dropout draws eager's masks (the timed function draws its own, the
-default) (per parameter, the largest difference relative
-to the gradient's largest magnitude; the median and the largest over the
-parameters are printed). Rounding differences can move a ReLU input that
-is within rounding of 0 to the other side (resnet18: one element of a
-200,000-element activation at 6e-6), which changes that element's gradient
-and shows in the largest error of the parameters it reaches. The peak memory of five steps after two
-warm-up steps is measured in a fresh process per side: "heap" is the peak rise of
-the bytes allocated with malloc (bench/peakheap.c, preloaded), what the
-steps need, with the compiled function's reusable memory (arenas, output
-blocks) released before measuring so that it counts.
+and one training step of each is timed, the three interleaved in rounds in
+one process (benchlib.interleaved, median), on the same inputs:
 
-The same processes then time steps with the process to itself ("alone"),
-as a training job runs one side: in the interleaved measurement eager and
-compiled share glibc's allocator, whose thresholds for mapping memory
-afresh and trimming the heap rise with the largest block freed so far
-(compiling frees large ones), so eager's step finds its memory still
-mapped; alone, with glibc's defaults, eager's step maps much of its
-memory afresh (thousands of minor page faults a step, printed). Fresh
-processes cannot be interleaved, so each side runs in two, in the order
-eager, compiled, compiled, eager, which cancels a steady drift. The alone pair is measured
-twice: with glibc's defaults, and with GLIBC_TUNABLES set so that glibc
-keeps freed memory on both sides (KEEP_FREED), eager's best case.
+    opt.zero_grad(set_to_none=True); loss_fn(fn(x)).backward(); opt.step()
+
+(SGD, momentum 0.9; the loss and the optimizer step are eager on every
+side, only the model is compiled). The cases: resnet18 at batch 8
+(torchvision's, or its rewrite in tests/python/visionmodels.py where
+torchvision is not installed: the same network and weights), a
+TransformerEncoderLayer and an MLP with dropout.
+
+Before timing, each compiled side's first step is checked against eager's
+from identical states: the loss and every parameter's gradient (per
+parameter, the largest difference relative to the eager gradient's largest
+magnitude; the median and the largest over the parameters are printed).
+Models with dropout are checked with copies compiled to draw eager's
+random numbers (Inductor's fallback_random, the compiled backend's
+eager_random); the timed copies draw their own, as each backend does by
+default. Rounding differences can move a ReLU input within rounding of 0
+to the other side, which changes that element's gradient and shows in the
+largest error of the parameters it reaches; a loss or a median gradient
+error above TOLERANCE is flagged WRONG.
+
+Also printed: the share of an eager step spent in matrix products and
+convolutions ("eager in BLAS/conv"), which every side calls as library
+code, and the peak memory of five steps after two warm-up steps in a fresh
+process per side ("heap": the peak rise of the bytes allocated with malloc,
+bench/peakheap.c preloaded; the compiled backend's reusable memory is
+released first so that it counts); the compiled backend's graphs
+(kernels/extern/fallback, the fallback operators by name, what runs); and
+the geometric mean of compiled vs Inductor (Inductor's step time /
+compiled's; target >= 1.1x, printed, not asserted).
 
 Run from the repository root after `make`:
 
-    /usr/bin/python3 bench/train.py [--only NAME,...] [--seconds S] [--no-memory]
+    .venv/bin/python bench/train.py [--only NAME,...] [--seconds S] [--no-memory]
 """
 
 import copy
+import json
 import os
-import resource
+import shutil
 import sys
-import time
+import tempfile
+import traceback
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import benchlib  # noqa: E402
 
 import torch  # noqa: E402
-
-import compiled  # noqa: E402
 
 F = torch.nn.functional
 
@@ -114,22 +111,42 @@ def make_step(fn, model, x, loss_fn):
     return step
 
 
-# glibc settings under which freed memory stays with the process (no
-# allocation below 32 MiB is mapped afresh, the heap is not trimmed below
-# 1 GiB): eager's steps then fault no memory back in, as in the
-# interleaved measurement.
-KEEP_FREED = "glibc.malloc.mmap_threshold=33554432:glibc.malloc.trim_threshold=1073741824"
+TOLERANCE = 1e-3   # loss and median gradient error, relative
 
 
-def memory_main(name, mode, server, seconds):
+def has_dropout(model):
+    return any(isinstance(m, torch.nn.Dropout) or
+               (isinstance(m, torch.nn.MultiheadAttention) and m.dropout > 0)
+               for m in model.modules())
+
+
+def compile_for_check(side, model, server):
+    """``model`` compiled by ``side`` to draw eager's random numbers."""
+    if side == "compiled":
+        return torch.compile(model, backend="compiled",
+                             options={"server": server, "eager_random": True})
+    return torch.compile(model)   # run under config.patch(fallback_random=True)
+
+
+def first_step(fn, x, loss_fn):
+    """One forward and backward from seed 1 (eager's dropout masks where
+    the side draws them); Inductor compiles its backward lazily, so both
+    run under fallback_random."""
+    with torch._inductor.config.patch(fallback_random=True):
+        torch.manual_seed(1)
+        loss = loss_fn(fn(x))
+        loss.backward()
+    return loss.item()
+
+
+def memory_main(name, mode, server):
     torch.set_num_threads(2)
+    benchlib.check_peakheap()
     state = {}
 
     def setup():
         model, x, loss_fn = build(name)
-        fn = model
-        if mode == "compiled":
-            fn = state["cf"] = compiled.compile(model, (x,), server=server)
+        fn = benchlib.compile_side(mode, model, server)
         state["step"] = make_step(fn, model, x, loss_fn)
 
     def run(_):
@@ -137,36 +154,16 @@ def memory_main(name, mode, server, seconds):
 
     def release(_):
         if mode == "compiled":
-            state["cf"].release_memory()
+            benchlib.release_backend_memory()
 
-    # two warm-up steps: eager's first step leaves state (about 8 KiB for
-    # the MLP) that its second frees, which would count against compiled
+    # two warm-up steps: the compile, and state an eager step leaves for
+    # the next one to free (about 8 KiB for the MLP)
     mem = benchlib.measure_peak(setup, run, calls=5, release=release, warmup=2)
-    # Time per step with this process to itself (the module docstring);
-    # minor page faults per step show memory mapped afresh. Two steps
-    # first: the memory measurement trimmed the heap (malloc_trim), so
-    # both sides fault their memory back in once.
-    for _ in range(2):
-        state["step"]()
-    f0 = resource.getrusage(resource.RUSAGE_SELF).ru_minflt
-    steps = []
-
-    def timed():
-        state["step"]()
-        steps.append(1)
-    alone = benchlib.time_calls(timed, min_seconds=seconds, min_calls=3, warmup=0)
-    faults = (resource.getrusage(resource.RUSAGE_SELF).ru_minflt - f0) / len(steps)
-    print(json_line(dict(mem, alone_s=alone, faults=faults)))
+    print(json.dumps(mem))
 
 
-def json_line(d):
-    import json
-    return json.dumps(d)
-
-
-# Library calls both sides make (compiled code calls the same ATen kernels
-# for matrix products and convolutions): their share of an eager step
-# bounds what compiling the rest can gain.
+# Library calls every side makes (matrix products and convolutions): their
+# share of an eager step bounds what compiling the rest can gain.
 LIBRARY_OPS = {"aten::mkldnn_convolution", "aten::convolution_backward", "aten::addmm",
                "aten::mm", "aten::bmm", "aten::baddbmm", "aten::_convolution",
                "aten::thnn_conv2d", "aten::_slow_conv2d_forward",
@@ -189,7 +186,8 @@ def library_share(step):
 
 def grad_errors(a, b):
     """Per parameter, the largest difference of the two gradients relative
-    to the eager gradient's largest magnitude; returns (median, max)."""
+    to the eager gradient's largest magnitude (b is eager's); returns
+    (median, max)."""
     errs = []
     for (name, p), (_, q) in zip(a.named_parameters(), b.named_parameters()):
         if p.grad is None or q.grad is None:
@@ -201,104 +199,132 @@ def grad_errors(a, b):
     return errs[len(errs) // 2], errs[-1]
 
 
+def fmt(x, spec):
+    return "-" if x is None else format(x, spec)
+
+
+def run_case(name, server, args):
+    r = {"name": name, "problems": [], "ms": {}, "check": {}, "heap": {}}
+    base, x, loss_fn = build(name)
+    copies = {side: copy.deepcopy(base) for side in benchlib.SIDES}
+    # eager's first step, the reference (its gradients stay for the check)
+    ref_model = copy.deepcopy(base)
+    loss_e = first_step(ref_model, x, loss_fn)
+    dropout = has_dropout(base)
+    steps = {"eager": make_step(copies["eager"], copies["eager"], x, loss_fn)}
+    mark = None
+    for side in ("inductor", "compiled"):
+        try:
+            check_model = copy.deepcopy(base)
+            check = compile_for_check(side, check_model, server) if dropout else \
+                benchlib.compile_side(side, check_model, server)
+            loss_c = first_step(check, x, loss_fn)
+            loss_err = abs(loss_c - loss_e) / max(abs(loss_e), 1e-12)
+            g_med, g_max = grad_errors(check_model, ref_model)
+            r["check"][side] = (loss_err, g_med, g_max)
+            if not (loss_err <= TOLERANCE and g_med <= TOLERANCE):
+                r["problems"].append(f"{name}: {side}'s first step is WRONG: loss rel err "
+                                     f"{loss_err:.1e}, gradients' median rel err {g_med:.1e} "
+                                     f"(tolerance {TOLERANCE:.0e})")
+            del check, check_model
+            model = copies[side]
+            if side == "compiled":
+                mark = benchlib.backend_mark()   # the timed copy's graphs, not the check's
+            fn = benchlib.compile_side(side, model, server)
+            steps[side] = make_step(fn, model, x, loss_fn)
+        except Exception as e:
+            r["problems"].append(f"{name}: {side} failed: {benchlib.error_text(e)}")
+            traceback.print_exc()
+    times = benchlib.interleaved(list(steps.values()), seconds=args.seconds)
+    r["ms"] = {side: t * 1e3 for side, t in zip(steps, times)}
+    r["backend"] = benchlib.backend_graphs(mark) if mark is not None else []
+    ind, comp = r["ms"].get("inductor"), r["ms"].get("compiled")
+    r["vs_inductor"] = ind / comp if ind and comp else None
+    r["share"] = library_share(make_step(ref_model, ref_model, x, loss_fn))
+    del steps, copies, ref_model, base
+    torch._dynamo.reset()
+    if not args.no_memory:
+        for side in benchlib.SIDES:
+            if side != "eager" and side not in r["ms"]:
+                continue
+            try:
+                j = benchlib.subprocess_json([os.path.abspath(__file__), "--memory-case", name,
+                                              "--mode", side, "--server", server], heap=True)
+                r["heap"][side] = j["heap_mib"]
+            except Exception as e:
+                r["problems"].append(f"{name}: {side}'s memory process failed: "
+                                     f"{benchlib.error_text(e)}")
+    return r
+
+
 def main():
     args = benchlib.case_arguments(__doc__.splitlines()[0], 6.0)
     if args.memory_case:
-        memory_main(args.memory_case, args.mode, args.server, args.seconds / 2)
+        memory_main(args.memory_case, args.mode, args.server)
         return
     torch.set_num_threads(2)
     names = [n for n in CASES if not args.only or n in args.only.split(",")]
-    rows, speedups, heap_ratios = [], [], []
-    alone_rows, alone_speedups, tuned_speedups = [], [], []
-    print(f"torch {torch.__version__}, {torch.get_num_threads()} threads; "
-          f"BLAS: {'OpenBLAS' if 'openblas' in open('/proc/self/maps').read() else 'other'}")
-    with benchlib.Daemon() as d:
-        for name in names:
-            model, x, loss_fn = build(name)
-            twin = copy.deepcopy(model)
-            t0 = time.perf_counter()
-            cf = compiled.compile(model, (x,), server=d.address)
-            compile_s = time.perf_counter() - t0
-            # The first step from identical states: same loss, same gradients,
-            # with eager's dropout masks (eager_random; the timed function
-            # draws its own: docs/training.md).
-            check = compiled.compile(model, (x,), server=d.address, eager_random=True)
-            torch.manual_seed(1)
-            loss_c = loss_fn(check(x))
-            loss_c.backward()
-            torch.manual_seed(1)
-            loss_e = loss_fn(twin(x))
-            loss_e.backward()
-            loss_err = abs(loss_c.item() - loss_e.item()) / max(abs(loss_e.item()), 1e-12)
-            g_med, g_max = grad_errors(model, twin)
-            del check
-            s = cf.summary()
-            b = s.get("backward", {})
-            eager_s, comp_s = benchlib.interleaved(
-                [make_step(twin, twin, x, loss_fn), make_step(cf, model, x, loss_fn)],
-                seconds=args.seconds)
-            speed = eager_s / comp_s
-            speedups.append(speed)
-            share = library_share(make_step(twin, twin, x, loss_fn))
-            heap_e = heap_c = float("nan")
-            if not args.no_memory:
-                def side(mode, env=None):
-                    """One fresh process measuring this case (memory_main)."""
-                    return benchlib.subprocess_json(
-                        [__file__, "--memory-case", name, "--mode", mode, "--server", d.address,
-                         "--seconds", str(args.seconds)], heap=True, env=env)
+    unknown = set(args.only.split(",")) - set(CASES) - {""}
+    if unknown:
+        raise SystemExit(f"unknown case(s) {', '.join(sorted(unknown))}; known: {', '.join(CASES)}")
+    run_dir = tempfile.mkdtemp(prefix="compiled-bench-train-")
+    os.environ.update(benchlib.inductor_env(os.path.join(run_dir, "inductor")))
+    os.environ["COMPILED_CODE_CACHE"] = os.path.join(run_dir, "code")
+    torch._dynamo.config.recompile_limit = 64
+    print(f"{benchlib.machine_line()}; "
+          f"resnet18 from {benchlib.vision_models().__name__}")
+    results = []
+    try:
+        with benchlib.Daemon() as d:
+            for name in names:
+                r = run_case(name, d.address, args)
+                results.append(r)
+                print(f"  {name}: compiled vs Inductor {fmt(r['vs_inductor'], '.2f')}x",
+                      file=sys.stderr, flush=True)
+    finally:
+        shutil.rmtree(run_dir, ignore_errors=True)
+    rows = []
+    for r in results:
+        ms, ck, h = r["ms"], r["check"], r["heap"]
+        e = ms.get("eager")
 
-                def alone(env=None, first=None):
-                    """Per side, (seconds, page faults) per step in
-                    processes of its own (benchlib.alone_runs)."""
-                    runs = benchlib.alone_runs(lambda mode: side(mode, env), first)
-                    return [((a["alone_s"] + b["alone_s"]) / 2, (a["faults"] + b["faults"]) / 2)
-                            for a, b in runs]
-                je, jc = side("eager"), side("compiled")
-                heap_e, heap_c = je["heap_mib"], jc["heap_mib"]
-                heap_ratios.append(heap_c / heap_e if heap_e > 0 else 1.0)
-                (e_s, e_f), (c_s, c_f) = alone(first=(je, jc))
-                (et_s, et_f), (ct_s, ct_f) = alone(env={"GLIBC_TUNABLES": KEEP_FREED})
-                alone_speedups.append(e_s / c_s)
-                tuned_speedups.append(et_s / ct_s)
-                alone_rows.append([name, f"{e_s * 1e3:.1f}", f"{c_s * 1e3:.1f}",
-                                   f"{e_s / c_s:.2f}x", f"{e_f:.0f}", f"{c_f:.0f}",
-                                   f"{et_s * 1e3:.1f}", f"{ct_s * 1e3:.1f}",
-                                   f"{et_s / ct_s:.2f}x", f"{et_f:.0f}", f"{ct_f:.0f}"])
-            rows.append([name, f"{eager_s * 1e3:.1f}", f"{comp_s * 1e3:.1f}", f"{speed:.2f}x",
-                         f"{share * 100:.0f}%", f"{1 / share:.2f}x",
-                         f"{compile_s:.1f}", f"{heap_e:.4f}", f"{heap_c:.4f}",
-                         f"{s.get('kernels', 0)}/{s.get('extern', 0)}/{s.get('fallback', 0)}",
-                         f"{b.get('kernels', 0)}/{b.get('extern', 0)}/{b.get('fallback', 0)}",
-                         f"{loss_err:.1e}", f"{g_med:.1e}", f"{g_max:.1e}"])
-            print(f"  {name}: {speed:.2f}x", file=sys.stderr, flush=True)
-            del cf, model, twin
-    print(benchlib.table(rows, ["case", "eager ms", "compiled ms", "speedup",
-                                "eager in BLAS/conv", "bound", "compile s",
-                                "eager heap MiB", "compiled heap MiB",
-                                "fw kernels/extern/fallback", "bw kernels/extern/fallback",
-                                "loss rel err", "grad rel err median", "max"]))
-    print(f"geomean speedup: {benchlib.geomean(speedups):.2f}x over {len(speedups)} cases; "
-          f"slowest {min(speedups):.2f}x (one step: forward, backward, SGD; eager and "
-          f"compiled interleaved in one process)")
-    if heap_ratios:
-        below = sum(r <= 1.0 for r in heap_ratios)
-        near = sum(1.0 < r <= 1.001 for r in heap_ratios)
-        print(f"peak heap memory: compiled at most eager's in {below} of {len(heap_ratios)} "
-              f"cases, above by at most 0.1% in {near} (a step's own Python objects vary "
-              f"by a few hundred bytes from run to run), largest ratio {max(heap_ratios):.4f}")
-    if alone_rows:
+        def check(side):
+            c = ck.get(side)
+            return "-" if c is None else f"{c[0]:.0e}/{c[1]:.0e}/{c[2]:.0e}"
+        rows.append([r["name"], fmt(e, ".1f"), fmt(ms.get("inductor"), ".1f"),
+                     fmt(ms.get("compiled"), ".1f"),
+                     fmt(r["vs_inductor"], ".2f") + ("x" if r["vs_inductor"] else ""),
+                     fmt(e / ms["inductor"] if "inductor" in ms else None, ".2f"),
+                     fmt(e / ms["compiled"] if "compiled" in ms else None, ".2f"),
+                     f"{r['share'] * 100:.0f}%",
+                     fmt(h.get("eager"), ".1f"), fmt(h.get("inductor"), ".1f"),
+                     fmt(h.get("compiled"), ".1f"), check("inductor"), check("compiled")])
+    print()
+    print("one training step (forward, backward, SGD), ms, median, the sides interleaved in "
+          "one process; speed ratios are time / time")
+    print(benchlib.table(rows, ["case", "eager", "Inductor", "compiled", "compiled vs Inductor",
+                                "Inductor vs eager", "compiled vs eager", "eager in BLAS/conv",
+                                "heap MiB eager", "Inductor", "compiled",
+                                "check Inductor loss/grad med/max", "check compiled"]))
+    print()
+    print("compiled backend graphs (kernels/extern/fallback; runs: native code or the ATen "
+          "program):")
+    for r in results:
+        print(f"  {r['name']}: {benchlib.describe_graphs(r['backend'])}")
+    print()
+    speed = [r["vs_inductor"] for r in results if r["vs_inductor"]]
+    if speed:
+        g = benchlib.geomean(speed)
+        print(f"compiled vs Inductor, one training step: geomean {g:.2f}x over {len(speed)} "
+              f"cases, slowest {min(speed):.2f}x (target: geomean >= 1.1x: "
+              f"{benchlib.target_mark(g >= 1.1)})")
+    problems = [p for r in results for p in r["problems"]]
+    if problems:
         print()
-        print(benchlib.table(alone_rows, [
-            "alone: case", "eager ms", "compiled ms", "speedup", "eager faults/step",
-            "compiled faults/step", "tuned: eager ms", "compiled ms", "speedup",
-            "eager faults/step", "compiled faults/step"]))
-        print(f"geomean speedup alone: {benchlib.geomean(alone_speedups):.2f}x, slowest "
-              f"{min(alone_speedups):.2f}x; with glibc keeping freed memory on both sides "
-              f"(GLIBC_TUNABLES={KEEP_FREED}): "
-              f"{benchlib.geomean(tuned_speedups):.2f}x, slowest {min(tuned_speedups):.2f}x "
-              f"(each side in fresh processes of its own, eager, compiled, compiled, eager, "
-              f"as a training job runs one; faults: minor page faults, memory mapped afresh)")
+        print("!!! PROBLEMS (steps that differ from eager, sides that failed):")
+        for p in problems:
+            print("!!!   " + p)
+
 
 if __name__ == "__main__":
     main()

@@ -5,8 +5,10 @@
  * graphs: besides the bytes it keeps, per entry, a few named 32-byte "parts"
  * (the daemon stores the key's component digests there, so a miss can be
  * explained by finding entries that share a part), the compile time the
- * entry saves, its size, when it was created and last used, and its hit
- * count.
+ * entry saves, its size, when it was created and last used, its hit
+ * count, and a label for people (a name, a file and line, a host: text the
+ * store only keeps; it is written when the entry is put and never changes
+ * on a hit).
  *
  * Integrity. Artifacts are stored compressed (zstd) with the SHA-256 digest
  * of the uncompressed bytes. Every read decompresses and checks the digest; a
@@ -97,6 +99,22 @@ typedef struct cache_sig {
   char key_id[CACHE_SIG_KEY_MAX];
 } cache_sig;
 
+/* What an entry is called, for people (cache_put_entry). Strings are
+ * NUL-terminated within their arrays; all empty and line 0: no label. The
+ * store keeps the text as given; the daemon decides what it may hold. */
+#define CACHE_LABEL_NAME_MAX 256  /* bytes of name, NUL excluded */
+#define CACHE_LABEL_FILE_MAX 1024 /* bytes of file */
+#define CACHE_LABEL_HOST_MAX 255  /* bytes of host */
+typedef struct cache_label {
+  char name[CACHE_LABEL_NAME_MAX + 1]; /* a program's name */
+  char file[CACHE_LABEL_FILE_MAX + 1]; /* its source file */
+  int32_t line;                        /* its line there; 0: unknown */
+  char host[CACHE_LABEL_HOST_MAX + 1]; /* the host that sent it */
+} cache_label;
+
+/* Whether a label says anything (a field non-empty or a line). */
+bool cache_label_present(const cache_label *l);
+
 /* What the store knows about an entry. */
 typedef struct cache_info {
   uint8_t key[CACHE_KEY_LEN];
@@ -111,6 +129,7 @@ typedef struct cache_info {
   uint8_t digest[CACHE_KEY_LEN]; /* SHA-256 of the artifact */
   bool is_signed;                /* stored with a signature */
   cache_sig sig;                 /* when is_signed */
+  cache_label label;             /* as stored; all empty: none */
 } cache_info;
 
 typedef struct cache_stats {
@@ -172,6 +191,22 @@ int cache_put_signed(cache_conn *c, const uint8_t key[CACHE_KEY_LEN],
                      const cache_part *parts, int nparts, const uint8_t *data,
                      size_t len, uint64_t compile_us, const cache_sig *sig,
                      cache_error *err);
+
+/* Everything cache_put_entry stores beside the artifact. */
+typedef struct cache_meta {
+  const cache_part *parts;  /* nparts named digests (NULL when 0) */
+  int nparts;               /* at most CACHE_MAX_PARTS */
+  uint64_t compile_us;      /* what a hit saves */
+  const cache_sig *sig;     /* NULL: unsigned */
+  const cache_label *label; /* NULL or empty: no label */
+} cache_meta;
+
+/* cache_put with everything: parts, signature and label as in `m`. A
+ * signature as for cache_put_signed; a label string that is not
+ * terminated within its array, or a negative line, is CACHE_EINVAL. */
+int cache_put_entry(cache_conn *c, const uint8_t key[CACHE_KEY_LEN],
+                    const uint8_t *data, size_t len, const cache_meta *m,
+                    cache_error *err);
 
 /* Removes one entry; CACHE_EMISS if absent. *freed (if not NULL) gets the
  * stored bytes released. */

@@ -26,6 +26,7 @@
  */
 #include "cache/internal.h"
 
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -48,6 +49,19 @@ static void col_fixed(sqlite3_stmt *st, int i, uint8_t *out, size_t n) {
   memset(out, 0, n);
   if (p)
     memcpy(out, p, len < n ? len : n);
+}
+
+/* Copies a TEXT column into a fixed buffer of cap bytes, NUL-terminated
+ * (cut when longer, which only a database edited by hand holds; NULL:
+ * empty). */
+static void col_text(sqlite3_stmt *st, int i, char *out, size_t cap) {
+  const unsigned char *t = sqlite3_column_text(st, i);
+  size_t len = t ? (size_t)sqlite3_column_bytes(st, i) : 0;
+  if (len >= cap)
+    len = cap - 1;
+  if (len)
+    memcpy(out, t, len);
+  out[len] = '\0';
 }
 
 /* First bytes of a key in hex, for messages. */
@@ -77,6 +91,12 @@ int64_t cache__row_info(sqlite3_stmt *st, cache_info *info) {
     memcpy(info->sig.key_id, kid, (size_t)kidlen);
     info->sig.key_id[kidlen] = '\0';
   }
+  cache_label *l = &info->label;
+  col_text(st, 11, l->name, sizeof l->name);
+  col_text(st, 12, l->file, sizeof l->file);
+  sqlite3_int64 line = sqlite3_column_int64(st, 13);
+  l->line = line > 0 && line <= INT32_MAX ? (int32_t)line : 0;
+  col_text(st, 14, l->host, sizeof l->host);
   return sqlite3_column_int64(st, 0);
 }
 
@@ -306,10 +326,12 @@ static int evict_to_cap(cache_conn *c, int64_t keep, uint64_t *evicted,
 }
 
 /* The body of a put's transaction. */
-static int put_rows(cache_conn *c, const uint8_t *key, const cache_part *parts,
-                    int nparts, const uint8_t *digest, size_t len,
-                    const uint8_t *z, size_t zlen, uint64_t compile_us,
-                    const cache_sig *sig, uint64_t *evicted, cache_error *err) {
+static int put_rows(cache_conn *c, const uint8_t *key, const cache_meta *m,
+                    const uint8_t *digest, size_t len, const uint8_t *z,
+                    size_t zlen, uint64_t *evicted, cache_error *err) {
+  const cache_sig *sig = m->sig;
+  const cache_label *label =
+      m->label && cache_label_present(m->label) ? m->label : NULL;
   sqlite3_stmt *st = cache__stmt(c, CACHE__STMT_ENTRY_DELETE_KEY, err);
   if (!st)
     return err ? err->code : CACHE_EIO;
@@ -323,8 +345,9 @@ static int put_rows(cache_conn *c, const uint8_t *key, const cache_part *parts,
   sqlite3_bind_blob(st, 2, digest, CACHE_KEY_LEN, SQLITE_STATIC);
   sqlite3_bind_int64(st, 3, (sqlite3_int64)len);
   sqlite3_bind_int64(st, 4, (sqlite3_int64)zlen);
-  sqlite3_bind_int64(
-      st, 5, compile_us > INT64_MAX ? INT64_MAX : (sqlite3_int64)compile_us);
+  sqlite3_bind_int64(st, 5,
+                     m->compile_us > INT64_MAX ? INT64_MAX
+                                               : (sqlite3_int64)m->compile_us);
   sqlite3_bind_int64(st, 6, cache__now_ms());
   if (sig) {
     sqlite3_bind_blob(st, 7, sig->mac, CACHE_SIG_LEN, SQLITE_STATIC);
@@ -332,6 +355,12 @@ static int put_rows(cache_conn *c, const uint8_t *key, const cache_part *parts,
   } else {
     sqlite3_bind_null(st, 7);
     sqlite3_bind_null(st, 8);
+  }
+  if (label) { /* unbound parameters are NULL: no label */
+    sqlite3_bind_text(st, 9, label->name, -1, SQLITE_STATIC);
+    sqlite3_bind_text(st, 10, label->file, -1, SQLITE_STATIC);
+    sqlite3_bind_int(st, 11, label->line);
+    sqlite3_bind_text(st, 12, label->host, -1, SQLITE_STATIC);
   }
   if ((rc = cache__step_done(c, st, "inserting an entry", err)) != 0)
     return rc;
@@ -344,12 +373,12 @@ static int put_rows(cache_conn *c, const uint8_t *key, const cache_part *parts,
   sqlite3_clear_bindings(st); /* drop the pointer to z */
   if (rc != 0)
     return rc;
-  for (int i = 0; i < nparts; i++) {
+  for (int i = 0; i < m->nparts; i++) {
     if (!(st = cache__stmt(c, CACHE__STMT_PART_INSERT, err)))
       return err ? err->code : CACHE_EIO;
     sqlite3_bind_int64(st, 1, id);
-    sqlite3_bind_text(st, 2, parts[i].name, -1, SQLITE_STATIC);
-    sqlite3_bind_blob(st, 3, parts[i].digest, CACHE_KEY_LEN, SQLITE_STATIC);
+    sqlite3_bind_text(st, 2, m->parts[i].name, -1, SQLITE_STATIC);
+    sqlite3_bind_blob(st, 3, m->parts[i].digest, CACHE_KEY_LEN, SQLITE_STATIC);
     if ((rc = cache__step_done(c, st, "storing a part", err)) != 0)
       return rc;
   }
@@ -367,15 +396,56 @@ int cache_put_signed(cache_conn *c, const uint8_t key[CACHE_KEY_LEN],
                      const cache_part *parts, int nparts, const uint8_t *data,
                      size_t len, uint64_t compile_us, const cache_sig *sig,
                      cache_error *err) {
-  if (!c || !key || (!data && len > 0))
+  cache_meta m = {
+      .parts = parts, .nparts = nparts, .compile_us = compile_us, .sig = sig};
+  return cache_put_entry(c, key, data, len, &m, err);
+}
+
+bool cache_label_present(const cache_label *l) {
+  return l->name[0] || l->file[0] || l->host[0] || l->line != 0;
+}
+
+/* A label's strings end within their arrays and its line is not negative:
+ * whatever the caller's buffers held, the store writes bounded text. */
+static int check_label(const cache_label *l, cache_error *err) {
+  static const struct {
+    const char *name;
+    size_t offset, size;
+  } fields[] = {
+      {"name", offsetof(cache_label, name), sizeof l->name},
+      {"file", offsetof(cache_label, file), sizeof l->file},
+      {"host", offsetof(cache_label, host), sizeof l->host},
+  };
+  for (size_t i = 0; i < sizeof fields / sizeof fields[0]; i++) {
+    const char *p = (const char *)l + fields[i].offset;
+    if (!memchr(p, '\0', fields[i].size))
+      return cache__errorf(err, CACHE_EINVAL,
+                           "cache_put: the label's %s is longer than %zu "
+                           "bytes",
+                           fields[i].name, fields[i].size - 1);
+  }
+  if (l->line < 0)
+    return cache__errorf(err, CACHE_EINVAL,
+                         "cache_put: the label's line is negative (%d)",
+                         (int)l->line);
+  return 0;
+}
+
+int cache_put_entry(cache_conn *c, const uint8_t key[CACHE_KEY_LEN],
+                    const uint8_t *data, size_t len, const cache_meta *m,
+                    cache_error *err) {
+  if (!c || !key || !m || (!data && len > 0))
     return cache__errorf(err, CACHE_EINVAL, "cache_put: NULL argument");
+  const cache_sig *sig = m->sig;
   if (sig && (!sig->key_id[0] ||
               strnlen(sig->key_id, CACHE_SIG_KEY_MAX) == CACHE_SIG_KEY_MAX))
     return cache__errorf(err, CACHE_EINVAL,
                          "cache_put: the signature's key id is empty or "
                          "longer than %d bytes",
                          CACHE_SIG_KEY_MAX - 1);
-  int rc = check_parts(parts, nparts, err);
+  int rc = check_parts(m->parts, m->nparts, err);
+  if (rc == 0 && m->label)
+    rc = check_label(m->label, err);
   if (rc != 0)
     return rc;
   if (len > (size_t)INT64_MAX)
@@ -398,8 +468,7 @@ int cache_put_signed(cache_conn *c, const uint8_t key[CACHE_KEY_LEN],
   uint64_t evicted = 0;
   rc = cache__begin_write(c, err);
   if (rc == 0) {
-    rc = put_rows(c, key, parts, nparts, digest, len, z, zlen, compile_us, sig,
-                  &evicted, err);
+    rc = put_rows(c, key, m, digest, len, z, zlen, &evicted, err);
     if (rc == 0)
       rc = cache__commit_write(c, err);
     else

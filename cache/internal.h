@@ -13,6 +13,8 @@
  *             the transaction that flushes it.
  *   entry.c   the operations on entries and failures (get, put, evict, list,
  *             find, fail, verify).
+ *   explore.c what the explorer reads and keeps: entries page by page in
+ *             several orders, the request an entry was compiled from.
  *
  * Time. Rows keep milliseconds (created_ms, last_used_ms) so that ordering by
  * recency and the failure TTL are exact within a second; the API speaks unix
@@ -33,14 +35,15 @@
 #include "cache/cache.h"
 
 /* The schema version this code writes; see the migrations in store.c. */
-#define CACHE__SCHEMA_VERSION 2
+#define CACHE__SCHEMA_VERSION 4
 
 /* The columns that describe an entry, in the order cache__row_info reads
  * them (the blob, when a statement has it, comes after). */
 #define CACHE__INFO_COLS                                                       \
   "e.id, e.key, e.digest, e.size, e.stored_size, e.compile_us, "               \
-  "e.created_ms, e.last_used_ms, e.hits, e.sig, e.sig_key"
-#define CACHE__INFO_NCOLS 11
+  "e.created_ms, e.last_used_ms, e.hits, e.sig, e.sig_key, "                   \
+  "e.label_name, e.label_file, e.label_line, e.label_host"
+#define CACHE__INFO_NCOLS 15
 
 /* Every statement a connection runs, prepared once on first use and kept
  * for the life of the connection. X(NAME, SQL). */
@@ -61,9 +64,11 @@
   X(ENTRY_DELETE_KEY, "DELETE FROM entries WHERE key = ?1")                    \
   X(ENTRY_INSERT,                                                              \
     "INSERT INTO entries (key, digest, size, stored_size, compile_us, "        \
-    "created_ms, last_used_ms, hits, priority, sig, sig_key) "                 \
+    "created_ms, last_used_ms, hits, priority, sig, sig_key, label_name, "     \
+    "label_file, label_line, label_host) "                                     \
     "VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?6, 0, "                                  \
-    "(SELECT clock FROM state WHERE id = 1) + ?5 * 1.0 / max(?4, 1), ?7, ?8)") \
+    "(SELECT clock FROM state WHERE id = 1) + ?5 * 1.0 / max(?4, 1), ?7, ?8, " \
+    "?9, ?10, ?11, ?12)")                                                      \
   X(BLOB_INSERT, "INSERT INTO blobs (id, data) VALUES (?1, ?2)")               \
   X(PART_INSERT,                                                               \
     "INSERT INTO parts (entry, name, digest) VALUES (?1, ?2, ?3)")             \

@@ -130,6 +130,28 @@ static const char *const migrations[] = {
      * version 1 are unsigned. */
     "ALTER TABLE entries ADD COLUMN sig BLOB;"
     "ALTER TABLE entries ADD COLUMN sig_key TEXT;",
+    /* 2 -> 3: labels (what people call an entry: a name, a source file and
+     * line, a host); entries of version 2 have none (NULLs). Adding
+     * columns with no default rewrites no row, so this is instant on a
+     * cache of any size. */
+    "ALTER TABLE entries ADD COLUMN label_name TEXT;"
+    "ALTER TABLE entries ADD COLUMN label_file TEXT;"
+    "ALTER TABLE entries ADD COLUMN label_line INTEGER;"
+    "ALTER TABLE entries ADD COLUMN label_host TEXT;",
+    /* 3 -> 4: the request each entry was compiled from, for the explorer
+     * (cache/explore.h): one zstd frame with its digest, and a short JSON
+     * summary. Dropped with its entry; kept apart from the artifacts' cap,
+     * under a budget of its own. */
+    "CREATE TABLE sources ("
+    "  id INTEGER PRIMARY KEY REFERENCES entries (id) ON DELETE CASCADE,"
+    "  digest BLOB NOT NULL,"
+    "  size INTEGER NOT NULL,"
+    "  stored_size INTEGER NOT NULL,"
+    "  created_ms INTEGER NOT NULL,"
+    "  summary TEXT NOT NULL,"
+    "  data BLOB NOT NULL"
+    ");"
+    "CREATE INDEX sources_by_time ON sources (created_ms);",
 };
 
 _Static_assert(sizeof migrations / sizeof migrations[0] ==

@@ -39,6 +39,7 @@ int gc_native_lower(gc_native *n, gc_arena *a, const gc_functional *f,
   n->ir.blas = be && gc_target_has(be->target, "blas");
   n->ir.dnnl = be && gc_target_has(be->target, "dnnl") &&
                gc_target_has(be->target, "avx512f");
+  n->ir.fma = be && gc_target_has(be->target, "fma");
   int rc = gc_lower(&n->ir, f, &n->stats, err);
   return rc ? rc : verify(n, be, "lower", err);
 }

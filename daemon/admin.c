@@ -16,6 +16,7 @@
 #include "compiler/pipeline.h"
 #include "compiler/wire.h"
 #include "daemon/daemon.h"
+#include "daemon/label.h"
 #include "daemon/log.h"
 
 #define FETCH_DEFAULT_CHUNK (1u << 20)
@@ -124,6 +125,7 @@ static Compiled__V1__EntryInfo *entry_info(gc_arena *a, const cache_info *i) {
   e->created = i->created;
   e->last_used = i->last_used;
   e->hits = i->hits;
+  e->label = label_message(a, &i->label); /* NULL: none stored */
   return e;
 }
 
@@ -443,6 +445,7 @@ out:
 
 typedef struct nearest {
   const gc_key *key;
+  const uint8_t *exclude; /* an entry never chosen (may be NULL) */
   cache_info best;
   int best_diff; /* components that differ; INT_MAX before the first */
   bool found;
@@ -467,6 +470,8 @@ static int differing(const gc_key *k, const cache_info *i, const char **names) {
 
 static int consider(const cache_info *info, void *arg) {
   nearest *nr = arg;
+  if (nr->exclude && !memcmp(info->key, nr->exclude, GC_DIGEST_LEN))
+    return 0;
   int diff = differing(nr->key, info, NULL);
   if (!nr->found || diff < nr->best_diff) {
     nr->best = *info;
@@ -474,6 +479,19 @@ static int consider(const cache_info *info, void *arg) {
     nr->found = true;
   }
   return 0;
+}
+
+int daemon_nearest(cache_conn *conn, const gc_key *key, const uint8_t *exclude,
+                   cache_info *best, const char **names) {
+  nearest nr = {.key = key, .exclude = exclude};
+  cache_error cerr;
+  if (conn)
+    cache_find_by_part(conn, "graph", key->part[GC_KEY_GRAPH], 1000, consider,
+                       &nr, &cerr);
+  if (!nr.found)
+    return -1;
+  *best = nr.best;
+  return differing(key, &nr.best, names);
 }
 
 static void handle_explain(srv_call *c) {
@@ -534,14 +552,11 @@ static void handle_explain(srv_call *c) {
     resp.nearest = entry_info(a, &info);
     snprintf(summary, sizeof summary, "hit: %.16s is cached", hex);
   } else {
-    nearest nr = {.key = &key};
-    if (conn)
-      cache_find_by_part(conn, "graph", key.part[GC_KEY_GRAPH], 1000, consider,
-                         &nr, &cerr);
-    if (nr.found) {
-      int n = differing(&key, &nr.best, names);
+    cache_info best;
+    int n = daemon_nearest(conn, &key, NULL, &best, names);
+    if (n >= 0) {
       resp.has_nearest = 1;
-      resp.nearest = entry_info(a, &nr.best);
+      resp.nearest = entry_info(a, &best);
       resp.n_differing = (size_t)n;
       resp.differing = (char **)names;
       size_t used =

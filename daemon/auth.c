@@ -13,7 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define HASH_LEN 32
+#define HASH_LEN AUTH_DIGEST_LEN
 #define NAME_LEN 64
 
 typedef struct entry {
@@ -205,6 +205,11 @@ int auth_count(auth *a) {
   return n;
 }
 
+void auth_token_digest(const char *token, size_t len,
+                       unsigned char out[AUTH_DIGEST_LEN]) {
+  digest(token, len, out);
+}
+
 auth_role auth_check(auth *a, const char *value, size_t len, char *name,
                      size_t namelen) {
   static const char scheme[] = "Bearer ";
@@ -213,6 +218,11 @@ auth_role auth_check(auth *a, const char *value, size_t len, char *name,
     return AUTH_NONE;
   uint8_t h[HASH_LEN];
   digest(value + sl, len - sl, h);
+  return auth_check_digest(a, h, name, namelen);
+}
+
+auth_role auth_check_digest(auth *a, const unsigned char h[AUTH_DIGEST_LEN],
+                            char *name, size_t namelen) {
   auth_role role = AUTH_NONE;
   pthread_rwlock_rdlock(&a->mu);
   for (int i = 0; i < a->t.n; i++) /* every entry: no early exit */

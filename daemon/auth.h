@@ -55,6 +55,15 @@ int auth_reload(auth *a, const char *path, char *err, size_t errlen);
 auth_role auth_check(auth *a, const char *value, size_t len, char *name,
                      size_t namelen);
 
+/* The SHA-256 of a token (what the table keeps), and the role of the
+ * token with that digest: for the explorer's sessions (daemon/explorer.c),
+ * which keep a token's digest, never the token. */
+#define AUTH_DIGEST_LEN 32
+void auth_token_digest(const char *token, size_t len,
+                       unsigned char out[AUTH_DIGEST_LEN]);
+auth_role auth_check_digest(auth *a, const unsigned char d[AUTH_DIGEST_LEN],
+                            char *name, size_t namelen);
+
 /* Number of tokens in the table. */
 int auth_count(auth *a);
 

@@ -34,6 +34,8 @@
 #include "compiler/pipeline.h"
 #include "compiler/wire.h"
 #include "daemon/daemon.h"
+#include "daemon/label.h"
+#include "daemon/explorer.h"
 #include "daemon/log.h"
 
 #define COMPILE_PATH "/compiled.v1.Compiler/Compile"
@@ -81,6 +83,8 @@ struct flight {
   bool denied;            /* ... and it was not there */
   bool lease;             /* this daemon holds the cluster's lease */
   int64_t lease_renewed;  /* when (monotonic us) */
+  cache_label label;      /* the owner's: stored with the entry */
+  const Compiled__V1__CompileRequest *msg; /* the request (in the arena) */
 };
 
 /* A request between the completion-queue thread and the loop. */
@@ -98,7 +102,11 @@ typedef struct request {
   gc_target target; /* the client's (strings in the arena or the daemon's) */
   bool force;
   uint64_t max_inline;
-  gc_compiled prep; /* validate/key timings */
+  gc_compiled prep;  /* validate/key timings */
+  cache_label label; /* what the client calls the graph (label.h) */
+  /* the request as unpacked (in the arena), kept beside the entry for the
+   * explorer */
+  const Compiled__V1__CompileRequest *msg;
 } request;
 
 void daemon_hex(const uint8_t *digest, char *out) {
@@ -152,10 +160,40 @@ void daemon_finish_graph_error(srv_call *c, int code, const gc_error *err) {
   srv_finish_bin(c, status_of(code), err->msg, "compiled-error-bin", &ge.base);
 }
 
-static void log_done(srv_call *c, const char *hex, const char *outcome,
-                     int status, int64_t validate_us, int64_t key_us,
-                     int64_t queue_us, int64_t compile_us, uint64_t bytes,
-                     const char *error) {
+/* Logs a Compile request's end, and records it for the explorer with its
+ * key's components (`key`, may be NULL) and its compile's stages (`out`,
+ * may be NULL). */
+static void log_done_ex(srv_call *c, const char *hex, const gc_key *key,
+                        const gc_compiled *out, const char *outcome, int status,
+                        int64_t validate_us, int64_t key_us, int64_t queue_us,
+                        int64_t compile_us, uint64_t bytes, const char *error) {
+  daemon_ctx *d = srv_call_user(c);
+  recent_req rr;
+  memset(&rr, 0, sizeof rr);
+  snprintf(rr.peer, sizeof rr.peer, "%s",
+           srv_call_peer(c) ? srv_call_peer(c) : "");
+  snprintf(rr.who, sizeof rr.who, "%s", d->auth ? srv_call_who(c) : "");
+  rr.has_key = hex && gc_digest_parse(hex, rr.key) == 0;
+  if (key) {
+    rr.has_parts = true;
+    memcpy(rr.parts, key->part, sizeof rr.parts);
+  }
+  snprintf(rr.outcome, sizeof rr.outcome, "%s", outcome);
+  rr.status = status;
+  rr.total_us = srv_call_age_us(c);
+  rr.validate_us = validate_us;
+  rr.key_us = key_us;
+  rr.queue_us = queue_us;
+  rr.compile_us = compile_us;
+  rr.bytes = bytes;
+  for (int i = 0; out && i < out->ntimings && i < RECENT_STAGES; i++) {
+    rr.stages[i].name = out->timings[i].stage;
+    rr.stages[i].micros = out->timings[i].micros;
+    rr.nstages = i + 1;
+  }
+  snprintf(rr.error, sizeof rr.error, "%s", error ? error : "");
+  recent_add(&d->recent, &rr);
+
   log_req r = {.method = "Compile",
                .key = hex,
                .outcome = outcome,
@@ -169,6 +207,14 @@ static void log_done(srv_call *c, const char *hex, const char *outcome,
                .bytes = bytes,
                .error = error};
   log_request(&r);
+}
+
+static void log_done(srv_call *c, const char *hex, const char *outcome,
+                     int status, int64_t validate_us, int64_t key_us,
+                     int64_t queue_us, int64_t compile_us, uint64_t bytes,
+                     const char *error) {
+  log_done_ex(c, hex, NULL, NULL, outcome, status, validate_us, key_us,
+              queue_us, compile_us, bytes, error);
 }
 
 static void sha256(const uint8_t *data, size_t len,
@@ -361,7 +407,8 @@ static bool try_hot(daemon_ctx *d, srv_call *c, const gc_key *key,
    * priority), batched by its touch flusher. */
   if (d->cache)
     cache_touch(d->cache, key->key);
-  log_done(c, hex, "hit", 0, validate_us, key_us, -1, -1, h.size, NULL);
+  log_done_ex(c, hex, key, NULL, "hit", 0, validate_us, key_us, -1, -1, h.size,
+              NULL);
   if (h.size <= max_inline) {
     send_slice(c, h.response);
   } else {
@@ -410,8 +457,7 @@ static void request_end(request *r) {
   srv_call_unref(c);
 }
 
-/* Options from the request; an unknown enum value is refused. */
-static int read_options(const Compiled__V1__CompileOptions *po, gc_options *o,
+int daemon_read_options(const Compiled__V1__CompileOptions *po, gc_options *o,
                         bool *force, gc_error *err) {
   gc_options_default(o);
   *force = false;
@@ -468,8 +514,13 @@ int daemon_read_target(daemon_ctx *d, gc_arena *a,
     return gc_errorf(err, GC_ELIMIT,
                      "target.arch is longer than %d bytes, the limit",
                      DAEMON_TARGET_MAX_NAME);
-  if (pt->arch && *pt->arch)
+  /* A target naming its architecture carries its whole ISA list: none is
+   * the architecture's baseline (COMPILED_TARGET=x86-64 reports no
+   * feature), not the daemon's features. */
+  if (pt->arch && *pt->arch) {
     t->arch = pt->arch;
+    t->isa = "";
+  }
   if (pt->n_isa) {
     char *isa = gc_arena_alloc(a, len);
     if (!isa)
@@ -537,8 +588,9 @@ static bool try_cache(daemon_ctx *d, request *r) {
                   .compile_us = (int64_t)info.compile_us,
                   .timings = r->prep.timings,
                   .ntimings = r->prep.ntimings};
-    log_done(r->call, r->hex, "hit", 0, r->prep.timings[0].micros,
-             r->prep.timings[1].micros, -1, -1, len, NULL);
+    log_done_ex(r->call, r->hex, &r->key, NULL, "hit", 0,
+                r->prep.timings[0].micros, r->prep.timings[1].micros, -1, -1,
+                len, NULL);
     send_result(r->call, &res);
     hot_remember(d, &r->key, r->hex, data, len, info.digest,
                  info.is_signed ? &info.sig : NULL, (int64_t)info.compile_us);
@@ -640,9 +692,11 @@ static void decode_and_answer(request *r) {
   gc_error err;
   gc_error_clear(&err);
   gc_target *target = &r->target;
-  int rc = read_options(req->options, &r->opts, &r->force, &err);
+  int rc = daemon_read_options(req->options, &r->opts, &r->force, &err);
   if (!rc)
     rc = daemon_read_target(d, r->arena, req->target, target, &err);
+  if (!rc)
+    rc = label_read(req->label, &r->label, &err);
   if (!rc)
     rc = gc_prepare(r->arena, req->graph, &d->limits, &r->opts, target,
                     &r->graph, &r->key, &r->prep, &err);
@@ -652,6 +706,7 @@ static void decode_and_answer(request *r) {
     goto done;
   }
   gc_digest_hex(r->key.key, r->hex);
+  r->msg = req;
   r->max_inline =
       req->max_inline_bytes ? req->max_inline_bytes : d->cfg.max_inline_bytes;
   if (!r->force) {
@@ -899,8 +954,9 @@ static void add_waiter(flight *f, request *r, bool owner) {
 /* Ends a miss that will not be compiled (loop thread). */
 static void refuse_miss(request *r, const char *outcome, grpc_status_code code,
                         const char *msg) {
-  log_done(r->call, r->hex, outcome, code, r->prep.timings[0].micros,
-           r->prep.timings[1].micros, -1, -1, 0, msg);
+  log_done_ex(r->call, r->hex, &r->key, NULL, outcome, code,
+              r->prep.timings[0].micros, r->prep.timings[1].micros, -1, -1, 0,
+              msg);
   srv_finish(r->call, code, msg);
   request_end(r);
 }
@@ -981,9 +1037,12 @@ static void submit_on_loop(void *arg) {
   f->len = r->len;
   r->arena = NULL;
   f->graph = r->graph;
+  f->msg = r->msg;
   f->opts = r->opts;
   f->target = r->target;
   f->force = r->force;
+  f->label = r->label; /* an entry keeps the label of the request that
+                          stored it; joiners' labels are not kept */
   atomic_init(&f->no_compile, read_only);
   atomic_init(&f->refs, 1); /* the flight list */
   atomic_init(&f->abandoned, false);
@@ -1265,11 +1324,17 @@ static void run_flight(uv_work_t *work) {
     atomic_fetch_add(&d->stats.l2_hits, 1);
     cache_part parts[GC_KEY_NCOMPONENTS];
     key_parts(f, parts);
-    if (conn &&
-        cache_put_signed(conn, f->key, parts, GC_KEY_NCOMPONENTS,
-                         f->out.artifact, f->out.len, (uint64_t)f->out.micros,
-                         f->is_signed ? &f->sig : NULL, &cerr) == 0)
+    /* Redis holds no label: the copy here gets this request's */
+    cache_meta meta = {.parts = parts,
+                       .nparts = GC_KEY_NCOMPONENTS,
+                       .compile_us = (uint64_t)f->out.micros,
+                       .sig = f->is_signed ? &f->sig : NULL,
+                       .label = &f->label};
+    if (conn && cache_put_entry(conn, f->key, f->out.artifact, f->out.len,
+                                &meta, &cerr) == 0) {
       f->stored = true;
+      explorer_keep(d, conn, f->key, f->msg, NULL);
+    }
     hot_remember(d, &f->fullkey, f->hex, f->out.artifact, f->out.len, f->digest,
                  f->is_signed ? &f->sig : NULL, f->out.micros);
     goto out;
@@ -1318,12 +1383,17 @@ static void run_flight(uv_work_t *work) {
     if (d->l2 && l2_put(d->l2, f->key, f->out.artifact, f->out.len, f->digest,
                         sig, (uint64_t)f->out.micros) == 0)
       atomic_fetch_add(&d->stats.l2_puts, 1);
-    if (conn && cache_put_signed(conn, f->key, parts, GC_KEY_NCOMPONENTS,
-                                 f->out.artifact, f->out.len,
-                                 (uint64_t)f->out.micros, sig, &cerr) == 0) {
+    cache_meta meta = {.parts = parts,
+                       .nparts = GC_KEY_NCOMPONENTS,
+                       .compile_us = (uint64_t)f->out.micros,
+                       .sig = sig,
+                       .label = &f->label};
+    if (conn && cache_put_entry(conn, f->key, f->out.artifact, f->out.len,
+                                &meta, &cerr) == 0) {
       f->stored = true;
       hot_remember(d, &f->fullkey, f->hex, f->out.artifact, f->out.len,
                    f->digest, sig, f->out.micros);
+      explorer_keep(d, conn, f->key, f->msg, &f->out);
     } else
 
       LOG(LOG_WARN, "storing %s failed: %s", f->hex,
@@ -1399,8 +1469,9 @@ static void deliver_on_loop(void *arg) {
                "'%s' has role '%s'",
                f->hex, srv_call_who(w->call),
                auth_role_name((auth_role)srv_call_role(w->call)));
-      log_done(w->call, f->hex, "refused-role", GRPC_STATUS_PERMISSION_DENIED,
-               w->validate_us, w->key_us, -1, -1, 0, msg);
+      log_done_ex(w->call, f->hex, &f->fullkey, NULL, "refused-role",
+                  GRPC_STATUS_PERMISSION_DENIED, w->validate_us, w->key_us, -1,
+                  -1, 0, msg);
       srv_finish(w->call, GRPC_STATUS_PERMISSION_DENIED, msg);
     } else if (f->rc == 0) {
       gc_timing tim[GC_MAX_STAGES + 2];
@@ -1427,17 +1498,20 @@ static void deliver_on_loop(void *arg) {
                     .compile_us = f->out.micros,
                     .timings = tim,
                     .ntimings = nt};
-      log_done(w->call, f->hex,
-               served == COMPILED__V1__SERVED__SERVED_COMPILED ? "compiled"
-               : served == COMPILED__V1__SERVED__SERVED_JOINED ? "joined"
-               : served == COMPILED__V1__SERVED__SERVED_L2_HIT ? "l2-hit"
-                                                               : "hit",
-               0, w->validate_us, w->key_us, queue_us, f->out.micros,
-               f->out.len, NULL);
+      log_done_ex(w->call, f->hex, &f->fullkey,
+                  served == COMPILED__V1__SERVED__SERVED_COMPILED ? &f->out
+                                                                  : NULL,
+                  served == COMPILED__V1__SERVED__SERVED_COMPILED ? "compiled"
+                  : served == COMPILED__V1__SERVED__SERVED_JOINED ? "joined"
+                  : served == COMPILED__V1__SERVED__SERVED_L2_HIT ? "l2-hit"
+                                                                  : "hit",
+                  0, w->validate_us, w->key_us, queue_us, f->out.micros,
+                  f->out.len, NULL);
       send_result(w->call, &res);
     } else {
-      log_done(w->call, f->hex, "failed", (int)status_of(f->rc), w->validate_us,
-               w->key_us, queue_us, -1, 0, f->err.msg);
+      log_done_ex(w->call, f->hex, &f->fullkey, NULL, "failed",
+                  (int)status_of(f->rc), w->validate_us, w->key_us, queue_us,
+                  -1, 0, f->err.msg);
       daemon_finish_graph_error(w->call, f->rc, &f->err);
     }
     srv_call_unref(w->call);

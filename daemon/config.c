@@ -165,6 +165,16 @@ static const opt opts[] = {
      "close an HTTP connection of --metrics-listen whose request\n"
      "                            is not in this long after it connected (or\n"
      "                            after its previous answer) (default 10)"},
+    {"explorer", T_BOOL, F(explorer), 0, NULL,
+     "serve the compile explorer's pages (/explorer/) and JSON API\n"
+     "                            (/api/) on --metrics-listen, behind the\n"
+     "                            tokens of --tokens (default on)"},
+    {"explorer-keep-bytes", T_SIZE, F(explorer_keep_bytes), 0, "SIZE",
+     "disk for the requests kept beside cache entries (the graphs\n"
+     "                            the explorer shows), compressed; the oldest\n"
+     "                            go first; 0 keeps none (default 256M)"},
+    {"explorer-keep-max", T_SIZE, F(explorer_keep_max), 0, "SIZE",
+     "largest request kept for the explorer (default 64M)"},
     {"redis", T_STR, F(redis), sizeof(((config *)0)->redis), "URL",
      "shared cache tier: redis[s]://[user:password@]host:port[/db];\n"
      "                            daemons on one Redis compile each graph\n"
@@ -424,6 +434,9 @@ static void defaults(config *c) {
   c->idle_timeout = 120;
   c->tls_handshake_timeout = 10;
   c->metrics_timeout = 10;
+  c->explorer = true;
+  c->explorer_keep_bytes = (uint64_t)256 << 20;
+  c->explorer_keep_max = (uint64_t)64 << 20;
   c->keepalive = 60;
   c->grace_seconds = 30;
   c->native = true;

@@ -64,6 +64,9 @@ typedef struct config {
   int redis_lease_ms;         /* a compile's lease, renewed while it runs */
   int redis_lease_wait_ms;    /* the longest wait on another's lease */
   bool redis_unsigned;        /* --redis without --signing-keys allowed */
+  bool explorer;              /* serve the explorer on --metrics-listen */
+  uint64_t explorer_keep_bytes; /* budget of kept requests; 0: keep none */
+  uint64_t explorer_keep_max;   /* largest request kept (packed bytes) */
 } config;
 
 /* Fills defaults, reads --config FILE if given, then applies the flags.

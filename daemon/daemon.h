@@ -26,6 +26,7 @@
 #include "daemon/toolchain.h"
 #include "daemon/lru.h"
 #include "daemon/pool.h"
+#include "daemon/recent.h"
 #include "daemon/server.h"
 
 #define DAEMON_VERSION "0.1.0"
@@ -104,6 +105,11 @@ typedef struct daemon_ctx {
   /* --metrics-listen's connections, for its slow peers (metrics.c) */
   struct http_peers *metrics_peers;
 
+  /* the compile explorer (explorer.h): its state, and the requests of late
+   * (filled where Compile requests are logged, compile.c) */
+  struct explorer *explorer;
+  recent recent;
+
   /* cache connections opened by any thread, closed at exit */
   pthread_mutex_t conns_mu;
   cache_conn **conns;
@@ -138,6 +144,15 @@ void compile_cleanup(daemon_ctx *d);
 void compile_forget(daemon_ctx *d, const uint8_t *key);
 
 void admin_register(daemon_ctx *d);
+
+/* The cached entry nearest to `key` (Explain, and the explorer's miss
+ * explanations): among the entries with the same graph component (up to
+ * 1000, most recently used first), one with the fewest differing
+ * components, never `exclude` (may be NULL). Fills *best and names[] (up
+ * to GC_KEY_NCOMPONENTS component names, static strings) and returns how
+ * many differ; -1 when no entry has the graph (admin.c). */
+int daemon_nearest(cache_conn *conn, const gc_key *key, const uint8_t *exclude,
+                   cache_info *best, const char **names);
 
 /* Starts the /metrics and /healthz server when --metrics-listen is set;
  * 0, or -1 with a message. metrics_stop stops it (metrics.c). */
@@ -215,6 +230,11 @@ void compile_abandon_all(daemon_ctx *d);
 int daemon_read_target(daemon_ctx *d, gc_arena *a,
                        const Compiled__V1__Target *pt, gc_target *t,
                        gc_error *err);
+
+/* Compile options from a request's CompileOptions (NULL: the defaults);
+ * an unknown enum value is refused (compile.c). */
+int daemon_read_options(const Compiled__V1__CompileOptions *po, gc_options *o,
+                        bool *force, gc_error *err);
 
 /* Ends a call refusing a graph: the status for `code`, the message, and a
  * GraphError in the "compiled-error-bin" trailer (compile.c). */

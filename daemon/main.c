@@ -32,6 +32,7 @@
 #include "compiler/pipeline.h"
 #include "compiler/target.h"
 #include "daemon/daemon.h"
+#include "daemon/explorer.h"
 #include "daemon/log.h"
 
 static _Thread_local cache_conn *thread_conn;
@@ -544,7 +545,8 @@ int main(int argc, char **argv) {
     cache_store_close(d->cache);
     return rc;
   }
-  if (compile_init(d) != 0 || memory_init(d) != 0 || detect_target(d) != 0) {
+  if (compile_init(d) != 0 || memory_init(d) != 0 || detect_target(d) != 0 ||
+      explorer_init(d) != 0) {
     fprintf(stderr, "compiled: out of memory\n");
     return 1;
   }
@@ -636,6 +638,7 @@ int main(int argc, char **argv) {
   uv_run(d->loop, UV_RUN_DEFAULT);
 
   metrics_stop(d);
+  explorer_cleanup(d); /* no HTTP thread runs any more */
   uv_loop_close(d->loop);
   close_conns(d);
   cache_store_close(d->cache);

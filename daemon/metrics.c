@@ -42,6 +42,7 @@
 
 #include "client/lib/rpc.h"
 #include "daemon/daemon.h"
+#include "daemon/explorer.h"
 #include "daemon/log.h"
 
 typedef struct text {
@@ -192,6 +193,7 @@ static void render(daemon_ctx *d, text *t) {
 /* ---- the connections (see the top of the file) ---- */
 
 #define PEERS_CAP 64
+#define HTTP_THREADS 4            /* with the explorer */
 #define PEERS_MAX (2 * PEERS_CAP) /* libmicrohttpd's connection limit */
 
 typedef struct peer {
@@ -313,8 +315,9 @@ static void peer_notify(void *cls, struct MHD_Connection *conn, void **ctx,
  * kept-alive connection waits for its next one from now. */
 static void request_done(void *cls, struct MHD_Connection *conn, void **state,
                          enum MHD_RequestTerminationCode toe) {
-  (void)state;
   (void)toe;
+  explorer_request_done(*state); /* a login form's body, or NULL */
+  *state = NULL;
   daemon_ctx *d = cls;
   http_peers *hp = d->metrics_peers;
   pthread_mutex_lock(&hp->mu);
@@ -342,14 +345,14 @@ static enum MHD_Result answer(void *cls, struct MHD_Connection *conn,
                               const char *version, const char *upload,
                               size_t *upload_len, void **state) {
   (void)version;
-  (void)upload;
-  (void)upload_len;
-  (void)state;
   daemon_ctx *d = cls;
   unsigned status = MHD_HTTP_OK;
   const char *type = "text/plain; charset=utf-8";
   text t = {0};
   request_in(d, conn);
+  int er = explorer_answer(d, conn, url, method, upload, upload_len, state);
+  if (er >= 0)
+    return (enum MHD_Result)er;
   if (strcmp(method, "GET") != 0 && strcmp(method, "HEAD") != 0) {
     status = MHD_HTTP_METHOD_NOT_ALLOWED;
     put(&t, "only GET\n");
@@ -365,7 +368,8 @@ static enum MHD_Result answer(void *cls, struct MHD_Connection *conn,
                        : "down");
   } else {
     status = MHD_HTTP_NOT_FOUND;
-    put(&t, "not found: /metrics and /healthz are served here\n");
+    put(&t, "not found: /metrics, /healthz%s are served here\n",
+        d->cfg.explorer ? ", /explorer/ and /api/" : "");
   }
   if (t.failed) {
     free(t.s);
@@ -437,9 +441,13 @@ int metrics_start(daemon_ctx *d, char *err, size_t errlen) {
   if (ai->ai_family == AF_INET6)
     flags |= MHD_USE_IPv6;
   /* libmicrohttpd's own timeout is a backstop: ours is per request */
+  /* Threads: the explorer's pages may take a while (a program derived
+   * again: explorer_program.c), so that /healthz and /metrics stay
+   * answered, requests are spread over a few. */
   d->metrics = MHD_start_daemon(
-      flags, 0, NULL, NULL, answer, d, MHD_OPTION_SOCK_ADDR, ai->ai_addr,
-      MHD_OPTION_CONNECTION_LIMIT, (unsigned)PEERS_MAX,
+      flags, 0, NULL, NULL, answer, d, MHD_OPTION_THREAD_POOL_SIZE,
+      (unsigned)(d->cfg.explorer ? HTTP_THREADS : 1), MHD_OPTION_SOCK_ADDR,
+      ai->ai_addr, MHD_OPTION_CONNECTION_LIMIT, (unsigned)PEERS_MAX,
       MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)d->cfg.metrics_timeout,
       MHD_OPTION_NOTIFY_CONNECTION, peer_notify, d, MHD_OPTION_NOTIFY_COMPLETED,
       request_done, d, MHD_OPTION_END);
@@ -452,8 +460,16 @@ int metrics_start(daemon_ctx *d, char *err, size_t errlen) {
   }
   const union MHD_DaemonInfo *info =
       MHD_get_daemon_info(d->metrics, MHD_DAEMON_INFO_BIND_PORT);
-  LOG(LOG_INFO, "metrics on http://%s:%u/metrics and /healthz", host,
-      info ? (unsigned)info->port : 0);
+  LOG(LOG_INFO, "metrics on http://%s:%u/metrics and /healthz%s", host,
+      info ? (unsigned)info->port : 0,
+      d->cfg.explorer ? "; the explorer on /explorer/ and /api/" : "");
+  if (d->cfg.explorer && d->auth &&
+      !auth_loopback_listen(d->cfg.metrics_listen))
+    LOG(LOG_WARN,
+        "the explorer is served over plain HTTP on %s: tokens and session "
+        "cookies cross the network in clear; put a TLS proxy in front of it "
+        "or bind --metrics-listen to loopback",
+        d->cfg.metrics_listen);
   return 0;
 }
 

@@ -55,7 +55,17 @@ PACKAGES=(
   libopenblas0-openmp
   # benchmarks
   hyperfine
+  # the compile explorer: Node.js runs npm ci (highlight.js, embedded in the
+  # daemon at build time; the browser tests' playwright-core), and its
+  # browser tests drive Debian's Chromium headless
+  nodejs chromium
 )
+
+# npm ships inside some Node.js packages (NodeSource's) and apart from
+# Debian's: ask for Debian's only when no npm is on PATH.
+if ! command -v npm >/dev/null 2>&1; then
+  PACKAGES+=(npm)
+fi
 
 # Debian 13's own Python is 3.13, for which no local torch wheel exists:
 # there the venv uses Debian's torch (deploy/pyenv.sh), unless the first

@@ -1293,7 +1293,7 @@ Test(cache, schema_version_set_and_migration_idempotent) {
   env e;
   env_init(&e, 0);
   put_random(&e, 1, 100, 1);
-  cr_assert_eq(raw_int(&e, "PRAGMA user_version", UINT64_MAX), 2);
+  cr_assert_eq(raw_int(&e, "PRAGMA user_version", UINT64_MAX), 4);
   sqlite3 *db = raw_open(&e);
   sqlite3_stmt *st;
   sqlite3_prepare_v2(db, "PRAGMA journal_mode", -1, &st, NULL);
@@ -1304,7 +1304,7 @@ Test(cache, schema_version_set_and_migration_idempotent) {
   env_reopen(&e);
   env_reopen(&e);
   cr_assert_eq(get_key(&e, 1, NULL, 0), 0);
-  cr_assert_eq(raw_int(&e, "PRAGMA user_version", UINT64_MAX), 2);
+  cr_assert_eq(raw_int(&e, "PRAGMA user_version", UINT64_MAX), 4);
   env_fini(&e);
 }
 
@@ -1351,23 +1351,161 @@ Test(cache, version_1_database_migrates_with_its_entries) {
   env_init(&e, 0);
   put_random(&e, 3, 2000, 5);
   env_shut(&e);
-  /* back to version 1: the columns version 2 added are gone */
+  /* back to version 1: the columns versions 2 and 3 added are gone, and
+   * the table version 4 added */
   sqlite3 *db = raw_open(&e);
   cr_assert_eq(sqlite3_exec(db,
+                            "DROP TABLE sources;"
                             "ALTER TABLE entries DROP COLUMN sig;"
                             "ALTER TABLE entries DROP COLUMN sig_key;"
+                            "ALTER TABLE entries DROP COLUMN label_name;"
+                            "ALTER TABLE entries DROP COLUMN label_file;"
+                            "ALTER TABLE entries DROP COLUMN label_line;"
+                            "ALTER TABLE entries DROP COLUMN label_host;"
                             "PRAGMA user_version = 1;",
                             NULL, NULL, NULL),
                SQLITE_OK, "%s", sqlite3_errmsg(db));
   sqlite3_close(db);
   env_open(&e);
-  cr_assert_eq(raw_int(&e, "PRAGMA user_version", UINT64_MAX), 2);
+  cr_assert_eq(raw_int(&e, "PRAGMA user_version", UINT64_MAX), 4);
   cr_assert_eq(get_key(&e, 3, NULL, 0), 0);
   cache_info info;
   uint8_t key[CACHE_KEY_LEN];
   make_key(3, key);
   cr_assert_eq(cache_info_get(e.c, key, &info, NULL), 0);
   cr_assert(!info.is_signed);
+  env_fini(&e);
+}
+
+static cache_label test_label(const char *name, const char *file, int line,
+                              const char *host) {
+  cache_label l;
+  memset(&l, 0, sizeof l);
+  snprintf(l.name, sizeof l.name, "%s", name);
+  snprintf(l.file, sizeof l.file, "%s", file);
+  l.line = line;
+  snprintf(l.host, sizeof l.host, "%s", host);
+  return l;
+}
+
+static int put_labelled(env *e, uint64_t k, const cache_label *label,
+                        cache_error *err) {
+  uint8_t key[CACHE_KEY_LEN];
+  make_key(k, key);
+  cache_meta m = {.compile_us = 10, .label = label};
+  return cache_put_entry(e->c, key, (const uint8_t *)"artifact", 8, &m, err);
+}
+
+static cache_info info_of(env *e, uint64_t k) {
+  uint8_t key[CACHE_KEY_LEN];
+  make_key(k, key);
+  cache_info info;
+  cache_error err;
+  cr_assert_eq(cache_info_get(e->c, key, &info, &err), 0, "%s", err.msg);
+  return info;
+}
+
+/* Whether entry k has a label. */
+static bool labelled(env *e, uint64_t k) {
+  cache_info info = info_of(e, k);
+  return cache_label_present(&info.label);
+}
+
+static int first_label_cb(const cache_info *info, void *ctx) {
+  *(cache_label *)ctx = info->label;
+  return 1;
+}
+
+Test(cache, labels_stored_and_read) {
+  env e;
+  env_init(&e, 0);
+  cache_error err;
+  cache_label l = test_label("Net (forward)", "/src/model.py", 42, "node7");
+  memset(l.name + sizeof "Net (forward)", 'x', 10); /* past the NUL: ignored */
+  cr_assert_eq(put_labelled(&e, 1, &l, &err), 0, "%s", err.msg);
+  cache_info info = info_of(&e, 1);
+  cr_assert_str_eq(info.label.name, "Net (forward)");
+  cr_assert_str_eq(info.label.file, "/src/model.py");
+  cr_assert_eq(info.label.line, 42);
+  cr_assert_str_eq(info.label.host, "node7");
+  cr_assert(cache_label_present(&info.label));
+  /* get and list return it too */
+  uint8_t key[CACHE_KEY_LEN], *data = NULL;
+  size_t len;
+  make_key(1, key);
+  cr_assert_eq(cache_get(e.c, key, &data, &len, &info, &err), 0, "%s", err.msg);
+  free(data);
+  cr_assert_str_eq(info.label.host, "node7");
+  cache_label listed;
+  memset(&listed, 0, sizeof listed);
+  cr_assert_eq(cache_list(e.c, 1, first_label_cb, &listed, &err), 0);
+  cr_assert_str_eq(listed.file, "/src/model.py");
+  /* the longest strings fit exactly */
+  memset(l.name, 'n', CACHE_LABEL_NAME_MAX);
+  l.name[CACHE_LABEL_NAME_MAX] = '\0';
+  memset(l.file, 'f', CACHE_LABEL_FILE_MAX);
+  l.file[CACHE_LABEL_FILE_MAX] = '\0';
+  memset(l.host, 'h', CACHE_LABEL_HOST_MAX);
+  l.host[CACHE_LABEL_HOST_MAX] = '\0';
+  cr_assert_eq(put_labelled(&e, 2, &l, &err), 0, "%s", err.msg);
+  info = info_of(&e, 2);
+  cr_assert_eq(strlen(info.label.name), CACHE_LABEL_NAME_MAX);
+  cr_assert_eq(strlen(info.label.file), CACHE_LABEL_FILE_MAX);
+  cr_assert_eq(strlen(info.label.host), CACHE_LABEL_HOST_MAX);
+  /* none given, or an empty one: no label */
+  cr_assert_eq(put_labelled(&e, 3, NULL, &err), 0, "%s", err.msg);
+  cr_assert(!labelled(&e, 3));
+  cache_label empty = test_label("", "", 0, "");
+  cr_assert_eq(put_labelled(&e, 4, &empty, &err), 0, "%s", err.msg);
+  cr_assert(!labelled(&e, 4));
+  cr_assert_eq(raw_int(&e,
+                       "SELECT count(*) FROM entries WHERE label_name "
+                       "IS NULL",
+                       UINT64_MAX),
+               2);
+  /* a string without its NUL, a negative line: refused, nothing stored */
+  l = test_label("a", "b", 1, "c");
+  memset(l.host, 'h', sizeof l.host);
+  cr_assert_eq(put_labelled(&e, 5, &l, &err), CACHE_EINVAL);
+  cr_assert(strstr(err.msg, "host"), "%s", err.msg);
+  l = test_label("a", "b", -3, "c");
+  cr_assert_eq(put_labelled(&e, 5, &l, &err), CACHE_EINVAL);
+  cr_assert(strstr(err.msg, "line"), "%s", err.msg);
+  cr_assert_eq(stats(&e).entries, 4);
+  env_fini(&e);
+}
+
+Test(cache, version_2_database_migrates_with_its_entries) {
+  env e;
+  env_init(&e, 0);
+  put_random(&e, 3, 2000, 5);
+  env_shut(&e);
+  /* back to version 2: the label columns of version 3 are gone, and the
+   * table version 4 added */
+  sqlite3 *db = raw_open(&e);
+  cr_assert_eq(sqlite3_exec(db,
+                            "DROP TABLE sources;"
+                            "ALTER TABLE entries DROP COLUMN label_name;"
+                            "ALTER TABLE entries DROP COLUMN label_file;"
+                            "ALTER TABLE entries DROP COLUMN label_line;"
+                            "ALTER TABLE entries DROP COLUMN label_host;"
+                            "PRAGMA user_version = 2;",
+                            NULL, NULL, NULL),
+               SQLITE_OK, "%s", sqlite3_errmsg(db));
+  sqlite3_close(db);
+  env_open(&e);
+  cr_assert_eq(raw_int(&e, "PRAGMA user_version", UINT64_MAX), 4);
+  cr_assert_eq(get_key(&e, 3, NULL, 0), 0);
+  cr_assert(!labelled(&e, 3));
+  cache_error err;
+  cache_label l = test_label("f", "/x.py", 7, "h");
+  cr_assert_eq(put_labelled(&e, 4, &l, &err), 0, "%s", err.msg);
+  env_reopen(&e);
+  cr_assert_eq(info_of(&e, 4).label.line, 7);
+  cr_assert_eq(get_key(&e, 3, NULL, 0), 0);
+  uint64_t checked;
+  cr_assert_eq(cache_verify_all(e.c, &checked, &err), 0, "%s", err.msg);
+  cr_assert_eq(checked, 2);
   env_fini(&e);
 }
 

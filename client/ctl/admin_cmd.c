@@ -25,8 +25,10 @@ static const char lookup_usage[] =
     "usage: compilectl lookup [--json] [--timeout SECONDS] KEY\n"
     "\n"
     "Prints what the cache holds for KEY (64 hex digits, or a unique prefix\n"
-    "of at least 4): sizes, hits, compile time, when it was created and last\n"
-    "used, its digest and key components. Does not count as a use.\n"
+    "of at least 4): its label (the program's name, source file and line,\n"
+    "and the host that sent it), sizes, hits, compile time, when it was\n"
+    "created and last used, its digest and key components, and what its\n"
+    "program is made of. Does not count as a use.\n"
     "  --json             print the compiled.v1.LookupResponse as JSON\n"
     "  --timeout SECONDS  give up after this long (default 60)\n";
 
@@ -48,7 +50,9 @@ static const char stats_usage[] =
     "Prints the daemon's counters: requests, cache hits, misses, joins\n"
     "(requests that waited for a compile already running), compiles,\n"
     "failures, evictions, corrupt entries dropped, entries and bytes cached,\n"
-    "compile time saved by hits, the compile queue, uptime and version.\n"
+    "compile time saved by hits, the compile queue, uptime and version;\n"
+    "then the most recently used entries with their labels (listing them\n"
+    "needs an admin token, as for ls; without one they are left out).\n"
     "  --json             print the compiled.v1.StatsResponse as JSON\n"
     "  --timeout SECONDS  give up after this long (default 60)\n";
 
@@ -56,7 +60,10 @@ static const char ls_usage[] =
     "usage: compilectl ls [--limit N] [--json] [--timeout SECONDS]\n"
     "\n"
     "Lists cached entries, most recently used first: key prefix, artifact\n"
-    "size, stored (compressed) size, hits, compile time, last use.\n"
+    "size, stored (compressed) size, hits, compile time, last use, and the\n"
+    "label: the program's name, source file and line, and the client's host\n"
+    "(\"MyModule at model.py:42 on node7\"; \"-\" for an entry stored\n"
+    "without one).\n"
     "  --limit N          at most N entries (default 100)\n"
     "  --json             print the compiled.v1.ListResponse as JSON\n"
     "  --timeout SECONDS  give up after this long (default 60)\n";
@@ -208,9 +215,24 @@ static char *fmt_time(int64_t unix_seconds, char *buf, size_t len) {
 
 /* ---- lookup ---- */
 
+/* The label's lines of lookup: the full file path, unlike ls. */
+static void print_label(const Compiled__V1__Label *l) {
+  if (!l) {
+    printf("label       -\n");
+    return;
+  }
+  printf("label       %s\n", l->name && *l->name ? l->name : "-");
+  if (l->file && *l->file && l->line > 0)
+    printf("source      %s:%d\n", l->file, (int)l->line);
+  else
+    printf("source      %s\n", l->file && *l->file ? l->file : "-");
+  printf("host        %s\n", l->host && *l->host ? l->host : "-");
+}
+
 static void print_entry(const Compiled__V1__EntryInfo *e) {
   char a[32], b[32], c[32], d[32];
   printf("key         %s\n", e->key);
+  print_label(e->label);
   printf("digest      %s\n", e->digest);
   printf("size        %s (%" PRIu64 " bytes), stored %s\n",
          ctl_fmt_bytes(e->size, a, sizeof a), e->size,
@@ -464,6 +486,49 @@ static void print_stats(const Compiled__V1__StatsResponse *s) {
   row("version", s->version && *s->version ? s->version : "?", note);
 }
 
+/* How many entries stats shows. */
+#define STATS_RECENT 5
+
+/* After the counters: the most recently used entries with their labels,
+ * from List. List wants an admin token (Stats a read one), so a refusal
+ * only leaves the section out, saying why; it never fails the command. */
+static void print_recent(rpc_client *c, int64_t timeout_ms) {
+  Compiled__V1__ListRequest req = COMPILED__V1__LIST_REQUEST__INIT;
+  req.limit = STATS_RECENT;
+  ProtobufCMessage *m = NULL;
+  rpc_status st;
+  rpc_status_init(&st);
+  int rc =
+      rpc_unary(c, "/compiled.v1.Compiler/List", &req.base,
+                &compiled__v1__list_response__descriptor, &m, timeout_ms, &st);
+  if (rc != 0) {
+    if (st.code == GRPC_STATUS_PERMISSION_DENIED)
+      printf("\nrecent entries: not shown (listing them needs an admin "
+             "token)\n");
+    else
+      printf("\nrecent entries: not shown (List failed: %s)\n",
+             st.details && *st.details ? st.details : "no details");
+    rpc_status_clear(&st);
+    return;
+  }
+  rpc_status_clear(&st);
+  const Compiled__V1__ListResponse *r = (Compiled__V1__ListResponse *)m;
+  if (r->n_entries) {
+    printf("\nrecent entries (most recently used first):\n");
+    printf("  %-16s  %6s  %10s  %-12s  %s\n", "KEY", "HITS", "SIZE",
+           "LAST USED", "LABEL");
+  }
+  for (size_t i = 0; i < r->n_entries; i++) {
+    const Compiled__V1__EntryInfo *e = r->entries[i];
+    char size[32], ago[32], label[1700];
+    printf("  %-16.16s  %6" PRIu64 "  %10s  %-12s  %s\n", e->key, e->hits,
+           ctl_fmt_bytes(e->size, size, sizeof size),
+           ctl_fmt_ago(e->last_used, ago, sizeof ago),
+           ctl_fmt_label(e->label, label, sizeof label));
+  }
+  protobuf_c_message_free_unpacked(m, NULL);
+}
+
 int ctl_cmd_stats(int argc, char **argv) {
   static const struct option opts[] = {{"json", no_argument, NULL, O_JSON},
                                        CTL_GLOBAL_OPTIONS,
@@ -480,8 +545,10 @@ int ctl_cmd_stats(int argc, char **argv) {
              "stats");
   if (rc == CTL_OK && o.json)
     rc = ctl_print_json(m);
-  else if (rc == CTL_OK)
+  else if (rc == CTL_OK) {
     print_stats((Compiled__V1__StatsResponse *)m);
+    print_recent(c, o.timeout_ms);
+  }
   if (m)
     protobuf_c_message_free_unpacked(m, NULL);
   rpc_close(c);
@@ -491,16 +558,17 @@ int ctl_cmd_stats(int argc, char **argv) {
 /* ---- ls ---- */
 
 static void print_list(const Compiled__V1__ListResponse *r) {
-  printf("%-16s  %10s  %10s  %6s  %10s  %s\n", "KEY", "SIZE", "STORED", "HITS",
-         "COMPILE", "LAST USED");
+  printf("%-16s  %10s  %10s  %6s  %10s  %-12s  %s\n", "KEY", "SIZE", "STORED",
+         "HITS", "COMPILE", "LAST USED", "LABEL");
   for (size_t i = 0; i < r->n_entries; i++) {
     const Compiled__V1__EntryInfo *e = r->entries[i];
-    char size[32], stored[32], comp[32], ago[32];
-    printf("%-16.16s  %10s  %10s  %6" PRIu64 "  %10s  %s\n", e->key,
+    char size[32], stored[32], comp[32], ago[32], label[1700];
+    printf("%-16.16s  %10s  %10s  %6" PRIu64 "  %10s  %-12s  %s\n", e->key,
            ctl_fmt_bytes(e->size, size, sizeof size),
            ctl_fmt_bytes(e->stored_size, stored, sizeof stored), e->hits,
            ctl_fmt_micros(e->compile_micros, comp, sizeof comp),
-           ctl_fmt_ago(e->last_used, ago, sizeof ago));
+           ctl_fmt_ago(e->last_used, ago, sizeof ago),
+           ctl_fmt_label(e->label, label, sizeof label));
   }
 }
 

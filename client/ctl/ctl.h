@@ -160,6 +160,9 @@ char *ctl_fmt_micros(int64_t us, char *buf, size_t len);
 char *ctl_fmt_ago(int64_t unix_seconds, char *buf, size_t len);
 /* Whole seconds as "45s", "3m 12s", "2h 5m", "3d 4h". */
 char *ctl_fmt_seconds(int64_t s, char *buf, size_t len);
+/* An entry's label on one line: "NAME at FILE:LINE on HOST", FILE without
+ * its directories, each part left out when empty; "-" for none (NULL). */
+char *ctl_fmt_label(const Compiled__V1__Label *l, char *buf, size_t len);
 
 /* Prints message `m` as one line of JSON on stdout. Returns 0, or CTL_EIO
  * after printing why. */

@@ -344,6 +344,33 @@ char *ctl_fmt_ago(int64_t unix_seconds, char *buf, size_t len) {
   return buf;
 }
 
+char *ctl_fmt_label(const Compiled__V1__Label *l, char *buf, size_t len) {
+  const char *name = l && l->name ? l->name : "";
+  const char *file = l && l->file ? l->file : "";
+  const char *host = l && l->host ? l->host : "";
+  const char *base = strrchr(file, '/');
+  base = base ? base + 1 : file;
+  size_t used = 0;
+  buf[0] = '\0';
+#define ADD(...)                                                               \
+  do {                                                                         \
+    if (used < len)                                                            \
+      used += (size_t)snprintf(buf + used, len - used, __VA_ARGS__);           \
+  } while (0)
+  if (*name)
+    ADD("%s", name);
+  if (*base)
+    ADD("%s%s", used ? " at " : "", base);
+  if (*base && l->line > 0)
+    ADD(":%d", (int)l->line);
+  if (*host)
+    ADD("%son %s", used ? " " : "", host);
+#undef ADD
+  if (!buf[0])
+    snprintf(buf, len, "-");
+  return buf;
+}
+
 /* ---- JSON, digests ---- */
 
 /* Every field is written, zeros included, so scripts can rely on the keys. */

@@ -11,6 +11,7 @@
  */
 #include <errno.h>
 #include <getopt.h>
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -19,6 +20,7 @@
 #include <unistd.h>
 
 #include "client/ctl/ctl.h"
+#include "compiler/wire.h"
 
 static const char submit_usage[] =
     "usage: compilectl submit [OPTIONS] FILE...\n"
@@ -56,6 +58,11 @@ static const char submit_usage[] =
     "                         are fetched when -o asks for them\n"
     "  --client ID            the client name the daemon logs "
     "(default compilectl)\n"
+    "  --label NAME           what to call the cache entry a compile stores\n"
+    "                         (at most 256 bytes); compilectl ls and lookup\n"
+    "                         show it with FILE's path and this host's name,\n"
+    "                         which are sent too. An entry keeps the label\n"
+    "                         of the request that stored it.\n"
     "  -q, --quiet            no progress display\n"
     "  --timeout SECONDS      give up on a file after this long "
     "(default 600)\n"
@@ -66,8 +73,9 @@ static const char explain_usage[] =
     "\n"
     "Asks the daemon which cache key FILE gets, without compiling it, and\n"
     "prints a one-line summary, the key and, when the key is not cached, the\n"
-    "nearest cached entry with the same graph and the key components that\n"
-    "differ (inputs, options, target, compiler, schema).\n"
+    "nearest cached entry with the same graph (with its label: what it was\n"
+    "compiled from) and the key components that differ (inputs, options,\n"
+    "target, compiler, schema).\n"
     "\n"
     "options:\n"
     "  --json                 print the compiled.v1.ExplainResponse as JSON\n"
@@ -88,6 +96,7 @@ typedef struct submit_opts {
   uint64_t max_inline; /* 0: the daemon's default */
   const char *out;     /* -o, or NULL */
   const char *client;  /* CompileRequest.client */
+  const char *label;   /* --label: Label.name, or NULL */
   int64_t timeout_ms;
 } submit_opts;
 
@@ -99,7 +108,14 @@ enum {
   O_FORCE,
   O_INLINE,
   O_CLIENT,
+  O_LABEL,
 };
+
+/* The daemon's limits of a Label's strings, in bytes (docs/protocol.md,
+ * "Labels"). */
+#define LABEL_NAME_MAX 256
+#define LABEL_FILE_MAX 1024
+#define LABEL_HOST_MAX 255
 
 /* Handles an option both commands take (the global ones included). Returns
  * 1 if it was one, 0 if not, -1 on a bad value (after printing why). */
@@ -138,6 +154,88 @@ static void fill_options(const submit_opts *o,
   co->mode = o->training ? COMPILED__V1__MODE__MODE_TRAINING
                          : COMPILED__V1__MODE__MODE_INFERENCE;
   co->force = o->force;
+}
+
+/* ---- the label ---- */
+
+/* Makes `s` (NUL-terminated) text the daemon takes in a label, in place:
+ * bytes that are not UTF-8 and control characters (C0, DEL; C1 as its two
+ * bytes) become '?'. File and host names may hold anything. */
+static void label_text(char *s) {
+  uint8_t *u = (uint8_t *)s;
+  size_t n = strlen(s);
+  for (size_t i = 0; i < n;) {
+    long bad = gc_utf8_invalid_at(u + i, n - i);
+    if (bad < 0)
+      break;
+    u[i + (size_t)bad] = '?';
+    i += (size_t)bad + 1;
+  }
+  for (size_t i = 0; i < n; i++) {
+    if (u[i] < 0x20 || u[i] == 0x7f)
+      u[i] = '?';
+    else if (u[i] == 0xc2 && i + 1 < n && u[i + 1] >= 0x80 && u[i + 1] <= 0x9f)
+      u[i] = u[i + 1] = '?';
+  }
+}
+
+/* Keeps the last `max` bytes of `s` at most, in place: "..." and the tail,
+ * starting at a whole character (the end of a path says the most). */
+static void keep_tail(char *s, size_t max) {
+  size_t n = strlen(s);
+  if (n <= max)
+    return;
+  size_t from = n - (max - 3);
+  while (from < n && ((uint8_t)s[from] & 0xc0) == 0x80)
+    from++;
+  memmove(s + 3, s + from, n - from + 1);
+  memcpy(s, "...", 3);
+}
+
+/* Checks --label: what the daemon takes (docs/protocol.md). */
+static int check_label(const char *name) {
+  size_t n = strlen(name);
+  if (n > LABEL_NAME_MAX) {
+    ctl_errorf("--label is %zu bytes; the daemon takes at most %d", n,
+               LABEL_NAME_MAX);
+    return CTL_EUSAGE;
+  }
+  long bad = gc_utf8_invalid_at((const uint8_t *)name, n);
+  if (bad >= 0) {
+    ctl_errorf("--label is not UTF-8 (byte %ld)", bad);
+    return CTL_EUSAGE;
+  }
+  char *copy = strdup(name);
+  if (!copy)
+    return CTL_EIO;
+  label_text(copy);
+  int same = strcmp(copy, name) == 0;
+  free(copy);
+  if (!same) {
+    ctl_errorf("--label has a control character");
+    return CTL_EUSAGE;
+  }
+  return CTL_OK;
+}
+
+/* The label of a submit of `path`: --label, the file's full path, this
+ * host. Strings go into the buffers given. */
+static void fill_label(const submit_opts *o, const char *path,
+                       Compiled__V1__Label *l, char file[PATH_MAX + 8],
+                       char host[LABEL_HOST_MAX + 1]) {
+  compiled__v1__label__init(l);
+  l->name = (char *)(o->label ? o->label : "");
+  file[0] = '\0';
+  if (strcmp(path, "-") != 0 && !realpath(path, file))
+    snprintf(file, PATH_MAX + 8, "%s", path);
+  label_text(file);
+  keep_tail(file, LABEL_FILE_MAX);
+  l->file = file;
+  if (gethostname(host, LABEL_HOST_MAX) != 0)
+    host[0] = '\0';
+  host[LABEL_HOST_MAX] = '\0';
+  label_text(host);
+  l->host = host;
 }
 
 /* ---- progress ---- */
@@ -351,6 +449,10 @@ static int submit_one(rpc_client *c, const submit_opts *o, const char *path) {
   req.options = &co;
   req.max_inline_bytes = o->max_inline;
   req.client = (char *)o->client;
+  Compiled__V1__Label label;
+  char file[PATH_MAX + 8], host[LABEL_HOST_MAX + 1];
+  fill_label(o, path, &label, file, host);
+  req.label = &label;
   progress p = {.on = !o->quiet && isatty(STDERR_FILENO),
                 .file = path,
                 .t0 = ctl_now_us()};
@@ -390,6 +492,7 @@ static int parse_submit(int argc, char **argv, submit_opts *o) {
       {"force", no_argument, NULL, O_FORCE},
       {"max-inline", required_argument, NULL, O_INLINE},
       {"client", required_argument, NULL, O_CLIENT},
+      {"label", required_argument, NULL, O_LABEL},
       {"quiet", no_argument, NULL, 'q'},
       CTL_GLOBAL_OPTIONS,
       {NULL, 0, NULL, 0}};
@@ -409,7 +512,11 @@ static int parse_submit(int argc, char **argv, submit_opts *o) {
       o->force = true;
     else if (c == O_CLIENT)
       o->client = optarg;
-    else if (c == O_INLINE) {
+    else if (c == O_LABEL) {
+      if (check_label(optarg))
+        return CTL_EUSAGE;
+      o->label = optarg;
+    } else if (c == O_INLINE) {
       if (ctl_parse_size("--max-inline", optarg, &o->max_inline))
         return CTL_EUSAGE;
     } else if (c == 'h') {
@@ -471,6 +578,10 @@ static void print_explain(const Compiled__V1__ExplainResponse *r) {
            (unsigned long long)e->hits,
            ctl_fmt_micros(e->compile_micros, comp, sizeof comp),
            ctl_fmt_ago(e->last_used, ago, sizeof ago));
+    if (e->label) {
+      char label[1700];
+      printf("label    %s\n", ctl_fmt_label(e->label, label, sizeof label));
+    }
     fputs("differs ", stdout);
     for (size_t i = 0; i < r->n_differing; i++)
       printf("%s%s", i ? ", " : " ", r->differing[i]);

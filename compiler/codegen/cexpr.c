@@ -5,8 +5,8 @@
  *   - maximum/minimum (and max/min reductions) propagate NaN; fmax/fmin
  *     let it lose and, of two equal values (0.0, -0.0), return the first,
  *     as ATen and glibc do;
- *   - integer shifts reduce the count modulo the promoted type's width, as
- *     ATen 1.13's kernels do on x86; integer fmod is C's % (lowering only
+ *   - integer shifts by a count outside [0, width) give 0 (<<) or the sign
+ *     (>>), as torch 2's kernels; integer fmod is C's % (lowering only
  *     divides integers by a known nonzero number);
  *   - floor division and remainder of floats follow Python (the sign of
  *     the divisor), with ATen's rounding fix-up;
@@ -578,13 +578,15 @@ const char *cx_sleef_wrappers(gc_arena *a, unsigned used) {
   return r;
 }
 
-/* Shifts of integers as ATen 1.13's CPU kernels do them: a << b is
- * (unsigned)a << b and a >> b arithmetic, in C's promoted type (int for
- * types narrower than int), and the count is not checked, so x86 reduces
- * it modulo the promoted type's width (1 << 70 is 64 for int64). The mask
- * makes that explicit, which also keeps the C defined. */
-static int shift_mask(gc_dtype d) {
-  return gc_dtype_size(d) == 8 ? 63 : 31;
+/* Shifts of integers as torch 2's CPU kernels do them: a count outside
+ * [0, width) of the tensor's dtype (a negative count included) gives 0 for
+ * a << b, and for a >> b the shift by the largest count that keeps the sign
+ * (width - 1 for signed types: -1 or 0; width for unsigned: 0). Otherwise
+ * a << b is (unsigned)a << b and a >> b arithmetic, in C's promoted type,
+ * converted back. The count compared as uint64_t makes a negative count
+ * huge, and keeps every shift the C computes defined. */
+static int shift_width(gc_dtype d) {
+  return (int)gc_dtype_size(d) * 8;
 }
 
 static const char *shift_type(gc_dtype d) {
@@ -695,12 +697,16 @@ static char *spell(cx *c, const ir_expr *e, const char *a, const char *b,
     return gc_arena_printf(ar, "(%s | %s)", a, b);
   case IR_BXOR:
     return gc_arena_printf(ar, "(%s ^ %s)", a, b);
-  case IR_SHL: /* ATen 1.13: the count wraps as x86 does (see above) */
-    return gc_arena_printf(ar, "(%s)((%s)%s << (%s & %d))", cx_ctype(d),
-                           shift_type(d), a, b, shift_mask(d));
-  case IR_SHR:
-    return gc_arena_printf(ar, "(%s)(%s >> (%s & %d))", cx_ctype(d), a, b,
-                           shift_mask(d));
+  case IR_SHL: /* torch 2: 0 for a count out of range (see above) */
+    return gc_arena_printf(
+        ar, "((uint64_t)(%s) < %d ? (%s)((%s)%s << (%s)) : (%s)0)", b,
+        shift_width(d), cx_ctype(d), shift_type(d), a, b, cx_ctype(d));
+  case IR_SHR: { /* the count saturates at the sign-keeping shift */
+    int top =
+        shift_width(d) - (d == GC_DTYPE_UINT8 || d == GC_DTYPE_UINT16 ? 0 : 1);
+    return gc_arena_printf(ar, "(%s)(%s >> ((uint64_t)(%s) < %d ? (%s) : %d))",
+                           cx_ctype(d), a, b, top, b, top);
+  }
   case IR_FMOD:
     if (!is_f(d)) /* integers: C's %, sign of the dividend (b != 0) */
       return gc_arena_printf(ar, "(%s)(%s %% %s)", cx_ctype(d), a, b);
@@ -711,6 +717,10 @@ static char *spell(cx *c, const ir_expr *e, const char *a, const char *b,
                            e->op == IR_FMAX ? "FMAX" : "FMIN", a, b);
   case IR_WHERE:
     return gc_arena_printf(ar, "(%s ? %s : %s)", a, b, x);
+  case IR_FMA: /* C's fma: rounded once whatever gcc contracts elsewhere
+                  (an instruction where the target has one; gcc vectorizes
+                  it itself, libmvec has no vector fma) */
+    return gc_arena_printf(ar, "fma%s(%s, %s, %s)", sfx, a, b, x);
   case IR_RAND:
     return gc_arena_printf(ar, "gc_rand_u01((uint64_t)%s, (uint64_t)%s)", a, b);
   default:

@@ -15,10 +15,13 @@
  * same order per element (whatever the layouts: an element's additions
  * come in (oh, ow) order either way), with the indices and weights as
  * tables the compiler computed as ATen computes them (hexadecimal
- * literals: exact). gcc contracts `+= t * g` into a multiply-add where the
- * target has one, as it does in ATen's kernel built for that ISA: eager's
- * bits (tests/python/test_native_index.py). Planes are independent: the
- * OpenMP team splits them.
+ * literals: exact). Where the target has FMA, `+= t * g` is an explicit
+ * multiply-add, as ATen's kernel built for that ISA contracts it: eager's
+ * bits (tests/python/test_native_index.py). (Left to gcc's contraction it
+ * was not always one: with small constant tables gcc unrolls everything,
+ * and its SLP vectorizer paired a product with a weight-1 term, whose
+ * product had folded away, in one vector add, left uncontracted.) Planes
+ * are independent: the OpenMP team splits them.
  */
 #include "compiler/codegen/cgen_internal.h"
 
@@ -78,11 +81,18 @@ void cg__gen_interp_backward(cg *g, const sc_kernel *k) {
     tables(g, tab[a], &n->interp[a], o->strides[a + 2], f64);
   }
   gc_buf_printf(&g->out,
+                "#if defined(__FMA__)\n"
+                "#define GC_IMADD(w, v, acc) fma%s(w, v, acc)\n"
+                "#else\n"
+                "#define GC_IMADD(w, v, acc) ((acc) + (w) * (v))\n"
+                "#endif\n",
+                f64 ? "" : "f");
+  gc_buf_printf(&g->out,
                 "static int %s(const %s *restrict x, %s *restrict y) {\n", name,
                 t, t);
   if (planes == 0 || in == 0) {
     cg__line(g, 2, "return 0; /* no element */");
-    gc_buf_puts(&g->out, "}\n\n");
+    gc_buf_puts(&g->out, "}\n#undef GC_IMADD\n\n");
     return;
   }
   if (planes >= 2 && o->numel + x->buf->numel >= CG_PARALLEL_MIN)
@@ -122,10 +132,11 @@ void cg__gen_interp_backward(cg *g, const sc_kernel *k) {
     for (int a = 0; a < d; a++) {
       int bit = (bits >> (d - 1 - a)) & 1;
       gc_buf_printf(&at, "%sa%d%d", a ? " + " : "", a, bit);
-      gc_buf_printf(&w, "l%d%d * ", a, bit);
+      gc_buf_printf(&w, "%sl%d%d", a ? " * " : "", a, bit);
     }
-    cg__line(g, ind, "yp[%s] += %sv;", at.data ? at.data : "0",
-             w.data ? w.data : "");
+    const char *ix = at.data ? at.data : "0";
+    cg__line(g, ind, "yp[%s] = GC_IMADD(%s, v, yp[%s]);", ix,
+             w.data ? w.data : "1", ix);
     if (at.failed || w.failed)
       g->out.failed = true;
     gc_buf_free(&at);
@@ -135,7 +146,7 @@ void cg__gen_interp_backward(cg *g, const sc_kernel *k) {
     cg__line(g, ind - 2, "}");
   cg__line(g, 2, "}");
   cg__line(g, 2, "return 0;");
-  gc_buf_puts(&g->out, "}\n\n");
+  gc_buf_puts(&g->out, "}\n#undef GC_IMADD\n\n");
   if (zo.failed || xo.failed)
     g->out.failed = true;
   gc_buf_free(&zo);

@@ -123,11 +123,12 @@
   X(BAND, 2, "bitwise_and")                                                    \
   X(BOR, 2, "bitwise_or")                                                      \
   X(BXOR, 2, "bitwise_xor")                                                    \
-  X(SHL, 2, "shift_left")  /* count modulo 64 (32 below int64), as ATen */     \
+  X(SHL, 2, "shift_left")  /* 0 for a count outside [0, width), as ATen */     \
   X(SHR, 2, "shift_right") /* arithmetic for signed types */                   \
   X(RAND, 2, "rand")   /* uniform in [0, 1) from (int64 seed, int64 counter):  \
                           Philox4x32-10, float32 (lower/random.c) */           \
-  X(WHERE, 3, "where") /* args[0] ? args[1] : args[2] */
+  X(WHERE, 3, "where") /* args[0] ? args[1] : args[2] */                       \
+  X(FMA, 3, "fma")     /* args[0] * args[1] + args[2], rounded once */
 
 typedef enum ir_op {
 #define X(name, arity, text) IR_##name,
@@ -475,6 +476,9 @@ typedef struct ir_graph {
   bool dnnl;         /* the target has oneDNN (libdnnl.so.2) and AVX-512:
                         float32 mm and addmm may run in generated code
                         through its sgemm (sched/schedule.c sc_gemm_of) */
+  bool fma;          /* the target has FMA: ATen runs its AVX2 or AVX-512
+                        kernels, whose host arithmetic is contracted into
+                        multiply-adds (lower/upsample.c) */
   /* size symbols (docs/dynamic-shapes.md): syms[i] is "s<i>", the key's
    * symbol i; none in a static graph */
   gc_sym **syms;

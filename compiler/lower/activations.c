@@ -169,9 +169,10 @@ int lower_rrelu(lower_ctx *L, const gc_node *n, int unused) {
 }
 
 /* prelu(self, weight): x > 0 ? x : w * x, one weight, or one per channel
- * (dim 1) of a 1-D weight. */
-int lower_prelu(lower_ctx *L, const gc_node *n, int unused) {
-  (void)unused;
+ * (dim 1) of a 1-D weight. _prelu_kernel (kernel 1), what torch 2's prelu
+ * calls after reshaping the weight to [C, 1, ...]: the same with the
+ * weight broadcast to self's shape, as any binary operand. */
+int lower_prelu(lower_ctx *L, const gc_node *n, int kernel) {
   L_pw p;
   ir_expr *x;
   int rc = begin_float(L, n, "self", &p, &x);
@@ -179,6 +180,13 @@ int lower_prelu(lower_ctx *L, const gc_node *n, int unused) {
     return rc;
   ir_graph *ir = L_ir(L);
   gc_dtype dt = p.dt;
+  if (kernel) {
+    ir_expr *wb = L__pw_operand(L, n, &p, "weight", dt);
+    if (!wb || !L_tensor(L, n, "weight"))
+      return GC_EUNSUPPORTED;
+    return L__pw_finish(L, n, 0, &p,
+                        WHERE(OP2(GT, x, L__k(L, 0, dt)), x, OP2(MUL, wb, x)));
+  }
   ir_tensor *w = L_tensor(L, n, "weight");
   if (!w || w->rank > IR_MAX_RANK)
     return GC_EUNSUPPORTED;
@@ -315,9 +323,10 @@ static bool elu_params(lower_ctx *L, const gc_node *n, int which, double *alpha,
   return L_float(L, n, "scale", scale) && L_float(L, n, "input_scale", iscale);
 }
 
-/* elu/selu/celu: x > 0 ? x * scale : (exp(x * input_scale) - 1) * (alpha
- * * scale), the coefficients rounded to the dtype before their product,
- * as ATen 1.13 (exp - 1, not expm1: -0.0 and tiny inputs give +0.0). */
+/* elu/selu/celu: x > 0 ? x * scale : expm1(x * input_scale) * (alpha *
+ * scale), the coefficients rounded to the dtype before their product, as
+ * torch 2's kernel (expm1: -0.0 stays -0.0 and tiny inputs keep their
+ * value; torch 1.13's exp - 1 gave +0.0 for both). */
 int lower_elu(lower_ctx *L, const gc_node *n, int which) {
   L_pw p;
   ir_expr *x;
@@ -333,15 +342,14 @@ int lower_elu(lower_ctx *L, const gc_node *n, int which) {
   double neg = ka->k.f * ks->k.f; /* exact in double; rounded below */
   ir_expr *r = WHERE(
       OP2(GT, x, L__k(L, 0, dt)), OP2(MUL, x, ks),
-      OP2(MUL,
-          OP2(SUB, OP1(EXP, OP2(MUL, x, L__k(L, iscale, dt))), L__k(L, 1, dt)),
-          L__k(L, neg, dt)));
+      OP2(MUL, OP1(EXPM1, OP2(MUL, x, L__k(L, iscale, dt))), L__k(L, neg, dt)));
   return L__pw_finish(L, n, 0, &p, r);
 }
 
 /* hardshrink (param 0): 0 where -lambd <= x <= lambd, else x (NaN stays);
  * softshrink (param 1): x - lambd above lambd, x + lambd below -lambd,
- * else 0 (NaN gives 0, as ATen 1.13). */
+ * NaN stays (torch 2's vectorized loop; torch 1.13 gave 0), else +0.0
+ * (the vectorized loop's; the scalar tail's x * 0 is -0.0 below 0). */
 int lower_shrink(lower_ctx *L, const gc_node *n, int soft) {
   L_pw p;
   ir_expr *x, *l;
@@ -356,7 +364,8 @@ int lower_shrink(lower_ctx *L, const gc_node *n, int soft) {
   if (soft)
     return L__pw_finish(L, n, 0, &p,
                         WHERE(OP2(GT, x, l), OP2(SUB, x, l),
-                              WHERE(OP2(LT, x, nl), OP2(ADD, x, l), zero)));
+                              WHERE(OP2(LT, x, nl), OP2(ADD, x, l),
+                                    WHERE(OP1(ISNAN, x), x, zero))));
   ir_expr *in =
       ir_op2(ir, IR_AND, GC_DTYPE_BOOL, OP2(GE, x, nl), OP2(LE, x, l));
   return L__pw_finish(L, n, 0, &p, WHERE(in, zero, x));

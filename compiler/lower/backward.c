@@ -157,6 +157,27 @@ int lower_silu_backward(lower_ctx *L, const gc_node *n, int unused) {
       OP2(MUL, OP2(MUL, g, s), OP2(ADD, one, OP2(MUL, x, OP2(SUB, one, s)))));
 }
 
+/* mish_backward(grad_output, self): g * (t + x * s * (1 - t * t)), s the
+ * sigmoid of x and t = tanh(log1p(exp(x))), as ATen's CPU kernel (torch 2
+ * keeps this operator in backward graphs; torch 1.13 decomposed it). */
+int lower_mish_backward(lower_ctx *L, const gc_node *n, int unused) {
+  (void)unused;
+  L_pw p;
+  ir_expr *g, *x;
+  int rc = begin2(L, n, "grad_output", "self", &p, &g, &x);
+  if (rc)
+    return rc;
+  ir_graph *ir = L_ir(L);
+  gc_dtype dt = p.dt;
+  ir_expr *one = L__k(L, 1, dt), *s = OP1(SIGMOID, x);
+  ir_expr *t = OP1(TANH, OP1(LOG1P, OP1(EXP, x)));
+  return L__pw_finish(
+      L, n, 0, &p,
+      OP2(MUL, g,
+          OP2(ADD, t,
+              OP2(MUL, OP2(MUL, x, s), OP2(SUB, one, OP2(MUL, t, t))))));
+}
+
 /* sigmoid_backward(grad_output, output): g * (1 - y) * y (param 0);
  * tanh_backward: g * (1 - y * y) (param 1). */
 int lower_sigmoid_backward(lower_ctx *L, const gc_node *n, int is_tanh) {

@@ -550,9 +550,11 @@ int lower_logaddexp(lower_ctx *L, const gc_node *n, int base2) {
   return L__pw_finish(L, n, 0, &p, ir_op3(ir, IR_WHERE, dt, same_inf, a, r));
 }
 
-/* lerp(self, end, weight) with a Scalar or Tensor weight, as ATen:
- * weight < 0.5 ? self + weight * (end - self)
- *              : end - (end - self) * (1 - weight). */
+/* lerp(self, end, weight) with a Scalar or Tensor weight, as ATen's
+ * vectorized loop (torch 2 splits at |weight| < 0.5, not weight < 0.5:
+ * lerp(0, inf, -0.7) is NaN):
+ *   |weight| < 0.5 ? weight * (end - self) + self
+ *                  : (weight - 1) * (end - self) + end. */
 int lower_lerp(lower_ctx *L, const gc_node *n, int unused) {
   (void)unused;
   L_pw p;
@@ -567,13 +569,13 @@ int lower_lerp(lower_ctx *L, const gc_node *n, int unused) {
   if (!s || !e || !w || !L_is_float(dt))
     return GC_EUNSUPPORTED;
   ir_expr *diff = OP2(SUB, e, s);
-  ir_expr *lo = OP2(ADD, s, OP2(MUL, w, diff));
-  ir_expr *hi = OP2(SUB, e, OP2(MUL, diff, OP2(SUB, L__k(L, 1, dt), w)));
+  ir_expr *lo = OP2(ADD, OP2(MUL, w, diff), s);
+  ir_expr *hi = OP2(ADD, OP2(MUL, OP2(SUB, w, L__k(L, 1, dt)), diff), e);
   if (w->op == IR_CONST) /* a Scalar weight: the branch is known */
-    return L__pw_finish(L, n, 0, &p, w->k.f < 0.5 ? lo : hi);
+    return L__pw_finish(L, n, 0, &p, fabs(w->k.f) < 0.5 ? lo : hi);
   return L__pw_finish(
       L, n, 0, &p,
-      ir_op3(ir, IR_WHERE, dt, OP2(LT, w, L__k(L, 0.5, dt)), lo, hi));
+      ir_op3(ir, IR_WHERE, dt, OP2(LT, OP1(ABS, w), L__k(L, 0.5, dt)), lo, hi));
 }
 
 /* addcmul (param 0): self + value * tensor1 * tensor2; addcdiv (param 1):
@@ -694,15 +696,26 @@ int lower_masked_fill(lower_ctx *L, const gc_node *n, int unused) {
 
 /* ---- clamps ---- */
 
+/* A number bound that is NaN: torch 2's clamp, clamp_min and clamp_max
+ * (and hardtanh, which calls clamp) fill the whole result with NaN then
+ * (torch 1.13 ignored such a bound). */
+static bool nan_bound(gc_dtype dt, const ir_expr *b) {
+  return L_is_float(dt) && b->op == IR_CONST && isnan(b->k.f);
+}
+
 /* x clamped below by a number: x < lo ? lo : x, as ATen's clamp with a
  * Scalar bound (both its loops): -0.0 stays -0.0 at a bound of 0, NaN in x
- * stays, a NaN bound is ignored. */
+ * stays; a NaN bound gives NaN. */
 ir_expr *L__clamp_lo(ir_graph *ir, gc_dtype dt, ir_expr *x, ir_expr *lo) {
+  if (nan_bound(dt, lo))
+    return lo;
   return ir_op3(ir, IR_WHERE, dt, ir_op2(ir, IR_LT, dt, x, lo), lo, x);
 }
 
-/* x clamped above by a number: x > hi ? hi : x. */
+/* x clamped above by a number: x > hi ? hi : x (a NaN bound gives NaN). */
 ir_expr *L__clamp_hi(ir_graph *ir, gc_dtype dt, ir_expr *x, ir_expr *hi) {
+  if (nan_bound(dt, hi))
+    return hi;
   return ir_op3(ir, IR_WHERE, dt, ir_op2(ir, IR_GT, dt, x, hi), hi, x);
 }
 

@@ -710,10 +710,13 @@ int lower_adaptive_max_pool2d(lower_ctx *L, const gc_node *n, int unused) {
 
 /* ATen's nearest source index for output o: min(floorf(o * scale), in -
  * 1) in float, scale = 1 / scale_factor when one is given, else in / out.
- * `shortcuts` (nearest_idx: the channels-last forward kernels and every
- * backward) first takes o when out == in and o >> 1 when out == 2 in; the
- * generic forward kernel does not (a scale factor of 1.1 on 2 elements:
- * out == in, index floor(o / 1.1)). */
+ * `shortcuts` (nearest_idx) first takes o when out == in and o >> 1 when
+ * out == 2 in. Which kernels take them was measured on torch 2.13's
+ * eager (one-hot inputs): every backward and the 2-D forward in both
+ * layouts do; the 1-D and 3-D forwards do not, channels-last 3-D included
+ * (a scale factor of 1.1 on 2 elements: out == in, index floor(o / 1.1)).
+ * Torch 1.13 differed: its channels-last forwards took them, its generic
+ * 2-D forward did not. */
 static int64_t nearest_src(int64_t in, int64_t out, float scale, bool shortcuts,
                            int64_t o) {
   if (shortcuts && out == in)
@@ -782,11 +785,11 @@ int lower_upsample_nearest(lower_ctx *L, const gc_node *n, int unused) {
   if (rc)
     return rc;
   const char *xname = L_arg(L, n, "input") ? "input" : "self";
-  const gc_arg *xa = L_arg(L, n, xname);
   ir_tensor *x = L_tensor(L, n, xname);
   int d = p.rank - 2;
-  /* a channels-last input takes ATen's channels-last kernel (nearest_idx) */
-  bool shortcuts = xa && xa->v && L_eager_channels_last(&xa->v->meta);
+  /* torch 2's 2-D kernels take nearest_idx's shortcuts, its 1-D and 3-D
+   * kernels do not (nearest_src) */
+  bool shortcuts = d == 2;
   bool has[3];
   double sf[3];
   if (!x || x->rank != p.rank || d < 1 || d > 3 || x->dtype != p.dt ||

@@ -474,7 +474,12 @@ int lower_layer_norm(lower_ctx *L, const gc_node *n, int unused) {
              ir_op2(ir, IR_ADD, dt, var, ir_const_f(ir, eps, dt))));
   if (!rstd)
     return GC_ENOMEM;
-  /* out = (x * rstd + (-rstd * mean)) * weight + bias, as ATen computes */
+  /* out = (x - mean) * rstd * weight + bias, as torch 2's kernel computes
+   * it (read back from eager): the last product and the bias one
+   * multiply-add where the target has FMA (ATen's AVX2 and AVX-512 kernels
+   * are contracted), explicit so gcc cannot contract otherwise. A constant
+   * row gives exactly 0 (torch 1.13's x * rstd + (-rstd * mean) did too,
+   * but contracted by gcc it was rstd * mean's rounding error). */
   gc_sym **v = L_svars(L, x->rank, xs);
   if (!v)
     return GC_ENOMEM;
@@ -482,14 +487,20 @@ int lower_layer_norm(lower_ctx *L, const gc_node *n, int unused) {
   for (int i = 0; i < x->rank; i++)
     si[i] = i < lead ? v[i] : gc_sym_const(&ir->sym, 0);
   ir_expr *rs = L_load(L, rstd, si), *mu = L_load(L, mean, si);
-  ir_expr *y =
-      ir_op2(ir, IR_ADD, dt, ir_op2(ir, IR_MUL, dt, L_load(L, x, v), rs),
-             ir_op2(ir, IR_MUL, dt, ir_op1(ir, IR_NEG, dt, rs), mu));
+  ir_expr *d = ir_op2(ir, IR_SUB, dt, L_load(L, x, v), mu);
   ir_tensor *w = L_tensor(L, n, "weight"), *b = L_tensor(L, n, "bias");
-  if (w)
-    y = ir_op2(ir, IR_MUL, dt, y, L_load_bcast(L, w, x->rank, v));
-  if (b)
-    y = ir_op2(ir, IR_ADD, dt, y, L_load_bcast(L, b, x->rank, v));
+  ir_expr *p = rs, *y;
+  if (w) { /* (d * rstd) * w + b */
+    d = ir_op2(ir, IR_MUL, dt, d, rs);
+    p = L_load_bcast(L, w, x->rank, v);
+  }
+  if (!b)
+    y = ir_op2(ir, IR_MUL, dt, d, p);
+  else if (ir->fma)
+    y = ir_op3(ir, IR_FMA, dt, d, p, L_load_bcast(L, b, x->rank, v));
+  else
+    y = ir_op2(ir, IR_ADD, dt, ir_op2(ir, IR_MUL, dt, d, p),
+               L_load_bcast(L, b, x->rank, v));
   rc = L_set(L, n, 0, L_spointwise(L, n, dt, x->rank, xs, v, y));
   if (!rc)
     rc = L_set(L, n, 1, mean);

@@ -3,20 +3,22 @@
  * upsample_bilinear2d, upsample_trilinear3d and their .vec overloads) over
  * the last 1-3 dims of a floating input, and of their backwards.
  *
- * ATen (torch 1.13) computes, per output index of each axis, two
- * source indices and two weights on the host, the scale in the tensor's
- * dtype and the source index in double:
+ * ATen (torch 2.13) computes, per output index of each axis, two
+ * source indices and two weights on the host, in the tensor's dtype:
  *
  *   scale = align_corners ? (dtype)(in - 1) / (out - 1)   (0 when out == 1)
  *         : scale given ? (dtype)(1.0 / scale) : (dtype)in / out
- *   src   = align_corners ? (double)scale * o
- *         : max(0, (double)scale * (o + 0.5) - 0.5)
- *   i0 = (int64)src, i1 = i0 + (i0 < in - 1)
- *   l1 = (dtype)(src - i0), l0 = 1 - l1 (in the dtype)
+ *   src   = align_corners ? scale * o
+ *         : max(0, fma(scale, o + 0.5, -0.5))   (its AVX2 and AVX-512
+ *                                                 kernels contract it)
+ *   i0 = min((int64)floorf((float)src), in - 1), i1 = i0 + (i0 < in - 1)
+ *   l1 = min(max(src - i0, 0), 1), l0 = 1 - l1
  *
  * (in == out: i0 = i1 = o, l0 = 1, l1 = 0; these formulas were confirmed
- * against eager's weights, read back through one-hot inputs), then
- * combines 2^d input values. Generic kernel: t0 * l0 + t1 * l1 over the
+ * against eager's weights, read back through one-hot inputs, for float32
+ * and float64, both layouts; torch 1.13 computed src in double for every
+ * dtype, without the multiply-add), then combines 2^d input values.
+ * Generic kernel: t0 * l0 + t1 * l1 over the
  * first axis, each t the same over the axes after it, so in 2-D
  * (x00 * lw0 + x01 * lw1) * lh0 + (x10 * lw0 + x11 * lw1) * lh1.
  * Channels-last 4-D inputs: x00 * (lh0 * lw0) + x01 * (lh0 * lw1) + x10 *
@@ -25,18 +27,18 @@
  * order is not known here: within two roundings of it).
  *
  * Here the indices are integer index arithmetic, floor((a * o + b) / den),
- * with (a, b, den) from in and out, or else from the scale's exact binary
- * fraction, and the weights are computed in the generated code from the
- * output index with ATen's operations. Both are checked at compile time for
- * every output position: the integer index must equal ATen's truncated
- * source index, and (float64) ATen's source index must come out the same
- * whether or not its multiply and subtract are contracted into one
- * multiply-add (generated code is compiled with contraction allowed; for
- * float32 both are exact in double). Either check failing declines the
- * rule (the ATen call runs). The final combination may be contracted
- * differently on the two sides (ATen's own loops are compiled with
- * contraction too), so values agree with eager's within a rounding or two,
- * not always bit for bit.
+ * with (a, b, den) from in and out, or else from the scale's binary
+ * fraction (exact, or rounded to fewer bits), checked at compile time
+ * against ATen's index at every output position; the weights are computed
+ * in the generated code from the output index with ATen's operations, the
+ * multiply-adds explicit (IR FMA), so that gcc's contraction of generated
+ * code cannot round them otherwise. A target without FMA (ATen's baseline
+ * kernels round the half-pixel index twice, but a capped COMPILED_TARGET
+ * cannot tell which kernels eager runs) uses an axis only where both
+ * roundings agree at every position; else the rule declines (the ATen call
+ * runs). The final combination may be contracted differently on the two
+ * sides (ATen's own loops are compiled with contraction too), so values
+ * agree with eager's within a rounding or two, not always bit for bit.
  */
 #include <math.h>
 #include <string.h>
@@ -69,33 +71,85 @@ static double axis_scale(const axis *A, bool f32) {
              : (double)A->in / (double)A->out;
 }
 
-/* ATen's source index for output o, in double (computed from the
- * dtype's scale: for float32 the product and the difference are exact in
- * double, so contraction cannot change them; for float64 `fused` gives
- * the multiply-add's rounding). volatile keeps this file's own compiler
- * from contracting the separate form. */
-static double axis_src(const axis *A, double scale, int64_t o, bool fused) {
-  if (A->align) {
-    volatile double prod = scale * (double)o;
-    return prod;
-  }
-  double t;
-  if (fused) {
-    t = fma(scale, (double)o + 0.5, -0.5);
+/* ATen's source indices and weights of the axis at output o (its
+ * compute_source_index_and_lambda), in the dtype: `scale` from
+ * axis_scale, src = align_corners ? scale * o : max(0, scale * (o + 0.5)
+ * - 0.5), i0 = min((int64)floorf((float)src), in - 1) (floorf even for
+ * float64), l1 = min(max(src - i0, 0), 1), l0 = 1 - l1; in == out copies.
+ * `fused`: the half-pixel product and difference rounded once, as ATen's
+ * AVX2 and AVX-512 kernels (built with FMA) compute it; else twice, as
+ * its baseline kernels. Volatile keeps this file's own compiler from
+ * contracting the separate forms. */
+typedef struct axis_at {
+  int64_t i0, i1;
+  double l0, l1; /* in the dtype */
+} axis_at;
+
+static axis_at aten_at(const axis *A, double scale, bool f32, bool fused,
+                       int64_t o) {
+  axis_at r;
+  if (A->in == A->out)
+    return (axis_at){o, o, 1, 0};
+  double l1;
+  if (f32) {
+    float k = (float)scale, t;
+    if (A->align) {
+      volatile float prod = k * (float)o;
+      t = prod;
+    } else {
+      if (fused) {
+        t = fmaf(k, (float)o + 0.5f, -0.5f);
+      } else {
+        volatile float prod = k * ((float)o + 0.5f);
+        t = prod - 0.5f;
+      }
+      t = t < 0 ? 0 : t;
+    }
+    r.i0 = (int64_t)floorf(t);
+    r.i0 = r.i0 < A->in - 1 ? r.i0 : A->in - 1;
+    float w = t - (float)r.i0;
+    w = w < 0 ? 0 : w > 1 ? 1 : w;
+    l1 = w;
+    r.l0 = 1.0f - w;
   } else {
-    volatile double prod = scale * ((double)o + 0.5);
-    t = prod - 0.5;
+    double src;
+    if (A->align) {
+      volatile double prod = scale * (double)o;
+      src = prod;
+    } else {
+      if (fused) {
+        src = fma(scale, (double)o + 0.5, -0.5);
+      } else {
+        volatile double prod = scale * ((double)o + 0.5);
+        src = prod - 0.5;
+      }
+      src = src < 0 ? 0 : src;
+    }
+    r.i0 = (int64_t)floorf((float)src);
+    r.i0 = r.i0 < A->in - 1 ? r.i0 : A->in - 1;
+    l1 = src - (double)r.i0;
+    l1 = l1 < 0 ? 0 : l1 > 1 ? 1 : l1;
+    r.l0 = 1.0 - l1;
   }
-  return t < 0 ? 0 : t;
+  r.l1 = l1;
+  r.i1 = r.i0 < A->in - 1 ? r.i0 + 1 : r.i0;
+  return r;
 }
 
-/* ATen's source index for output o into *src; false when it is out of
- * the input or (float64, half-pixel) contraction would change it. */
-static bool usable_src(const axis *A, double scale, int64_t o, bool f32,
-                       double *src) {
-  *src = axis_src(A, scale, o, false);
-  return *src >= 0 && *src < (double)A->in &&
-         (f32 || A->align || *src == axis_src(A, scale, o, true));
+/* Whether the axis's indices and weights are known for the target: with
+ * FMA ATen runs its contracted kernels; without, a capped target
+ * (COMPILED_TARGET) cannot tell which kernels eager runs, so the axis is
+ * used only where both roundings agree at every position. */
+static bool axis_known(const axis *A, double scale, bool f32, bool fma) {
+  if (fma || A->align || A->in == A->out)
+    return true;
+  for (int64_t o = 0; o < A->out; o++) {
+    axis_at x = aten_at(A, scale, f32, true, o);
+    axis_at y = aten_at(A, scale, f32, false, o);
+    if (x.i0 != y.i0 || x.l1 != y.l1)
+      return false;
+  }
+  return true;
 }
 
 /* x as p / 2^k with integer p (k as small as possible, at most 60);
@@ -112,10 +166,12 @@ static bool dyadic(double x, int64_t *p, int *k) {
   return false;
 }
 
-/* floor((a * o + b) / den). */
-static int64_t rat_at(int64_t a, int64_t b, int64_t den, int64_t o) {
+/* floor((a * o + b) / den), clamped to [0, in - 1] as the symbols are. */
+static int64_t rat_at(int64_t a, int64_t b, int64_t den, int64_t in,
+                      int64_t o) {
   int64_t t = a * o + b;
-  return t >= 0 ? t / den : -((-t + den - 1) / den);
+  int64_t q = t >= 0 ? t / den : -((-t + den - 1) / den);
+  return q < 0 ? 0 : q > in - 1 ? in - 1 : q;
 }
 
 /* Checks the axis against ATen's arithmetic at every output position and
@@ -123,7 +179,7 @@ static int64_t rat_at(int64_t a, int64_t b, int64_t den, int64_t o) {
 static bool axis_build(lower_ctx *L, axis *A, gc_sym *v, gc_dtype dt) {
   ir_graph *ir = L_ir(L);
   gc_symctx *s = &ir->sym;
-  gc_dtype i64 = GC_DTYPE_INT64, f64 = GC_DTYPE_FLOAT64;
+  gc_dtype i64 = GC_DTYPE_INT64;
   bool f32 = dt == GC_DTYPE_FLOAT32;
   if (A->in <= 0 || A->out <= 0 || A->out > (INT64_C(1) << 24))
     return false;
@@ -134,18 +190,23 @@ static bool axis_build(lower_ctx *L, axis *A, gc_sym *v, gc_dtype dt) {
     return true;
   }
   double scale = axis_scale(A, f32);
-  /* The source index as floor((a * o + b) / den) (max 0): align_corners
-   * floor(o * (in - 1) / (out - 1)), else floor(((2o + 1) * in - out) /
-   * (2 * out)); if that is not ATen's at some o, the same with the scale's
-   * exact binary fraction p / 2^k. */
+  if (!axis_known(A, scale, f32, ir->fma))
+    return false;
+  /* The source index as floor((a * o + b) / den) (clamped to the input):
+   * align_corners floor(o * (in - 1) / (out - 1)), else floor(((2o + 1) *
+   * in - out) / (2 * out)); if that is not ATen's at some o, the same with
+   * the scale's exact binary fraction p / 2^k; then (up to 2^16 outputs)
+   * with p / 2^k the scale rounded to k bits, k = 1..36 (a scale factor of
+   * 2.7 gives 1 / 2.7, neither in / out nor a short binary fraction). */
   int64_t a, b, den;
-  bool dyad = false; /* (a, b, den) is the scale's binary fraction */
+  bool exact_w = false; /* the fraction's remainder / den is ATen's weight */
+  int forms = 2 + (A->out <= (INT64_C(1) << 16) ? 36 : 0);
   for (int form = 0;; form++) {
-    /* float32: the binary fraction first (the source index is exact in
-     * double, so it is that fraction at every position, and the weight
-     * can then be integer arithmetic); else in/out first */
-    bool frac = f32 ? form == 0 : form == 1;
-    if (form > 1)
+    /* float32: the binary fraction first (where the source index is exact
+     * in float it is that fraction at every position, and the weight can
+     * then be integer arithmetic); else in/out first */
+    bool frac = form > 1 || (f32 ? form == 0 : form == 1);
+    if (form >= forms)
       return false;
     if (!frac) {
       a = A->align ? A->in - 1 : 2 * A->in;
@@ -153,27 +214,30 @@ static bool axis_build(lower_ctx *L, axis *A, gc_sym *v, gc_dtype dt) {
       den = A->align ? (A->out > 1 ? A->out - 1 : 1) : 2 * A->out;
     } else {
       int64_t p;
-      int k;
-      if (!dyadic(scale, &p, &k) || k > 60 || p > (INT64_C(1) << 36))
+      int k = form - 1;
+      if (form > 1)
+        p = (int64_t)llround(ldexp(scale, k));
+      else if (!dyadic(scale, &p, &k) || k > 60)
+        continue;
+      if (p > (INT64_C(1) << 36))
         continue;
       a = A->align ? p : 2 * p;
       b = A->align ? 0 : p - (INT64_C(1) << k);
       den = A->align ? INT64_C(1) << k : INT64_C(1) << (k + 1);
     }
-    bool ok = true;
+    bool ok = true, w = frac && f32 && den <= (INT64_C(1) << 24);
     for (int64_t o = 0; o < A->out && ok; o++) {
-      double src;
-      if (!usable_src(A, scale, o, f32, &src))
-        return false;
-      int64_t got = rat_at(a, b, den, o);
-      ok = (got < 0 ? 0 : got) == (int64_t)src; /* at most in - 1 */
-      /* the fraction's remainder is src - i0 (checked: exact) */
-      if (ok && frac && f32)
-        ok = (double)(got < 0 ? 0 : (a * o + b) - got * den) / (double)den ==
-             src - (double)(int64_t)src;
+      axis_at at = aten_at(A, scale, f32, true, o);
+      ok = rat_at(a, b, den, A->in, o) == at.i0;
+      /* the fraction's remainder is ATen's weight (an exact float) */
+      if (ok && w) {
+        int64_t num = a * o + b;
+        num = num < 0 ? 0 : num;
+        w = at.i0 == num / den && (double)(num % den) / (double)den == at.l1;
+      }
     }
     if (ok) {
-      dyad = frac;
+      exact_w = w;
       break;
     }
   }
@@ -181,14 +245,15 @@ static bool axis_build(lower_ctx *L, axis *A, gc_sym *v, gc_dtype dt) {
       gc_sym_floordiv(s, gc_sym_addc(s, gc_sym_scale(s, v, a), b), den);
   if (b < 0)
     i0 = gc_sym_max(s, i0, gc_sym_const(s, 0));
+  i0 = gc_sym_min(s, i0, gc_sym_const(s, A->in - 1));
   A->i0 = i0;
   A->i1 = gc_sym_min(s, gc_sym_addc(s, i0, 1), gc_sym_const(s, A->in - 1));
-  if (f32 && dyad && den <= (INT64_C(1) << 24)) {
+  if (exact_w) {
     /* l1 = src - i0 = ((a * o + b) mod den) / den, exact in float32 (a
      * remainder below 2^24 times a power of two): integer arithmetic and
-     * one multiply, where the double form costs a dozen double operations
-     * per element (lraspp's last upsampling, 8 x 21 x 224 x 224 from
-     * 28 x 28 channels-last: 8.3 -> 5.9 ms, COMPILED_PROFILE) */
+     * one multiply, where the float form costs several operations per
+     * element (lraspp's last upsampling, 8 x 21 x 224 x 224 from 28 x 28
+     * channels-last: 8.3 -> 5.9 ms, COMPILED_PROFILE) */
     gc_sym *num = gc_sym_addc(s, gc_sym_scale(s, v, a), b);
     if (b < 0)
       num = gc_sym_max(s, num, gc_sym_const(s, 0));
@@ -200,25 +265,25 @@ static bool axis_build(lower_ctx *L, axis *A, gc_sym *v, gc_dtype dt) {
     A->l0 = OP2(SUB, ir_const_f(ir, 1, dt), A->l1);
     return A->l0 && A->l1;
   }
-  /* the weights, as ATen computes them from the output index: the
-   * source index in double, l1 = (dtype)(src - i0), l0 = 1 - l1 */
-  ir_expr *o = ir_cast(ir, ir_index(ir, v, i64), f64), *src;
-  ir_expr *k = ir_const_f(ir, scale, f64);
+  /* the weights as ATen computes them from the output index (aten_at), in
+   * the dtype; the products are explicit multiply-adds (the align_corners
+   * one with a zero addend), so gcc's contraction cannot round them
+   * differently */
+  ir_expr *o = ir_cast(ir, ir_index(ir, v, i64), dt), *src;
+  ir_expr *k = ir_const_f(ir, scale, dt), *zero = ir_const_f(ir, 0, dt);
+  ir_expr *one = ir_const_f(ir, 1, dt);
   if (A->align) {
-    src = ir_op2(ir, IR_MUL, f64, k, o);
+    src = ir_op3(ir, IR_FMA, dt, k, o, zero);
   } else {
-    ir_expr *zero = ir_const_f(ir, 0, f64);
-    src = ir_op2(ir, IR_SUB, f64,
-                 ir_op2(ir, IR_MUL, f64, k,
-                        ir_op2(ir, IR_ADD, f64, o, ir_const_f(ir, 0.5, f64))),
-                 ir_const_f(ir, 0.5, f64));
-    src =
-        ir_op3(ir, IR_WHERE, f64, ir_op2(ir, IR_LT, f64, src, zero), zero, src);
+    src = ir_op3(ir, IR_FMA, dt, k, OP2(ADD, o, ir_const_f(ir, 0.5, dt)),
+                 ir_const_f(ir, -0.5, dt));
+    src = ir_op3(ir, IR_WHERE, dt, OP2(LT, src, zero), zero, src);
   }
-  A->l1 = ir_cast(
-      ir, ir_op2(ir, IR_SUB, f64, src, ir_cast(ir, ir_index(ir, i0, i64), f64)),
-      dt);
-  A->l0 = OP2(SUB, ir_const_f(ir, 1, dt), A->l1);
+  ir_expr *l1 = OP2(SUB, src, ir_cast(ir, ir_index(ir, i0, i64), dt));
+  l1 = ir_op3(ir, IR_WHERE, dt, OP2(LT, l1, zero), zero, l1);
+  l1 = ir_op3(ir, IR_WHERE, dt, OP2(GT, l1, one), one, l1);
+  A->l1 = l1;
+  A->l0 = OP2(SUB, one, l1);
   return A->l0 && A->l1;
 }
 
@@ -403,27 +468,14 @@ static bool axis_table(lower_ctx *L, const axis *A, gc_dtype dt, ir_interp *t) {
   if (!t->i0 || !t->i1 || !t->l0 || !t->l1)
     return false;
   double scale = axis_scale(A, f32);
+  if (!axis_known(A, scale, f32, ir->fma))
+    return false;
   for (int64_t o = 0; o < A->out; o++) {
-    if (A->in == A->out) {
-      t->i0[o] = t->i1[o] = o;
-      t->l0[o] = 1;
-      t->l1[o] = 0;
-      continue;
-    }
-    double src;
-    if (!usable_src(A, scale, o, f32, &src))
-      return false;
-    int64_t i0 = (int64_t)src;
-    t->i0[o] = i0;
-    t->i1[o] = i0 < A->in - 1 ? i0 + 1 : i0;
-    if (f32) {
-      float l1 = (float)(src - (double)i0);
-      t->l1[o] = l1;
-      t->l0[o] = 1.0f - l1;
-    } else {
-      t->l1[o] = src - (double)i0;
-      t->l0[o] = 1.0 - t->l1[o];
-    }
+    axis_at at = aten_at(A, scale, f32, true, o);
+    t->i0[o] = at.i0;
+    t->i1[o] = at.i1;
+    t->l0[o] = at.l0;
+    t->l1[o] = at.l1;
   }
   return true;
 }

@@ -694,9 +694,11 @@ def _flip_constant_rows(ns, name, expr, gen):
     """For a layer_norm or instance_norm statement that normalizes a
     constant row (one element, or equal values): its value with the signs
     of those rows' normalized values drawn from gen, else None. Their exact
-    value is 0; eager's is its rounding noise times 1 / sqrt(eps) (1e-6 to
-    1e-5), of either sign, and an operator that amplifies the sign (atan2:
-    +-pi) makes the program's result depend on it (seed 1002206). The
+    value is 0; eager's may be its rounding noise times 1 / sqrt(eps) (1e-6
+    to 1e-5), of either sign (torch 1.13 for every such row; torch 2
+    computes (x - mean) * rstd, noise only where a row's float mean is not
+    its value), and an operator that amplifies the sign (atan2: +-pi) makes
+    the program's result depend on it (seed 1002206 under torch 1.13). The
     one-ulp runs then cover both signs."""
     F = torch.nn.functional
     if expr.startswith("torch.nn.functional.layer_norm("):

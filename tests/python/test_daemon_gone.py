@@ -14,7 +14,6 @@ import torch
 
 import compiled
 import compiled.frontend
-import daemon_util
 
 ANSWER_TIMEOUT = 1.0
 

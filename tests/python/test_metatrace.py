@@ -197,6 +197,7 @@ def test_opinfo_operators_trace_alike(tmp_path):
 
 
 F = torch.nn.functional
+A = torch.ops.aten
 CL = torch.channels_last
 
 
@@ -234,6 +235,24 @@ CHECKED_PROGRAMS = {
     "nan_to_num": lambda x, w: torch.nan_to_num(x, 0.5),
     "in_place": lambda x, w: (x * 1).abs_().nan_to_num_().logical_and_(x).logical_not_()
     .logical_or_(x).logical_xor_(x),
+    # TensorIterator binary operators whose FakeTensor results come from
+    # Python references, against a broadcast and a same-shape operand
+    "binary_refs": lambda x, w: (
+        torch.floor_divide(x, x[0, 0, 0, :1] + 2), torch.div(x, x[:1, :, :1, :1], rounding_mode="floor"),
+        torch.copysign(x, x[0, 0, :1]), torch.xlogy(x.abs(), x * 1),
+        torch.special.xlog1py(x, x[0, 0, 0, :1].abs()),
+        A.hardsigmoid_backward(x * 1, x), A.hardswish_backward(x.exp(), x),
+        A.logit_backward(x * 1, x.sigmoid(), 0.1)),
+    # kernels that allocate contiguous results whatever the input's layout
+    "contiguous_results": lambda x, w: (
+        A.log_sigmoid_forward(x), A.mse_loss_backward(x * 1, x, x.exp(), 0),
+        F.rrelu(x, training=False), A._log_softmax_backward_data(x * 1, x.log_softmax(1), 1, x.dtype),
+        A.native_layer_norm_backward(x * 1, x, [6], x.mean(-1, keepdim=True),
+                                     x.std(-1, keepdim=True), w.flatten()[:6], None,
+                                     [True, True, False]),
+        A.native_layer_norm_backward(x * 1, x, [2, 4, 6, 6], x.mean().view(1, 1, 1, 1),
+                                     x.std().view(1, 1, 1, 1), x * 2, None, [True, True, False]),
+        A.glu_backward(x[:, :2] * 1, x, 1)),
     # backward operators (training's backward graphs): the gradient has the
     # input's layout, as autograd passes it
     "batch_norm_backward": lambda x, w: torch.ops.aten.native_batch_norm_backward(

@@ -11,6 +11,8 @@ per layout where possible: every compile runs the C compiler.
 
 import re
 
+import itertools
+
 import pytest
 import torch
 import torch.nn.functional as F
@@ -277,21 +279,24 @@ def test_upsample_nearest2d_where_the_float_index_is_not_the_rational_one(server
     # 26 -> 22: ATen's floorf(o * 26/22f) is not o * 26 // 22 at o = 11, but
     # another fraction gives ATen's indices: native, eager's bits. 4 -> 164:
     # float rounding makes indices no fraction gives; the rule declines and
-    # the ATen call gives eager's values
+    # the ATen call gives eager's values (torch 2 records the default
+    # overload, aten::upsample_nearest2d; torch 1.13 the .vec one)
     check(lambda x: F.interpolate(x, size=(22, 5), mode="nearest"),
           (torch.randn(1, 2, 26, 5),), server=server, fallback=0, atol=0, rtol=0)
     s = check(lambda x: F.interpolate(x, size=(164, 5), mode="nearest"),
               (torch.randn(1, 2, 4, 5),), server=server, fallback=1, atol=0, rtol=0)
-    assert s["fallback_ops"] == ["aten::upsample_nearest2d.vec"], s
+    assert s["fallback_ops"] == ["aten::upsample_nearest2d"], s
 
 
 @pytest.mark.parametrize("dims", [1, 2, 3])
 def test_upsample_nearest_with_fractional_scale_factors(server, dims):
-    # ATen's index is floorf(o * (float)(1 / factor)); its generic kernel
-    # has no shortcut where the output size equals the input's (2 elements
-    # at 1.1: out 2, indices 0, 0) or doubles it (4 at 2.1), its
-    # channels-last kernels and its backward have (indices 0, 1). The rule
-    # used the shortcut everywhere: wrong values. Sizes where floor(o * in /
+    # ATen's index is floorf(o * (float)(1 / factor)); torch 2's 1-D and
+    # 3-D kernels (channels-last 3-D too) have no shortcut where the output
+    # size equals the input's (2 elements at 1.1: out 2, indices 0, 0) or
+    # doubles it (4 at 2.1), its 2-D kernels and its backward have (indices
+    # 0, 1). (Torch 1.13: the generic kernels had none, the channels-last
+    # ones had it.) The rule used the shortcut everywhere: wrong values.
+    # Sizes where floor(o * in /
     # out) is not ATen's index take another fraction inside the interval
     # ATen's indices allow (1.7 on 4, 0.6 on 19). Values and gradients are
     # eager's bits, natively.
@@ -372,9 +377,13 @@ def test_upsample_bilinear2d_indices_and_weights_are_atens(server, axis, layout)
     # one-hot inputs along one axis, the other axis copied (its weights are
     # exactly 1 and 0): every output is ATen's weight itself (1 * w + 0 *
     # w' rounds the same with or without a multiply-add), so equal bits
-    # check the source indices and the float weights at every position
-    for n_in, n_out, align, sf in BILINEAR_AXES:
-        x = torch.zeros(n_in, 2, 1, n_in)
+    # check the source indices and the float weights at every position.
+    # Torch 2 computes them in the dtype (float32: a float multiply-add for
+    # the half-pixel index; torch 1.13: in double), its index through
+    # floorf((float)src) even for float64
+    for (n_in, n_out, align, sf), dtype in itertools.product(
+            BILINEAR_AXES, (torch.float32, torch.float64)):
+        x = torch.zeros(n_in, 2, 1, n_in, dtype=dtype)
         for j in range(n_in):
             x[j, :, 0, j] = 1
         size = None if n_out is None else (1, n_out)
@@ -404,11 +413,9 @@ def test_upsample_bilinear2d_values(server, layout):
         if layout == "channels_last":
             x = x.contiguous(memory_format=torch.channels_last)
         for align in (False, True):
-            native = [kw for kw in kws if dtype == torch.float32 or align or
-                      kw.get("scale_factor") == 2 or kw.get("size") == (3, 4)]
             def f(x):
                 return tuple(F.interpolate(x * 2, mode="bilinear", align_corners=align, **kw)
-                             for kw in native)
+                             for kw in kws)
             check(f, (x,), server=server, fallback=0, atol=tol, rtol=tol)
 
 
@@ -427,30 +434,14 @@ def test_upsample_linear1d_and_trilinear3d_values(server, mode):
     for dtype, tol in [(torch.float32, 1e-6), (torch.float64, 1e-14)]:
         for name, x in layouts(shape, dtype=dtype):
             for align in (False, True):
-                native = [kw for kw in kws if dtype == torch.float32 or align or
-                          kw.get("scale_factor") in (2, 0.5)]
                 check(lambda x: tuple(F.interpolate(x * 2, mode=mode, align_corners=align, **kw)
-                                      for kw in native),
+                                      for kw in kws),
                       (x,), server=server, fallback=0, atol=tol, rtol=tol)
     if d == 3:
         x = torch.randn(2, 3, 3, 4, 5).contiguous(memory_format=torch.channels_last_3d)
         check(lambda x: tuple(F.interpolate(x, mode=mode, align_corners=align, **kw)
                               for kw in kws for align in (False, True)),
               (x,), server=server, fallback=0, atol=1e-6, rtol=1e-6)
-
-
-def half_pixel_contraction_safe(n_in, n_out, sf):
-    """float64, align_corners=False: is ATen's source index scale * (o +
-    0.5) - 0.5 the same rounded once (a multiply-add) and twice at every
-    output position? Else the compiler declines (the ATen call runs)."""
-    from fractions import Fraction
-    n_out = n_out if n_out is not None else int(n_in * sf)
-    if n_in == n_out:
-        return True
-    scale = 1.0 / sf if sf else n_in / n_out
-    return all(scale * (o + 0.5) - 0.5 ==
-               float(Fraction(scale) * Fraction(2 * o + 1, 2) - Fraction(1, 2))
-               for o in range(n_out))
 
 
 @pytest.mark.parametrize("layout", ["contiguous", "channels_last"])
@@ -461,9 +452,6 @@ def test_upsample_bilinear2d_backward_is_native_and_eager_bit_for_bit(server, la
     torch.manual_seed(0)
     for n_in, n_out, align, sf in BILINEAR_AXES:
         for dtype in (torch.float32, torch.float64):
-            if dtype == torch.float64 and not align and \
-                    not half_pixel_contraction_safe(n_in, n_out, sf):
-                continue
             x = torch.randn(2, 3, 5, n_in, dtype=dtype)
             if layout == "channels_last":
                 x = x.contiguous(memory_format=torch.channels_last)
@@ -483,9 +471,6 @@ def test_upsample_linear1d_and_trilinear3d_backward_are_eager_bit_for_bit(server
     d = 1 if mode == "linear" else 3
     for n_in, n_out, align, sf in BILINEAR_AXES[::2] if d == 3 else BILINEAR_AXES:
         for dtype in (torch.float32, torch.float64):
-            if dtype == torch.float64 and not align and \
-                    not half_pixel_contraction_safe(n_in, n_out, sf):
-                continue
             x = torch.randn((2, 3) + (4, 3)[:d - 1] + (n_in,), dtype=dtype)
             # the other axes double: exact scales, safe from contraction
             size = None if n_out is None else (8, 6, n_out)[3 - d:]
@@ -504,14 +489,36 @@ def test_upsample_linear1d_and_trilinear3d_backward_are_eager_bit_for_bit(server
                            server=server)
 
 
-def test_upsample_bilinear2d_declines_where_contraction_would_matter(server):
+def test_upsample_bilinear2d_half_pixel_index_is_atens_multiply_add(server):
     # float64, half-pixel source index 3 * (o + 0.5) / 7 - 0.5: rounded once
-    # or twice it differs at some o, and generated code may contract it
-    # either way; the ATen call runs and gives eager's bits
-    s = check(lambda x: F.interpolate(x, size=(7, 9), mode="bilinear"),
-              (torch.randn(1, 2, 3, 4, dtype=torch.float64),), server=server, fallback=1,
-              atol=0, rtol=0)
-    assert s["fallback_ops"] == ["aten::upsample_bilinear2d.vec"], s
+    # or twice it differs at some o. Torch 2's kernel rounds it once (its
+    # host code is contracted into a multiply-add; torch 1.13's was not,
+    # in double for every dtype, and the rule declined such axes because
+    # gcc might contract generated code either way); generated code
+    # computes it with an explicit fma: native, eager's weights
+    x = torch.zeros(3, 2, 1, 3, dtype=torch.float64)
+    for j in range(3):
+        x[j, :, 0, j] = 1  # one-hot: every output is one of ATen's weights
+    check(lambda x: F.interpolate(x, size=(1, 7), mode="bilinear"), (x,), server=server,
+          fallback=0, atol=0, rtol=0)
+    check(lambda x: F.interpolate(x, size=(7, 9), mode="bilinear"),
+          (torch.randn(1, 2, 3, 4, dtype=torch.float64),), server=server, fallback=0,
+          atol=1e-14, rtol=1e-14)
+
+
+def test_upsample_half_pixel_index_without_fma_only_where_roundings_agree(server, monkeypatch):
+    # a target without FMA (here capped by COMPILED_TARGET) cannot tell
+    # whether eager runs ATen's contracted kernels: an axis whose source
+    # index rounds differently once and twice (3 -> 7 in float64) stays the
+    # ATen call; one where they agree (4 -> 8) is native, eager's weights
+    monkeypatch.setenv("COMPILED_TARGET", "x86-64-v2")
+    for n_in, n_out, fallback in ((3, 7, 1), (4, 8, 0)):
+        x = torch.zeros(n_in, 2, 1, n_in, dtype=torch.float64)
+        for j in range(n_in):
+            x[j, :, 0, j] = 1
+        s = check(lambda x: F.interpolate(x, size=(1, n_out), mode="bilinear"), (x,),
+                  server=server, fallback=fallback, atol=0, rtol=0)
+        assert s["target"] in ("x86-64", "x86-64-v2"), s
 
 
 AVG_POOLS = [(2, 2, 0, False, True, None), (3, 1, 1, False, True, None),
@@ -618,7 +625,11 @@ def test_advanced_indexing_with_several_index_tensors(server):
     i, j = torch.tensor([0, 2, -1, 4]), torch.tensor([1, 5, 0, -6])
     for name, x in layouts((5, 6, 7, 8)):
         check(f, (x, b, i, j), server=server, fallback=0)
-    cf = compiled_fn(lambda x, i, j: x[i, j] + 1, (torch.randn(4, 3), i[:2], j[:2]), server)
+    # (example indices in range: torch 2's capture runs the function on
+    # copies of them, and j[:2] holds 5, out of x's second dim; 1.13's
+    # tracing never read index values)
+    cf = compiled_fn(lambda x, i, j: x[i, j] + 1,
+                     (torch.randn(4, 3), i[:2], torch.tensor([1, 0])), server)
     with torch.no_grad(), pytest.raises(IndexError):
         cf(torch.randn(4, 3), torch.tensor([0, 1]), torch.tensor([0, 3]))
     with torch.no_grad(), pytest.raises(IndexError):

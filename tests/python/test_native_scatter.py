@@ -64,9 +64,13 @@ def test_index_add(server):
 
 
 def test_scatter_and_index_add_of_computed_and_strided_inputs(server):
+    # computed with exact operations (a product by 0.5 rounds the same
+    # contracted or not): exp was one, but torch 2's x86 wheels take it
+    # from MKL's vector math (VML_HA), generated code from SLEEF, and about
+    # 9% of float32 results differ in the last bit
     def f(x, i, s):
         return (x.t().scatter_add(0, i.t(), s.t() * 2).relu(),
-                (x * 3).index_add(1, i[0, :4], s[:, :4].exp()))
+                (x * 3).index_add(1, i[0, :4], s[:, :4].abs() * 0.5 - 1))
     g = torch.Generator().manual_seed(5)
     x = torch.randn(5, 7, generator=g)
     i = torch.randint(0, 7, (5, 9), generator=g)  # i.t(): a transposed index

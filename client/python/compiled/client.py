@@ -161,7 +161,7 @@ class CompileOutcome:
     result: compiled_pb2.CompileResult
 
 
-def _request_bytes(graph_module, options, target) -> bytes:
+def _request_bytes(graph_module, options, target, label=None) -> bytes:
     """A serialized CompileRequest for ``graph_module`` (a GraphModule or
     its serialization), without copying the graph into a request message
     first (CompileRequest(graph=...) copies every node: 5-10 ms for a 700 KB
@@ -173,6 +173,8 @@ def _request_bytes(graph_module, options, target) -> bytes:
         rest.options.CopyFrom(options)
     if target is not None:
         rest.target.CopyFrom(target)
+    if label is not None:
+        rest.label.CopyFrom(label)
     graph = (bytes(graph_module) if isinstance(graph_module, (bytes, bytearray, memoryview))
              else graph_module.SerializeToString())
     return field_bytes(1, graph) + rest.SerializeToString()
@@ -262,10 +264,17 @@ class Client:
 
     def compile(self, graph_module, options: Optional[compiled_pb2.CompileOptions] = None, *,
                 target: Optional[compiled_pb2.Target] = None,
-                timeout: Optional[float] = None, label: Optional[str] = None) -> Tuple[str, bytes]:
+                timeout: Optional[float] = None, label: Optional[str] = None,
+                entry_label: Optional[compiled_pb2.Label] = None) -> Tuple[str, bytes]:
         """Compile ``graph_module`` (a ``graph_pb2.GraphModule``, or its
         serialization) or get it from the cache. Returns ``(key,
         artifact_bytes)``.
+
+        ``label`` names the program in the progress line of a slow compile;
+        ``entry_label`` (a ``compiled.v1.Label``, see
+        :func:`compiled.labels.make_label`) is stored with the cache entry a
+        compile makes, for ``compilectl ls`` and ``lookup``. Without it the
+        entry is labelled with ``label`` and this host's name.
 
         Raises:
             CompileError: the daemon refused the graph.
@@ -274,19 +283,23 @@ class Client:
             DaemonError: any other failure (deadline, digest mismatch...).
         """
         outcome = self.compile_outcome(graph_module, options, target=target, timeout=timeout,
-                                       label=label)
+                                       label=label, entry_label=entry_label)
         return outcome.key, outcome.artifact
 
     def compile_outcome(self, graph_module, options: Optional[compiled_pb2.CompileOptions] = None,
                         *, target: Optional[compiled_pb2.Target] = None,
                         timeout: Optional[float] = None,
-                        label: Optional[str] = None) -> CompileOutcome:
+                        label: Optional[str] = None,
+                        entry_label: Optional[compiled_pb2.Label] = None) -> CompileOutcome:
         """Like :meth:`compile`, also returning the daemon's CompileResult.
 
         ``label`` names the program in the progress line a compile that
         takes a while shows (:mod:`compiled.progress`)."""
+        from .labels import make_label
         from .progress import Progress
-        request = _request_bytes(graph_module, options, target)
+        if entry_label is None:
+            entry_label = make_label(label or "")
+        request = _request_bytes(graph_module, options, target, entry_label)
         timeout = self.timeout if timeout is None else timeout
         with Progress(label or "a graph", self.address) as progress:
             for attempt in range(BUSY_RETRIES + 1):

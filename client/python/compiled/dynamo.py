@@ -253,7 +253,8 @@ class _GraphFunction:
     tries the daemon again after a delay that doubles up to a cap, as
     :func:`compiled.compile` does (frontend.RETRY_FIRST, RETRY_MAX)."""
 
-    def __init__(self, backend: _Backend, gm: torch.fx.GraphModule, role: str, where: str):
+    def __init__(self, backend: _Backend, gm: torch.fx.GraphModule, role: str, where: str,
+                 entry_label=None):
         # an instance attribute: AOTAutograd wraps the backward in
         # torch._dynamo.disable, whose functools.wraps copies __dict__ only
         self._boxed_call = True
@@ -261,6 +262,7 @@ class _GraphFunction:
         self.gm = gm
         self.role = role
         self.where = where
+        self.entry_label = entry_label  # for the cache entry (compiled.labels)
         self.data: Optional[bytes] = None
         self.constants: list = []
         self.fn: Optional[Callable] = None
@@ -297,7 +299,8 @@ class _GraphFunction:
             eager_random=opts.eager_random)
         try:
             key, artifact = b.client.compile(self.data, options, target=_native.target_message(),
-                                             timeout=opts.timeout, label=self.where)
+                                             timeout=opts.timeout, label=self.where,
+                                             entry_label=self.entry_label)
         except CompileError:
             raise
         except DaemonError as e:
@@ -335,11 +338,15 @@ _SERIAL = itertools.count()
 _LOADED: "weakref.WeakSet[_GraphFunction]" = weakref.WeakSet()
 
 
-def _compile_graph(backend: _Backend, role: str, gm: torch.fx.GraphModule,
-                   example_inputs: Sequence[Any]) -> _GraphFunction:
-    """AOTAutograd's fw_compiler / bw_compiler / inference_compiler."""
-    where = f"the {role} graph of {_graph_label(gm)}"
-    fn = _GraphFunction(backend, gm, role, where)
+def _compile_graph(backend: _Backend, source: Optional[tuple], role: str,
+                   gm: torch.fx.GraphModule, example_inputs: Sequence[Any]) -> _GraphFunction:
+    """AOTAutograd's fw_compiler / bw_compiler / inference_compiler.
+    ``source`` is (name, file, line) of the frame Dynamo compiled, or None."""
+    from .labels import make_label
+    name, file, line = source or (_graph_label(gm), "", 0)
+    where = f"the {role} graph of {name}"
+    label = make_label(name if role == "inference" else f"{name} ({role})", file, line)
+    fn = _GraphFunction(backend, gm, role, where, label)
     try:
         fn.data, fn.constants = encode_graph(gm, where)
     except CaptureError as e:
@@ -358,6 +365,30 @@ def _graph_label(gm: torch.fx.GraphModule) -> str:
             if cls is not None:
                 return getattr(cls, "__qualname__", str(cls))
     return f"a graph of {sum(1 for n in gm.graph.nodes if n.op == 'call_function')} operators"
+
+
+def _dynamo_source(gm: torch.fx.GraphModule) -> Optional[tuple]:
+    """(name, file, line) of the frame Dynamo turned into ``gm``, for the
+    cache entry's label: the qualified name of its code ("Net" for
+    ``Net.forward``: a module is named by its class; a graph break's
+    continuation keeps Dynamo's "Net.torch_dynamo_resume_in_forward_at_12"),
+    its file and first line. From Dynamo's tracing context (its first traced
+    code object is the frame's own); else the outermost frame of the
+    graph's stack traces; else None. Never raises."""
+    from .labels import source_of_graph, source_of_code
+    try:
+        from torch._guards import TracingContext
+        context = TracingContext.try_get()
+        codes = getattr(context, "traced_code", None) if context is not None else None
+        found = source_of_code(codes[0]) if codes else source_of_graph(gm.graph)
+    except Exception:  # private torch API: a label is worth no failure
+        return None
+    if found is None:
+        return None
+    name, file, line = found
+    if name.endswith(".forward"):
+        name = name[:-len(".forward")]
+    return name, file, line
 
 
 def _decompositions() -> Dict[Any, Callable]:
@@ -394,12 +425,13 @@ def compiled_backend(gm: torch.fx.GraphModule, example_inputs: Sequence[Any], *,
     Every graph goes through AOTAutograd (see the module docstring).
     """
     backend = _Backend(BackendOptions.parse(options))
+    source = _dynamo_source(gm)  # now: AOTAutograd may compile the backward later
     from torch._dynamo.backends.common import aot_autograd
     from torch._functorch.partitioners import min_cut_rematerialization_partition
     return aot_autograd(
-        fw_compiler=functools.partial(_compile_graph, backend, "forward"),
-        bw_compiler=functools.partial(_compile_graph, backend, "backward"),
-        inference_compiler=functools.partial(_compile_graph, backend, "inference"),
+        fw_compiler=functools.partial(_compile_graph, backend, source, "forward"),
+        bw_compiler=functools.partial(_compile_graph, backend, source, "backward"),
+        inference_compiler=functools.partial(_compile_graph, backend, source, "inference"),
         partition_fn=min_cut_rematerialization_partition,
         decompositions=_decompositions(),
         keep_inference_input_mutations=True,

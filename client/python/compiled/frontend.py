@@ -372,6 +372,7 @@ class CompiledFunction:
         self._layout = _StateLayout(self._module) if self._module is not None else None
         self._layout_fresh = True  # built just now: the first lookup need not rebuild it
         self._bind_signature = None
+        self._source = None  # (name, file, line) for the cache's labels, found once
         try:
             self.__wrapped__ = fn_or_module
             self.__doc__ = getattr(fn_or_module, "__doc__", None)
@@ -381,6 +382,20 @@ class CompiledFunction:
 
     def __repr__(self) -> str:
         return f"<compiled {_capture._describe(self._fn)}: {len(self.programs)} programs>"
+
+    def _entry_label(self, role: Optional[str] = None):
+        """The label of the cache entries this function's compiles make:
+        the module's class or the function's qualified name (with the role
+        of a training graph: "Net (backward)"), where its forward or def
+        starts, this host (compiled.labels)."""
+        from .labels import make_label, source_of
+        if self._source is None:
+            try:
+                self._source = source_of(self._fn)
+            except Exception:  # a label is worth no failure
+                self._source = (_capture._describe(self._fn), "", 0)
+        name, file, line = self._source
+        return make_label(f"{name} ({role})" if role else name, file, line)
 
     def sources(self) -> str:
         """The code of every program loaded so far: the generated C of its
@@ -548,7 +563,8 @@ class CompiledFunction:
         try:
             key, data = self._client.compile(captured.graph_bytes, options,
                                              target=_native.target_message(),
-                                             label=_capture._describe(self._fn))
+                                             label=_capture._describe(self._fn),
+                                             entry_label=self._entry_label())
         except CompileError:
             raise
         except DaemonError as e:
@@ -593,7 +609,8 @@ class CompiledFunction:
             eager_random=self._eager_random)
         key, data = self._client.compile(captured.graph_bytes, options,
                                          target=_native.target_message(),
-                                         label=f"{_capture._describe(self._fn)} ({role})")
+                                         label=f"{_capture._describe(self._fn)} ({role})",
+                                         entry_label=self._entry_label(role))
         self.compiles += 1
         try:
             with _capture.paused_gc():

@@ -57,10 +57,8 @@ trace.
 from __future__ import annotations
 
 import builtins
-import contextlib
 import keyword
 import operator
-import re
 import sys
 import weakref
 from typing import Any, Dict, List, Optional, Tuple
@@ -81,7 +79,6 @@ except ImportError:  # older torch 2 releases decompose whatever has a composite
 __all__ = ["ShapeTensor", "Untrusted", "eligible", "trace"]
 
 _aten = torch.ops.aten
-_META = torch.device("meta")
 _CPU = torch.device("cpu")
 _DATA_DEPENDENT = torch.Tag.data_dependent_output
 _DYNAMIC_SHAPE = torch.Tag.dynamic_output_shape
@@ -109,11 +106,48 @@ def _preserve_layout(out, args, kwargs):
     return torch.empty_like(args[0])
 
 
+def _binary_layout(out, args, kwargs):
+    """Binary operators whose CPU kernel is a TensorIterator over two
+    tensors (floor_divide, copysign, xlogy, activation backwards, ...):
+    their FakeTensor results come from Python references that lay a
+    result out contiguous where TensorIterator follows the operands (a
+    transposed input with a broadcast one gives a transposed result).
+    ``add``'s meta function is TensorIterator's own: its layout is the
+    kernel's."""
+    a, b = args[0], args[1]
+    if not (isinstance(a, torch.Tensor) and isinstance(b, torch.Tensor)):
+        return out
+    like = _aten.add.Tensor(a, b)
+    return torch.empty_strided(out.shape, like.stride(), dtype=out.dtype, device=out.device)
+
+
+def _contiguous(out, args, kwargs):
+    """Operators whose CPU kernel allocates its results contiguous
+    (``LEGACY_CONTIGUOUS_MEMORY_FORMAT``) whatever its inputs' layout;
+    FakeTensor's follow the inputs."""
+    if isinstance(out, tuple):
+        return tuple(o.contiguous() if isinstance(o, torch.Tensor) else o for o in out)
+    return out.contiguous()
+
+
 # Corrections of FakeTensor results whose layout differs from the CPU
 # kernel's: (out, args, kwargs) -> out, run in the trace's FakeTensorMode.
+# Found by comparing FakeTensor's and the CPU's result strides over ATen's
+# operators on transposed, permuted and channels-last inputs
+# (tests/python/test_metatrace.py checks each).
 _FIXES = {
     _aten.native_batch_norm_backward.default: _batch_norm_backward_mask,
     _aten.roll.default: _preserve_layout,
+    **{op: _binary_layout for op in (
+        _aten.copysign.Tensor, _aten.floor_divide.default, _aten.div.Tensor_mode,
+        _aten.xlogy.Tensor, _aten.special_xlog1py.default, _aten.hardsigmoid_backward.default,
+        _aten.hardswish_backward.default, _aten.logit_backward.default)},
+    _aten.log_sigmoid_forward.default: _contiguous,
+    _aten.mse_loss_backward.default: _contiguous,
+    _aten.rrelu_with_noise.default: _contiguous,
+    _aten._log_softmax_backward_data.default: _contiguous,
+    _aten.native_layer_norm_backward.default: _contiguous,
+    _aten.glu_backward.default: _contiguous,
 }
 
 
