@@ -281,17 +281,19 @@ Test(sym, symbolic_extents_bound_indices) {
   cr_assert_eq(gc_sym_upper(&S, rev), gc_sym_addc(&S, s0, -1));
   /* products of non-negative factors are monotone: i*j is largest at the
    * last i and j; a factor that may be negative has no such bound */
-  cr_assert_eq(gc_sym_upper(&S, gc_sym_mul(&S, i, j)),
-               gc_sym_mul(&S, gc_sym_addc(&S, s0, -1), gc_sym_addc(&S, s1, -1)));
+  cr_assert_eq(
+      gc_sym_upper(&S, gc_sym_mul(&S, i, j)),
+      gc_sym_mul(&S, gc_sym_addc(&S, s0, -1), gc_sym_addc(&S, s1, -1)));
   /* (i*(s0 - 5) distributes into i*s0 - 5*i, bounded term by term; a
    * max() does not distribute) */
   gc_sym *neg = gc_sym_mul(
       &S, i, gc_sym_max(&S, gc_sym_addc(&S, j, -5), gc_sym_const(&S, -2)));
-  cr_assert_null(gc_sym_upper(&S, neg), "%s: %s", str(neg), str(gc_sym_upper(&S, neg)));
+  cr_assert_null(gc_sym_upper(&S, neg), "%s: %s", str(neg),
+                 str(gc_sym_upper(&S, neg)));
   /* a clamped index (cat's, padding's): min and max of bounds */
-  gc_sym *cl = gc_sym_max(&S, gc_sym_min(&S, gc_sym_addc(&S, k, -2),
-                                         gc_sym_const(&S, 1)),
-                          gc_sym_const(&S, 0));
+  gc_sym *cl = gc_sym_max(
+      &S, gc_sym_min(&S, gc_sym_addc(&S, k, -2), gc_sym_const(&S, 1)),
+      gc_sym_const(&S, 0));
   cr_assert_eq(gc_sym_upper(&S, gc_sym_add(&S, gc_sym_scale(&S, i, 2), cl)),
                gc_sym_addc(&S, gc_sym_scale(&S, s0, 2), -1));
   /* symbolic coefficients */
@@ -303,4 +305,22 @@ Test(sym, symbolic_extents_bound_indices) {
   cr_assert(gc_sym_coef(&S, ix, k->var, &c));
   cr_assert_eq(c, gc_sym_const(&S, 0));
   cr_assert(!gc_sym_coef(&S, gc_sym_mul(&S, i, j), i->var, &c));
+}
+
+/* A guard c <= s narrows s (ir_guard_add): expressions made afterwards
+ * have ranges that know it (the load of x[-1], at 24*s0 - 24 + j, is then
+ * provably at or above 0); a loop index is never narrowed. */
+Test(sym, narrowing_a_size_symbol) {
+  gc_sym *s0 = gc_sym_sizevar(&S, "s0", 0, GC_SYM_SIZE_MAX);
+  gc_sym *i = gc_sym_newvar(&S, "i", 0, 7);
+  gc_sym *before = gc_sym_addc(&S, gc_sym_scale(&S, s0, 24), -24);
+  cr_assert_eq(before->lo, -24);
+  gc_sym_narrow(&S, s0, 1);
+  gc_sym *after =
+      gc_sym_add(&S, gc_sym_addc(&S, gc_sym_scale(&S, s0, 24), -24), i);
+  cr_assert_eq(after->lo, 0, "lo %lld", (long long)after->lo);
+  gc_sym_narrow(&S, s0, 0); /* never widened */
+  cr_assert_eq(s0->lo, 1);
+  gc_sym_narrow(&S, i, 3);
+  cr_assert_eq(i->lo, 0);
 }

@@ -296,8 +296,8 @@ static int buf_value(pe *e, ir_buf *b) {
     k = COMPILED__V1__PLACEMENT_KIND__PLACEMENT_TEMP;
     break;
   }
-  int v = add_value(e, buf_tensor(e, b), k, index,
-                    off == IR_SYMBOLIC ? 0 : off);
+  int v =
+      add_value(e, buf_tensor(e, b), k, index, off == IR_SYMBOLIC ? 0 : off);
   if (b->kind == IR_BUF_ARENA && off == IR_SYMBOLIC)
     place_offset(e, v, b->sarena_offset);
   e->buf_value[b->id] = v;
@@ -314,18 +314,16 @@ static int view_value(pe *e, const ir_view *w) {
     const ir_buf *b = w->buf;
     bool whole = gc_sym_is_const(c.soffset, 0) && w->rank == b->rank;
     for (int i = 0; whole && i < w->rank; i++)
-      whole = c.ssizes[i] == b->ssizes[i] &&
-              (gc_sym_is_const(c.ssizes[i], 1) ||
-               gc_sym_is_const(c.ssizes[i], 0) ||
-               c.sstrides[i] == b->sstrides[i]);
+      whole = c.ssizes[i] == b->ssizes[i] && (gc_sym_is_const(c.ssizes[i], 1) ||
+                                              gc_sym_is_const(c.ssizes[i], 0) ||
+                                              c.sstrides[i] == b->sstrides[i]);
     if (whole)
       return base;
     int64_t off;
     bool cst = gc_sym_const_of(c.soffset, &off);
-    int v = add_value(e, tensor_value_s(e, b->dtype, w->rank, c.ssizes,
-                                        c.sstrides),
-                      COMPILED__V1__PLACEMENT_KIND__PLACEMENT_VIEW, base,
-                      cst ? off : 0);
+    int v = add_value(
+        e, tensor_value_s(e, b->dtype, w->rank, c.ssizes, c.sstrides),
+        COMPILED__V1__PLACEMENT_KIND__PLACEMENT_VIEW, base, cst ? off : 0);
     place_offset(e, v, c.soffset);
     return v;
   }
@@ -949,8 +947,8 @@ static int symbols_and_guards(pe *e) {
       break;
     }
     m->kind = (Compiled__V1__GuardKind)gd->kind;
-    m->text = gd->text ? gc_arena_printf(e->a, "%s: %s", m->expr, gd->text)
-                       : m->expr;
+    m->text =
+        gd->text ? gc_arena_printf(e->a, "%s: %s", m->expr, gd->text) : m->expr;
     p->guards[i] = m;
   }
   return 0;

@@ -158,8 +158,7 @@ ir_buf *ir_buf_new_s(ir_graph *ir, ir_buf_kind kind, gc_dtype dtype, int rank,
     ir_contiguous_sstrides(ir, rank, sizes, sst);
   ir_ints_of(rank, sizes, sz);
   ir_ints_of(rank, sst, st);
-  bool sym = ir_any_symbolic(ir, rank, sizes) ||
-             ir_any_symbolic(ir, rank, sst);
+  bool sym = ir_any_symbolic(ir, rank, sizes) || ir_any_symbolic(ir, rank, sst);
   if (!sym) /* constants: the static buffer */
     return ir_buf_new(ir, kind, dtype, rank, sz, st);
   ir_buf *b = ir_buf_new(ir, kind, dtype, rank, sz, st);
@@ -854,8 +853,7 @@ ir_expr *ir_tensor_load(ir_graph *ir, ir_tensor *t, gc_sym *const *idx) {
     /* a realized computation: read its buffer (contiguous per its layout) */
     gc_sym *off = gc_sym_const(s, 0);
     for (int i = 0; i < t->rank; i++)
-      off =
-          gc_sym_add(s, off, gc_sym_mul(s, idx[i], t->realized->sstrides[i]));
+      off = gc_sym_add(s, off, gc_sym_mul(s, idx[i], t->realized->sstrides[i]));
     return ir_load(ir, t->realized, off);
   }
   switch (t->kind) {
@@ -1128,7 +1126,8 @@ static void vexpr1(vctx *v, const ir_expr *e) {
       else if (e->args[0]->dtype != GC_DTYPE_INT64)
         vfail(v, "gather index must be int64");
     }
-    bool sym = b->symbolic || (v->ir->nsyms && gc_sym_symbolic(&v->ir->sym, ix));
+    bool sym =
+        b->symbolic || (v->ir->nsyms && gc_sym_symbolic(&v->ir->sym, ix));
     if (b->id < 0 || b->id >= v->ir->nbufs || v->ir->bufs[b->id] != b)
       vfail(v, "load from an unknown buffer");
     else if (sym && e->op == IR_GATHER)
@@ -1317,9 +1316,9 @@ static void vnode(vctx *v, const ir_node *n) {
       if (n->sranges ? n->sranges[i] != n->out->ssizes[i]
                      : n->ranges[i] != n->out->sizes[i])
         vfail(v, "range %d is %s, the buffer's size %s", i,
-              n->sranges ? gc_sym_str((gc_symctx *)&v->ir->sym, n->sranges[i])
-                         : gc_arena_printf(v->ir->a, "%lld",
-                                           (long long)n->ranges[i]),
+              n->sranges
+                  ? gc_sym_str((gc_symctx *)&v->ir->sym, n->sranges[i])
+                  : gc_arena_printf(v->ir->a, "%lld", (long long)n->ranges[i]),
               gc_sym_str((gc_symctx *)&v->ir->sym, n->out->ssizes[i]));
     if (!n->body)
       vfail(v, "no body");
@@ -1680,7 +1679,8 @@ static double probe(const ir_graph *ir, const gc_sym *e, int depth) {
     return fmod(probe(ir, e->ops[0], depth + 1), (double)e->c);
   case GC_SYM_MIN:
   case GC_SYM_MAX: {
-    double a = probe(ir, e->ops[0], depth + 1), b = probe(ir, e->ops[1], depth + 1);
+    double a = probe(ir, e->ops[0], depth + 1),
+           b = probe(ir, e->ops[1], depth + 1);
     return (e->kind == GC_SYM_MIN) == (a < b) ? a : b;
   }
   }
@@ -1735,7 +1735,8 @@ static void stext(const gc_symctx *s, const gc_sym *e, pbuf *p, int depth) {
   case GC_SYM_MOD:
     pf(p, "(");
     stext(s, e->ops[0], p, depth + 1);
-    pf(p, ") %s %lld", e->kind == GC_SYM_FLOORDIV ? "//" : "%", (long long)e->c);
+    pf(p, ") %s %lld", e->kind == GC_SYM_FLOORDIV ? "//" : "%",
+       (long long)e->c);
     return;
   case GC_SYM_MIN:
   case GC_SYM_MAX:
@@ -1795,7 +1796,8 @@ bool ir_guard_add(ir_graph *ir, ir_guard_op op, gc_sym *a, gc_sym *b,
       if (gc_sym_le(s, a, g->a))
         return true;
       if (gc_sym_le(s, g->a, a)) {
-        *g = (ir_guard){op, a, b, kind, text ? gc_arena_strdup(ir->a, text) : NULL};
+        *g = (ir_guard){op, a, b, kind,
+                        text ? gc_arena_strdup(ir->a, text) : NULL};
         return true;
       }
     }
@@ -1814,6 +1816,17 @@ bool ir_guard_add(ir_graph *ir, ir_guard_op op, gc_sym *a, gc_sym *b,
   }
   ir->guards[ir->nguards++] =
       (ir_guard){op, a, b, kind, text ? gc_arena_strdup(ir->a, text) : NULL};
+  /* c <= s: what follows may rely on it (the verifier proves that the
+   * load of x[-1], at s*k - k, is never below 0 when s >= 1) */
+  int64_t c, lo;
+  if (op == IR_GUARD_LE && gc_sym_const_of(a, &c)) {
+    if (b->kind == GC_SYM_VAR)
+      gc_sym_narrow(s, b, c);
+    else if (b->kind == GC_SYM_ADD && b->n == 1 && b->coefs[0] == 1 &&
+             b->ops[0]->kind == GC_SYM_VAR &&
+             !__builtin_sub_overflow(c, b->c, &lo)) /* c <= s + k */
+      gc_sym_narrow(s, b->ops[0], lo);
+  }
   return true;
 }
 

@@ -317,8 +317,8 @@ typedef struct ir_interp {
 typedef struct ir_view {
   ir_buf *buf;
   int rank;
-  int64_t *sizes, *strides; /* in elements */
-  int64_t offset;           /* from the buffer's first element */
+  int64_t *sizes, *strides;    /* in elements */
+  int64_t offset;              /* from the buffer's first element */
   gc_sym **ssizes, **sstrides; /* the same as expressions (NULL: static,
                                   see ir_view_sym) */
   gc_sym *soffset;

@@ -283,12 +283,19 @@ bool gc_sym_const_of(const gc_sym *e, int64_t *v) {
   return true;
 }
 
-gc_sym *gc_sym_sizevar(gc_symctx *s, const char *name, int64_t lo,
-                       int64_t hi) {
+gc_sym *gc_sym_sizevar(gc_symctx *s, const char *name, int64_t lo, int64_t hi) {
   gc_sym *v = gc_sym_newvar(s, name, lo, hi);
   if (v)
     s->vars[v->var].size = true;
   return v;
+}
+
+void gc_sym_narrow(gc_symctx *s, gc_sym *v, int64_t lo) {
+  if (v->kind != GC_SYM_VAR || !s->vars[v->var].size || lo <= v->lo ||
+      lo > v->hi)
+    return;
+  s->vars[v->var].lo = lo;
+  v->lo = lo;
 }
 
 gc_sym *gc_sym_loopvar(gc_symctx *s, const char *name, gc_sym *extent) {
@@ -840,8 +847,8 @@ static gc_sym *bound(gc_symctx *s, gc_sym *e, bool upper, int depth) {
     for (int i = 0; i < e->n && r; i++)
       r = gc_sym_add(s, r,
                      gc_sym_scale(s,
-                                  bound(s, e->ops[i], upper == (e->coefs[i] > 0),
-                                        depth + 1),
+                                  bound(s, e->ops[i],
+                                        upper == (e->coefs[i] > 0), depth + 1),
                                   e->coefs[i]));
     return r;
   }

@@ -93,8 +93,8 @@ struct gc_sym {
 
 /* A variable: a loop index or a size symbol. */
 typedef struct gc_symvar {
-  const char *name; /* "i0", "r1", "s0" */
-  int64_t lo, hi;   /* its range, inclusive */
+  const char *name;      /* "i0", "r1", "s0" */
+  int64_t lo, hi;        /* its range, inclusive */
   struct gc_sym *extent; /* a loop index over a symbolic extent: it runs
                             over [0, extent - 1]; NULL otherwise */
   bool size;             /* a size symbol */
@@ -120,6 +120,12 @@ gc_sym *gc_sym_newvar(gc_symctx *s, const char *name, int64_t lo, int64_t hi);
 
 /* A size symbol named `name` with range [lo, hi]. */
 gc_sym *gc_sym_sizevar(gc_symctx *s, const char *name, int64_t lo, int64_t hi);
+
+/* Raises size symbol v's lower bound to lo (a guard checks it at run
+ * time: ir_guard_add). Expressions made from v afterwards have ranges
+ * that know it; those made before keep their wider, still true, ranges.
+ * Nothing when v is not a size symbol or lo is not above its bound. */
+void gc_sym_narrow(gc_symctx *s, gc_sym *v, int64_t lo);
 
 /* A loop index named `name` over [0, extent - 1]: for a constant extent
  * what gc_sym_newvar(name, 0, max(extent - 1, 0)) makes; for a symbolic

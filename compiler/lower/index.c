@@ -252,8 +252,8 @@ int lower_cat(lower_ctx *L, const gc_node *n, int unused) {
      * pointers), and the sizes along dim constants, so every part starts
      * at a constant (a symbolic start falls back) */
     for (int i = 0; i < p.rank; i++)
-      if (i != dim && (sym ? t->ssizes[i] != p.ssizes[i]
-                           : t->sizes[i] != p.sizes[i]))
+      if (i != dim &&
+          (sym ? t->ssizes[i] != p.ssizes[i] : t->sizes[i] != p.sizes[i]))
         return GC_EUNSUPPORTED;
     if (t->sizes[dim] == IR_SYMBOLIC)
       return GC_EUNSUPPORTED;
@@ -270,7 +270,7 @@ int lower_cat(lower_ctx *L, const gc_node *n, int unused) {
   start[np] = off;
   if (np > MAX_CAT && sym)
     return GC_EUNSUPPORTED; /* the groups are made with constant sizes */
-  if (np > MAX_CAT) { /* groups of MAX_CAT, each a realized buffer */
+  if (np > MAX_CAT) {       /* groups of MAX_CAT, each a realized buffer */
     int ng = 0;
     for (int g = 0; g < np; g += MAX_CAT) {
       int cnt = np - g < MAX_CAT ? np - g : MAX_CAT;

@@ -338,7 +338,8 @@ bool L_symints(lower_ctx *L, const gc_node *n, const char *name, gc_sym **out,
     if (cnt > max)
       return false;
     for (int i = 0; i < cnt; i++)
-      if (!(out[i] = gc_sym_const(s, a->kind == GC_ARG_INT ? a->i : a->ints[i])))
+      if (!(out[i] =
+                gc_sym_const(s, a->kind == GC_ARG_INT ? a->i : a->ints[i])))
         return false;
     *count = cnt;
     return true;
@@ -588,11 +589,11 @@ ir_expr *L_load_bcast(lower_ctx *L, ir_tensor *t, int rank,
     gc_sym *ext = extent_of(L, idx[lead + i]);
     bool sym = gc_sym_symbolic(&L->ir->sym, t->ssizes[i]);
     if (!ext && sym && idx[lead + i]->kind == GC_SYM_VAR)
-      ext = gc_sym_const(&L->ir->sym,
-                         L->ir->sym.vars[idx[lead + i]->var].hi + 1);
-    if (ext && ext != t->ssizes[i] && (sym || gc_sym_symbolic(&L->ir->sym, ext)) &&
-        !L_guard(L, L->cur, IR_GUARD_EQ, t->ssizes[i], ext,
-                 IR_GUARD_BROADCAST,
+      ext =
+          gc_sym_const(&L->ir->sym, L->ir->sym.vars[idx[lead + i]->var].hi + 1);
+    if (ext && ext != t->ssizes[i] &&
+        (sym || gc_sym_symbolic(&L->ir->sym, ext)) &&
+        !L_guard(L, L->cur, IR_GUARD_EQ, t->ssizes[i], ext, IR_GUARD_BROADCAST,
                  gc_arena_printf(L->ir->a,
                                  "dim %d of an operand is not broadcast", i)))
       return NULL;
@@ -615,8 +616,8 @@ ir_tensor *L_pointwise(lower_ctx *L, const gc_node *n, gc_dtype dt, int rank,
 static bool set_sizes(lower_ctx *L, ir_tensor *t, int rank,
                       gc_sym *const *sizes) {
   if (!(t->sizes = gc_arena_calloc(L->ir->a, (size_t)rank + 1, 8)) ||
-      !(t->ssizes = gc_arena_calloc(L->ir->a, (size_t)rank + 1,
-                                    sizeof *t->ssizes)))
+      !(t->ssizes =
+            gc_arena_calloc(L->ir->a, (size_t)rank + 1, sizeof *t->ssizes)))
     return false;
   if (rank)
     memcpy(t->ssizes, sizes, (size_t)rank * sizeof *sizes);
@@ -670,12 +671,11 @@ ir_tensor *L_sview(lower_ctx *L, ir_tensor *base, int rank,
   ir_view v;
   if (ir_tensor_as_strided(L->ir, t, &v)) {
     ir_view_sym(L->ir, &v);
-    ir_tensor *s =
-        L->ir->nsyms
-            ? ir_tensor_strided_s(L->ir, v.buf, rank, t->ssizes, v.sstrides,
-                                  v.soffset)
-            : ir_tensor_strided(L->ir, v.buf, rank, t->sizes, v.strides,
-                                v.offset);
+    ir_tensor *s = L->ir->nsyms
+                       ? ir_tensor_strided_s(L->ir, v.buf, rank, t->ssizes,
+                                             v.sstrides, v.soffset)
+                       : ir_tensor_strided(L->ir, v.buf, rank, t->sizes,
+                                           v.strides, v.offset);
     if (s)
       return s;
   }
@@ -1099,8 +1099,8 @@ static int call_view(lower_ctx *L, ir_tensor *t, const gc_tensor_meta *meta,
   int64_t ms[IR_MAX_RANK];
   gc_sym *mss[IR_MAX_RANK];
   bool have = meta && meta->rank == t->rank && static_strides(meta, ms);
-  bool shave = ir->nsyms && meta && meta->rank == t->rank &&
-               L_sym_strides(L, meta, mss);
+  bool shave =
+      ir->nsyms && meta && meta->rank == t->rank && L_sym_strides(L, meta, mss);
   /* a view of an unrealized computation: realize the computation (in its
    * own eager layout), so the view is a strided view of its buffer rather
    * than a copy of the view */
@@ -1528,7 +1528,8 @@ static bool meta_symbolic(const gc_tensor_meta *m) {
 static bool arg_symbolic(const gc_arg *x) {
   switch (x->kind) {
   case GC_ARG_TENSOR:
-    return x->v && (x->v->kind != GC_VALUE_TENSOR || meta_symbolic(&x->v->meta));
+    return x->v &&
+           (x->v->kind != GC_VALUE_TENSOR || meta_symbolic(&x->v->meta));
   case GC_ARG_TENSORS:
   case GC_ARG_OPT_TENSORS:
     for (int k = 0; k < x->n; k++)
@@ -1575,30 +1576,81 @@ static bool node_symbolic(const gc_node *n) {
  * rule is not listed is a fallback (an ATen call, correct at any size). */
 static const lower_fn symbolic_rules[] = {
     /* pointwise.c: every rule reads its shape through L__pw_begin */
-    lower_unary, lower_unary_math, lower_binary, lower_rsub, lower_div_mode,
-    lower_pow, lower_xlogy, lower_logaddexp, lower_lerp, lower_addcmul,
-    lower_heaviside, lower_compare, lower_logical, lower_where,
-    lower_masked_fill, lower_clamp, lower_copy, lower_copy_functional,
-    lower_fill, lower_eye, lower_scalar_tensor, lower_arange,
-    lower_round_decimals, lower_tri,
+    lower_unary,
+    lower_unary_math,
+    lower_binary,
+    lower_rsub,
+    lower_div_mode,
+    lower_pow,
+    lower_xlogy,
+    lower_logaddexp,
+    lower_lerp,
+    lower_addcmul,
+    lower_heaviside,
+    lower_compare,
+    lower_logical,
+    lower_where,
+    lower_masked_fill,
+    lower_clamp,
+    lower_copy,
+    lower_copy_functional,
+    lower_fill,
+    lower_eye,
+    lower_scalar_tensor,
+    lower_arange,
+    lower_round_decimals,
+    lower_tri,
     /* index.c: cat with constant sizes along its dim */
     lower_cat,
     /* activations.c, backward.c: the elementwise ones */
-    lower_relu, lower_hardtanh, lower_threshold, lower_leaky_relu, lower_gelu,
-    lower_silu, lower_hardsigmoid, lower_softplus, lower_mish, lower_elu,
-    lower_shrink, lower_log_sigmoid, lower_threshold_backward,
-    lower_gelu_backward, lower_silu_backward, lower_sigmoid_backward,
-    lower_hardtanh_backward, lower_leaky_relu_backward, lower_elu_backward,
-    lower_softplus_backward, lower_hardsigmoid_backward,
-    lower_shrink_backward, lower_log_sigmoid_backward, lower_logit_backward,
+    lower_relu,
+    lower_hardtanh,
+    lower_threshold,
+    lower_leaky_relu,
+    lower_gelu,
+    lower_silu,
+    lower_hardsigmoid,
+    lower_softplus,
+    lower_mish,
+    lower_elu,
+    lower_shrink,
+    lower_log_sigmoid,
+    lower_threshold_backward,
+    lower_gelu_backward,
+    lower_silu_backward,
+    lower_sigmoid_backward,
+    lower_hardtanh_backward,
+    lower_leaky_relu_backward,
+    lower_elu_backward,
+    lower_softplus_backward,
+    lower_hardsigmoid_backward,
+    lower_shrink_backward,
+    lower_log_sigmoid_backward,
+    lower_logit_backward,
     /* views.c */
-    lower_alias, lower_reshape, lower_permute, lower_transpose, lower_expand,
-    lower_slice, lower_select, lower_diagonal, lower_unfold,
+    lower_alias,
+    lower_reshape,
+    lower_permute,
+    lower_transpose,
+    lower_expand,
+    lower_slice,
+    lower_select,
+    lower_diagonal,
+    lower_unfold,
     /* reduce.c */
-    lower_sum, lower_amax, lower_argmax, lower_any, lower_var, lower_softmax,
-    lower_layer_norm, lower_logsumexp, lower_vector_norm,
+    lower_sum,
+    lower_amax,
+    lower_argmax,
+    lower_any,
+    lower_var,
+    lower_softmax,
+    lower_layer_norm,
+    lower_logsumexp,
+    lower_vector_norm,
     /* extern.c: library calls, sizes at run time */
-    lower_extern_out, lower_conv, lower_extern_call,
+    lower_extern_out,
+    lower_conv,
+    lower_extern_call,
 };
 
 static bool symbolic_rule(lower_fn fn) {
@@ -2062,8 +2114,8 @@ static bool restrided(const ir_view *v, const int64_t *st) {
  * must be eager's at every size). */
 static bool srestrided(const ir_view *v, gc_sym *const *st) {
   for (int i = 0; i < v->rank; i++)
-    if (!gc_sym_is_const(v->ssizes[i], 1) && !gc_sym_is_const(v->ssizes[i], 0) &&
-        v->sstrides[i] != st[i])
+    if (!gc_sym_is_const(v->ssizes[i], 1) &&
+        !gc_sym_is_const(v->ssizes[i], 0) && v->sstrides[i] != st[i])
       return true;
   return false;
 }
@@ -2151,14 +2203,13 @@ static int lower_outputs(lower_ctx *L) {
         t->realized = b;
         log_realized(L, t);
       }
-      ir_view whole = {b, b->rank, b->sizes, b->strides, 0,
-                       b->ssizes, b->sstrides, gc_sym_const(&ir->sym, 0)};
+      ir_view whole = {b, b->rank,   b->sizes,    b->strides,
+                       0, b->ssizes, b->sstrides, gc_sym_const(&ir->sym, 0)};
       if (set_output(L, i, &whole))
         return GC_ENOMEM;
       continue;
     }
-    if (strided &&
-        (v.buf->kind != IR_BUF_INPUT || aliases(L, o->v, NULL)) &&
+    if (strided && (v.buf->kind != IR_BUF_INPUT || aliases(L, o->v, NULL)) &&
         (v.buf->kind == IR_BUF_INPUT ||
          (v.buf->value ? aliases(L, o->v, v.buf->value)
                        : !restrided(&v, st))) &&
@@ -2181,9 +2232,8 @@ static int lower_outputs(lower_ctx *L) {
       t->realized = b;
       log_realized(L, t);
     }
-    ir_view whole = {b,          b->rank,     b->sizes,
-                     b->strides, 0,           b->ssizes,
-                     b->sstrides, gc_sym_const(&ir->sym, 0)};
+    ir_view whole = {b, b->rank,   b->sizes,    b->strides,
+                     0, b->ssizes, b->sstrides, gc_sym_const(&ir->sym, 0)};
     if (set_output(L, i, &whole))
       return GC_ENOMEM;
   }
@@ -2261,8 +2311,7 @@ int gc_lower(ir_graph *ir, const gc_functional *f, gc_lower_stats *stats,
     for (int i = 0; i < ir->nsyms; i++) {
       char name[24];
       snprintf(name, sizeof name, "s%d", i);
-      if (!(ir->syms[i] =
-                gc_sym_sizevar(&ir->sym, name, 0, GC_SYM_SIZE_MAX)))
+      if (!(ir->syms[i] = gc_sym_sizevar(&ir->sym, name, 0, GC_SYM_SIZE_MAX)))
         return gc_errorf(err, GC_ENOMEM, "lower: out of memory");
     }
   }

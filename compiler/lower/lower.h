@@ -166,10 +166,10 @@ ir_tensor *L_spointwise(lower_ctx *L, const gc_node *n, gc_dtype dt, int rank,
                         gc_sym *const *sizes, gc_sym **vars, ir_expr *body);
 ir_tensor *L_sview(lower_ctx *L, ir_tensor *base, int rank,
                    gc_sym *const *sizes, gc_sym **vars, gc_sym **map);
-ir_buf *L_sreduce(lower_ctx *L, const gc_node *n, ir_reduction red,
-                  gc_dtype dt, int rank, gc_sym *const *ranges, gc_sym **vars,
-                  int rrank, gc_sym *const *rranges, gc_sym **rvars,
-                  ir_expr *body, ir_buf **out2, ir_buf **out3);
+ir_buf *L_sreduce(lower_ctx *L, const gc_node *n, ir_reduction red, gc_dtype dt,
+                  int rank, gc_sym *const *ranges, gc_sym **vars, int rrank,
+                  gc_sym *const *rranges, gc_sym **rvars, ir_expr *body,
+                  ir_buf **out2, ir_buf **out3);
 
 /* Index i (an integer expression) checked against [0, size) and wrapped
  * when negative, as an int64 expression: a gather from an iota buffer

@@ -16,11 +16,11 @@
 
 /* The shape of one output, fresh variables over it, and its dtype. */
 typedef struct L_pw {
-  int rank;                   /* of the output */
-  int64_t sizes[IR_MAX_RANK]; /* the output's sizes (eager's; IR_SYMBOLIC
-                                 where symbolic) */
-  gc_sym **vars;              /* one loop variable per dimension */
-  gc_dtype dt;                /* the output's dtype */
+  int rank;                    /* of the output */
+  int64_t sizes[IR_MAX_RANK];  /* the output's sizes (eager's; IR_SYMBOLIC
+                                  where symbolic) */
+  gc_sym **vars;               /* one loop variable per dimension */
+  gc_dtype dt;                 /* the output's dtype */
   gc_sym *ssizes[IR_MAX_RANK]; /* the sizes as expressions */
 } L_pw;
 

@@ -47,10 +47,10 @@ static ir_expr *count_of(lower_ctx *L, const red *r, gc_dtype dt) {
   ir_graph *ir = L_ir(L);
   if (r->count != IR_SYMBOLIC)
     return ir_const_f(ir, (double)r->count, dt);
-  return ir_cast(ir,
-                 ir_cast(ir, ir_index(ir, r->scount, GC_DTYPE_INT64),
-                         GC_DTYPE_FLOAT64),
-                 dt);
+  return ir_cast(
+      ir,
+      ir_cast(ir, ir_index(ir, r->scount, GC_DTYPE_INT64), GC_DTYPE_FLOAT64),
+      dt);
 }
 
 /* A reduction that eager refuses over no element (max, min, softmax...):
@@ -213,8 +213,8 @@ int lower_amax(lower_ctx *L, const gc_node *n, int which) {
     return rc;
   if (r.x->dtype == GC_DTYPE_BOOL || !nonempty(L, n, &r))
     return GC_EUNSUPPORTED; /* eager raises on an empty max */
-  ir_buf *b = reduce_r(L, n, (ir_reduction)which, r.x->dtype, &r,
-                       load_x(L, &r), NULL, NULL);
+  ir_buf *b = reduce_r(L, n, (ir_reduction)which, r.x->dtype, &r, load_x(L, &r),
+                       NULL, NULL);
   return b ? L_set(L, n, 0, ir_tensor_of_buf(L_ir(L), b)) : GC_ENOMEM;
 }
 
@@ -241,8 +241,8 @@ int lower_argmax(lower_ctx *L, const gc_node *n, int which) {
   if (r.x->dtype == GC_DTYPE_BOOL || !nonempty(L, n, &r))
     return GC_EUNSUPPORTED;
   ir_buf *values = NULL;
-  ir_buf *b = reduce_r(L, n, (ir_reduction)which, r.x->dtype, &r,
-                       load_x(L, &r), &values, NULL);
+  ir_buf *b = reduce_r(L, n, (ir_reduction)which, r.x->dtype, &r, load_x(L, &r),
+                       &values, NULL);
   if (!b || !values)
     return GC_ENOMEM;
   if (pair) {
@@ -321,8 +321,8 @@ int lower_var(lower_ctx *L, const gc_node *n, int is_std) {
     gc_dtype f64 = GC_DTYPE_FLOAT64;
     ir_expr *d = ir_op2(ir, IR_SUB, f64, count_of(L, &r, f64),
                         ir_const_f(ir, corr, f64));
-    den = ir_cast(ir, ir_op2(ir, IR_MAXIMUM, f64, d, ir_const_f(ir, 0, f64)),
-                  dt);
+    den =
+        ir_cast(ir, ir_op2(ir, IR_MAXIMUM, f64, d, ir_const_f(ir, 0, f64)), dt);
   }
   ir_expr *var = ir_op2(ir, IR_DIV, dt, L_load(L, m2, v), den);
   if (is_std)
@@ -437,8 +437,7 @@ int lower_layer_norm(lower_ctx *L, const gc_node *n, int unused) {
   gc_sym *shape[IR_MAX_RANK];
   int ns;
   double eps;
-  if (!x ||
-      !L_symints(L, n, "normalized_shape", shape, &ns, IR_MAX_RANK) ||
+  if (!x || !L_symints(L, n, "normalized_shape", shape, &ns, IR_MAX_RANK) ||
       !L_float(L, n, "eps", &eps) || ns > x->rank || !L_is_float(x->dtype))
     return GC_EUNSUPPORTED;
   gc_dtype dt = x->dtype;
@@ -465,8 +464,7 @@ int lower_layer_norm(lower_ctx *L, const gc_node *n, int unused) {
   gc_sym **sv = L_svars(L, r.rank, r.ss);
   if (!sv)
     return GC_ENOMEM;
-  ir_expr *var =
-      ir_op2(ir, IR_DIV, dt, L_load(L, m2, sv), count_of(L, &r, dt));
+  ir_expr *var = ir_op2(ir, IR_DIV, dt, L_load(L, m2, sv), count_of(L, &r, dt));
   var = ir_op2(ir, IR_MAXIMUM, dt, var, ir_const_f(ir, 0, dt));
   ir_tensor *rstd = L_spointwise(
       L, n, dt, r.rank, r.ss, sv,

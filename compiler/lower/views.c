@@ -20,8 +20,8 @@ typedef struct vw {
   int rank;
   int64_t sizes[IR_MAX_RANK]; /* IR_SYMBOLIC where symbolic */
   gc_sym **vars;
-  ir_tensor *x; /* the viewed input */
-  gc_sym **map; /* x->rank expressions */
+  ir_tensor *x;                /* the viewed input */
+  gc_sym **map;                /* x->rank expressions */
   gc_sym *ssizes[IR_MAX_RANK]; /* the output's sizes as expressions */
   gc_sym **xs;                 /* the input's sizes as expressions */
 } vw;
@@ -185,8 +185,7 @@ static bool divides(const gc_sym *a, const gc_sym *b) {
   return true;
 }
 
-static int groups_of(lower_ctx *L, const gc_node *n, vw *v, group *g,
-                     int *ng) {
+static int groups_of(lower_ctx *L, const gc_node *n, vw *v, group *g, int *ng) {
   gc_symctx *s = &L_ir(L)->sym;
   int xi = 0, oi = 0, k = 0, xr = v->x->rank;
   while (xi < xr || oi < v->rank) {
@@ -208,9 +207,9 @@ static int groups_of(lower_ctx *L, const gc_node *n, vw *v, group *g,
       gc_sym *div;
       int64_t c;
       if (same_count(s, px, po, &div, &c)) {
-        if (div && !L_guard(L, n, IR_GUARD_MOD0, div, gc_sym_const(s, c),
-                            IR_GUARD_DIVISIBLE,
-                            "a reshape's size divides evenly"))
+        if (div &&
+            !L_guard(L, n, IR_GUARD_MOD0, div, gc_sym_const(s, c),
+                     IR_GUARD_DIVISIBLE, "a reshape's size divides evenly"))
           return GC_ENOMEM;
         break;
       }
@@ -243,8 +242,7 @@ static int groups_of(lower_ctx *L, const gc_node *n, vw *v, group *g,
 }
 
 /* The strided form: a strided input whose groups are each contiguous. */
-static ir_tensor *reshape_strided(lower_ctx *L, vw *v, const group *g,
-                                  int ng) {
+static ir_tensor *reshape_strided(lower_ctx *L, vw *v, const group *g, int ng) {
   ir_graph *ir = L_ir(L);
   gc_symctx *s = &ir->sym;
   ir_view x;
@@ -296,8 +294,7 @@ static int sym_reshape(lower_ctx *L, const gc_node *n, vw *v) {
   bool symdiv = false;
   for (int k = 0; k < ng; k++)
     for (int i = g[k].x0 + 1; i < g[k].x1; i++)
-      symdiv |= !gc_sym_is_const(v->xs[i], 1) &&
-                gc_sym_symbolic(s, v->xs[i]) &&
+      symdiv |= !gc_sym_is_const(v->xs[i], 1) && gc_sym_symbolic(s, v->xs[i]) &&
                 g[k].o1 - g[k].o0 < g[k].x1 - g[k].x0;
   if (symdiv) {
     ir_tensor *x = v->x;
@@ -465,8 +462,8 @@ int lower_slice(lower_ctx *L, const gc_node *n, int narrow) {
      * make another slice */
     gc_sym *size = v.xs[dim];
     first = start < 0 ? gc_sym_addc(s, size, start) : gc_sym_const(s, start);
-    if (!L_guard(L, n, IR_GUARD_LE, gc_sym_const(s, 0), first,
-                 IR_GUARD_RANGE, "a slice's start lies inside its dim") ||
+    if (!L_guard(L, n, IR_GUARD_LE, gc_sym_const(s, 0), first, IR_GUARD_RANGE,
+                 "a slice's start lies inside its dim") ||
         !L_guard(L, n, IR_GUARD_LE, first, size, IR_GUARD_RANGE,
                  "a slice's start lies inside its dim"))
       return GC_ENOMEM;

@@ -58,8 +58,8 @@ static int64_t buf_bytes(const ir_buf *b) {
 
 /* align_up of an expression */
 static gc_sym *salign_up(gc_symctx *s, gc_sym *v) {
-  return gc_sym_scale(s, gc_sym_floordiv(s, gc_sym_addc(s, v, ALIGN - 1), ALIGN),
-                      ALIGN);
+  return gc_sym_scale(
+      s, gc_sym_floordiv(s, gc_sym_addc(s, v, ALIGN - 1), ALIGN), ALIGN);
 }
 
 /* buf_bytes as an expression (symbolic buffers). */

@@ -36,8 +36,8 @@
 #include "compiler/ir/ir.h"
 
 typedef struct sc_dim {
-  int64_t size; /* IR_SYMBOLIC when symbolic: see ssize */
-  gc_sym *var;  /* the kernel's variable for it */
+  int64_t size;  /* IR_SYMBOLIC when symbolic: see ssize */
+  gc_sym *var;   /* the kernel's variable for it */
   gc_sym *ssize; /* the size as an expression (always set) */
 } sc_dim;
 
@@ -73,8 +73,8 @@ typedef struct sc_kernel {
   int nstages, capstages;
   ir_node **nodes; /* every node, in order */
   int nnodes, capnodes;
-  int64_t work; /* elements of the iteration space, all stages
-                   (IR_SYMBOLIC: see swork) */
+  int64_t work;  /* elements of the iteration space, all stages
+                    (IR_SYMBOLIC: see swork) */
   gc_sym *swork; /* the same as an expression (always set) */
   bool symbolic; /* a loop bound is symbolic: the kernel is generated in
                     its plain form (no tiles, splits, streamed stores) */

@@ -94,7 +94,8 @@ static void node_dims(ir_graph *ir, const ir_node *n, ndim *outer, int *nouter,
     ndim d = {n->vars[i], n->ranges[i], n->out ? n->out->strides[i] : 0, r,
               sym && n->out ? ir_probe(ir, n->out->sstrides[i]) : 0};
     int j = *nouter - 1;
-    while (j >= 0 && (sym ? outer[j].skey < d.skey : outer[j].stride < d.stride)) {
+    while (j >= 0 &&
+           (sym ? outer[j].skey < d.skey : outer[j].stride < d.stride)) {
       outer[j + 1] = outer[j];
       j--;
     }
@@ -617,10 +618,10 @@ static int finish_kernel(sctx *c, sc_kernel *k) {
     sym_rest |= k->dims[i].size == IR_SYMBOLIC;
     rest *= k->dims[i].size;
   }
-  bool short_inner =
-      k->nstages >= 1 && k->stages[0].ndims >= 1 &&
-      k->stages[0].dims[0].size != IR_SYMBOLIC &&
-      k->stages[0].dims[0].size < SHORT_INNER && !sym_rest && rest >= MIN_OUTER;
+  bool short_inner = k->nstages >= 1 && k->stages[0].ndims >= 1 &&
+                     k->stages[0].dims[0].size != IR_SYMBOLIC &&
+                     k->stages[0].dims[0].size < SHORT_INNER && !sym_rest &&
+                     rest >= MIN_OUTER;
   if (k->nstages == 1 && !k->stages[0].reduction && k->ndims >= 1 &&
       k->stages[0].ndims == 1 && (k->ndims == 1 || short_inner)) {
     sc_dim d[2] = {k->dims[k->ndims - 1], k->stages[0].dims[0]};
@@ -822,8 +823,7 @@ static int vote(const ir_expr *e, void *ctx) {
 bool sc_tiles(const sc_schedule *s, const sc_kernel *k) {
   /* (a kernel with symbolic bounds runs untiled: codegen/tiled.c's tiles
    * are sized at compile time) */
-  if (k->call || k->ndims == 0 || k->dims[k->ndims - 1].size < 8 ||
-      k->symbolic)
+  if (k->call || k->ndims == 0 || k->dims[k->ndims - 1].size < 8 || k->symbolic)
     return false;
   for (int i = 0; i < k->nstages; i++)
     for (int j = 0; j < k->stages[i].ndims; j++)

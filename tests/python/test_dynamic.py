@@ -246,3 +246,85 @@ def test_cat(server):
     # not handle yet: that cat runs as its ATen call, with the same results
     assert d.summary["fallback"] == 1, d.summary
     run_all(d)
+
+
+# ---- guards: each fails when its fact is false ----
+
+def guards_of(art):
+    kinds = artifact_pb2.GuardKind
+    return [(kinds.Name(g.kind), g.expr, g.text) for g in art.native_program.guards]
+
+
+def test_a_range_guard_fails_on_an_empty_max_and_is_logged(server, caplog):
+    def f(x):
+        return x.amax(0), x.softmax(0)
+
+    d = Dynamic(server, f, lambda B: (gen(B, 5),), {"B": (5, 7, 11)})
+    assert d.summary["fallback"] == 0, d.summary
+    guards = guards_of(d.artifact)
+    assert [g for g in guards if g[0] == "GUARD_KIND_RANGE"], guards
+    run_all(d, sizes=[1, 2, 17])
+    with caplog.at_level("DEBUG", logger="compiled"), \
+            pytest.raises(compiled.GuardFailure) as e:
+        d.program(gen(0, 5))
+    assert e.value.kind == "RANGE" and e.value.symbols == {"s0": 0}, e.value
+    assert "at least one element" in str(e.value), e.value
+    assert any("guard failed" in r.getMessage() and d.outcome.key[:16] in r.getMessage()
+               for r in caplog.records), caplog.records
+    with pytest.raises((RuntimeError, IndexError)):  # eager refuses too
+        f(gen(0, 5))
+    d.check(B=3)  # the program still runs after a failure
+
+
+def test_input_guards_check_static_sizes_and_strides(server):
+    d = Dynamic(server, mlp, mlp_args, {"B": (5, 7, 11), "T": (3, 4, 6)})
+    x, w1, b1, w2 = mlp_args(4, 5)
+    # a static dim of another size: the program was compiled for 8
+    with pytest.raises(compiled.GuardFailure) as e:
+        d.program(gen(4, 5, 9), w1, b1, w2)
+    assert e.value.kind == "INPUT" and e.value.input == 0, e.value
+    assert "(4, 5, 9)" in str(e.value) and "s0 = 4" in str(e.value), e.value
+    # another layout (eager computes it; this program was compiled for
+    # contiguous inputs): refused, never read with the wrong strides
+    xt = gen(5, 4, 8).transpose(0, 1)
+    with pytest.raises(compiled.GuardFailure) as e:
+        d.program(xt, w1, b1, w2)
+    assert e.value.kind == "INPUT" and "strides" in str(e.value), e.value
+    # the static capture of those inputs (what a caller compiles on a
+    # failure) runs them
+    cap = compiled.trace(mlp, (xt, w1, b1, w2))
+    _, art = compile_graph(server, cap.graph_module)
+    p = compiled.load_program(art, constants=list(cap.constants.values()),
+                              out_spec=cap.out_spec)
+    assert_same(p(xt, w1, b1, w2), mlp(xt, w1, b1, w2), "static recompile")
+
+
+def test_every_kind_the_lowering_records_is_checked(server):
+    """The artifact's guards are over its symbols only, each in the runtime's
+    grammar (sym_python accepts it) and false somewhere (never a tautology
+    the daemon should have dropped): a sweep over s0 in 0..64 and two huge
+    values finds a value that fails each, or a guard is vacuous."""
+    def f(x, y):
+        return x.amax(1), x.view(x.shape[0], -1)[:, 1:].sum(1), y[:, 2:5] * 2, \
+            x[-1] + 1, x[2:] * 3, x.amin(0)
+
+    def args(B):
+        return gen(B, 6, 4), gen(B, 9, seed=1)
+
+    d = Dynamic(server, f, args, {"B": (5, 7, 11)})
+    for kind, expr, text in guards_of(d.artifact):
+        src = compiled.native.sym_python(expr, 1, "test")
+        assert text, (kind, expr)
+        values = [eval(src, {"_s0": s}) for s in list(range(0, 65)) + [2**36, 2**40]]
+        assert all(isinstance(v, bool) for v in values), (expr, values)
+        assert not all(values), f"{kind} {expr!r} ({text}) never fails"
+    kinds = {g[0] for g in guards_of(d.artifact)}
+    assert {"GUARD_KIND_RANGE", "GUARD_KIND_BOUND"} <= kinds, guards_of(d.artifact)
+    assert d.summary["fallback"] == 0, d.summary
+    # x[2:] has s0 - 2 rows in the graph's metadata: s0 >= 2 (as Dynamo's
+    # own guard would say); x[-1] and amin need a row
+    run_all(d, sizes=[s for s in SIZES if s >= 2])
+    for b, guard in ((1, "2 <= s0"), (0, "0 <= s0 - 1")):
+        with pytest.raises(compiled.GuardFailure) as e:
+            d.program(*args(b))
+        assert e.value.guard == guard and e.value.symbols == {"s0": b}, e.value

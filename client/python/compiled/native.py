@@ -48,6 +48,7 @@ from __future__ import annotations
 
 import ast
 import ctypes
+import logging
 import os
 import platform
 import re
@@ -62,6 +63,8 @@ from .errors import ArtifactError, GuardFailure
 from .v1 import artifact_pb2
 
 __all__ = ["NativeUnavailable", "available", "build", "cpu_features", "source_of"]
+
+_log = logging.getLogger("compiled")
 
 _A = artifact_pb2
 
@@ -618,25 +621,33 @@ def _nbytes(item: int, size, stride) -> int:
     return item * (1 + sum((n - 1) * st for n, st in zip(size, stride)))
 
 
-def _check_input(t, size, stride, i: int, symbols) -> None:
+def _guard_failed(key: str, kind: str, guard: str, text: str, symbols,
+                  input: int = -1) -> GuardFailure:
+    """The GuardFailure of a call, named in the debug log (which guard of
+    which program, and the symbols' values): the caller compiles again."""
+    e = GuardFailure(kind, guard, text, symbols, input)
+    _log.debug("compiled: program %s: %s", key[:16] or "?", e)
+    return e
+
+
+def _check_input(t, size, stride, i: int, symbols, fail=GuardFailure) -> None:
     """A tensor input of a program with size symbols has the sizes and
     strides its metadata says (strides of dims of size 1, and of tensors
     without elements, are anyone's), else GuardFailure (INPUT)."""
     if not isinstance(t, torch.Tensor):
-        raise GuardFailure("INPUT", f"input {i} is a tensor", f"input {i} is a tensor",
-                           symbols, i)
+        raise fail("INPUT", f"input {i} is a tensor", f"input {i} is a tensor", symbols, i)
     if tuple(t.shape) != size:
-        raise GuardFailure("INPUT", f"input {i} has sizes {size}",
-                           f"input {i} has sizes {tuple(t.shape)}, the program was "
-                           f"compiled for {size}", symbols, i)
+        raise fail("INPUT", f"input {i} has sizes {size}",
+                   f"input {i} has sizes {tuple(t.shape)}, the program was "
+                   f"compiled for {size}", symbols, i)
     if 0 in size:
         return
     got = t.stride()
     for d, (n, a, b) in enumerate(zip(size, got, stride)):
         if n > 1 and a != b:
-            raise GuardFailure("INPUT", f"input {i} has strides {stride}",
-                               f"input {i} has strides {got}, the program was compiled "
-                               f"for {stride} (dim {d})", symbols, i)
+            raise fail("INPUT", f"input {i} has strides {stride}",
+                       f"input {i} has strides {got}, the program was compiled "
+                       f"for {stride} (dim {d})", symbols, i)
 
 
 class _SymArena:
@@ -1089,7 +1100,8 @@ class _NativeBody:
         inputs' sizes and strides against their metadata
         (docs/dynamic-shapes.md): before anything runs."""
         g, np_ = self.gen, self.np
-        g.globals["_GuardFailure"] = GuardFailure
+        key = g.artifact.key
+        g.globals["_guard_failed"] = lambda *a: _guard_failed(key, *a)
         names = []
         for i, y in enumerate(np_.symbols):
             if y.name != f"s{i}" or not 0 <= y.input < len(g.input_expr):
@@ -1108,7 +1120,7 @@ class _NativeBody:
             kind = kinds.Name(gd.kind).replace("GUARD_KIND_", "") \
                 if gd.kind in kinds.values() else "UNKNOWN"
             self.lines.append(f"if not ({cond}):")
-            self.lines.append(f"    raise _GuardFailure({kind!r}, {gd.expr!r}, {gd.text!r}, "
+            self.lines.append(f"    raise _guard_failed({kind!r}, {gd.expr!r}, {gd.text!r}, "
                               f"{syms})")
         # the inputs with symbolic metadata (others are trusted, as in a
         # static program)
@@ -1120,7 +1132,7 @@ class _NativeBody:
             _, size, stride = self.meta(v)
             if isinstance(size, _Src) or isinstance(stride, _Src):
                 self.lines.append(f"_check_input({g.input_expr[i]}, {size!r}, {stride!r}, "
-                                  f"{i}, {syms})")
+                                  f"{i}, {syms}, _guard_failed)")
 
     def new_output(self, v: int) -> int:
         """Allocates program output value v (recycled memory when large)."""
