@@ -651,17 +651,22 @@ static void dims(ir_graph *ir, pb *p, const sc_dim *d, int n) {
   put(p, "[");
   for (int i = 0; i < n; i++)
     put(p,
-        gc_arena_printf(ir->a, "%s%s<%lld", i ? ", " : "",
-                        gc_sym_str(&ir->sym, d[i].var), (long long)d[i].size));
+        gc_arena_printf(
+            ir->a, "%s%s<%s", i ? ", " : "", gc_sym_str(&ir->sym, d[i].var),
+            d[i].ssize ? gc_sym_str(&ir->sym, d[i].ssize)
+                       : gc_arena_printf(ir->a, "%lld", (long long)d[i].size)));
   put(p, "]");
 }
 
 char *sc_print(ir_graph *ir, const sc_schedule *s) {
   pb p = {.a = ir->a};
-  put(&p, gc_arena_printf(ir->a,
-                          "# %d kernels, %d buffers kept in locals, "
-                          "arena %lld bytes\n",
-                          s->nkernels, s->nlocal, (long long)s->arena_bytes));
+  put(&p,
+      gc_arena_printf(
+          ir->a, "# %d kernels, %d buffers kept in locals, arena %s bytes\n",
+          s->nkernels, s->nlocal,
+          s->sarena_bytes && s->arena_bytes == IR_SYMBOLIC
+              ? gc_sym_str(&ir->sym, s->sarena_bytes)
+              : gc_arena_printf(ir->a, "%lld", (long long)s->arena_bytes)));
   for (int k = 0; k < s->nkernels; k++) {
     const sc_kernel *kn = s->kernels[k];
     if (kn->call) {
@@ -687,8 +692,11 @@ char *sc_print(ir_graph *ir, const sc_schedule *s) {
             s->local[b->id] ? "local"
             : b->share      ? gc_arena_printf(ir->a, "in buf%d", b->share->id)
             : b->kind == IR_BUF_ARENA
-                ? gc_arena_printf(ir->a, "arena@%lld",
-                                  (long long)b->arena_offset)
+                ? (b->sarena_offset && b->arena_offset == IR_SYMBOLIC
+                       ? gc_arena_printf(ir->a, "arena@%s",
+                                         gc_sym_str(&ir->sym, b->sarena_offset))
+                       : gc_arena_printf(ir->a, "arena@%lld",
+                                         (long long)b->arena_offset))
             : b->kind == IR_BUF_OUTPUT ? "output"
             : b->kind == IR_BUF_TEMP   ? "temp"
             : b->kind == IR_BUF_INPUT  ? "input"
@@ -713,7 +721,7 @@ char *sc_print(ir_graph *ir, const sc_schedule *s) {
       for (int i = 0; i < ir->nbufs; i++) {
         const ir_buf *b = ir->bufs[i];
         if (b->kind == IR_BUF_ARENA && !s->local[i] && b->first >= 0 &&
-            ir_buf_storage((ir_buf *)b)->kind == IR_BUF_ARENA &&
+            ir_buf_storage((ir_buf *)b)->kind == IR_BUF_ARENA && !b->symbolic &&
             b->arena_offset > at && b->arena_offset < next)
           next = b->arena_offset;
       }
@@ -722,7 +730,7 @@ char *sc_print(ir_graph *ir, const sc_schedule *s) {
       for (int i = 0; i < ir->nbufs; i++) {
         const ir_buf *b = ir->bufs[i];
         if (b->kind != IR_BUF_ARENA || s->local[i] || b->first < 0 ||
-            b->arena_offset != next ||
+            b->symbolic || b->arena_offset != next ||
             ir_buf_storage((ir_buf *)b)->kind != IR_BUF_ARENA)
           continue;
         put(&p, gc_arena_printf(
@@ -735,6 +743,24 @@ char *sc_print(ir_graph *ir, const sc_schedule *s) {
                              : ""));
       }
       at = next;
+    }
+    /* symbolic buffers: offsets and ends as expressions, by buffer id */
+    for (int i = 0; i < ir->nbufs; i++) {
+      const ir_buf *b = ir->bufs[i];
+      if (b->kind != IR_BUF_ARENA || s->local[i] || b->first < 0 ||
+          !b->symbolic || ir_buf_storage((ir_buf *)b)->kind != IR_BUF_ARENA)
+        continue;
+      gc_sym *off = b->sarena_offset ? b->sarena_offset
+                                     : gc_sym_const(&ir->sym, b->arena_offset);
+      put(&p, gc_arena_printf(
+                  ir->a, "  [%s, %s) buf%d, live k%d..k%d%s\n",
+                  gc_sym_str(&ir->sym, off),
+                  gc_sym_str(&ir->sym,
+                             gc_sym_add(&ir->sym, off, sbuf_bytes(ir, b))),
+                  b->id, b->first, b->last,
+                  b->share ? gc_arena_printf(ir->a, " (in place of buf%d)",
+                                             b->share->id)
+                           : ""));
     }
   }
   return p.s ? p.s : gc_arena_strdup(ir->a, "");

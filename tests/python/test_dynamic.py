@@ -12,6 +12,7 @@ recompiles on.
 
 import hashlib
 import os
+import subprocess
 
 import pytest
 import torch
@@ -328,3 +329,31 @@ def test_every_kind_the_lowering_records_is_checked(server):
         with pytest.raises(compiled.GuardFailure) as e:
             d.program(*args(b))
         assert e.value.guard == guard and e.value.symbols == {"s0": b}, e.value
+
+
+# ---- the listings of compilectl graph plan / program ----
+
+def test_plan_and_program_listings_print_expressions(tmp_path):
+    """`compilectl graph plan|program` of a symbolic graph print sizes,
+    the arena, offsets, symbols and guards as expressions (they printed
+    -1 for symbolic loop bounds and "arena 0 bytes")."""
+    gm, _, _ = symgraph.symbolize(mlp, lambda B: mlp_args(B, 3),
+                                  {"B": (5, 7, 11)})
+    path = tmp_path / "mlp.pb"
+    path.write_bytes(gm.SerializeToString())
+    ctl = os.path.join(os.environ.get("COMPILED_BUILD", "build"), "bin", "compilectl")
+
+    def show(what):
+        r = subprocess.run([ctl, "graph", what, str(path)], capture_output=True, text=True,
+                           timeout=60)
+        assert r.returncode == 0, r.stderr
+        return r.stdout
+
+    plan = show("plan")
+    assert "<-1" not in plan, plan
+    assert "arena (" in plan and "*s0) bytes" in plan, plan
+    assert "[0, (" in plan, plan  # a symbolic buffer's extent
+    prog = show("program")
+    assert "# symbol s0 = input 0 .size(0)" in prog, prog
+    assert "# guard " in prog and "s0" in prog.split("# guard ")[1], prog
+    assert "*s0) bytes" in prog, prog
