@@ -291,6 +291,18 @@ def test_input_guards_check_static_sizes_and_strides(server):
     with pytest.raises(compiled.GuardFailure) as e:
         d.program(xt, w1, b1, w2)
     assert e.value.kind == "INPUT" and "strides" in str(e.value), e.value
+    # boxed (a list the program empties): a refused call leaves the list
+    # whole, for the caller to run the inputs elsewhere
+    boxed = compiled.load_program(d.artifact, boxed=True)
+    args = [xt, w1, b1, w2]
+    with pytest.raises(compiled.GuardFailure):
+        boxed(args)
+    assert len(args) == 4 and args[0] is xt, args
+    args = list(mlp_args(6, 2))
+    want = mlp(*args)
+    got = boxed(args)
+    assert args == [], "an accepted call empties the list"
+    assert_same(got[0], want, "boxed call")
     # the static capture of those inputs (what a caller compiles on a
     # failure) runs them
     cap = compiled.trace(mlp, (xt, w1, b1, w2))

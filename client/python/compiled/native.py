@@ -1133,6 +1133,9 @@ class _NativeBody:
             if isinstance(size, _Src) or isinstance(stride, _Src):
                 self.lines.append(f"_check_input({g.input_expr[i]}, {size!r}, {stride!r}, "
                                   f"{i}, {syms}, _guard_failed)")
+        # a boxed caller's list is emptied only once the call is accepted
+        # (on a GuardFailure it still holds the inputs, to run elsewhere)
+        g.clear_args_at = len(self.lines)
 
     def new_output(self, v: int) -> int:
         """Allocates program output value v (recycled memory when large)."""

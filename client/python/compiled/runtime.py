@@ -491,6 +491,9 @@ class _Codegen:
         self.program = artifact.program
         self.values = self.program.values
         self.bound = bound
+        # boxed: where the body empties the caller's list (None: first);
+        # a native program with size symbols checks its guards before
+        self.clear_args_at: Optional[int] = None
         self.out_spec = out_spec
         self.globals: Dict[str, Any] = {"__builtins__": __builtins__}
         self.lines: List[str] = []
@@ -673,7 +676,10 @@ class _Codegen:
         if self.boxed:
             if params:
                 header.append(f"    {', '.join(params)}, = _args")
-            header.append("    _args.clear()")
+            if self.clear_args_at is None:
+                header.append("    _args.clear()")
+            else:  # after the guards: a call they refuse keeps its inputs
+                self.lines.insert(self.clear_args_at, "_args.clear()")
         source = "\n".join(header + ["    " + line for line in self.lines]) + "\n"
         code = codecache.compile_cached(source, filename)
         scope = dict(self.globals)
