@@ -656,12 +656,15 @@ class _SymArena:
     (KEEP_ARENA_BYTES, as _Arena) and grows when a call needs more; its
     pointer table and symbol array live as long as the object (the
     program's pool keeps it)."""
-    __slots__ = ("p", "s", "buf")
+    __slots__ = ("p", "s", "buf", "keep_all", "keep_none")
 
     def __init__(self, nslots: int, nsyms: int):
         self.p = (ctypes.c_void_p * max(nslots, 1))()
         self.s = (ctypes.c_int64 * max(nsyms, 1))()
         self.buf = None
+        # the COMPILED_ARENA_REUSE setting, read once (done() runs per call)
+        self.keep_all = _keep_arena(0)
+        self.keep_none = not _keep_arena(KEEP_ARENA_BYTES)
 
     def take(self, nbytes: int) -> torch.Tensor:
         if self.buf is None or self.buf.numel() < nbytes + 16:
@@ -670,7 +673,9 @@ class _SymArena:
         return self.buf
 
     def done(self):
-        if self.buf is not None and not _keep_arena(self.buf.numel()):
+        buf = self.buf
+        if buf is not None and not self.keep_all and \
+                (self.keep_none or buf.numel() < KEEP_ARENA_BYTES):
             self.buf, self.p[0] = None, None
 
     def release(self) -> int:
@@ -1131,8 +1136,15 @@ class _NativeBody:
                 continue
             _, size, stride = self.meta(v)
             if isinstance(size, _Src) or isinstance(stride, _Src):
-                self.lines.append(f"_check_input({g.input_expr[i]}, {size!r}, {stride!r}, "
-                                  f"{i}, {syms}, _guard_failed)")
+                # the usual case (a tensor of exactly these sizes and
+                # strides) inline; _check_input decides the others (free
+                # strides of dims of size 1, empty tensors) and fails
+                a = g.input_expr[i]
+                g.globals["_Tensor"] = torch.Tensor
+                self.lines.append(f"if not (isinstance({a}, _Tensor) and {a}.shape == {size!r} "
+                                  f"and {a}.stride() == {stride!r}):")
+                self.lines.append(f"    _check_input({a}, {size!r}, {stride!r}, {i}, {syms}, "
+                                  "_guard_failed)")
         # a boxed caller's list is emptied only once the call is accepted
         # (on a GuardFailure it still holds the inputs, to run elsewhere)
         g.clear_args_at = len(self.lines)
