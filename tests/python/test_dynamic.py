@@ -6,8 +6,11 @@ captures of real programs at three values per symbol). Each test compiles
 ONE artifact, checks it has native code with size symbols, and runs it at
 many sizes against eager: 0 where eager allows, 1, primes, sizes around
 the vector width (8 and 16 floats) and the parallel threshold, a large
-one. Guards are checked to fail, each kind, with the exception a caller
-recompiles on.
+one. Guards are checked to fail with the exception a caller recompiles on
+(RANGE and INPUT by calls at sizes that break them; every guard of an
+artifact is false for some value; BROADCAST and DIVISIBLE guards need
+graphs symgraph cannot fit, two symbols that must be equal or a floor
+division, and are not exercised here yet).
 """
 
 import hashlib
