@@ -58,6 +58,7 @@ class Dynamic:
         self.outcome, self.artifact = compile_graph(server, self.gm, **options)
         self.program = compiled.load_program(self.artifact, constants=list(consts.values()),
                                              out_spec=spec)
+        self.program_spec = spec
         np_ = self.artifact.native_program
         assert self.program.native, self.program.native_reason
         assert len(np_.symbols) == len(symbols), np_.symbols
@@ -235,6 +236,12 @@ def test_views_and_reshapes(server):
         d.check(B=b, T=3)
     for t in [1, 2, 5, 16]:
         d.check(B=4, T=t)
+    # the ATen program of the same artifact (what compiled.choice may run
+    # instead) is shape-generic too
+    aten = compiled.load_program(d.artifact, native=False, out_spec=d.program_spec)
+    for b, t in ((1, 3), (9, 2), (17, 5)):
+        args = d.make_args(B=b, T=t)
+        assert_same(aten(*clone_inputs(args)), d.fn(*clone_inputs(args)), f"ATen at {b}, {t}")
 
 
 def test_cat(server):
