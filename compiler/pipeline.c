@@ -174,7 +174,11 @@ int gc_compile(gc_arena *a, const gc_graph *g, const gc_key *key,
     NSTAGE("schedule", gc_native_schedule(&nat, be, &nerr));
     NSTAGE("plan", gc_native_plan(&nat, be, &nerr));
     NSTAGE("codegen", gc_native_codegen(&nat, hex, &nerr));
-    NSTAGE("cc", gc_native_build(&nat, be, &nerr));
+    /* A program without segments (nothing was lowered into generated
+     * code: its instructions are ATen calls) needs no shared object, so
+     * the C compiler does not run for it (a few hundred milliseconds). */
+    if (nat.src.nsegments > 0)
+      NSTAGE("cc", gc_native_build(&nat, be, &nerr));
     NSTAGE("emit-native", gc_native_emit(&nat, be, &nerr));
   }
 package:

@@ -255,13 +255,21 @@ static void print_entry(const Compiled__V1__EntryInfo *e) {
 }
 
 /* What the artifact's program is made of (the same counts as Python's
- * CompiledFunction.summary()). */
+ * CompiledFunction.summary()): "runs native" when it has generated code,
+ * "runs aten" when every node is an ATen call. */
 static void print_program(const Compiled__V1__Artifact *art) {
   const Compiled__V1__NativeProgram *np = art->native_program;
-  if (np && np->summary) {
+  if (np && np->summary && (!np->code || !np->code->n_entry_symbols)) {
+    const Compiled__V1__NativeSummary *s = np->summary;
+    printf("program     runs aten: no generated code (nothing needed a "
+           "kernel): %d nodes: %d extern, %d fallback, %d views or copies\n",
+           s->nodes, s->extern_, s->fallback, s->native);
+    for (size_t i = 0; i < s->n_fallback_ops; i++)
+      printf("%s %s\n", i ? "           " : "fallbacks  ", s->fallback_ops[i]);
+  } else if (np && np->summary) {
     const Compiled__V1__NativeSummary *s = np->summary;
     char b[32];
-    printf("program     native code (%s): %d nodes: %d native in %d generated "
+    printf("program     runs native (%s): %d nodes: %d native in %d generated "
            "kernels, %d extern, %d fallback\n",
            np->code && np->code->target && *np->code->target ? np->code->target
                                                              : "?",
@@ -274,7 +282,9 @@ static void print_program(const Compiled__V1__Artifact *art) {
       printf("%s %s\n", i ? "           " : "fallbacks  ", s->fallback_ops[i]);
   } else {
     size_t n = art->program ? art->program->n_instructions : 0;
-    printf("program     ATen calls only: %zu nodes, all fallback\n", n);
+    printf("program     runs aten: no native program: %zu nodes, all "
+           "fallback\n",
+           n);
   }
   for (size_t i = 0; i < art->n_diagnostics; i++)
     printf("%s %s\n", i ? "           " : "diagnostic ",

@@ -27,6 +27,8 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "compiler/ir/half.h"
+
 const char *cx_ctype(gc_dtype d) {
   switch (d) {
   case GC_DTYPE_FLOAT32:
@@ -44,6 +46,9 @@ const char *cx_ctype(gc_dtype d) {
   case GC_DTYPE_UINT8:
   case GC_DTYPE_BOOL:
     return "uint8_t";
+  case GC_DTYPE_FLOAT16:
+  case GC_DTYPE_BFLOAT16:
+    return "uint16_t"; /* the bits (ir/half.h) */
   default:
     return "void";
   }
@@ -56,6 +61,8 @@ static bool is_f(gc_dtype d) {
 /* Negative literals are parenthesized: operations spell their operands
  * after a unary minus ("(-%s)"), and "--0.5f" is a decrement. */
 char *cx_literal(gc_arena *a, double f, int64_t i, gc_dtype d) {
+  if (ir_dtype_half(d))
+    return gc_arena_printf(a, "((uint16_t)0x%04x)", ir_half_bits(f, d));
   if (!is_f(d)) {
     if (d == GC_DTYPE_BOOL)
       return gc_arena_printf(a, "%d", i != 0);
@@ -188,6 +195,60 @@ static const char prelude[] =
     "  }\n"
     "GC_FLOORDIV(float, f, f)\n"
     "GC_FLOORDIV(double, d, )\n"
+    "\n"
+    "/* float16 and bfloat16 values are their bits (uint16_t); operations on\n"
+    " * them compute in float. The conversions are exact integer and float\n"
+    " * arithmetic that gcc vectorizes on any x86-64 (neither F16C nor\n"
+    " * AVX512-BF16 needed; AVX512-BF16's conversion flushes subnormals):\n"
+    " * to float exactly, from float rounded to nearest even as c10 rounds,\n"
+    " * NaN as ATen's vectorized conversions make it (docs/native-math.md). "
+    "*/\n"
+    "static inline float gc_bits_f32(uint32_t u) {\n"
+    "  float f;\n"
+    "  __builtin_memcpy(&f, &u, 4);\n"
+    "  return f;\n"
+    "}\n"
+    "static inline uint32_t gc_f32_bits(float f) {\n"
+    "  uint32_t u;\n"
+    "  __builtin_memcpy(&u, &f, 4);\n"
+    "  return u;\n"
+    "}\n"
+    "static inline float gc_bf16_f32(uint16_t h) {\n"
+    "  return gc_bits_f32((uint32_t)h << 16);\n"
+    "}\n"
+    "static inline uint16_t gc_f32_bf16(float f) {\n"
+    "  const uint32_t u = gc_f32_bits(f);\n"
+    "  return f != f ? (uint16_t)0xffffu\n"
+    "                : (uint16_t)((u + 0x7fffu + ((u >> 16) & 1u)) >> 16);\n"
+    "}\n"
+    "/* float16: exponent rebiased 15 -> 127 (infinities and NaN to 255),\n"
+    " * subnormals (exponent 0) as their mantissa times 2^-24. */\n"
+    "static inline float gc_f16_f32(uint16_t h) {\n"
+    "  const uint32_t mag = (uint32_t)(h & 0x7fffu) << 13;\n"
+    "  const uint32_t e = mag & 0x0f800000u;\n"
+    "  const uint32_t norm = mag + (e == 0x0f800000u ? 0x70000000u : "
+    "0x38000000u);\n"
+    "  const float sub = (float)(int32_t)(h & 0x3ffu) * 0x1p-24f;\n"
+    "  const uint32_t r = e == 0 ? gc_f32_bits(sub) : norm;\n"
+    "  return gc_bits_f32(r | ((uint32_t)(h & 0x8000u) << 16));\n"
+    "}\n"
+    "/* Normal results: rebiased, 13 mantissa bits rounded off (a carry\n"
+    " * goes into the exponent); 65520 and up: infinity; below 2^-14:\n"
+    " * |f| + 0.5f rounds |f| to a multiple of 2^-24 (0.5f's ulp), the\n"
+    " * float16 subnormal's mantissa (1024 being the least normal). */\n"
+    "static inline uint16_t gc_f32_f16(float f) {\n"
+    "  const uint32_t u = gc_f32_bits(f), a = u & 0x7fffffffu;\n"
+    "  const uint32_t norm = (a - 0x38000000u + 0xfffu + ((a >> 13) & 1u)) >> "
+    "13;\n"
+    "  const uint32_t sub = gc_f32_bits(gc_bits_f32(a) + 0.5f) - "
+    "0x3f000000u;\n"
+    "  const uint32_t r = a > 0x7f800000u    ? 0x7e00u | ((a >> 13) & "
+    "0x3ffu)\n"
+    "                     : a >= 0x477ff000u ? 0x7c00u\n"
+    "                     : a < 0x38800000u  ? sub\n"
+    "                                        : norm;\n"
+    "  return (uint16_t)(((u >> 16) & 0x8000u) | r);\n"
+    "}\n"
     "\n"
     "/* 16 float lanes (GCC vector extension) and their 16 x 16 transpose,\n"
     " * defined at the end when a kernel uses it. */\n"
@@ -593,6 +654,31 @@ static const char *shift_type(gc_dtype d) {
   return gc_dtype_size(d) == 8 ? "uint64_t" : "uint32_t";
 }
 
+/* A conversion to or from a half dtype (ir/half.h): through float, as
+ * c10 converts (a float64 or an integer is made a float first). */
+static char *half_cast(cx *c, const ir_expr *e, const char *a) {
+  gc_arena *ar = c->ir->a;
+  gc_dtype d = e->dtype, ad = e->args[0]->dtype;
+  const ir_expr *src = e->args[0];
+  const char *f = a; /* the operand as a float */
+  if (ir_dtype_half(ad))
+    f = gc_arena_printf(ar, "gc_%s_f32(%s)",
+                        ad == GC_DTYPE_BFLOAT16 ? "bf16" : "f16", a);
+  else if (src->op == IR_CAST && src->args[0] && is_f(src->args[0]->dtype) &&
+           !is_f(ad)) /* an integer made from a float: see spell's CAST */
+    f = gc_arena_printf(ar, "(float)(%s + gc_izero)", a);
+  else if (ad != GC_DTYPE_FLOAT32)
+    f = gc_arena_printf(ar, "(float)%s", a);
+  if (ir_dtype_half(d))
+    return gc_arena_printf(ar, "gc_f32_%s(%s)",
+                           d == GC_DTYPE_BFLOAT16 ? "bf16" : "f16", f);
+  if (d == GC_DTYPE_BOOL)
+    return gc_arena_printf(ar, "(uint8_t)(%s != 0)", f);
+  if (d == GC_DTYPE_UINT8)
+    return gc_arena_printf(ar, "(uint8_t)(int64_t)%s", f);
+  return gc_arena_printf(ar, "(%s)%s", cx_ctype(d), f);
+}
+
 /* The C expression of operation e applied to the named operands. */
 static char *spell(cx *c, const ir_expr *e, const char *a, const char *b,
                    const char *x) {
@@ -603,6 +689,8 @@ static char *spell(cx *c, const ir_expr *e, const char *a, const char *b,
   const char *one = ad == GC_DTYPE_FLOAT32 ? "1.0f" : "1.0";
   switch (e->op) {
   case IR_CAST:
+    if (ir_dtype_half(d) || ir_dtype_half(ad))
+      return half_cast(c, e, a);
     if (d == GC_DTYPE_BOOL)
       return gc_arena_printf(ar, "(uint8_t)(%s != 0)", a);
     if (d == GC_DTYPE_UINT8 && is_f(ad))

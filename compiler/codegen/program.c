@@ -820,7 +820,13 @@ static int code(pe *e, const gc_backend *be) {
   static char *libs_math[] = {"libgomp.so.1", "libmvec.so.1",
                               "libsleefgnuabi.so.3", "libm.so.6",
                               "libsleef.so.3"};
-  size_t nmath = n->src.uses_sleef ? 5 : n->src.uses_vector_math ? 4 : 1;
+  /* no segment: no code (no shared object, no C, nothing to load; the
+   * C compiler did not run, pipeline.c) */
+  bool code = n->src.nsegments > 0;
+  size_t nmath = !code                     ? 0
+                 : n->src.uses_sleef       ? 5
+                 : n->src.uses_vector_math ? 4
+                                           : 1;
   c->n_runtime_libraries =
       nmath + (n->src.uses_blas ? 1 : 0) + (n->src.uses_dnnl ? 1 : 0);
   c->runtime_libraries =
@@ -834,7 +840,8 @@ static int code(pe *e, const gc_backend *be) {
     c->runtime_libraries[nlib++] = "libblas.so.3";
   if (n->src.uses_dnnl)
     c->runtime_libraries[nlib++] = "libdnnl.so.2";
-  const char *march = be && be->target ? gc_target_march(be->target) : NULL;
+  const char *march =
+      code && be && be->target ? gc_target_march(be->target) : NULL;
   c->target = (char *)(march ? march : "");
   if (n->sched.arena_bytes == IR_SYMBOLIC) {
     m->arena_bytes = 0;
@@ -853,6 +860,8 @@ static int code(pe *e, const gc_backend *be) {
   p->code = c;
   p->memory_plan = m;
   p->summary = s;
+  if (!code)
+    return 0;
   /* the C source, compressed */
   uLongf clen = compressBound((uLong)n->src.len);
   uint8_t *z = gc_arena_alloc(e->a, clen ? clen : 1);

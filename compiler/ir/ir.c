@@ -15,7 +15,10 @@
  *   - nodes are in execution order: a buffer is read only after the node
  *     that writes it;
  *   - expression dtypes agree with the operations (comparisons are bool,
- *     a reduction body has a dtype its reduction accepts).
+ *     a reduction body has a dtype its reduction accepts);
+ *   - half values (float16, bfloat16) are only loaded, stored, selected,
+ *     cast and written as constants (half.h): arithmetic on them is
+ *     float32 arithmetic between casts, and reductions are not half.
  */
 #include "compiler/ir/ir.h"
 
@@ -25,6 +28,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+
+#include "compiler/ir/half.h"
 
 static const struct {
   int arity;
@@ -364,7 +369,9 @@ static bool is_float(gc_dtype d) {
 ir_expr *ir_const_f(ir_graph *ir, double v, gc_dtype dt) {
   ir_expr e = {.op = IR_CONST, .dtype = dt};
   if (is_float(dt)) {
-    e.k.f = dt == GC_DTYPE_FLOAT32 ? (double)(float)v : v;
+    e.k.f = dt == GC_DTYPE_FLOAT32 ? (double)(float)v
+            : ir_dtype_half(dt)    ? ir_half_round(v, dt)
+                                   : v;
   } else {
     e.k.i = dt == GC_DTYPE_BOOL ? (v != 0) : (int64_t)v;
     e.k.f = (double)e.k.i;
@@ -429,6 +436,8 @@ bool ir_reads_buffer(const ir_expr *e) {
 ir_expr *ir_index(ir_graph *ir, gc_sym *x, gc_dtype dt) {
   if (!x)
     return NULL;
+  if (ir_dtype_half(dt)) /* the integer, rounded (half.h) */
+    return ir_cast(ir, ir_index(ir, x, GC_DTYPE_INT64), dt);
   if (x->kind == GC_SYM_CONST)
     return ir_const_i(ir, x->c, dt);
   ir_expr e = {.op = IR_INDEX, .dtype = dt};
@@ -469,6 +478,11 @@ ir_expr *ir_cast(ir_graph *ir, ir_expr *x, gc_dtype dt) {
     return NULL;
   if (x->dtype == dt)
     return x;
+  /* a half value made float32 or float64 and back is itself (every half
+   * value is exact in both; a NaN's payload may differ, as in eager) */
+  if (ir_dtype_half(dt) && x->op == IR_CAST && x->args[0]->dtype == dt &&
+      (x->dtype == GC_DTYPE_FLOAT32 || x->dtype == GC_DTYPE_FLOAT64))
+    return x->args[0];
   if (x->op == IR_CONST) { /* fold, with C's conversion semantics */
     if (dt == GC_DTYPE_BOOL)
       return ir_const_i(ir, is_float(x->dtype) ? x->k.f != 0 : x->k.i != 0, dt);
@@ -523,11 +537,44 @@ static int select_compare(ir_op op, const ir_expr *a, const ir_expr *b,
   return select_compare(op, a->args[2], b, budget) == x ? x : -1;
 }
 
+/* Operations on half values (half.h): every operand that is half read as
+ * float32, the operation in float32, its result rounded to dt when dt is
+ * half. A select (where) of half values stays one (it moves bits); its
+ * value operands take its dtype. NULL when op needs no rewriting. */
+static ir_expr *make_op(ir_graph *ir, ir_op op, gc_dtype dt, ir_expr *a,
+                        ir_expr *b, ir_expr *c);
+
+static ir_expr *half_op(ir_graph *ir, ir_op op, gc_dtype dt, ir_expr *a,
+                        ir_expr *b, ir_expr *c) {
+  ir_expr *x[3] = {a, b, c};
+  int n = ir_op_arity(op);
+  bool half = ir_dtype_half(dt) && op != IR_CAST && !yields_bool(op);
+  for (int i = op == IR_WHERE ? 1 : 0; i < n; i++)
+    half |= ir_dtype_half(x[i]->dtype);
+  if (!half || op == IR_CAST)
+    return NULL;
+  if (op == IR_WHERE) {
+    if (b->dtype == dt && c->dtype == dt)
+      return NULL;
+    return make_op(ir, op, dt, a, ir_cast(ir, b, dt), ir_cast(ir, c, dt));
+  }
+  gc_dtype f = GC_DTYPE_FLOAT32;
+  for (int i = 0; i < n; i++)
+    if (ir_dtype_half(x[i]->dtype))
+      x[i] = ir_cast(ir, x[i], f);
+  if (!ir_dtype_half(dt) || yields_bool(op))
+    return make_op(ir, op, dt, x[0], x[1], x[2]);
+  return ir_cast(ir, make_op(ir, op, f, x[0], x[1], x[2]), dt);
+}
+
 static ir_expr *make_op(ir_graph *ir, ir_op op, gc_dtype dt, ir_expr *a,
                         ir_expr *b, ir_expr *c) {
   int n = ir_op_arity(op);
   if (!a || (n > 1 && !b) || (n > 2 && !c))
     return NULL;
+  ir_expr *h = half_op(ir, op, dt, a, b, c);
+  if (h)
+    return h;
   ir_expr e = {.op = op, .dtype = yields_bool(op) ? GC_DTYPE_BOOL : dt};
   e.args[0] = a;
   e.args[1] = n > 1 ? b : NULL;
@@ -1167,6 +1214,19 @@ static void vexpr1(vctx *v, const ir_expr *e) {
     }
   if (yields_bool(e->op) && e->dtype != GC_DTYPE_BOOL)
     vfail(v, "%s must be bool", ir_op_name(e->op));
+  if (e->op != IR_CONST && e->op != IR_CAST && e->op != IR_WHERE) {
+    bool half = ir_dtype_half(e->dtype);
+    for (int i = 0; i < ir_op_arity(e->op); i++)
+      half |= ir_dtype_half(e->args[i]->dtype);
+    if (half)
+      vfail(v, "%s of %s values: half values are computed with as float32",
+            ir_op_name(e->op), gc_dtype_name(e->dtype));
+  }
+  if (e->op == IR_WHERE &&
+      (e->args[1]->dtype != e->dtype || e->args[2]->dtype != e->dtype) &&
+      (ir_dtype_half(e->dtype) || ir_dtype_half(e->args[1]->dtype) ||
+       ir_dtype_half(e->args[2]->dtype)))
+    vfail(v, "where of %s values mixes dtypes", gc_dtype_name(e->dtype));
 }
 
 static int vexpr_each(const ir_expr *e, void *ctx) {
@@ -1326,7 +1386,27 @@ static void vnode(vctx *v, const ir_node *n) {
     if (n->kind == IR_POINTWISE && n->body && n->body->dtype != n->out->dtype)
       vfail(v, "body is %s, the buffer %s", gc_dtype_name(n->body->dtype),
             gc_dtype_name(n->out->dtype));
+    if (n->kind == IR_REDUCTION &&
+        (ir_dtype_half(n->out->dtype) ||
+         (n->out2 && ir_dtype_half(n->out2->dtype)) ||
+         (n->out3 && ir_dtype_half(n->out3->dtype)) ||
+         (n->body && ir_dtype_half(n->body->dtype))))
+      vfail(v, "a reduction of %s values (they accumulate as float32)",
+            gc_dtype_name(n->out->dtype));
   } else {
+    if (n->scan || n->scatter || n->interp) {
+      bool half = n->out && ir_dtype_half(n->out->dtype);
+      for (int a = 0; a < n->nargs; a++)
+        for (int i = 0;
+             n->args[a].bufs &&
+             i < (n->args[a].arg.kind == GC_ARG_TENSOR ? 1 : n->args[a].arg.n);
+             i++)
+          half |=
+              n->args[a].bufs[i] && ir_dtype_half(n->args[a].bufs[i]->dtype);
+      if (half)
+        vfail(v, "generated scans, scatters and interpolations take no half "
+                 "values");
+    }
     for (int a = 0; a < n->nargs; a++)
       for (int i = 0;
            n->args[a].bufs &&
@@ -1477,6 +1557,10 @@ static const char *short_dtype(gc_dtype d) {
     return "u8";
   case GC_DTYPE_BOOL:
     return "b8";
+  case GC_DTYPE_FLOAT16:
+    return "f16";
+  case GC_DTYPE_BFLOAT16:
+    return "bf16";
   default:
     return gc_dtype_name(d) ? gc_dtype_name(d) : "?";
   }

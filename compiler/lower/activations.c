@@ -407,7 +407,7 @@ int lower_glu(lower_ctx *L, const gc_node *n, int unused) {
   ir_tensor *x = L_tensor(L, n, "self");
   int64_t dim = -1;
   L_int(L, n, "dim", &dim);
-  if (!x || !L_is_float(dt) || x->dtype != dt || x->rank != p.rank ||
+  if (!x || !L_is_float(dt) || x->dtype != p.odt || x->rank != p.rank ||
       x->rank == 0)
     return GC_EUNSUPPORTED;
   if (dim < 0)

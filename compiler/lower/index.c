@@ -82,7 +82,7 @@ static ir_expr *gather_from(lower_ctx *L, ir_tensor *x, int64_t out,
 
 /* The output of n is empty: a constant. */
 static int empty(lower_ctx *L, const gc_node *n, L_pw *p) {
-  return L__pw_finish(L, n, 0, p, ir_const_i(L_ir(L), 0, p->dt));
+  return L__pw_finish(L, n, 0, p, ir_const_i(L_ir(L), 0, p->odt));
 }
 
 /* embedding(weight, indices, padding_idx, scale_grad_by_freq, sparse):
@@ -95,7 +95,7 @@ int lower_embedding(lower_ctx *L, const gc_node *n, int unused) {
     return rc;
   ir_tensor *w = L_tensor(L, n, "weight"), *ix = L_tensor(L, n, "indices");
   if (!w || !ix || w->rank != 2 || !index_dtype(ix->dtype) ||
-      p.rank != ix->rank + 1 || p.dt != w->dtype)
+      p.rank != ix->rank + 1 || p.odt != w->dtype)
     return GC_EUNSUPPORTED;
   if (numel(p.rank, p.sizes) == 0)
     return empty(L, n, &p);
@@ -117,7 +117,7 @@ int lower_index_select(lower_ctx *L, const gc_node *n, int unused) {
   ir_tensor *x = L_tensor(L, n, "self"), *ix = L_tensor(L, n, "index");
   int64_t dim;
   if (!x || !ix || !L_int(L, n, "dim", &dim) || x->rank == 0 || ix->rank > 1 ||
-      !index_dtype(ix->dtype) || p.rank != x->rank || p.dt != x->dtype)
+      !index_dtype(ix->dtype) || p.rank != x->rank || p.odt != x->dtype)
     return GC_EUNSUPPORTED;
   if (dim < 0)
     dim += x->rank;
@@ -144,7 +144,7 @@ int lower_gather(lower_ctx *L, const gc_node *n, int unused) {
   ir_tensor *x = L_tensor(L, n, "self"), *ix = L_tensor(L, n, "index");
   int64_t dim;
   if (!x || !ix || !L_int(L, n, "dim", &dim) || ix->dtype != GC_DTYPE_INT64 ||
-      p.dt != x->dtype)
+      p.odt != x->dtype)
     return GC_EUNSUPPORTED;
   int rank = x->rank ? x->rank : 1;
   if (dim < 0)
@@ -288,8 +288,8 @@ int lower_cat(lower_ctx *L, const gc_node *n, int unused) {
       if (!gv)
         return GC_ENOMEM;
       ir_tensor *gt = L_pointwise(
-          L, n, p.dt, p.rank, gsz, gv,
-          cat_chain(L, &part[g], gst, cnt, p.rank, (int)dim, gv, p.dt));
+          L, n, p.odt, p.rank, gsz, gv,
+          cat_chain(L, &part[g], gst, cnt, p.rank, (int)dim, gv, p.odt));
       if (!gt || !L_realize(L, gt, L_out_meta(n, 0)))
         return GC_ENOMEM;
       part[ng] = gt;
@@ -300,7 +300,7 @@ int lower_cat(lower_ctx *L, const gc_node *n, int unused) {
   }
   return L__pw_finish(
       L, n, 0, &p,
-      cat_chain(L, part, start, np, p.rank, (int)dim, p.vars, p.dt));
+      cat_chain(L, part, start, np, p.rank, (int)dim, p.vars, p.odt));
 }
 
 /* The where() chain selecting, at index `vars` of a tensor of `rank` dims,
@@ -351,8 +351,8 @@ int lower_stack(lower_ctx *L, const gc_node *n, int unused) {
   if (numel(p.rank, p.sizes) == 0)
     return empty(L, n, &p);
   if (nt <= MAX_CAT)
-    return L__pw_finish(L, n, 0, &p,
-                        stack_chain(L, ts, nt, p.rank, (int)dim, p.vars, p.dt));
+    return L__pw_finish(
+        L, n, 0, &p, stack_chain(L, ts, nt, p.rank, (int)dim, p.vars, p.odt));
   ir_tensor **part = gc_arena_calloc(ir->a, MAX_CAT + 1, sizeof *part);
   int64_t start[MAX_CAT + 1];
   if (!part)
@@ -367,8 +367,8 @@ int lower_stack(lower_ctx *L, const gc_node *n, int unused) {
     if (!gv)
       return GC_ENOMEM;
     ir_tensor *gt =
-        L_pointwise(L, n, p.dt, p.rank, gsz, gv,
-                    stack_chain(L, &ts[g], cnt, p.rank, (int)dim, gv, p.dt));
+        L_pointwise(L, n, p.odt, p.rank, gsz, gv,
+                    stack_chain(L, &ts[g], cnt, p.rank, (int)dim, gv, p.odt));
     /* a group of one is one load: left inline */
     if (!gt || (cnt > 1 && !L_realize(L, gt, L_out_meta(n, 0))))
       return GC_ENOMEM;
@@ -378,7 +378,7 @@ int lower_stack(lower_ctx *L, const gc_node *n, int unused) {
   start[ng] = nt;
   return L__pw_finish(
       L, n, 0, &p,
-      cat_chain(L, part, start, ng, p.rank, (int)dim, p.vars, p.dt));
+      cat_chain(L, part, start, ng, p.rank, (int)dim, p.vars, p.odt));
 }
 
 /* Is in + lo + hi == out, pads within +-2^62 (so that neither the sum,
@@ -406,14 +406,14 @@ int lower_constant_pad(lower_ctx *L, const gc_node *n, int unused) {
   int np;
   ir_expr *value = NULL;
   if (!x || !L_ints(L, n, "pad", &pad, &np) || np % 2 || np / 2 > x->rank ||
-      p.rank != x->rank || p.dt != x->dtype)
+      p.rank != x->rank || p.odt != x->dtype)
     return GC_EUNSUPPORTED;
-  if (!L__pw_scalar(L, n, "value", p.dt, &value)) {
+  if (!L__pw_scalar(L, n, "value", p.odt, &value)) {
     /* a float value of an integer tensor: exact integers only (the default
      * 0.0 is one) */
     double f;
     if (!L_float(L, n, "value", &f) || !(fabs(f) <= 1e15) || f != trunc(f) ||
-        !(value = ir_const_i(ir, (int64_t)f, p.dt)))
+        !(value = ir_const_i(ir, (int64_t)f, p.odt)))
       return GC_EUNSUPPORTED;
   }
   if (numel(p.rank, p.sizes) == 0)
@@ -444,7 +444,7 @@ int lower_constant_pad(lower_ctx *L, const gc_node *n, int unused) {
   }
   ir_expr *e = L_load(L, x, at);
   if (inside)
-    e = ir_op3(ir, IR_WHERE, p.dt, inside, e, value);
+    e = ir_op3(ir, IR_WHERE, p.odt, inside, e, value);
   return L__pw_finish(L, n, 0, &p, e);
 }
 
@@ -508,7 +508,7 @@ int lower_edge_pad(lower_ctx *L, const gc_node *n, int param) {
     return rc;
   ir_tensor *x = L_tensor(L, n, "self");
   const int64_t *pad;
-  if (!x || x->rank != p.rank || p.dt != x->dtype ||
+  if (!x || x->rank != p.rank || p.odt != x->dtype ||
       !edge_pad_args(L, n, d, repl, p.rank, x->sizes, p.sizes, &pad))
     return GC_EUNSUPPORTED;
   if (numel(p.rank, p.sizes) == 0)
@@ -608,7 +608,7 @@ int lower_edge_pad_backward(lower_ctx *L, const gc_node *n, int param) {
   ir_graph *ir = L_ir(L);
   ir_tensor *g = L_tensor(L, n, "grad_output"), *x = L_tensor(L, n, "self");
   const int64_t *pad;
-  if (!g || !x || g->rank != p.rank || x->rank != p.rank || g->dtype != p.dt ||
+  if (!g || !x || g->rank != p.rank || x->rank != p.rank || g->dtype != p.odt ||
       !edge_pad_args(L, n, d, repl, p.rank, p.sizes, g->sizes, &pad))
     return GC_EUNSUPPORTED;
   for (int k = 0; k < p.rank; k++)
@@ -626,7 +626,7 @@ int lower_edge_pad_backward(lower_ctx *L, const gc_node *n, int param) {
     if (cnt[k] < 1 || (terms *= cnt[k]) > MAX_PAD_TERMS)
       return GC_EUNSUPPORTED;
   }
-  ir_expr *acc = ir_const_f(ir, 0, p.dt);
+  ir_expr *acc = ir_const_f(ir, 0, p.odt);
   int j[IR_MAX_RANK] = {0};
   gc_sym *at[IR_MAX_RANK];
   for (int t = 0; t < terms; t++) {
@@ -638,8 +638,8 @@ int lower_edge_pad_backward(lower_ctx *L, const gc_node *n, int param) {
     }
     ir_expr *v = L_load(L, g, at);
     if (ok)
-      v = ir_op3(ir, IR_WHERE, p.dt, ok, v, ir_const_f(ir, 0, p.dt));
-    acc = ir_op2(ir, IR_ADD, p.dt, acc, v);
+      v = ir_op3(ir, IR_WHERE, p.odt, ok, v, ir_const_f(ir, 0, p.odt));
+    acc = ir_op2(ir, IR_ADD, p.odt, acc, v);
     for (int k = p.rank - 1; k >= 0 && ++j[k] == cnt[k]; k--)
       j[k] = 0;
   }
@@ -664,11 +664,11 @@ static int view_place_begin(lower_ctx *L, const gc_node *n, bool scatter,
     return rc;
   *g = L_tensor(L, n, scatter ? "src" : "grad_output");
   if (!*g || !L_int(L, n, "dim", dim) || (*g)->rank != p->rank - dropped ||
-      (*g)->dtype != p->dt)
+      (*g)->dtype != p->odt)
     return GC_EUNSUPPORTED;
   if (scatter) {
     ir_tensor *self = L_tensor(L, n, "self");
-    if (!self || self->rank != p->rank || self->dtype != p->dt)
+    if (!self || self->rank != p->rank || self->dtype != p->odt)
       return GC_EUNSUPPORTED;
     for (int d = 0; d < p->rank; d++)
       if (self->sizes[d] != p->sizes[d])
@@ -682,7 +682,7 @@ static int view_place_begin(lower_ctx *L, const gc_node *n, bool scatter,
     for (int d = 0; d < p->rank; d++)
       if (in_sizes[d] != p->sizes[d])
         return GC_EUNSUPPORTED;
-    *base = ir_const_i(L_ir(L), 0, p->dt);
+    *base = ir_const_i(L_ir(L), 0, p->odt);
   }
   if (*dim < 0)
     *dim += p->rank;
@@ -750,7 +750,7 @@ int lower_slice_place(lower_ctx *L, const gc_node *n, int scatter) {
   for (int d = 0; d < p.rank; d++)
     at[d] =
         d == dim ? clamp(s, gc_sym_floordiv(s, j, step), len - 1) : p.vars[d];
-  ir_expr *e = ir_op3(ir, IR_WHERE, p.dt, inside, L_load(L, g, at), base);
+  ir_expr *e = ir_op3(ir, IR_WHERE, p.odt, inside, L_load(L, g, at), base);
   return L__pw_finish(L, n, 0, &p, e);
 }
 
@@ -785,7 +785,7 @@ int lower_select_place(lower_ctx *L, const gc_node *n, int scatter) {
   gc_dtype i64 = GC_DTYPE_INT64;
   ir_expr *here = ir_op2(ir, IR_EQ, i64, ir_index(ir, p.vars[dim], i64),
                          ir_const_i(ir, index, i64));
-  ir_expr *e = ir_op3(ir, IR_WHERE, p.dt, here, L_load(L, g, at), base);
+  ir_expr *e = ir_op3(ir, IR_WHERE, p.odt, here, L_load(L, g, at), base);
   return L__pw_finish(L, n, 0, &p, e);
 }
 
@@ -811,8 +811,8 @@ int lower_as_strided_scatter(lower_ctx *L, const gc_node *n, int unused) {
   int nsz, nst;
   int64_t off = 0, os[IR_MAX_RANK];
   const gc_arg *oa = L_arg(L, n, "storage_offset");
-  if (!self || !src || !m || self->rank != p.rank || self->dtype != p.dt ||
-      src->dtype != p.dt || !L_ints(L, n, "size", &sz, &nsz) ||
+  if (!self || !src || !m || self->rank != p.rank || self->dtype != p.odt ||
+      src->dtype != p.odt || !L_ints(L, n, "size", &sz, &nsz) ||
       !L_ints(L, n, "stride", &st, &nst) || nsz != src->rank ||
       nst != src->rank ||
       (oa && oa->kind != GC_ARG_NONE && !L_int(L, n, "storage_offset", &off)) ||
@@ -854,7 +854,7 @@ int lower_as_strided_scatter(lower_ctx *L, const gc_node *n, int unused) {
       ir_op2(ir, IR_AND, GC_DTYPE_BOOL,
              ir_op2(ir, IR_GE, i64, v, ir_const_i(ir, 0, i64)),
              ir_op2(ir, IR_LT, i64, v, ir_const_i(ir, numel_v, i64)));
-  ir_expr *e = ir_op3(ir, IR_WHERE, p.dt, inside, L_load(L, src, at), base);
+  ir_expr *e = ir_op3(ir, IR_WHERE, p.odt, inside, L_load(L, src, at), base);
   return L__pw_finish(L, n, 0, &p, e);
 }
 
@@ -880,7 +880,7 @@ int lower_diagonal_scatter(lower_ctx *L, const gc_node *n, int unused) {
     d2 += r;
   if (!self || !src || r < 2 || d1 < 0 || d1 >= r || d2 < 0 || d2 >= r ||
       d1 == d2 || self->rank != r || src->rank != r - 1 ||
-      self->dtype != p.dt || src->dtype != p.dt)
+      self->dtype != p.odt || src->dtype != p.odt)
     return GC_EUNSUPPORTED;
   int64_t len = off >= 0 ? p.sizes[d2] - off : p.sizes[d1] + off;
   if (p.sizes[d1] < len)
@@ -917,7 +917,7 @@ int lower_diagonal_scatter(lower_ctx *L, const gc_node *n, int unused) {
                     ir_index(ir, p.vars[d1], i64)),
              ir_const_i(ir, off, i64)),
       ir_op2(ir, IR_LT, i64, ir_index(ir, i, i64), ir_const_i(ir, len, i64)));
-  ir_expr *e = ir_op3(ir, IR_WHERE, p.dt, on, L_load(L, src, at), base);
+  ir_expr *e = ir_op3(ir, IR_WHERE, p.odt, on, L_load(L, src, at), base);
   return L__pw_finish(L, n, 0, &p, e);
 }
 
@@ -1005,7 +1005,7 @@ int lower_index_tensor(lower_ctx *L, const gc_node *n, int unused) {
   ir_tensor *x = L_tensor(L, n, "self");
   ir_tensor **ix;
   int ni = L_tensors(L, n, "indices", &ix);
-  if (!x || ni < 1 || ni > x->rank || p.dt != x->dtype)
+  if (!x || ni < 1 || ni > x->rank || p.odt != x->dtype)
     return GC_EUNSUPPORTED;
   int d = -1, pos[IR_MAX_RANK], m = 0;
   for (int k = 0; k < ni; k++)
@@ -1086,7 +1086,7 @@ int lower_flip(lower_ctx *L, const gc_node *n, int unused) {
   if (!t)
     return GC_ENOMEM;
   return L__pw_finish(L, n, 0, &p,
-                      ir_cast(ir, ir_tensor_load(ir, t, p.vars), p.dt));
+                      ir_cast(ir, ir_tensor_load(ir, t, p.vars), p.odt));
 }
 
 /* roll(self, shifts, dims): out[i] = self[(i - shift) mod size] along each
@@ -1103,7 +1103,7 @@ int lower_roll(lower_ctx *L, const gc_node *n, int unused) {
   ir_tensor *x = L_tensor(L, n, "self");
   const int64_t *shifts, *dims;
   int ns, nd;
-  if (!x || x->rank != p.rank || p.dt != x->dtype ||
+  if (!x || x->rank != p.rank || p.odt != x->dtype ||
       !L_ints(L, n, "shifts", &shifts, &ns) ||
       !L_ints(L, n, "dims", &dims, &nd))
     return GC_EUNSUPPORTED;
@@ -1158,7 +1158,7 @@ int lower_repeat(lower_ctx *L, const gc_node *n, int unused) {
   ir_tensor *x = L_tensor(L, n, "self");
   const int64_t *reps;
   int nr;
-  if (!x || p.dt != x->dtype || !L_ints(L, n, "repeats", &reps, &nr) ||
+  if (!x || p.odt != x->dtype || !L_ints(L, n, "repeats", &reps, &nr) ||
       nr != p.rank || nr < x->rank)
     return GC_EUNSUPPORTED;
   int lead = p.rank - x->rank;

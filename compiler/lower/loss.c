@@ -181,12 +181,12 @@ int lower_mse_loss(lower_ctx *L, const gc_node *n, int unused) {
     return GC_ENOMEM;
   ir_tensor *s = ir_tensor_of_buf(ir, b);
   if (red == 2)
-    return L_set(L, n, 0, s);
+    return L_set(L, n, 0, L_to_dtype(L, n, s, p.odt));
   gc_sym **v = L_vars(L, 0, NULL);
   if (!v)
     return GC_ENOMEM;
   return L_set(L, n, 0,
-               L_pointwise(L, n, dt, 0, NULL, v,
+               L_pointwise(L, n, p.odt, 0, NULL, v,
                            OP2(DIV, L_load(L, s, NULL),
                                ir_const_f(ir, (double)cnt, dt))));
 }

@@ -24,6 +24,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "compiler/ir/half.h"
 #include "compiler/opfacts.h"
 #include "compiler/ops.h"
 #include "compiler/schema.h"
@@ -88,7 +89,11 @@ ir_graph *L_ir(lower_ctx *L) {
 /* ---- dtypes ---- */
 
 bool L_is_float(gc_dtype d) {
-  return d == GC_DTYPE_FLOAT32 || d == GC_DTYPE_FLOAT64;
+  return d == GC_DTYPE_FLOAT32 || d == GC_DTYPE_FLOAT64 || ir_dtype_half(d);
+}
+
+gc_dtype L_opmath(gc_dtype d) {
+  return ir_dtype_half(d) ? GC_DTYPE_FLOAT32 : d;
 }
 
 bool L_is_integral(gc_dtype d) {
@@ -645,6 +650,15 @@ ir_tensor *L_spointwise(lower_ctx *L, const gc_node *n, gc_dtype dt, int rank,
   return t;
 }
 
+ir_tensor *L_to_dtype(lower_ctx *L, const gc_node *n, ir_tensor *t,
+                      gc_dtype dt) {
+  if (!t || t->dtype == dt)
+    return t;
+  gc_sym **v = L_vars(L, t->rank, t->sizes);
+  return v ? L_pointwise(L, n, dt, t->rank, t->sizes, v, L_load(L, t, v))
+           : NULL;
+}
+
 ir_tensor *L_view(lower_ctx *L, ir_tensor *base, int rank, const int64_t *sizes,
                   gc_sym **vars, gc_sym **map) {
   gc_sym **ss = ir_syms_of(L->ir, rank, sizes);
@@ -954,6 +968,18 @@ bool L_as_buffer(lower_ctx *L, ir_tensor *t, ir_view *v) {
   return true;
 }
 
+/* b (a float32 result of a reduction) rounded to half dtype dt, in a new
+ * buffer of b's layout, computed by a pointwise node the scheduler fuses
+ * into the reduction's kernel. */
+static ir_buf *rounded_copy(lower_ctx *L, ir_buf *b, gc_dtype dt) {
+  ir_tensor *src = b ? ir_tensor_of_buf(L->ir, b) : NULL;
+  gc_sym **v = src ? L_vars(L, b->rank, b->sizes) : NULL;
+  ir_tensor *t = v ? L_pointwise(L, NULL, dt, b->rank, b->sizes, v,
+                                 ir_tensor_load(L->ir, src, v))
+                   : NULL;
+  return t ? materialize(L, t, IR_BUF_ARENA, b->strides, NULL) : NULL;
+}
+
 ir_buf *L_reduce(lower_ctx *L, const gc_node *gn, ir_reduction red, gc_dtype dt,
                  int rank, const int64_t *ranges, gc_sym **vars, int rrank,
                  const int64_t *rranges, gc_sym **rvars, ir_expr *body,
@@ -972,6 +998,29 @@ ir_buf *L_sreduce(lower_ctx *L, const gc_node *gn, ir_reduction red,
   ir_graph *ir = L->ir;
   if (!body || !vars || (rrank && !rvars) || rank > IR_MAX_RANK)
     return NULL;
+  if (ir_dtype_half(dt)) {
+    /* half values accumulate in float32 and the results are rounded, as
+     * ATen's reductions do (rules that compute more than the reduction in
+     * float32 call this with float32 themselves) */
+    ir_buf *b2 = NULL, *b3 = NULL;
+    ir_buf *b =
+        L_reduce(L, gn, red, GC_DTYPE_FLOAT32, rank, ranges, vars, rrank,
+                 rranges, rvars, ir_cast(ir, body, GC_DTYPE_FLOAT32), &b2, &b3);
+    if (!b)
+      return NULL;
+    if (b->dtype == GC_DTYPE_FLOAT32 && !(b = rounded_copy(L, b, dt)))
+      return NULL;
+    if ((b2 && !(b2 = rounded_copy(L, b2, dt))) ||
+        (b3 && !(b3 = rounded_copy(L, b3, dt))))
+      return NULL;
+    if (out2)
+      *out2 = b2;
+    if (out3)
+      *out3 = b3;
+    return b;
+  }
+  if (ir_dtype_half(body->dtype)) /* a max of half values, ... */
+    body = ir_cast(ir, body, GC_DTYPE_FLOAT32);
   const gc_tensor_meta *like = gn ? L_out_meta(gn, 0) : NULL;
   gc_sym *st[IR_MAX_RANK];
   if (ir->nsyms) {

@@ -278,9 +278,20 @@ int L_set_value(lower_ctx *L, const gc_value *v, ir_tensor *t);
 gc_dtype L_result_type(lower_ctx *L, const gc_node *n,
                        const char *const *names);
 
-/* True for float32 and float64, the floating dtypes generated code
- * computes in (half and bfloat16 fall back). */
+/* True for the floating dtypes: float32, float64, and float16 and
+ * bfloat16, which generated code stores as such and computes with as
+ * float32 (compiler/ir/half.h). */
 bool L_is_float(gc_dtype d);
+/* The dtype an operator computes in for results of dtype d, as ATen's
+ * opmath_type: float32 for float16 and bfloat16, d itself otherwise. A
+ * rule computes a whole operator in it and rounds once, to the output's
+ * dtype, as ATen's kernels do (a formula of several IR operations in a
+ * half dtype would round after each, ir.c make_op). */
+gc_dtype L_opmath(gc_dtype d);
+/* t converted to dtype dt (t itself when it has it): an unrealized
+ * pointwise cast (NULL when out of memory). */
+ir_tensor *L_to_dtype(lower_ctx *L, const gc_node *n, ir_tensor *t,
+                      gc_dtype dt);
 /* True for the integer dtypes and bool. */
 bool L_is_integral(gc_dtype d);
 /* True for every dtype generated code handles. */

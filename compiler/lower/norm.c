@@ -217,17 +217,21 @@ int lower_batch_norm(lower_ctx *L, const gc_node *n, int form) {
       (form != BN_NO_TRAINING && !L_bool(L, n, "training", &train)) ||
       !L_float(L, n, "eps", &eps))
     return GC_EUNSUPPORTED;
-  gc_dtype dt = x->dtype;
+  /* eval computes in float32 for a half input, rounded once (training
+   * with half values stays ATen's) */
+  gc_dtype od = x->dtype, dt = L_opmath(od);
   int64_t c = x->sizes[1];
-  if ((w && !per_channel(w, c, dt)) || (b && !per_channel(b, c, dt)))
+  if ((w && !per_channel(w, c, od)) || (b && !per_channel(b, c, od)))
     return GC_EUNSUPPORTED;
   if (train)
-    return batch_norm_train(L, n, x, w, b, eps, form == BN_FUNCTIONAL);
+    return od != dt
+               ? GC_EUNSUPPORTED
+               : batch_norm_train(L, n, x, w, b, eps, form == BN_FUNCTIONAL);
   if (form == BN_FUNCTIONAL)
     return GC_EUNSUPPORTED; /* AOTAutograd records eval as no_training */
   ir_tensor *rm = L_tensor(L, n, "running_mean");
   ir_tensor *rv = L_tensor(L, n, "running_var");
-  if (!per_channel(rm, c, dt) || !per_channel(rv, c, dt))
+  if (!per_channel(rm, c, od) || !per_channel(rv, c, od))
     return GC_EUNSUPPORTED;
   /* alpha and beta per channel */
   gc_sym **av = L_vars(L, 1, &c), **bv = L_vars(L, 1, &c);

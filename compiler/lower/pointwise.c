@@ -37,6 +37,7 @@
 #include <math.h>
 #include <string.h>
 
+#include "compiler/ir/half.h"
 #include "compiler/lower/pointwise.h"
 
 /* ---- shared helpers (pointwise.h) ---- */
@@ -66,7 +67,8 @@ int L__pw_begin(lower_ctx *L, const gc_node *n, int k, L_pw *p) {
     return GC_EUNSUPPORTED;
   ir_ints_of(m->rank, p->ssizes, p->sizes);
   p->rank = m->rank;
-  p->dt = m->dtype;
+  p->odt = m->dtype;
+  p->dt = L_opmath(m->dtype);
   p->vars = space_vars(L, n, p);
   if (!p->vars)
     p->vars = L_svars(L, p->rank, p->ssizes);
@@ -78,8 +80,8 @@ int L__pw_finish(lower_ctx *L, const gc_node *n, int k, L_pw *p,
   if (!body)
     return L_ir(L)->oom ? GC_ENOMEM : GC_EUNSUPPORTED;
   return L_set(L, n, k,
-               L_spointwise(L, n, p->dt, p->rank, p->ssizes, p->vars,
-                            ir_cast(L_ir(L), body, p->dt)));
+               L_spointwise(L, n, p->odt, p->rank, p->ssizes, p->vars,
+                            ir_cast(L_ir(L), body, p->odt)));
 }
 
 bool L__pw_scalar(lower_ctx *L, const gc_node *n, const char *name, gc_dtype dt,
@@ -103,8 +105,12 @@ ir_expr *L__pw_operand(lower_ctx *L, const gc_node *n, L_pw *p,
   ir_tensor *t = L_tensor(L, n, name);
   if (t)
     return ir_cast(L_ir(L), L_load_bcast(L, t, p->rank, p->vars), dt);
+  /* a number of a half computation: ATen's TensorIterator converts it to
+   * the half dtype with the tensors, before the kernel computes in float32
+   * (x + 0.1 adds bfloat16(0.1)) */
+  gc_dtype kdt = ir_dtype_half(p->odt) && L_is_float(dt) ? p->odt : dt;
   ir_expr *k = NULL;
-  return L__pw_scalar(L, n, name, dt, &k) ? k : NULL;
+  return L__pw_scalar(L, n, name, kdt, &k) ? ir_cast(L_ir(L), k, dt) : NULL;
 }
 
 ir_expr *L__k(lower_ctx *L, double v, gc_dtype dt) {
@@ -210,7 +216,14 @@ static ir_expr *nan_to_num(lower_ctx *L, const gc_node *n, gc_dtype dt,
   ir_graph *ir = L_ir(L);
   if (!L_is_float(dt))
     return x;
-  double big = dt == GC_DTYPE_FLOAT32 ? FLT_MAX : DBL_MAX;
+  /* the output dtype's largest finite value (the computation's float32
+   * one would round to infinity in a half dtype) */
+  const gc_tensor_meta *m = L_out_meta(n, 0);
+  gc_dtype od = m ? m->dtype : dt;
+  double big = od == GC_DTYPE_FLOAT32    ? FLT_MAX
+               : od == GC_DTYPE_BFLOAT16 ? ir_half_value(0x7f7f, od)
+               : od == GC_DTYPE_FLOAT16  ? ir_half_value(0x7bff, od)
+                                         : DBL_MAX;
   double nan = 0, pinf = big, ninf = -big;
   const gc_arg *a;
   if ((a = L_arg(L, n, "nan")) && a->kind != GC_ARG_NONE &&
@@ -241,6 +254,12 @@ static ir_expr *logit(lower_ctx *L, const gc_node *n, gc_dtype dt, ir_expr *x) {
   if (eps >= 0) {
     ir_expr *lo = L__k(L, eps, dt);
     ir_expr *hi = OP2(SUB, one, lo);
+    const gc_tensor_meta *m = L_out_meta(n, 0);
+    if (m && ir_dtype_half(m->dtype)) { /* ATen: the bounds in the dtype */
+      double hlo = ir_half_round(eps, m->dtype);
+      lo = L__k(L, hlo, dt);
+      hi = L__k(L, ir_half_round(1 - hlo, m->dtype), dt);
+    }
     x = ir_op3(ir, IR_WHERE, dt, OP2(LT, x, lo), lo,
                ir_op3(ir, IR_WHERE, dt, OP2(GT, x, hi), hi, x));
   }
@@ -369,9 +388,22 @@ static ir_expr *times_alpha(lower_ctx *L, const gc_node *n, gc_dtype cdt,
     return NULL;
   if (!L_is_float(cdt) && adt == GC_DTYPE_FLOAT64)
     return NULL; /* torch refuses a float alpha here */
-  ir_expr *k = L_is_float(cdt) ? ir_const_f(ir, alpha, cdt)
+  /* a half output takes alpha rounded to its dtype, as ATen's kernel */
+  const gc_tensor_meta *m = L_out_meta(n, 0);
+  gc_dtype kdt = m && ir_dtype_half(m->dtype) ? m->dtype : cdt;
+  ir_expr *k = L_is_float(cdt) ? ir_cast(ir, ir_const_f(ir, alpha, kdt), cdt)
                                : ir_const_i(ir, ialpha, cdt);
   return ir_op2(ir, IR_MUL, cdt, k, b);
+}
+
+/* Argument `name` as L__pw_operand, a number converted to dt directly
+ * when `opmath`. */
+static ir_expr *opmath_operand(lower_ctx *L, const gc_node *n, L_pw *p,
+                               const char *name, gc_dtype dt, bool opmath) {
+  ir_expr *k = NULL;
+  if (opmath && !L_tensor(L, n, name))
+    return L__pw_scalar(L, n, name, dt, &k) ? k : NULL;
+  return L__pw_operand(L, n, p, name, dt);
 }
 
 /* self OP other (times alpha for add/sub), in the output dtype. fmax/fmin
@@ -387,8 +419,12 @@ int lower_binary(lower_ctx *L, const gc_node *n, int op) {
     return GC_EUNSUPPORTED;
   if (!L_is_float(cdt) && (op == IR_FMAX || op == IR_FMIN))
     op = op == IR_FMAX ? IR_MAXIMUM : IR_MINIMUM;
-  ir_expr *a = L__pw_operand(L, n, &p, "self", cdt);
-  ir_expr *b = L__pw_operand(L, n, &p, "other", cdt);
+  /* a number in mul, div and floor division is taken in the computation's
+   * dtype, as their ATen kernels read it (original_scalar_value<opmath>),
+   * not in the half dtype as other operators' (L__pw_operand) */
+  bool opmath = op == IR_MUL || op == IR_DIV || op == IR_FLOORDIV;
+  ir_expr *a = opmath_operand(L, n, &p, "self", cdt, opmath);
+  ir_expr *b = opmath_operand(L, n, &p, "other", cdt, opmath);
   if (!a || !b)
     return GC_EUNSUPPORTED;
   if (op == IR_ADD || op == IR_SUB) {
@@ -408,11 +444,12 @@ int lower_rsub(lower_ctx *L, const gc_node *n, int unused) {
     return rc;
   if (p.dt == GC_DTYPE_BOOL)
     return GC_EUNSUPPORTED;
+  ir_graph *ir = L_ir(L);
   ir_expr *a = L__pw_operand(L, n, &p, "self", p.dt);
   ir_expr *b = L__pw_operand(L, n, &p, "other", p.dt);
   if (!a || !b || !(a = times_alpha(L, n, p.dt, a)))
     return GC_EUNSUPPORTED;
-  return L__pw_finish(L, n, 0, &p, ir_op2(L_ir(L), IR_SUB, p.dt, b, a));
+  return L__pw_finish(L, n, 0, &p, ir_op2(ir, IR_SUB, p.dt, b, a));
 }
 
 /* div(self, other, rounding_mode): None is true division, "trunc" rounds
@@ -438,8 +475,8 @@ int lower_div_mode(lower_ctx *L, const gc_node *n, int unused) {
   if (!L_is_float(dt) && (dt == GC_DTYPE_BOOL || !L_dtype_ok(dt) ||
                           !safe_int_divisor(L, n, "other", dt)))
     return GC_EUNSUPPORTED;
-  ir_expr *a = L__pw_operand(L, n, &p, "self", dt);
-  ir_expr *b = L__pw_operand(L, n, &p, "other", dt);
+  ir_expr *a = opmath_operand(L, n, &p, "self", dt, true); /* as div's */
+  ir_expr *b = opmath_operand(L, n, &p, "other", dt, true);
   if (!a || !b)
     return GC_EUNSUPPORTED;
   ir_expr *q = OP2(DIV, a, b);
@@ -495,6 +532,8 @@ int lower_pow(lower_ctx *L, const gc_node *n, int form) {
     ir_expr *x = L__pw_operand(L, n, &p, "self", dt);
     if (!x || !L_scalar(L, n, "exponent", &e, &ie, &edt))
       return GC_EUNSUPPORTED;
+    if (ir_dtype_half(p.odt)) /* ATen rounds the exponent to the dtype */
+      e = ir_half_round(e, p.odt);
     return L__pw_finish(L, n, 0, &p, pow_scalar(L, dt, x, e, ie, edt));
   }
   if (!L_is_float(dt))
@@ -565,7 +604,7 @@ int lower_lerp(lower_ctx *L, const gc_node *n, int unused) {
   gc_dtype dt = p.dt;
   ir_expr *s = L__pw_operand(L, n, &p, "self", dt);
   ir_expr *e = L__pw_operand(L, n, &p, "end", dt);
-  ir_expr *w = L__pw_operand(L, n, &p, "weight", dt);
+  ir_expr *w = opmath_operand(L, n, &p, "weight", dt, true); /* ATen's */
   if (!s || !e || !w || !L_is_float(dt))
     return GC_EUNSUPPORTED;
   ir_expr *diff = OP2(SUB, e, s);
@@ -663,15 +702,16 @@ int lower_where(lower_ctx *L, const gc_node *n, int unused) {
     return rc;
   ir_graph *ir = L_ir(L);
   ir_tensor *c = L_tensor(L, n, "condition");
-  if (!c || !L_dtype_ok(p.dt))
+  if (!c || !L_dtype_ok(p.odt))
     return GC_EUNSUPPORTED;
   ir_expr *cond =
       ir_cast(ir, L_load_bcast(L, c, p.rank, p.vars), GC_DTYPE_BOOL);
-  ir_expr *a = L__pw_operand(L, n, &p, "self", p.dt);
-  ir_expr *b = L__pw_operand(L, n, &p, "other", p.dt);
+  /* a select moves values: in the output's dtype, half ones included */
+  ir_expr *a = L__pw_operand(L, n, &p, "self", p.odt);
+  ir_expr *b = L__pw_operand(L, n, &p, "other", p.odt);
   if (!cond || !a || !b)
     return GC_EUNSUPPORTED;
-  return L__pw_finish(L, n, 0, &p, ir_op3(ir, IR_WHERE, p.dt, cond, a, b));
+  return L__pw_finish(L, n, 0, &p, ir_op3(ir, IR_WHERE, p.odt, cond, a, b));
 }
 
 /* masked_fill(self, mask, value): where(mask, value, self); value a
@@ -684,14 +724,14 @@ int lower_masked_fill(lower_ctx *L, const gc_node *n, int unused) {
     return rc;
   ir_graph *ir = L_ir(L);
   ir_tensor *m = L_tensor(L, n, "mask");
-  if (!m || m->dtype != GC_DTYPE_BOOL || !L_dtype_ok(p.dt))
+  if (!m || m->dtype != GC_DTYPE_BOOL || !L_dtype_ok(p.odt))
     return GC_EUNSUPPORTED;
   ir_expr *mask = L_load_bcast(L, m, p.rank, p.vars);
-  ir_expr *x = L__pw_operand(L, n, &p, "self", p.dt);
-  ir_expr *v = L__pw_operand(L, n, &p, "value", p.dt);
+  ir_expr *x = L__pw_operand(L, n, &p, "self", p.odt);
+  ir_expr *v = L__pw_operand(L, n, &p, "value", p.odt);
   if (!mask || !x || !v)
     return GC_EUNSUPPORTED;
-  return L__pw_finish(L, n, 0, &p, ir_op3(ir, IR_WHERE, p.dt, mask, v, x));
+  return L__pw_finish(L, n, 0, &p, ir_op3(ir, IR_WHERE, p.odt, mask, v, x));
 }
 
 /* ---- clamps ---- */
@@ -948,9 +988,9 @@ int lower_tri(lower_ctx *L, const gc_node *n, int upper) {
   const gc_arg *a = L_arg(L, n, "diagonal");
   if (a && a->kind != GC_ARG_NONE && !L_int(L, n, "diagonal", &diag))
     return GC_EUNSUPPORTED;
-  if (p.rank < 2 || !L_dtype_ok(p.dt))
+  if (p.rank < 2 || !L_dtype_ok(p.odt))
     return GC_EUNSUPPORTED;
-  ir_expr *x = L__pw_operand(L, n, &p, "self", p.dt);
+  ir_expr *x = L__pw_operand(L, n, &p, "self", p.odt);
   if (!x)
     return GC_EUNSUPPORTED;
   gc_dtype i64 = GC_DTYPE_INT64;
@@ -960,7 +1000,7 @@ int lower_tri(lower_ctx *L, const gc_node *n, int upper) {
   ir_expr *keep =
       ir_op2(ir, upper ? IR_GE : IR_LE, i64, d, ir_const_i(ir, diag, i64));
   return L__pw_finish(L, n, 0, &p,
-                      ir_op3(ir, IR_WHERE, p.dt, keep, x,
-                             L_is_float(p.dt) ? ir_const_f(ir, 0, p.dt)
-                                              : ir_const_i(ir, 0, p.dt)));
+                      ir_op3(ir, IR_WHERE, p.odt, keep, x,
+                             L_is_float(p.odt) ? ir_const_f(ir, 0, p.odt)
+                                               : ir_const_i(ir, 0, p.odt)));
 }

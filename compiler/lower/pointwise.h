@@ -14,13 +14,16 @@
 
 #include "compiler/lower/lower.h"
 
-/* The shape of one output, fresh variables over it, and its dtype. */
+/* The shape of one output, fresh variables over it, and its dtypes. */
 typedef struct L_pw {
   int rank;                    /* of the output */
   int64_t sizes[IR_MAX_RANK];  /* the output's sizes (eager's; IR_SYMBOLIC
                                   where symbolic) */
   gc_sym **vars;               /* one loop variable per dimension */
-  gc_dtype dt;                 /* the output's dtype */
+  gc_dtype dt;                 /* the dtype the rule computes in: the
+                                  output's, float32 for a half output
+                                  (L_opmath) */
+  gc_dtype odt;                /* the output's dtype */
   gc_sym *ssizes[IR_MAX_RANK]; /* the sizes as expressions */
 } L_pw;
 
@@ -29,13 +32,14 @@ typedef struct L_pw {
 int L__pw_begin(lower_ctx *L, const gc_node *n, int k, L_pw *p);
 
 /* Sets output `k` of n to the loop computing `body` (NULL: out of memory
- * when the IR says so, else unsupported) in p->dt. */
+ * when the IR says so, else unsupported), converted to p->odt. */
 int L__pw_finish(lower_ctx *L, const gc_node *n, int k, L_pw *p, ir_expr *body);
 
 /* Argument `name` at p's point in dtype dt: a tensor broadcast to the
  * output, or a number converted to dt (as ATen converts a Scalar to the
- * computation's dtype). NULL when neither, or for a float number in an
- * integer computation. */
+ * computation's dtype; for a half output, to the half dtype first, as
+ * ATen's TensorIterator converts a wrapped number with the tensors). NULL
+ * when neither, or for a float number in an integer computation. */
 ir_expr *L__pw_operand(lower_ctx *L, const gc_node *n, L_pw *p,
                        const char *name, gc_dtype dt);
 

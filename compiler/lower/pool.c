@@ -792,13 +792,13 @@ int lower_upsample_nearest(lower_ctx *L, const gc_node *n, int unused) {
   bool shortcuts = d == 2;
   bool has[3];
   double sf[3];
-  if (!x || x->rank != p.rank || d < 1 || d > 3 || x->dtype != p.dt ||
+  if (!x || x->rank != p.rank || d < 1 || d > 3 || x->dtype != p.odt ||
       x->sizes[0] != p.sizes[0] || x->sizes[1] != p.sizes[1] ||
       !L_upsample_scales(L, n, d, has, sf) ||
       !L_upsample_out_sizes(L, n, d, x->sizes + 2, p.sizes + 2, has, sf))
     return GC_EUNSUPPORTED;
   if (numel(p.rank, p.sizes) == 0)
-    return L__pw_finish(L, n, 0, &p, ir_const_f(ir, 0, p.dt));
+    return L__pw_finish(L, n, 0, &p, ir_const_f(ir, 0, p.odt));
   gc_sym *at[5] = {p.vars[0], p.vars[1]};
   for (int i = 2; i < p.rank; i++) {
     int64_t in = x->sizes[i], out = p.sizes[i];

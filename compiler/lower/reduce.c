@@ -166,11 +166,12 @@ int lower_sum(lower_ctx *L, const gc_node *n, int which) {
   if (rc)
     return rc;
   const gc_tensor_meta *m = L_out_meta(n, 0);
-  gc_dtype dt = m->dtype;
+  gc_dtype od = m->dtype, dt = L_opmath(od); /* half: float32, rounded once */
   if (which == 1 && !L_is_float(dt))
     return GC_EUNSUPPORTED;
-  if (dt == GC_DTYPE_BOOL || (which == 4 && dt != GC_DTYPE_INT64))
-    return GC_EUNSUPPORTED;
+  if (dt == GC_DTYPE_BOOL || (which == 4 && dt != GC_DTYPE_INT64) ||
+      (which == 2 && od != dt))
+    return GC_EUNSUPPORTED; /* ATen's half prod rounds every product */
   ir_expr *body = ir_cast(ir, load_x(L, &r), dt);
   if (which == 3 && L_is_float(dt)) /* nansum: NaN counts 0 */
     body = ir_op3(ir, IR_WHERE, dt, ir_op1(ir, IR_ISNAN, dt, body),
@@ -195,7 +196,7 @@ int lower_sum(lower_ctx *L, const gc_node *n, int which) {
     t = L_spointwise(L, n, dt, r.rank, r.ss, v,
                      ir_op2(ir, IR_DIV, dt, s, count_of(L, &r, dt)));
   }
-  return L_set(L, n, 0, t);
+  return L_set(L, n, 0, L_to_dtype(L, n, t, od));
 }
 
 /* amax/amin(self, dim, keepdim) (param IR_RED_MAX/MIN); NaN propagates. */
@@ -296,8 +297,8 @@ int lower_var(lower_ctx *L, const gc_node *n, int is_std) {
   int rc = setup(L, n, 0, L_tensor(L, n, "self"), dims, nd, true, &r);
   if (rc)
     return rc;
-  gc_dtype dt = L_out_meta(n, 0)->dtype;
-  if (!L_is_float(dt))
+  gc_dtype od = L_out_meta(n, 0)->dtype, dt = L_opmath(od);
+  if (!L_is_float(dt) || (n->noutputs == 2 && L_out_meta(n, 1)->dtype != od))
     return GC_EUNSUPPORTED;
   double corr = 1;
   const gc_arg *c = L_arg(L, n, "correction");
@@ -327,9 +328,9 @@ int lower_var(lower_ctx *L, const gc_node *n, int is_std) {
   ir_expr *var = ir_op2(ir, IR_DIV, dt, L_load(L, m2, v), den);
   if (is_std)
     var = ir_op1(ir, IR_SQRT, dt, var);
-  rc = L_set(L, n, 0, L_spointwise(L, n, dt, r.rank, r.ss, v, var));
+  rc = L_set(L, n, 0, L_spointwise(L, n, od, r.rank, r.ss, v, var));
   if (!rc && n->noutputs == 2)
-    rc = L_set(L, n, 1, mean);
+    rc = L_set(L, n, 1, L_to_dtype(L, n, mean, od));
   return rc;
 }
 
@@ -351,7 +352,8 @@ int lower_softmax(lower_ctx *L, const gc_node *n, int which) {
       (safe && L_dtype(L, n, "dtype", &want) && want != x->dtype))
     return GC_EUNSUPPORTED;
   dim = norm_dim(dim, x->rank);
-  gc_dtype dt = x->dtype;
+  /* computed in float32 for half inputs, rounded once at the end */
+  gc_dtype od = x->dtype, dt = L_opmath(od);
   if (x->rank == 0) { /* ATen views it as [1]: max and sum are x, exp(x-x) */
     if (dim != 0 || safe)
       return GC_EUNSUPPORTED;
@@ -363,7 +365,7 @@ int lower_softmax(lower_ctx *L, const gc_node *n, int which) {
                : ir_op2(ir, IR_MUL, dt, ir_op1(ir, IR_EXP, dt, sh),
                         ir_op1(ir, IR_RECIP, dt, ir_op1(ir, IR_EXP, dt, sh)));
     return L_set(L, n, 0,
-                 L_pointwise(L, n, dt, 0, NULL, L_vars(L, 0, NULL), body));
+                 L_pointwise(L, n, od, 0, NULL, L_vars(L, 0, NULL), body));
   }
   if (dim < 0 || dim >= x->rank)
     return GC_EUNSUPPORTED;
@@ -413,7 +415,12 @@ int lower_softmax(lower_ctx *L, const gc_node *n, int which) {
   ir_expr *shifted =
       ir_op2(ir, IR_SUB, dt, L_load(L, x, v), L_load(L, mxt, ki));
   ir_expr *body;
-  if (is_log)
+  if (is_log && od != dt) { /* ATen keeps the sum and its log in the half
+                               dtype (scalar_t buffers) */
+    ir_expr *s = ir_cast(ir, ir_cast(ir, L_load(L, smt, ki), od), dt);
+    ir_expr *ls = ir_cast(ir, ir_cast(ir, ir_op1(ir, IR_LOG, dt, s), od), dt);
+    body = ir_op2(ir, IR_SUB, dt, shifted, ls);
+  } else if (is_log)
     body = ir_op2(ir, IR_SUB, dt, shifted,
                   ir_op1(ir, IR_LOG, dt, L_load(L, smt, ki)));
   else
@@ -424,7 +431,7 @@ int lower_softmax(lower_ctx *L, const gc_node *n, int which) {
                   ir_op2(ir, IR_EQ, dt, L_load(L, mxt, ki),
                          ir_const_f(ir, -INFINITY, dt)),
                   ir_const_f(ir, 0, dt), body);
-  return L_set(L, n, 0, L_spointwise(L, n, dt, x->rank, xs, v, body));
+  return L_set(L, n, 0, L_spointwise(L, n, od, x->rank, xs, v, body));
 }
 
 /* native_layer_norm(input, normalized_shape, weight, bias, eps) ->
@@ -440,7 +447,7 @@ int lower_layer_norm(lower_ctx *L, const gc_node *n, int unused) {
   if (!x || !L_symints(L, n, "normalized_shape", shape, &ns, IR_MAX_RANK) ||
       !L_float(L, n, "eps", &eps) || ns > x->rank || !L_is_float(x->dtype))
     return GC_EUNSUPPORTED;
-  gc_dtype dt = x->dtype;
+  gc_dtype od = x->dtype, dt = L_opmath(od); /* half: float32, as ATen */
   int lead = x->rank - ns;
   int64_t dims[IR_MAX_RANK];
   gc_sym **xs = xsizes(L, x);
@@ -499,11 +506,11 @@ int lower_layer_norm(lower_ctx *L, const gc_node *n, int unused) {
   else
     y = ir_op2(ir, IR_ADD, dt, ir_op2(ir, IR_MUL, dt, d, p),
                L_load_bcast(L, b, x->rank, v));
-  rc = L_set(L, n, 0, L_spointwise(L, n, dt, x->rank, xs, v, y));
+  rc = L_set(L, n, 0, L_spointwise(L, n, od, x->rank, xs, v, y));
   if (!rc)
-    rc = L_set(L, n, 1, mean);
+    rc = L_set(L, n, 1, L_to_dtype(L, n, mean, L_out_meta(n, 1)->dtype));
   if (!rc)
-    rc = L_set(L, n, 2, rstd);
+    rc = L_set(L, n, 2, L_to_dtype(L, n, rstd, L_out_meta(n, 2)->dtype));
   return rc;
 }
 
@@ -524,7 +531,7 @@ int lower_group_norm(lower_ctx *L, const gc_node *n, int unused) {
       !L_int(L, n, "group", &G) || !L_float(L, n, "eps", &eps) || G <= 0 ||
       x->sizes[1] % G != 0)
     return GC_EUNSUPPORTED;
-  gc_dtype dt = x->dtype;
+  gc_dtype od = x->dtype, dt = L_opmath(od);
   int64_t C = x->sizes[1], D = C / G;
   /* the grouped view [N, G, D, *] */
   int vr = x->rank + 1;
@@ -576,8 +583,8 @@ int lower_group_norm(lower_ctx *L, const gc_node *n, int unused) {
   ir_expr *rs = L_load(L, rstd, ng), *mu = L_load(L, mean, ng);
   ir_expr *xe = L_load(L, x, v), *y;
   ir_tensor *w = L_tensor(L, n, "weight"), *b = L_tensor(L, n, "bias");
-  if ((w && (w->rank != 1 || w->sizes[0] != C || w->dtype != dt)) ||
-      (b && (b->rank != 1 || b->sizes[0] != C || b->dtype != dt)))
+  if ((w && (w->rank != 1 || w->sizes[0] != C || w->dtype != od)) ||
+      (b && (b->rank != 1 || b->sizes[0] != C || b->dtype != od)))
     return GC_EUNSUPPORTED;
   if (!w && !b) {
     y = ir_op2(ir, IR_MUL, dt, ir_op2(ir, IR_SUB, dt, xe, mu), rs);
@@ -589,11 +596,11 @@ int lower_group_norm(lower_ctx *L, const gc_node *n, int unused) {
                    b ? L_load(L, b, c) : ir_const_f(ir, 0, dt));
     y = ir_op2(ir, IR_ADD, dt, ir_op2(ir, IR_MUL, dt, scale, xe), shift);
   }
-  rc = L_set(L, n, 0, L_pointwise(L, n, dt, x->rank, x->sizes, v, y));
+  rc = L_set(L, n, 0, L_pointwise(L, n, od, x->rank, x->sizes, v, y));
   if (!rc)
-    rc = L_set(L, n, 1, mean);
+    rc = L_set(L, n, 1, L_to_dtype(L, n, mean, L_out_meta(n, 1)->dtype));
   if (!rc)
-    rc = L_set(L, n, 2, rstd);
+    rc = L_set(L, n, 2, L_to_dtype(L, n, rstd, L_out_meta(n, 2)->dtype));
   return rc;
 }
 
@@ -610,7 +617,7 @@ int lower_logsumexp(lower_ctx *L, const gc_node *n, int unused) {
   const gc_tensor_meta *m = L_out_meta(n, 0);
   if (!x || !m || !L_is_float(m->dtype))
     return GC_EUNSUPPORTED;
-  gc_dtype dt = m->dtype;
+  gc_dtype od = m->dtype, dt = L_opmath(od);
   red r;
   int rc = setup(L, n, 0, x, dims, nd, true, &r);
   if (rc)
@@ -647,7 +654,7 @@ int lower_logsumexp(lower_ctx *L, const gc_node *n, int unused) {
               ir_const_f(ir, 0, dt), mv);
   ir_expr *y =
       ir_op2(ir, IR_ADD, dt, ir_op1(ir, IR_LOG, dt, L_load(L, st, v)), mv);
-  return L_set(L, n, 0, L_spointwise(L, n, dt, r.rank, r.ss, v, y));
+  return L_set(L, n, 0, L_spointwise(L, n, od, r.rank, r.ss, v, y));
 }
 
 /* dot/vdot (param 0: [K] . [K] -> []) and mv (param 1: [M, K] x [K] ->
@@ -665,7 +672,7 @@ int lower_dot(lower_ctx *L, const gc_node *n, int is_mv) {
       !L_is_float(a->dtype) || b->rank != 1 || a->rank != 1 + is_mv ||
       a->sizes[a->rank - 1] != b->sizes[0])
     return GC_EUNSUPPORTED;
-  gc_dtype dt = a->dtype;
+  gc_dtype od = a->dtype, dt = L_opmath(od);
   int64_t k = b->sizes[0], msz = is_mv ? a->sizes[0] : 1;
   gc_sym **ov = L_vars(L, is_mv, &msz);
   gc_sym **rv = L_vars(L, 1, &k);
@@ -677,12 +684,13 @@ int lower_dot(lower_ctx *L, const gc_node *n, int is_mv) {
     gc_sym **v = L_vars(L, is_mv, &msz);
     return v ? L_set(
                    L, n, 0,
-                   L_pointwise(L, n, dt, is_mv, &msz, v, ir_const_f(ir, 0, dt)))
+                   L_pointwise(L, n, od, is_mv, &msz, v, ir_const_f(ir, 0, dt)))
              : GC_ENOMEM;
   }
   ir_buf *r = L_reduce(L, n, IR_RED_SUM, dt, is_mv, &msz, ov, 1, &k, rv, body,
                        NULL, NULL);
-  return r ? L_set(L, n, 0, ir_tensor_of_buf(ir, r)) : GC_ENOMEM;
+  return r ? L_set(L, n, 0, L_to_dtype(L, n, ir_tensor_of_buf(ir, r), od))
+           : GC_ENOMEM;
 }
 
 /* linalg_vector_norm(self, ord, dim, keepdim, dtype) (param 0) and
@@ -711,9 +719,9 @@ int lower_vector_norm(lower_ctx *L, const gc_node *n, int is_norm) {
   int rc = setup(L, n, 0, x, dims, nd, true, &r);
   if (rc)
     return rc;
-  gc_dtype dt = x->dtype;
+  gc_dtype od = x ? x->dtype : GC_DTYPE_UNKNOWN, dt = L_opmath(od);
   const gc_tensor_meta *m = L_out_meta(n, 0);
-  if (!L_is_float(dt) || m->dtype != dt || !nonempty(L, n, &r))
+  if (!L_is_float(dt) || m->dtype != od || !nonempty(L, n, &r))
     return GC_EUNSUPPORTED;
   ir_expr *ax = ir_op1(ir, IR_ABS, dt, load_x(L, &r));
   ir_reduction red_op = IR_RED_SUM;
@@ -743,5 +751,5 @@ int lower_vector_norm(lower_ctx *L, const gc_node *n, int is_norm) {
                      : ir_op2(ir, IR_POW, dt, s, ir_const_f(ir, 1.0 / p, dt));
     t = L_spointwise(L, n, dt, r.rank, r.ss, v, e);
   }
-  return L_set(L, n, 0, t);
+  return L_set(L, n, 0, L_to_dtype(L, n, t, od));
 }

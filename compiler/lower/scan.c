@@ -48,6 +48,8 @@ int lower_scan(lower_ctx *L, const gc_node *n, int which) {
   if (dim < 0 || dim >= m->rank)
     return GC_EUNSUPPORTED;
   gc_dtype out = m->dtype;
+  if (L_opmath(out) != out || L_opmath(x->dtype) != x->dtype)
+    return GC_EUNSUPPORTED; /* codegen/scan.c computes in the dtype */
   switch (which) {
   case IR_SCAN_SUM:
   case IR_SCAN_PROD:

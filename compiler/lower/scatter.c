@@ -147,8 +147,8 @@ int lower_scatter(lower_ctx *L, const gc_node *n, int which) {
   int64_t sz[IR_MAX_RANK];
   if (which <= IR_SCATTER_NONE || which > IR_SCATTER_INDEX_PUT || !m ||
       m->rank < 1 || m->rank > IR_MAX_RANK || !L_static_sizes(m, sz) ||
-      !L_dtype_ok(m->dtype))
-    return GC_EUNSUPPORTED;
+      !L_dtype_ok(m->dtype) || L_opmath(m->dtype) != m->dtype)
+    return GC_EUNSUPPORTED; /* codegen/scatter.c computes in the dtype */
   int r = m->rank;
   if (m->dtype == GC_DTYPE_BOOL && which != IR_SCATTER_SET)
     return GC_EUNSUPPORTED; /* bool sums saturate: C's += on uint8 would not */

@@ -55,7 +55,7 @@ import torch  # noqa: E402
 import torch.utils._pytree as pytree  # noqa: E402
 
 import compiled  # noqa: E402
-from native_util import clone_inputs  # noqa: E402
+from native_util import clone_inputs, without_code  # noqa: E402
 
 STATUSES = ["native", "partial", "wrong", "capture-fail", "error", "skip"]
 # Worst first: an operator's status is the worst of its samples'.
@@ -316,7 +316,7 @@ def run_batch(samples, server):
     if res["mismatch"]:
         res["status"] = "wrong"
         res["detail"] = "; ".join(_one_line(m) for m in res["mismatch"].values())
-    elif summary.get("runs") != "native":
+    elif summary.get("runs") != "native" and not without_code(summary):
         reason = str(cf.programs[-1].native_reason)
         # No native code because nothing was lowered is a gap; because the
         # C compiler or the native build failed, a bug.
@@ -338,7 +338,7 @@ def _one_line(e, limit=400):
 
 
 def fallback_names(summary):
-    if summary.get("runs") != "native":
+    if summary.get("runs") != "native" and not without_code(summary):
         return ["<no native code>"]
     return list(summary.get("fallback_ops", []))
 

@@ -715,7 +715,7 @@ def test_lookup_shows_the_program_and_fetch_source_prints_c(daemon, tmp_path):
     key = submit_key(daemon, ATTENTION)
     r = daemon.ctl("lookup", key)
     assert r.returncode == OK, r.stderr
-    m = re.search(r"^program\s+native code \((.+?)\): (\d+) nodes: (\d+) native in (\d+) "
+    m = re.search(r"^program\s+runs native \((.+?)\): (\d+) nodes: (\d+) native in (\d+) "
                   r"generated kernels, (\d+) extern, (\d+) fallback$", r.stdout, re.M)
     assert m, r.stdout
     nodes, native, kernels, ext, fb = map(int, m.groups()[1:])

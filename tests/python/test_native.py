@@ -933,11 +933,12 @@ def test_the_first_arena_is_paged_in_while_the_program_loads(server):
 
 
 def test_a_program_of_aten_calls_only_takes_no_arena(server):
-    """A native program with no generated code and nothing in an arena (an
+    """A program with no generated code and nothing in an arena (an
     inference TransformerEncoderLayer's one fused call, which eager makes
-    and a trace does not) runs its ATen calls without an arena or a pointer
+    and a trace does not) is not built: its native program has no shared
+    object, and the ATen program runs, without an arena or a pointer
     table, so a call needs no more memory than eager's; the result is
-    eager's."""
+    eager's, and summary() says ATen runs."""
     torch.manual_seed(0)
     m = torch.nn.TransformerEncoderLayer(64, 4, 128, batch_first=True).eval()
     a = m.self_attn
@@ -955,7 +956,8 @@ def test_a_program_of_aten_calls_only_takes_no_arena(server):
         want = m(x)
     torch.testing.assert_close(got, want, atol=0, rtol=0)
     s = cf.summary()
-    assert s["runs"] == "native" and s["kernels"] == 0 and s["fallback"] == 1, s
+    assert s["runs"] == "aten" and s["kernels"] == 0 and s["fallback"] == 1, s
+    assert not cf.programs[-1].artifact.native_program.code.shared_object
     src = cf.programs[-1].source
     assert "_pool" not in src and "_new_arena" not in src, src
 

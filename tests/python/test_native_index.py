@@ -518,7 +518,9 @@ def test_upsample_half_pixel_index_without_fma_only_where_roundings_agree(server
             x[j, :, 0, j] = 1
         s = check(lambda x: F.interpolate(x, size=(1, n_out), mode="bilinear"), (x,),
                   server=server, fallback=fallback, atol=0, rtol=0)
-        assert s["target"] in ("x86-64", "x86-64-v2"), s
+        # the capped level, where code is built (a program of the ATen
+        # call alone has none, and no target)
+        assert s["target"] in (("x86-64", "x86-64-v2") if s["kernels"] else ("",)), s
 
 
 AVG_POOLS = [(2, 2, 0, False, True, None), (3, 1, 1, False, True, None),

@@ -20,7 +20,8 @@ outweigh what fusion saves. So the runtime measures instead of guessing:
 ``$COMPILED_CHOOSE``: ``0`` always runs native code (no measurement),
 ``aten`` always the ATen program, ``measure`` measures even when a choice
 is recorded. ``LoadedProgram.summary["runs"]`` says what runs:
-``"native"``, ``"aten"``, or ``"measuring"`` before the choice.
+``"native"``, ``"aten"`` (with ``summary["reason"]``: why), or
+``"measuring"`` before the choice.
 """
 
 from __future__ import annotations
@@ -88,12 +89,14 @@ def choose(key: str, native_fn: Callable, build_aten: Callable[[], Callable],
         return native_fn
     if setting == "aten":
         summary["runs"] = "aten"
+        summary["reason"] = "COMPILED_CHOOSE=aten"
         return build_aten()
     choice = recorded(key) if setting != "measure" else None
     if choice == "native":
         return native_fn
     if choice == "aten":
         summary["runs"] = "aten"
+        summary["reason"] = "the ATen program measured faster here (recorded choice)"
         return build_aten()
     return _Trial(key, native_fn, build_aten, summary).call
 
@@ -141,6 +144,8 @@ class _Trial:
         choice = "aten" if aten < MARGIN * native else "native"
         self.winner = self.aten if choice == "aten" else self.native
         self.summary["runs"] = choice
+        if choice == "aten":
+            self.summary["reason"] = "the ATen program measured faster here"
         self.summary["measured_ms"] = {"native": round(native * 1e3, 4),
                                        "aten": round(aten * 1e3, 4)}
         _log.info("compiled: program %s runs %s (native %.3f ms, ATen %.3f ms per call)",

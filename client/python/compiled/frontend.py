@@ -413,9 +413,14 @@ class CompiledFunction:
         convolution calls through ATen), ``fallback`` (other ATen calls),
         ``kernels`` (generated kernels), ``fallback_ops``, ``arena_bytes``,
         ``target`` (the -march level of its native code, "" for an ATen
-        program) and ``runs`` ("native" or "aten"). For a training
-        signature (a compiled forward and backward), the forward's, with
-        the backward's under ``"backward"``. Empty before any program."""
+        program) and ``runs``: "native" when generated kernels run (with
+        ATen calls for library operators and fallbacks), "aten" when only
+        ATen operators do (nothing was lowered into a kernel, native code
+        cannot run here, or the ATen program measured faster: ``reason``
+        says which), "measuring" while :mod:`compiled.choice` decides. For
+        a training signature (a compiled forward and backward), the
+        forward's, with the backward's under ``"backward"``. Empty before
+        any program."""
         last = self._last_fn
         if last is None and self._last_training is not None and \
                 self.programs and self.programs[-1] is self._last_training.bw_program:

@@ -266,7 +266,7 @@ def _load_library(key: str, code) -> ctypes.CDLL:
 
 def source_of(artifact) -> str:
     """The generated C of an artifact's native program ("" when none)."""
-    if not artifact.HasField("native_program"):
+    if not artifact.HasField("native_program") or not artifact.native_program.source_zlib:
         return ""
     return zlib.decompress(artifact.native_program.source_zlib).decode("utf-8", "replace")
 

@@ -387,7 +387,11 @@ def load(artifact: Union[bytes, artifact_pb2.Artifact], *,
     native_reason = None
     fn = source = None
     gen = None
-    if native and artifact.HasField("native_program"):
+    if artifact.HasField("native_program") and not artifact.native_program.code.entry_symbols:
+        # no generated code: the native program is ATen calls too, so the
+        # ATen program runs (nothing to load, nothing to choose between)
+        native_reason = _no_code_reason(artifact.native_program.summary)
+    elif native and artifact.HasField("native_program"):
         from . import native as native_module
         gen = _Codegen(artifact, bound, out_spec, boxed, recycle_outputs)
         try:
@@ -410,7 +414,7 @@ def load(artifact: Union[bytes, artifact_pb2.Artifact], *,
                            program.functional, program.training, gen.num_user_outputs)
     loaded.native = native_reason is None
     loaded.native_reason = native_reason
-    loaded.summary = _summary(artifact, loaded.native)
+    loaded.summary = _summary(artifact, loaded.native, native_reason)
     loaded.artifact = artifact
     if loaded.native and not _draws_random_numbers(program):
         # native code or the ATen program, whichever is faster here
@@ -450,21 +454,37 @@ def _warn_native_once(reason: str) -> None:
         _log.warning("compiled: running ATen programs instead of native code: %s", reason)
 
 
-def _summary(artifact, native: bool) -> Dict[str, Any]:
+def _no_code_reason(s) -> str:
+    """Why a native program without generated code runs as ATen calls."""
+    return (f"nothing was lowered into generated code: its {s.nodes} nodes are "
+            f"{s.extern} library calls, {s.fallback} fallbacks and {s.native} views "
+            "or copies, all ATen's")
+
+
+def _summary(artifact, native: bool, reason: Optional[str] = None) -> Dict[str, Any]:
     """What summary() reports for a program: graph nodes, and how many were
-    lowered into generated kernels, run as library calls, or fell back."""
+    lowered into generated kernels, run as library calls, or fell back;
+    ``runs``: "native" when generated code runs (with ATen calls for library
+    operators and fallbacks), "aten" when only ATen operators do, with the
+    ``reason``. A native program without generated code keeps its counts
+    (0 kernels) and runs "aten"."""
     program = artifact.program
     nodes = len(program.instructions)
-    if native:
-        s = artifact.native_program.summary
-        return {"nodes": s.nodes, "native": s.native, "extern": s.extern,
-                "fallback": s.fallback, "kernels": s.kernels,
-                "fallback_ops": list(s.fallback_ops), "local_buffers": s.local_buffers,
-                "arena_bytes": int(artifact.native_program.memory_plan.arena_bytes),
-                "target": artifact.native_program.code.target, "runs": "native"}
-    return {"nodes": nodes, "native": 0, "extern": 0, "fallback": nodes, "kernels": 0,
-            "fallback_ops": [], "local_buffers": 0, "arena_bytes": 0, "target": "",
-            "runs": "aten"}
+    np_ = artifact.native_program if artifact.HasField("native_program") else None
+    if np_ is not None and (native or not np_.code.entry_symbols):
+        s = np_.summary
+        out = {"nodes": s.nodes, "native": s.native, "extern": s.extern,
+               "fallback": s.fallback, "kernels": s.kernels,
+               "fallback_ops": list(s.fallback_ops), "local_buffers": s.local_buffers,
+               "arena_bytes": int(np_.memory_plan.arena_bytes) if native else 0,
+               "target": np_.code.target, "runs": "native" if native else "aten"}
+    else:
+        out = {"nodes": nodes, "native": 0, "extern": 0, "fallback": nodes, "kernels": 0,
+               "fallback_ops": [], "local_buffers": 0, "arena_bytes": 0, "target": "",
+               "runs": "aten"}
+    if not native:
+        out["reason"] = reason or "ATen program"
+    return out
 
 
 # ---------------------------------------------------------------------------
