@@ -650,13 +650,16 @@ ir_tensor *L_spointwise(lower_ctx *L, const gc_node *n, gc_dtype dt, int rank,
   return t;
 }
 
+static gc_sym **tsizes(lower_ctx *L, ir_tensor *t);
+
 ir_tensor *L_to_dtype(lower_ctx *L, const gc_node *n, ir_tensor *t,
                       gc_dtype dt) {
   if (!t || t->dtype == dt)
     return t;
-  gc_sym **v = L_vars(L, t->rank, t->sizes);
-  return v ? L_pointwise(L, n, dt, t->rank, t->sizes, v, L_load(L, t, v))
-           : NULL;
+  /* over the sizes as expressions: t's may be symbolic */
+  gc_sym **ss = tsizes(L, t);
+  gc_sym **v = ss ? L_svars(L, t->rank, ss) : NULL;
+  return v ? L_spointwise(L, n, dt, t->rank, ss, v, L_load(L, t, v)) : NULL;
 }
 
 ir_tensor *L_view(lower_ctx *L, ir_tensor *base, int rank, const int64_t *sizes,
@@ -972,12 +975,17 @@ bool L_as_buffer(lower_ctx *L, ir_tensor *t, ir_view *v) {
  * buffer of b's layout, computed by a pointwise node the scheduler fuses
  * into the reduction's kernel. */
 static ir_buf *rounded_copy(lower_ctx *L, ir_buf *b, gc_dtype dt) {
+  /* b's sizes and strides as expressions (b->sizes are IR_SYMBOLIC where
+   * symbolic) */
   ir_tensor *src = b ? ir_tensor_of_buf(L->ir, b) : NULL;
-  gc_sym **v = src ? L_vars(L, b->rank, b->sizes) : NULL;
-  ir_tensor *t = v ? L_pointwise(L, NULL, dt, b->rank, b->sizes, v,
-                                 ir_tensor_load(L->ir, src, v))
+  gc_sym **v = src ? L_svars(L, b->rank, b->ssizes) : NULL;
+  ir_tensor *t = v ? L_spointwise(L, NULL, dt, b->rank, b->ssizes, v,
+                                  ir_tensor_load(L->ir, src, v))
                    : NULL;
-  return t ? materialize(L, t, IR_BUF_ARENA, b->strides, NULL) : NULL;
+  if (!t)
+    return NULL;
+  return L->ir->nsyms ? materialize_s(L, t, IR_BUF_ARENA, b->sstrides, NULL)
+                      : materialize(L, t, IR_BUF_ARENA, b->strides, NULL);
 }
 
 ir_buf *L_reduce(lower_ctx *L, const gc_node *gn, ir_reduction red, gc_dtype dt,
@@ -1003,9 +1011,9 @@ ir_buf *L_sreduce(lower_ctx *L, const gc_node *gn, ir_reduction red,
      * ATen's reductions do (rules that compute more than the reduction in
      * float32 call this with float32 themselves) */
     ir_buf *b2 = NULL, *b3 = NULL;
-    ir_buf *b =
-        L_reduce(L, gn, red, GC_DTYPE_FLOAT32, rank, ranges, vars, rrank,
-                 rranges, rvars, ir_cast(ir, body, GC_DTYPE_FLOAT32), &b2, &b3);
+    ir_buf *b = L_sreduce(L, gn, red, GC_DTYPE_FLOAT32, rank, ranges, vars,
+                          rrank, rranges, rvars,
+                          ir_cast(ir, body, GC_DTYPE_FLOAT32), &b2, &b3);
     if (!b)
       return NULL;
     if (b->dtype == GC_DTYPE_FLOAT32 && !(b = rounded_copy(L, b, dt)))

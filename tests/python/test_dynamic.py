@@ -27,6 +27,7 @@ import daemon_util
 import symgraph
 from compiled.v1 import artifact_pb2, compiled_pb2
 from native_util import assert_same, clone_inputs
+from test_native_half import within_ulps
 
 # batch-like sizes the kernels must get right: empty, one, primes, around
 # the vector widths (8, 16) and a big one (the OpenMP threshold is 32768
@@ -189,6 +190,33 @@ def test_softmax_and_layer_norm_over_a_symbolic_row(server):
         d.check(B=3, C=c, atol=1e-5, rtol=1e-5)
     for b in SIZES:
         d.check(B=b, C=20, atol=1e-5, rtol=1e-5)
+
+
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16], ids=["bf16", "f16"])
+def test_half_reductions_and_norms_over_symbolic_sizes(server, dtype):
+    """bfloat16 and float16 values with symbolic sizes: the reductions
+    accumulate in float32 and their results are rounded to the half dtype
+    by a conversion over the reduction's symbolic shape (L_to_dtype, the
+    rounded copies of L_sreduce), as in a static program (test_native_half:
+    within one half ulp of eager's)."""
+    def f(x, w, b):
+        return (x.sum(1), x.mean(-1), x.var(1), x.std(-1, keepdim=True), x.amax(0),
+                torch.logsumexp(x, -1), torch.linalg.vector_norm(x, dim=-1),
+                F.softmax(x, dim=-1), F.log_softmax(x, dim=-1),
+                F.layer_norm(x, (x.shape[-1],), w, b), torch.sigmoid(x) * 2 + 1,
+                x.sum(-1, dtype=torch.float32))
+
+    def args(B, C):
+        return gen(B, 6, C).to(dtype), gen(C, seed=1).to(dtype), gen(C, seed=2).to(dtype)
+
+    d = Dynamic(server, f, args, {"B": (5, 7, 11), "C": (8, 12, 20)})
+    assert d.summary["fallback"] == 0 and d.summary["kernels"] > 0, d.summary
+    for b, c in [(1, 1), (2, 7), (3, 16), (9, 17), (33, 64), (17, 200)]:
+        a = d.make_args(B=b, C=c)
+        want = f(*clone_inputs(a))
+        got = d.program(*clone_inputs(a))
+        within_ulps(got[:-1], want[:-1], f"B={b} C={c}", n=1, atol=1e-6)
+        torch.testing.assert_close(got[-1], want[-1])  # float32 sums
 
 
 def test_addmm_bmm_and_linear(server):
