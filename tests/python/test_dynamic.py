@@ -26,7 +26,7 @@ import compiled.native
 import daemon_util
 import symgraph
 from compiled.v1 import artifact_pb2, compiled_pb2
-from native_util import assert_same, clone_inputs
+from native_util import assert_same, clone_inputs, without_code
 from test_native_half import within_ulps
 
 # batch-like sizes the kernels must get right: empty, one, primes, around
@@ -53,7 +53,10 @@ def compile_graph(server, gm, **options):
 class Dynamic:
     """One symbolic compile of fn and its runs."""
 
-    def __init__(self, server, fn, make_args, symbols, **options):
+    def __init__(self, server, fn, make_args, symbols, code=True, **options):
+        """code: generated code is expected; False: nothing is lowered
+        into a kernel (library calls and views only), so the program runs
+        its ATen program (docs/codegen.md), at every size as well."""
         self.fn, self.make_args = fn, make_args
         self.gm, consts, spec = symgraph.symbolize(fn, make_args, symbols)
         self.outcome, self.artifact = compile_graph(server, self.gm, **options)
@@ -61,9 +64,12 @@ class Dynamic:
                                              out_spec=spec)
         self.program_spec = spec
         np_ = self.artifact.native_program
-        assert self.program.native, self.program.native_reason
-        assert len(np_.symbols) == len(symbols), np_.symbols
         self.summary = self.program.summary
+        if code:
+            assert self.program.native, self.program.native_reason
+        else:
+            assert without_code(self.summary), self.summary
+        assert len(np_.symbols) == len(symbols), np_.symbols
 
     def check(self, *, atol=None, rtol=None, **sizes):
         args = self.make_args(**sizes)
@@ -220,16 +226,26 @@ def test_half_reductions_and_norms_over_symbolic_sizes(server, dtype):
 
 
 def test_addmm_bmm_and_linear(server):
+    """Library calls with symbolic sizes: in native code when a kernel
+    reads their results, and, when nothing but them and views is left (no
+    kernel to build), as the ATen program, at every size."""
     def f(x, w, b, y):
         return F.linear(x, w, b), torch.bmm(x, y), torch.addmm(b, x[0], w.t())
+
+    def g(x, w, b, y):
+        return tuple(t * 2 + 1 for t in f(x, w, b, y))
 
     def args(B, K):
         return gen(B, 4, K), gen(6, K, seed=1), gen(6, seed=2), gen(B, K, 5, seed=3)
 
-    d = Dynamic(server, f, args, {"B": (5, 7, 11), "K": (3, 9, 12)})
-    for b in [1, 2, 7, 33]:
-        for k in [0, 1, 8, 17]:
-            d.check(B=b, K=k, atol=1e-5, rtol=1e-5)
+    symbols = {"B": (5, 7, 11), "K": (3, 9, 12)}
+    native = Dynamic(server, g, args, symbols)
+    assert native.summary["extern"] >= 3 and native.summary["kernels"] > 0, native.summary
+    aten = Dynamic(server, f, args, symbols, code=False)
+    for d in (native, aten):
+        for b in [1, 2, 7, 33]:
+            for k in [0, 1, 8, 17]:
+                d.check(B=b, K=k, atol=1e-5, rtol=1e-5)
 
 
 def test_conv_with_a_symbolic_batch(server):
