@@ -27,7 +27,8 @@ typedef Compiled__V1__Value pb_value;
 typedef struct emitter {
   gc_arena *a;
   const gc_graph *g;
-  pb_value **values; /* growing value table */
+  const gc_symbols *symbols; /* symbols are written "s<i>" (NULL: as sent) */
+  pb_value **values;         /* growing value table */
   int nvalues, cap;
   int *slot; /* gc_value id -> value index; -1 before it exists */
   gc_error *err;
@@ -82,7 +83,15 @@ static Compiled__V1__SymInt *sym_int(emitter *e, const gc_symint *s) {
         NEW(e, Compiled__V1__SymExpr, compiled__v1__sym_expr__descriptor);
     if (!ex)
       return NULL;
-    ex->expr = (char *)s->expr;
+    /* with the key's names, never the client's (nor its hint): the
+     * artifact is a function of the key */
+    ex->expr = e->symbols && s->tree
+                   ? gc_symbols_text(e->symbols, e->a, s->tree)
+                   : (char *)s->expr;
+    if (!ex->expr) {
+      e->failed = 1;
+      return NULL;
+    }
     x->kind_case = COMPILED__V1__SYM_INT__KIND_AS_EXPR;
     x->as_expr = ex;
   } else {
@@ -180,6 +189,45 @@ static int index_list(emitter *e, const gc_arg *a, bool optional) {
   return add_value(e, x);
 }
 
+/* A SymInt[] argument with symbolic items: ints and references to the
+ * sym_int values that hold the others (which an earlier input or
+ * instruction made). NULL in an emitter without a value table
+ * (gc_literal_value). */
+static pb_value *sym_list_value(emitter *e, pb_value *x, const gc_arg *a) {
+  Compiled__V1__ValueRefList *l = NEW(e, Compiled__V1__ValueRefList,
+                                      compiled__v1__value_ref_list__descriptor);
+  if (!l || !e->slot) {
+    e->failed = 1;
+    if (!e->slot)
+      gc_errorf(e->err, GC_EUNSUPPORTED,
+                "emit: a symbolic list is not a literal");
+    return NULL;
+  }
+  l->n_items = (size_t)a->n;
+  l->items = gc_arena_calloc(e->a, (size_t)a->n + 1, sizeof *l->items);
+  if (!l->items) {
+    e->failed = 1;
+    return NULL;
+  }
+  for (int i = 0; i < a->n; i++) {
+    Compiled__V1__ValueRef *r =
+        NEW(e, Compiled__V1__ValueRef, compiled__v1__value_ref__descriptor);
+    if (!r)
+      return NULL;
+    if (a->syms[i].v) {
+      r->kind_case = COMPILED__V1__VALUE_REF__KIND_VALUE;
+      r->value = slot_of(e, a->syms[i].v);
+    } else {
+      r->kind_case = COMPILED__V1__VALUE_REF__KIND_INT;
+      r->int_ = a->syms[i].i;
+    }
+    l->items[i] = r;
+  }
+  x->kind_case = COMPILED__V1__VALUE__KIND_SYM_INTS;
+  x->sym_ints = l;
+  return x;
+}
+
 /* A Value for a literal argument (no tensors, no named symbols). */
 static pb_value *literal_value(emitter *e, const gc_arg *a) {
   pb_value *x = new_value(e);
@@ -220,6 +268,9 @@ static pb_value *literal_value(emitter *e, const gc_arg *a) {
     break;
   case GC_ARG_INTS:
   case GC_ARG_SYM_INTS: {
+    for (int i = 0; a->kind == GC_ARG_SYM_INTS && i < a->n; i++)
+      if (a->syms[i].v)
+        return sym_list_value(e, x, a);
     Compiled__V1__IntList *l =
         NEW(e, Compiled__V1__IntList, compiled__v1__int_list__descriptor);
     if (!l)
@@ -231,16 +282,7 @@ static pb_value *literal_value(emitter *e, const gc_arg *a) {
       return NULL;
     }
     for (int i = 0; i < a->n; i++) {
-      if (a->kind == GC_ARG_INTS)
-        l->items[i] = a->ints[i];
-      else if (!a->syms[i].v)
-        l->items[i] = a->syms[i].i;
-      else {
-        e->failed = 1;
-        gc_errorf(e->err, GC_EUNSUPPORTED,
-                  "emit: symbolic list elements are not supported yet");
-        return NULL;
-      }
+      l->items[i] = a->kind == GC_ARG_INTS ? a->ints[i] : a->syms[i].i;
     }
     x->kind_case = COMPILED__V1__VALUE__KIND_INTS;
     x->ints = l;
@@ -569,7 +611,7 @@ static Compiled__V1__OutputInfo *output_info(emitter *e,
 int gc_emit_program(const gc_functional *f, gc_arena *a,
                     Compiled__V1__Program **out, gc_error *err) {
   const gc_graph *g = f->graph;
-  emitter e = {.a = a, .g = g, .err = err};
+  emitter e = {.a = a, .g = g, .err = err, .symbols = &f->symbols};
   e.slot = gc_arena_calloc(a, (size_t)g->nvalues + 1, sizeof *e.slot);
   Compiled__V1__Program *p =
       NEW(&e, Compiled__V1__Program, compiled__v1__program__descriptor);

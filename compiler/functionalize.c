@@ -1550,6 +1550,10 @@ static int eager_form(gc_arena *a, const gc_graph *g, const int *order,
 int gc_functionalize(gc_arena *a, const gc_graph *g, const int *order,
                      const gc_options *o, gc_functional *out, gc_error *err) {
   memset(out, 0, sizeof *out);
+  /* the symbols as the key numbers them: what the artifact calls them */
+  int src = gc_symbols_make(g, order, &out->symbols, err);
+  if (src)
+    return src;
   out->keep_input_mutations = o->keep_input_mutations;
   out->training = o->training;
   out->ninputs = g->ninputs;

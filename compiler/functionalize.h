@@ -108,6 +108,8 @@ typedef struct gc_functional {
   int num_intermediate_bases;
   bool keep_input_mutations;
   bool training;
+  gc_symbols symbols; /* the graph's symbols as the key numbers them: the
+                         artifact calls symbol i "s<i>" */
 } gc_functional;
 
 /* Functionalizes `g` (nodes taken in `order`). Everything lives in `a`.

@@ -273,6 +273,15 @@ static int decode_symint(gc_decoder *d, const PbSymInt *s, gc_symint *out,
     const Compiled__V1__SymExpr *e = s->as_expr;
     if (parse_expr(d, e->expr, what, &out->tree))
       return d->err->code;
+    if (out->tree->kind == GC_SX_INT) {
+      /* "8" (or "(8)") sent as an expression is the int 8: the same graph,
+       * the same key, static code (issue 38) */
+      out->v = out->tree->i;
+      out->expr = NULL;
+      out->tree = NULL;
+      out->has_hint = false;
+      return 0;
+    }
     out->expr = e->expr;
     out->has_hint = e->has_hint;
     out->v = e->has_hint ? e->hint : 0;

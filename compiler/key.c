@@ -128,6 +128,8 @@ typedef struct keyer {
   hasher h;
   gc_strmap syms; /* symbol name -> 1 + first-appearance index */
   int nsyms;
+  const char **symnames; /* symnames[i]: the symbol numbered i + 1 */
+  int capsyms;
   uint8_t (*down)[GC_DIGEST_LEN]; /* per node, while ordering */
   int *pos;         /* node index -> canonical position (stream phase) */
   int phase;        /* PHASE_DOWN or PHASE_STREAM: how references encode */
@@ -162,6 +164,20 @@ static void h_symexpr(keyer *k, const gc_symexpr *e) {
       idx = ++k->nsyms;
       if (gc_strmap_put(&k->syms, e->name, (void *)idx, NULL) < 0)
         h->failed = 1;
+      if (k->nsyms > k->capsyms) {
+        int cap = k->capsyms ? 2 * k->capsyms : 8;
+        const char **n = gc_arena_calloc(k->a, (size_t)cap, sizeof *n);
+        if (!n)
+          h->failed = 1;
+        else {
+          if (k->capsyms)
+            memcpy(n, k->symnames, (size_t)k->capsyms * sizeof *n);
+          k->symnames = n;
+          k->capsyms = cap;
+        }
+      }
+      if (k->nsyms <= k->capsyms)
+        k->symnames[k->nsyms - 1] = e->name;
     }
     h_i64(h, (int64_t)idx);
     return;
@@ -953,6 +969,7 @@ static void keyer_close(keyer *k) {
 }
 
 static void hash_inputs(keyer *k, uint8_t out[GC_DIGEST_LEN]);
+static void hash_graph(keyer *k, const int *order, uint8_t out[GC_DIGEST_LEN]);
 
 /* Orders the nodes after numbering the inputs' symbols. */
 static int canonical_order(keyer *k, int *order,
@@ -1007,6 +1024,85 @@ static void hash_inputs(keyer *k, uint8_t out[GC_DIGEST_LEN]) {
     h_i64(h, grp >= 0 && grp < g->ngroups ? first[grp] : -1);
   }
   h_end(h, out);
+}
+
+/* Does any value of g have a symbolic size, stride, offset or value? */
+static bool has_symbols(const gc_graph *g) {
+  for (int i = 0; i < g->nvalues; i++) {
+    const gc_value *v = g->values[i];
+    if (v->kind != GC_VALUE_TENSOR) {
+      if (v->sym.tree)
+        return true;
+      continue;
+    }
+    const gc_tensor_meta *m = &v->meta;
+    if (m->offset.tree)
+      return true;
+    for (int d = 0; d < m->rank; d++)
+      if (m->sizes[d].tree || m->strides[d].tree)
+        return true;
+  }
+  return false;
+}
+
+int gc_symbols_make(const gc_graph *g, const int *order, gc_symbols *out,
+                    gc_error *err) {
+  memset(out, 0, sizeof *out);
+  if (gc_strmap_init(&out->index, g->arena, 16))
+    return gc_errorf(err, GC_ENOMEM, "numbering symbols: out of memory");
+  if (!has_symbols(g))
+    return 0;
+  keyer k;
+  uint8_t scratch[GC_DIGEST_LEN];
+  int rc = keyer_init(&k, g);
+  if (!rc) {
+    hash_inputs(&k, scratch);
+    hash_graph(&k, order, scratch);
+    if (k.h.failed)
+      rc = GC_ENOMEM;
+  }
+  for (int i = 0; !rc && i < k.nsyms; i++)
+    if (gc_strmap_put(&out->index, k.symnames[i], (void *)(intptr_t)(i + 1),
+                      NULL) < 0)
+      rc = GC_ENOMEM;
+  if (!rc) {
+    out->names = k.symnames;
+    out->n = k.nsyms;
+  }
+  keyer_close(&k);
+  if (rc)
+    return gc_errorf(err, rc, "numbering symbols: %s", gc_strerror(rc));
+  return 0;
+}
+
+int gc_symbols_find(const gc_symbols *s, const char *name) {
+  intptr_t i = s->n ? (intptr_t)gc_strmap_get(&s->index, name) : 0;
+  return (int)i - 1;
+}
+
+typedef struct rename_ctx {
+  const gc_symbols *s;
+  gc_arena *a;
+  bool missing;
+} rename_ctx;
+
+static const char *canonical_name(const char *name, void *ctx) {
+  rename_ctx *r = ctx;
+  int i = gc_symbols_find(r->s, name);
+  if (i < 0) {
+    r->missing = true;
+    return NULL;
+  }
+  return gc_arena_printf(r->a, "s%d", i);
+}
+
+char *gc_symbols_text(const gc_symbols *s, gc_arena *a, const gc_symexpr *e) {
+  rename_ctx r = {s, a, false};
+  gc_buf b = GC_BUF_INIT;
+  gc_symexpr_format(e, canonical_name, &r, &b);
+  char *text = b.data && !r.missing ? gc_arena_strdup(a, b.data) : NULL;
+  gc_buf_free(&b);
+  return text;
 }
 
 static int cmp_op_name(const void *a, const void *b) {

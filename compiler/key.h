@@ -29,6 +29,7 @@
 #include <stdint.h>
 
 #include "compiler/graph.h"
+#include "compiler/strmap.h"
 
 #define GC_DIGEST_LEN 32
 #define GC_HEX_LEN (2 * GC_DIGEST_LEN + 1)
@@ -98,5 +99,29 @@ const char *gc_build_id(void);
  * i-th node. Exposed for tests and for passes that want a stable order.
  * `order` must hold g->nnodes entries. */
 int gc_canonical_order(const gc_graph *g, int *order, gc_error *err);
+
+/* The graph's symbols as the key numbers them (first appearance: inputs
+ * first, then the nodes in the canonical node order): names[i] is the
+ * client's name of the symbol the key numbers i, which artifacts call
+ * "s<i>" (docs/artifact.md), so that an artifact does not depend on the
+ * names its client chose. */
+typedef struct gc_symbols {
+  const char **names; /* n of them, in the graph's arena */
+  int n;
+  gc_strmap index; /* client name -> 1 + its number */
+} gc_symbols;
+
+/* Numbers g's symbols (order: the canonical node order). A graph without
+ * symbols gets n = 0 at the cost of a scan of its values. */
+int gc_symbols_make(const gc_graph *g, const int *order, gc_symbols *out,
+                    gc_error *err);
+
+/* The number of symbol `name`; -1 when the graph has no such symbol. */
+int gc_symbols_find(const gc_symbols *s, const char *name);
+
+/* `e` as text in the graph grammar (gc_symexpr_format) with every symbol
+ * renamed "s<i>"; in the arena, NULL when out of memory or when a symbol is
+ * not numbered (not one of the graph's). */
+char *gc_symbols_text(const gc_symbols *s, gc_arena *a, const gc_symexpr *e);
 
 #endif

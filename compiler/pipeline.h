@@ -24,7 +24,7 @@
 
 /* The artifact format version this build writes. */
 #define GC_ARTIFACT_MAJOR 0
-#define GC_ARTIFACT_MINOR 5
+#define GC_ARTIFACT_MINOR 6
 
 #define GC_MAX_STAGES 16
 

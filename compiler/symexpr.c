@@ -515,3 +515,168 @@ void gc_symexpr_print(const gc_symexpr *e, gc_buf *out) {
   }
   gc_buf_puts(out, ")");
 }
+
+/* Binding levels of the grammar, loosest first: a node is written in
+ * parentheses where its parent needs a tighter one. */
+enum {
+  LV_OR = 1,
+  LV_AND,
+  LV_NOT,
+  LV_CMP,
+  LV_SUM,
+  LV_PROD,
+  LV_UNARY,
+  LV_POWER,
+  LV_ATOM,
+};
+
+static int level_of(const gc_symexpr *e) {
+  switch (e->kind) {
+  case GC_SX_OR:
+    return LV_OR;
+  case GC_SX_AND:
+    return LV_AND;
+  case GC_SX_NOT:
+    return LV_NOT;
+  case GC_SX_EQ:
+  case GC_SX_NE:
+  case GC_SX_LT:
+  case GC_SX_LE:
+  case GC_SX_GT:
+  case GC_SX_GE:
+    return LV_CMP;
+  case GC_SX_ADD:
+    return LV_SUM;
+  case GC_SX_MUL:
+  case GC_SX_DIV:
+  case GC_SX_FLOORDIV:
+  case GC_SX_MOD:
+    return LV_PROD;
+  case GC_SX_NEG:
+    return LV_UNARY;
+  case GC_SX_POW:
+    return LV_POWER;
+  default:
+    return LV_ATOM; /* numbers, symbols, calls */
+  }
+}
+
+typedef struct fmt {
+  gc_symexpr_rename rename;
+  void *ctx;
+  gc_buf *out;
+} fmt;
+
+static void fmt_at(fmt *f, const gc_symexpr *e, int min);
+
+static void fmt_node(fmt *f, const gc_symexpr *e) {
+  gc_buf *out = f->out;
+  switch (e->kind) {
+  case GC_SX_INT:
+    gc_buf_printf(out, "%" PRId64, e->i);
+    return;
+  case GC_SX_FLOAT: {
+    char num[40];
+    snprintf(num, sizeof num, "%.17g", e->f);
+    gc_buf_puts(out, num);
+    if (!strpbrk(num, ".eEni")) /* 2.0 stays a float */
+      gc_buf_puts(out, ".0");
+    return;
+  }
+  case GC_SX_BOOL:
+    gc_buf_puts(out, e->i ? "True" : "False");
+    return;
+  case GC_SX_SYM: {
+    const char *n = f->rename ? f->rename(e->name, f->ctx) : NULL;
+    gc_buf_puts(out, n ? n : e->name);
+    return;
+  }
+  case GC_SX_NEG:
+    gc_buf_puts(out, "-");
+    fmt_at(f, e->args[0], LV_POWER);
+    return;
+  case GC_SX_NOT:
+    gc_buf_puts(out, "not ");
+    fmt_at(f, e->args[0], LV_NOT);
+    return;
+  case GC_SX_ADD:
+    for (int i = 0; i < e->nargs; i++) {
+      const gc_symexpr *t = e->args[i];
+      if (i && t->kind == GC_SX_NEG) { /* the parser's "a - b" */
+        gc_buf_puts(out, " - ");
+        fmt_at(f, t->args[0], LV_PROD);
+        continue;
+      }
+      if (i)
+        gc_buf_puts(out, " + ");
+      fmt_at(f, t, LV_PROD);
+    }
+    return;
+  case GC_SX_MUL:
+    for (int i = 0; i < e->nargs; i++) {
+      if (i)
+        gc_buf_puts(out, "*");
+      fmt_at(f, e->args[i], LV_UNARY);
+    }
+    return;
+  case GC_SX_DIV:
+  case GC_SX_FLOORDIV:
+  case GC_SX_MOD: /* left-associative: a // b // c is (a // b) // c */
+    fmt_at(f, e->args[0], LV_PROD);
+    gc_buf_printf(out, " %s ", kind_text(e->kind));
+    fmt_at(f, e->args[1], LV_UNARY);
+    return;
+  case GC_SX_POW: /* right-associative */
+    fmt_at(f, e->args[0], LV_ATOM);
+    gc_buf_puts(out, "**");
+    fmt_at(f, e->args[1], LV_UNARY);
+    return;
+  case GC_SX_EQ:
+  case GC_SX_NE:
+  case GC_SX_LT:
+  case GC_SX_LE:
+  case GC_SX_GT:
+  case GC_SX_GE:
+    fmt_at(f, e->args[0], LV_SUM);
+    gc_buf_printf(out, " %s ", kind_text(e->kind));
+    fmt_at(f, e->args[1], LV_SUM);
+    return;
+  case GC_SX_AND:
+  case GC_SX_OR:
+    for (int i = 0; i < e->nargs; i++) {
+      if (i)
+        gc_buf_printf(out, " %s ", kind_text(e->kind));
+      fmt_at(f, e->args[i], e->kind == GC_SX_AND ? LV_NOT : LV_AND);
+    }
+    return;
+  case GC_SX_MAX:
+  case GC_SX_MIN:
+  case GC_SX_FLOOR:
+  case GC_SX_CEIL:
+  case GC_SX_ABS:
+    gc_buf_printf(out, "%s(", kind_text(e->kind));
+    for (int i = 0; i < e->nargs; i++) {
+      if (i)
+        gc_buf_puts(out, ", ");
+      fmt_at(f, e->args[i], 0);
+    }
+    gc_buf_puts(out, ")");
+    return;
+  }
+}
+
+/* Recursion is bounded: a parsed tree is at most GC_SYMEXPR_MAX_DEPTH high. */
+static void fmt_at(fmt *f, const gc_symexpr *e, int min) {
+  bool paren = level_of(e) < min;
+  if (paren)
+    gc_buf_puts(f->out, "(");
+  fmt_node(f, e);
+  if (paren)
+    gc_buf_puts(f->out, ")");
+}
+
+void gc_symexpr_format(const gc_symexpr *e, gc_symexpr_rename rename, void *ctx,
+                       gc_buf *out) {
+  fmt f = {rename, ctx, out};
+  fmt_at(&f, e, 0);
+}

@@ -123,4 +123,16 @@ int gc_symexpr_parse(gc_arena *a, const char *text,
  * dumps; the form shows the tree's exact shape. */
 void gc_symexpr_print(const gc_symexpr *e, gc_buf *out);
 
+/* Renames a symbol for gc_symexpr_format: returns the name to print
+ * (NULL: the symbol's own). */
+typedef const char *(*gc_symexpr_rename)(const char *name, void *ctx);
+
+/* Appends `e` in the grammar above, infix, with the parentheses the tree
+ * needs and no others: parsing the text again gives the same tree
+ * ("(s0 + 1) + s1" keeps its inner sum; "s0 - 2*s1" is the sum of s0 and
+ * NEG(2*s1)). Symbols are renamed through `rename` (NULL: kept). What the
+ * artifact states about sizes is written this way (docs/artifact.md). */
+void gc_symexpr_format(const gc_symexpr *e, gc_symexpr_rename rename, void *ctx,
+                       gc_buf *out);
+
 #endif

@@ -524,6 +524,61 @@ Test(key, symbolic_sizes_hash_their_structure) {
   gc_arena_free(a);
 }
 
+/* Issue 38: one key for every size of a symbolic dimension. The hint (the
+ * size seen at capture) is not part of it, symbols are renamed by first
+ * appearance in the inputs, and a "symbolic" size that is a constant is
+ * that constant. */
+Test(key, symbolic_graph_key_ignores_hints_and_symbol_names) {
+  gc_arena *a = gc_arena_new(0);
+  const char *base = "x: f32[s0=4, s1=8]\n"
+                     "y: f32[s1=8]\n"
+                     "z = aten::add.Tensor(x, y): f32[s0=4, s1=8]\n"
+                     "return z\n";
+  gc_key k = key_spec(a, base);
+  /* other hints */
+  cr_assert(same_key(k, key_spec(a, "x: f32[s0=17, s1=3]\n"
+                                    "y: f32[s1=3]\n"
+                                    "z = aten::add.Tensor(x, y): f32[s0=17, "
+                                    "s1=3]\n"
+                                    "return z\n")));
+  /* no hints at all */
+  cr_assert(same_key(k, key_spec(a, "x: f32[s0, s1]\n"
+                                    "y: f32[s1]\n"
+                                    "z = aten::add.Tensor(x, y): f32[s0, s1]\n"
+                                    "return z\n")));
+  /* other names, in another order of numbering */
+  cr_assert(same_key(k, key_spec(a, "x: f32[s9=4, s2=8]\n"
+                                    "y: f32[s2=8]\n"
+                                    "z = aten::add.Tensor(x, y): f32[s9, s2]\n"
+                                    "return z\n")));
+  /* but not another structure: both dims the same symbol */
+  cr_assert(!same_key(k, key_spec(a, "x: f32[s0, s0]\n"
+                                     "y: f32[s0]\n"
+                                     "z = aten::add.Tensor(x, y): f32[s0, s0]\n"
+                                     "return z\n")));
+  /* nor the static graph of the hints */
+  cr_assert(!same_key(k, key_spec(a, "x: f32[4, 8]\n"
+                                     "y: f32[8]\n"
+                                     "z = aten::add.Tensor(x, y): f32[4, 8]\n"
+                                     "return z\n")));
+  gc_arena_free(a);
+}
+
+Test(key, constant_symbolic_size_is_its_value) {
+  gc_arena *a = gc_arena_new(0);
+  gc_key k = key_spec(a, "x: f32[s0, 8]\n"
+                         "z = aten::relu(x): f32[s0, 8]\n"
+                         "return z\n");
+  /* "8" sent as an expression (and its stride "8" too) is the int 8 */
+  cr_assert(same_key(k, key_spec(a, "x: f32[s0, 4+4] strides [2*4, 1]\n"
+                                    "z = aten::relu(x): f32[s0, 8]\n"
+                                    "return z\n")) == false);
+  cr_assert(same_key(k, key_spec(a, "x: f32[s0, (8)] strides [8, 1]\n"
+                                    "z = aten::relu(x): f32[s0, 8]\n"
+                                    "return z\n")));
+  gc_arena_free(a);
+}
+
 /* Issue 9: "s0+s0+...", 150,000 terms, overflowed the stack in the key's
  * recursive hash (the decoder accepted it: sums were parsed in a loop, but
  * into a left-deep tree). Now the decoder refuses it; a key is computed only

@@ -251,3 +251,76 @@ Test(sym, random_expressions_simplify_exactly) {
     }
   }
 }
+
+/* Issue 38: size symbols. A loop over a symbolic extent keeps it, and the
+ * largest index of a load is an expression over the symbols, which the
+ * verifier compares with the buffer's span: a [s0, s1] buffer read at
+ * s1*i + j over i < s0, j < s1 reaches s0*s1 - 1 exactly. */
+Test(sym, symbolic_extents_bound_indices) {
+  gc_sym *s0 = gc_sym_sizevar(&S, "s0", 0, GC_SYM_SIZE_MAX);
+  gc_sym *s1 = gc_sym_sizevar(&S, "s1", 0, GC_SYM_SIZE_MAX);
+  gc_sym *i = gc_sym_loopvar(&S, "i", s0), *j = gc_sym_loopvar(&S, "j", s1);
+  gc_sym *k = gc_sym_loopvar(&S, "k", gc_sym_const(&S, 4));
+  cr_assert_eq(k->hi, 3, "a constant extent is an ordinary range");
+  cr_assert(gc_sym_symbolic(&S, s0) && !gc_sym_symbolic(&S, i));
+  cr_assert(!S.overflow);
+  gc_sym *ix = gc_sym_add(&S, gc_sym_mul(&S, s1, i), j);
+  cr_assert(!S.overflow, "ranges of products of symbols saturate");
+  gc_sym *up = gc_sym_upper(&S, ix);
+  cr_assert_not_null(up);
+  gc_sym *span = gc_sym_mul(&S, s0, s1);
+  cr_assert_eq(gc_sym_sub(&S, span, up), gc_sym_const(&S, 1),
+               "span - max index = %s", str(gc_sym_sub(&S, span, up)));
+  cr_assert(gc_sym_le(&S, gc_sym_addc(&S, up, 1), span));
+  cr_assert(!gc_sym_le(&S, gc_sym_addc(&S, up, 2), span));
+  /* a column of a [s0, 8] buffer: 8*i + 3 */
+  gc_sym *col = gc_sym_addc(&S, gc_sym_scale(&S, i, 8), 3);
+  EXPECT_STR(gc_sym_upper(&S, col), "(8*s0 - 5)");
+  /* a reversed index (flip): s0 - 1 - i is largest at i = 0 */
+  gc_sym *rev = gc_sym_sub(&S, gc_sym_addc(&S, s0, -1), i);
+  cr_assert_eq(gc_sym_upper(&S, rev), gc_sym_addc(&S, s0, -1));
+  /* products of non-negative factors are monotone: i*j is largest at the
+   * last i and j; a factor that may be negative has no such bound */
+  cr_assert_eq(
+      gc_sym_upper(&S, gc_sym_mul(&S, i, j)),
+      gc_sym_mul(&S, gc_sym_addc(&S, s0, -1), gc_sym_addc(&S, s1, -1)));
+  /* (i*(s0 - 5) distributes into i*s0 - 5*i, bounded term by term; a
+   * max() does not distribute) */
+  gc_sym *neg = gc_sym_mul(
+      &S, i, gc_sym_max(&S, gc_sym_addc(&S, j, -5), gc_sym_const(&S, -2)));
+  cr_assert_null(gc_sym_upper(&S, neg), "%s: %s", str(neg),
+                 str(gc_sym_upper(&S, neg)));
+  /* a clamped index (cat's, padding's): min and max of bounds */
+  gc_sym *cl = gc_sym_max(
+      &S, gc_sym_min(&S, gc_sym_addc(&S, k, -2), gc_sym_const(&S, 1)),
+      gc_sym_const(&S, 0));
+  cr_assert_eq(gc_sym_upper(&S, gc_sym_add(&S, gc_sym_scale(&S, i, 2), cl)),
+               gc_sym_addc(&S, gc_sym_scale(&S, s0, 2), -1));
+  /* symbolic coefficients */
+  gc_sym *c;
+  cr_assert(gc_sym_coef(&S, ix, i->var, &c));
+  cr_assert_eq(c, s1);
+  cr_assert(gc_sym_coef(&S, ix, j->var, &c));
+  cr_assert_eq(c, gc_sym_const(&S, 1));
+  cr_assert(gc_sym_coef(&S, ix, k->var, &c));
+  cr_assert_eq(c, gc_sym_const(&S, 0));
+  cr_assert(!gc_sym_coef(&S, gc_sym_mul(&S, i, j), i->var, &c));
+}
+
+/* A guard c <= s narrows s (ir_guard_add): expressions made afterwards
+ * have ranges that know it (the load of x[-1], at 24*s0 - 24 + j, is then
+ * provably at or above 0); a loop index is never narrowed. */
+Test(sym, narrowing_a_size_symbol) {
+  gc_sym *s0 = gc_sym_sizevar(&S, "s0", 0, GC_SYM_SIZE_MAX);
+  gc_sym *i = gc_sym_newvar(&S, "i", 0, 7);
+  gc_sym *before = gc_sym_addc(&S, gc_sym_scale(&S, s0, 24), -24);
+  cr_assert_eq(before->lo, -24);
+  gc_sym_narrow(&S, s0, 1);
+  gc_sym *after =
+      gc_sym_add(&S, gc_sym_addc(&S, gc_sym_scale(&S, s0, 24), -24), i);
+  cr_assert_eq(after->lo, 0, "lo %lld", (long long)after->lo);
+  gc_sym_narrow(&S, s0, 0); /* never widened */
+  cr_assert_eq(s0->lo, 1);
+  gc_sym_narrow(&S, i, 3);
+  cr_assert_eq(i->lo, 0);
+}

@@ -239,3 +239,95 @@ CASE(arena_exhaustion_is_nomem) {
   gc_arena_free(small);
   free(t);
 }
+
+/* Issue 38: the artifact writes expressions back as text (renamed
+ * symbols); parsing that text gives the tree it came from. */
+static char *formatted(const char *text) {
+  gc_symexpr *e;
+  gc_error err;
+  gc_error_clear(&err);
+  cr_assert_eq(gc_symexpr_parse(a, text, &LIM, &e, &err), 0, "%s", err.msg);
+  gc_buf b = GC_BUF_INIT;
+  gc_symexpr_format(e, NULL, NULL, &b);
+  char *s = gc_arena_strdup(a, b.data);
+  gc_buf_free(&b);
+  return s;
+}
+
+CASE(format_round_trips) {
+  static const char *const texts[] = {
+      "s0",
+      "4",
+      "2.0",
+      "1e-05",
+      "True",
+      "-3",
+      "s0 + 1",
+      "s0 - s1",
+      "s0 + -s1",
+      "-s0 + s1",
+      "(s0 + s1) + s2",
+      "s0 + (s1 + s2)",
+      "s0 - (s1 - s2)",
+      "2*s0*s1",
+      "(2*s0)*s1",
+      "s0*(s1*s2)",
+      "s0 // 2 // 3",
+      "s0 // (2 // 3)",
+      "s0*s1 // 4",
+      "s0*(s1 // 4)",
+      "(s0 // 4)*s1",
+      "s0 % 8 + 1",
+      "s0 / 2",
+      "-(s0*s1)",
+      "-s0*s1",
+      "--s0",
+      "-(-s0)",
+      "2**3**2",
+      "(2**3)**2",
+      "2**-s0",
+      "-2**s0",
+      "(-2)**s0",
+      "max(s0, s1 + 1, 3)",
+      "min(s0, 2)*4",
+      "floor(s0 / 2)",
+      "ceil(s0 / 3) - 1",
+      "abs(s0 - s1)",
+      "s0 >= 2",
+      "s0 + 1 == s1*2",
+      "not s0 < 2",
+      "not not s0 < 2",
+      "s0 > 1 and s1 > 1 or s0 == s1",
+      "s0 > 1 and (s1 > 1 or s0 == s1)",
+      "(s0 == 1) == (s1 == 1)",
+      "s0 - 2*s1 + 3",
+      "s0 + -2*s1",
+      "s0 - -s1",
+      "(s0 - 1)*(s1 - 1)",
+      "64*s0 <= 2147483647",
+      "s0 % 4 == 0",
+  };
+  for (size_t i = 0; i < sizeof texts / sizeof texts[0]; i++) {
+    char *f = formatted(texts[i]);
+    cr_assert_str_eq(tree(f), tree(texts[i]), "\"%s\" formatted as \"%s\"",
+                     texts[i], f);
+  }
+  cr_assert_str_eq(formatted("s0+1"), "s0 + 1");
+  cr_assert_str_eq(formatted("(s0*2)//4"), "s0*2 // 4");
+  cr_assert_str_eq(formatted("s0 - (s1 + 1)"), "s0 - (s1 + 1)");
+}
+
+static const char *rename_s(const char *name, void *ctx) {
+  (void)ctx;
+  return strcmp(name, "batch") == 0 ? "s0" : NULL;
+}
+
+CASE(format_renames_symbols) {
+  gc_symexpr *e;
+  gc_error err;
+  cr_assert_eq(gc_symexpr_parse(a, "2*batch + seq", &LIM, &e, &err), 0);
+  gc_buf b = GC_BUF_INIT;
+  gc_symexpr_format(e, rename_s, NULL, &b);
+  cr_assert_str_eq(b.data, "2*s0 + seq");
+  gc_buf_free(&b);
+}

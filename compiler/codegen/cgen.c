@@ -235,14 +235,20 @@ void cg__kernel_params(cg *g, const sc_kernel *k, params *p) {
 
 /* ---- loops ---- */
 
+const char *cg__dim_size(cg *g, const sc_dim *d) {
+  if (d->size != IR_SYMBOLIC || !d->ssize)
+    return gc_arena_printf(cg__arena(g), "%lld", (long long)d->size);
+  return cg__sym(g, d->ssize);
+}
+
 void cg__open_loop(cg *g, int ind, const sc_dim *d, const char *lo,
                    const char *hi) {
   const char *v = cg__sym(g, d->var);
   if (lo)
     cg__line(g, ind, "for (int64_t %s = %s; %s < %s; %s++) {", v, lo, v, hi, v);
   else
-    cg__line(g, ind, "for (int64_t %s = 0; %s < %lld; %s++) {", v, v,
-             (long long)d->size, v);
+    cg__line(g, ind, "for (int64_t %s = 0; %s < %s; %s++) {", v, v,
+             cg__dim_size(g, d), v);
 }
 
 /* ---- pointwise stages ---- */
@@ -430,12 +436,12 @@ static void bind_rands(cg *g, const sc_stage *st) {
 static void open_streamed_loop(cg *g, const sc_stage *st, const sc_dim *d,
                                int ind, bool par) {
   const char *v = cg__sym(g, d->var);
-  long long size = (long long)d->size;
+  const char *size = cg__dim_size(g, d);
   if (par)
     cg__line(g, ind, "#pragma omp for schedule(static) nowait");
-  cg__line(g, ind, "for (int64_t %s_s = 0; %s_s < %lld; %s_s += %d) {", v, v,
+  cg__line(g, ind, "for (int64_t %s_s = 0; %s_s < %s; %s_s += %d) {", v, v,
            size, v, CG_STREAM_BLOCK);
-  cg__line(g, ind + 2, "const int64_t %s_t = gc_min(%s_s + %d, %lld);", v, v,
+  cg__line(g, ind + 2, "const int64_t %s_t = gc_min(%s_s + %d, %s);", v, v,
            CG_STREAM_BLOCK, size);
   stream_blocks(g, st, ind + 2, CG_STREAM_BLOCK);
   if (st == &g->k->stages[g->k->nstages - 1])
@@ -500,7 +506,9 @@ static int find_hoistable(const ir_expr *e, void *ctx) {
  * iteration reads nothing new. */
 static void hoist_loads(cg *g, const sc_stage *st, const sc_dim *d, int ind) {
   g->nhoist = 0;
-  if (d->size <= 0 || d->var->kind != GC_SYM_VAR)
+  /* (a symbolic loop may run no iteration: its caller wraps the hoisted
+   * loads and the loop in a test, hoist_open) */
+  if ((d->size <= 0 && d->size != IR_SYMBOLIC) || d->var->kind != GC_SYM_VAR)
     return;
   hoist_find f = {g, d->var->var};
   for (int i = 0; i < st->nnodes; i++)
@@ -534,14 +542,22 @@ static void pointwise_stage(cg *g, const sc_stage *st, int ind, bool par) {
    * or when stores stream (each thread fences its own) */
   bool region = par && (stream || (blocked && nd == 1));
   if (region) {
-    cg__line(g, ind, "#pragma omp parallel%s", red);
+    cg__line(g, ind, "#pragma omp parallel%s%s", red, g->par_if);
     cg__line(g, ind, "{");
     ind += 2;
   }
   /* the inner loop split into ranges (a channels-last cat) */
-  bool split = nd > 0 && !blocked && !(par && nd == 1);
+  bool split = nd > 0 && !blocked && !(par && nd == 1) && !g->k->symbolic;
+  /* loads hoisted before a loop that may run no iteration (a symbolic
+   * bound) would read what the loop never reads: the two go under a test */
+  bool guard = false;
   g->nhoist = 0;
   for (int i = 0; i < nd - split; i++) {
+    if (i == nd - 1 && st->dims[i].size == IR_SYMBOLIC) {
+      cg__line(g, ind, "if (%s > 0) {", cg__dim_size(g, &st->dims[i]));
+      ind += 2;
+      guard = true;
+    }
     if (i == nd - 1)
       hoist_loads(g, st, &st->dims[i], ind);
     if (i == nd - 1 && blocked) {
@@ -550,14 +566,15 @@ static void pointwise_stage(cg *g, const sc_stage *st, int ind, bool par) {
       continue;
     }
     if (i == nd - 1)
-      cg__line(g, ind, "%s%s",
+      cg__line(g, ind, "%s%s%s",
                par && nd == 1 ? "#pragma omp parallel for simd schedule(static)"
                               : "#pragma omp simd",
-               red);
+               red, par && nd == 1 ? g->par_if : "");
     else if (i == 0 && region)
       cg__line(g, ind, "#pragma omp for schedule(static) nowait");
     else if (i == 0 && par)
-      cg__line(g, ind, "#pragma omp parallel for schedule(static)%s", red);
+      cg__line(g, ind, "#pragma omp parallel for schedule(static)%s%s", red,
+               g->par_if);
     cg__open_loop(g, ind, &st->dims[i], NULL, NULL);
     ind += 2;
   }
@@ -582,9 +599,11 @@ static void pointwise_stage(cg *g, const sc_stage *st, int ind, bool par) {
     if (i == nd - 1 && blocked) {
       ind -= 4;
       close_streamed_loop(g, st, &st->dims[i], ind);
-      continue;
+    } else {
+      cg__line(g, ind -= 2, "}");
     }
-    cg__line(g, ind -= 2, "}");
+    if (i == nd - 1 && guard)
+      cg__line(g, ind -= 2, "}");
   }
   if (region) {
     if (stream)
@@ -696,11 +715,10 @@ static const char *simd_clauses(cg *g, const sc_stage *st, bool second) {
 /* The flat index of the current point of a reduction's inner space. */
 const char *cg__flat_index(cg *g, const sc_stage *st) {
   gc_sym *e = gc_sym_const(&g->ir->sym, 0);
-  int64_t m = 1;
+  gc_sym *m = gc_sym_const(&g->ir->sym, 1);
   for (int i = st->ndims - 1; i >= 0; i--) {
-    e = gc_sym_add(&g->ir->sym, e,
-                   gc_sym_scale(&g->ir->sym, st->dims[i].var, m));
-    m *= st->dims[i].size;
+    e = gc_sym_add(&g->ir->sym, e, gc_sym_mul(&g->ir->sym, st->dims[i].var, m));
+    m = gc_sym_mul(&g->ir->sym, m, st->dims[i].ssize);
   }
   return cg__sym(g, e);
 }
@@ -786,9 +804,9 @@ static void reduce_innermost(cg *g, const sc_stage *st, const sc_dim *d,
   int64_t blk = block_of(st);
   const char *v = cg__sym(g, d->var);
   const char *loe = lo ? lo : "0";
-  const char *hie =
-      hi ? hi : gc_arena_printf(cg__arena(g), "%lld", (long long)d->size);
-  bool blocked = blk && (lo || d->size > blk);
+  const char *hie = hi ? hi : cg__dim_size(g, d);
+  /* (one block when it fits: the same sums either way) */
+  bool blocked = blk && (lo || d->size > blk || d->size == IR_SYMBOLIC);
   const char *blo = loe, *bhi = hie;
   if (blocked) {
     cg__line(g, ind, "for (int64_t %s_b = %s; %s_b < %s; %s_b += %lld) {", v,
@@ -874,7 +892,8 @@ static void reduce_loops(cg *g, const sc_stage *st, int ind, const char *lo,
                          const char *hi) {
   int nd = st->ndims;
   if (nd == 0) { /* a single element: the body itself */
-    sc_dim one = {1, gc_sym_newvar(&g->ir->sym, "z", 0, 0)};
+    sc_dim one = {1, gc_sym_newvar(&g->ir->sym, "z", 0, 0),
+                  gc_sym_const(&g->ir->sym, 1)};
     cg__line(g, ind, "{");
     cg__line(g, ind + 2, "const int64_t %s = 0; (void)%s;", cg__sym(g, one.var),
              cg__sym(g, one.var));
@@ -970,19 +989,27 @@ static void parallel_reduction(cg *g, const sc_stage *st, int ind) {
                CG_MAX_THREADS, id, CG_MAX_THREADS);
   }
   cg__line(g, ind, "int gc_used = 1;");
-  cg__line(g, ind, "#pragma omp parallel num_threads(gc_nt)%s",
-           g->chk ? " reduction(|:gc_err)" : "");
+  cg__line(g, ind, "#pragma omp parallel num_threads(gc_nt)%s%s",
+           g->chk ? " reduction(|:gc_err)" : "", g->par_if);
   cg__line(g, ind, "{");
   int in = ind + 2;
   cg__line(g, in,
            "const int gc_t = omp_get_thread_num(), gc_n = "
            "omp_get_num_threads();");
   cg__line(g, in, "if (gc_t == 0) gc_used = gc_n;");
-  int64_t s0 = st->dims[0].size;
-  cg__line(g, in,
-           "const int64_t gc_lo = %lldLL * gc_t / gc_n, gc_hi = %lldLL * "
-           "(gc_t + 1) / gc_n;",
-           (long long)s0, (long long)s0);
+  if (st->dims[0].size == IR_SYMBOLIC) {
+    const char *s0 = cg__dim_size(g, &st->dims[0]);
+    cg__line(g, in,
+             "const int64_t gc_lo = (%s) * gc_t / gc_n, gc_hi = (%s) * "
+             "(gc_t + 1) / gc_n;",
+             s0, s0);
+  } else {
+    int64_t s0 = st->dims[0].size;
+    cg__line(g, in,
+             "const int64_t gc_lo = %lldLL * gc_t / gc_n, gc_hi = %lldLL * "
+             "(gc_t + 1) / gc_n;",
+             (long long)s0, (long long)s0);
+  }
   for (int i = 0; i < st->nnodes; i++)
     declare_acc(g, st->nodes[i], in, "");
   reduce_loops(g, st, in, "gc_lo", "gc_hi");
@@ -1069,11 +1096,14 @@ void cg__kernel_comment(cg *g, const sc_kernel *k) {
   }
   char *loops = gc_arena_strdup(cg__arena(g), "");
   for (int i = 0; i < k->ndims; i++)
-    loops =
-        gc_arena_printf(cg__arena(g), "%s%s%s < %lld", loops, i ? ", " : "",
-                        cg__sym(g, k->dims[i].var), (long long)k->dims[i].size);
-  cg__line(g, 0, " * outer loop [%s]; %d stage%s; work %lld elements */", loops,
-           k->nstages, k->nstages == 1 ? "" : "s", (long long)k->work);
+    loops = gc_arena_printf(cg__arena(g), "%s%s%s < %s", loops, i ? ", " : "",
+                            cg__sym(g, k->dims[i].var),
+                            cg__dim_size(g, &k->dims[i]));
+  cg__line(g, 0, " * outer loop [%s]; %d stage%s; work %s elements */", loops,
+           k->nstages, k->nstages == 1 ? "" : "s",
+           k->work == IR_SYMBOLIC && k->swork
+               ? cg__sym(g, k->swork)
+               : gc_arena_printf(cg__arena(g), "%lld", (long long)k->work));
 }
 
 /* ---- identical kernels ----
@@ -1213,9 +1243,15 @@ static void gen_kernel(cg *g, const sc_kernel *k) {
     gc_buf_printf(&g->out, "%s%s%s *restrict b%d", i ? ", " : "",
                   p.written[i] ? "" : "const ", cx_ctype(p.bufs[i]->dtype),
                   p.bufs[i]->id);
-  if (!p.n)
+  /* the size symbols: every kernel takes them all (a program with symbols) */
+  for (int i = 0; i < g->ir->nsyms; i++)
+    gc_buf_printf(&g->out, "%sint64_t %s", p.n || i ? ", " : "",
+                  cg__sym(g, g->ir->syms[i]));
+  if (!p.n && !g->ir->nsyms)
     gc_buf_puts(&g->out, "void");
   gc_buf_puts(&g->out, ") {\n");
+  for (int i = 0; i < g->ir->nsyms; i++)
+    cg__line(g, 2, "(void)%s;", cg__sym(g, g->ir->syms[i]));
   for (int i = 0; i < p.nalias; i++) {
     const ir_buf *a = p.alias[i];
     cg__line(g, 2, "%s%s *const b%d = b%d; /* in place */",
@@ -1225,6 +1261,21 @@ static void gen_kernel(cg *g, const sc_kernel *k) {
   if (g->chk)
     cg__line(g, 2, "int gc_err = 0; /* a data index out of range */");
   bool par = k->work >= CG_PARALLEL_MIN;
+  g->par_if = "";
+  if (k->symbolic) {
+    /* forks decided at run time; the kernel in its plain form (tiles,
+     * loop splits at constants, streamed stores, prefetches and reused
+     * sums are sized or proved at compile time) */
+    par = true;
+    g->par_if = gc_arena_printf(cg__arena(g), " if (%s >= %d)",
+                                cg__sym(g, k->swork), CG_PARALLEL_MIN);
+    gen_nest(g, k, par, false, -1, NULL, NULL);
+    cg__line(g, 2, "return %s;", g->chk ? "gc_err" : "0");
+    gc_buf_puts(&g->out, "}\n\n");
+    g->par_if = "";
+    dedup_kernel(g, k, start, sig);
+    return;
+  }
   if (colsum_kernel(g, k, par)) {
     gen_colsum(g, k);
     cg__line(g, 2, "return 0;");
@@ -1267,16 +1318,16 @@ static void gen_nest(cg *g, const sc_kernel *k, bool par, bool inside, int sd,
                      : "";
     bool region = par && !inside && g->streams;
     if (region) { /* each thread fences its streamed stores */
-      cg__line(g, ind, "#pragma omp parallel%s",
-               g->chk ? " reduction(|:gc_err)" : "");
+      cg__line(g, ind, "#pragma omp parallel%s%s",
+               g->chk ? " reduction(|:gc_err)" : "", g->par_if);
       cg__line(g, ind, "{");
       ind += 2;
     }
     if (par && (inside || region)) /* in one parallel region */
       cg__line(g, ind, "#pragma omp for schedule(static)%s nowait", collapse);
     else if (par)
-      cg__line(g, ind, "#pragma omp parallel for schedule(static)%s%s",
-               collapse, g->chk ? " reduction(|:gc_err)" : "");
+      cg__line(g, ind, "#pragma omp parallel for schedule(static)%s%s%s",
+               collapse, g->chk ? " reduction(|:gc_err)" : "", g->par_if);
     for (int i = 0; i < k->ndims; i++) {
       cg__open_loop(g, ind, &k->dims[i], i == sd ? lo : NULL,
                     i == sd ? hi : NULL);
@@ -1286,15 +1337,18 @@ static void gen_nest(cg *g, const sc_kernel *k, bool par, bool inside, int sd,
     par = false;
   }
   /* here, not once per kernel: split_kernel renames the outer variables */
-  cg__find_prefetch(g, k);
+  if (k->symbolic)
+    g->npf = 0;
+  else
+    cg__find_prefetch(g, k);
   for (int s = 0; s < k->nstages; s++) {
     const sc_stage *st = &k->stages[s];
     char dims[256] = "";
     size_t len = 0;
     for (int i = 0; i < st->ndims && len < sizeof dims - 64; i++)
-      len += (size_t)snprintf(dims + len, sizeof dims - len, "%s%s < %lld",
+      len += (size_t)snprintf(dims + len, sizeof dims - len, "%s%s < %s",
                               i ? ", " : "", cg__sym(g, st->dims[i].var),
-                              (long long)st->dims[i].size);
+                              cg__dim_size(g, &st->dims[i]));
     cg__line(g, ind, "/* stage %d: %s over [%s] */", s,
              st->reduction ? "reduce" : "pointwise", dims);
     if (st->reduction) {
@@ -1928,13 +1982,20 @@ static void call_kernel(cg *g, const sc_kernel *k) {
   for (int i = 0; i < p.n; i++) {
     ir_buf *b = p.bufs[i];
     const char *t = cx_ctype(b->dtype);
-    if (b->kind == IR_BUF_ARENA)
+    if (b->kind == IR_BUF_ARENA && b->arena_offset == IR_SYMBOLIC)
+      gc_buf_printf(&g->out, "%s(%s *)(A + %s)", i ? ", " : "", t,
+                    cg__sym(g, b->sarena_offset));
+    else if (b->kind == IR_BUF_ARENA)
       gc_buf_printf(&g->out, "%s(%s *)(A + %lld)", i ? ", " : "", t,
                     (long long)b->arena_offset);
     else
       gc_buf_printf(&g->out, "%s(%s *)p[%d]", i ? ", " : "", t,
                     g->src->buf_slot[b->id]);
   }
+  if (!k->call) /* loop kernels take the size symbols */
+    for (int i = 0; i < g->ir->nsyms; i++)
+      gc_buf_printf(&g->out, "%s%s", p.n || i ? ", " : "",
+                    cg__sym(g, g->ir->syms[i]));
   /* a kernel fails on an index out of range; a product when oneDNN does */
   gc_buf_printf(&g->out, "))\n    return %d;\n",
                 k->gemm ? GC_SEG_ELIBRARY : GC_SEG_EINDEX);
@@ -1969,11 +2030,24 @@ static void gen_segments(cg *g) {
     alone = own;
     if (!open) {
       seg++;
-      gc_buf_printf(&g->out,
-                    "/* segment %d: the kernels between two ATen calls */\n"
-                    "int gc_seg%d(void **p) {\n"
-                    "  char *A = (char *)p[0];\n  (void)A;\n",
-                    seg, seg);
+      if (g->ir->nsyms) {
+        gc_buf_printf(&g->out,
+                      "/* segment %d: the kernels between two ATen calls */\n"
+                      "int gc_seg%d(void **p, const int64_t *s) {\n"
+                      "  char *A = (char *)p[0];\n  (void)A;\n",
+                      seg, seg);
+        for (int i = 0; i < g->ir->nsyms; i++) {
+          const char *v = cg__sym(g, g->ir->syms[i]);
+          gc_buf_printf(&g->out, "  const int64_t %s = s[%d];\n  (void)%s;\n",
+                        v, i, v);
+        }
+      } else {
+        gc_buf_printf(&g->out,
+                      "/* segment %d: the kernels between two ATen calls */\n"
+                      "int gc_seg%d(void **p) {\n"
+                      "  char *A = (char *)p[0];\n  (void)A;\n",
+                      seg, seg);
+      }
       open = true;
     }
     src->kernel_segment[k] = seg;
@@ -2010,7 +2084,8 @@ int gc_codegen(ir_graph *ir, const sc_schedule *s, const char *key_hex,
                 gc_build_id(), key_hex ? " for key " : "",
                 key_hex ? key_hex : "");
   gc_buf_puts(&g.out, cx_prelude());
-  gc_buf_printf(&g.out, "int gc_abi(void) { return %d; }\n\n", GC_ABI_VERSION);
+  gc_buf_printf(&g.out, "int gc_abi(void) { return %d; }\n\n",
+                ir->nsyms ? GC_ABI_SYMBOLIC : GC_ABI_VERSION);
   assign_slots(&g);
   for (int k = 0; k < s->nkernels; k++)
     if (!s->kernels[k]->call) {

@@ -33,6 +33,11 @@
 #include "compiler/sched/sched.h"
 
 #define GC_ABI_VERSION 1
+/* A program with size symbols (docs/dynamic-shapes.md) speaks ABI 2: its
+ * segments take the symbols' values too,
+ *     int gc_seg<N>(void **p, const int64_t *s);
+ * s[i] is symbol s<i> for the call. A runner of ABI 1 refuses it. */
+#define GC_ABI_SYMBOLIC 2
 #define GC_SEG_EINDEX 1
 #define GC_SEG_ELIBRARY 2
 

@@ -77,7 +77,15 @@ typedef struct cg {
   const ir_expr *hoist[CG_MAX_HOIST];
   const char *hoist_name[CG_MAX_HOIST];
   int nhoist;
+  /* a kernel with symbolic bounds (sc_kernel.symbolic): its OpenMP
+   * regions fork only when the work is worth it at run time (the clause
+   * " if (work >= CG_PARALLEL_MIN)"); "" otherwise */
+  const char *par_if;
 } cg;
+
+/* A loop's size as C: its constant, or its expression over the size
+ * symbols (which every kernel of a program with symbols takes). */
+const char *cg__dim_size(cg *g, const sc_dim *d);
 
 /* The buffers a kernel touches, and whether it writes each. */
 /* A kernel's parameters: the buffers it reads or writes, by storage (a

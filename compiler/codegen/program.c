@@ -179,6 +179,40 @@ static Compiled__V1__SymInt *symint(pe *e, int64_t v) {
   return s;
 }
 
+/* A symbolic integer: its expression over the size symbols. */
+static Compiled__V1__SymInt *ssymint(pe *e, const gc_sym *v) {
+  int64_t c;
+  if (gc_sym_const_of(v, &c))
+    return symint(e, c);
+  Compiled__V1__SymInt *s =
+      NEW(e, Compiled__V1__SymInt, compiled__v1__sym_int__descriptor);
+  Compiled__V1__SymExpr *x =
+      NEW(e, Compiled__V1__SymExpr, compiled__v1__sym_expr__descriptor);
+  if (!s || !x)
+    return NULL;
+  x->expr = ir_sym_text(&e->n->ir, v);
+  s->kind_case = COMPILED__V1__SYM_INT__KIND_AS_EXPR;
+  s->as_expr = x;
+  return s;
+}
+
+static pb_value *tensor_value(pe *e, gc_dtype dt, int rank,
+                              const int64_t *sizes, const int64_t *strides);
+
+/* A tensor Value of symbolic sizes and strides. */
+static pb_value *tensor_value_s(pe *e, gc_dtype dt, int rank,
+                                gc_sym *const *sizes, gc_sym *const *strides) {
+  int64_t z[IR_MAX_RANK] = {0};
+  pb_value *v = tensor_value(e, dt, rank, z, z);
+  if (!v)
+    return NULL;
+  for (int i = 0; i < rank; i++) {
+    v->tensor->sizes[i] = ssymint(e, sizes[i]);
+    v->tensor->strides[i] = ssymint(e, strides[i]);
+  }
+  return v;
+}
+
 /* A tensor Value of dtype, sizes and strides. */
 static pb_value *tensor_value(pe *e, gc_dtype dt, int rank,
                               const int64_t *sizes, const int64_t *strides) {
@@ -211,6 +245,22 @@ static pb_value *tensor_value(pe *e, gc_dtype dt, int rank,
 }
 
 /* The value of a buffer (made on first use). */
+/* A buffer's tensor Value (its sizes and strides, symbolic or not). */
+static pb_value *buf_tensor(pe *e, const ir_buf *b) {
+  return b->symbolic
+             ? tensor_value_s(e, b->dtype, b->rank, b->ssizes, b->sstrides)
+             : tensor_value(e, b->dtype, b->rank, b->sizes, b->strides);
+}
+
+/* A placement's offset as an expression (a symbolic arena offset). */
+static void place_offset(pe *e, int v, const gc_sym *off) {
+  int64_t c;
+  if (v < 0 || !off || gc_sym_const_of(off, &c))
+    return;
+  e->places[v]->offset = 0;
+  e->places[v]->offset_expr = ir_sym_text(&e->n->ir, off);
+}
+
 static int buf_value(pe *e, ir_buf *b) {
   if (e->buf_value[b->id] >= 0)
     return e->buf_value[b->id];
@@ -221,9 +271,8 @@ static int buf_value(pe *e, ir_buf *b) {
   if (root != b && root->kind != IR_BUF_ARENA) {
     /* living in a call's result or a program output: a view of it */
     int base = buf_value(e, root);
-    int v =
-        add_value(e, tensor_value(e, b->dtype, b->rank, b->sizes, b->strides),
-                  COMPILED__V1__PLACEMENT_KIND__PLACEMENT_VIEW, base, 0);
+    int v = add_value(e, buf_tensor(e, b),
+                      COMPILED__V1__PLACEMENT_KIND__PLACEMENT_VIEW, base, 0);
     e->buf_value[b->id] = v;
     return v;
   }
@@ -247,8 +296,10 @@ static int buf_value(pe *e, ir_buf *b) {
     k = COMPILED__V1__PLACEMENT_KIND__PLACEMENT_TEMP;
     break;
   }
-  int v = add_value(e, tensor_value(e, b->dtype, b->rank, b->sizes, b->strides),
-                    k, index, off);
+  int v =
+      add_value(e, buf_tensor(e, b), k, index, off == IR_SYMBOLIC ? 0 : off);
+  if (b->kind == IR_BUF_ARENA && off == IR_SYMBOLIC)
+    place_offset(e, v, b->sarena_offset);
   e->buf_value[b->id] = v;
   return v;
 }
@@ -257,6 +308,25 @@ static int buf_value(pe *e, ir_buf *b) {
  * whole buffer, else a VIEW value over it. */
 static int view_value(pe *e, const ir_view *w) {
   int base = buf_value(e, w->buf);
+  if (e->n->ir.nsyms) {
+    ir_view c = *w;
+    ir_view_sym(&e->n->ir, &c);
+    const ir_buf *b = w->buf;
+    bool whole = gc_sym_is_const(c.soffset, 0) && w->rank == b->rank;
+    for (int i = 0; whole && i < w->rank; i++)
+      whole = c.ssizes[i] == b->ssizes[i] && (gc_sym_is_const(c.ssizes[i], 1) ||
+                                              gc_sym_is_const(c.ssizes[i], 0) ||
+                                              c.sstrides[i] == b->sstrides[i]);
+    if (whole)
+      return base;
+    int64_t off;
+    bool cst = gc_sym_const_of(c.soffset, &off);
+    int v = add_value(
+        e, tensor_value_s(e, b->dtype, w->rank, c.ssizes, c.sstrides),
+        COMPILED__V1__PLACEMENT_KIND__PLACEMENT_VIEW, base, cst ? off : 0);
+    place_offset(e, v, c.soffset);
+    return v;
+  }
   bool whole = w->offset == 0 && w->rank == w->buf->rank;
   for (int i = 0; whole && i < w->rank; i++)
     whole = w->sizes[i] == w->buf->sizes[i] &&
@@ -268,7 +338,66 @@ static int view_value(pe *e, const ir_view *w) {
       COMPILED__V1__PLACEMENT_KIND__PLACEMENT_VIEW, base, w->offset);
 }
 
+/* A symbolic scalar value of the graph as a sym_expr Value: its
+ * expression with the key's names, which the runtime evaluates. */
+static int sym_expr_value(pe *e, const gc_value *sv) {
+  if (!sv || sv->kind != GC_VALUE_SYM_INT || !sv->sym.tree) {
+    gc_errorf(e->err, GC_EUNSUPPORTED,
+              "native emit: a symbolic argument without an integer "
+              "expression");
+    e->failed = true;
+    return -1;
+  }
+  pb_value *v = NEW(e, pb_value, compiled__v1__value__descriptor);
+  char *text = gc_symbols_text(&e->n->f->symbols, e->a, sv->sym.tree);
+  if (!v || !text) {
+    e->failed = true;
+    return -1;
+  }
+  v->kind_case = COMPILED__V1__VALUE__KIND_SYM_EXPR;
+  v->sym_expr = text;
+  return add_value(e, v, COMPILED__V1__PLACEMENT_KIND__PLACEMENT_NONE, 0, 0);
+}
+
 static int literal(pe *e, const gc_arg *a) {
+  if ((a->kind == GC_ARG_SYM_INT || a->kind == GC_ARG_SYM_FLOAT ||
+       a->kind == GC_ARG_SYM_BOOL) &&
+      a->sym.v)
+    return sym_expr_value(e, a->sym.v);
+  bool named = false;
+  for (int i = 0; a->kind == GC_ARG_SYM_INTS && i < a->n; i++)
+    named |= a->syms[i].v != NULL;
+  if (named) { /* a SymInt[] with symbolic items */
+    pb_value *v = NEW(e, pb_value, compiled__v1__value__descriptor);
+    Compiled__V1__ValueRefList *l =
+        NEW(e, Compiled__V1__ValueRefList,
+            compiled__v1__value_ref_list__descriptor);
+    if (!v || !l)
+      return -1;
+    l->n_items = (size_t)a->n;
+    l->items = gc_arena_calloc(e->a, (size_t)a->n + 1, sizeof *l->items);
+    if (!l->items) {
+      e->failed = true;
+      return -1;
+    }
+    for (int i = 0; i < a->n; i++) {
+      Compiled__V1__ValueRef *r =
+          NEW(e, Compiled__V1__ValueRef, compiled__v1__value_ref__descriptor);
+      if (!r)
+        return -1;
+      if (a->syms[i].v) {
+        r->kind_case = COMPILED__V1__VALUE_REF__KIND_VALUE;
+        r->value = sym_expr_value(e, a->syms[i].v);
+      } else {
+        r->kind_case = COMPILED__V1__VALUE_REF__KIND_INT;
+        r->int_ = a->syms[i].i;
+      }
+      l->items[i] = r;
+    }
+    v->kind_case = COMPILED__V1__VALUE__KIND_SYM_INTS;
+    v->sym_ints = l;
+    return add_value(e, v, COMPILED__V1__PLACEMENT_KIND__PLACEMENT_NONE, 0, 0);
+  }
   pb_value *v = gc_literal_value(e->a, a, e->err);
   if (!v) {
     e->failed = true;
@@ -714,7 +843,12 @@ static int code(pe *e, const gc_backend *be) {
   const char *march =
       code && be && be->target ? gc_target_march(be->target) : NULL;
   c->target = (char *)(march ? march : "");
-  m->arena_bytes = n->sched.arena_bytes;
+  if (n->sched.arena_bytes == IR_SYMBOLIC) {
+    m->arena_bytes = 0;
+    m->arena_bytes_expr = ir_sym_text(&n->ir, n->sched.sarena_bytes);
+  } else {
+    m->arena_bytes = n->sched.arena_bytes;
+  }
   s->nodes = n->stats.nodes;
   s->native = n->stats.native;
   s->extern_ = n->stats.extern_;
@@ -736,6 +870,96 @@ static int code(pe *e, const gc_backend *be) {
     return GC_ENOMEM;
   p->source_zlib.data = z;
   p->source_zlib.len = clen;
+  return 0;
+}
+
+/* ---- size symbols and guards ---- */
+
+/* Where symbol i is read from: the first input dim whose size is exactly
+ * the symbol, else a SymInt input that is. */
+static bool symbol_source(pe *e, int i, int *input, int *dim) {
+  const gc_graph *g = e->n->f->graph;
+  const gc_symbols *sy = &e->n->f->symbols;
+  for (int k = 0; k < g->ninputs; k++) {
+    const gc_arg *a = &g->inputs[k].arg;
+    if (a->kind == GC_ARG_TENSOR && a->v && a->v->kind == GC_VALUE_TENSOR) {
+      const gc_tensor_meta *m = &a->v->meta;
+      for (int d = 0; d < m->rank; d++) {
+        const gc_symexpr *t = m->sizes[d].tree;
+        if (t && t->kind == GC_SX_SYM && gc_symbols_find(sy, t->name) == i) {
+          *input = k;
+          *dim = d;
+          return true;
+        }
+      }
+    }
+  }
+  for (int k = 0; k < g->ninputs; k++) {
+    const gc_arg *a = &g->inputs[k].arg;
+    if (a->kind == GC_ARG_SYM_INT && a->sym.v && a->sym.v->sym.tree) {
+      const gc_symexpr *t = a->sym.v->sym.tree;
+      if (t->kind == GC_SX_SYM && gc_symbols_find(sy, t->name) == i) {
+        *input = k;
+        *dim = -1;
+        return true;
+      }
+    }
+  }
+  return false;
+}
+
+static int symbols_and_guards(pe *e) {
+  ir_graph *ir = &e->n->ir;
+  Compiled__V1__NativeProgram *p = e->p;
+  if (!ir->nsyms)
+    return 0;
+  p->n_symbols = (size_t)ir->nsyms;
+  p->symbols = gc_arena_calloc(e->a, (size_t)ir->nsyms + 1, sizeof *p->symbols);
+  if (!p->symbols)
+    return GC_ENOMEM;
+  for (int i = 0; i < ir->nsyms; i++) {
+    Compiled__V1__SizeSymbol *y =
+        NEW(e, Compiled__V1__SizeSymbol, compiled__v1__size_symbol__descriptor);
+    if (!y)
+      return GC_ENOMEM;
+    y->name = gc_arena_printf(e->a, "s%d", i);
+    if (!symbol_source(e, i, &y->input, &y->dim))
+      return gc_errorf(e->err, GC_EUNSUPPORTED,
+                       "native emit: symbol s%d is no input's size and no "
+                       "SymInt input: the runtime could not read it",
+                       i);
+    p->symbols[i] = y;
+  }
+  p->n_guards = (size_t)ir->nguards;
+  p->guards = gc_arena_calloc(e->a, (size_t)ir->nguards + 1, sizeof *p->guards);
+  if (!p->guards)
+    return GC_ENOMEM;
+  for (int i = 0; i < ir->nguards; i++) {
+    const ir_guard *gd = &ir->guards[i];
+    Compiled__V1__Guard *m =
+        NEW(e, Compiled__V1__Guard, compiled__v1__guard__descriptor);
+    if (!m)
+      return GC_ENOMEM;
+    const char *a = ir_sym_text(ir, gd->a), *b = ir_sym_text(ir, gd->b);
+    switch (gd->op) {
+    case IR_GUARD_EQ:
+      m->expr = gc_arena_printf(e->a, "%s == %s", a, b);
+      break;
+    case IR_GUARD_NE:
+      m->expr = gc_arena_printf(e->a, "%s != %s", a, b);
+      break;
+    case IR_GUARD_LE:
+      m->expr = gc_arena_printf(e->a, "%s <= %s", a, b);
+      break;
+    case IR_GUARD_MOD0:
+      m->expr = gc_arena_printf(e->a, "(%s) %% %s == 0", a, b);
+      break;
+    }
+    m->kind = (Compiled__V1__GuardKind)gd->kind;
+    m->text =
+        gd->text ? gc_arena_printf(e->a, "%s: %s", m->expr, gd->text) : m->expr;
+    p->guards[i] = m;
+  }
   return 0;
 }
 
@@ -764,6 +988,8 @@ int gc_native_emit(gc_native *n, const gc_backend *be, gc_error *err) {
     rc = operators(&e);
   if (!rc)
     rc = code(&e, be);
+  if (!rc)
+    rc = symbols_and_guards(&e);
   if (rc || e.failed)
     return err && err->code
                ? err->code

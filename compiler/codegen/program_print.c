@@ -127,7 +127,10 @@ static void placement(tb *t, const Compiled__V1__Placement *p) {
     putf(t, "input %d", p->index);
     break;
   case COMPILED__V1__PLACEMENT_KIND__PLACEMENT_ARENA:
-    putf(t, "arena +%" PRId64, p->offset);
+    if (p->offset_expr && *p->offset_expr)
+      putf(t, "arena +(%s)", p->offset_expr);
+    else
+      putf(t, "arena +%" PRId64, p->offset);
     break;
   case COMPILED__V1__PLACEMENT_KIND__PLACEMENT_OUTPUT:
     putf(t, "output (allocated per call)");
@@ -136,7 +139,10 @@ static void placement(tb *t, const Compiled__V1__Placement *p) {
     putf(t, "result of a call");
     break;
   case COMPILED__V1__PLACEMENT_KIND__PLACEMENT_VIEW:
-    putf(t, "view of v%d +%" PRId64, p->index, p->offset);
+    if (p->offset_expr && *p->offset_expr)
+      putf(t, "view of v%d +(%s)", p->index, p->offset_expr);
+    else
+      putf(t, "view of v%d +%" PRId64, p->index, p->offset);
     break;
   case COMPILED__V1__PLACEMENT_KIND__PLACEMENT_LOCAL:
     putf(t, "local");
@@ -149,12 +155,27 @@ static void placement(tb *t, const Compiled__V1__Placement *p) {
 char *gc_native_program_str(gc_arena *a, const Compiled__V1__NativeProgram *p) {
   tb t = {.a = a};
   const Compiled__V1__NativeCode *c = p->code;
-  putf(&t,
-       "# native program: %zu segments, %d kernels, arena %" PRId64
-       " bytes, target %s\n",
-       c ? c->n_entry_symbols : 0, p->summary ? p->summary->kernels : 0,
-       p->memory_plan ? p->memory_plan->arena_bytes : 0,
+  const Compiled__V1__MemoryPlan *m = p->memory_plan;
+  putf(&t, "# native program: %zu segments, %d kernels, arena ",
+       c ? c->n_entry_symbols : 0, p->summary ? p->summary->kernels : 0);
+  if (m && m->arena_bytes_expr && *m->arena_bytes_expr)
+    putf(&t, "(%s)", m->arena_bytes_expr);
+  else
+    putf(&t, "%" PRId64, m ? m->arena_bytes : 0);
+  putf(&t, " bytes, target %s\n",
        c && c->target && *c->target ? c->target : "(host)");
+  /* size symbols and the guards the code relies on */
+  for (size_t i = 0; i < p->n_symbols; i++)
+    if (p->symbols[i]->dim >= 0)
+      putf(&t, "# symbol %s = input %d .size(%d)\n", p->symbols[i]->name,
+           p->symbols[i]->input, p->symbols[i]->dim);
+    else
+      putf(&t, "# symbol %s = input %d\n", p->symbols[i]->name,
+           p->symbols[i]->input);
+  for (size_t i = 0; i < p->n_guards; i++)
+    putf(&t, "# guard %s\n",
+         p->guards[i]->text && *p->guards[i]->text ? p->guards[i]->text
+                                                   : p->guards[i]->expr);
   putf(&t, "# inputs ");
   ints(&t, p->inputs, p->n_inputs, "v");
   putf(&t, "; pointer table p[0] = arena");

@@ -104,6 +104,93 @@ void ir_contiguous_strides(int rank, const int64_t *sizes, int64_t *strides) {
   }
 }
 
+gc_sym **ir_syms_of(ir_graph *ir, int n, const int64_t *v) {
+  gc_sym **e = gc_arena_calloc(ir->a, (size_t)n + 1, sizeof *e);
+  if (!e) {
+    ir->oom = true;
+    return NULL;
+  }
+  for (int i = 0; i < n; i++)
+    if (!(e[i] = gc_sym_const(&ir->sym, v[i]))) {
+      ir->oom = true;
+      return NULL;
+    }
+  return e;
+}
+
+void ir_ints_of(int n, gc_sym *const *e, int64_t *v) {
+  for (int i = 0; i < n; i++)
+    if (!gc_sym_const_of(e[i], &v[i]))
+      v[i] = IR_SYMBOLIC;
+}
+
+bool ir_any_symbolic(const ir_graph *ir, int n, gc_sym *const *e) {
+  for (int i = 0; i < n; i++)
+    if (e[i] && e[i]->kind != GC_SYM_CONST && gc_sym_symbolic(&ir->sym, e[i]))
+      return true;
+  return false;
+}
+
+/* numel and span of a symbolic layout */
+static void sym_extent(ir_graph *ir, ir_buf *b) {
+  gc_symctx *s = &ir->sym;
+  gc_sym *numel = gc_sym_const(s, 1), *span = gc_sym_const(s, 1);
+  for (int i = 0; i < b->rank; i++) {
+    numel = gc_sym_mul(s, numel, b->ssizes[i]);
+    span = gc_sym_add(
+        s, span,
+        gc_sym_mul(s, gc_sym_addc(s, b->ssizes[i], -1), b->sstrides[i]));
+  }
+  /* a tensor without elements spans nothing; with sizes of at least 1 the
+   * formula holds (a dense layout's is its numel) */
+  if (span && span->lo < 0)
+    span = gc_sym_max(s, span, gc_sym_const(s, 0));
+  b->snumel = numel;
+  b->sspan = span;
+  if (!numel || !span)
+    ir->oom = true;
+}
+
+ir_buf *ir_buf_new_s(ir_graph *ir, ir_buf_kind kind, gc_dtype dtype, int rank,
+                     gc_sym *const *sizes, gc_sym *const *strides) {
+  int64_t sz[IR_MAX_RANK + 1], st[IR_MAX_RANK + 1];
+  gc_sym *sst[IR_MAX_RANK + 1];
+  if (rank > IR_MAX_RANK)
+    return NULL;
+  if (strides)
+    memcpy(sst, strides, (size_t)rank * sizeof *sst);
+  else
+    ir_contiguous_sstrides(ir, rank, sizes, sst);
+  ir_ints_of(rank, sizes, sz);
+  ir_ints_of(rank, sst, st);
+  bool sym = ir_any_symbolic(ir, rank, sizes) || ir_any_symbolic(ir, rank, sst);
+  if (!sym) /* constants: the static buffer */
+    return ir_buf_new(ir, kind, dtype, rank, sz, st);
+  ir_buf *b = ir_buf_new(ir, kind, dtype, rank, sz, st);
+  if (!b)
+    return NULL;
+  b->symbolic = true;
+  memcpy(b->ssizes, sizes, (size_t)rank * sizeof *sizes);
+  memcpy(b->sstrides, sst, (size_t)rank * sizeof *sst);
+  sym_extent(ir, b);
+  b->numel = b->span = IR_SYMBOLIC;
+  return b;
+}
+
+void ir_contiguous_sstrides(ir_graph *ir, int rank, gc_sym *const *sizes,
+                            gc_sym **strides) {
+  gc_symctx *s = &ir->sym;
+  gc_sym *st = gc_sym_const(s, 1);
+  for (int i = rank - 1; i >= 0; i--) {
+    strides[i] = st;
+    int64_t v;
+    if (gc_sym_const_of(sizes[i], &v))
+      st = gc_sym_scale(s, st, v > 1 ? v : 1);
+    else
+      st = gc_sym_mul(s, st, sizes[i]);
+  }
+}
+
 ir_buf *ir_buf_new(ir_graph *ir, ir_buf_kind kind, gc_dtype dtype, int rank,
                    const int64_t *sizes, const int64_t *strides) {
   ir_buf *b = gc_arena_zalloc(ir->a, sizeof *b);
@@ -133,6 +220,13 @@ ir_buf *ir_buf_new(ir_graph *ir, ir_buf_kind kind, gc_dtype dtype, int rank,
   if (b->numel == 0)
     b->span = 0;
   b->first = b->last = -1;
+  if (!(b->ssizes = ir_syms_of(ir, rank, b->sizes)) ||
+      !(b->sstrides = ir_syms_of(ir, rank, b->strides)) ||
+      !(b->snumel = gc_sym_const(&ir->sym, b->numel)) ||
+      !(b->sspan = gc_sym_const(&ir->sym, b->span))) {
+    ir->oom = true;
+    return NULL;
+  }
   if (!push(ir->a, (void ***)&ir->bufs, &ir->nbufs, &ir->capbufs, b)) {
     ir->oom = true;
     return NULL;
@@ -740,6 +834,8 @@ static ir_tensor *tensor_new(ir_graph *ir, ir_tensor_kind kind, gc_dtype dt,
   t->rank = rank;
   if (rank)
     memcpy(t->sizes, sizes, (size_t)rank * 8);
+  if (!(t->ssizes = ir_syms_of(ir, rank, t->sizes)))
+    return NULL;
   return t;
 }
 
@@ -757,11 +853,43 @@ ir_tensor *ir_tensor_strided(ir_graph *ir, ir_buf *b, int rank,
   if (rank)
     memcpy(t->strides, strides, (size_t)rank * 8);
   t->offset = offset;
+  if (!(t->sstrides = ir_syms_of(ir, rank, t->strides)) ||
+      !(t->soffset = gc_sym_const(&ir->sym, offset))) {
+    ir->oom = true;
+    return NULL;
+  }
+  return t;
+}
+
+ir_tensor *ir_tensor_strided_s(ir_graph *ir, ir_buf *b, int rank,
+                               gc_sym *const *sizes, gc_sym *const *strides,
+                               gc_sym *offset) {
+  int64_t sz[IR_MAX_RANK + 1], st[IR_MAX_RANK + 1], off;
+  if (!b || !offset || rank > IR_MAX_RANK)
+    return NULL;
+  ir_ints_of(rank, sizes, sz);
+  ir_ints_of(rank, strides, st);
+  if (!gc_sym_const_of(offset, &off))
+    off = IR_SYMBOLIC;
+  ir_tensor *t = ir_tensor_strided(ir, b, rank, sz, st, off);
+  if (!t)
+    return NULL;
+  memcpy(t->ssizes, sizes, (size_t)rank * sizeof *sizes);
+  memcpy(t->sstrides, strides, (size_t)rank * sizeof *strides);
+  t->soffset = offset;
   return t;
 }
 
 ir_tensor *ir_tensor_of_buf(ir_graph *ir, ir_buf *b) {
+  if (b && b->symbolic)
+    return ir_tensor_strided_s(ir, b, b->rank, b->ssizes, b->sstrides,
+                               gc_sym_const(&ir->sym, 0));
   return b ? ir_tensor_strided(ir, b, b->rank, b->sizes, b->strides, 0) : NULL;
+}
+
+/* Stride i of a strided tensor as an expression. */
+static gc_sym *tstride(ir_graph *ir, const ir_tensor *t, int i) {
+  return t->sstrides ? t->sstrides[i] : gc_sym_const(&ir->sym, t->strides[i]);
 }
 
 ir_expr *ir_tensor_load(ir_graph *ir, ir_tensor *t, gc_sym *const *idx) {
@@ -772,15 +900,14 @@ ir_expr *ir_tensor_load(ir_graph *ir, ir_tensor *t, gc_sym *const *idx) {
     /* a realized computation: read its buffer (contiguous per its layout) */
     gc_sym *off = gc_sym_const(s, 0);
     for (int i = 0; i < t->rank; i++)
-      off =
-          gc_sym_add(s, off, gc_sym_scale(s, idx[i], t->realized->strides[i]));
+      off = gc_sym_add(s, off, gc_sym_mul(s, idx[i], t->realized->sstrides[i]));
     return ir_load(ir, t->realized, off);
   }
   switch (t->kind) {
   case IR_T_BUF: {
-    gc_sym *off = gc_sym_const(s, t->offset);
+    gc_sym *off = t->soffset ? t->soffset : gc_sym_const(s, t->offset);
     for (int i = 0; i < t->rank; i++)
-      off = gc_sym_add(s, off, gc_sym_scale(s, idx[i], t->strides[i]));
+      off = gc_sym_add(s, off, gc_sym_mul(s, idx[i], tstride(ir, t, i)));
     return ir_load(ir, t->buf, off);
   }
   case IR_T_LOOP: {
@@ -822,15 +949,69 @@ ir_expr *ir_tensor_load(ir_graph *ir, ir_tensor *t, gc_sym *const *idx) {
   return NULL;
 }
 
+/* A view of a symbolic tensor: strides and offset read off the index of a
+ * load at fresh variables, with coefficients of constants and size
+ * symbols. */
+static bool as_strided_sym(ir_graph *ir, ir_tensor *t, ir_view *v) {
+  gc_symctx *s = &ir->sym;
+  int r = t->rank;
+  gc_sym **idx = gc_arena_calloc(ir->a, (size_t)r + 1, sizeof *idx);
+  gc_sym **st = gc_arena_calloc(ir->a, (size_t)r + 1, sizeof *st);
+  int64_t *ist = gc_arena_calloc(ir->a, (size_t)r + 1, 8);
+  if (!idx || !st || !ist)
+    return false;
+  gc_symmap zero = {0};
+  for (int i = 0; i < r; i++) {
+    char name[32];
+    snprintf(name, sizeof name, "v%d", s->nvars);
+    if (!(idx[i] = gc_sym_loopvar(s, name, t->ssizes[i])) ||
+        !gc_symmap_set(s, &zero, idx[i]->var, gc_sym_const(s, 0)))
+      return false;
+  }
+  ir_expr *e = ir_tensor_load(ir, t, idx);
+  if (!e || e->op != IR_LOAD)
+    return false;
+  gc_sym *ix = e->load.index;
+  gc_sym *rest = ix;
+  for (int i = 0; i < r; i++) {
+    if (!gc_sym_coef(s, ix, idx[i]->var, &st[i]))
+      return false;
+    rest = gc_sym_sub(s, rest, gc_sym_mul(s, idx[i], st[i]));
+  }
+  /* nothing but our variables times their coefficients may vary */
+  gc_sym *off = gc_sym_subst(s, ix, &zero);
+  if (!rest || !off || rest != off)
+    return false;
+  for (int i = 0; i < r; i++) /* size-1 dims: any stride; keep 0 off */
+    if (gc_sym_is_const(t->ssizes[i], 1) || gc_sym_is_const(t->ssizes[i], 0))
+      if (st[i]->hi < 0)
+        st[i] = gc_sym_const(s, 0);
+  ir_ints_of(r, st, ist);
+  v->buf = e->load.buf;
+  v->rank = r;
+  v->sizes = t->sizes;
+  v->strides = ist;
+  v->ssizes = t->ssizes;
+  v->sstrides = st;
+  v->soffset = off;
+  if (!gc_sym_const_of(off, &v->offset))
+    v->offset = IR_SYMBOLIC;
+  return true;
+}
+
 bool ir_tensor_as_strided(ir_graph *ir, ir_tensor *t, ir_view *v) {
   if (!t)
     return false;
+  memset(v, 0, sizeof *v);
   if (t->kind == IR_T_BUF) {
     v->buf = t->buf;
     v->rank = t->rank;
     v->sizes = t->sizes;
     v->strides = t->strides;
     v->offset = t->offset;
+    v->ssizes = t->ssizes;
+    v->sstrides = t->sstrides;
+    v->soffset = t->soffset;
     return true;
   }
   if (t->realized && t->kind == IR_T_LOOP) {
@@ -839,8 +1020,13 @@ bool ir_tensor_as_strided(ir_graph *ir, ir_tensor *t, ir_view *v) {
     v->sizes = t->sizes;
     v->strides = t->realized->strides;
     v->offset = 0;
+    v->ssizes = t->ssizes;
+    v->sstrides = t->realized->sstrides;
+    v->soffset = gc_sym_const(&ir->sym, 0);
     return true;
   }
+  if (ir->nsyms) /* a graph with size symbols: strides may be symbolic */
+    return as_strided_sym(ir, t, v);
   /* a view: load with fresh variables and read the strides off the index */
   gc_symctx *s = &ir->sym;
   gc_sym **idx = gc_arena_calloc(ir->a, (size_t)t->rank + 1, sizeof *idx);
@@ -880,7 +1066,19 @@ bool ir_tensor_as_strided(ir_graph *ir, ir_tensor *t, ir_view *v) {
   for (int i = 0; i < t->rank; i++) /* size-1 dims: any stride; keep 0 off */
     if (t->sizes[i] <= 1 && st[i] < 0)
       st[i] = 0;
+  ir_view_sym(ir, v);
   return true;
+}
+
+void ir_view_sym(ir_graph *ir, ir_view *v) {
+  if (!v->ssizes)
+    v->ssizes = ir_syms_of(ir, v->rank, v->sizes);
+  if (!v->sstrides)
+    v->sstrides = ir_syms_of(ir, v->rank, v->strides);
+  if (!v->soffset)
+    v->soffset = gc_sym_const(&ir->sym, v->offset);
+  if (!v->soffset)
+    ir->oom = true;
 }
 
 /* ---- verifier ---- */
@@ -921,11 +1119,13 @@ static bool own_var(const ir_node *n, int var) {
   return false;
 }
 
-static bool only_own_vars(const ir_node *n, const gc_sym *e) {
+/* size symbols are everyone's */
+static bool only_own_vars(const ir_graph *ir, const ir_node *n,
+                          const gc_sym *e) {
   if (e->kind == GC_SYM_VAR)
-    return own_var(n, e->var);
+    return own_var(n, e->var) || ir->sym.vars[e->var].size;
   for (int i = 0; i < e->n; i++)
-    if (!only_own_vars(n, e->ops[i]))
+    if (!only_own_vars(ir, n, e->ops[i]))
       return false;
   return true;
 }
@@ -936,12 +1136,27 @@ static bool node_iterates(const ir_node *n) {
   if (!n)
     return false;
   for (int i = 0; i < n->rank; i++)
-    if (n->ranges[i] <= 0)
+    if (n->ranges[i] <= 0 && n->ranges[i] != IR_SYMBOLIC)
       return false;
   for (int i = 0; i < n->rrank; i++)
-    if (n->rranges[i] <= 0)
+    if (n->rranges[i] <= 0 && n->rranges[i] != IR_SYMBOLIC)
       return false;
   return true;
+}
+
+/* A load of buffer b at index ix (gathers have static tables only) inside
+ * the symbolic buffer's span at every size: the index never negative, its
+ * largest value (each loop index at the end of its extent,
+ * gc_sym_upper) provably below the span, or the numeric range inside a
+ * static span. */
+static bool sym_load_inside(vctx *v, const ir_buf *b, const gc_sym *ix) {
+  gc_symctx *s = (gc_symctx *)&v->ir->sym;
+  if (ix->lo < 0)
+    return false;
+  if (!b->symbolic && ix->hi < b->span)
+    return true;
+  gc_sym *up = gc_sym_upper(s, (gc_sym *)ix);
+  return up && b->sspan && gc_sym_le(s, gc_sym_addc(s, up, 1), b->sspan);
 }
 
 static void vexpr1(vctx *v, const ir_expr *e) {
@@ -958,22 +1173,37 @@ static void vexpr1(vctx *v, const ir_expr *e) {
       else if (e->args[0]->dtype != GC_DTYPE_INT64)
         vfail(v, "gather index must be int64");
     }
+    bool sym =
+        b->symbolic || (v->ir->nsyms && gc_sym_symbolic(&v->ir->sym, ix));
     if (b->id < 0 || b->id >= v->ir->nbufs || v->ir->bufs[b->id] != b)
       vfail(v, "load from an unknown buffer");
+    else if (sym && e->op == IR_GATHER)
+      vfail(v, "gather of buf%d with symbolic sizes", b->id);
+    else if (sym && !sym_load_inside(v, b, ix))
+      vfail(v, "load of buf%d at %s: not provably inside [0, %s) at every size",
+            b->id, gc_sym_str((gc_symctx *)&v->ir->sym, ix),
+            gc_sym_str((gc_symctx *)&v->ir->sym, b->sspan));
+    else if (sym && !only_own_vars(v->ir, v->n, ix))
+      vfail(v, "load of buf%d uses a variable of another loop", b->id);
+    else if (sym && b->kind != IR_BUF_INPUT && v->defined_at[b->id] >= v->n->id)
+      vfail(v, "reads buf%d before node %d writes it", b->id,
+            v->defined_at[b->id]);
+    else if (sym)
+      ;
     else if (b->numel == 0 && node_iterates(v->n))
       vfail(v, "load of buf%d, which has no element, in a loop that runs",
             b->id);
     else if (b->numel > 0 && (lo < 0 || hi >= b->span))
       vfail(v, "load of buf%d at index range [%lld, %lld] outside [0, %lld)",
             b->id, (long long)lo, (long long)hi, (long long)b->span);
-    else if (!only_own_vars(v->n, ix))
+    else if (!only_own_vars(v->ir, v->n, ix))
       vfail(v, "load of buf%d uses a variable of another loop", b->id);
     else if (b->kind != IR_BUF_INPUT && v->defined_at[b->id] >= v->n->id)
       vfail(v, "reads buf%d before node %d writes it", b->id,
             v->defined_at[b->id]);
     return;
   }
-  if (e->op == IR_INDEX && !only_own_vars(v->n, e->index)) {
+  if (e->op == IR_INDEX && !only_own_vars(v->ir, v->n, e->index)) {
     vfail(v, "index uses a variable of another loop");
     return;
   }
@@ -1143,9 +1373,13 @@ static void vnode(vctx *v, const ir_node *n) {
       return;
     }
     for (int i = 0; i < n->rank; i++)
-      if (n->ranges[i] != n->out->sizes[i])
-        vfail(v, "range %d is %lld, the buffer's size %lld", i,
-              (long long)n->ranges[i], (long long)n->out->sizes[i]);
+      if (n->sranges ? n->sranges[i] != n->out->ssizes[i]
+                     : n->ranges[i] != n->out->sizes[i])
+        vfail(v, "range %d is %s, the buffer's size %s", i,
+              n->sranges
+                  ? gc_sym_str((gc_symctx *)&v->ir->sym, n->sranges[i])
+                  : gc_arena_printf(v->ir->a, "%lld", (long long)n->ranges[i]),
+              gc_sym_str((gc_symctx *)&v->ir->sym, n->out->ssizes[i]));
     if (!n->body)
       vfail(v, "no body");
     vexpr(v, n->body);
@@ -1247,6 +1481,11 @@ int ir_verify(const ir_graph *ir, gc_error *err) {
   for (int i = 0; i < ir->nbufs && !v.rc; i++) {
     const ir_buf *b = ir->bufs[i];
     int64_t size = gc_dtype_size(b->dtype), cap = IR_MAX_BUF_BYTES;
+    if (b->symbolic) { /* bounded by a guard (gc_lower) */
+      if (!b->sspan || !b->snumel || !b->ssizes || !b->sstrides)
+        vfail(&v, "buf%d is symbolic without expressions", b->id);
+      continue;
+    }
     if (b->span < 0 || b->numel < 0 ||
         (size > 0 && (b->span > cap / size || b->numel > cap / size)))
       vfail(&v, "buf%d has more than the %lld bytes a buffer may have", b->id,
@@ -1467,13 +1706,20 @@ static const char *kind_name(ir_buf_kind k) {
   return "?";
 }
 
-static void pbufdecl(pbuf *p, const ir_buf *b) {
+/* A size of a buffer or loop as text: its value, or its expression. */
+static const char *psize(ir_graph *ir, int64_t v, const gc_sym *e) {
+  if (v != IR_SYMBOLIC || !e)
+    return gc_arena_printf(ir->a, "%lld", (long long)v);
+  return ir_sym_text(ir, e);
+}
+
+static void pbufdecl(ir_graph *ir, pbuf *p, const ir_buf *b) {
   pf(p, "buf%d: %s[", b->id, short_dtype(b->dtype));
   for (int i = 0; i < b->rank; i++)
-    pf(p, "%s%lld", i ? ", " : "", (long long)b->sizes[i]);
+    pf(p, "%s%s", i ? ", " : "", psize(ir, b->sizes[i], b->ssizes[i]));
   pf(p, "] strides [");
   for (int i = 0; i < b->rank; i++)
-    pf(p, "%s%lld", i ? ", " : "", (long long)b->strides[i]);
+    pf(p, "%s%s", i ? ", " : "", psize(ir, b->strides[i], b->sstrides[i]));
   pf(p, "] %s", kind_name(b->kind));
   if (b->kind == IR_BUF_INPUT || b->kind == IR_BUF_OUTPUT)
     pf(p, " %d", b->index);
@@ -1486,17 +1732,193 @@ static void pbufdecl(pbuf *p, const ir_buf *b) {
 }
 
 static void pvars(ir_graph *ir, pbuf *p, gc_sym **vars, const int64_t *r,
-                  int n) {
+                  gc_sym *const *sr, int n) {
   for (int i = 0; i < n; i++)
-    pf(p, "%s%s<%lld", i ? ", " : "", gc_sym_str(&ir->sym, vars[i]),
-       (long long)r[i]);
+    pf(p, "%s%s<%s", i ? ", " : "", gc_sym_str(&ir->sym, vars[i]),
+       psize(ir, r[i], sr ? sr[i] : NULL));
+}
+
+static double probe(const ir_graph *ir, const gc_sym *e, int depth) {
+  double r;
+  if (depth > 64)
+    return 0;
+  switch (e->kind) {
+  case GC_SYM_CONST:
+    return (double)e->c;
+  case GC_SYM_VAR:
+    return ir->sym.vars[e->var].size ? 1021 : 0;
+  case GC_SYM_ADD:
+    r = (double)e->c;
+    for (int i = 0; i < e->n; i++)
+      r += (double)e->coefs[i] * probe(ir, e->ops[i], depth + 1);
+    return r;
+  case GC_SYM_MUL:
+    r = 1;
+    for (int i = 0; i < e->n; i++)
+      r *= probe(ir, e->ops[i], depth + 1);
+    return r;
+  case GC_SYM_FLOORDIV:
+    return floor(probe(ir, e->ops[0], depth + 1) / (double)e->c);
+  case GC_SYM_MOD:
+    return fmod(probe(ir, e->ops[0], depth + 1), (double)e->c);
+  case GC_SYM_MIN:
+  case GC_SYM_MAX: {
+    double a = probe(ir, e->ops[0], depth + 1),
+           b = probe(ir, e->ops[1], depth + 1);
+    return (e->kind == GC_SYM_MIN) == (a < b) ? a : b;
+  }
+  }
+  return 0;
+}
+
+double ir_probe(const ir_graph *ir, const gc_sym *e) {
+  return e ? probe(ir, e, 0) : 0;
+}
+
+/* ---- guards and expressions as the artifact states them ---- */
+
+static void stext(const gc_symctx *s, const gc_sym *e, pbuf *p, int depth) {
+  if (depth > 256) {
+    pf(p, "0");
+    return;
+  }
+  switch (e->kind) {
+  case GC_SYM_CONST:
+    pf(p, "%lld", (long long)e->c);
+    return;
+  case GC_SYM_VAR:
+    pf(p, "%s", s->vars[e->var].name);
+    return;
+  case GC_SYM_ADD: {
+    bool first = true;
+    for (int i = 0; i < e->n; i++) {
+      int64_t k = e->coefs[i];
+      pf(p, "%s", first ? (k < 0 ? "-" : "") : (k < 0 ? " - " : " + "));
+      if (k != 1 && k != -1)
+        pf(p, "%lld*", (long long)(k < 0 ? -k : k));
+      bool paren = e->ops[i]->kind == GC_SYM_ADD;
+      pf(p, "%s", paren ? "(" : "");
+      stext(s, e->ops[i], p, depth + 1);
+      pf(p, "%s", paren ? ")" : "");
+      first = false;
+    }
+    if (e->c)
+      pf(p, " %s %lld", e->c < 0 ? "-" : "+",
+         (long long)(e->c < 0 ? -e->c : e->c));
+    return;
+  }
+  case GC_SYM_MUL:
+    for (int i = 0; i < e->n; i++) {
+      bool paren = e->ops[i]->kind == GC_SYM_ADD;
+      pf(p, "%s%s", i ? "*" : "", paren ? "(" : "");
+      stext(s, e->ops[i], p, depth + 1);
+      pf(p, "%s", paren ? ")" : "");
+    }
+    return;
+  case GC_SYM_FLOORDIV:
+  case GC_SYM_MOD:
+    pf(p, "(");
+    stext(s, e->ops[0], p, depth + 1);
+    pf(p, ") %s %lld", e->kind == GC_SYM_FLOORDIV ? "//" : "%",
+       (long long)e->c);
+    return;
+  case GC_SYM_MIN:
+  case GC_SYM_MAX:
+    pf(p, "%s(", e->kind == GC_SYM_MIN ? "min" : "max");
+    stext(s, e->ops[0], p, depth + 1);
+    pf(p, ", ");
+    stext(s, e->ops[1], p, depth + 1);
+    pf(p, ")");
+    return;
+  }
+}
+
+char *ir_sym_text(ir_graph *ir, const gc_sym *e) {
+  pbuf p = {.a = ir->a};
+  if (!e)
+    return gc_arena_strdup(ir->a, "?");
+  stext(&ir->sym, e, &p, 0);
+  return p.s ? p.s : gc_arena_strdup(ir->a, "");
+}
+
+bool ir_guard_add(ir_graph *ir, ir_guard_op op, gc_sym *a, gc_sym *b,
+                  ir_guard_kind kind, const char *text) {
+  gc_symctx *s = &ir->sym;
+  if (!a || !b)
+    return false;
+  switch (op) { /* facts the ranges prove need no check */
+  case IR_GUARD_EQ:
+    if (a == b)
+      return true;
+    break;
+  case IR_GUARD_NE: {
+    gc_sym *d = gc_sym_sub(s, a, b);
+    if (d && (d->lo > 0 || d->hi < 0))
+      return true;
+    break;
+  }
+  case IR_GUARD_LE:
+    if (gc_sym_le(s, a, b))
+      return true;
+    break;
+  case IR_GUARD_MOD0: {
+    int64_t m;
+    if (!gc_sym_const_of(b, &m) || m <= 0)
+      return false;
+    if (gc_sym_is_const(gc_sym_mod(s, a, m), 0))
+      return true;
+    break;
+  }
+  }
+  for (int i = 0; i < ir->nguards; i++) {
+    ir_guard *g = &ir->guards[i];
+    if (g->op == op && g->a == a && g->b == b)
+      return true;
+    /* bounds by one constant: the largest left side is the guard */
+    if (op == IR_GUARD_LE && g->op == IR_GUARD_LE && g->b == b &&
+        b->kind == GC_SYM_CONST) {
+      if (gc_sym_le(s, a, g->a))
+        return true;
+      if (gc_sym_le(s, g->a, a)) {
+        *g = (ir_guard){op, a, b, kind,
+                        text ? gc_arena_strdup(ir->a, text) : NULL};
+        return true;
+      }
+    }
+  }
+  if (ir->nguards == ir->capguards) {
+    int cap = ir->capguards ? 2 * ir->capguards : 16;
+    ir_guard *g = gc_arena_calloc(ir->a, (size_t)cap, sizeof *g);
+    if (!g) {
+      ir->oom = true;
+      return false;
+    }
+    if (ir->nguards)
+      memcpy(g, ir->guards, (size_t)ir->nguards * sizeof *g);
+    ir->guards = g;
+    ir->capguards = cap;
+  }
+  ir->guards[ir->nguards++] =
+      (ir_guard){op, a, b, kind, text ? gc_arena_strdup(ir->a, text) : NULL};
+  /* c <= s: what follows may rely on it (the verifier proves that the
+   * load of x[-1], at s*k - k, is never below 0 when s >= 1) */
+  int64_t c, lo;
+  if (op == IR_GUARD_LE && gc_sym_const_of(a, &c)) {
+    if (b->kind == GC_SYM_VAR)
+      gc_sym_narrow(s, b, c);
+    else if (b->kind == GC_SYM_ADD && b->n == 1 && b->coefs[0] == 1 &&
+             b->ops[0]->kind == GC_SYM_VAR &&
+             !__builtin_sub_overflow(c, b->c, &lo)) /* c <= s + k */
+      gc_sym_narrow(s, b->ops[0], lo);
+  }
+  return true;
 }
 
 char *ir_print(ir_graph *ir) {
   pbuf p = {.a = ir->a};
   for (int i = 0; i < ir->nbufs; i++)
     if (ir->bufs[i]->kind == IR_BUF_INPUT) {
-      pbufdecl(&p, ir->bufs[i]);
+      pbufdecl(ir, &p, ir->bufs[i]);
       pf(&p, "\n");
     }
   for (int i = 0; i < ir->nnodes; i++) {
@@ -1514,21 +1936,21 @@ char *ir_print(ir_graph *ir) {
     case IR_POINTWISE:
     case IR_REDUCTION:
       pf(&p, "  ");
-      pbufdecl(&p, n->out);
+      pbufdecl(ir, &p, n->out);
       pf(&p, "\n  %s over [", n->kind == IR_POINTWISE ? "pointwise" : "reduce");
-      pvars(ir, &p, n->vars, n->ranges, n->rank);
+      pvars(ir, &p, n->vars, n->ranges, n->sranges, n->rank);
       pf(&p, "]");
       if (n->kind == IR_REDUCTION) {
         pf(&p, " %s over [", ir_reduction_name(n->red));
-        pvars(ir, &p, n->rvars, n->rranges, n->rrank);
+        pvars(ir, &p, n->rvars, n->rranges, n->srranges, n->rrank);
         pf(&p, "]");
         if (n->out2) {
           pf(&p, "\n  also ");
-          pbufdecl(&p, n->out2);
+          pbufdecl(ir, &p, n->out2);
         }
         if (n->out3) {
           pf(&p, "\n  also ");
-          pbufdecl(&p, n->out3);
+          pbufdecl(ir, &p, n->out3);
         }
       }
       pf(&p, "\n  = ");
@@ -1561,12 +1983,12 @@ char *ir_print(ir_graph *ir) {
       for (int k = 0; k < n->nresults; k++)
         if (n->results[k]) {
           pf(&p, "  -> ");
-          pbufdecl(&p, n->results[k]);
+          pbufdecl(ir, &p, n->results[k]);
           pf(&p, "\n");
         }
       if (n->out) {
         pf(&p, "  -> ");
-        pbufdecl(&p, n->out);
+        pbufdecl(ir, &p, n->out);
         pf(&p, " (out=)\n");
       }
       break;

@@ -212,7 +212,21 @@ struct ir_buf {
                            buffer, or one sharing in turn); NULL: its own
                            memory */
   bool shared;          /* its memory also holds another buffer */
+  /* Sizes as expressions (docs/dynamic-shapes.md): always set, constants
+   * for a static buffer. A symbolic buffer (a size or stride uses a size
+   * symbol) holds IR_SYMBOLIC in the int64 fields where they are not
+   * constants: code that has not learned symbols must not read them
+   * (lowering rules run on symbolic values only when listed in lower.c's
+   * symbolic_rules). */
+  gc_sym **ssizes, **sstrides;
+  gc_sym *snumel, *sspan;
+  bool symbolic;
+  gc_sym *sarena_offset; /* a symbolic plan's offset (bytes) */
 };
+
+/* An int64 size, stride or offset field whose value is symbolic: see the
+ * expression field beside it. */
+#define IR_SYMBOLIC ((int64_t)-1)
 
 /* The buffer whose memory b lives in (b itself unless computed in place). */
 ir_buf *ir_buf_storage(ir_buf *b);
@@ -303,8 +317,11 @@ typedef struct ir_interp {
 typedef struct ir_view {
   ir_buf *buf;
   int rank;
-  int64_t *sizes, *strides; /* in elements */
-  int64_t offset;           /* from the buffer's first element */
+  int64_t *sizes, *strides;    /* in elements */
+  int64_t offset;              /* from the buffer's first element */
+  gc_sym **ssizes, **sstrides; /* the same as expressions (NULL: static,
+                                  see ir_view_sym) */
+  gc_sym *soffset;
 } ir_view;
 
 struct ir_node {
@@ -320,6 +337,7 @@ struct ir_node {
   int rrank;
   int64_t *rranges;
   gc_sym **rvars;
+  gc_sym **sranges, **srranges; /* ranges as expressions (always set) */
   ir_reduction red;
   ir_buf *out2, *out3; /* REDUCTION: argmax/argmin's value buffer is `out`
                           and the index `out2`; WELFORD: mean `out`, m2
@@ -401,7 +419,34 @@ struct ir_tensor {
                             for internal tensors): eager's layout */
   int uses;              /* times a consumer loaded it (lowering counts) */
   ir_buf *realized;      /* set once realized: later loads read the buffer */
+  gc_sym **ssizes;       /* sizes as expressions (always set) */
+  gc_sym **sstrides;     /* IR_T_BUF: strides as expressions */
+  gc_sym *soffset;       /* IR_T_BUF: offset as an expression */
 };
+
+/* A guard: a fact about the size symbols the generated code relies on,
+ * which the runtime checks on every call (docs/dynamic-shapes.md). */
+typedef enum ir_guard_op {
+  IR_GUARD_EQ,   /* a == b */
+  IR_GUARD_NE,   /* a != b */
+  IR_GUARD_LE,   /* a <= b */
+  IR_GUARD_MOD0, /* a % b == 0 (b a positive constant) */
+} ir_guard_op;
+
+typedef enum ir_guard_kind { /* artifact.proto GuardKind */
+                             IR_GUARD_INPUT = 1,
+                             IR_GUARD_BROADCAST = 2,
+                             IR_GUARD_DIVISIBLE = 3,
+                             IR_GUARD_BOUND = 4,
+                             IR_GUARD_RANGE = 5,
+} ir_guard_kind;
+
+typedef struct ir_guard {
+  ir_guard_op op;
+  gc_sym *a, *b;
+  ir_guard_kind kind;
+  const char *text; /* for people: names inputs and dims */
+} ir_guard;
 
 /* Everything of one compile's back half. */
 typedef struct ir_graph {
@@ -434,6 +479,12 @@ typedef struct ir_graph {
   bool fma;          /* the target has FMA: ATen runs its AVX2 or AVX-512
                         kernels, whose host arithmetic is contracted into
                         multiply-adds (lower/upsample.c) */
+  /* size symbols (docs/dynamic-shapes.md): syms[i] is "s<i>", the key's
+   * symbol i; none in a static graph */
+  gc_sym **syms;
+  int nsyms;
+  ir_guard *guards; /* what the code assumes about them */
+  int nguards, capguards;
 } ir_graph;
 
 int ir_graph_init(ir_graph *ir, gc_arena *a, const gc_graph *g);
@@ -447,6 +498,42 @@ int ir_node_append(ir_graph *ir, ir_node *n);
 
 /* Contiguous (row-major) strides of `sizes`. */
 void ir_contiguous_strides(int rank, const int64_t *sizes, int64_t *strides);
+
+/* ---- symbolic sizes (docs/dynamic-shapes.md) ---- */
+
+/* A buffer whose sizes and strides are expressions (NULL strides:
+ * contiguous). The int64 fields get the constants, IR_SYMBOLIC elsewhere. */
+ir_buf *ir_buf_new_s(ir_graph *ir, ir_buf_kind kind, gc_dtype dtype, int rank,
+                     gc_sym *const *sizes, gc_sym *const *strides);
+/* Contiguous strides of symbolic sizes (the product of the later sizes;
+ * sizes of 0 and 1 do not matter: nothing is stored there). */
+void ir_contiguous_sstrides(ir_graph *ir, int rank, gc_sym *const *sizes,
+                            gc_sym **strides);
+/* Constants as expressions, and back (IR_SYMBOLIC for a symbolic one). */
+gc_sym **ir_syms_of(ir_graph *ir, int n, const int64_t *v);
+void ir_ints_of(int n, gc_sym *const *e, int64_t *v);
+/* Is any of the n expressions symbolic? */
+bool ir_any_symbolic(const ir_graph *ir, int n, gc_sym *const *e);
+/* Records a guard (deduplicated); false when out of memory. A guard that
+ * the symbols' ranges prove is not recorded. */
+bool ir_guard_add(ir_graph *ir, ir_guard_op op, gc_sym *a, gc_sym *b,
+                  ir_guard_kind kind, const char *text);
+/* The view's sizes, strides and offset as expressions (made from the int64
+ * fields for a view that has none). */
+void ir_view_sym(ir_graph *ir, ir_view *v);
+/* An unrealized pointwise tensor or a view with expression sizes (the
+ * int64 sizes follow, IR_SYMBOLIC where symbolic). */
+ir_tensor *ir_tensor_strided_s(ir_graph *ir, ir_buf *b, int rank,
+                               gc_sym *const *sizes, gc_sym *const *strides,
+                               gc_sym *offset);
+/* e's value with every size symbol 1021 (a prime no size is likely to tie
+ * with; loop indices 0), in double: what a heuristic that must order
+ * symbolic sizes (strides for a loop order, buffers for the memory plan)
+ * compares. It never decides what the code computes, only how. */
+double ir_probe(const ir_graph *ir, const gc_sym *e);
+/* e as text in the graph grammar ("2*s0 + 1", "s0 // 4"): what the
+ * artifact states (no loop index may occur); in the arena. */
+char *ir_sym_text(ir_graph *ir, const gc_sym *e);
 
 /* ---- expressions ---- */
 ir_expr *ir_const_f(ir_graph *ir, double v, gc_dtype dt);

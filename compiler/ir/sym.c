@@ -170,10 +170,28 @@ static gc_sym *intern(gc_symctx *s, gc_sym_kind kind, int64_t c, int var, int n,
   return e;
 }
 
+/* Saturating arithmetic for ranges: a range is a bound, and a bound at
+ * the int64 limit is still a bound (products of size symbols overflow
+ * any exact range). */
+static int64_t sat_add64(int64_t a, int64_t b) {
+  int64_t r;
+  if (!__builtin_add_overflow(a, b, &r))
+    return r;
+  return a > 0 ? INT64_MAX : INT64_MIN;
+}
+
+static int64_t sat_mul64(int64_t a, int64_t b) {
+  int64_t r;
+  if (!__builtin_mul_overflow(a, b, &r))
+    return r;
+  return (a < 0) != (b < 0) ? INT64_MIN : INT64_MAX;
+}
+
 /* Range of c*[lo, hi]. */
 static void scale_range(gc_symctx *s, int64_t c, int64_t lo, int64_t hi,
                         int64_t *rlo, int64_t *rhi) {
-  int64_t a = mul64(s, c, lo), b = mul64(s, c, hi);
+  (void)s;
+  int64_t a = sat_mul64(c, lo), b = sat_mul64(c, hi);
   *rlo = min64(a, b);
   *rhi = max64(a, b);
 }
@@ -192,17 +210,17 @@ static void set_range(gc_symctx *s, gc_sym *e) {
     for (int i = 0; i < e->n; i++) {
       int64_t lo, hi;
       scale_range(s, e->coefs[i], e->ops[i]->lo, e->ops[i]->hi, &lo, &hi);
-      e->lo = add64(s, e->lo, lo);
-      e->hi = add64(s, e->hi, hi);
+      e->lo = sat_add64(e->lo, lo);
+      e->hi = sat_add64(e->hi, hi);
     }
     break;
   case GC_SYM_MUL:
     e->lo = e->hi = 1;
     for (int i = 0; i < e->n; i++) {
-      int64_t a = mul64(s, e->lo, e->ops[i]->lo),
-              b = mul64(s, e->lo, e->ops[i]->hi),
-              c = mul64(s, e->hi, e->ops[i]->lo),
-              d = mul64(s, e->hi, e->ops[i]->hi);
+      int64_t a = sat_mul64(e->lo, e->ops[i]->lo),
+              b = sat_mul64(e->lo, e->ops[i]->hi),
+              c = sat_mul64(e->hi, e->ops[i]->lo),
+              d = sat_mul64(e->hi, e->ops[i]->hi);
       e->lo = min64(min64(a, b), min64(c, d));
       e->hi = max64(max64(a, b), max64(c, d));
     }
@@ -256,6 +274,39 @@ gc_sym *gc_sym_newvar(gc_symctx *s, const char *name, int64_t lo, int64_t hi) {
 
 bool gc_sym_is_const(const gc_sym *e, int64_t v) {
   return e && e->kind == GC_SYM_CONST && e->c == v;
+}
+
+bool gc_sym_const_of(const gc_sym *e, int64_t *v) {
+  if (!e || e->kind != GC_SYM_CONST)
+    return false;
+  *v = e->c;
+  return true;
+}
+
+gc_sym *gc_sym_sizevar(gc_symctx *s, const char *name, int64_t lo, int64_t hi) {
+  gc_sym *v = gc_sym_newvar(s, name, lo, hi);
+  if (v)
+    s->vars[v->var].size = true;
+  return v;
+}
+
+void gc_sym_narrow(gc_symctx *s, gc_sym *v, int64_t lo) {
+  if (v->kind != GC_SYM_VAR || !s->vars[v->var].size || lo <= v->lo ||
+      lo > v->hi)
+    return;
+  s->vars[v->var].lo = lo;
+  v->lo = lo;
+}
+
+gc_sym *gc_sym_loopvar(gc_symctx *s, const char *name, gc_sym *extent) {
+  if (!extent)
+    return NULL;
+  if (extent->kind == GC_SYM_CONST)
+    return gc_sym_newvar(s, name, 0, extent->c > 0 ? extent->c - 1 : 0);
+  gc_sym *v = gc_sym_newvar(s, name, 0, extent->hi > 0 ? extent->hi - 1 : 0);
+  if (v)
+    s->vars[v->var].extent = extent;
+  return v;
 }
 
 /* ---- ADD: a linear combination being built ---- */
@@ -742,6 +793,128 @@ bool gc_sym_is_affine(const gc_sym *e) {
     if (e->ops[i]->kind != GC_SYM_VAR)
       return false;
   return true;
+}
+
+/* ---- symbolic sizes ---- */
+
+static bool symbolic_in(const gc_symctx *s, const gc_sym *e, int depth) {
+  if (depth > MAX_DEPTH)
+    return true;
+  if (e->kind == GC_SYM_VAR)
+    return s->vars[e->var].size;
+  for (int i = 0; i < e->n; i++)
+    if (symbolic_in(s, e->ops[i], depth + 1))
+      return true;
+  return false;
+}
+
+bool gc_sym_symbolic(const gc_symctx *s, const gc_sym *e) {
+  return e && symbolic_in(s, e, 0);
+}
+
+bool gc_sym_le(gc_symctx *s, gc_sym *a, gc_sym *b) {
+  gc_sym *d = gc_sym_sub(s, b, a);
+  return d && d->lo >= 0;
+}
+
+/* The extent of loop index v (a constant one from its range). */
+static gc_sym *extent_of(gc_symctx *s, const gc_sym *v) {
+  const gc_symvar *x = &s->vars[v->var];
+  if (x->extent)
+    return x->extent;
+  return gc_sym_const(s, x->hi + 1);
+}
+
+/* The largest (upper) or smallest value of e over its loop indices, as an
+ * expression over the size symbols: every operation is monotone in its
+ * operands once their signs are known (sums by their coefficients'
+ * signs, products of non-negative factors, floor division by a positive
+ * constant, min and max), so each index goes to an end of its extent.
+ * NULL when e has a form that is not (a product with a factor of unknown
+ * sign). */
+static gc_sym *bound(gc_symctx *s, gc_sym *e, bool upper, int depth) {
+  if (!e || depth > MAX_DEPTH)
+    return NULL;
+  switch (e->kind) {
+  case GC_SYM_CONST:
+    return e;
+  case GC_SYM_VAR:
+    if (s->vars[e->var].size)
+      return e;
+    return upper ? gc_sym_addc(s, extent_of(s, e), -1) : gc_sym_const(s, 0);
+  case GC_SYM_ADD: {
+    gc_sym *r = gc_sym_const(s, e->c);
+    for (int i = 0; i < e->n && r; i++)
+      r = gc_sym_add(s, r,
+                     gc_sym_scale(s,
+                                  bound(s, e->ops[i],
+                                        upper == (e->coefs[i] > 0), depth + 1),
+                                  e->coefs[i]));
+    return r;
+  }
+  case GC_SYM_MUL: {
+    gc_sym *r = gc_sym_const(s, 1);
+    for (int i = 0; i < e->n && r; i++) {
+      if (e->ops[i]->lo < 0)
+        return NULL;
+      r = gc_sym_mul(s, r, bound(s, e->ops[i], upper, depth + 1));
+    }
+    return r;
+  }
+  case GC_SYM_FLOORDIV:
+    return gc_sym_floordiv(s, bound(s, e->ops[0], upper, depth + 1), e->c);
+  case GC_SYM_MOD:
+    return gc_sym_const(s, upper ? e->c - 1 : 0);
+  case GC_SYM_MIN:
+  case GC_SYM_MAX: {
+    gc_sym *a = bound(s, e->ops[0], upper, depth + 1);
+    gc_sym *b = bound(s, e->ops[1], upper, depth + 1);
+    return e->kind == GC_SYM_MIN ? gc_sym_min(s, a, b) : gc_sym_max(s, a, b);
+  }
+  }
+  return NULL;
+}
+
+gc_sym *gc_sym_upper(gc_symctx *s, gc_sym *e) {
+  return bound(s, e, true, 0);
+}
+
+bool gc_sym_coef(gc_symctx *s, const gc_sym *e, int var, gc_sym **coef) {
+  *coef = gc_sym_const(s, 0);
+  if (e->kind == GC_SYM_CONST)
+    return true;
+  gc_sym *one[1] = {(gc_sym *)e};
+  int64_t ones[1] = {1};
+  gc_sym *const *ops = e->kind == GC_SYM_ADD ? e->ops : one;
+  const int64_t *coefs = e->kind == GC_SYM_ADD ? e->coefs : ones;
+  int n = e->kind == GC_SYM_ADD ? e->n : 1;
+  for (int i = 0; i < n; i++) {
+    const gc_sym *t = ops[i];
+    if (!gc_sym_uses(t, var))
+      continue;
+    gc_sym *c = NULL;
+    if (t->kind == GC_SYM_VAR) {
+      c = gc_sym_const(s, 1);
+    } else if (t->kind == GC_SYM_MUL) {
+      c = gc_sym_const(s, 1);
+      int seen = 0;
+      for (int k = 0; k < t->n && c; k++) {
+        const gc_sym *f = t->ops[k];
+        if (f->kind == GC_SYM_VAR && f->var == var)
+          seen++;
+        else if (f->kind == GC_SYM_VAR && s->vars[f->var].size)
+          c = gc_sym_mul(s, c, (gc_sym *)f);
+        else
+          return false;
+      }
+      if (seen != 1)
+        return false;
+    } else {
+      return false;
+    }
+    *coef = gc_sym_add(s, *coef, gc_sym_scale(s, c, coefs[i]));
+  }
+  return *coef != NULL;
 }
 
 /* ---- printing ---- */

@@ -7,9 +7,14 @@
  *   loop indices   i0, i1, ... (r0, r1 for reduction loops): each has a range
  *                  [0, size-1] given when it is made;
  *   size symbols   s0, s1, ...: sizes not known until run time (dynamic
- *                  shapes). This version specializes every size, so none
- *                  are made yet, but nothing below assumes sizes are
- *                  constants.
+ *                  shapes, docs/dynamic-shapes.md), each with the range
+ *                  its guards allow ([0, GC_SYM_SIZE_MAX] unless a guard
+ *                  says more). A loop index over a symbolic extent
+ *                  (gc_sym_loopvar) keeps that extent: its numeric range
+ *                  is only what the symbols' ranges imply, and
+ *                  gc_sym_upper() uses the extent to bound an index
+ *                  symbolically (the verifier's proof that a load stays
+ *                  inside its buffer at every size).
  *
  * Expressions are hash-consed in a context (gc_symctx): building the same
  * expression twice returns the same pointer, so equality is pointer
@@ -41,7 +46,9 @@
  *   k*d*(x // d) + k*(x mod d) = k*x        (merging a split index back)
  *
  * Arithmetic overflow of int64 is not wrapped: it sets the context's
- * `overflow` flag and yields 0, and callers refuse the result.
+ * `overflow` flag and yields 0, and callers refuse the result. Ranges are
+ * bounds, not values: they saturate at the int64 limits instead (a
+ * product of symbols may be huge; its range then says nothing).
  *
  * Everything lives in the context's arena; there is no free.
  */
@@ -80,10 +87,17 @@ struct gc_sym {
   gc_sym *chain;  /* next in its hash bucket */
 };
 
+/* The largest size a size symbol may take: a tensor of more elements than
+ * 2^40 exceeds the compiler's buffer limit anyway (IR_MAX_BUF_BYTES). */
+#define GC_SYM_SIZE_MAX ((int64_t)1 << 40)
+
 /* A variable: a loop index or a size symbol. */
 typedef struct gc_symvar {
-  const char *name; /* "i0", "r1", "s0" */
-  int64_t lo, hi;   /* its range, inclusive */
+  const char *name;      /* "i0", "r1", "s0" */
+  int64_t lo, hi;        /* its range, inclusive */
+  struct gc_sym *extent; /* a loop index over a symbolic extent: it runs
+                            over [0, extent - 1]; NULL otherwise */
+  bool size;             /* a size symbol */
 } gc_symvar;
 
 typedef struct gc_symctx {
@@ -104,6 +118,20 @@ int gc_symctx_init(gc_symctx *s, gc_arena *a);
  * memory. */
 gc_sym *gc_sym_newvar(gc_symctx *s, const char *name, int64_t lo, int64_t hi);
 
+/* A size symbol named `name` with range [lo, hi]. */
+gc_sym *gc_sym_sizevar(gc_symctx *s, const char *name, int64_t lo, int64_t hi);
+
+/* Raises size symbol v's lower bound to lo (a guard checks it at run
+ * time: ir_guard_add). Expressions made from v afterwards have ranges
+ * that know it; those made before keep their wider, still true, ranges.
+ * Nothing when v is not a size symbol or lo is not above its bound. */
+void gc_sym_narrow(gc_symctx *s, gc_sym *v, int64_t lo);
+
+/* A loop index named `name` over [0, extent - 1]: for a constant extent
+ * what gc_sym_newvar(name, 0, max(extent - 1, 0)) makes; for a symbolic
+ * one a variable that remembers it. */
+gc_sym *gc_sym_loopvar(gc_symctx *s, const char *name, gc_sym *extent);
+
 gc_sym *gc_sym_const(gc_symctx *s, int64_t v);
 gc_sym *gc_sym_add(gc_symctx *s, gc_sym *a, gc_sym *b);
 gc_sym *gc_sym_sub(gc_symctx *s, gc_sym *a, gc_sym *b);
@@ -121,6 +149,29 @@ gc_sym *gc_sym_max(gc_symctx *s, gc_sym *a, gc_sym *b);
 
 /* True when `e` is the constant `v`. */
 bool gc_sym_is_const(const gc_sym *e, int64_t v);
+
+/* True when `e` is a constant (its value in *v). */
+bool gc_sym_const_of(const gc_sym *e, int64_t *v);
+
+/* True when a size symbol occurs in `e`. */
+bool gc_sym_symbolic(const gc_symctx *s, const gc_sym *e);
+
+/* a <= b for every value of the variables (from the range of b - a);
+ * false when unknown. */
+bool gc_sym_le(gc_symctx *s, gc_sym *a, gc_sym *b);
+
+/* The largest value of `e` over its loop indices as an expression over
+ * the size symbols (each index at the end of its extent where the
+ * expression grows with it, at 0 where it shrinks: sums, products of
+ * non-negative factors, floor division, min and max are monotone). NULL
+ * when e is not so (a product with a factor that may be negative). */
+gc_sym *gc_sym_upper(gc_symctx *s, gc_sym *e);
+
+/* Sets *coef to e's coefficient of variable `var` when e is affine in it
+ * with a coefficient made of constants and size symbols (s1*i + j: s1 for
+ * i); false otherwise (a product of two loop indices, a division...). The
+ * symbolic form of gc_sym_linear_in. */
+bool gc_sym_coef(gc_symctx *s, const gc_sym *e, int var, gc_sym **coef);
 
 /* A substitution of variables: variable var[k] becomes to[k], k < n. It
  * holds only the variables it renames (a loop nest's, a few dozen at most),

@@ -228,6 +228,11 @@ int lower_cat(lower_ctx *L, const gc_node *n, int unused) {
   int rc = cat_args(L, n, &p, &ts, &nt, &dim);
   if (rc)
     return rc;
+  bool sym = L_symbolic(L);
+  if (sym)
+    for (int k = 0; k < nt; k++)
+      if (!ts[k] || !ts[k]->ssizes)
+        return GC_EUNSUPPORTED;
   /* the inputs that contribute, and where each starts along dim */
   ir_tensor **part = gc_arena_calloc(ir->a, (size_t)nt + 1, sizeof *part);
   int64_t *start = gc_arena_calloc(ir->a, (size_t)nt + 1, sizeof *start);
@@ -243,9 +248,15 @@ int lower_cat(lower_ctx *L, const gc_node *n, int unused) {
       continue; /* eager skips legacy empty tensors */
     if (t->rank != p.rank)
       return GC_EUNSUPPORTED;
+    /* with size symbols: the other dims equal as expressions (hash-consed:
+     * pointers), and the sizes along dim constants, so every part starts
+     * at a constant (a symbolic start falls back) */
     for (int i = 0; i < p.rank; i++)
-      if (i != dim && t->sizes[i] != p.sizes[i])
+      if (i != dim &&
+          (sym ? t->ssizes[i] != p.ssizes[i] : t->sizes[i] != p.sizes[i]))
         return GC_EUNSUPPORTED;
+    if (t->sizes[dim] == IR_SYMBOLIC)
+      return GC_EUNSUPPORTED;
     if (t->sizes[dim] == 0)
       continue;
     part[np] = t;
@@ -254,10 +265,12 @@ int lower_cat(lower_ctx *L, const gc_node *n, int unused) {
   }
   if (off != p.sizes[dim])
     return GC_EUNSUPPORTED;
-  if (numel(p.rank, p.sizes) == 0 || np == 0)
+  if ((!sym && numel(p.rank, p.sizes) == 0) || np == 0)
     return empty(L, n, &p);
   start[np] = off;
-  if (np > MAX_CAT) { /* groups of MAX_CAT, each a realized buffer */
+  if (np > MAX_CAT && sym)
+    return GC_EUNSUPPORTED; /* the groups are made with constant sizes */
+  if (np > MAX_CAT) {       /* groups of MAX_CAT, each a realized buffer */
     int ng = 0;
     for (int g = 0; g < np; g += MAX_CAT) {
       int cnt = np - g < MAX_CAT ? np - g : MAX_CAT;

@@ -19,6 +19,7 @@
  */
 #include "compiler/lower/lower.h"
 
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -78,6 +79,7 @@ struct lower_ctx {
                          views: keeps eager's layout */
   bool *call_reads;   /* graph value id -> an extern or fallback call reads
                          it, directly or through views (realized then) */
+  const gc_symbols *symbols; /* the graph's symbols, numbered as the key */
 };
 
 ir_graph *L_ir(lower_ctx *L) {
@@ -258,6 +260,156 @@ static bool static_strides(const gc_tensor_meta *m, int64_t *strides) {
   return !m->offset.expr;
 }
 
+/* ---- symbolic sizes ---- */
+
+bool L_symbolic(lower_ctx *L) {
+  return L->ir->nsyms > 0;
+}
+
+/* A parsed expression as a gc_sym over the size symbols (recursion
+ * bounded by the parser's depth limit). */
+static gc_sym *sx_sym(lower_ctx *L, const gc_symexpr *e) {
+  gc_symctx *s = &L->ir->sym;
+  gc_sym *r, *d;
+  int64_t k;
+  switch (e->kind) {
+  case GC_SX_INT:
+    return gc_sym_const(s, e->i);
+  case GC_SX_SYM: {
+    int i = L->symbols ? gc_symbols_find(L->symbols, e->name) : -1;
+    return i >= 0 && i < L->ir->nsyms ? L->ir->syms[i] : NULL;
+  }
+  case GC_SX_NEG:
+    return gc_sym_scale(s, sx_sym(L, e->args[0]), -1);
+  case GC_SX_ADD:
+  case GC_SX_MUL:
+    r = sx_sym(L, e->args[0]);
+    for (int i = 1; i < e->nargs && r; i++)
+      r = e->kind == GC_SX_ADD ? gc_sym_add(s, r, sx_sym(L, e->args[i]))
+                               : gc_sym_mul(s, r, sx_sym(L, e->args[i]));
+    return r;
+  case GC_SX_FLOORDIV:
+  case GC_SX_MOD:
+    r = sx_sym(L, e->args[0]);
+    d = sx_sym(L, e->args[1]);
+    if (!r || !d || !gc_sym_const_of(d, &k) || k <= 0)
+      return NULL;
+    return e->kind == GC_SX_FLOORDIV ? gc_sym_floordiv(s, r, k)
+                                     : gc_sym_mod(s, r, k);
+  case GC_SX_MAX:
+  case GC_SX_MIN:
+    r = sx_sym(L, e->args[0]);
+    for (int i = 1; i < e->nargs && r; i++)
+      r = e->kind == GC_SX_MAX ? gc_sym_max(s, r, sx_sym(L, e->args[i]))
+                               : gc_sym_min(s, r, sx_sym(L, e->args[i]));
+    return r;
+  default:
+    return NULL; /* true division, powers, comparisons... */
+  }
+}
+
+gc_sym *L_symint(lower_ctx *L, const gc_symint *v) {
+  if (!v->expr)
+    return gc_sym_const(&L->ir->sym, v->v);
+  return v->tree && L->ir->nsyms ? sx_sym(L, v->tree) : NULL;
+}
+
+bool L_sym_sizes(lower_ctx *L, const gc_tensor_meta *m, gc_sym **sizes) {
+  if (m->rank > IR_MAX_RANK)
+    return false;
+  for (int i = 0; i < m->rank; i++)
+    if (!(sizes[i] = L_symint(L, &m->sizes[i])))
+      return false;
+  return true;
+}
+
+bool L_sym_strides(lower_ctx *L, const gc_tensor_meta *m, gc_sym **strides) {
+  if (m->rank > IR_MAX_RANK)
+    return false;
+  for (int i = 0; i < m->rank; i++)
+    if (!(strides[i] = L_symint(L, &m->strides[i])))
+      return false;
+  return true;
+}
+
+bool L_symints(lower_ctx *L, const gc_node *n, const char *name, gc_sym **out,
+               int *count, int max) {
+  const gc_arg *a = L_arg(L, n, name);
+  if (!a)
+    return false;
+  gc_symctx *s = &L->ir->sym;
+  if (a->kind == GC_ARG_INTS || a->kind == GC_ARG_INT) {
+    int cnt = a->kind == GC_ARG_INT ? 1 : a->n;
+    if (cnt > max)
+      return false;
+    for (int i = 0; i < cnt; i++)
+      if (!(out[i] =
+                gc_sym_const(s, a->kind == GC_ARG_INT ? a->i : a->ints[i])))
+        return false;
+    *count = cnt;
+    return true;
+  }
+  if (a->kind != GC_ARG_SYM_INTS || a->n > max)
+    return false;
+  for (int i = 0; i < a->n; i++) {
+    const gc_value *v = a->syms[i].v;
+    out[i] = v ? (v->kind == GC_VALUE_SYM_INT ? L_symint(L, &v->sym) : NULL)
+               : gc_sym_const(s, a->syms[i].i);
+    if (!out[i])
+      return false;
+  }
+  *count = a->n;
+  return true;
+}
+
+bool L_guard(lower_ctx *L, const gc_node *n, ir_guard_op op, gc_sym *a,
+             gc_sym *b, ir_guard_kind kind, const char *what) {
+  /* node ids and operator names follow the key (the canonical order, the
+   * compiler's operator table), never the client's names */
+  const char *text =
+      n ? gc_arena_printf(L->ir->a, "%s (node %d, %s)", what, n->id,
+                          n->op ? n->op->schema->qualified : "?")
+        : what;
+  return ir_guard_add(L->ir, op, a, b, kind, text);
+}
+
+/* Dense strides for sizes in the stride order of `like` (contiguous
+ * without it), symbolic: the order of like's strides is read at a probe
+ * size (ir_probe), which only chooses a layout: the code is right for
+ * any. */
+static void dense_like_s(lower_ctx *L, int rank, gc_sym *const *sizes,
+                         const gc_tensor_meta *like, gc_sym **strides) {
+  gc_symctx *s = &L->ir->sym;
+  gc_sym *ls[IR_MAX_RANK];
+  if (!like || like->rank != rank || !L_sym_strides(L, like, ls)) {
+    ir_contiguous_sstrides(L->ir, rank, sizes, strides);
+    return;
+  }
+  double key[IR_MAX_RANK];
+  for (int i = 0; i < rank; i++)
+    key[i] = ir_probe(L->ir, ls[i]);
+  int order[IR_MAX_RANK];
+  for (int i = 0; i < rank; i++)
+    order[i] = i;
+  for (int i = 1; i < rank; i++) { /* stable insertion sort, stride desc */
+    int d = order[i], j = i - 1;
+    while (j >= 0 && key[order[j]] < key[d]) {
+      order[j + 1] = order[j];
+      j--;
+    }
+    order[j + 1] = d;
+  }
+  gc_sym *st = gc_sym_const(s, 1);
+  for (int i = rank - 1; i >= 0; i--) {
+    strides[order[i]] = st;
+    int64_t v;
+    if (gc_sym_const_of(sizes[order[i]], &v))
+      st = gc_sym_scale(s, st, v > 1 ? v : 1);
+    else
+      st = gc_sym_mul(s, st, sizes[order[i]]);
+  }
+}
+
 /* ---- type promotion (torch.result_type) ---- */
 
 static int category(gc_dtype d) {
@@ -342,6 +494,30 @@ gc_sym **L_vars(lower_ctx *L, int rank, const int64_t *sizes) {
   return v;
 }
 
+gc_sym **L_svars(lower_ctx *L, int rank, gc_sym *const *sizes) {
+  gc_symctx *s = &L->ir->sym;
+  gc_sym **v = gc_arena_calloc(L->ir->a, (size_t)rank + 1, sizeof *v);
+  if (!v)
+    return NULL;
+  for (int i = 0; i < rank; i++) {
+    char name[24];
+    snprintf(name, sizeof name, "i%d", s->nvars);
+    if (!(v[i] = gc_sym_loopvar(s, name, sizes[i])))
+      return NULL;
+  }
+  return v;
+}
+
+/* The extent of loop variable x (NULL: not a variable). */
+static gc_sym *extent_of(lower_ctx *L, const gc_sym *x) {
+  if (!x || x->kind != GC_SYM_VAR)
+    return NULL;
+  const gc_symvar *v = &L->ir->sym.vars[x->var];
+  if (v->extent)
+    return v->extent;
+  return NULL; /* a constant extent: the metadata is static there */
+}
+
 /* Remembers that graph nodes `ids` are being inlined into cur's result. */
 static void add_prov(lower_ctx *L, const int *ids, int n) {
   for (int i = 0; i < n; i++) {
@@ -407,8 +583,26 @@ ir_expr *L_load_bcast(lower_ctx *L, ir_tensor *t, int rank,
     return NULL;
   gc_sym *ti[IR_MAX_RANK];
   int lead = rank - t->rank;
-  for (int i = 0; i < t->rank; i++)
-    ti[i] = t->sizes[i] == 1 ? gc_sym_const(&L->ir->sym, 0) : idx[lead + i];
+  for (int i = 0; i < t->rank; i++) {
+    bool one = t->ssizes ? gc_sym_is_const(t->ssizes[i], 1) : t->sizes[i] == 1;
+    ti[i] = one ? gc_sym_const(&L->ir->sym, 0) : idx[lead + i];
+    if (one || !L->ir->nsyms || !t->ssizes)
+      continue;
+    /* a symbolic dim read at the result's index: the two must be equal
+     * (a symbolic size that is 1 at run time would broadcast: not the
+     * code compiled here) */
+    gc_sym *ext = extent_of(L, idx[lead + i]);
+    bool sym = gc_sym_symbolic(&L->ir->sym, t->ssizes[i]);
+    if (!ext && sym && idx[lead + i]->kind == GC_SYM_VAR)
+      ext =
+          gc_sym_const(&L->ir->sym, L->ir->sym.vars[idx[lead + i]->var].hi + 1);
+    if (ext && ext != t->ssizes[i] &&
+        (sym || gc_sym_symbolic(&L->ir->sym, ext)) &&
+        !L_guard(L, L->cur, IR_GUARD_EQ, t->ssizes[i], ext, IR_GUARD_BROADCAST,
+                 gc_arena_printf(L->ir->a,
+                                 "dim %d of an operand is not broadcast", i)))
+      return NULL;
+  }
   return L_load(L, t, ti);
 }
 
@@ -419,17 +613,34 @@ static void note_gnode(lower_ctx *L, ir_tensor *t) {
 
 ir_tensor *L_pointwise(lower_ctx *L, const gc_node *n, gc_dtype dt, int rank,
                        const int64_t *sizes, gc_sym **vars, ir_expr *body) {
+  gc_sym **ss = ir_syms_of(L->ir, rank, sizes);
+  return ss ? L_spointwise(L, n, dt, rank, ss, vars, body) : NULL;
+}
+
+/* t->sizes and t->ssizes from symbolic sizes (arena copies). */
+static bool set_sizes(lower_ctx *L, ir_tensor *t, int rank,
+                      gc_sym *const *sizes) {
+  if (!(t->sizes = gc_arena_calloc(L->ir->a, (size_t)rank + 1, 8)) ||
+      !(t->ssizes =
+            gc_arena_calloc(L->ir->a, (size_t)rank + 1, sizeof *t->ssizes)))
+    return false;
+  if (rank)
+    memcpy(t->ssizes, sizes, (size_t)rank * sizeof *sizes);
+  ir_ints_of(rank, sizes, t->sizes);
+  return true;
+}
+
+ir_tensor *L_spointwise(lower_ctx *L, const gc_node *n, gc_dtype dt, int rank,
+                        gc_sym *const *sizes, gc_sym **vars, ir_expr *body) {
   (void)n;
-  if (!body || !vars)
+  if (!body || !vars || rank > IR_MAX_RANK)
     return NULL;
   ir_tensor *t = gc_arena_zalloc(L->ir->a, sizeof *t);
-  if (!t || !(t->sizes = gc_arena_calloc(L->ir->a, (size_t)rank + 1, 8)))
+  if (!t || !set_sizes(L, t, rank, sizes))
     return NULL;
   t->kind = IR_T_LOOP;
   t->dtype = dt;
   t->rank = rank;
-  if (rank)
-    memcpy(t->sizes, sizes, (size_t)rank * 8);
   t->vars = vars;
   t->body = body->dtype == dt ? body : ir_cast(L->ir, body, dt);
   if (!t->body)
@@ -439,38 +650,49 @@ ir_tensor *L_pointwise(lower_ctx *L, const gc_node *n, gc_dtype dt, int rank,
   return t;
 }
 
+static gc_sym **tsizes(lower_ctx *L, ir_tensor *t);
+
 ir_tensor *L_to_dtype(lower_ctx *L, const gc_node *n, ir_tensor *t,
                       gc_dtype dt) {
   if (!t || t->dtype == dt)
     return t;
-  gc_sym **v = L_vars(L, t->rank, t->sizes);
-  return v ? L_pointwise(L, n, dt, t->rank, t->sizes, v, L_load(L, t, v))
-           : NULL;
+  /* over the sizes as expressions: t's may be symbolic */
+  gc_sym **ss = tsizes(L, t);
+  gc_sym **v = ss ? L_svars(L, t->rank, ss) : NULL;
+  return v ? L_spointwise(L, n, dt, t->rank, ss, v, L_load(L, t, v)) : NULL;
 }
 
 ir_tensor *L_view(lower_ctx *L, ir_tensor *base, int rank, const int64_t *sizes,
                   gc_sym **vars, gc_sym **map) {
-  if (!base || !vars || !map)
+  gc_sym **ss = ir_syms_of(L->ir, rank, sizes);
+  return ss ? L_sview(L, base, rank, ss, vars, map) : NULL;
+}
+
+ir_tensor *L_sview(lower_ctx *L, ir_tensor *base, int rank,
+                   gc_sym *const *sizes, gc_sym **vars, gc_sym **map) {
+  if (!base || !vars || !map || rank > IR_MAX_RANK)
     return NULL;
   for (int i = 0; i < base->rank; i++)
     if (!map[i])
       return NULL;
   ir_tensor *t = gc_arena_zalloc(L->ir->a, sizeof *t);
-  if (!t || !(t->sizes = gc_arena_calloc(L->ir->a, (size_t)rank + 1, 8)))
+  if (!t || !set_sizes(L, t, rank, sizes))
     return NULL;
   t->kind = IR_T_VIEW;
   t->dtype = base->dtype;
   t->rank = rank;
-  if (rank)
-    memcpy(t->sizes, sizes, (size_t)rank * 8);
   t->vars = vars;
   t->base = base;
   t->map = map;
   /* a view of a buffer is a strided buffer view when the map is affine */
   ir_view v;
   if (ir_tensor_as_strided(L->ir, t, &v)) {
-    ir_tensor *s =
-        ir_tensor_strided(L->ir, v.buf, rank, sizes, v.strides, v.offset);
+    ir_view_sym(L->ir, &v);
+    ir_tensor *s = L->ir->nsyms
+                       ? ir_tensor_strided_s(L->ir, v.buf, rank, t->ssizes,
+                                             v.sstrides, v.soffset)
+                       : ir_tensor_strided(L->ir, v.buf, rank, t->sizes,
+                                           v.strides, v.offset);
     if (s)
       return s;
   }
@@ -616,9 +838,24 @@ static bool log_realized(lower_ctx *L, ir_tensor *t) {
 
 /* A pointwise node computing t into a new buffer of `kind` with `strides`
  * (NULL: dense like `like`). */
+/* The tensor's sizes as expressions. */
+static gc_sym **tsizes(lower_ctx *L, ir_tensor *t) {
+  if (!t->ssizes)
+    t->ssizes = ir_syms_of(L->ir, t->rank, t->sizes);
+  return t->ssizes;
+}
+
+static ir_buf *materialize_s(lower_ctx *L, ir_tensor *t, ir_buf_kind kind,
+                             gc_sym *const *strides,
+                             const gc_tensor_meta *like);
+
 static ir_buf *materialize(lower_ctx *L, ir_tensor *t, ir_buf_kind kind,
                            const int64_t *strides, const gc_tensor_meta *like) {
   ir_graph *ir = L->ir;
+  if (ir->nsyms) {
+    gc_sym **ss = strides ? ir_syms_of(ir, t->rank, strides) : NULL;
+    return strides && !ss ? NULL : materialize_s(L, t, kind, ss, like);
+  }
   int64_t st[IR_MAX_RANK];
   if (strides)
     memcpy(st, strides, (size_t)t->rank * 8);
@@ -631,6 +868,7 @@ static ir_buf *materialize(lower_ctx *L, ir_tensor *t, ir_buf_kind kind,
   n->out = b;
   n->rank = t->rank;
   n->ranges = b->sizes;
+  n->sranges = b->ssizes;
   if (t->kind == IR_T_LOOP && !t->realized) {
     n->vars = t->vars; /* the node owns the value's variables */
     n->body = t->body;
@@ -638,6 +876,47 @@ static ir_buf *materialize(lower_ctx *L, ir_tensor *t, ir_buf_kind kind,
     n->ngnodes = t->ngnodes;
   } else {
     n->vars = L_vars(L, t->rank, t->sizes);
+    if (!n->vars)
+      return NULL;
+    n->body = ir_tensor_load(ir, t, n->vars);
+  }
+  if (!n->body)
+    return NULL;
+  n->what = "pointwise";
+  b->def = n;
+  if (ir_node_append(ir, n) != 0)
+    return NULL;
+  return b;
+}
+
+/* materialize with symbolic sizes: strides given, or dense like `like`. */
+static ir_buf *materialize_s(lower_ctx *L, ir_tensor *t, ir_buf_kind kind,
+                             gc_sym *const *strides,
+                             const gc_tensor_meta *like) {
+  ir_graph *ir = L->ir;
+  gc_sym *st[IR_MAX_RANK];
+  gc_sym *const *sz = tsizes(L, t);
+  if (!sz || t->rank > IR_MAX_RANK)
+    return NULL;
+  if (strides)
+    memcpy(st, strides, (size_t)t->rank * sizeof *st);
+  else
+    dense_like_s(L, t->rank, sz, like, st);
+  ir_buf *b = ir_buf_new_s(ir, kind, t->dtype, t->rank, sz, st);
+  ir_node *n = ir_node_new(ir, IR_POINTWISE);
+  if (!b || !n)
+    return NULL;
+  n->out = b;
+  n->rank = t->rank;
+  n->ranges = b->sizes;
+  n->sranges = b->ssizes;
+  if (t->kind == IR_T_LOOP && !t->realized) {
+    n->vars = t->vars; /* the node owns the value's variables */
+    n->body = t->body;
+    n->gnodes = t->gnodes;
+    n->ngnodes = t->ngnodes;
+  } else {
+    n->vars = L_svars(L, t->rank, sz);
     if (!n->vars)
       return NULL;
     n->body = ir_tensor_load(ir, t, n->vars);
@@ -681,11 +960,14 @@ bool L_as_buffer(lower_ctx *L, ir_tensor *t, ir_view *v) {
   ir_buf *b = L_realize_chosen(L, t, t->value ? &t->value->meta : NULL);
   if (!b)
     return false;
-  v->buf = b;
-  v->rank = t->rank;
-  v->sizes = t->sizes;
-  v->strides = b->strides;
-  v->offset = 0;
+  *v = (ir_view){.buf = b,
+                 .rank = t->rank,
+                 .sizes = t->sizes,
+                 .strides = b->strides,
+                 .offset = 0,
+                 .ssizes = tsizes(L, t),
+                 .sstrides = b->sstrides,
+                 .soffset = gc_sym_const(&L->ir->sym, 0)};
   return true;
 }
 
@@ -693,29 +975,45 @@ bool L_as_buffer(lower_ctx *L, ir_tensor *t, ir_view *v) {
  * buffer of b's layout, computed by a pointwise node the scheduler fuses
  * into the reduction's kernel. */
 static ir_buf *rounded_copy(lower_ctx *L, ir_buf *b, gc_dtype dt) {
+  /* b's sizes and strides as expressions (b->sizes are IR_SYMBOLIC where
+   * symbolic) */
   ir_tensor *src = b ? ir_tensor_of_buf(L->ir, b) : NULL;
-  gc_sym **v = src ? L_vars(L, b->rank, b->sizes) : NULL;
-  ir_tensor *t = v ? L_pointwise(L, NULL, dt, b->rank, b->sizes, v,
-                                 ir_tensor_load(L->ir, src, v))
+  gc_sym **v = src ? L_svars(L, b->rank, b->ssizes) : NULL;
+  ir_tensor *t = v ? L_spointwise(L, NULL, dt, b->rank, b->ssizes, v,
+                                  ir_tensor_load(L->ir, src, v))
                    : NULL;
-  return t ? materialize(L, t, IR_BUF_ARENA, b->strides, NULL) : NULL;
+  if (!t)
+    return NULL;
+  return L->ir->nsyms ? materialize_s(L, t, IR_BUF_ARENA, b->sstrides, NULL)
+                      : materialize(L, t, IR_BUF_ARENA, b->strides, NULL);
 }
 
 ir_buf *L_reduce(lower_ctx *L, const gc_node *gn, ir_reduction red, gc_dtype dt,
                  int rank, const int64_t *ranges, gc_sym **vars, int rrank,
                  const int64_t *rranges, gc_sym **rvars, ir_expr *body,
                  ir_buf **out2, ir_buf **out3) {
+  gc_sym **sr = ir_syms_of(L->ir, rank, ranges);
+  gc_sym **srr = ir_syms_of(L->ir, rrank, rranges);
+  return sr && srr ? L_sreduce(L, gn, red, dt, rank, sr, vars, rrank, srr,
+                               rvars, body, out2, out3)
+                   : NULL;
+}
+
+ir_buf *L_sreduce(lower_ctx *L, const gc_node *gn, ir_reduction red,
+                  gc_dtype dt, int rank, gc_sym *const *ranges, gc_sym **vars,
+                  int rrank, gc_sym *const *rranges, gc_sym **rvars,
+                  ir_expr *body, ir_buf **out2, ir_buf **out3) {
   ir_graph *ir = L->ir;
-  if (!body || !vars || (rrank && !rvars))
+  if (!body || !vars || (rrank && !rvars) || rank > IR_MAX_RANK)
     return NULL;
   if (ir_dtype_half(dt)) {
     /* half values accumulate in float32 and the results are rounded, as
      * ATen's reductions do (rules that compute more than the reduction in
      * float32 call this with float32 themselves) */
     ir_buf *b2 = NULL, *b3 = NULL;
-    ir_buf *b =
-        L_reduce(L, gn, red, GC_DTYPE_FLOAT32, rank, ranges, vars, rrank,
-                 rranges, rvars, ir_cast(ir, body, GC_DTYPE_FLOAT32), &b2, &b3);
+    ir_buf *b = L_sreduce(L, gn, red, GC_DTYPE_FLOAT32, rank, ranges, vars,
+                          rrank, rranges, rvars,
+                          ir_cast(ir, body, GC_DTYPE_FLOAT32), &b2, &b3);
     if (!b)
       return NULL;
     if (b->dtype == GC_DTYPE_FLOAT32 && !(b = rounded_copy(L, b, dt)))
@@ -732,26 +1030,37 @@ ir_buf *L_reduce(lower_ctx *L, const gc_node *gn, ir_reduction red, gc_dtype dt,
   if (ir_dtype_half(body->dtype)) /* a max of half values, ... */
     body = ir_cast(ir, body, GC_DTYPE_FLOAT32);
   const gc_tensor_meta *like = gn ? L_out_meta(gn, 0) : NULL;
-  int64_t st[IR_MAX_RANK];
-  dense_like(rank, ranges, like && like->rank == rank ? like : NULL, st);
+  gc_sym *st[IR_MAX_RANK];
+  if (ir->nsyms) {
+    dense_like_s(L, rank, ranges, like && like->rank == rank ? like : NULL, st);
+  } else {
+    int64_t r64[IR_MAX_RANK], s64[IR_MAX_RANK];
+    ir_ints_of(rank, ranges, r64);
+    dense_like(rank, r64, like && like->rank == rank ? like : NULL, s64);
+    for (int i = 0; i < rank; i++)
+      st[i] = gc_sym_const(&ir->sym, s64[i]);
+  }
   bool arg = red == IR_RED_ARGMAX || red == IR_RED_ARGMIN;
   gc_dtype odt = arg                                      ? GC_DTYPE_INT64
                  : red == IR_RED_ANY || red == IR_RED_ALL ? GC_DTYPE_BOOL
                                                           : dt;
-  ir_buf *b = ir_buf_new(ir, IR_BUF_ARENA, odt, rank, ranges, st);
+  ir_buf *b = ir_buf_new_s(ir, IR_BUF_ARENA, odt, rank, ranges, st);
   ir_node *n = ir_node_new(ir, IR_REDUCTION);
   if (!b || !n)
     return NULL;
   n->out = b;
   n->rank = rank;
   n->ranges = b->sizes;
+  n->sranges = b->ssizes;
   n->vars = vars;
   n->rrank = rrank;
   n->rranges = gc_arena_calloc(ir->a, (size_t)rrank + 1, 8);
-  if (!n->rranges)
+  n->srranges = gc_arena_calloc(ir->a, (size_t)rrank + 1, sizeof *n->srranges);
+  if (!n->rranges || !n->srranges)
     return NULL;
   if (rrank)
-    memcpy(n->rranges, rranges, (size_t)rrank * 8);
+    memcpy(n->srranges, rranges, (size_t)rrank * sizeof *rranges);
+  ir_ints_of(rrank, rranges, n->rranges);
   n->rvars = rvars;
   n->red = red;
   n->body = body;
@@ -760,7 +1069,7 @@ ir_buf *L_reduce(lower_ctx *L, const gc_node *gn, ir_reduction red, gc_dtype dt,
   b->def = n;
   if (arg || red == IR_RED_WELFORD) {
     gc_dtype d2 = arg ? dt : dt;
-    ir_buf *b2 = ir_buf_new(ir, IR_BUF_ARENA, d2, rank, ranges, st);
+    ir_buf *b2 = ir_buf_new_s(ir, IR_BUF_ARENA, d2, rank, ranges, st);
     if (!b2)
       return NULL;
     b2->def = n;
@@ -768,7 +1077,7 @@ ir_buf *L_reduce(lower_ctx *L, const gc_node *gn, ir_reduction red, gc_dtype dt,
     if (out2)
       *out2 = b2;
     if (red == IR_RED_WELFORD) {
-      ir_buf *b3 = ir_buf_new(ir, IR_BUF_ARENA, dt, rank, ranges, st);
+      ir_buf *b3 = ir_buf_new_s(ir, IR_BUF_ARENA, dt, rank, ranges, st);
       if (!b3)
         return NULL;
       b3->def = n;
@@ -845,7 +1154,10 @@ static int call_view(lower_ctx *L, ir_tensor *t, const gc_tensor_meta *meta,
                      ir_buf **buf, ir_view **view) {
   ir_graph *ir = L->ir;
   int64_t ms[IR_MAX_RANK];
+  gc_sym *mss[IR_MAX_RANK];
   bool have = meta && meta->rank == t->rank && static_strides(meta, ms);
+  bool shave =
+      ir->nsyms && meta && meta->rank == t->rank && L_sym_strides(L, meta, mss);
   /* a view of an unrealized computation: realize the computation (in its
    * own eager layout), so the view is a strided view of its buffer rather
    * than a copy of the view */
@@ -854,7 +1166,15 @@ static int call_view(lower_ctx *L, ir_tensor *t, const gc_tensor_meta *meta,
     return GC_ENOMEM;
   ir_view v;
   bool ok = ir_tensor_as_strided(ir, t, &v);
-  if (ok && have) { /* the layout eager had, exactly? */
+  if (ok && ir->nsyms) { /* the layout eager had, exactly? */
+    ir_view_sym(ir, &v);
+    if (!shave)
+      ok = false;
+    for (int i = 0; ok && i < t->rank; i++)
+      if (!gc_sym_is_const(v.ssizes[i], 1) &&
+          !gc_sym_is_const(v.ssizes[i], 0) && v.sstrides[i] != mss[i])
+        ok = false;
+  } else if (ok && have) { /* the layout eager had, exactly? */
     for (int i = 0; i < t->rank; i++)
       if (t->sizes[i] > 1 && v.strides[i] != ms[i])
         ok = false;
@@ -867,12 +1187,16 @@ static int call_view(lower_ctx *L, ir_tensor *t, const gc_tensor_meta *meta,
       if (!b)
         return GC_ENOMEM;
     }
-    v.buf = b;
-    v.rank = t->rank;
-    v.sizes = t->sizes;
-    v.strides = b->strides;
-    v.offset = 0;
+    v = (ir_view){.buf = b,
+                  .rank = t->rank,
+                  .sizes = t->sizes,
+                  .strides = b->strides,
+                  .offset = 0,
+                  .ssizes = tsizes(L, t),
+                  .sstrides = b->sstrides,
+                  .soffset = gc_sym_const(&ir->sym, 0)};
   }
+  ir_view_sym(ir, &v);
   ir_view *pv = gc_arena_alloc(ir->a, sizeof *pv);
   if (!pv)
     return GC_ENOMEM;
@@ -924,6 +1248,17 @@ static int call_arg(lower_ctx *L, const gc_named_arg *na, ir_call_arg *ca,
 static ir_buf *result_buf(lower_ctx *L, ir_node *n, const gc_value *v,
                           bool cl) {
   int64_t sz[IR_MAX_RANK], st[IR_MAX_RANK];
+  gc_sym *ssz[IR_MAX_RANK], *sst[IR_MAX_RANK];
+  if (L->ir->nsyms && !cl && L_sym_sizes(L, &v->meta, ssz) &&
+      L_sym_strides(L, &v->meta, sst)) {
+    ir_buf *b = ir_buf_new_s(L->ir, IR_BUF_RESULT, v->meta.dtype, v->meta.rank,
+                             ssz, sst);
+    if (b) {
+      b->def = n;
+      b->value = v;
+    }
+    return b;
+  }
   if (v->meta.rank > IR_MAX_RANK || !L_static_sizes(&v->meta, sz) ||
       !static_strides(&v->meta, st))
     return NULL;
@@ -1061,6 +1396,20 @@ static int out_buffer(lower_ctx *L, const gc_node *gn, int k, ir_buf **b) {
   const gc_tensor_meta *m = L_out_meta(gn, k);
   int64_t sz[IR_MAX_RANK], st[IR_MAX_RANK];
   *b = NULL;
+  if (L->ir->nsyms && m && m->rank <= IR_MAX_RANK) {
+    gc_sym *ssz[IR_MAX_RANK], *sst[IR_MAX_RANK], *dense[IR_MAX_RANK];
+    if (!L_sym_sizes(L, m, ssz) || !L_sym_strides(L, m, sst))
+      return GC_EUNSUPPORTED;
+    dense_like_s(L, m->rank, ssz, m, dense);
+    for (int i = 0; i < m->rank; i++)
+      if (!gc_sym_is_const(ssz[i], 1) && !gc_sym_is_const(ssz[i], 0) &&
+          dense[i] != sst[i])
+        return GC_EUNSUPPORTED;
+    *b = ir_buf_new_s(L->ir, IR_BUF_ARENA, m->dtype, m->rank, ssz, sst);
+    if (*b)
+      (*b)->value = gn->outputs[k].v;
+    return 0;
+  }
   if (!m || m->rank > IR_MAX_RANK || !L_static_sizes(m, sz) ||
       !static_strides(m, st))
     return GC_EUNSUPPORTED;
@@ -1218,11 +1567,175 @@ static bool dtypes_ok(const gc_node *n) {
     if (m && (!L_dtype_ok(m->dtype) || m->rank > IR_MAX_RANK ||
               m->layout != GC_LAYOUT_STRIDED))
       return false;
-    if (m)
-      for (int i = 0; i < m->rank; i++)
-        if (m->sizes[i].expr || m->strides[i].expr)
-          return false;
   }
+  return true;
+}
+
+/* ---- nodes of a graph with size symbols ---- */
+
+static bool meta_symbolic(const gc_tensor_meta *m) {
+  if (m->offset.expr)
+    return true;
+  for (int i = 0; i < m->rank; i++)
+    if (m->sizes[i].expr || m->strides[i].expr)
+      return true;
+  return false;
+}
+
+static bool arg_symbolic(const gc_arg *x) {
+  switch (x->kind) {
+  case GC_ARG_TENSOR:
+    return x->v &&
+           (x->v->kind != GC_VALUE_TENSOR || meta_symbolic(&x->v->meta));
+  case GC_ARG_TENSORS:
+  case GC_ARG_OPT_TENSORS:
+    for (int k = 0; k < x->n; k++)
+      if (x->vals[k] && meta_symbolic(&x->vals[k]->meta))
+        return true;
+    return false;
+  case GC_ARG_SYM_INT:
+  case GC_ARG_SYM_FLOAT:
+  case GC_ARG_SYM_BOOL:
+    return x->sym.v != NULL;
+  case GC_ARG_SYM_INTS:
+  case GC_ARG_SYM_FLOATS:
+  case GC_ARG_SYM_BOOLS:
+    for (int k = 0; k < x->n; k++)
+      if (x->syms[k].v)
+        return true;
+    return false;
+  default:
+    return false;
+  }
+}
+
+/* Does node n read or make a value with symbolic metadata, or take a
+ * symbolic scalar? Its rule must then be one that reads sizes as
+ * expressions (symbolic_rule). */
+static bool node_symbolic(const gc_node *n) {
+  for (int a = 0; a < n->nargs; a++)
+    if (arg_symbolic(&n->args[a].arg))
+      return true;
+  for (int k = 0; k < n->noutputs; k++) {
+    const gc_arg *o = &n->outputs[k];
+    if (o->kind == GC_ARG_TENSOR && o->v && meta_symbolic(&o->v->meta))
+      return true;
+    for (int i = 0; o->kind == GC_ARG_TENSORS && i < o->n; i++)
+      if (o->vals[i] && meta_symbolic(&o->vals[i]->meta))
+        return true;
+  }
+  return false;
+}
+
+/* The rules that read every size, stride and offset through the symbolic
+ * helpers (lower.h), so they run on nodes with symbolic metadata. The
+ * others see only static metadata: a node with symbolic metadata whose
+ * rule is not listed is a fallback (an ATen call, correct at any size). */
+static const lower_fn symbolic_rules[] = {
+    /* pointwise.c: every rule reads its shape through L__pw_begin */
+    lower_unary,
+    lower_unary_math,
+    lower_binary,
+    lower_rsub,
+    lower_div_mode,
+    lower_pow,
+    lower_xlogy,
+    lower_logaddexp,
+    lower_lerp,
+    lower_addcmul,
+    lower_heaviside,
+    lower_compare,
+    lower_logical,
+    lower_where,
+    lower_masked_fill,
+    lower_clamp,
+    lower_copy,
+    lower_copy_functional,
+    lower_fill,
+    lower_eye,
+    lower_scalar_tensor,
+    lower_arange,
+    lower_round_decimals,
+    lower_tri,
+    /* index.c: cat with constant sizes along its dim */
+    lower_cat,
+    /* activations.c, backward.c: the elementwise ones */
+    lower_relu,
+    lower_hardtanh,
+    lower_threshold,
+    lower_leaky_relu,
+    lower_gelu,
+    lower_silu,
+    lower_hardsigmoid,
+    lower_softplus,
+    lower_mish,
+    lower_elu,
+    lower_shrink,
+    lower_log_sigmoid,
+    lower_threshold_backward,
+    lower_gelu_backward,
+    lower_silu_backward,
+    lower_sigmoid_backward,
+    lower_hardtanh_backward,
+    lower_leaky_relu_backward,
+    lower_elu_backward,
+    lower_softplus_backward,
+    lower_hardsigmoid_backward,
+    lower_shrink_backward,
+    lower_log_sigmoid_backward,
+    lower_logit_backward,
+    /* views.c */
+    lower_alias,
+    lower_reshape,
+    lower_permute,
+    lower_transpose,
+    lower_expand,
+    lower_slice,
+    lower_select,
+    lower_diagonal,
+    lower_unfold,
+    /* reduce.c */
+    lower_sum,
+    lower_amax,
+    lower_argmax,
+    lower_any,
+    lower_var,
+    lower_softmax,
+    lower_layer_norm,
+    lower_logsumexp,
+    lower_vector_norm,
+    /* extern.c: library calls, sizes at run time */
+    lower_extern_out,
+    lower_conv,
+    lower_extern_call,
+};
+
+static bool symbolic_rule(lower_fn fn) {
+  for (size_t i = 0; i < sizeof symbolic_rules / sizeof *symbolic_rules; i++)
+    if (symbolic_rules[i] == fn)
+      return true;
+  return false;
+}
+
+/* A node that only makes symbolic scalars (aten::sym_size, SymInt
+ * arithmetic) whose values are expressions over the symbols: nothing to
+ * run, the values are known (a call that takes one gets its expression,
+ * which the runtime evaluates: codegen/program.c). */
+static bool sym_scalar_node(lower_ctx *L, const gc_node *n) {
+  if (!L->ir->nsyms || n->noutputs == 0)
+    return false;
+  for (int k = 0; k < n->noutputs; k++) {
+    const gc_arg *o = &n->outputs[k];
+    if (o->kind == GC_ARG_NONE)
+      continue;
+    if (o->kind != GC_ARG_SYM_INT || !o->sym.v ||
+        o->sym.v->kind != GC_VALUE_SYM_INT || !L_symint(L, &o->sym.v->sym))
+      return false;
+  }
+  /* it must not write anything (a schema that says it does is obeyed) */
+  for (int a = 0; a < n->nargs; a++)
+    if (n->args[a].param >= 0 && gc_node_writes(n, n->args[a].param))
+      return false;
   return true;
 }
 
@@ -1232,9 +1745,14 @@ static bool value_matches(lower_ctx *L, const gc_value *v) {
   const gc_tensor_meta *m = &v->meta;
   if (!t || t->dtype != m->dtype || t->rank != m->rank)
     return false;
-  for (int i = 0; i < m->rank; i++)
-    if (t->sizes[i] != m->sizes[i].v)
+  for (int i = 0; i < m->rank; i++) {
+    if (L->ir->nsyms) {
+      if (!t->ssizes || t->ssizes[i] != L_symint(L, &m->sizes[i]))
+        return false;
+    } else if (t->sizes[i] != m->sizes[i].v) {
       return false;
+    }
+  }
   return true;
 }
 
@@ -1420,9 +1938,16 @@ static const rule *rule_of(lower_ctx *L, const gc_node *n) {
 static int lower_node(lower_ctx *L, const gc_node *n) {
   L->cur = n;
   L->nprov = 0;
+  if (sym_scalar_node(L, n)) {
+    if (L->stats)
+      L->stats->native++;
+    return 0;
+  }
   const rule *r = rule_of(L, n);
   if (r && n->id >= 0 && n->id < L->g->nnodes)
     L->ir->gnode_what[n->id] = r->name;
+  if (r && L->ir->nsyms && node_symbolic(n) && !symbolic_rule(r->fn))
+    r = NULL; /* it reads static sizes: an ATen call */
   if (r && dtypes_ok(n)) {
     int mark_nodes = L->ir->nnodes, mark_realized = L->nrealized;
     int rc = r->fn(L, n, r->param);
@@ -1527,16 +2052,14 @@ static int lower_epilogue(lower_ctx *L, const gc_node **wb, int nwb) {
     ir_tensor *src = L_tensor(L, wb[k], "src");
     if (!dst || !src || dst->kind != IR_BUF_INPUT)
       return GC_EUNSUPPORTED;
-    int64_t sz[IR_MAX_RANK];
-    memcpy(sz, dst->sizes, (size_t)dst->rank * 8);
-    vars[k] = L_vars(L, dst->rank, sz);
+    vars[k] = L_svars(L, dst->rank, dst->ssizes);
     if (!vars[k])
       return GC_ENOMEM;
     ir_expr *e = L_load_bcast(L, src, dst->rank, vars[k]);
     gc_sym *at = gc_sym_const(&ir->sym, 0);
     for (int i = 0; i < dst->rank; i++)
       at = gc_sym_add(&ir->sym, at,
-                      gc_sym_scale(&ir->sym, vars[k][i], dst->strides[i]));
+                      gc_sym_mul(&ir->sym, vars[k][i], dst->sstrides[i]));
     if (!e || reads_other(e, written, nw, dst, at)) {
       ir_buf *b = materialize(L, src, IR_BUF_ARENA, NULL, &dv->meta);
       if (!b)
@@ -1558,6 +2081,7 @@ static int lower_epilogue(lower_ctx *L, const gc_node **wb, int nwb) {
     n->out = dst;
     n->rank = dst->rank;
     n->ranges = dst->sizes;
+    n->sranges = dst->ssizes;
     n->vars = vars[k];
     n->body = body[k];
     n->what = "copy_ into input";
@@ -1643,6 +2167,16 @@ static bool restrided(const ir_view *v, const int64_t *st) {
   return false;
 }
 
+/* The same with symbolic strides (sizes that may be 1 count: the layout
+ * must be eager's at every size). */
+static bool srestrided(const ir_view *v, gc_sym *const *st) {
+  for (int i = 0; i < v->rank; i++)
+    if (!gc_sym_is_const(v->ssizes[i], 1) &&
+        !gc_sym_is_const(v->ssizes[i], 0) && v->sstrides[i] != st[i])
+      return true;
+  return false;
+}
+
 static bool relaid(const lower_ctx *L, const ir_view *v, const int64_t *st) {
   return L->channels_last && restrided(v, st);
 }
@@ -1670,7 +2204,10 @@ static int lower_outputs(lower_ctx *L) {
       return gc_errorf(L->err, GC_EINTERNAL, "lower: output %d has no value",
                        i);
     int64_t st[IR_MAX_RANK];
-    if (!static_strides(&o->v->meta, st))
+    gc_sym *sst[IR_MAX_RANK];
+    bool sym = ir->nsyms > 0;
+    if (sym ? !L_sym_strides(L, &o->v->meta, sst)
+            : !static_strides(&o->v->meta, st))
       return GC_EUNSUPPORTED;
     /* a view of an unrealized computation: give the computation a buffer */
     ir_tensor *root = t->kind == IR_T_VIEW ? view_root(t) : NULL;
@@ -1695,8 +2232,41 @@ static int lower_outputs(lower_ctx *L) {
     /* A buffer of no known value (a reduction's) is viewed only with
      * eager's strides: stack([m, m]) of a max m lowers to an expand of m's
      * buffer, strides 0 where eager's are 1 (graphgen seed 2402953). */
-    if (!computed && ir_tensor_as_strided(ir, t, &v) &&
-        (v.buf->kind != IR_BUF_INPUT || aliases(L, o->v, NULL)) &&
+    bool strided = !computed && ir_tensor_as_strided(ir, t, &v);
+    if (strided && sym)
+      ir_view_sym(ir, &v);
+    if (strided && sym && v.buf->kind != IR_BUF_INPUT &&
+        (v.buf->value ? !aliases(L, o->v, v.buf->value) : srestrided(&v, sst)))
+      strided = false;
+    if (strided && sym && v.buf->kind == IR_BUF_INPUT &&
+        !aliases(L, o->v, NULL))
+      strided = false;
+    if (strided && sym) {
+      if (v.buf->kind == IR_BUF_ARENA) {
+        v.buf->kind = IR_BUF_OUTPUT;
+        v.buf->index = i;
+      }
+      if (set_output(L, i, &v))
+        return GC_ENOMEM;
+      continue;
+    }
+    if (sym) {
+      ir_buf *b = materialize_s(L, t, IR_BUF_OUTPUT, sst, NULL);
+      if (!b)
+        return GC_ENOMEM;
+      b->index = i;
+      b->value = o->v;
+      if (t->kind == IR_T_LOOP && !t->realized) {
+        t->realized = b;
+        log_realized(L, t);
+      }
+      ir_view whole = {b, b->rank,   b->sizes,    b->strides,
+                       0, b->ssizes, b->sstrides, gc_sym_const(&ir->sym, 0)};
+      if (set_output(L, i, &whole))
+        return GC_ENOMEM;
+      continue;
+    }
+    if (strided && (v.buf->kind != IR_BUF_INPUT || aliases(L, o->v, NULL)) &&
         (v.buf->kind == IR_BUF_INPUT ||
          (v.buf->value ? aliases(L, o->v, v.buf->value)
                        : !restrided(&v, st))) &&
@@ -1719,7 +2289,8 @@ static int lower_outputs(lower_ctx *L) {
       t->realized = b;
       log_realized(L, t);
     }
-    ir_view whole = {b, b->rank, b->sizes, b->strides, 0};
+    ir_view whole = {b, b->rank,   b->sizes,    b->strides,
+                     0, b->ssizes, b->sstrides, gc_sym_const(&ir->sym, 0)};
     if (set_output(L, i, &whole))
       return GC_ENOMEM;
   }
@@ -1787,7 +2358,23 @@ int gc_lower(ir_graph *ir, const gc_functional *f, gc_lower_stats *stats,
    * Not for training programs: convolution_backward is a fallback that
    * sees eager's layout, so channels-last saved values would be copied
    * back for it (tried: resnet18's training step 1.03x either way). */
-  for (int k = 0; k < g->nnodes && !ir->memory_first; k++)
+  /* size symbols, as the key numbers them ("s<i>") */
+  L.symbols = &f->symbols;
+  if (f->symbols.n > 0) {
+    ir->nsyms = f->symbols.n;
+    ir->syms = gc_arena_calloc(ir->a, (size_t)ir->nsyms + 1, sizeof *ir->syms);
+    if (!ir->syms)
+      return gc_errorf(err, GC_ENOMEM, "lower: out of memory");
+    for (int i = 0; i < ir->nsyms; i++) {
+      char name[24];
+      snprintf(name, sizeof name, "s%d", i);
+      if (!(ir->syms[i] = gc_sym_sizevar(&ir->sym, name, 0, GC_SYM_SIZE_MAX)))
+        return gc_errorf(err, GC_ENOMEM, "lower: out of memory");
+    }
+  }
+  /* not (yet) in programs with size symbols: the layout choice reads
+   * static sizes */
+  for (int k = 0; k < g->nnodes && !ir->memory_first && !ir->nsyms; k++)
     if (strcmp(g->nodes[k].op->schema->qualified, "aten::convolution") == 0 &&
         cl_conv(&L, &g->nodes[k]))
       L.channels_last = true;
@@ -1799,13 +2386,25 @@ int gc_lower(ir_graph *ir, const gc_functional *f, gc_lower_stats *stats,
       continue;
     const gc_tensor_meta *m = &a->v->meta;
     int64_t sz[IR_MAX_RANK], st[IR_MAX_RANK];
-    if (m->rank > IR_MAX_RANK || !L_static_sizes(m, sz) ||
-        !static_strides(m, st))
+    gc_sym *ssz[IR_MAX_RANK], *sst[IR_MAX_RANK];
+    ir_buf *b;
+    if (ir->nsyms && m->rank <= IR_MAX_RANK) {
+      /* the storage offset is in the data pointer the kernels get */
+      if (!L_sym_sizes(&L, m, ssz) || !L_sym_strides(&L, m, sst))
+        return gc_errorf(err, GC_EUNSUPPORTED,
+                         "lower: input %d has a symbolic size or stride the "
+                         "loop IR cannot express",
+                         i);
+      b = ir_buf_new_s(ir, IR_BUF_INPUT, m->dtype, m->rank, ssz, sst);
+    } else if (m->rank > IR_MAX_RANK || !L_static_sizes(m, sz) ||
+               !static_strides(m, st)) {
       return gc_errorf(err, GC_EUNSUPPORTED,
                        "lower: input %d has symbolic or very high-rank "
                        "metadata",
                        i);
-    ir_buf *b = ir_buf_new(ir, IR_BUF_INPUT, m->dtype, m->rank, sz, st);
+    } else {
+      b = ir_buf_new(ir, IR_BUF_INPUT, m->dtype, m->rank, sz, st);
+    }
     if (!b)
       return gc_errorf(err, GC_ENOMEM, "lower: out of memory");
     b->index = i;
@@ -1828,6 +2427,18 @@ int gc_lower(ir_graph *ir, const gc_functional *f, gc_lower_stats *stats,
   int rc = lower_outputs(&L);
   if (!rc && nwb)
     rc = lower_epilogue(&L, wb, nwb);
+  /* a symbolic buffer stays within the compiler's limit (the passes' sums
+   * of sizes cannot overflow): a guard per distinct size */
+  for (int i = 0; !rc && i < ir->nbufs; i++) {
+    ir_buf *b = ir->bufs[i];
+    if (!b->symbolic || b->kind == IR_BUF_INPUT)
+      continue;
+    gc_sym *bytes = gc_sym_scale(&ir->sym, b->sspan, gc_dtype_size(b->dtype));
+    if (!ir_guard_add(ir, IR_GUARD_LE, bytes,
+                      gc_sym_const(&ir->sym, IR_MAX_BUF_BYTES), IR_GUARD_BOUND,
+                      "an intermediate of at most 1 TiB"))
+      rc = GC_ENOMEM;
+  }
   if (rc == GC_ENOMEM || ir->oom)
     return gc_errorf(err, GC_ENOMEM, "lower: out of memory");
   if (rc == GC_EUNSUPPORTED)

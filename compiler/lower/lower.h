@@ -134,6 +134,43 @@ const gc_tensor_meta *L_out_meta(const gc_node *n, int k);
 /* The static sizes of a metadata; false when symbolic. */
 bool L_static_sizes(const gc_tensor_meta *m, int64_t *sizes);
 
+/* ---- symbolic sizes (docs/dynamic-shapes.md) ----
+ * In a graph with size symbols, sizes, strides and offsets are gc_sym
+ * expressions over the IR's size symbols (ir_graph.syms). A rule runs on
+ * a node with symbolic metadata only when lower.c lists it among the
+ * rules that read sizes through these helpers (symbolic_rules); any other
+ * such node is a fallback. */
+
+/* An integer of the graph (a size, stride, offset or SymInt value) as an
+ * expression; NULL when its expression has a form the IR lacks (a division
+ * by a symbol, a power...). */
+gc_sym *L_symint(lower_ctx *L, const gc_symint *v);
+/* A metadata's sizes (strides) as expressions; false when one has no
+ * expression form. */
+bool L_sym_sizes(lower_ctx *L, const gc_tensor_meta *m, gc_sym **sizes);
+bool L_sym_strides(lower_ctx *L, const gc_tensor_meta *m, gc_sym **strides);
+/* A SymInt[] (or int[]) argument as expressions: the literals, and each
+ * named SymInt value's expression. False when absent or not expressible. */
+bool L_symints(lower_ctx *L, const gc_node *n, const char *name, gc_sym **out,
+               int *count, int max);
+/* Does the graph have size symbols? */
+bool L_symbolic(lower_ctx *L);
+/* Records a guard (ir_guard_add) with a text naming node n; false when out
+ * of memory. */
+bool L_guard(lower_ctx *L, const gc_node *n, ir_guard_op op, gc_sym *a,
+             gc_sym *b, ir_guard_kind kind, const char *what);
+
+/* The symbolic forms of L_vars, L_pointwise, L_view and L_reduce. */
+gc_sym **L_svars(lower_ctx *L, int rank, gc_sym *const *sizes);
+ir_tensor *L_spointwise(lower_ctx *L, const gc_node *n, gc_dtype dt, int rank,
+                        gc_sym *const *sizes, gc_sym **vars, ir_expr *body);
+ir_tensor *L_sview(lower_ctx *L, ir_tensor *base, int rank,
+                   gc_sym *const *sizes, gc_sym **vars, gc_sym **map);
+ir_buf *L_sreduce(lower_ctx *L, const gc_node *n, ir_reduction red, gc_dtype dt,
+                  int rank, gc_sym *const *ranges, gc_sym **vars, int rrank,
+                  gc_sym *const *rranges, gc_sym **rvars, ir_expr *body,
+                  ir_buf **out2, ir_buf **out3);
+
 /* Index i (an integer expression) checked against [0, size) and wrapped
  * when negative, as an int64 expression: a gather from an iota buffer
  * (0, 1, ..., size - 1) made for it, whose range check sets the kernel's

@@ -53,7 +53,8 @@ static gc_sym **space_vars(lower_ctx *L, const gc_node *n, const L_pw *p) {
   for (int i = 0; i < n->nargs; i++) {
     const ir_tensor *t = L_tensor(L, n, n->args[i].name);
     if (!t || t->kind != IR_T_LOOP || t->realized || t->rank != p->rank ||
-        (p->rank && memcmp(t->sizes, p->sizes, (size_t)p->rank * 8)))
+        (p->rank &&
+         memcmp(t->ssizes, p->ssizes, (size_t)p->rank * sizeof *p->ssizes)))
       continue;
     return t->vars;
   }
@@ -62,14 +63,15 @@ static gc_sym **space_vars(lower_ctx *L, const gc_node *n, const L_pw *p) {
 
 int L__pw_begin(lower_ctx *L, const gc_node *n, int k, L_pw *p) {
   const gc_tensor_meta *m = L_out_meta(n, k);
-  if (!m || m->rank > IR_MAX_RANK || !L_static_sizes(m, p->sizes))
+  if (!m || m->rank > IR_MAX_RANK || !L_sym_sizes(L, m, p->ssizes))
     return GC_EUNSUPPORTED;
+  ir_ints_of(m->rank, p->ssizes, p->sizes);
   p->rank = m->rank;
   p->odt = m->dtype;
   p->dt = L_opmath(m->dtype);
   p->vars = space_vars(L, n, p);
   if (!p->vars)
-    p->vars = L_vars(L, p->rank, p->sizes);
+    p->vars = L_svars(L, p->rank, p->ssizes);
   return p->vars ? 0 : GC_ENOMEM;
 }
 
@@ -78,8 +80,8 @@ int L__pw_finish(lower_ctx *L, const gc_node *n, int k, L_pw *p,
   if (!body)
     return L_ir(L)->oom ? GC_ENOMEM : GC_EUNSUPPORTED;
   return L_set(L, n, k,
-               L_pointwise(L, n, p->odt, p->rank, p->sizes, p->vars,
-                           ir_cast(L_ir(L), body, p->odt)));
+               L_spointwise(L, n, p->odt, p->rank, p->ssizes, p->vars,
+                            ir_cast(L_ir(L), body, p->odt)));
 }
 
 bool L__pw_scalar(lower_ctx *L, const gc_node *n, const char *name, gc_dtype dt,

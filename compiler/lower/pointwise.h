@@ -16,13 +16,15 @@
 
 /* The shape of one output, fresh variables over it, and its dtypes. */
 typedef struct L_pw {
-  int rank;                   /* of the output */
-  int64_t sizes[IR_MAX_RANK]; /* the output's sizes (eager's) */
-  gc_sym **vars;              /* one loop variable per dimension */
-  gc_dtype dt;                /* the dtype the rule computes in: the
-                                 output's, float32 for a half output
-                                 (L_opmath) */
-  gc_dtype odt;               /* the output's dtype */
+  int rank;                    /* of the output */
+  int64_t sizes[IR_MAX_RANK];  /* the output's sizes (eager's; IR_SYMBOLIC
+                                  where symbolic) */
+  gc_sym **vars;               /* one loop variable per dimension */
+  gc_dtype dt;                 /* the dtype the rule computes in: the
+                                  output's, float32 for a half output
+                                  (L_opmath) */
+  gc_dtype odt;                /* the output's dtype */
+  gc_sym *ssizes[IR_MAX_RANK]; /* the sizes as expressions */
 } L_pw;
 
 /* Sets up p for output `k` of n. GC_EUNSUPPORTED when that output is not a

@@ -29,8 +29,39 @@ typedef struct red {
   int64_t rsizes[IR_MAX_RANK];
   gc_sym **rvars;
   gc_sym *xidx[IR_MAX_RANK]; /* x's index in vars and rvars */
-  int64_t count;             /* elements reduced per output element */
+  int64_t count;             /* elements reduced per output element
+                                (IR_SYMBOLIC: see scount) */
+  gc_sym *ss[IR_MAX_RANK], *srs[IR_MAX_RANK]; /* sizes, rsizes */
+  gc_sym *scount;
 } red;
+
+/* x's sizes as expressions */
+static gc_sym **xsizes(lower_ctx *L, ir_tensor *x) {
+  return x->ssizes ? x->ssizes : ir_syms_of(L_ir(L), x->rank, x->sizes);
+}
+
+/* The number reduced per output element as a value of dt: a constant, or
+ * the symbolic count converted at run time (in double first, as the
+ * constant is). */
+static ir_expr *count_of(lower_ctx *L, const red *r, gc_dtype dt) {
+  ir_graph *ir = L_ir(L);
+  if (r->count != IR_SYMBOLIC)
+    return ir_const_f(ir, (double)r->count, dt);
+  return ir_cast(
+      ir,
+      ir_cast(ir, ir_index(ir, r->scount, GC_DTYPE_INT64), GC_DTYPE_FLOAT64),
+      dt);
+}
+
+/* A reduction that eager refuses over no element (max, min, softmax...):
+ * with a symbolic count, the code assumes at least one (a guard). False
+ * when it is a constant 0 (or out of memory). */
+static bool nonempty(lower_ctx *L, const gc_node *n, const red *r) {
+  if (r->count != IR_SYMBOLIC)
+    return r->count != 0;
+  return L_guard(L, n, IR_GUARD_LE, gc_sym_const(&L_ir(L)->sym, 1), r->scount,
+                 IR_GUARD_RANGE, "a reduction over at least one element");
+}
 
 static int64_t norm_dim(int64_t d, int rank) {
   return d < 0 ? d + (rank > 0 ? rank : 1) : d;
@@ -42,8 +73,13 @@ static int setup(lower_ctx *L, const gc_node *n, int k, ir_tensor *x,
                  const int64_t *dims, int ndims, bool all_if_empty, red *r) {
   memset(r, 0, sizeof *r);
   const gc_tensor_meta *m = L_out_meta(n, k);
-  if (!x || !m || m->rank > IR_MAX_RANK || !L_static_sizes(m, r->sizes))
+  if (!x || !m || m->rank > IR_MAX_RANK || !L_sym_sizes(L, m, r->ss))
     return GC_EUNSUPPORTED;
+  ir_ints_of(m->rank, r->ss, r->sizes);
+  gc_sym **xs = xsizes(L, x);
+  gc_symctx *s = &L_ir(L)->sym;
+  if (!xs)
+    return GC_ENOMEM;
   r->x = x;
   r->rank = m->rank;
   bool reduced[IR_MAX_RANK] = {false};
@@ -60,16 +96,21 @@ static int setup(lower_ctx *L, const gc_node *n, int k, ir_tensor *x,
     reduced[d] = true;
   }
   bool keepdim = r->rank == x->rank;
-  r->count = 1;
+  r->scount = gc_sym_const(s, 1);
   for (int i = 0; i < x->rank; i++)
     if (reduced[i]) {
-      r->rsizes[r->rrank++] = x->sizes[i];
-      r->count *= x->sizes[i];
+      r->srs[r->rrank++] = xs[i];
+      r->scount = gc_sym_mul(s, r->scount, xs[i]);
     }
+  if (!r->scount)
+    return GC_ENOMEM;
+  ir_ints_of(r->rrank, r->srs, r->rsizes);
+  if (!gc_sym_const_of(r->scount, &r->count))
+    r->count = IR_SYMBOLIC;
   if (!keepdim && r->rank != x->rank - r->rrank)
     return GC_EUNSUPPORTED;
-  r->vars = L_vars(L, r->rank, r->sizes);
-  r->rvars = L_vars(L, r->rrank, r->rsizes);
+  r->vars = L_svars(L, r->rank, r->ss);
+  r->rvars = L_svars(L, r->rrank, r->srs);
   if (!r->vars || (r->rrank && !r->rvars))
     return GC_ENOMEM;
   for (int i = 0, o = 0, q = 0; i < x->rank; i++) {
@@ -78,12 +119,20 @@ static int setup(lower_ctx *L, const gc_node *n, int k, ir_tensor *x,
       if (keepdim)
         o++;
     } else {
-      if (o >= r->rank || r->sizes[o] != x->sizes[i])
+      if (o >= r->rank || r->ss[o] != xs[i])
         return GC_EUNSUPPORTED;
       r->xidx[i] = r->vars[o++];
     }
   }
   return 0;
+}
+
+/* L_sreduce over r's spaces. */
+static ir_buf *reduce_r(lower_ctx *L, const gc_node *n, ir_reduction op,
+                        gc_dtype dt, red *r, ir_expr *body, ir_buf **out2,
+                        ir_buf **out3) {
+  return L_sreduce(L, n, op, dt, r->rank, r->ss, r->vars, r->rrank, r->srs,
+                   r->rvars, body, out2, out3);
 }
 
 static ir_expr *load_x(lower_ctx *L, red *r) {
@@ -134,20 +183,18 @@ int lower_sum(lower_ctx *L, const gc_node *n, int which) {
                        L_is_float(r.x->dtype) ? ir_const_f(ir, 0, r.x->dtype)
                                               : ir_const_i(ir, 0, r.x->dtype)),
                 dt);
-  ir_buf *b =
-      L_reduce(L, n, which == 2 ? IR_RED_PROD : IR_RED_SUM, dt, r.rank, r.sizes,
-               r.vars, r.rrank, r.rsizes, r.rvars, body, NULL, NULL);
+  ir_buf *b = reduce_r(L, n, which == 2 ? IR_RED_PROD : IR_RED_SUM, dt, &r,
+                       body, NULL, NULL);
   if (!b)
     return GC_ENOMEM;
   ir_tensor *t = ir_tensor_of_buf(ir, b);
   if (which == 1) { /* mean: the sum divided by the count, pointwise */
-    gc_sym **v = L_vars(L, r.rank, r.sizes);
+    gc_sym **v = L_svars(L, r.rank, r.ss);
     if (!v)
       return GC_ENOMEM;
     ir_expr *s = L_load(L, t, v);
-    t = L_pointwise(
-        L, n, dt, r.rank, r.sizes, v,
-        ir_op2(ir, IR_DIV, dt, s, ir_const_f(ir, (double)r.count, dt)));
+    t = L_spointwise(L, n, dt, r.rank, r.ss, v,
+                     ir_op2(ir, IR_DIV, dt, s, count_of(L, &r, dt)));
   }
   return L_set(L, n, 0, L_to_dtype(L, n, t, od));
 }
@@ -165,11 +212,10 @@ int lower_amax(lower_ctx *L, const gc_node *n, int which) {
     rc = setup(L, n, 0, x, dims, nd, true, &r);
   if (rc)
     return rc;
-  if (r.count == 0 || r.x->dtype == GC_DTYPE_BOOL)
+  if (r.x->dtype == GC_DTYPE_BOOL || !nonempty(L, n, &r))
     return GC_EUNSUPPORTED; /* eager raises on an empty max */
-  ir_buf *b =
-      L_reduce(L, n, (ir_reduction)which, r.x->dtype, r.rank, r.sizes, r.vars,
-               r.rrank, r.rsizes, r.rvars, load_x(L, &r), NULL, NULL);
+  ir_buf *b = reduce_r(L, n, (ir_reduction)which, r.x->dtype, &r, load_x(L, &r),
+                       NULL, NULL);
   return b ? L_set(L, n, 0, ir_tensor_of_buf(L_ir(L), b)) : GC_ENOMEM;
 }
 
@@ -193,12 +239,11 @@ int lower_argmax(lower_ctx *L, const gc_node *n, int which) {
     rc = setup(L, n, idx_out, x, all ? NULL : &dim, all ? 0 : 1, all, &r);
   if (rc)
     return rc;
-  if (r.count == 0 || r.x->dtype == GC_DTYPE_BOOL)
+  if (r.x->dtype == GC_DTYPE_BOOL || !nonempty(L, n, &r))
     return GC_EUNSUPPORTED;
   ir_buf *values = NULL;
-  ir_buf *b =
-      L_reduce(L, n, (ir_reduction)which, r.x->dtype, r.rank, r.sizes, r.vars,
-               r.rrank, r.rsizes, r.rvars, load_x(L, &r), &values, NULL);
+  ir_buf *b = reduce_r(L, n, (ir_reduction)which, r.x->dtype, &r, load_x(L, &r),
+                       &values, NULL);
   if (!b || !values)
     return GC_ENOMEM;
   if (pair) {
@@ -221,8 +266,7 @@ int lower_any(lower_ctx *L, const gc_node *n, int which) {
   const gc_tensor_meta *m = L_out_meta(n, 0);
   if (m->dtype != GC_DTYPE_BOOL)
     return GC_EUNSUPPORTED; /* uint8 inputs keep uint8 in torch 1.13 */
-  ir_buf *b = L_reduce(L, n, (ir_reduction)which, GC_DTYPE_BOOL, r.rank,
-                       r.sizes, r.vars, r.rrank, r.rsizes, r.rvars,
+  ir_buf *b = reduce_r(L, n, (ir_reduction)which, GC_DTYPE_BOOL, &r,
                        ir_cast(ir, load_x(L, &r), GC_DTYPE_BOOL), NULL, NULL);
   return b ? L_set(L, n, 0, ir_tensor_of_buf(ir, b)) : GC_ENOMEM;
 }
@@ -232,9 +276,8 @@ static int welford(lower_ctx *L, const gc_node *n, red *r, gc_dtype dt,
                    ir_tensor **mean, ir_tensor **m2) {
   ir_graph *ir = L_ir(L);
   ir_buf *b2 = NULL, *b3 = NULL;
-  ir_buf *b =
-      L_reduce(L, n, IR_RED_WELFORD, dt, r->rank, r->sizes, r->vars, r->rrank,
-               r->rsizes, r->rvars, ir_cast(ir, load_x(L, r), dt), &b2, &b3);
+  ir_buf *b = reduce_r(L, n, IR_RED_WELFORD, dt, r,
+                       ir_cast(ir, load_x(L, r), dt), &b2, &b3);
   if (!b || !b2)
     return GC_ENOMEM;
   *mean = ir_tensor_of_buf(ir, b);
@@ -267,16 +310,25 @@ int lower_var(lower_ctx *L, const gc_node *n, int is_std) {
   ir_tensor *mean, *m2;
   if ((rc = welford(L, n, &r, dt, &mean, &m2)))
     return rc;
-  gc_sym **v = L_vars(L, r.rank, r.sizes);
+  gc_sym **v = L_svars(L, r.rank, r.ss);
   if (!v)
     return GC_ENOMEM;
-  double denom = (double)r.count - corr;
   /* ATen: m2 / max(0, N - correction); N - correction <= 0 gives inf/nan */
-  ir_expr *var = ir_op2(ir, IR_DIV, dt, L_load(L, m2, v),
-                        ir_const_f(ir, denom > 0 ? denom : 0, dt));
+  ir_expr *den;
+  if (r.count != IR_SYMBOLIC) {
+    double denom = (double)r.count - corr;
+    den = ir_const_f(ir, denom > 0 ? denom : 0, dt);
+  } else { /* the same in double at run time */
+    gc_dtype f64 = GC_DTYPE_FLOAT64;
+    ir_expr *d = ir_op2(ir, IR_SUB, f64, count_of(L, &r, f64),
+                        ir_const_f(ir, corr, f64));
+    den =
+        ir_cast(ir, ir_op2(ir, IR_MAXIMUM, f64, d, ir_const_f(ir, 0, f64)), dt);
+  }
+  ir_expr *var = ir_op2(ir, IR_DIV, dt, L_load(L, m2, v), den);
   if (is_std)
     var = ir_op1(ir, IR_SQRT, dt, var);
-  rc = L_set(L, n, 0, L_pointwise(L, n, od, r.rank, r.sizes, v, var));
+  rc = L_set(L, n, 0, L_spointwise(L, n, od, r.rank, r.ss, v, var));
   if (!rc && n->noutputs == 2)
     rc = L_set(L, n, 1, L_to_dtype(L, n, mean, od));
   return rc;
@@ -318,37 +370,43 @@ int lower_softmax(lower_ctx *L, const gc_node *n, int which) {
   if (dim < 0 || dim >= x->rank)
     return GC_EUNSUPPORTED;
   /* max over dim (keepdim), sum of exp(x - max), then the epilogue */
-  int64_t ksz[IR_MAX_RANK];
-  memcpy(ksz, x->sizes, (size_t)x->rank * 8);
-  ksz[dim] = 1;
-  if (x->sizes[dim] == 0)
+  gc_sym **xs = xsizes(L, x);
+  gc_sym *ksz[IR_MAX_RANK];
+  if (!xs)
+    return GC_ENOMEM;
+  memcpy(ksz, xs, (size_t)x->rank * sizeof *ksz);
+  ksz[dim] = gc_sym_const(&ir->sym, 1);
+  if (gc_sym_is_const(xs[dim], 0))
     return GC_EUNSUPPORTED;
-  gc_sym **ov = L_vars(L, x->rank, ksz);
-  gc_sym **rv = L_vars(L, 1, &x->sizes[dim]);
+  if (gc_sym_symbolic(&ir->sym, xs[dim]) &&
+      !L_guard(L, n, IR_GUARD_LE, gc_sym_const(&ir->sym, 1), xs[dim],
+               IR_GUARD_RANGE, "a softmax over at least one element"))
+    return GC_ENOMEM;
+  gc_sym **ov = L_svars(L, x->rank, ksz);
+  gc_sym **rv = L_svars(L, 1, &xs[dim]);
   if (!ov || !rv)
     return GC_ENOMEM;
   gc_sym *xi[IR_MAX_RANK];
   for (int i = 0; i < x->rank; i++)
     xi[i] = i == dim ? rv[0] : ov[i];
-  ir_buf *mx = L_reduce(L, n, IR_RED_MAX, dt, x->rank, ksz, ov, 1,
-                        &x->sizes[dim], rv, L_load(L, x, xi), NULL, NULL);
+  ir_buf *mx = L_sreduce(L, n, IR_RED_MAX, dt, x->rank, ksz, ov, 1, &xs[dim],
+                         rv, L_load(L, x, xi), NULL, NULL);
   if (!mx)
     return GC_ENOMEM;
   ir_tensor *mxt = ir_tensor_of_buf(ir, mx);
-  gc_sym **ov2 = L_vars(L, x->rank, ksz);
-  gc_sym **rv2 = L_vars(L, 1, &x->sizes[dim]);
+  gc_sym **ov2 = L_svars(L, x->rank, ksz);
+  gc_sym **rv2 = L_svars(L, 1, &xs[dim]);
   if (!ov2 || !rv2)
     return GC_ENOMEM;
   for (int i = 0; i < x->rank; i++)
     xi[i] = i == dim ? rv2[0] : ov2[i];
   ir_expr *sh = ir_op2(ir, IR_SUB, dt, L_load(L, x, xi), L_load(L, mxt, ov2));
-  ir_buf *sm =
-      L_reduce(L, n, IR_RED_SUM, dt, x->rank, ksz, ov2, 1, &x->sizes[dim], rv2,
-               ir_op1(ir, IR_EXP, dt, sh), NULL, NULL);
+  ir_buf *sm = L_sreduce(L, n, IR_RED_SUM, dt, x->rank, ksz, ov2, 1, &xs[dim],
+                         rv2, ir_op1(ir, IR_EXP, dt, sh), NULL, NULL);
   if (!sm)
     return GC_ENOMEM;
   ir_tensor *smt = ir_tensor_of_buf(ir, sm);
-  gc_sym **v = L_vars(L, x->rank, x->sizes);
+  gc_sym **v = L_svars(L, x->rank, xs);
   if (!v)
     return GC_ENOMEM;
   gc_sym *ki[IR_MAX_RANK];
@@ -373,7 +431,7 @@ int lower_softmax(lower_ctx *L, const gc_node *n, int which) {
                   ir_op2(ir, IR_EQ, dt, L_load(L, mxt, ki),
                          ir_const_f(ir, -INFINITY, dt)),
                   ir_const_f(ir, 0, dt), body);
-  return L_set(L, n, 0, L_pointwise(L, n, od, x->rank, x->sizes, v, body));
+  return L_set(L, n, 0, L_spointwise(L, n, od, x->rank, xs, v, body));
 }
 
 /* native_layer_norm(input, normalized_shape, weight, bias, eps) ->
@@ -383,17 +441,20 @@ int lower_layer_norm(lower_ctx *L, const gc_node *n, int unused) {
   (void)unused;
   ir_graph *ir = L_ir(L);
   ir_tensor *x = L_tensor(L, n, "input");
-  const int64_t *shape;
+  gc_sym *shape[IR_MAX_RANK];
   int ns;
   double eps;
-  if (!x || !L_ints(L, n, "normalized_shape", &shape, &ns) ||
+  if (!x || !L_symints(L, n, "normalized_shape", shape, &ns, IR_MAX_RANK) ||
       !L_float(L, n, "eps", &eps) || ns > x->rank || !L_is_float(x->dtype))
     return GC_EUNSUPPORTED;
   gc_dtype od = x->dtype, dt = L_opmath(od); /* half: float32, as ATen */
   int lead = x->rank - ns;
   int64_t dims[IR_MAX_RANK];
+  gc_sym **xs = xsizes(L, x);
+  if (!xs)
+    return GC_ENOMEM;
   for (int i = 0; i < ns; i++) {
-    if (shape[i] != x->sizes[lead + i])
+    if (shape[i] != xs[lead + i])
       return GC_EUNSUPPORTED;
     dims[i] = lead + i;
   }
@@ -401,22 +462,21 @@ int lower_layer_norm(lower_ctx *L, const gc_node *n, int unused) {
   int rc = setup(L, n, 1, x, dims, ns, false, &r);
   if (rc)
     return rc;
-  if (r.count == 0)
+  if (!nonempty(L, n, &r))
     return GC_EUNSUPPORTED;
   ir_tensor *mean, *m2;
   if ((rc = welford(L, n, &r, dt, &mean, &m2)))
     return rc;
   /* rstd = 1 / sqrt(max(m2 / N, 0) + eps), over mean's shape */
-  gc_sym **sv = L_vars(L, r.rank, r.sizes);
+  gc_sym **sv = L_svars(L, r.rank, r.ss);
   if (!sv)
     return GC_ENOMEM;
-  ir_expr *var = ir_op2(ir, IR_DIV, dt, L_load(L, m2, sv),
-                        ir_const_f(ir, (double)r.count, dt));
+  ir_expr *var = ir_op2(ir, IR_DIV, dt, L_load(L, m2, sv), count_of(L, &r, dt));
   var = ir_op2(ir, IR_MAXIMUM, dt, var, ir_const_f(ir, 0, dt));
-  ir_tensor *rstd =
-      L_pointwise(L, n, dt, r.rank, r.sizes, sv,
-                  ir_op1(ir, IR_RSQRT, dt,
-                         ir_op2(ir, IR_ADD, dt, var, ir_const_f(ir, eps, dt))));
+  ir_tensor *rstd = L_spointwise(
+      L, n, dt, r.rank, r.ss, sv,
+      ir_op1(ir, IR_RSQRT, dt,
+             ir_op2(ir, IR_ADD, dt, var, ir_const_f(ir, eps, dt))));
   if (!rstd)
     return GC_ENOMEM;
   /* out = (x - mean) * rstd * weight + bias, as torch 2's kernel computes
@@ -425,7 +485,7 @@ int lower_layer_norm(lower_ctx *L, const gc_node *n, int unused) {
    * are contracted), explicit so gcc cannot contract otherwise. A constant
    * row gives exactly 0 (torch 1.13's x * rstd + (-rstd * mean) did too,
    * but contracted by gcc it was rstd * mean's rounding error). */
-  gc_sym **v = L_vars(L, x->rank, x->sizes);
+  gc_sym **v = L_svars(L, x->rank, xs);
   if (!v)
     return GC_ENOMEM;
   gc_sym *si[IR_MAX_RANK];
@@ -446,7 +506,7 @@ int lower_layer_norm(lower_ctx *L, const gc_node *n, int unused) {
   else
     y = ir_op2(ir, IR_ADD, dt, ir_op2(ir, IR_MUL, dt, d, p),
                L_load_bcast(L, b, x->rank, v));
-  rc = L_set(L, n, 0, L_pointwise(L, n, od, x->rank, x->sizes, v, y));
+  rc = L_set(L, n, 0, L_spointwise(L, n, od, x->rank, xs, v, y));
   if (!rc)
     rc = L_set(L, n, 1, L_to_dtype(L, n, mean, L_out_meta(n, 1)->dtype));
   if (!rc)
@@ -562,11 +622,10 @@ int lower_logsumexp(lower_ctx *L, const gc_node *n, int unused) {
   int rc = setup(L, n, 0, x, dims, nd, true, &r);
   if (rc)
     return rc;
-  if (r.count == 0)
+  if (!nonempty(L, n, &r))
     return GC_EUNSUPPORTED;
-  ir_buf *mb =
-      L_reduce(L, n, IR_RED_MAX, dt, r.rank, r.sizes, r.vars, r.rrank, r.rsizes,
-               r.rvars, ir_cast(ir, load_x(L, &r), dt), NULL, NULL);
+  ir_buf *mb = reduce_r(L, n, IR_RED_MAX, dt, &r,
+                        ir_cast(ir, load_x(L, &r), dt), NULL, NULL);
   if (!mb)
     return GC_ENOMEM;
   ir_tensor *mt = ir_tensor_of_buf(ir, mb);
@@ -582,12 +641,11 @@ int lower_logsumexp(lower_ctx *L, const gc_node *n, int unused) {
   ir_expr *body =
       ir_op1(ir, IR_EXP, dt,
              ir_op2(ir, IR_SUB, dt, ir_cast(ir, load_x(L, &r2), dt), mx));
-  ir_buf *sb = L_reduce(L, n, IR_RED_SUM, dt, r2.rank, r2.sizes, r2.vars,
-                        r2.rrank, r2.rsizes, r2.rvars, body, NULL, NULL);
+  ir_buf *sb = reduce_r(L, n, IR_RED_SUM, dt, &r2, body, NULL, NULL);
   if (!sb)
     return GC_ENOMEM;
   ir_tensor *st = ir_tensor_of_buf(ir, sb);
-  gc_sym **v = L_vars(L, r.rank, r.sizes);
+  gc_sym **v = L_svars(L, r.rank, r.ss);
   if (!v)
     return GC_ENOMEM;
   ir_expr *mv = L_load(L, mt, v);
@@ -596,7 +654,7 @@ int lower_logsumexp(lower_ctx *L, const gc_node *n, int unused) {
               ir_const_f(ir, 0, dt), mv);
   ir_expr *y =
       ir_op2(ir, IR_ADD, dt, ir_op1(ir, IR_LOG, dt, L_load(L, st, v)), mv);
-  return L_set(L, n, 0, L_pointwise(L, n, od, r.rank, r.sizes, v, y));
+  return L_set(L, n, 0, L_spointwise(L, n, od, r.rank, r.ss, v, y));
 }
 
 /* dot/vdot (param 0: [K] . [K] -> []) and mv (param 1: [M, K] x [K] ->
@@ -663,7 +721,7 @@ int lower_vector_norm(lower_ctx *L, const gc_node *n, int is_norm) {
     return rc;
   gc_dtype od = x ? x->dtype : GC_DTYPE_UNKNOWN, dt = L_opmath(od);
   const gc_tensor_meta *m = L_out_meta(n, 0);
-  if (!L_is_float(dt) || m->dtype != od || r.count == 0)
+  if (!L_is_float(dt) || m->dtype != od || !nonempty(L, n, &r))
     return GC_EUNSUPPORTED;
   ir_expr *ax = ir_op1(ir, IR_ABS, dt, load_x(L, &r));
   ir_reduction red_op = IR_RED_SUM;
@@ -679,20 +737,19 @@ int lower_vector_norm(lower_ctx *L, const gc_node *n, int is_norm) {
     body = ir_cast(ir, ir_op2(ir, IR_NE, dt, ax, ir_const_f(ir, 0, dt)), dt);
   else
     body = ir_op2(ir, IR_POW, dt, ax, ir_const_f(ir, p, dt));
-  ir_buf *b = L_reduce(L, n, red_op, dt, r.rank, r.sizes, r.vars, r.rrank,
-                       r.rsizes, r.rvars, body, NULL, NULL);
+  ir_buf *b = reduce_r(L, n, red_op, dt, &r, body, NULL, NULL);
   if (!b)
     return GC_ENOMEM;
   ir_tensor *t = ir_tensor_of_buf(ir, b);
   if (p == 2 || (p != 1 && p != 0 && !isinf(p))) {
-    gc_sym **v = L_vars(L, r.rank, r.sizes);
+    gc_sym **v = L_svars(L, r.rank, r.ss);
     if (!v)
       return GC_ENOMEM;
     ir_expr *s = L_load(L, t, v);
     ir_expr *e = p == 2
                      ? ir_op1(ir, IR_SQRT, dt, s)
                      : ir_op2(ir, IR_POW, dt, s, ir_const_f(ir, 1.0 / p, dt));
-    t = L_pointwise(L, n, dt, r.rank, r.sizes, v, e);
+    t = L_spointwise(L, n, dt, r.rank, r.ss, v, e);
   }
   return L_set(L, n, 0, L_to_dtype(L, n, t, od));
 }

@@ -51,7 +51,23 @@ static int64_t align_up(int64_t v) {
 }
 
 static int64_t buf_bytes(const ir_buf *b) {
+  if (b->symbolic)
+    return IR_SYMBOLIC;
   return align_up(b->span * gc_dtype_size(b->dtype));
+}
+
+/* align_up of an expression */
+static gc_sym *salign_up(gc_symctx *s, gc_sym *v) {
+  return gc_sym_scale(
+      s, gc_sym_floordiv(s, gc_sym_addc(s, v, ALIGN - 1), ALIGN), ALIGN);
+}
+
+/* buf_bytes as an expression (symbolic buffers). */
+static gc_sym *sbuf_bytes(ir_graph *ir, const ir_buf *b) {
+  gc_symctx *s = &ir->sym;
+  if (!b->symbolic)
+    return gc_sym_const(s, buf_bytes(b));
+  return salign_up(s, gc_sym_scale(s, b->sspan, gc_dtype_size(b->dtype)));
 }
 
 typedef struct rng {
@@ -230,7 +246,36 @@ static bool fresh_results(const ir_node *call) {
 
 /* Whether b's elements fill [0, span) exactly once (no element shares an
  * address with another: each is written by one iteration). */
-static bool dense(const ir_buf *b) {
+/* dense() with symbolic sizes: the dims of non-constant-1 size, innermost
+ * first, each stride the product of the sizes inside it, exactly (sizes
+ * that may be 0 or 1 at run time included: the layout must be dense at
+ * every size). */
+static bool sdense(ir_graph *ir, const ir_buf *b) {
+  gc_symctx *s = &ir->sym;
+  if (b->snumel != b->sspan)
+    return false;
+  gc_sym *want = gc_sym_const(s, 1);
+  bool used[IR_MAX_RANK] = {false};
+  int left = 0;
+  for (int d = 0; d < b->rank; d++)
+    left += !gc_sym_is_const(b->ssizes[d], 1);
+  for (int n = 0; n < left; n++) {
+    int best = -1;
+    for (int d = 0; d < b->rank && best < 0; d++)
+      if (!used[d] && !gc_sym_is_const(b->ssizes[d], 1) &&
+          b->sstrides[d] == want)
+        best = d;
+    if (best < 0)
+      return false;
+    used[best] = true;
+    want = gc_sym_mul(s, want, b->ssizes[best]);
+  }
+  return want == b->snumel;
+}
+
+static bool dense(ir_graph *ir, const ir_buf *b) {
+  if (b->symbolic)
+    return sdense(ir, b);
   if (b->numel != b->span || b->numel <= 0)
     return false;
   int64_t want = 1;
@@ -257,8 +302,8 @@ static bool can_overwrite(ir_graph *ir, const sc_schedule *s,
                           ir_buf *r) {
   ir_buf *b = n->out, *root = ir_buf_storage(r);
   if (r == b || r->shared || s->local[r->id] || r->first >= k || r->last != k ||
-      root->last != k || r->dtype != b->dtype || r->span != b->span ||
-      !dense(b) || is_output(ir, root))
+      root->last != k || r->dtype != b->dtype || r->sspan != b->sspan ||
+      r->symbolic != b->symbolic || !dense(ir, b) || is_output(ir, root))
     return false;
   if (root->kind == IR_BUF_RESULT) {
     /* a fresh ATen tensor nobody else holds: an intermediate, or, in a
@@ -372,6 +417,113 @@ static int plan_in_place(ir_graph *ir, sc_schedule *s, gc_error *err) {
   return 0;
 }
 
+/* ---- symbolic plans ----
+ *
+ * With size symbols, buffer sizes and offsets are expressions, and the
+ * plan must be right at every size: each buffer goes to the first of a
+ * few candidate offsets (0, the end of each live-overlapping buffer
+ * already placed, in order of their value at a probe size) that provably
+ * overlaps none of them at every size (gc_sym_le over the symbols'
+ * ranges), or, if none does, after all of them (the max of their ends).
+ * Buffers are placed largest first at the probe size. The arena's size is
+ * the largest end: an expression the runtime evaluates per call. */
+
+typedef struct splaced {
+  ir_buf *b;
+  gc_sym *bytes, *off;
+  double key; /* bytes at the probe size */
+} splaced;
+
+static int by_key_desc(const void *x, const void *y) {
+  const splaced *a = x, *b = y;
+  if (a->key != b->key)
+    return a->key < b->key ? 1 : -1;
+  return a->b->id - b->b->id;
+}
+
+static bool live_together(const ir_buf *a, const ir_buf *b) {
+  return !(a->last < b->first || b->last < a->first);
+}
+
+/* Is [o1, o1 + n1) disjoint from [o2, o2 + n2) at every size? */
+static bool apart(gc_symctx *s, gc_sym *o1, gc_sym *n1, gc_sym *o2,
+                  gc_sym *n2) {
+  return gc_sym_le(s, gc_sym_add(s, o1, n1), o2) ||
+         gc_sym_le(s, gc_sym_add(s, o2, n2), o1);
+}
+
+static int plan_symbolic(ir_graph *ir, sc_schedule *s, gc_error *err) {
+  gc_symctx *sy = &ir->sym;
+  splaced *r = gc_arena_calloc(ir->a, (size_t)ir->nbufs + 1, sizeof *r);
+  gc_sym **cand = gc_arena_calloc(ir->a, (size_t)ir->nbufs + 2, sizeof *cand);
+  if (!r || !cand)
+    return gc_errorf(err, GC_ENOMEM, "plan: out of memory");
+  int n = 0;
+  for (int i = 0; i < ir->nbufs; i++) {
+    ir_buf *b = ir->bufs[i];
+    if (b->kind != IR_BUF_ARENA || s->local[i] || b->first < 0 || b->share)
+      continue;
+    r[n].b = b;
+    r[n].bytes = sbuf_bytes(ir, b);
+    r[n].key = ir_probe(ir, r[n].bytes);
+    if (!r[n].bytes)
+      return gc_errorf(err, GC_ENOMEM, "plan: out of memory");
+    n++;
+  }
+  qsort(r, (size_t)n, sizeof *r, by_key_desc);
+  gc_sym *arena = gc_sym_const(sy, 0);
+  for (int i = 0; i < n; i++) {
+    /* candidates: 0, then the ends of the live-overlapping placed ones */
+    int nc = 0;
+    cand[nc++] = gc_sym_const(sy, 0);
+    for (int j = 0; j < i; j++)
+      if (live_together(r[i].b, r[j].b))
+        cand[nc++] = gc_sym_add(sy, r[j].off, r[j].bytes);
+    for (int a = 2; a < nc; a++) { /* by value at the probe size */
+      gc_sym *c = cand[a];
+      int k = a - 1;
+      while (k >= 1 && ir_probe(ir, cand[k]) > ir_probe(ir, c)) {
+        cand[k + 1] = cand[k];
+        k--;
+      }
+      cand[k + 1] = c;
+    }
+    gc_sym *off = NULL;
+    for (int c = 0; c < nc && !off; c++) {
+      bool ok = cand[c] != NULL;
+      for (int j = 0; j < i && ok; j++)
+        if (live_together(r[i].b, r[j].b))
+          ok = apart(sy, cand[c], r[i].bytes, r[j].off, r[j].bytes);
+      if (ok)
+        off = cand[c];
+    }
+    if (!off) { /* after all of them */
+      off = gc_sym_const(sy, 0);
+      for (int c = 1; c < nc; c++)
+        off = gc_sym_max(sy, off, cand[c]);
+    }
+    r[i].off = off;
+    r[i].b->sarena_offset = off;
+    int64_t v;
+    r[i].b->arena_offset = gc_sym_const_of(off, &v) ? v : IR_SYMBOLIC;
+    arena = gc_sym_max(sy, arena, gc_sym_add(sy, off, r[i].bytes));
+    if (!off || !arena)
+      return gc_errorf(err, GC_ENOMEM, "plan: out of memory");
+  }
+  for (int i = 0; i < ir->nbufs; i++) {
+    ir_buf *b = ir->bufs[i];
+    if (b->share) {
+      b->arena_offset = ir_buf_storage(b)->arena_offset;
+      b->sarena_offset = ir_buf_storage(b)->sarena_offset;
+    }
+  }
+  s->sarena_bytes = arena;
+  if (!gc_sym_const_of(arena, &s->arena_bytes))
+    s->arena_bytes = IR_SYMBOLIC;
+  s->planned = true;
+  return 0;
+}
+
 int sc_plan_memory(ir_graph *ir, sc_schedule *s, gc_error *err) {
   for (int i = 0; i < ir->nbufs; i++) {
     ir->bufs[i]->first = ir->bufs[i]->last = -1;
@@ -417,10 +569,13 @@ int sc_plan_memory(ir_graph *ir, sc_schedule *s, gc_error *err) {
    * follow it: they are views of it). */
   for (int i = 0; s->temp_min_bytes > 0 && i < ir->nbufs; i++) {
     ir_buf *b = ir->bufs[i];
+    /* (a symbolic one may be large: its own memory, as eager's) */
     if (b->kind == IR_BUF_ARENA && !s->local[i] && b->first >= 0 && !b->share &&
-        buf_bytes(b) >= s->temp_min_bytes)
+        (b->symbolic || buf_bytes(b) >= s->temp_min_bytes))
       b->kind = IR_BUF_TEMP;
   }
+  if (ir->nsyms)
+    return plan_symbolic(ir, s, err);
   /* the arena buffers that need memory, largest first */
   rng *r = gc_arena_calloc(ir->a, (size_t)ir->nbufs + 1, sizeof *r);
   if (!r)
@@ -496,17 +651,22 @@ static void dims(ir_graph *ir, pb *p, const sc_dim *d, int n) {
   put(p, "[");
   for (int i = 0; i < n; i++)
     put(p,
-        gc_arena_printf(ir->a, "%s%s<%lld", i ? ", " : "",
-                        gc_sym_str(&ir->sym, d[i].var), (long long)d[i].size));
+        gc_arena_printf(
+            ir->a, "%s%s<%s", i ? ", " : "", gc_sym_str(&ir->sym, d[i].var),
+            d[i].ssize ? gc_sym_str(&ir->sym, d[i].ssize)
+                       : gc_arena_printf(ir->a, "%lld", (long long)d[i].size)));
   put(p, "]");
 }
 
 char *sc_print(ir_graph *ir, const sc_schedule *s) {
   pb p = {.a = ir->a};
-  put(&p, gc_arena_printf(ir->a,
-                          "# %d kernels, %d buffers kept in locals, "
-                          "arena %lld bytes\n",
-                          s->nkernels, s->nlocal, (long long)s->arena_bytes));
+  put(&p,
+      gc_arena_printf(
+          ir->a, "# %d kernels, %d buffers kept in locals, arena %s bytes\n",
+          s->nkernels, s->nlocal,
+          s->sarena_bytes && s->arena_bytes == IR_SYMBOLIC
+              ? gc_sym_str(&ir->sym, s->sarena_bytes)
+              : gc_arena_printf(ir->a, "%lld", (long long)s->arena_bytes)));
   for (int k = 0; k < s->nkernels; k++) {
     const sc_kernel *kn = s->kernels[k];
     if (kn->call) {
@@ -532,8 +692,11 @@ char *sc_print(ir_graph *ir, const sc_schedule *s) {
             s->local[b->id] ? "local"
             : b->share      ? gc_arena_printf(ir->a, "in buf%d", b->share->id)
             : b->kind == IR_BUF_ARENA
-                ? gc_arena_printf(ir->a, "arena@%lld",
-                                  (long long)b->arena_offset)
+                ? (b->sarena_offset && b->arena_offset == IR_SYMBOLIC
+                       ? gc_arena_printf(ir->a, "arena@%s",
+                                         gc_sym_str(&ir->sym, b->sarena_offset))
+                       : gc_arena_printf(ir->a, "arena@%lld",
+                                         (long long)b->arena_offset))
             : b->kind == IR_BUF_OUTPUT ? "output"
             : b->kind == IR_BUF_TEMP   ? "temp"
             : b->kind == IR_BUF_INPUT  ? "input"
@@ -558,7 +721,7 @@ char *sc_print(ir_graph *ir, const sc_schedule *s) {
       for (int i = 0; i < ir->nbufs; i++) {
         const ir_buf *b = ir->bufs[i];
         if (b->kind == IR_BUF_ARENA && !s->local[i] && b->first >= 0 &&
-            ir_buf_storage((ir_buf *)b)->kind == IR_BUF_ARENA &&
+            ir_buf_storage((ir_buf *)b)->kind == IR_BUF_ARENA && !b->symbolic &&
             b->arena_offset > at && b->arena_offset < next)
           next = b->arena_offset;
       }
@@ -567,7 +730,7 @@ char *sc_print(ir_graph *ir, const sc_schedule *s) {
       for (int i = 0; i < ir->nbufs; i++) {
         const ir_buf *b = ir->bufs[i];
         if (b->kind != IR_BUF_ARENA || s->local[i] || b->first < 0 ||
-            b->arena_offset != next ||
+            b->symbolic || b->arena_offset != next ||
             ir_buf_storage((ir_buf *)b)->kind != IR_BUF_ARENA)
           continue;
         put(&p, gc_arena_printf(
@@ -580,6 +743,24 @@ char *sc_print(ir_graph *ir, const sc_schedule *s) {
                              : ""));
       }
       at = next;
+    }
+    /* symbolic buffers: offsets and ends as expressions, by buffer id */
+    for (int i = 0; i < ir->nbufs; i++) {
+      const ir_buf *b = ir->bufs[i];
+      if (b->kind != IR_BUF_ARENA || s->local[i] || b->first < 0 ||
+          !b->symbolic || ir_buf_storage((ir_buf *)b)->kind != IR_BUF_ARENA)
+        continue;
+      gc_sym *off = b->sarena_offset ? b->sarena_offset
+                                     : gc_sym_const(&ir->sym, b->arena_offset);
+      put(&p, gc_arena_printf(
+                  ir->a, "  [%s, %s) buf%d, live k%d..k%d%s\n",
+                  gc_sym_str(&ir->sym, off),
+                  gc_sym_str(&ir->sym,
+                             gc_sym_add(&ir->sym, off, sbuf_bytes(ir, b))),
+                  b->id, b->first, b->last,
+                  b->share ? gc_arena_printf(ir->a, " (in place of buf%d)",
+                                             b->share->id)
+                           : ""));
     }
   }
   return p.s ? p.s : gc_arena_strdup(ir->a, "");

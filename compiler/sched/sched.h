@@ -36,8 +36,9 @@
 #include "compiler/ir/ir.h"
 
 typedef struct sc_dim {
-  int64_t size;
-  gc_sym *var; /* the kernel's variable for it */
+  int64_t size;  /* IR_SYMBOLIC when symbolic: see ssize */
+  gc_sym *var;   /* the kernel's variable for it */
+  gc_sym *ssize; /* the size as an expression (always set) */
 } sc_dim;
 
 typedef struct sc_stage {
@@ -72,7 +73,11 @@ typedef struct sc_kernel {
   int nstages, capstages;
   ir_node **nodes; /* every node, in order */
   int nnodes, capnodes;
-  int64_t work; /* elements of the iteration space, all stages */
+  int64_t work;  /* elements of the iteration space, all stages
+                    (IR_SYMBOLIC: see swork) */
+  gc_sym *swork; /* the same as an expression (always set) */
+  bool symbolic; /* a loop bound is symbolic: the kernel is generated in
+                    its plain form (no tiles, splits, streamed stores) */
 } sc_kernel;
 
 /* A call kernel the runtime makes as an ATen call (not generated code):
@@ -86,7 +91,10 @@ typedef struct sc_schedule {
   int nkernels, cap;
   sc_place *place;        /* per IR node id */
   bool *local;            /* per buffer id: kept in a local variable */
-  int64_t arena_bytes;    /* the memory plan's size */
+  int64_t arena_bytes;    /* the memory plan's size (IR_SYMBOLIC: see
+                             sarena_bytes) */
+  gc_sym *sarena_bytes;   /* the same as an expression over the size
+                             symbols (a symbolic plan, plan.c) */
   int nlocal;             /* buffers that never touch memory */
   bool planned;           /* sc_plan_memory has run */
   int64_t temp_min_bytes; /* > 0: arena intermediates at least this large

@@ -67,34 +67,52 @@ typedef struct ndim {
   gc_sym *var;
   int64_t size;
   int64_t stride; /* of the written buffer, for ordering */
+  gc_sym *ssize;
+  double skey; /* the stride at a probe size (symbolic strides) */
 } ndim;
 
+/* A range of n as an expression. */
+static gc_sym *srange(ir_graph *ir, const ir_node *n, int i, bool reduced) {
+  gc_sym *const *sr = reduced ? n->srranges : n->sranges;
+  if (sr)
+    return sr[i];
+  return gc_sym_const(&ir->sym, reduced ? n->rranges[i] : n->ranges[i]);
+}
+
 /* The node's output dims of size > 1, ordered by decreasing stride of its
- * output (stable), and its reduced dims of size > 1 in order. */
-static void node_dims(const ir_node *n, ndim *outer, int *nouter, ndim *inner,
-                      int *ninner) {
+ * output (stable), and its reduced dims of size > 1 in order. Symbolic
+ * strides order by their value at a probe size (ir_probe): any order is
+ * right, this one makes the innermost loop the densest. */
+static void node_dims(ir_graph *ir, const ir_node *n, ndim *outer, int *nouter,
+                      ndim *inner, int *ninner) {
   *nouter = *ninner = 0;
+  bool sym = ir->nsyms > 0;
   for (int i = 0; i < n->rank; i++) {
-    if (n->ranges[i] == 1)
+    gc_sym *r = srange(ir, n, i, false);
+    if (gc_sym_is_const(r, 1))
       continue;
-    ndim d = {n->vars[i], n->ranges[i], n->out ? n->out->strides[i] : 0};
+    ndim d = {n->vars[i], n->ranges[i], n->out ? n->out->strides[i] : 0, r,
+              sym && n->out ? ir_probe(ir, n->out->sstrides[i]) : 0};
     int j = *nouter - 1;
-    while (j >= 0 && outer[j].stride < d.stride) {
+    while (j >= 0 &&
+           (sym ? outer[j].skey < d.skey : outer[j].stride < d.stride)) {
       outer[j + 1] = outer[j];
       j--;
     }
     outer[j + 1] = d;
     (*nouter)++;
   }
-  for (int i = 0; i < n->rrank; i++)
-    if (n->rranges[i] != 1)
-      inner[(*ninner)++] = (ndim){n->rvars[i], n->rranges[i], 0};
+  for (int i = 0; i < n->rrank; i++) {
+    gc_sym *r = srange(ir, n, i, true);
+    if (!gc_sym_is_const(r, 1))
+      inner[(*ninner)++] = (ndim){n->rvars[i], n->rranges[i], 0, r, 0};
+  }
 }
 
-static gc_sym *kvar(sctx *c, int64_t size) {
+static gc_sym *kvar(sctx *c, gc_sym *size) {
   char name[24];
   snprintf(name, sizeof name, "x%d", c->ir->sym.nvars);
-  return gc_sym_newvar(&c->ir->sym, name, 0, size > 0 ? size - 1 : 0);
+  return gc_sym_loopvar(&c->ir->sym, name, size);
 }
 
 static sc_dim *new_dims(sctx *c, const ndim *d, int n) {
@@ -103,7 +121,8 @@ static sc_dim *new_dims(sctx *c, const ndim *d, int n) {
     return NULL;
   for (int i = 0; i < n; i++) {
     out[i].size = d[i].size;
-    if (!(out[i].var = kvar(c, d[i].size)))
+    out[i].ssize = d[i].ssize;
+    if (!(out[i].var = kvar(c, d[i].ssize)))
       return NULL;
   }
   return out;
@@ -114,7 +133,7 @@ static gc_sym *store_index(ir_graph *ir, const ir_node *n) {
   gc_sym *e = gc_sym_const(&ir->sym, 0);
   for (int i = 0; i < n->rank; i++)
     e = gc_sym_add(&ir->sym, e,
-                   gc_sym_scale(&ir->sym, n->vars[i], n->out->strides[i]));
+                   gc_sym_mul(&ir->sym, n->vars[i], n->out->sstrides[i]));
   return e;
 }
 
@@ -158,7 +177,7 @@ static bool same_sizes(const sc_dim *a, int na, const ndim *b, int nb) {
   if (na != nb)
     return false;
   for (int i = 0; i < na; i++)
-    if (a[i].size != b[i].size)
+    if (a[i].ssize != b[i].ssize)
       return false;
   return true;
 }
@@ -180,7 +199,7 @@ static gc_sym *restage(sctx *c, gc_sym *e, const sc_dim *from, int nfrom,
     return NULL;
   gc_symmap map = {0};
   for (int i = 0; i < nfrom; i++) {
-    if (from[i].size != to->dims[i].size ||
+    if (from[i].ssize != to->dims[i].ssize ||
         !gc_symmap_set(&c->ir->sym, &map, from[i].var->var, to->dims[i].var))
       return NULL;
   }
@@ -319,17 +338,17 @@ static bool place_ordered(sctx *c, sc_kernel *k, ir_node *n, const ndim *outer,
   if (nouter < ko || (red && nouter != ko))
     return false;
   for (int i = 0; i < ko; i++)
-    if (outer[i].size != k->dims[i].size)
+    if (outer[i].ssize != k->dims[i].ssize)
       return false;
   /* the substitution: outer dims, then size-1 dims to 0 */
   gc_symmap map = {0};
   gc_sym *zero = gc_sym_const(&ir->sym, 0);
   for (int i = 0; i < n->rank; i++)
-    if (n->ranges[i] == 1 &&
+    if (gc_sym_is_const(srange(ir, n, i, false), 1) &&
         !gc_symmap_set(&ir->sym, &map, n->vars[i]->var, zero))
       return false;
   for (int i = 0; i < n->rrank; i++)
-    if (n->rranges[i] == 1 &&
+    if (gc_sym_is_const(srange(ir, n, i, true), 1) &&
         !gc_symmap_set(&ir->sym, &map, n->rvars[i]->var, zero))
       return false;
   for (int i = 0; i < ko; i++)
@@ -381,7 +400,7 @@ static bool place_matching(sctx *c, sc_kernel *k, ir_node *n, const ndim *dims,
     return place_ordered(c, k, n, order, ndims, inner, ninner);
   }
   for (int i = 0; i < ndims; i++) {
-    if (used[i] || dims[i].size != k->dims[depth].size)
+    if (used[i] || dims[i].ssize != k->dims[depth].ssize)
       continue;
     used[i] = true;
     order[depth] = dims[i];
@@ -403,7 +422,7 @@ static bool place(sctx *c, sc_kernel *k, ir_node *n) {
   ndim outer[IR_MAX_RANK], inner[IR_MAX_RANK], order[IR_MAX_RANK];
   int nouter, ninner;
   bool used[IR_MAX_RANK] = {false};
-  node_dims(n, outer, &nouter, inner, &ninner);
+  node_dims(c->ir, n, outer, &nouter, inner, &ninner);
   if (k->nnodes && (k->nnodes >= MAX_KERNEL_NODES || writes_input(n) ||
                     writes_input(k->nodes[0])))
     return false; /* write-backs to inputs run alone (aliasing inputs) */
@@ -488,11 +507,26 @@ static int collect_index(const ir_expr *e, void *ctx) {
 }
 
 /* Can dims a (outer) and b (inner, size sb) be one loop? Every expression
- * must be affine in both with coef(a) == coef(b) * sb. */
-static bool mergeable(const idxs *x, const gc_sym *a, const gc_sym *b,
-                      int64_t sb) {
+ * must be affine in both with coef(a) == coef(b) * sb. With size symbols
+ * the coefficients may be symbolic (s1*i + j), sb must be a constant (the
+ * merged index is split again by floor division and remainder, which take
+ * constant divisors). */
+static bool mergeable(ir_graph *ir, const idxs *x, const gc_sym *a,
+                      const gc_sym *b, int64_t sb) {
   if (x->incomplete)
     return false;
+  if (ir->nsyms) {
+    if (sb == IR_SYMBOLIC)
+      return false;
+    for (int i = 0; i < x->n; i++) {
+      gc_sym *ca, *cb;
+      if (!gc_sym_coef(&ir->sym, x->e[i], a->var, &ca) ||
+          !gc_sym_coef(&ir->sym, x->e[i], b->var, &cb) ||
+          ca != gc_sym_scale(&ir->sym, cb, sb))
+        return false;
+    }
+    return true;
+  }
   for (int i = 0; i < x->n; i++) {
     int64_t ca, cb;
     if (!gc_sym_linear_in(x->e[i], a->var, &ca) ||
@@ -538,14 +572,18 @@ static bool merge_dims(sctx *c, sc_kernel *k, sc_dim *dims, int *nd) {
   for (int i = *nd - 2; i >= 0; i--) {
     idxs x = {0};
     kernel_indices(c, k, &x);
-    if (!mergeable(&x, dims[i].var, dims[i + 1].var, dims[i + 1].size))
+    if (!mergeable(c->ir, &x, dims[i].var, dims[i + 1].var, dims[i + 1].size))
       continue;
-    int64_t size = dims[i].size * dims[i + 1].size;
-    gc_sym *m = kvar(c, size);
+    gc_sym *ssize = gc_sym_mul(&c->ir->sym, dims[i].ssize, dims[i + 1].ssize);
+    int64_t size;
+    if (!ssize || !gc_sym_const_of(ssize, &size))
+      size = IR_SYMBOLIC;
+    gc_sym *m = ssize ? kvar(c, ssize) : NULL;
     if (!m ||
         !apply_merge(c, k, dims[i].var, dims[i + 1].var, dims[i + 1].size, m))
       return false;
     dims[i].size = size;
+    dims[i].ssize = ssize;
     dims[i].var = m;
     memmove(&dims[i + 1], &dims[i + 2], (size_t)(*nd - i - 2) * sizeof *dims);
     (*nd)--;
@@ -575,17 +613,22 @@ static int finish_kernel(sctx *c, sc_kernel *k) {
    * work: a 56-element loop of 16-lane vectors ends in a scalar
    * remainder of 8 (scalar exp calls) per row; 3136 elements do not. */
   int64_t rest = 1;
-  for (int i = 0; i + 1 < k->ndims; i++)
+  bool sym_rest = false;
+  for (int i = 0; i + 1 < k->ndims; i++) {
+    sym_rest |= k->dims[i].size == IR_SYMBOLIC;
     rest *= k->dims[i].size;
+  }
+  bool short_inner = k->nstages >= 1 && k->stages[0].ndims >= 1 &&
+                     k->stages[0].dims[0].size != IR_SYMBOLIC &&
+                     k->stages[0].dims[0].size < SHORT_INNER && !sym_rest &&
+                     rest >= MIN_OUTER;
   if (k->nstages == 1 && !k->stages[0].reduction && k->ndims >= 1 &&
-      k->stages[0].ndims == 1 &&
-      (k->ndims == 1 ||
-       (k->stages[0].dims[0].size < SHORT_INNER && rest >= MIN_OUTER))) {
+      k->stages[0].ndims == 1 && (k->ndims == 1 || short_inner)) {
     sc_dim d[2] = {k->dims[k->ndims - 1], k->stages[0].dims[0]};
     int nd = 2;
     idxs x = {0};
     kernel_indices(c, k, &x);
-    if (mergeable(&x, d[0].var, d[1].var, d[1].size)) {
+    if (mergeable(c->ir, &x, d[0].var, d[1].var, d[1].size)) {
       if (!merge_dims(c, k, d, &nd))
         return GC_ENOMEM;
       if (nd == 1) {
@@ -594,16 +637,30 @@ static int finish_kernel(sctx *c, sc_kernel *k) {
       }
     }
   }
-  int64_t outer = 1;
+  gc_symctx *sy = &c->ir->sym;
+  gc_sym *outer = gc_sym_const(sy, 1);
   for (int i = 0; i < k->ndims; i++)
-    outer *= k->dims[i].size;
-  k->work = 0;
+    outer = gc_sym_mul(sy, outer, k->dims[i].ssize);
+  gc_sym *work = gc_sym_const(sy, 0);
   for (int s = 0; s < k->nstages; s++) {
-    int64_t in = 1;
+    gc_sym *in = gc_sym_const(sy, 1);
     for (int i = 0; i < k->stages[s].ndims; i++)
-      in *= k->stages[s].dims[i].size;
-    k->work += outer * in * k->stages[s].nnodes;
+      in = gc_sym_mul(sy, in, k->stages[s].dims[i].ssize);
+    work = gc_sym_add(
+        sy, work,
+        gc_sym_scale(sy, gc_sym_mul(sy, outer, in), k->stages[s].nnodes));
   }
+  if (!work)
+    return GC_ENOMEM;
+  k->swork = work;
+  if (!gc_sym_const_of(work, &k->work))
+    k->work = IR_SYMBOLIC;
+  k->symbolic = k->work == IR_SYMBOLIC;
+  for (int s = 0; s < k->nstages && !k->symbolic; s++)
+    for (int i = 0; i < k->stages[s].ndims; i++)
+      k->symbolic |= k->stages[s].dims[i].size == IR_SYMBOLIC;
+  for (int i = 0; i < k->ndims; i++)
+    k->symbolic |= k->dims[i].size == IR_SYMBOLIC;
   return 0;
 }
 
@@ -728,7 +785,7 @@ bool sc_same_inner(const sc_stage *a, const sc_stage *b) {
   if (a->ndims != b->ndims || a->ndims == 0)
     return false;
   for (int i = 0; i < a->ndims; i++)
-    if (a->dims[i].size != b->dims[i].size)
+    if (a->dims[i].ssize != b->dims[i].ssize)
       return false;
   return true;
 }
@@ -764,8 +821,14 @@ static int vote(const ir_expr *e, void *ctx) {
 }
 
 bool sc_tiles(const sc_schedule *s, const sc_kernel *k) {
-  if (k->call || k->ndims == 0 || k->dims[k->ndims - 1].size < 8)
+  /* (a kernel with symbolic bounds runs untiled: codegen/tiled.c's tiles
+   * are sized at compile time) */
+  if (k->call || k->ndims == 0 || k->dims[k->ndims - 1].size < 8 || k->symbolic)
     return false;
+  for (int i = 0; i < k->nstages; i++)
+    for (int j = 0; j < k->stages[i].ndims; j++)
+      if (k->stages[i].dims[j].size == IR_SYMBOLIC)
+        return false;
   for (int i = 0; i < k->nstages; i++) {
     const sc_stage *st = &k->stages[i];
     if (!st->reduction || st->ndims == 0)

@@ -10,6 +10,7 @@
 
 #include <ctype.h>
 #include <stdarg.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -156,8 +157,35 @@ static Compiled__V1__SymInt *symint(gc_arena *a, int64_t v) {
   return s;
 }
 
-/* Parses "[4, 8]" into ints; returns the count or -1. */
-static int parse_ints(char *s, int64_t *out, int max) {
+/* A size, stride or offset item: an int ("4"), or a symbolic expression
+ * with an optional hint ("s0", "s0=5", "2*s0+1=11"). */
+static Compiled__V1__SymInt *symitem(gc_arena *a, const char *text) {
+  char *t = gc_arena_strdup(a, text);
+  t = trim(t);
+  const char *p = *t == '-' ? t + 1 : t;
+  bool numeric = *p != '\0';
+  for (; *p; p++)
+    numeric &= isdigit((unsigned char)*p) != 0;
+  if (numeric)
+    return symint(a, strtoll(t, NULL, 10));
+  Compiled__V1__SymInt *s = gc_arena_zalloc(a, sizeof *s);
+  compiled__v1__sym_int__init(s);
+  s->kind_case = COMPILED__V1__SYM_INT__KIND_AS_EXPR;
+  s->as_expr = gc_arena_zalloc(a, sizeof *s->as_expr);
+  compiled__v1__sym_expr__init(s->as_expr);
+  char *eq = strchr(t, '='); /* sizes hold no comparisons */
+  if (eq) {
+    *eq = '\0';
+    s->as_expr->has_hint = 1;
+    s->as_expr->hint = strtoll(eq + 1, NULL, 10);
+  }
+  s->as_expr->expr = trim(t);
+  return s;
+}
+
+/* Parses "[4, s0, 2*s1=6]" into items (the text of each; NULL-free);
+ * returns the count or -1. */
+static int parse_items(char *s, char **out, int max) {
   s = trim(s);
   if (*s != '[')
     return -1;
@@ -168,8 +196,14 @@ static int parse_ints(char *s, int64_t *out, int max) {
   char *parts[64];
   int n = split_top(s + 1, parts, 64);
   for (int i = 0; i < n && i < max; i++)
-    out[i] = strtoll(parts[i], NULL, 10);
+    out[i] = parts[i];
   return n;
+}
+
+/* The text of an item without its hint ("s0=5" -> "s0"). */
+static const char *item_expr(gc_arena *a, const char *item) {
+  const char *eq = strchr(item, '=');
+  return eq ? gc_arena_strndup(a, item, (size_t)(eq - item)) : item;
 }
 
 /* "f32[4, 4] strides [..] offset N param group 0 ..." */
@@ -191,37 +225,52 @@ static Compiled__V1__TensorMeta *parse_meta(builder *b, char *s, int input) {
     return fail(b, "missing ']'"), NULL;
   char sizes_text[256];
   snprintf(sizes_text, sizeof sizes_text, "%.*s", (int)(close - br + 1), br);
-  int64_t sizes[64], strides[64];
-  int rank = parse_ints(sizes_text, sizes, 64);
+  char *sizes[64], *strides[64] = {NULL};
+  int rank = parse_items(sizes_text, sizes, 64);
   if (rank < 0)
     return fail(b, "bad sizes"), NULL;
+  /* contiguous strides: the product of the later sizes (an expression
+   * when one of them is symbolic) */
   int64_t st = 1;
+  const char *sym = NULL;
   for (int i = rank - 1; i >= 0; i--) {
-    strides[i] = st;
-    /* Wrapping on purpose: tests build tensors whose sizes overflow. */
-    st = (int64_t)((uint64_t)st * (uint64_t)(sizes[i] > 0 ? sizes[i] : 1));
+    strides[i] =
+        sym ? (st == 1 ? gc_arena_strdup(b->a, sym)
+                       : gc_arena_printf(b->a, "%lld*%s", (long long)st, sym))
+            : gc_arena_printf(b->a, "%lld", (long long)st);
+    const char *it = item_expr(b->a, sizes[i]);
+    char *end;
+    long long v = strtoll(it, &end, 10);
+    if (*trim(end) == '\0' && end != it)
+      /* Wrapping on purpose: tests build tensors whose sizes overflow. */
+      st = (int64_t)((uint64_t)st * (uint64_t)(v > 0 ? v : 1));
+    else
+      sym = sym ? gc_arena_printf(b->a, "%s*(%s)", sym, it)
+                : gc_arena_printf(b->a, "(%s)", it);
   }
   char *rest = close + 1;
   char *sp = strstr(rest, "strides");
   if (sp) {
-    char tmp[256];
-    snprintf(tmp, sizeof tmp, "%s", sp + 7);
+    char *tmp = gc_arena_strdup(b->a, sp + 7);
     char *e = strchr(tmp, ']');
     if (e)
       e[1] = '\0';
-    if (parse_ints(tmp, strides, 64) != rank)
+    if (parse_items(tmp, strides, 64) != rank)
       return fail(b, "strides do not match the rank"), NULL;
   }
   t->n_sizes = t->n_strides = (size_t)rank;
   t->sizes = gc_arena_calloc(b->a, (size_t)rank + 1, sizeof *t->sizes);
   t->strides = gc_arena_calloc(b->a, (size_t)rank + 1, sizeof *t->strides);
   for (int i = 0; i < rank; i++) {
-    t->sizes[i] = symint(b->a, sizes[i]);
-    t->strides[i] = symint(b->a, strides[i]);
+    t->sizes[i] = symitem(b->a, sizes[i]);
+    t->strides[i] = symitem(b->a, strides[i]);
   }
   char *off = strstr(rest, "offset");
-  if (off)
-    t->storage_offset = symint(b->a, strtoll(off + 6, NULL, 10));
+  if (off) {
+    char tmp[128];
+    if (sscanf(off + 6, " %127s", tmp) == 1)
+      t->storage_offset = symitem(b->a, tmp);
+  }
   t->device = gc_arena_zalloc(b->a, sizeof *t->device);
   compiled__v1__device__init(t->device);
   t->device->type = "cpu";

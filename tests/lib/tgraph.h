@@ -5,6 +5,10 @@
  *   x: f32[4, 4]                       a user input (dtype[sizes], contiguous)
  *   w: f32[4, 4] param                 a parameter (also: buffer, const, grad)
  *   v: f32[4, 4] strides [1, 4] offset 2 group 0
+ *   s: f32[s0, 4]                      symbolic sizes: an expression, with
+ *   t: f32[2*s1=6, s0] strides [s0, 1] an optional hint after '='
+ *                                      (contiguous strides are made as
+ *                                      expressions: [s0, 4] has [4, 1])
  *   mm = aten::mm(x, w): f32[4, 4]     a node: positional or name=value args
  *   a, b = aten::max.dim(mm, 1): f32[4]; i64[4]     (one metadata per output,
  *                                      or one for all)

@@ -23,7 +23,9 @@ Public API:
 - :func:`load_program` -- turn an artifact into a Python function.
 - Errors: :class:`CaptureError`, :class:`CompileError` (the daemon refused
   the graph), :class:`DaemonUnavailable`, :class:`DaemonBusy`,
-  :class:`DaemonError`, :class:`ArtifactError`, :class:`SpecializationError`;
+  :class:`DaemonError`, :class:`ArtifactError`, :class:`SpecializationError`,
+  :class:`GuardFailure` (a program compiled for symbolic sizes does not
+  apply to a call's inputs);
   :class:`DaemonUnavailableWarning` when compile() falls back to eager.
 """
 
@@ -70,6 +72,7 @@ from .errors import (  # noqa: E402
     DaemonError,
     DaemonUnavailable,
     DaemonUnavailableWarning,
+    GuardFailure,
     SpecializationError,
 )
 from .runtime import LoadedProgram, load as load_program  # noqa: E402
@@ -143,6 +146,7 @@ __all__ = [
     "DaemonError",
     "DaemonUnavailable",
     "DaemonUnavailableWarning",
+    "GuardFailure",
     "LoadedProgram",
     "SpecializationError",
     "__version__",

@@ -12,6 +12,8 @@ Hierarchy::
     ArtifactError                    an artifact this runtime cannot run
     SpecializationError (ValueError) a program called with a non-tensor input
                                      different from the one it was built for
+    GuardFailure (ValueError)        a program compiled for symbolic sizes
+                                     called with inputs a guard rejects
     DaemonUnavailableWarning         compile() fell back to eager execution
                                      (any DaemonError but CompileError)
 """
@@ -92,6 +94,35 @@ class SpecializationError(ValueError):
         self.index = index
         self.expected = expected
         self.got = got
+
+
+class GuardFailure(ValueError):
+    """A program compiled for symbolic sizes was called with inputs one of
+    its guards rejects (docs/dynamic-shapes.md): the artifact does not
+    apply to this call. The caller compiles again for these inputs (a
+    graph with the sizes they have, or with other symbols), or runs its
+    ATen program.
+
+    Attributes:
+        kind: the guard's kind, a ``GuardKind`` name without its prefix
+            ("INPUT", "BROADCAST", "DIVISIBLE", "BOUND", "RANGE").
+        guard: the guard's expression over the size symbols ("s0 % 4 == 0");
+            for an INPUT check, what the program expected of the input.
+        text: the guard for people, as the daemon wrote it.
+        symbols: the symbols' values for the call, ``{"s0": 5, ...}``.
+        input: the program input concerned (INPUT checks), else -1.
+    """
+
+    def __init__(self, kind: str, guard: str, text: str, symbols, input: int = -1):
+        values = ", ".join(f"{k} = {v}" for k, v in symbols.items())
+        super().__init__(f"the compiled program's {kind.lower()} guard failed: "
+                         f"{text or guard}" + (f" (with {values})" if values else "") +
+                         ". Recompile for these inputs.")
+        self.kind = kind
+        self.guard = guard
+        self.text = text
+        self.symbols = dict(symbols)
+        self.input = input
 
 
 class DaemonUnavailableWarning(RuntimeWarning):

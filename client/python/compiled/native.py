@@ -46,7 +46,9 @@ the ATen calls.
 
 from __future__ import annotations
 
+import ast
 import ctypes
+import logging
 import os
 import platform
 import re
@@ -57,10 +59,12 @@ from typing import Any, Dict, List, Optional
 
 import torch
 
-from .errors import ArtifactError
+from .errors import ArtifactError, GuardFailure
 from .v1 import artifact_pb2
 
 __all__ = ["NativeUnavailable", "available", "build", "cpu_features", "source_of"]
+
+_log = logging.getLogger("compiled")
 
 _A = artifact_pb2
 
@@ -76,8 +80,10 @@ class _P:
     PLACEMENT_TEMP = _A.PlacementKind.PLACEMENT_TEMP
 
 
-# The ABI the generated code speaks (compiler/codegen/cgen.h).
+# The ABI the generated code speaks (compiler/codegen/cgen.h): 1, or 2 for
+# a program with size symbols (segments take the symbols' values too).
 ABI_VERSION = 1
+ABI_SYMBOLIC = 2
 
 # CPU features each -march level needs (compiler/target.c).
 _LEVELS = {
@@ -249,9 +255,9 @@ def _load_library(key: str, code) -> ctypes.CDLL:
         try:
             abi = lib.gc_abi
             abi.restype = ctypes.c_int
-            if abi() != ABI_VERSION:
+            if abi() not in (ABI_VERSION, ABI_SYMBOLIC):
                 raise NativeUnavailable(f"the native code speaks ABI {abi()}, this runtime "
-                                        f"{ABI_VERSION}")
+                                        f"{ABI_VERSION} and {ABI_SYMBOLIC}")
         except AttributeError:
             raise NativeUnavailable("the shared object has no gc_abi") from None
         _loaded[key] = lib
@@ -536,6 +542,155 @@ def _restride(t: torch.Tensor, size, stride) -> torch.Tensor:
     return torch.empty_strided(size, stride, dtype=t.dtype).copy_(t)
 
 
+# ---- size symbols (docs/dynamic-shapes.md) --------------------------------
+
+class _Src(str):
+    """Python source of a value computed per call (a symbolic size, a tuple
+    of sizes): its repr is the source itself, so the generated code formats
+    it as it formats a constant (``{size!r}``)."""
+
+    def __repr__(self):
+        return str(self)
+
+
+_SYM_NAME = re.compile(r"s(\d+)\Z")
+_SYM_BINOPS = (ast.Add, ast.Sub, ast.Mult, ast.FloorDiv, ast.Mod)
+_SYM_CMPOPS = (ast.Eq, ast.NotEq, ast.Lt, ast.LtE, ast.Gt, ast.GtE)
+
+
+def sym_python(text: str, nsyms: int, where: str) -> str:
+    """An expression of a native program (the graph grammar over s0, s1...)
+    as Python source over _s0, _s1..., after checking that it holds only
+    what the daemon writes: integers, the program's symbols, + - * // %,
+    unary minus, comparisons, and/or/not, min() and max(). The grammar's
+    // and % are Python's (floor division, a remainder with the divisor's
+    sign). Anything else is an ArtifactError: nothing of an artifact is
+    run as code unchecked."""
+    try:
+        tree = ast.parse(text, mode="eval")
+    except SyntaxError:
+        raise ArtifactError(f"{where}: the expression {text!r} does not parse") from None
+
+    def check(node):
+        if isinstance(node, ast.Expression):
+            return check(node.body)
+        if isinstance(node, ast.Constant):
+            if type(node.value) not in (int, bool):
+                raise ArtifactError(f"{where}: {text!r}: the constant {node.value!r} is "
+                                    "not an integer")
+            return
+        if isinstance(node, ast.Name):
+            m = _SYM_NAME.match(node.id)
+            if not m or int(m.group(1)) >= nsyms:
+                raise ArtifactError(f"{where}: {text!r} names {node.id!r}, not one of the "
+                                    f"program's {nsyms} symbols")
+            node.id = f"_s{m.group(1)}"
+            return
+        if isinstance(node, ast.BinOp) and isinstance(node.op, _SYM_BINOPS):
+            check(node.left)
+            check(node.right)
+            return
+        if isinstance(node, ast.UnaryOp) and isinstance(node.op, (ast.USub, ast.UAdd, ast.Not)):
+            check(node.operand)
+            return
+        if isinstance(node, ast.BoolOp):
+            for v in node.values:
+                check(v)
+            return
+        if isinstance(node, ast.Compare) and all(isinstance(o, _SYM_CMPOPS) for o in node.ops):
+            check(node.left)
+            for c in node.comparators:
+                check(c)
+            return
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and \
+                node.func.id in ("max", "min") and node.args and not node.keywords:
+            for a in node.args:
+                check(a)
+            return
+        raise ArtifactError(f"{where}: {text!r} holds {type(node).__name__}, which a size "
+                            "expression may not")
+
+    check(tree)
+    return ast.unparse(tree)
+
+
+def _nbytes(item: int, size, stride) -> int:
+    """The bytes a tensor of this layout spans (0 without elements)."""
+    if 0 in size:
+        return 0
+    return item * (1 + sum((n - 1) * st for n, st in zip(size, stride)))
+
+
+def _guard_failed(key: str, kind: str, guard: str, text: str, symbols,
+                  input: int = -1) -> GuardFailure:
+    """The GuardFailure of a call, named in the debug log (which guard of
+    which program, and the symbols' values): the caller compiles again."""
+    e = GuardFailure(kind, guard, text, symbols, input)
+    _log.debug("compiled: program %s: %s", key[:16] or "?", e)
+    return e
+
+
+def _check_input(t, size, stride, i: int, symbols, fail=GuardFailure) -> None:
+    """A tensor input of a program with size symbols has the sizes and
+    strides its metadata says (strides of dims of size 1, and of tensors
+    without elements, are anyone's), else GuardFailure (INPUT)."""
+    if not isinstance(t, torch.Tensor):
+        raise fail("INPUT", f"input {i} is a tensor", f"input {i} is a tensor", symbols, i)
+    if tuple(t.shape) != size:
+        raise fail("INPUT", f"input {i} has sizes {size}",
+                   f"input {i} has sizes {tuple(t.shape)}, the program was "
+                   f"compiled for {size}", symbols, i)
+    if 0 in size:
+        return
+    got = t.stride()
+    for d, (n, a, b) in enumerate(zip(size, got, stride)):
+        if n > 1 and a != b:
+            raise fail("INPUT", f"input {i} has strides {stride}",
+                       f"input {i} has strides {got}, the program was compiled "
+                       f"for {stride} (dim {d})", symbols, i)
+
+
+class _SymArena:
+    """The arena of a program with size symbols: its size is an expression
+    evaluated per call. The buffer stays between calls when it is large
+    (KEEP_ARENA_BYTES, as _Arena) and grows when a call needs more; its
+    pointer table and symbol array live as long as the object (the
+    program's pool keeps it)."""
+    __slots__ = ("p", "s", "buf", "keep_all", "keep_none")
+
+    def __init__(self, nslots: int, nsyms: int):
+        self.p = (ctypes.c_void_p * max(nslots, 1))()
+        self.s = (ctypes.c_int64 * max(nsyms, 1))()
+        self.buf = None
+        # the COMPILED_ARENA_REUSE setting, read once (done() runs per call)
+        self.keep_all = _keep_arena(0)
+        self.keep_none = not _keep_arena(KEEP_ARENA_BYTES)
+
+    def take(self, nbytes: int) -> torch.Tensor:
+        if self.buf is None or self.buf.numel() < nbytes + 16:
+            self.buf = _arena_buffer(nbytes)
+        self.p[0] = self.buf.data_ptr()
+        return self.buf
+
+    def done(self):
+        buf = self.buf
+        if buf is not None and not self.keep_all and \
+                (self.keep_none or buf.numel() < KEEP_ARENA_BYTES):
+            self.buf, self.p[0] = None, None
+
+    def release(self) -> int:
+        n = self.buf.numel() if self.buf is not None else 0
+        self.buf, self.p[0] = None, None
+        return n
+
+
+def _arena_view(buf, offset: int, nbytes: int, dtype, size, stride, extra: int):
+    """A view of the arena's bytes [offset, offset + nbytes) as dtype."""
+    item = torch.empty((), dtype=dtype).element_size()
+    flat = buf[offset:offset + max(nbytes, item)].view(dtype)
+    return flat.as_strided(size, stride, flat.storage_offset() + extra)
+
+
 class NativeIndexError(IndexError, RuntimeError):
     """An index out of range in a native program. Eager raises IndexError
     (embedding, index_select, indexing) or RuntimeError (gather) depending
@@ -574,7 +729,8 @@ def profiling() -> bool:
 
 
 _USES_P = re.compile(r"\b_P\b")  # a line of a program body using the pointer table
-_SEGMENT_RE = re.compile(r"^int gc_seg(\d+)\(void \*\*p\) \{\n(.*?)^\}", re.M | re.S)
+_SEGMENT_RE = re.compile(r"^int gc_seg(\d+)\(void \*\*p(?:, const int64_t \*s)?\) \{\n(.*?)^\}",
+                         re.M | re.S)
 _KERNEL_CALL_RE = re.compile(r"\b((?:k|gc_[a-z]+)\d+\w*)\(")
 
 
@@ -591,9 +747,9 @@ def _segment_names(source: str, count: int) -> List[str]:
 def _profiled(fn, name: str):
     record = torch.autograd.profiler.record_function
 
-    def segment(p):
+    def segment(*args):
         with record(name):
-            return fn(p)
+            return fn(*args)
     return segment
 
 
@@ -618,6 +774,7 @@ class _NativeBody:
         self._metas: Dict[int, tuple] = {}
         self.dropped: set = set()
         self.profile_names: Optional[List[str]] = None
+        self.nsyms = len(np_.symbols)  # size symbols: sizes are per call
 
     # -- values ------------------------------------------------------------
 
@@ -634,16 +791,47 @@ class _NativeBody:
         if v.WhichOneof("kind") != "tensor":
             raise ArtifactError(f"native value {index} is not a tensor")
         t = v.tensor
-        try:
-            size = tuple(int(s.as_int) for s in t.sizes)
-            stride = tuple(int(s.as_int) for s in t.strides)
-        except Exception:
-            raise ArtifactError(f"native value {index} has symbolic sizes") from None
         from .runtime import _DTYPES
         dtype = _DTYPES.get(t.dtype)
         if dtype is None:
             raise ArtifactError(f"native value {index}: unknown dtype {t.dtype}")
+        if any(x.WhichOneof("kind") == "as_expr" for x in list(t.sizes) + list(t.strides)):
+            if not self.nsyms:
+                raise ArtifactError(f"native value {index} has symbolic sizes and the "
+                                    "program no symbols")
+            return dtype, self.sym_tuple(t.sizes, index), self.sym_tuple(t.strides, index)
+        try:
+            size = tuple(int(s.as_int) for s in t.sizes)
+            stride = tuple(int(s.as_int) for s in t.strides)
+        except Exception:
+            raise ArtifactError(f"native value {index} has malformed sizes") from None
         return dtype, size, stride
+
+    def sym(self, text: str, where: str) -> _Src:
+        return _Src(f"({sym_python(text, self.nsyms, where)})")
+
+    def sym_tuple(self, items, index: int) -> _Src:
+        """A tuple of SymInts as Python source."""
+        parts = [self.sym(x.as_expr.expr, f"native value {index}")
+                 if x.WhichOneof("kind") == "as_expr" else str(int(x.as_int)) for x in items]
+        return _Src("(" + ", ".join(parts) + ("," if len(parts) == 1 else "") + ")")
+
+    def offset_of(self, pl, where: str):
+        """A placement's offset: an int, or the source of its expression."""
+        if pl.offset_expr:
+            if not self.nsyms:
+                raise ArtifactError(f"{where}: a symbolic offset in a program without "
+                                    "symbols")
+            return self.sym(pl.offset_expr, where)
+        return int(pl.offset)
+
+    def extent(self, dtype, size, stride):
+        """_extent_bytes, or its source for symbolic sizes."""
+        if isinstance(size, _Src) or isinstance(stride, _Src):
+            self.gen.globals["_nbytes"] = _nbytes
+            item = torch.empty((), dtype=dtype).element_size()
+            return _Src(f"_nbytes({item}, {size}, {stride})")
+        return _extent_bytes(dtype, size, stride)
 
     def arena_value(self, index: int, base: Optional[int] = None, extra: int = 0) -> str:
         """A view of the arena (precomputed when the arena is made)."""
@@ -652,8 +840,8 @@ class _NativeBody:
         pl = self.places[root]
         _, bsize, bstride = self.meta(root)
         name = f"_av{len(self.arena_specs)}"
-        self.arena_specs.append((dtype, int(pl.offset), _extent_bytes(dtype, bsize, bstride),
-                                 size, stride, extra))
+        self.arena_specs.append((dtype, self.offset_of(pl, f"native value {root}"),
+                                 self.extent(dtype, bsize, bstride), size, stride, extra))
         self.arena_names.append(name)
         return name
 
@@ -678,16 +866,18 @@ class _NativeBody:
             if not 0 <= base < len(self.values):
                 raise ArtifactError(f"{where}: view of value {base} out of range")
             if self.places[base].kind == _P.PLACEMENT_ARENA:
-                e = self.arena_value(index, base, int(pl.offset))
+                e = self.arena_value(index, base, self.offset_of(pl, where))
             else:
                 _, size, stride = self.meta(index)
-                offset = int(pl.offset)
+                offset = self.offset_of(pl, where)
                 # a view of a view: one as_strided of the first base (each
                 # level would make a tensor object at every use)
                 while self.places[base].kind == _P.PLACEMENT_VIEW and \
                         0 <= self.places[base].index < len(self.values) and \
                         self.places[self.places[base].index].kind != _P.PLACEMENT_ARENA:
-                    offset += int(self.places[base].offset)
+                    more = self.offset_of(self.places[base], where)
+                    offset = _Src(f"{offset} + {more}") if \
+                        isinstance(offset, _Src) or isinstance(more, _Src) else offset + more
                     base = self.places[base].index
                 b = self.value(base, where)
                 if offset == 0 and self.values[base].WhichOneof("kind") == "tensor" and \
@@ -707,6 +897,15 @@ class _NativeBody:
                 items = getattr(v, vk).items
                 return "[" + ", ".join("None" if i == -1 else self.value(i, where)
                                        for i in items) + "]"
+            if vk == "sym_expr":  # an integer computed from the symbols
+                if not self.nsyms:
+                    raise ArtifactError(f"{where}: a symbolic value in a program without "
+                                        "symbols")
+                return self.sym(v.sym_expr, where)
+            if vk == "sym_ints":
+                return "[" + ", ".join(
+                    str(int(r.int)) if r.WhichOneof("kind") == "int" else
+                    self.value(r.value, where) for r in v.sym_ints.items) + "]"
             return self.gen.native_literal(v, vk) if vk else "None"
         self.expr[index] = e
         return e
@@ -777,25 +976,38 @@ class _NativeBody:
         g.globals["_new_output"] = (_outputs_allocator() if g.recycle_outputs
                                     else _plain_empty_strided)
         g.globals["_segment_error"] = _segment_error
-        for i, sym in enumerate(np_.code.entry_symbols):
-            fn = getattr(self.lib, sym)
-            fn.argtypes = [ctypes.c_void_p]
+        sym = self.nsyms > 0
+        for i, name in enumerate(np_.code.entry_symbols):
+            fn = getattr(self.lib, name)
+            fn.argtypes = [ctypes.c_void_p, ctypes.c_void_p] if sym else [ctypes.c_void_p]
             fn.restype = ctypes.c_int
             if self.profile_names is not None:
                 fn = _profiled(fn, self.profile_names[i])
             g.globals[f"_seg{i}"] = fn
-        pool: List[_Arena] = []
+        pool: List[Any] = []
         g.globals["_pool"] = pool
-        nbytes = int(np_.memory_plan.arena_bytes)
-        paged_in = (_PagedIn(nbytes) if PAGE_IN_BYTES <= nbytes <= PAGE_IN_MAX_BYTES
-                    and np_.code.entry_symbols else None)
+        if sym:
+            self.read_symbols()
+            plan = np_.memory_plan
+            nbytes_src = self.sym(plan.arena_bytes_expr, "the arena size") \
+                if plan.arena_bytes_expr else int(plan.arena_bytes)
+            nbytes = 0
+            paged_in = None
+        else:
+            nbytes = int(np_.memory_plan.arena_bytes)
+            paged_in = (_PagedIn(nbytes) if PAGE_IN_BYTES <= nbytes <= PAGE_IN_MAX_BYTES
+                        and np_.code.entry_symbols else None)
         head = len(self.lines)
         self.lines.append("try:")
         self.lines.append("    _A = _pool.pop()")
         self.lines.append("except IndexError:")
         self.lines.append("    _A = _new_arena()")
         self.lines.append("try:")
-        self.lines.append("    _P = _A.p")
+        if sym:  # the pointer table, and the symbols for the segments
+            self.lines.append("    _P = _A.p; _S = _A.s; " +
+                              "; ".join(f"_S[{i}] = _s{i}" for i in range(self.nsyms)))
+        else:
+            self.lines.append("    _P = _A.p")
         take_at = None  # the arena is made before the first instruction using it
         # inputs and outputs fill their slots first
         ready = set()
@@ -818,7 +1030,7 @@ class _NativeBody:
                 if not 0 <= ins.segment < len(np_.code.entry_symbols):
                     raise ArtifactError(f"native instruction {n}: segment {ins.segment} "
                                         "out of range")
-                self.lines.append(f"    _rc = _seg{ins.segment}(_P)")
+                self.lines.append(f"    _rc = _seg{ins.segment}(_P{', _S' if sym else ''})")
                 self.lines.append("    if _rc:")
                 self.lines.append("        raise _segment_error(_rc)")
             elif kind == "kernel":
@@ -864,22 +1076,83 @@ class _NativeBody:
         self.lines.append("finally:")
         self.lines.append("    _A.done()")
         self.lines.append("    _pool.append(_A)")
+        nslots = len(np_.slots)
+        if sym:  # an arena of the call's size, its views made per call
+            if take_at is not None:
+                take = [f"    _Ab = _A.take({nbytes_src})"]
+                g.globals["_arena_view"] = _arena_view
+                for name, (dtype, off, nb, size, stride, extra) in \
+                        zip(self.arena_names, self.arena_specs):
+                    take.append(f"    {name} = _arena_view(_Ab, {off}, {nb}, "
+                                f"{self.gen.obj(dtype)}, {size!r}, {stride!r}, {extra})")
+                self.lines[take_at:take_at] = take
+            nsyms = self.nsyms
+            g.globals["_new_arena"] = lambda: _SymArena(nslots, nsyms)
+            return outs
         if take_at is not None:
             names = ", ".join(self.arena_names) + ("," if len(self.arena_names) == 1 else "")
             self.lines.insert(take_at, f"    {names} = _A.take()" if self.arena_names
                               else "    _A.take()")
         specs = tuple(self.arena_specs)
-        nslots = len(np_.slots)
         keep = _keep_arena(nbytes)
         g.globals["_new_arena"] = lambda: _Arena(nbytes, nslots, specs, keep)
         if paged_in is not None:
             pool.append(_Arena(nbytes, nslots, specs, keep, paged_in))
         return outs
 
+    def read_symbols(self) -> None:
+        """The symbols of the call from its inputs, the guards, and the
+        inputs' sizes and strides against their metadata
+        (docs/dynamic-shapes.md): before anything runs."""
+        g, np_ = self.gen, self.np
+        key = g.artifact.key
+        g.globals["_guard_failed"] = lambda *a: _guard_failed(key, *a)
+        names = []
+        for i, y in enumerate(np_.symbols):
+            if y.name != f"s{i}" or not 0 <= y.input < len(g.input_expr):
+                raise ArtifactError(f"native program: symbol {i} ({y.name!r}) is read "
+                                    f"from input {y.input}, out of range")
+            a = g.input_expr[y.input]
+            if y.dim >= 0:
+                self.lines.append(f"_s{i} = {a}.shape[{int(y.dim)}]")
+            else:
+                self.lines.append(f"_s{i} = int({a})")
+            names.append(f"{y.name!r}: _s{i}")
+        syms = "{" + ", ".join(names) + "}"
+        kinds = _A.GuardKind
+        for k, gd in enumerate(np_.guards):
+            cond = sym_python(gd.expr, self.nsyms, f"guard {k}")
+            kind = kinds.Name(gd.kind).replace("GUARD_KIND_", "") \
+                if gd.kind in kinds.values() else "UNKNOWN"
+            self.lines.append(f"if not ({cond}):")
+            self.lines.append(f"    raise _guard_failed({kind!r}, {gd.expr!r}, {gd.text!r}, "
+                              f"{syms})")
+        # the inputs with symbolic metadata (others are trusted, as in a
+        # static program)
+        g.globals["_check_input"] = _check_input
+        for i, v in enumerate(np_.inputs):
+            if i >= len(g.input_expr) or i in g.bound or \
+                    self.places[v].kind != _P.PLACEMENT_INPUT:
+                continue
+            _, size, stride = self.meta(v)
+            if isinstance(size, _Src) or isinstance(stride, _Src):
+                # the usual case (a tensor of exactly these sizes and
+                # strides) inline; _check_input decides the others (free
+                # strides of dims of size 1, empty tensors) and fails
+                a = g.input_expr[i]
+                g.globals["_Tensor"] = torch.Tensor
+                self.lines.append(f"if not (isinstance({a}, _Tensor) and {a}.shape == {size!r} "
+                                  f"and {a}.stride() == {stride!r}):")
+                self.lines.append(f"    _check_input({a}, {size!r}, {stride!r}, {i}, {syms}, "
+                                  "_guard_failed)")
+        # a boxed caller's list is emptied only once the call is accepted
+        # (on a GuardFailure it still holds the inputs, to run elsewhere)
+        g.clear_args_at = len(self.lines)
+
     def new_output(self, v: int) -> int:
         """Allocates program output value v (recycled memory when large)."""
         dtype, size, stride = self.meta(v)
-        nbytes = _extent_bytes(dtype, size, stride)
+        nbytes = self.extent(dtype, size, stride)
         args = f"{size!r}, {stride!r}, {self.gen.obj(dtype)}, {nbytes}"
         if self.gen.boxed:  # the caller may donate inputs (Donation)
             self.lines.append(f"    o{v} = _new_output({args}) if _give is None "
@@ -897,7 +1170,7 @@ class _NativeBody:
         line = f"    t{v} = _empty_strided({size!r}, {stride!r}, dtype={self.gen.obj(dtype)})"
         if self.gen.boxed:  # the caller may donate inputs (Donation)
             line += (f" if _give is None else _give.temp({size!r}, {stride!r}, "
-                     f"{self.gen.obj(dtype)}, {_extent_bytes(dtype, size, stride)})")
+                     f"{self.gen.obj(dtype)}, {self.extent(dtype, size, stride)})")
         self.lines.append(line)
         self.expr[v] = f"t{v}"
         return v

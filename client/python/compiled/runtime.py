@@ -44,6 +44,7 @@ import linecache
 import logging
 import math
 import itertools
+import operator
 from typing import Any, Dict, List, Optional, Sequence, Tuple, Union
 
 import torch
@@ -136,6 +137,34 @@ def parse_artifact(data: Union[bytes, bytearray, memoryview, artifact_pb2.Artifa
     return artifact
 
 
+class _SymIntOperator:
+    """Integer arithmetic on SymInts as Dynamo's graphs record it (FX
+    targets ``operator.mul``, ...), which graphs name ``_operator::mul``
+    (docs/graph-format.md, "SymInt arithmetic"): Python's own operator,
+    with a schema-like ``_schema`` of one return."""
+
+    class _Schema:
+        def __init__(self, name):
+            self.returns = [None]
+            self.arguments = []
+            self.name = name
+
+    def __init__(self, name: str, fn):
+        self._schema = self._Schema(name)
+        self._op = fn
+        self._overloadname = "default"
+
+    def __call__(self, *args):
+        return self._op(*args)
+
+
+_SYM_INT_OPERATORS = {
+    "_operator::add": operator.add, "_operator::sub": operator.sub,
+    "_operator::mul": operator.mul, "_operator::floordiv": operator.floordiv,
+    "_operator::mod": operator.mod, "_operator::neg": operator.neg,
+}
+
+
 def resolve_operator(name: str) -> torch._ops.OpOverload:
     """``"aten::add.Tensor"`` -> ``torch.ops.aten.add.Tensor``;
     ``"aten::relu"`` -> ``torch.ops.aten.relu.default``.
@@ -143,6 +172,8 @@ def resolve_operator(name: str) -> torch._ops.OpOverload:
     Raises:
         ArtifactError: this torch has no such operator or overload.
     """
+    if name in _SYM_INT_OPERATORS:
+        return _SymIntOperator(name, _SYM_INT_OPERATORS[name])
     namespace, sep, rest = name.partition("::")
     opname, _, overload = rest.partition(".")
     if not sep or not namespace or not opname:
@@ -176,6 +207,8 @@ def direct_binding(overload: torch._ops.OpOverload, positional: int,
     through the binding costs about 0.6 us and a few hundred bytes of heap
     less, and the same kernel runs.
     """
+    if isinstance(overload, _SymIntOperator):
+        return None
     packet = overload.overloadpacket
     name = overload._overloadname
     if not packet._qualified_op_name.startswith("aten::") or name not in ("default", "out"):
@@ -218,6 +251,8 @@ def _checked_overload(entry, what: str) -> torch._ops.OpOverload:
     """The overload an operator entry of an artifact names, checked against
     the schema the `what` ("program", "native program") was built for."""
     overload = resolve_operator(entry.name)
+    if isinstance(overload, _SymIntOperator):
+        return overload
     if entry.schema and entry.schema != str(overload._schema):
         raise ArtifactError(f"operator {entry.name}: the {what} was built for the schema "
                             f"{entry.schema!r}, this torch ({torch.__version__}) has "
@@ -402,7 +437,7 @@ def _draws_random_numbers(program) -> bool:
             op = resolve_operator(entry.name)
         except ArtifactError:
             return True  # unknown: assume the worst
-        if _SEEDED in op.tags:
+        if _SEEDED in getattr(op, "tags", ()):
             return True
     return False
 
@@ -476,6 +511,9 @@ class _Codegen:
         self.program = artifact.program
         self.values = self.program.values
         self.bound = bound
+        # boxed: where the body empties the caller's list (None: first);
+        # a native program with size symbols checks its guards before
+        self.clear_args_at: Optional[int] = None
         self.out_spec = out_spec
         self.globals: Dict[str, Any] = {"__builtins__": __builtins__}
         self.lines: List[str] = []
@@ -566,6 +604,10 @@ class _Codegen:
         if kind == "optional_tensors":
             return "[" + ", ".join("None" if i == -1 else self.value(i, where)
                                    for i in v.optional_tensors.items) + "]"
+        if kind == "sym_ints":
+            return "[" + ", ".join(
+                repr(int(r.int)) if r.WhichOneof("kind") == "int" else self.value(r.value, where)
+                for r in v.sym_ints.items) + "]"
         if kind == "tensor":
             raise ArtifactError(f"{where}: value {index} (a tensor) is read before any "
                                 "instruction writes it")
@@ -654,7 +696,10 @@ class _Codegen:
         if self.boxed:
             if params:
                 header.append(f"    {', '.join(params)}, = _args")
-            header.append("    _args.clear()")
+            if self.clear_args_at is None:
+                header.append("    _args.clear()")
+            else:  # after the guards: a call they refuse keeps its inputs
+                self.lines.insert(self.clear_args_at, "_args.clear()")
         source = "\n".join(header + ["    " + line for line in self.lines]) + "\n"
         code = codecache.compile_cached(source, filename)
         scope = dict(self.globals)
