@@ -37,6 +37,8 @@ BOUNDED = {
         "(<= GC_SYMEXPR_MAX_DEPTH) before descending",
     frozenset({"gc_symexpr_print"}):
         "tree height <= GC_SYMEXPR_MAX_DEPTH, checked while parsing",
+    frozenset({"symexpr.c:fmt_at", "symexpr.c:fmt_node"}):
+        "gc_symexpr_format of a parsed tree: height <= GC_SYMEXPR_MAX_DEPTH, checked while parsing",
     frozenset({"key.c:h_symexpr"}):
         "tree height <= max_nesting <= GC_SYMEXPR_MAX_DEPTH, checked while parsing",
     frozenset({"key.c:h_arg"}):
