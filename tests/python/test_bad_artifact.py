@@ -62,13 +62,15 @@ def test_compile_runs_eagerly_with_one_artifact_warning(server, monkeypatch, spo
 
 @pytest.mark.parametrize("spoil", [_garbage, _missing_symbol])
 def test_the_backend_runs_aten_with_one_artifact_warning(server, monkeypatch, spoil):
-    real = client_module.Client.compile
+    real = client_module.Client.compile_outcome
 
     def spoiled(self, *args, **kwargs):
-        key, data = real(self, *args, **kwargs)
-        return key, spoil(data)
+        outcome = real(self, *args, **kwargs)
+        outcome.artifact = spoil(outcome.artifact)
+        return outcome
 
-    monkeypatch.setattr(client_module.Client, "compile", spoiled)
+    monkeypatch.setattr(client_module.Client, "compile_outcome", spoiled)
+    monkeypatch.setenv("COMPILED_GRAPH_MEMO", "0")   # every compile asks the daemon
     torch._dynamo.reset()
     fast = torch.compile(_fn, backend="compiled", options={"server": server})
     x = torch.randn(8)

@@ -221,3 +221,122 @@ def test_an_unreachable_daemon_runs_eagerly_with_one_warning_then_compiles(tmp_p
     finally:
         d.stop()
 
+
+
+# -- the graph memo (compiled.graphmemo): a warm start without AOTAutograd --
+
+@pytest.fixture
+def aot_calls(monkeypatch, tmp_path):
+    """A private code cache (the memo's home) and a count of AOTAutograd
+    traces the backend starts."""
+    import torch._dynamo.backends.common as common
+    monkeypatch.setenv("COMPILED_CODE_CACHE", str(tmp_path / "code"))
+    calls = []
+    original = common.aot_module_simplified
+
+    def counting(*args, **kwargs):
+        calls.append(1)
+        return original(*args, **kwargs)
+    monkeypatch.setattr(common, "aot_module_simplified", counting)
+    return calls
+
+
+def _memo_entries(tmp_path):
+    return sorted(p for p in (tmp_path / "code").iterdir() if p.name.startswith("memo-"))
+
+
+def _compile_and_check(model, x, server, **options):
+    """Compiles model, checks it against eager; returns the graphs it
+    loaded."""
+    mark = _mark()
+    fast = torch.compile(model, backend="compiled", options={"server": server, **options})
+    torch.testing.assert_close(fast(x), model(x))
+    graphs = _graphs_since(mark)
+    torch._dynamo.reset()   # the next compile is as a new process's
+    return graphs
+
+
+def test_the_graph_memo_skips_aotautograd_on_a_warm_start(server, aot_calls, tmp_path):
+    torch.manual_seed(0)
+    model = Net().eval()
+    x = torch.randn(4, 3, 8, 8)
+    with torch.no_grad():
+        first = _compile_and_check(model, x, server)
+        assert len(aot_calls) == 1 and len(_memo_entries(tmp_path)) == 1
+        again = _compile_and_check(model, x, server)
+    assert len(aot_calls) == 1   # the second compile took the memo
+    assert len(first) == len(again) == 1 and again[0].key == first[0].key
+    assert again[0].program.summary["kernels"] > 0
+
+
+def test_the_graph_memo_key_follows_shapes_options_and_weights(server, aot_calls, tmp_path):
+    torch.manual_seed(0)
+    model = Net().eval()
+    with torch.no_grad():
+        _compile_and_check(model, torch.randn(4, 3, 8, 8), server)
+        _compile_and_check(model, torch.randn(2, 3, 8, 8), server)            # a new shape
+        _compile_and_check(model, torch.randn(4, 3, 8, 8), server, native=False)
+        model.fc.weight.mul_(2)                   # weights are inputs: the same entry
+        _compile_and_check(model, torch.randn(4, 3, 8, 8), server)
+    assert len(aot_calls) == 3 and len(_memo_entries(tmp_path)) == 3
+
+
+def test_graphs_that_need_aotautograds_wrappers_are_not_memoized(server, aot_calls, tmp_path):
+    torch.manual_seed(0)
+    model = Net()
+    x = torch.randn(4, 3, 8, 8)
+    _compile_and_check(model.eval(), x, server)     # grad mode on, parameters need grad
+
+    def mutates(x):
+        x.add_(1)
+        return x * 2
+
+    def aliases(x):
+        return x.t(), x + 1
+
+    with torch.no_grad():
+        for f in (mutates, aliases):
+            for _ in range(2):
+                a, b = torch.randn(3, 4), None
+                b = a.clone()
+                fast = torch.compile(f, backend="compiled", options={"server": server})
+                for o, r in zip(torch.utils._pytree.tree_leaves(fast(a)),
+                                torch.utils._pytree.tree_leaves(f(b))):
+                    torch.testing.assert_close(o, r)
+                torch.testing.assert_close(a, b)
+                torch._dynamo.reset()
+    assert len(aot_calls) == 5 and _memo_entries(tmp_path) == []
+
+
+def test_a_memo_entry_the_daemon_cannot_serve_takes_the_full_path(server, aot_calls,
+                                                                   tmp_path):
+    import json
+    torch.manual_seed(0)
+    model = Net().eval()
+    x = torch.randn(4, 3, 8, 8)
+    with torch.no_grad():
+        _compile_and_check(model, x, server)
+        [entry] = _memo_entries(tmp_path)
+        good = json.loads(entry.read_text())
+        entry.write_text(json.dumps(dict(good, key="0" * 64)))   # a key the daemon never had
+        _compile_and_check(model, x, server)
+        assert len(aot_calls) == 2
+        assert json.loads(entry.read_text())["key"] == good["key"]   # written again
+        entry.write_text("{not json")                                # a damaged entry
+        _compile_and_check(model, x, server)
+        assert len(aot_calls) == 3
+        _compile_and_check(model, x, server)
+    assert len(aot_calls) == 3
+
+
+def test_the_graph_memo_is_off_with_the_code_cache(server, aot_calls, monkeypatch, tmp_path):
+    torch.manual_seed(0)
+    model = Net().eval()
+    x = torch.randn(4, 3, 8, 8)
+    for variable, value in (("COMPILED_GRAPH_MEMO", "0"), ("COMPILED_CODE_CACHE", "off")):
+        with monkeypatch.context() as m, torch.no_grad():
+            m.setenv(variable, value)
+            _compile_and_check(model, x, server)
+            _compile_and_check(model, x, server)
+    assert len(aot_calls) == 4
+    assert not (tmp_path / "code").exists() or _memo_entries(tmp_path) == []

@@ -35,7 +35,7 @@ import time
 import types
 from typing import Optional
 
-__all__ = ["compile_cached", "directory"]
+__all__ = ["compile_cached", "directory", "store"]
 
 MAX_ENTRIES = 512
 
@@ -98,6 +98,12 @@ def _renamed(code: types.CodeType, filename: str) -> types.CodeType:
     consts = tuple(_renamed(c, filename) if isinstance(c, types.CodeType) else c
                    for c in code.co_consts)
     return code.replace(co_filename=filename, co_consts=consts)
+
+
+def store(path: str, data: bytes) -> None:
+    """Writes ``data`` as the entry at ``path`` (a file in :func:`directory`)
+    atomically, pruning the directory as every entry does."""
+    _store(os.path.dirname(path), path, data)
 
 
 def _store(where: str, path: str, data: bytes) -> None:

@@ -18,6 +18,10 @@ How the work is divided (docs/torch2.md has the whole story):
   programs under separate keys.
 - **The daemon** canonicalizes, keys, lowers to native code and caches, as
   for graphs from any other client.
+- **The graph memo** (:mod:`compiled.graphmemo`) lets a new process skip
+  AOTAutograd for an inference graph whose program the daemon holds: it
+  maps the Dynamo graph to the key of the ATen graph AOTAutograd made of it
+  in an earlier process.
 
 Failures: when the daemon cannot be reached or fails for any reason but the
 graph, or when a graph holds something the wire format cannot carry (a
@@ -116,6 +120,14 @@ class _Backend:
         self.warned = False
         self.lock = threading.Lock()
         self.programs: List[Any] = []   # LoadedPrograms, oldest first (debugging)
+
+    def memo_context(self) -> Dict[str, Any]:
+        """What decides the daemon's key of this backend's graphs besides
+        the graph (:mod:`compiled.graphmemo`)."""
+        from . import native as _native
+        o = self.options
+        return {"native": o.native, "opt_level": o.opt_level, "eager_random": o.eager_random,
+                "target": _native.target_message().SerializeToString().hex()}
 
     def warn(self, category, message: str) -> None:
         with self.lock:
@@ -267,6 +279,8 @@ class _GraphFunction:
         self.constants: list = []
         self.fn: Optional[Callable] = None
         self.program = None
+        self.key: Optional[str] = None
+        self.signature = ("", "")
         self.retry_at = 0.0
         self.delay = None   # after a failure: the wait before the next try
         self.eager = gm.forward
@@ -298,9 +312,11 @@ class _GraphFunction:
             mode=compiled_pb2.MODE_INFERENCE, separate_temporaries=self.role != "inference",
             eager_random=opts.eager_random)
         try:
-            key, artifact = b.client.compile(self.data, options, target=_native.target_message(),
-                                             timeout=opts.timeout, label=self.where,
-                                             entry_label=self.entry_label)
+            outcome = b.client.compile_outcome(self.data, options,
+                                               target=_native.target_message(),
+                                               timeout=opts.timeout, label=self.where,
+                                               entry_label=self.entry_label)
+            key, artifact = outcome.key, outcome.artifact
         except CompileError:
             raise
         except DaemonError as e:
@@ -331,6 +347,8 @@ class _GraphFunction:
         b.programs.append(program)
         _log.debug("compiled backend: %s -> program %s", self.where, key[:16])
         self.fn = program.fn
+        self.key = key
+        self.signature = (outcome.result.signature, outcome.result.signature_key)
         return True
 
 
@@ -339,21 +357,88 @@ _LOADED: "weakref.WeakSet[_GraphFunction]" = weakref.WeakSet()
 
 
 def _compile_graph(backend: _Backend, source: Optional[tuple], role: str,
-                   gm: torch.fx.GraphModule, example_inputs: Sequence[Any]) -> _GraphFunction:
+                   gm: torch.fx.GraphModule, example_inputs: Sequence[Any],
+                   memo: Optional[tuple] = None) -> _GraphFunction:
     """AOTAutograd's fw_compiler / bw_compiler / inference_compiler.
-    ``source`` is (name, file, line) of the frame Dynamo compiled, or None."""
-    from .labels import make_label
-    name, file, line = source or (_graph_label(gm), "", 0)
-    where = f"the {role} graph of {name}"
-    label = make_label(name if role == "inference" else f"{name} ({role})", file, line)
-    fn = _GraphFunction(backend, gm, role, where, label)
+    ``source`` is (name, file, line) of the frame Dynamo compiled, or None;
+    ``memo`` (inference only) is (graph memo key, number of Dynamo inputs)
+    when the Dynamo graph may take part in the memo (:mod:`compiled.graphmemo`)."""
+    fn = _GraphFunction(backend, gm, role, *_names(source, gm, role))
     try:
-        fn.data, fn.constants = encode_graph(gm, where)
+        fn.data, fn.constants = encode_graph(gm, fn.where)
     except CaptureError as e:
         backend.warn(CompileFallbackWarning, f"{e}; running it as ATen calls")
         return fn
-    fn.compile()
+    if fn.compile() and memo is not None:
+        _remember(fn, gm, *memo)
     return fn
+
+
+def _names(source: Optional[tuple], gm: torch.fx.GraphModule, role: str) -> tuple:
+    """(where, entry label) of a graph: its text in messages and the label
+    of its cache entry."""
+    from .labels import make_label
+    name, file, line = source or (_graph_label(gm), "", 0)
+    label = make_label(name if role == "inference" else f"{name} ({role})", file, line)
+    return f"the {role} graph of {name}", label
+
+
+def _remember(fn: _GraphFunction, gm: torch.fx.GraphModule, memo: str, inputs: int) -> None:
+    """Writes the graph memo's entry for an inference graph just compiled,
+    when AOTAutograd's wrapping of it is the identity."""
+    from . import graphmemo
+    placeholders = sum(1 for n in gm.graph.nodes if n.op == "placeholder")
+    outputs = len(next(n for n in reversed(gm.graph.nodes) if n.op == "output").args[0])
+    why = graphmemo.eligible_metadata()
+    if why is None and fn.constants:
+        why = "constants lifted out of the graph"
+    if why is None and placeholders != inputs:
+        why = f"{placeholders} ATen inputs for {inputs} Dynamo inputs"
+    if why is not None:
+        _log.debug("graph memo: not remembering %s: %s", fn.where, why)
+        return
+    graphmemo.remember(memo, fn.key, fn.signature[0], fn.signature[1], inputs, outputs)
+
+
+def _from_memo(backend: _Backend, memo: str, gm: torch.fx.GraphModule, inputs: int,
+               source: Optional[tuple]) -> Optional[Callable]:
+    """The Dynamo graph's program from the graph memo's entry, fetched from
+    the daemon and loaded, as the callable Dynamo expects; None (the full
+    path then) when there is no entry or anything fails."""
+    from . import graphmemo, runtime
+    from .client import verify_signature
+    entry = graphmemo.lookup(memo)
+    if entry is None or entry.get("inputs") != inputs:
+        return None
+    where, label = _names(source, gm, "inference")
+    key = entry["key"]
+    client = backend.client
+    try:
+        artifact = client.fetch(key, timeout=backend.options.timeout)
+        if client._trust is not None:
+            verify_signature(client._trust, key, artifact, entry.get("signature", ""),
+                             entry.get("signature_key", ""))
+        from torch.utils._python_dispatch import _disable_current_modes
+        with _capture.paused_gc(), _disable_current_modes():
+            program = runtime.load(artifact, boxed=True, native=backend.options.native,
+                                   recycle_outputs=True)
+    except Exception as e:  # the full path decides what to tell the user
+        _log.debug("graph memo: entry %s for %s not used: %s: %s", memo[:16], where,
+                   type(e).__name__, e)
+        return None
+    if len(program.artifact.program.outputs) != entry.get("outputs"):
+        _log.debug("graph memo: entry %s for %s names a program with other outputs",
+                   memo[:16], where)
+        return None
+    fn = _GraphFunction(backend, gm, "inference", where, label)
+    fn.program, fn.fn, fn.key = program, program.fn, key
+    backend.programs.append(program)
+    _log.debug("compiled backend: %s -> program %s (graph memo)", where, key[:16])
+
+    def run(*args):
+        return fn.fn(list(args))
+    run.graph = fn   # keeps the graph listed in loaded_graphs() while Dynamo holds run
+    return run
 
 
 def _graph_label(gm: torch.fx.GraphModule) -> str:
@@ -424,14 +509,22 @@ def compiled_backend(gm: torch.fx.GraphModule, example_inputs: Sequence[Any], *,
 
     Every graph goes through AOTAutograd (see the module docstring).
     """
+    from . import graphmemo
     backend = _Backend(BackendOptions.parse(options))
     source = _dynamo_source(gm)  # now: AOTAutograd may compile the backward later
+    memo = graphmemo.memo_key(gm, example_inputs, backend.memo_context())
+    if memo is not None:
+        fn = _from_memo(backend, memo, gm, len(example_inputs), source)
+        if fn is not None:
+            return fn
     from torch._dynamo.backends.common import aot_autograd
     from torch._functorch.partitioners import min_cut_rematerialization_partition
     return aot_autograd(
         fw_compiler=functools.partial(_compile_graph, backend, source, "forward"),
         bw_compiler=functools.partial(_compile_graph, backend, source, "backward"),
-        inference_compiler=functools.partial(_compile_graph, backend, source, "inference"),
+        inference_compiler=functools.partial(
+            _compile_graph, backend, source, "inference",
+            memo=None if memo is None else (memo, len(example_inputs))),
         partition_fn=min_cut_rematerialization_partition,
         decompositions=_decompositions(),
         keep_inference_input_mutations=True,
