@@ -135,6 +135,17 @@ def test_the_backend_labels_its_entries(daemon):
                for row in rows), rows
 
 
+def test_the_backend_names_a_sequential_by_its_class(daemon):
+    d = daemon()
+    x = torch.randn(3, 8)
+    model = torch.nn.Sequential(torch.nn.Linear(8, 8), torch.nn.ReLU()).eval()
+    with torch.no_grad():
+        torch.compile(model, backend="compiled", options={"server": d.address})(x)
+    got = labels(d)
+    assert set(got) == {"Sequential"}, got   # not Dynamo's wrapper, not Sequential.__iter__
+    assert got["Sequential"]["file"] == inspect.getsourcefile(torch.nn.Sequential)
+
+
 def test_one_graph_with_two_labels_is_one_entry(daemon):
     """The label is not in the key: the second request is a hit on the
     first one's entry, which keeps the first label; a forced compile

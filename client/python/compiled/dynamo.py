@@ -465,7 +465,8 @@ def _dynamo_source(gm: torch.fx.GraphModule) -> Optional[tuple]:
         from torch._guards import TracingContext
         context = TracingContext.try_get()
         codes = getattr(context, "traced_code", None) if context is not None else None
-        found = source_of_code(codes[0]) if codes else source_of_graph(gm.graph)
+        code = _compiled_code(codes) if codes else None
+        found = source_of_code(code) if code is not None else source_of_graph(gm.graph)
     except Exception:  # private torch API: a label is worth no failure
         return None
     if found is None:
@@ -474,6 +475,26 @@ def _dynamo_source(gm: torch.fx.GraphModule) -> Optional[tuple]:
     if name.endswith(".forward"):
         name = name[:-len(".forward")]
     return name, file, line
+
+
+def _compiled_code(codes: list):
+    """The code object that names the frame Dynamo compiled, from its traced
+    code objects (first traced first): the first that is not Dynamo's own
+    wrapper (torch.compile of an ``nn.Sequential`` traces Dynamo's
+    ``wrap_inline`` first); when that is a special method of a class
+    (``Sequential.__iter__``, called by the forward being traced), that
+    class's ``forward`` when it was traced too."""
+    dynamo_dir = os.path.dirname(torch._dynamo.__file__) + os.sep
+    codes = [c for c in codes if not c.co_filename.startswith(dynamo_dir)]
+    if not codes:
+        return None
+    first = getattr(codes[0], "co_qualname", codes[0].co_name)
+    owner, _, method = first.rpartition(".")
+    if owner and method.startswith("__") and method.endswith("__"):
+        for c in codes:
+            if getattr(c, "co_qualname", None) == owner + ".forward":
+                return c
+    return codes[0]
 
 
 def _decompositions() -> Dict[Any, Callable]:
