@@ -1,5 +1,5 @@
 /*
- * cache.h: the artifact store, sqlite on the node (shared/DESIGN.md 1, 3).
+ * cache.h: the artifact store, sqlite on the node (docs/design.md).
  *
  * The store keeps opaque artifacts under 32-byte keys. It knows nothing about
  * graphs: besides the bytes it keeps, per entry, a few named 32-byte "parts"

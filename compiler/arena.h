@@ -2,7 +2,7 @@
  * arena.h: the bump allocator that owns everything of one compile job.
  *
  * One job allocates from one arena and frees it at once when it ends,
- * whatever the outcome (DESIGN.md section 3). An arena has a byte limit so a
+ * whatever the outcome (docs/design.md). An arena has a byte limit so a
  * hostile graph cannot make a job take the machine's memory: an allocation
  * past the limit fails like malloc failing, and callers report GC_ENOMEM.
  *

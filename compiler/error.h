@@ -1,7 +1,7 @@
 /*
  * error.h: how the compiler library reports failure.
  *
- * compiler/ never prints, logs or exits (DESIGN.md section 3). A function that
+ * compiler/ never prints, logs or exits (docs/design.md). A function that
  * can fail returns 0 or a negative GC_E* code and, when the caller passed a
  * gc_error, fills it with a message that names what is wrong and where: the
  * node (index, name, target) and the argument. gc_strerror() names a code.

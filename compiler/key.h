@@ -2,7 +2,8 @@
  * key.h: the cache key of a compile, SHA-256 over a canonical byte stream.
  *
  * The key of a (graph, options, target) triple is the SHA-256 of six
- * component digests, each over its own canonical stream (DESIGN.md 4.2):
+ * component digests, each over its own canonical stream (docs/graph-format.md,
+ * "The cache key"):
  *
  *   graph     the schemas of the operators used (as torch prints them);
  *             the nodes in canonical topological order, value names replaced

@@ -1,5 +1,6 @@
 /*
- * log.h: the daemon's log. Only daemon/ logs (DESIGN.md section 3).
+ * log.h: the daemon's log. Only daemon/ logs (docs/design.md, "Rules
+ * kept").
  *
  * LOG(level, fmt, ...) checks the level before formatting anything. Lines
  * go to a file or stderr, as text ("2026-11-22T10:00:00.123Z info  msg") or

@@ -1,9 +1,10 @@
 /*
  * test_key.c: the cache key is invariant under renaming, reordering of
  * independent nodes and metadata changes, and changes under any semantic
- * change (shared/DESIGN.md 4.2). Property tests run on the graphs captured
- * from real PyTorch modules in tests/data/graphs; hand-made graphs cover the
- * traps (duplicate nodes, mutation order, "_N" names, defaults).
+ * change (docs/graph-format.md, "The cache key"). Property tests run on the
+ * graphs captured from real PyTorch modules in tests/data/graphs; hand-made
+ * graphs cover the traps (duplicate nodes, mutation order, "_N" names,
+ * defaults).
  */
 #include <criterion/criterion.h>
 #include <stdio.h>
