@@ -8,6 +8,7 @@
 #   make fuzz       build the libFuzzer targets (clang) and run each for
 #                   FUZZ_SECONDS (default 60)
 #   make bootstrap  install missing Debian packages (deploy/bootstrap.sh)
+#   make golden     rewrite the golden pass dumps (tests/data/golden/)
 #   make bench-hit  cache-hit benchmark against a bare gRPC echo (not a test)
 #   make bench-models     eager vs Inductor vs the compiled backend on models
 #   make bench-bandwidth  memory-bound graphs vs the copy-bandwidth bound
@@ -103,7 +104,7 @@ TESTS := $(patsubst tests/%.c,$(BUILD)/tests/%,$(TEST_SRC))
 BENCHES := $(patsubst bench/%.c,$(BUILD)/bench/%,$(BENCH_SRC))
 BUILD_ID_H := $(BUILD)/gen/build_id.h
 
-.PHONY: all venv demo bench-build bench-hit bench-runtime bench-models bench-bandwidth bench-startup bench-train bench-gemm bench-compile bench-heavy bench-memory bench-zoo test test-c test-py test-avx2 test-browser test-opinfo capture-zoo train-zoo vec-audit fuzz-graphs fuzz-grads check valgrind format format-check lint asan fuzz \
+.PHONY: all venv demo bench-build bench-hit bench-runtime bench-models bench-bandwidth bench-startup bench-train bench-gemm bench-compile bench-heavy bench-memory bench-zoo test test-c test-py golden test-avx2 test-browser test-opinfo capture-zoo train-zoo vec-audit fuzz-graphs fuzz-grads check valgrind format format-check lint asan fuzz \
         fuzz-build bootstrap clean distclean py-proto
 .DEFAULT_GOAL := all
 
@@ -366,6 +367,12 @@ train-zoo: all
 # Inner loops of generated code that gcc left scalar (a diagnostic).
 vec-audit: all
 	$(TEST_ENV):$(CURDIR)/tests/python $(PYTHON) tests/python/vec_audit.py $(VEC_ARGS)
+
+# The golden pass dumps of tests/data/golden/ rewritten from this build
+# (tests/python/golden.py; test_golden.py compares): after a change that is
+# meant to change what a pass makes, and reviewed in the diff.
+golden: all
+	$(TEST_ENV) $(PYTHON) tests/python/golden.py --update
 
 fuzz-graphs: all
 	$(TEST_ENV):$(CURDIR)/tests/python $(PYTHON) tests/python/graphgen.py -n $(FUZZ_GRAPHS) \

@@ -619,9 +619,15 @@ void ir_scatter_views(const ir_node *n, const ir_view **self,
 
 /* ---- checks and printing ---- */
 
-/* Checks the IR's invariants (see ir.c); GC_EINTERNAL naming the first
+/* Checks the IR's invariants (see verify.c); GC_EINTERNAL naming the first
  * broken one. */
 int ir_verify(const ir_graph *ir, gc_error *err);
+
+/* A floating dtype (float32/64, float16, bfloat16)? */
+bool ir_dtype_is_float(gc_dtype d);
+
+/* Does the operation give a bool (comparisons, logic, isnan...)? */
+bool ir_op_yields_bool(ir_op op);
 
 /* The IR as text, in the arena ("buf3: f32[8, 16] arena = ..."). */
 char *ir_print(ir_graph *ir);
