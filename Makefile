@@ -78,6 +78,7 @@ PY_PB_DIR  := client/python/compiled/v1
 PY_PB      := $(patsubst proto/compiled/v1/%.proto,$(PY_PB_DIR)/%_pb2.py,$(PROTOS))
 
 # ---- libraries ----
+COMMON_SRC   := $(wildcard common/*.c)
 COMPILER_SRC := $(sort $(wildcard compiler/*.c compiler/*/*.c))
 CACHE_SRC    := $(wildcard cache/*.c)
 DAEMON_SRC   := $(wildcard daemon/*.c)
@@ -91,10 +92,11 @@ BENCH_SRC    := $(filter-out bench/peakheap.c,$(wildcard bench/*.c))
 obj = $(patsubst %.c,$(BUILD)/obj/%.o,$(1))
 
 LIB_PROTO    := $(BUILD)/lib/libcdproto.a
+LIB_COMMON   := $(BUILD)/lib/libcdcommon.a
 LIB_COMPILER := $(BUILD)/lib/libcdcompiler.a
 LIB_CACHE    := $(BUILD)/lib/libcdcache.a
 LIB_CLIENT   := $(BUILD)/lib/libcdclient.a
-LIBS := $(LIB_CLIENT) $(LIB_COMPILER) $(LIB_CACHE) $(LIB_PROTO)
+LIBS := $(LIB_CLIENT) $(LIB_COMPILER) $(LIB_CACHE) $(LIB_COMMON) $(LIB_PROTO)
 
 BINS := $(BUILD)/bin/compilectl
 ifneq ($(DAEMON_SRC),)
@@ -183,6 +185,10 @@ $(LIB_COMPILER): $(call obj,$(COMPILER_SRC))
 	@echo "  AR      $@"
 	$(Q)rm -f $@ && ar rcs $@ $^
 $(LIB_CACHE): $(call obj,$(CACHE_SRC))
+	@mkdir -p $(dir $@)
+	@echo "  AR      $@"
+	$(Q)rm -f $@ && ar rcs $@ $^
+$(LIB_COMMON): $(call obj,$(COMMON_SRC))
 	@mkdir -p $(dir $@)
 	@echo "  AR      $@"
 	$(Q)rm -f $@ && ar rcs $@ $^
@@ -384,7 +390,7 @@ fuzz-grads: all
 	  -n $(FUZZ_GRAPHS) $(if $(FUZZ_SEED),--seed $(FUZZ_SEED))
 
 # ---- quality gates ----
-OUR_C := $(sort $(wildcard compiler/*.[ch] compiler/*/*.[ch] cache/*.[ch] daemon/*.[ch] client/ctl/*.[ch] client/lib/*.[ch] \
+OUR_C := $(sort $(wildcard common/*.[ch] compiler/*.[ch] compiler/*/*.[ch] cache/*.[ch] daemon/*.[ch] client/ctl/*.[ch] client/lib/*.[ch] \
            tests/*.c tests/lib/*.[ch] tests/fuzz/*.c bench/*.c))
 
 format:
@@ -394,7 +400,7 @@ format-check:
 lint: $(PROTO_H) $(BUILD_ID_H)
 	cppcheck --quiet --error-exitcode=1 --enable=warning,portability,performance \
 	  --std=c11 --inline-suppr --suppress=missingIncludeSystem --suppress=missingInclude \
-	  -I. -D__GNUC__ compiler cache daemon client/ctl client/lib
+	  -I. -D__GNUC__ common compiler cache daemon client/ctl client/lib
 
 check: test format-check lint
 
@@ -416,7 +422,7 @@ fuzz-build:
 	$(MAKE) BUILD=$(FUZZ_BUILD) CC=clang OPT="-O1 -g" \
 	  SAN_FLAGS="-fsanitize=fuzzer-no-link,address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined" \
 	  SAN_LDFLAGS="-fsanitize=address,undefined" $(FUZZ_BUILD)/lib/libcdcompiler.a \
-	  $(FUZZ_BUILD)/lib/libcdproto.a $(FUZZ_BUILD)/lib/libcdclient.a
+	  $(FUZZ_BUILD)/lib/libcdproto.a $(FUZZ_BUILD)/lib/libcdclient.a $(FUZZ_BUILD)/lib/libcdcommon.a
 	@mkdir -p $(FUZZ_BUILD)/fuzz
 	@for f in $(FUZZ_SRC); do \
 	  n=$$(basename $$f .c); \
@@ -424,7 +430,7 @@ fuzz-build:
 	  clang -O1 -g -std=c11 -D_GNU_SOURCE -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined \
 	    -I. -I$(FUZZ_BUILD)/gen $(PKG_CFLAGS) -o $(FUZZ_BUILD)/fuzz/$$n $$f \
 	    $(FUZZ_BUILD)/lib/libcdclient.a $(FUZZ_BUILD)/lib/libcdcompiler.a \
-	    $(FUZZ_BUILD)/lib/libcdproto.a $(LDLIBS) || exit 1; \
+	    $(FUZZ_BUILD)/lib/libcdcommon.a $(FUZZ_BUILD)/lib/libcdproto.a $(LDLIBS) || exit 1; \
 	done
 
 fuzz: fuzz-build

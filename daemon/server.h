@@ -35,7 +35,7 @@
 #include <stdint.h>
 #include <uv.h>
 
-#include "client/lib/rpc.h" /* rpc_pack */
+#include "common/rpcwire.h"
 #include "daemon/listen.h"
 
 typedef struct srv srv;

@@ -14,6 +14,7 @@
 
 #include "client/ctl/ctl.h"
 #include "client/lib/pbjson.h"
+#include "common/spawn.h"
 #include "compiler/functionalize.h"
 #include "compiler/passes.h"
 #include "compiler/graph.h"
@@ -299,11 +300,15 @@ static int cmd_hash(int argc, char **argv) {
     rc = CTL_EUSAGE;
   }
   if (rc == CTL_OK && !t.toolchain) {
-    gc_error err;
-    if (gc_toolchain_identity(ta, cc, 10000, &t.toolchain, &err) != 0) {
+    char id[512], why[600];
+    if (spawn_first_line(cc, "--version", 10000, id, sizeof id, why,
+                         sizeof why) != 0) {
       ctl_errorf("%s (the toolchain is part of the key: pass --cc or "
                  "--toolchain)",
-                 err.msg);
+                 why);
+      rc = CTL_EIO;
+    } else if (!(t.toolchain = gc_arena_strdup(ta, id))) {
+      ctl_errorf("out of memory");
       rc = CTL_EIO;
     }
   }

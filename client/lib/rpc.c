@@ -179,29 +179,6 @@ void rpc_status_clear(rpc_status *st) {
   rpc_status_init(st);
 }
 
-const char *rpc_code_name(grpc_status_code code) {
-  static const char *const names[] = {"OK",
-                                      "CANCELLED",
-                                      "UNKNOWN",
-                                      "INVALID_ARGUMENT",
-                                      "DEADLINE_EXCEEDED",
-                                      "NOT_FOUND",
-                                      "ALREADY_EXISTS",
-                                      "PERMISSION_DENIED",
-                                      "RESOURCE_EXHAUSTED",
-                                      "FAILED_PRECONDITION",
-                                      "ABORTED",
-                                      "OUT_OF_RANGE",
-                                      "UNIMPLEMENTED",
-                                      "INTERNAL",
-                                      "UNAVAILABLE",
-                                      "DATA_LOSS",
-                                      "UNAUTHENTICATED"};
-  if ((int)code < 0 || (size_t)code >= sizeof names / sizeof names[0])
-    return "UNKNOWN_CODE";
-  return names[code];
-}
-
 /* ---- batches and messages ---- */
 
 /* Runs `n` ops as one batch and waits for it. Returns the batch's success
@@ -215,15 +192,6 @@ static bool run_batch(rpc_stream *s, const grpc_op *ops, size_t n) {
   grpc_event ev = grpc_completion_queue_pluck(
       s->cq, tag, gpr_inf_future(GPR_CLOCK_REALTIME), NULL);
   return ev.type == GRPC_OP_COMPLETE && ev.success;
-}
-
-grpc_byte_buffer *rpc_pack(const ProtobufCMessage *m) {
-  size_t len = protobuf_c_message_get_packed_size(m);
-  grpc_slice slice = grpc_slice_malloc(len);
-  protobuf_c_message_pack(m, GRPC_SLICE_START_PTR(slice));
-  grpc_byte_buffer *bb = grpc_raw_byte_buffer_create(&slice, 1);
-  grpc_slice_unref(slice);
-  return bb;
 }
 
 /* Decodes byte buffer `bb` as a `desc` message; NULL when it does not. */
