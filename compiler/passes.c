@@ -312,6 +312,18 @@ const gc_pass gc_passes[] = {
 };
 const int gc_npasses = (int)(sizeof gc_passes / sizeof gc_passes[0]);
 
+void gc_pass_state_init(gc_pass_state *s, gc_arena *a, const gc_graph *g,
+                        const gc_options *o, const gc_backend *be,
+                        const char *key_hex) {
+  memset(s, 0, sizeof *s);
+  s->a = a;
+  s->g = g;
+  s->o = o;
+  s->be = be;
+  s->key_hex = key_hex;
+  s->verify = be && be->verify;
+}
+
 const gc_pass *gc_pass_find(const char *name) {
   for (int i = 0; i < gc_npasses; i++)
     if (!strcmp(gc_passes[i].name, name))

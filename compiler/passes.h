@@ -35,8 +35,8 @@
 #include "compiler/functionalize.h"
 #include "compiler/native.h"
 
-/* What the passes share: their inputs, then each one's result. Zero it,
- * fill the inputs, then run the passes in order. */
+/* What the passes share: their inputs, then each one's result
+ * (gc_pass_state_init, then the passes in order). */
 typedef struct gc_pass_state {
   gc_arena *a;
   const gc_graph *g;
@@ -69,6 +69,11 @@ typedef struct gc_pass {
 
 extern const gc_pass gc_passes[];
 extern const int gc_npasses;
+
+/* Zeroes `s` and sets its inputs; the verifiers run when be->verify. */
+void gc_pass_state_init(gc_pass_state *s, gc_arena *a, const gc_graph *g,
+                        const gc_options *o, const gc_backend *be,
+                        const char *key_hex);
 
 /* The pass called `name`, or NULL. */
 const gc_pass *gc_pass_find(const char *name);

@@ -112,13 +112,7 @@ int gc_compile(gc_arena *a, const gc_graph *g, const gc_key *key,
   char hex[GC_HEX_LEN];
   gc_digest_hex(key->key, hex);
   gc_pass_state s;
-  memset(&s, 0, sizeof s);
-  s.a = a;
-  s.g = g;
-  s.o = o;
-  s.be = be;
-  s.key_hex = hex;
-  s.verify = be && be->verify;
+  gc_pass_state_init(&s, a, g, o, be, hex);
   gc_error nerr;
   const char *native_failure = NULL;
   for (int i = 0; i < gc_npasses; i++) {

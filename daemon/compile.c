@@ -109,10 +109,6 @@ typedef struct request {
   const Compiled__V1__CompileRequest *msg;
 } request;
 
-void daemon_hex(const uint8_t *digest, char *out) {
-  gc_digest_hex(digest, out);
-}
-
 void daemon_components(const uint8_t parts[][GC_DIGEST_LEN],
                        Compiled__V1__KeyComponents *kc, char *hex) {
   char *h[GC_KEY_NCOMPONENTS];

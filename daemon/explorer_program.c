@@ -561,12 +561,7 @@ static void derive_passes(daemon_ctx *d, gc_arena *a, x_derived *v,
   char hex[GC_HEX_LEN];
   gc_digest_hex(v->key, hex);
   gc_pass_state s;
-  memset(&s, 0, sizeof s);
-  s.a = a;
-  s.g = g;
-  s.o = &o;
-  s.be = d->cfg.native ? &be : NULL;
-  s.key_hex = hex;
+  gc_pass_state_init(&s, a, g, &o, d->cfg.native ? &be : NULL, hex);
   rc = gc_pass_run(gc_pass_find("order"), &s, &err);
   if (!rc)
     rc = gc_pass_run(gc_pass_find("functionalize"), &s, &err);

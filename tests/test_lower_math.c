@@ -37,8 +37,8 @@ static gc_lower_stats lower_bytes(const uint8_t *buf, size_t len) {
   gc_options o;
   gc_options_default(&o);
   gc_backend be = {.verify = true};
-  gc_pass_state s = {
-      .a = a, .g = g, .o = &o, .be = &be, .key_hex = "00", .verify = true};
+  gc_pass_state s;
+  gc_pass_state_init(&s, a, g, &o, &be, "00");
   /* every pass up to codegen, each verified (passes.h) */
   for (int i = 0; i < gc_npasses; i++) {
     const gc_pass *p = &gc_passes[i];

@@ -38,16 +38,23 @@ static const char *const MM_GRAPH = "x: f32[8, 8]\n"
 static gc_options opts;
 static gc_backend be = {.verify = true};
 
-/* Runs the table on `spec` up to and including pass `upto`, verifying. */
-static gc_pass_state run_upto(const char *spec, const char *upto) {
+/* The graph of `spec`, decoded; the options reset to their defaults. */
+static gc_graph *decode(const char *spec) {
   size_t len;
   uint8_t *buf = tg_bytes(a, spec, &len);
   gc_graph *g;
   gc_error err;
   cr_assert_eq(gc_graph_decode(a, buf, len, NULL, &g, &err), 0, "%s", err.msg);
   gc_options_default(&opts);
-  gc_pass_state s = {
-      .a = a, .g = g, .o = &opts, .be = &be, .key_hex = "00", .verify = true};
+  return g;
+}
+
+/* Runs the table on `spec` up to and including pass `upto`, verifying. */
+static gc_pass_state run_upto(const char *spec, const char *upto) {
+  gc_graph *g = decode(spec);
+  gc_error err;
+  gc_pass_state s;
+  gc_pass_state_init(&s, a, g, &opts, &be, "00");
   for (int i = 0; i < gc_npasses; i++) {
     cr_assert_eq(gc_pass_run(&gc_passes[i], &s, &err), 0, "%s: %s",
                  gc_passes[i].name, err.msg);
@@ -69,12 +76,8 @@ static gc_error verify(gc_pass_state *s, const char *pass) {
 }
 
 T(pipeline_runs_the_table_in_order) {
-  size_t len;
-  uint8_t *buf = tg_bytes(a, MM_GRAPH, &len);
-  gc_graph *g;
+  gc_graph *g = decode(MM_GRAPH);
   gc_error err;
-  cr_assert_eq(gc_graph_decode(a, buf, len, NULL, &g, &err), 0, "%s", err.msg);
-  gc_options_default(&opts);
   gc_key key;
   memset(&key, 0, sizeof key);
   gc_compiled out;

@@ -611,12 +611,7 @@ static int cmd_native(const char *cmd, int argc, char **argv) {
   gc_target t;
   gc_backend be = {.target = &t, .verify = verify};
   gc_pass_state s;
-  memset(&s, 0, sizeof s);
-  s.a = l.arena;
-  s.g = l.graph;
-  s.o = &o;
-  s.be = &be;
-  s.verify = verify;
+  gc_pass_state_init(&s, l.arena, l.graph, &o, &be, NULL);
   rc = gc_target_host(l.arena, &t);
   if (arch)
     t.arch = arch;

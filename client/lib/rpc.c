@@ -32,7 +32,6 @@
 
 struct rpc_client {
   grpc_channel *channel;
-  char *target;
   char *authorization; /* "Bearer TOKEN", or NULL */
 };
 
@@ -92,10 +91,8 @@ rpc_client *rpc_connect_tls(const char *target, const char *ca,
                             const char *cert, const char *key, char *err,
                             size_t errlen) {
   rpc_client *c = calloc(1, sizeof *c);
-  if (!c || !(c->target = strdup(target))) {
-    free(c);
+  if (!c)
     return NULL;
-  }
   grpc_arg args[2];
   args[0].type = GRPC_ARG_INTEGER;
   args[0].key = GRPC_ARG_MAX_RECEIVE_MESSAGE_LENGTH;
@@ -126,7 +123,6 @@ rpc_client *rpc_connect_tls(const char *target, const char *ca,
     free(cert_pem);
     free(key_pem);
     if (!creds) {
-      free(c->target);
       free(c);
       return NULL;
     }
@@ -136,7 +132,6 @@ rpc_client *rpc_connect_tls(const char *target, const char *ca,
   c->channel = grpc_channel_create(target, creds, &cargs);
   grpc_channel_credentials_release(creds);
   if (!c->channel) {
-    free(c->target);
     free(c);
     return NULL;
   }
@@ -160,12 +155,7 @@ void rpc_close(rpc_client *c) {
     return;
   grpc_channel_destroy(c->channel);
   free(c->authorization);
-  free(c->target);
   free(c);
-}
-
-const char *rpc_target(const rpc_client *c) {
-  return c->target;
 }
 
 void rpc_status_init(rpc_status *st) {

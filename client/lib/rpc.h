@@ -81,9 +81,6 @@ rpc_client *rpc_connect_tls(const char *target, const char *ca,
  * Returns 0, or -1 out of memory. */
 int rpc_set_token(rpc_client *c, const char *token);
 
-/* The target `c` was opened with (owned by `c`). */
-const char *rpc_target(const rpc_client *c);
-
 void rpc_status_init(rpc_status *st);
 /* Frees what `st` holds and initialises it again. */
 void rpc_status_clear(rpc_status *st);

@@ -263,9 +263,6 @@ static uint64_t ehash(const ir_expr *e) {
   case IR_INDEX:
     h = emix(h, (uint64_t)e->index->id);
     break;
-  case IR_ACC:
-    h = emix(emix(h, (uint64_t)e->acc.node->id + 1), (uint64_t)e->acc.which);
-    break;
   default:
     break;
   }
@@ -297,8 +294,6 @@ static bool esame(const ir_expr *a, const ir_expr *b) {
            a->load.wrap == b->load.wrap;
   case IR_INDEX:
     return a->index == b->index;
-  case IR_ACC:
-    return a->acc.node == b->acc.node && a->acc.which == b->acc.which;
   default:
     return true;
   }
@@ -424,13 +419,6 @@ ir_expr *ir_index(ir_graph *ir, gc_sym *x, gc_dtype dt) {
     return ir_const_i(ir, x->c, dt);
   ir_expr e = {.op = IR_INDEX, .dtype = dt};
   e.index = x;
-  return eintern(ir, &e);
-}
-
-ir_expr *ir_acc(ir_graph *ir, ir_node *red, int which, gc_dtype dt) {
-  ir_expr e = {.op = IR_ACC, .dtype = dt};
-  e.acc.node = red;
-  e.acc.which = which;
   return eintern(ir, &e);
 }
 
@@ -645,10 +633,6 @@ static ir_expr *subst(ir_graph *ir, ir_expr *e, const gc_symmap *map,
   switch (e->op) {
   case IR_CONST:
     return e;
-  case IR_ACC:
-    if (g)
-      g->fail = true; /* a reduction of the kernel reading it */
-    return g ? NULL : e;
   case IR_LOAD: {
     gc_sym *at = gc_sym_subst(&ir->sym, e->load.index, map);
     int64_t c = g ? gvar_coef(g, e->load.index) : 0;

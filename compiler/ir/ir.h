@@ -51,8 +51,6 @@
   X(CONST, 0, "const")   /* a literal of the expression's dtype */             \
   X(LOAD, 0, "load")     /* buf[index] */                                      \
   X(INDEX, 0, "index")   /* the integer value of a symbolic expression */      \
-  X(ACC, 0, "acc")       /* the result of a reduction of the same kernel,      \
-                            read at the current outer index (fusion) */        \
   X(GATHER, 1, "gather") /* buf[index + stride * wrap(args[0])]: an index      \
                             read from data (embedding, gather, ...); out of    \
                             range sets the kernel error flag and reads a       \
@@ -164,10 +162,6 @@ struct ir_expr {
       bool wrap;      /* GATHER: negative data indices count from the end */
     } load;
     gc_sym *index; /* INDEX: the expression */
-    struct {
-      ir_node *node; /* ACC: the reduction */
-      int which;     /* ACC: which of its results (0; welford 0..2) */
-    } acc;
   };
   int id;         /* creation order */
   uint64_t hash;  /* structural, for hash-consing */
@@ -548,7 +542,6 @@ ir_expr *ir_gather(ir_graph *ir, ir_buf *b, gc_sym *index, ir_expr *idx,
 /* True for operations that read a buffer (LOAD, GATHER). */
 bool ir_reads_buffer(const ir_expr *e);
 ir_expr *ir_index(ir_graph *ir, gc_sym *e, gc_dtype dt);
-ir_expr *ir_acc(ir_graph *ir, ir_node *reduction, int which, gc_dtype dt);
 /* An operation. CAST's dtype is the target; comparisons and logical ops
  * yield bool whatever dt says. */
 ir_expr *ir_op1(ir_graph *ir, ir_op op, gc_dtype dt, ir_expr *a);

@@ -90,8 +90,7 @@ typedef struct pctx {
 } pctx;
 
 static bool leaf(const ir_expr *e) {
-  return e->op == IR_CONST || e->op == IR_LOAD || e->op == IR_INDEX ||
-         e->op == IR_ACC;
+  return e->op == IR_CONST || e->op == IR_LOAD || e->op == IR_INDEX;
 }
 
 static int count_uses(const ir_expr *e, void *ctx) {
@@ -147,9 +146,6 @@ static void pexpr(pctx *c, pbuf *p, const ir_expr *e, int depth) {
     return;
   case IR_INDEX:
     pf(p, "%s", gc_sym_str(&ir->sym, e->index));
-    return;
-  case IR_ACC:
-    pf(p, "acc(node%d.%d)", e->acc.node->id, e->acc.which);
     return;
   case IR_CAST:
     pf(p, "%s(", short_dtype(e->dtype));
