@@ -8,6 +8,7 @@
 #   make fuzz       build the libFuzzer targets (clang) and run each for
 #                   FUZZ_SECONDS (default 60)
 #   make bootstrap  install missing Debian packages (deploy/bootstrap.sh)
+#   make golden     rewrite the golden pass dumps (tests/data/golden/)
 #   make bench-hit  cache-hit benchmark against a bare gRPC echo (not a test)
 #   make bench-models     eager vs Inductor vs the compiled backend on models
 #   make bench-bandwidth  memory-bound graphs vs the copy-bandwidth bound
@@ -77,6 +78,7 @@ PY_PB_DIR  := client/python/compiled/v1
 PY_PB      := $(patsubst proto/compiled/v1/%.proto,$(PY_PB_DIR)/%_pb2.py,$(PROTOS))
 
 # ---- libraries ----
+COMMON_SRC   := $(wildcard common/*.c)
 COMPILER_SRC := $(sort $(wildcard compiler/*.c compiler/*/*.c))
 CACHE_SRC    := $(wildcard cache/*.c)
 DAEMON_SRC   := $(wildcard daemon/*.c)
@@ -90,10 +92,11 @@ BENCH_SRC    := $(filter-out bench/peakheap.c,$(wildcard bench/*.c))
 obj = $(patsubst %.c,$(BUILD)/obj/%.o,$(1))
 
 LIB_PROTO    := $(BUILD)/lib/libcdproto.a
+LIB_COMMON   := $(BUILD)/lib/libcdcommon.a
 LIB_COMPILER := $(BUILD)/lib/libcdcompiler.a
 LIB_CACHE    := $(BUILD)/lib/libcdcache.a
 LIB_CLIENT   := $(BUILD)/lib/libcdclient.a
-LIBS := $(LIB_CLIENT) $(LIB_COMPILER) $(LIB_CACHE) $(LIB_PROTO)
+LIBS := $(LIB_CLIENT) $(LIB_COMPILER) $(LIB_CACHE) $(LIB_COMMON) $(LIB_PROTO)
 
 BINS := $(BUILD)/bin/compilectl
 ifneq ($(DAEMON_SRC),)
@@ -103,7 +106,7 @@ TESTS := $(patsubst tests/%.c,$(BUILD)/tests/%,$(TEST_SRC))
 BENCHES := $(patsubst bench/%.c,$(BUILD)/bench/%,$(BENCH_SRC))
 BUILD_ID_H := $(BUILD)/gen/build_id.h
 
-.PHONY: all venv demo bench-build bench-hit bench-runtime bench-models bench-bandwidth bench-startup bench-train bench-gemm bench-compile bench-heavy bench-memory bench-zoo test test-c test-py test-avx2 test-browser test-opinfo capture-zoo train-zoo vec-audit fuzz-graphs fuzz-grads check valgrind format format-check lint asan fuzz \
+.PHONY: all venv demo bench-build bench-hit bench-runtime bench-models bench-bandwidth bench-startup bench-train bench-gemm bench-compile bench-heavy bench-memory bench-zoo test test-c test-py golden test-avx2 test-browser test-opinfo capture-zoo train-zoo vec-audit fuzz-graphs fuzz-grads check valgrind format format-check lint asan fuzz \
         fuzz-build bootstrap clean distclean py-proto
 .DEFAULT_GOAL := all
 
@@ -182,6 +185,10 @@ $(LIB_COMPILER): $(call obj,$(COMPILER_SRC))
 	@echo "  AR      $@"
 	$(Q)rm -f $@ && ar rcs $@ $^
 $(LIB_CACHE): $(call obj,$(CACHE_SRC))
+	@mkdir -p $(dir $@)
+	@echo "  AR      $@"
+	$(Q)rm -f $@ && ar rcs $@ $^
+$(LIB_COMMON): $(call obj,$(COMMON_SRC))
 	@mkdir -p $(dir $@)
 	@echo "  AR      $@"
 	$(Q)rm -f $@ && ar rcs $@ $^
@@ -367,6 +374,12 @@ train-zoo: all
 vec-audit: all
 	$(TEST_ENV):$(CURDIR)/tests/python $(PYTHON) tests/python/vec_audit.py $(VEC_ARGS)
 
+# The golden pass dumps of tests/data/golden/ rewritten from this build
+# (tests/python/golden.py; test_golden.py compares): after a change that is
+# meant to change what a pass makes, and reviewed in the diff.
+golden: all
+	$(TEST_ENV) $(PYTHON) tests/python/golden.py --update
+
 fuzz-graphs: all
 	$(TEST_ENV):$(CURDIR)/tests/python $(PYTHON) tests/python/graphgen.py -n $(FUZZ_GRAPHS) \
 	  $(if $(FUZZ_SEED),--seed $(FUZZ_SEED))
@@ -377,7 +390,7 @@ fuzz-grads: all
 	  -n $(FUZZ_GRAPHS) $(if $(FUZZ_SEED),--seed $(FUZZ_SEED))
 
 # ---- quality gates ----
-OUR_C := $(sort $(wildcard compiler/*.[ch] compiler/*/*.[ch] cache/*.[ch] daemon/*.[ch] client/ctl/*.[ch] client/lib/*.[ch] \
+OUR_C := $(sort $(wildcard common/*.[ch] compiler/*.[ch] compiler/*/*.[ch] cache/*.[ch] daemon/*.[ch] client/ctl/*.[ch] client/lib/*.[ch] \
            tests/*.c tests/lib/*.[ch] tests/fuzz/*.c bench/*.c))
 
 format:
@@ -387,7 +400,7 @@ format-check:
 lint: $(PROTO_H) $(BUILD_ID_H)
 	cppcheck --quiet --error-exitcode=1 --enable=warning,portability,performance \
 	  --std=c11 --inline-suppr --suppress=missingIncludeSystem --suppress=missingInclude \
-	  -I. -D__GNUC__ compiler cache daemon client/ctl client/lib
+	  -I. -D__GNUC__ common compiler cache daemon client/ctl client/lib
 
 check: test format-check lint
 
@@ -409,7 +422,7 @@ fuzz-build:
 	$(MAKE) BUILD=$(FUZZ_BUILD) CC=clang OPT="-O1 -g" \
 	  SAN_FLAGS="-fsanitize=fuzzer-no-link,address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined" \
 	  SAN_LDFLAGS="-fsanitize=address,undefined" $(FUZZ_BUILD)/lib/libcdcompiler.a \
-	  $(FUZZ_BUILD)/lib/libcdproto.a $(FUZZ_BUILD)/lib/libcdclient.a
+	  $(FUZZ_BUILD)/lib/libcdproto.a $(FUZZ_BUILD)/lib/libcdclient.a $(FUZZ_BUILD)/lib/libcdcommon.a
 	@mkdir -p $(FUZZ_BUILD)/fuzz
 	@for f in $(FUZZ_SRC); do \
 	  n=$$(basename $$f .c); \
@@ -417,7 +430,7 @@ fuzz-build:
 	  clang -O1 -g -std=c11 -D_GNU_SOURCE -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined \
 	    -I. -I$(FUZZ_BUILD)/gen $(PKG_CFLAGS) -o $(FUZZ_BUILD)/fuzz/$$n $$f \
 	    $(FUZZ_BUILD)/lib/libcdclient.a $(FUZZ_BUILD)/lib/libcdcompiler.a \
-	    $(FUZZ_BUILD)/lib/libcdproto.a $(LDLIBS) || exit 1; \
+	    $(FUZZ_BUILD)/lib/libcdcommon.a $(FUZZ_BUILD)/lib/libcdproto.a $(LDLIBS) || exit 1; \
 	done
 
 fuzz: fuzz-build

@@ -35,6 +35,7 @@
 #include <unistd.h>
 
 #include "cache/cache.h"
+#include "common/spawn.h"
 #include "compiled/v1/compiled.pb-c.h"
 #include "compiler/graph.h"
 #include "compiler/key.h"
@@ -448,8 +449,11 @@ int main(int argc, char **argv) {
   gc_target t;
   gc_target_host(ta, &t);
   const char *cc = getenv("CC") && *getenv("CC") ? getenv("CC") : "cc";
-  if (gc_toolchain_identity(ta, cc, 10000, &t.toolchain, NULL) != 0)
-    t.toolchain = "unknown";
+  char id[512], why[600];
+  t.toolchain = spawn_first_line(cc, "--version", 10000, id, sizeof id, why,
+                                 sizeof why) == 0
+                    ? gc_arena_strdup(ta, id)
+                    : "unknown";
   char cache_dir[256];
   snprintf(cache_dir, sizeof cache_dir, "%s/cache", dir);
   mkdir(cache_dir, 0755);

@@ -7,21 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "compiler/codegen/program_print.h"
 #include "compiler/target.h"
-
-static int verify(gc_native *n, const gc_backend *be, const char *after,
-                  gc_error *err) {
-  if (!be || !be->verify)
-    return 0;
-  int rc = ir_verify(&n->ir, err);
-  if (rc && err) {
-    char msg[sizeof err->msg];
-    snprintf(msg, sizeof msg, "after %s: %.1000s", after, err->msg);
-    memcpy(err->msg, msg, sizeof msg);
-  }
-  return rc;
-}
 
 int gc_native_lower(gc_native *n, gc_arena *a, const gc_functional *f,
                     const gc_backend *be, gc_error *err) {
@@ -40,13 +26,12 @@ int gc_native_lower(gc_native *n, gc_arena *a, const gc_functional *f,
   n->ir.dnnl = be && gc_target_has(be->target, "dnnl") &&
                gc_target_has(be->target, "avx512f");
   n->ir.fma = be && gc_target_has(be->target, "fma");
-  int rc = gc_lower(&n->ir, f, &n->stats, err);
-  return rc ? rc : verify(n, be, "lower", err);
+  return gc_lower(&n->ir, f, &n->stats, err);
 }
 
 int gc_native_schedule(gc_native *n, const gc_backend *be, gc_error *err) {
-  int rc = sc_schedule_build(&n->ir, &n->sched, err);
-  return rc ? rc : verify(n, be, "schedule", err);
+  (void)be;
+  return sc_schedule_build(&n->ir, &n->sched, err);
 }
 
 int gc_native_plan(gc_native *n, const gc_backend *be, gc_error *err) {
@@ -119,16 +104,4 @@ void gc_native_release(gc_native *n) {
   free(n->so);
   n->so = NULL;
   n->so_len = 0;
-}
-
-const char *gc_native_dump(gc_native *n, const char *stage) {
-  if (!strcmp(stage, "lower"))
-    return ir_print(&n->ir);
-  if (!strcmp(stage, "schedule") || !strcmp(stage, "plan"))
-    return sc_print(&n->ir, &n->sched);
-  if (!strcmp(stage, "codegen"))
-    return n->src.text;
-  if (!strcmp(stage, "program") && n->program)
-    return gc_native_program_str(n->a, n->program);
-  return NULL;
 }

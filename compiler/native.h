@@ -1,6 +1,6 @@
 /*
  * native.h: the compiler's back half, from a functional program to native
- * code, as passes the pipeline (pipeline.c) calls in order:
+ * code, as the pass table (passes.h) runs them in order:
  *
  *   gc_native_lower     functional graph -> loop IR (compiler/lower/)
  *   gc_native_schedule  fusion: IR nodes -> kernels (compiler/sched/)
@@ -9,11 +9,10 @@
  *   gc_native_build     the C compiler, through the toolchain interface
  *   gc_native_emit      the artifact's NativeProgram
  *
- * Each pass leaves its result in a gc_native; with `verify` the loop IR
- * verifier runs after every pass that changes the IR. gc_native_dump()
- * prints the state after any pass (compilectl graph lower|schedule|plan|
- * codegen). The library stays free of process and file I/O: running the C
- * compiler is the gc_toolchain the caller provides.
+ * Each pass leaves its result in a gc_native. The pass table (passes.h)
+ * runs them with their verifiers and dumps. The library stays free of
+ * process and file I/O: running the C compiler is the gc_toolchain the
+ * caller provides.
  */
 #ifndef GC_NATIVE_H
 #define GC_NATIVE_H
@@ -43,7 +42,7 @@ typedef struct gc_toolchain {
 typedef struct gc_backend {
   const gc_target *target;       /* what to build for (the client's) */
   const gc_toolchain *toolchain; /* NULL: no shared object */
-  bool verify;                   /* run the IR verifier between passes */
+  bool verify;                   /* run each pass's verifier (passes.h) */
 } gc_backend;
 
 /* With CompileOptions.separate_temporaries: intermediates of at least this
@@ -80,10 +79,6 @@ int gc_native_emit(gc_native *n, const gc_backend *be, gc_error *err);
 
 /* Frees what the arena does not own (the shared object). */
 void gc_native_release(gc_native *n);
-
-/* The back half's state after `stage` ("lower", "schedule", "plan",
- * "codegen") as text in the arena; NULL for an unknown stage. */
-const char *gc_native_dump(gc_native *n, const char *stage);
 
 /* The flags and libraries generated C is built with for target t, split
  * into arrays in the arena (for the toolchain and for tests). */

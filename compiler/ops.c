@@ -26,13 +26,6 @@ bool gc_op_writes(const gc_schema *s, int i) {
   return gc_schema_arg_is_write(s, i) || omission(s, i) != NULL;
 }
 
-bool gc_op_is_mutating(const gc_schema *s) {
-  for (int i = 0; i < s->nargs; i++)
-    if (gc_op_writes(s, i))
-      return true;
-  return false;
-}
-
 /* Is the argument n passes for parameter i None (given, or its default)? */
 static bool arg_is_none(const gc_node *n, int i) {
   for (int a = 0; a < n->nargs; a++)

@@ -20,9 +20,6 @@
  * '!' in its schema, or a mutation the schema is known to omit. */
 bool gc_op_writes(const gc_schema *s, int i);
 
-/* True when the operator writes any parameter (as gc_op_writes). */
-bool gc_op_is_mutating(const gc_schema *s);
-
 /* As gc_op_writes for one call: an omitted mutation that only happens under
  * a condition (native_batch_norm writes its running stats only when
  * `training` is true) counts only when the node's arguments meet it. */

@@ -1,5 +1,6 @@
 /*
- * pipeline.c: the passes of a compile, in order. See pipeline.h.
+ * pipeline.c: a compile: the pass table (passes.h) in order, with hooks,
+ * timings and abandonment, then the artifact. See pipeline.h.
  */
 #include "compiler/pipeline.h"
 
@@ -8,9 +9,7 @@
 #include <time.h>
 
 #include "compiled/v1/artifact.pb-c.h"
-#include "compiler/emit.h"
-#include "compiler/functionalize.h"
-#include "compiler/native.h"
+#include "compiler/passes.h"
 
 int64_t gc_now_us(void) {
   struct timespec ts;
@@ -96,104 +95,87 @@ static int package(gc_arena *a, const gc_key *key, Compiled__V1__Program *p,
   return 0;
 }
 
-/* Runs one stage: hooks before and after, timing, abandonment. */
-#define STAGE(name, call)                                                      \
-  do {                                                                         \
-    if (hooks && hooks->abandoned && hooks->abandoned(hooks->ctx))             \
-      return gc_errorf(err, GC_ECANCELED, "compile abandoned before %s",       \
-                       name);                                                  \
-    if (hooks && hooks->stage)                                                 \
-      hooks->stage(hooks->ctx, name, false, 0);                                \
-    int64_t t0_ = gc_now_us();                                                 \
-    int rc_ = (call);                                                          \
-    int64_t dt_ = gc_now_us() - t0_;                                           \
-    record(out, name, dt_);                                                    \
-    if (rc_)                                                                   \
-      return rc_;                                                              \
-    if (hooks && hooks->stage)                                                 \
-      hooks->stage(hooks->ctx, name, true, dt_);                               \
-  } while (0)
+static bool abandoned(const gc_hooks *hooks) {
+  return hooks && hooks->abandoned && hooks->abandoned(hooks->ctx);
+}
 
-/* A native stage: as STAGE, but a failure (other than running out of
- * memory or being abandoned) ends the native build, not the compile: the
- * artifact is served with its ATen program and the error as a diagnostic. */
-#define NSTAGE(name, call)                                                     \
-  do {                                                                         \
-    if (hooks && hooks->abandoned && hooks->abandoned(hooks->ctx))             \
-      return gc_errorf(err, GC_ECANCELED, "compile abandoned before %s",       \
-                       name);                                                  \
-    if (hooks && hooks->stage)                                                 \
-      hooks->stage(hooks->ctx, name, false, 0);                                \
-    int64_t t0_ = gc_now_us();                                                 \
-    gc_error_clear(&nerr);                                                     \
-    int rc_ = (call);                                                          \
-    int64_t dt_ = gc_now_us() - t0_;                                           \
-    record(out, name, dt_);                                                    \
-    if (rc_ == GC_ENOMEM || rc_ == GC_ECANCELED) {                             \
-      *err = nerr;                                                             \
-      gc_native_release(&nat);                                                 \
-      return rc_;                                                              \
-    }                                                                          \
-    if (rc_) {                                                                 \
-      native_failure = gc_arena_printf(a, "%s: %s", name, nerr.msg);           \
-      out->native_failed = true;                                               \
-      out->native_failed_stage = name;                                         \
-      goto package;                                                            \
-    }                                                                          \
-    if (hooks && hooks->stage)                                                 \
-      hooks->stage(hooks->ctx, name, true, dt_);                               \
-  } while (0)
+static void stage(const gc_hooks *hooks, const char *name, bool done,
+                  int64_t micros) {
+  if (hooks && hooks->stage)
+    hooks->stage(hooks->ctx, name, done, micros);
+}
 
 int gc_compile(gc_arena *a, const gc_graph *g, const gc_key *key,
                const gc_options *o, const gc_backend *be, const gc_hooks *hooks,
                gc_compiled *out, gc_error *err) {
-
   int64_t start = gc_now_us();
-  int *order = gc_arena_calloc(a, (size_t)g->nnodes + 1, sizeof *order);
-  Compiled__V1__Program *program = NULL;
-  gc_functional f;
-  gc_native nat;
+  char hex[GC_HEX_LEN];
+  gc_digest_hex(key->key, hex);
+  gc_pass_state s;
+  gc_pass_state_init(&s, a, g, o, be, hex);
   gc_error nerr;
   const char *native_failure = NULL;
-  char hex[GC_HEX_LEN];
-  memset(&nat, 0, sizeof nat);
-  gc_digest_hex(key->key, hex);
-  if (!order)
-    return gc_errorf(err, GC_ENOMEM, "out of memory");
-
-  STAGE("order", gc_canonical_order(g, order, err));
-  STAGE("functionalize", gc_functionalize(a, g, order, o, &f, err));
-  STAGE("emit", gc_emit_program(&f, a, &program, err));
-  /* Native code for inference programs in functional form. Training
-   * programs run through ATen (autograd records them) until the backward
-   * graph is compiled too. */
-  if (be && o->opt_level > 0 && f.functional && !o->training) {
-    nat.temp_min_bytes = o->separate_temporaries ? GC_TEMP_MIN_BYTES : 0;
-    nat.eager_random = o->eager_random;
-    NSTAGE("lower", gc_native_lower(&nat, a, &f, be, &nerr));
-    NSTAGE("schedule", gc_native_schedule(&nat, be, &nerr));
-    NSTAGE("plan", gc_native_plan(&nat, be, &nerr));
-    NSTAGE("codegen", gc_native_codegen(&nat, hex, &nerr));
-    /* A program without segments (nothing was lowered into generated
-     * code: its instructions are ATen calls) needs no shared object, so
-     * the C compiler does not run for it (a few hundred milliseconds). */
-    if (nat.src.nsegments > 0)
-      NSTAGE("cc", gc_native_build(&nat, be, &nerr));
-    NSTAGE("emit-native", gc_native_emit(&nat, be, &nerr));
+  for (int i = 0; i < gc_npasses; i++) {
+    const gc_pass *p = &gc_passes[i];
+    /* Native code for inference programs in functional form. Training
+     * programs run through ATen (autograd records them) until the backward
+     * graph is compiled too. */
+    if ((p->native && !gc_pass_state_native(&s)) || (p->skip && p->skip(&s)))
+      continue;
+    if (abandoned(hooks)) {
+      gc_native_release(&s.nat);
+      return gc_errorf(err, GC_ECANCELED, "compile abandoned before %s",
+                       p->name);
+    }
+    stage(hooks, p->name, false, 0);
+    int64_t t0 = gc_now_us();
+    gc_error_clear(&nerr);
+    int rc = gc_pass_run(p, &s, p->native ? &nerr : err);
+    int64_t dt = gc_now_us() - t0;
+    record(out, p->name, dt);
+    /* A back-half pass that fails (other than by running out of memory or
+     * being abandoned) ends the native build, not the compile: the
+     * artifact is served with its ATen program and the error as a
+     * diagnostic. */
+    if (rc && p->native && rc != GC_ENOMEM && rc != GC_ECANCELED) {
+      native_failure = gc_arena_printf(a, "%s: %s", p->name, nerr.msg);
+      out->native_failed = true;
+      out->native_failed_stage = p->name;
+      break;
+    }
+    if (rc) {
+      if (p->native)
+        *err = nerr;
+      gc_native_release(&s.nat);
+      return rc;
+    }
+    stage(hooks, p->name, true, dt);
   }
-package:
   out->micros = gc_now_us() - start;
-  STAGE("package", package(a, key, program, nat.program, f.eager_reason,
-                           native_failure, out, err));
-  if (nat.program) {
-    out->native = true;
-    out->summary.nodes = nat.stats.nodes;
-    out->summary.native = nat.stats.native;
-    out->summary.extern_ = nat.stats.extern_;
-    out->summary.fallback = nat.stats.fallback;
-    out->summary.kernels = nat.src.nkernels;
+  if (abandoned(hooks)) {
+    gc_native_release(&s.nat);
+    return gc_errorf(err, GC_ECANCELED, "compile abandoned before package");
   }
-  gc_native_release(&nat);
+  stage(hooks, "package", false, 0);
+  int64_t t0 = gc_now_us();
+  int rc = package(a, key, s.program, s.nat.program, s.f.eager_reason,
+                   native_failure, out, err);
+  int64_t dt = gc_now_us() - t0;
+  record(out, "package", dt);
+  if (rc) {
+    gc_native_release(&s.nat);
+    return rc;
+  }
+  stage(hooks, "package", true, dt);
+  if (s.nat.program) {
+    out->native = true;
+    out->summary.nodes = s.nat.stats.nodes;
+    out->summary.native = s.nat.stats.native;
+    out->summary.extern_ = s.nat.stats.extern_;
+    out->summary.fallback = s.nat.stats.fallback;
+    out->summary.kernels = s.nat.src.nkernels;
+  }
+  gc_native_release(&s.nat);
   out->micros = gc_now_us() - start;
   return 0;
 }

@@ -9,9 +9,10 @@
  *                plan -> codegen -> cc -> emit-native -> package
  *                                                 (misses only; a worker)
  *
- * gc_compile lists the passes in order in one function. Between passes it
- * reports progress through gc_hooks and stops early when the hooks say the
- * compile was abandoned (nobody waits for it any more).
+ * gc_compile runs the pass table (passes.h) in order, then packages the
+ * artifact. Between passes it reports progress through gc_hooks and stops
+ * early when the hooks say the compile was abandoned (nobody waits for it
+ * any more).
  */
 #ifndef GC_PIPELINE_H
 #define GC_PIPELINE_H
@@ -68,7 +69,7 @@ struct gc_backend; /* compiler/native.h */
 /* Compiles a prepared graph into a packed artifact. With a backend `be`
  * (the client's target and a toolchain) inference programs also get native
  * code; NULL makes an ATen program only. A native stage that fails does
- * not fail the compile (see NSTAGE in pipeline.c). */
+ * not fail the compile (see gc_compile in pipeline.c). */
 int gc_compile(gc_arena *a, const gc_graph *g, const gc_key *key,
                const gc_options *o, const struct gc_backend *be,
                const gc_hooks *hooks, gc_compiled *out, gc_error *err);

@@ -4,7 +4,9 @@
  * The target enters the cache key (key.h): code built for one ISA or by one
  * toolchain is never served to another. The daemon detects its own once at
  * start; `compilectl graph hash` does the same to print the key a daemon on
- * this machine would compute.
+ * this machine would compute. Both fill in the toolchain's identity
+ * themselves (common/spawn.h's spawn_first_line of `cc --version`): the
+ * compiler library runs no process.
  */
 #ifndef GC_TARGET_H
 #define GC_TARGET_H
@@ -49,13 +51,5 @@ const char *gc_target_march(const gc_target *t);
  * GC_DEFAULT_CFLAGS, and leaves toolchain and torch_version NULL.
  * Returns 0 or GC_ENOMEM. */
 int gc_target_host(gc_arena *a, gc_target *t);
-
-/* Runs `cc --version` (posix_spawn, no shell) and returns its first line,
- * e.g. "gcc (Debian 12.2.0-14) 12.2.0", in the arena. `cc` is a command name
- * or path. A compiler that has not answered within timeout_ms is killed
- * (with its process group). Returns 0, or GC_EIO when it cannot be run, fails
- * or times out. */
-int gc_toolchain_identity(gc_arena *a, const char *cc, int timeout_ms,
-                          const char **out, gc_error *err);
 
 #endif

@@ -109,10 +109,6 @@ typedef struct request {
   const Compiled__V1__CompileRequest *msg;
 } request;
 
-void daemon_hex(const uint8_t *digest, char *out) {
-  gc_digest_hex(digest, out);
-}
-
 void daemon_components(const uint8_t parts[][GC_DIGEST_LEN],
                        Compiled__V1__KeyComponents *kc, char *hex) {
   char *h[GC_KEY_NCOMPONENTS];
@@ -157,7 +153,7 @@ void daemon_finish_graph_error(srv_call *c, int code, const gc_error *err) {
   ge.node = err->node;
   ge.argument = (char *)err->arg;
   ge.code = (char *)gc_errname(code);
-  srv_finish_bin(c, status_of(code), err->msg, "compiled-error-bin", &ge.base);
+  srv_finish_bin(c, status_of(code), err->msg, RPC_GRAPH_ERROR_KEY, &ge.base);
 }
 
 /* Logs a Compile request's end, and records it for the explorer with its

@@ -240,10 +240,6 @@ int daemon_read_options(const Compiled__V1__CompileOptions *po, gc_options *o,
  * GraphError in the "compiled-error-bin" trailer (compile.c). */
 void daemon_finish_graph_error(srv_call *c, int code, const gc_error *err);
 
-/* Hex of a digest into a buffer of GC_HEX_LEN. */
-
-void daemon_hex(const uint8_t *digest, char *out);
-
 /* Fills a KeyComponents message from key parts (strings in `hex`, which must
  * hold GC_KEY_NCOMPONENTS * GC_HEX_LEN bytes). */
 void daemon_components(const uint8_t parts[][GC_DIGEST_LEN],

@@ -30,10 +30,10 @@
 #include "cache/explore.h"
 #include "compiled/v1/artifact.pb-c.h"
 #include "compiler/buf.h"
-#include "compiler/native.h"
+#include "compiler/passes.h"
 #include "compiler/opfacts.h"
 #include "compiler/pipeline.h"
-#include "compiler/print.h"
+#include "compiler/dump.h"
 #include "daemon/explorer_internal.h"
 #include "daemon/log.h"
 
@@ -557,45 +557,39 @@ static void derive_passes(daemon_ctx *d, gc_arena *a, x_derived *v,
   gc_graph_print(g, &b);
   set_pass(v, 0, b.data);
   gc_buf_free(&b);
-  int *order = gc_arena_calloc(a, (size_t)g->nnodes + 1, sizeof *order);
-  gc_functional f;
-  memset(&f, 0, sizeof f);
-  rc = !order ? gc_errorf(&err, GC_ENOMEM, "out of memory")
-              : gc_canonical_order(g, order, &err);
+  gc_backend be = {.target = &t, .toolchain = NULL, .verify = false};
+  char hex[GC_HEX_LEN];
+  gc_digest_hex(v->key, hex);
+  gc_pass_state s;
+  gc_pass_state_init(&s, a, g, &o, d->cfg.native ? &be : NULL, hex);
+  rc = gc_pass_run(gc_pass_find("order"), &s, &err);
   if (!rc)
-    rc = gc_functionalize(a, g, order, &o, &f, &err);
+    rc = gc_pass_run(gc_pass_find("functionalize"), &s, &err);
   if (rc) {
     v->error = strdup(err.msg);
     return;
   }
-  v->functional = f.functional;
+  const gc_functional *f = &s.f;
+  v->functional = f->functional;
   v->eager_reason =
-      f.eager_reason ? gc_arena_strdup(v->a, f.eager_reason) : NULL;
+      f->eager_reason ? gc_arena_strdup(v->a, f->eager_reason) : NULL;
   gc_buf fb = GC_BUF_INIT;
-  gc_graph_print(f.graph, &fb);
+  gc_graph_print(f->graph, &fb);
   set_pass(v, 1, fb.data);
   gc_buf_free(&fb);
-  bool native = d->cfg.native && o.opt_level > 0 && f.functional && !o.training;
-  gc_native nat;
-  memset(&nat, 0, sizeof nat);
+  bool native = gc_pass_state_native(&s);
   if (native) {
-    gc_backend be = {.target = &t, .toolchain = NULL, .verify = false};
-    char hex[GC_HEX_LEN];
-    gc_digest_hex(v->key, hex);
-    nat.temp_min_bytes = o.separate_temporaries ? GC_TEMP_MIN_BYTES : 0;
-    nat.eager_random = o.eager_random;
+    /* the back half's passes with a dump, as the pass table lists them
+     * (pass_names from "lower" on); no C compiler */
     int p = 2;
-    rc = gc_native_lower(&nat, a, &f, &be, &err);
-    if (!rc)
-      set_pass(v, p++, gc_native_dump(&nat, "lower"));
-    if (!rc && !(rc = gc_native_schedule(&nat, &be, &err)))
-      set_pass(v, p++, gc_native_dump(&nat, "schedule"));
-    if (!rc && !(rc = gc_native_plan(&nat, &be, &err)))
-      set_pass(v, p++, gc_native_dump(&nat, "plan"));
-    if (!rc && !(rc = gc_native_codegen(&nat, hex, &err)))
-      set_pass(v, p++, gc_native_dump(&nat, "codegen"));
-    if (!rc && !(rc = gc_native_emit(&nat, &be, &err)))
-      set_pass(v, p++, gc_native_dump(&nat, "program"));
+    for (int i = 0; i < gc_npasses && !rc; i++) {
+      const gc_pass *ps = &gc_passes[i];
+      if (!ps->native || ps->toolchain || (ps->skip && ps->skip(&s)))
+        continue;
+      rc = gc_pass_run(ps, &s, &err);
+      if (!rc)
+        set_pass(v, p++, ps->dump(&s));
+    }
     if (rc) {
       char msg[sizeof err.msg + 64];
       snprintf(msg, sizeof msg, "the %s pass failed: %s", pass_names[p],
@@ -604,7 +598,8 @@ static void derive_passes(daemon_ctx *d, gc_arena *a, x_derived *v,
     }
     native = p > 3; /* scheduled: kernels are known */
   }
-  take_nodes(v, &f, &nat, native, o.eager_random);
+  gc_native nat = s.nat;
+  take_nodes(v, f, &nat, native, o.eager_random);
   if (native && nat.sched.planned)
     take_plan(v, &nat);
   gc_native_release(&nat);

@@ -29,6 +29,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "common/spawn.h"
 #include "compiler/pipeline.h"
 #include "compiler/target.h"
 #include "daemon/daemon.h"
@@ -299,11 +300,15 @@ static int detect_target(daemon_ctx *d) {
   if (!d->target_arena || gc_target_host(d->target_arena, &d->target) != 0)
     return -1;
   const char *cc = d->cfg.cc;
-  gc_error err;
-  if (gc_toolchain_identity(d->target_arena, cc, probe_ms(d),
-                            &d->target.toolchain, &err) != 0) {
-    LOG(LOG_WARN, "%s; the key will name the toolchain 'unknown'", err.msg);
+  char id[512], why[600];
+  if (spawn_first_line(cc, "--version", probe_ms(d), id, sizeof id, why,
+                       sizeof why) != 0) {
+    LOG(LOG_WARN, "%s; the key will name the toolchain 'unknown'", why);
     d->target.toolchain = "unknown";
+  } else {
+    d->target.toolchain = gc_arena_strdup(d->target_arena, id);
+    if (!d->target.toolchain)
+      return -1;
   }
   return 0;
 }

@@ -40,7 +40,7 @@
 #include <sys/socket.h>
 #include <time.h>
 
-#include "client/lib/rpc.h"
+#include "common/rpcwire.h"
 #include "daemon/daemon.h"
 #include "daemon/explorer.h"
 #include "daemon/log.h"

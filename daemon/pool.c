@@ -21,7 +21,6 @@ struct pool {
   pthread_mutex_t mu; /* guards the queue and `stopping` */
   pthread_cond_t cv;  /* a job was queued, or the pool is stopping */
   job *head, *tail;   /* FIFO of waiting jobs */
-  int nqueued;        /* jobs in it */
   bool stopping;      /* pool_free was called */
   int nice;           /* niceness each thread sets for itself */
   pthread_t *threads;
@@ -43,7 +42,6 @@ static void *worker(void *arg) {
     p->head = j->next;
     if (!p->head)
       p->tail = NULL;
-    p->nqueued--;
     pthread_mutex_unlock(&p->mu);
     j->fn(j->arg);
     free(j);
@@ -93,17 +91,9 @@ int pool_submit(pool *p, void (*fn)(void *arg), void *arg) {
   else
     p->head = j;
   p->tail = j;
-  p->nqueued++;
   pthread_cond_signal(&p->cv);
   pthread_mutex_unlock(&p->mu);
   return 0;
-}
-
-int pool_queued(pool *p) {
-  pthread_mutex_lock(&p->mu);
-  int n = p->nqueued;
-  pthread_mutex_unlock(&p->mu);
-  return n;
 }
 
 void pool_free(pool *p) {

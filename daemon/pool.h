@@ -22,9 +22,6 @@ pool *pool_new(int threads, int nice);
 /* Queues fn(arg). Returns 0, or -1 when out of memory (fn is not run). */
 int pool_submit(pool *p, void (*fn)(void *arg), void *arg);
 
-/* Jobs waiting for a thread (not running). */
-int pool_queued(pool *p);
-
 /* Runs the queued jobs, stops the threads and frees the pool. NULL is
  * fine. */
 void pool_free(pool *p);

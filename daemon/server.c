@@ -587,10 +587,6 @@ void *srv_call_user(srv_call *c) {
   return c->s->opts.user;
 }
 
-gpr_timespec srv_call_deadline(srv_call *c) {
-  return c->deadline;
-}
-
 int64_t srv_call_age_us(srv_call *c) {
   return now_us() - c->start_us;
 }

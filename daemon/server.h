@@ -35,7 +35,7 @@
 #include <stdint.h>
 #include <uv.h>
 
-#include "client/lib/rpc.h" /* rpc_pack */
+#include "common/rpcwire.h"
 #include "daemon/listen.h"
 
 typedef struct srv srv;
@@ -139,7 +139,6 @@ uint64_t srv_client_rejections(srv *s);
 int srv_call_role(srv_call *c);
 const char *srv_call_who(srv_call *c);
 const char *srv_call_peer(srv_call *c);
-gpr_timespec srv_call_deadline(srv_call *c);
 
 /* Microseconds since the call arrived. */
 int64_t srv_call_age_us(srv_call *c);

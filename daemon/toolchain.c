@@ -8,9 +8,10 @@
  *   - makes a private directory (mode 0700) under the cache directory's
  *     tmp/, writes the source there as k.c;
  *   - runs `<cc> <flags> -o k.so k.c <libs>` with posix_spawn (never fork:
- *     the daemon is threaded), in its own process group, with that
- *     directory as the working directory: file names are relative, so no
- *     path enters the object and the same source gives the same bytes;
+ *     the daemon is threaded; common/spawn.c), in its own process group,
+ *     with that directory as the working directory: file names are
+ *     relative, so no path enters the object and the same source gives the
+ *     same bytes;
  *   - waits at most the time limit, then kills the whole process group;
  *   - reads k.so; on failure returns the first lines of the compiler's
  *     output;
@@ -21,17 +22,13 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
-#include <signal.h>
-#include <spawn.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
-#include <sys/wait.h>
-#include <time.h>
 #include <unistd.h>
 
-extern char **environ;
+#include "common/spawn.h"
 
 /* Most lines of compiler output a diagnostic keeps. */
 #define DIAG_LINES 12
@@ -117,77 +114,16 @@ static void first_lines(const char *log, char *out, size_t size) {
   out[len] = '\0';
 }
 
-static int64_t now_ms(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
 /* Runs argv in dir with output to dir/cc.log; waits up to timeout_ms.
  * Returns the exit status (>= 0), -1 when it could not run, -2 on timeout
  * (the process group is killed). */
 static int run(const char *dir, char *const *argv, int timeout_ms, char *why,
                size_t whylen) {
-  char logp[4200];
-  snprintf(logp, sizeof logp, "%.4000s/cc.log", dir);
-  posix_spawn_file_actions_t fa;
-  posix_spawnattr_t at;
-  posix_spawn_file_actions_init(&fa);
-  posix_spawnattr_init(&at);
-  posix_spawn_file_actions_addopen(&fa, 1, logp, O_WRONLY | O_CREAT | O_TRUNC,
-                                   0600);
-  posix_spawn_file_actions_adddup2(&fa, 1, 2);
-  posix_spawn_file_actions_addopen(&fa, 0, "/dev/null", O_RDONLY, 0);
-  posix_spawn_file_actions_addchdir_np(&fa, dir);
-  posix_spawnattr_setpgroup(&at, 0);
-  sigset_t none;
-  sigemptyset(&none);
-  posix_spawnattr_setsigmask(&at, &none);
-  sigset_t dfl;
-  sigemptyset(&dfl);
-  sigaddset(&dfl, SIGPIPE);
-  sigaddset(&dfl, SIGTERM);
-  sigaddset(&dfl, SIGINT);
-  sigaddset(&dfl, SIGHUP);
-  posix_spawnattr_setsigdefault(&at, &dfl);
-  posix_spawnattr_setflags(&at, POSIX_SPAWN_SETPGROUP | POSIX_SPAWN_SETSIGMASK |
-                                    POSIX_SPAWN_SETSIGDEF);
+  spawn_io io = {.dir = dir, .log = "cc.log"};
   pid_t pid;
-  int rc = posix_spawnp(&pid, argv[0], &fa, &at, argv, environ);
-  posix_spawn_file_actions_destroy(&fa);
-  posix_spawnattr_destroy(&at);
-  if (rc != 0) {
-    snprintf(why, whylen, "cannot run %s: %s", argv[0], strerror(rc));
+  if (spawn_start(argv, &io, &pid, why, whylen) != 0)
     return -1;
-  }
-  int64_t deadline = now_ms() + timeout_ms;
-  int status = 0;
-  for (int sleep_us = 200;;) {
-    pid_t w = waitpid(pid, &status, WNOHANG);
-    if (w == pid)
-      break;
-    if (w < 0 && errno != EINTR) {
-      snprintf(why, whylen, "waitpid: %s", strerror(errno));
-      return -1;
-    }
-    if (now_ms() > deadline) {
-      kill(-pid, SIGKILL);
-      while (waitpid(pid, &status, 0) < 0 && errno == EINTR)
-        ;
-      snprintf(why, whylen, "%s did not finish within %d s (killed)", argv[0],
-               timeout_ms / 1000);
-      return -2;
-    }
-    usleep((useconds_t)sleep_us);
-    if (sleep_us < 20000)
-      sleep_us *= 2;
-  }
-  if (WIFSIGNALED(status)) {
-    snprintf(why, whylen, "%s was killed by signal %d", argv[0],
-             WTERMSIG(status));
-    return 128 + WTERMSIG(status);
-  }
-  return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  return spawn_wait(pid, argv[0], timeout_ms, why, whylen);
 }
 
 static int build(void *ctx, const char *const *flags, int nflags,

@@ -16,7 +16,7 @@
 #include "compiler/functionalize.h"
 #include "compiler/graph.h"
 #include "compiler/key.h"
-#include "compiler/native.h"
+#include "compiler/passes.h"
 #include "tests/lib/tgraph.h"
 
 static gc_arena *a;
@@ -34,20 +34,21 @@ static gc_lower_stats lower_bytes(const uint8_t *buf, size_t len) {
   gc_graph *g;
   gc_error err;
   cr_assert_eq(gc_graph_decode(a, buf, len, NULL, &g, &err), 0, "%s", err.msg);
-  int *order = gc_arena_calloc(a, (size_t)g->nnodes + 1, sizeof *order);
-  cr_assert_eq(gc_canonical_order(g, order, &err), 0);
   gc_options o;
   gc_options_default(&o);
-  gc_functional f;
-  cr_assert_eq(gc_functionalize(a, g, order, &o, &f, &err), 0, "%s", err.msg);
-  cr_assert(f.functional);
   gc_backend be = {.verify = true};
-  gc_native n = {0}; /* gc_native_lower reads temp_min_bytes */
-  cr_assert_eq(gc_native_lower(&n, a, &f, &be, &err), 0, "%s", err.msg);
-  cr_assert_eq(gc_native_schedule(&n, &be, &err), 0, "%s", err.msg);
-  cr_assert_eq(gc_native_plan(&n, &be, &err), 0, "%s", err.msg);
-  cr_assert_eq(gc_native_codegen(&n, "00", &err), 0, "%s", err.msg);
-  return n.stats;
+  gc_pass_state s;
+  gc_pass_state_init(&s, a, g, &o, &be, "00");
+  /* every pass up to codegen, each verified (passes.h) */
+  for (int i = 0; i < gc_npasses; i++) {
+    const gc_pass *p = &gc_passes[i];
+    if (!strcmp(p->name, "lower"))
+      cr_assert(s.f.functional);
+    cr_assert_eq(gc_pass_run(p, &s, &err), 0, "%s", err.msg);
+    if (!strcmp(p->name, "codegen"))
+      break;
+  }
+  return s.nat.stats;
 }
 
 /* Lowers the graph `spec` through codegen; returns its statistics. */

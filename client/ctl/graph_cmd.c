@@ -14,11 +14,12 @@
 
 #include "client/ctl/ctl.h"
 #include "client/lib/pbjson.h"
+#include "common/spawn.h"
 #include "compiler/functionalize.h"
-#include "compiler/native.h"
+#include "compiler/passes.h"
 #include "compiler/graph.h"
 #include "compiler/key.h"
-#include "compiler/print.h"
+#include "compiler/dump.h"
 #include "compiler/target.h"
 
 static const char graph_usage[] =
@@ -59,6 +60,15 @@ static const char graph_usage[] =
     "                     their placements, segment calls, ATen calls\n"
     "      --return-input-mutations, --separate-temporaries, --eager-random\n"
     "                             compile options\n"
+    "  compile FILE       run the passes (but the C compiler) as the daemon "
+    "does\n"
+    "      --dump-after PASS      print the state after PASS (functionalize,\n"
+    "                             lower, schedule, plan, codegen, "
+    "emit-native;\n"
+    "                             all: each); repeatable\n"
+    "      --verify               run every pass's verifier after it\n"
+    "      --arch A, --isa LIST   override the detected target\n"
+    "      and the compile options above\n"
     "  convert FILE       turn .pb into .json or back, losslessly\n"
 
     "      -o, --output OUT       write to OUT (default: standard output)\n"
@@ -290,11 +300,15 @@ static int cmd_hash(int argc, char **argv) {
     rc = CTL_EUSAGE;
   }
   if (rc == CTL_OK && !t.toolchain) {
-    gc_error err;
-    if (gc_toolchain_identity(ta, cc, 10000, &t.toolchain, &err) != 0) {
+    char id[512], why[600];
+    if (spawn_first_line(cc, "--version", 10000, id, sizeof id, why,
+                         sizeof why) != 0) {
       ctl_errorf("%s (the toolchain is part of the key: pass --cc or "
                  "--toolchain)",
-                 err.msg);
+                 why);
+      rc = CTL_EIO;
+    } else if (!(t.toolchain = gc_arena_strdup(ta, id))) {
+      ctl_errorf("out of memory");
       rc = CTL_EIO;
     }
   }
@@ -450,30 +464,6 @@ static int cmd_convert(int argc, char **argv) {
   return CTL_OK;
 }
 
-static const char *mutation_name(gc_mutation_type t) {
-  switch (t) {
-  case GC_MUT_IN_GRAPH:
-    return "mutated in graph";
-  case GC_MUT_OUT_GRAPH:
-    return "mutated out of graph";
-  default:
-    return "not mutated";
-  }
-}
-
-static const char *output_name(gc_output_type t) {
-  static const char *const names[] = {
-      "non_alias",
-      "alias_of_input",
-      "is_input",
-      "alias_of_intermediate_save_as_output",
-      "alias_of_intermediate",
-      "alias_of_intermediate_base_is_user_output",
-      "unsafe_view_alias",
-      "custom_function_view"};
-  return (int)t >= 0 && (int)t < 8 ? names[t] : "?";
-}
-
 /* `graph functionalize FILE`: the program functionalization makes, and the
  * input and output metadata, as text. */
 static int cmd_functionalize(int argc, char **argv) {
@@ -506,69 +496,110 @@ static int cmd_functionalize(int argc, char **argv) {
     loaded_free(&l);
     return CTL_EGRAPH;
   }
-  if (f.functional)
-    printf("# functional program\n");
-  else
-    printf("# kept in eager form: %s\n", f.eager_reason);
   gc_buf out = GC_BUF_INIT;
-  gc_graph_print(f.graph, &out);
+  gc_functional_print(&f, &out);
   fputs(out.data ? out.data : "", stdout);
   gc_buf_free(&out);
-  for (int i = 0; i < f.ninputs; i++) {
-    const gc_input_info *ii = &f.inputs[i];
-    if (!ii->mutates_data && !ii->mutates_metadata)
-      continue;
-    printf("input %d: %s%s%s%s", i, mutation_name(ii->type),
-           ii->mutates_data ? ", data" : "",
-           ii->mutates_metadata ? ", metadata" : "",
-           ii->hidden_from_autograd ? ", hidden from autograd" : "");
-    if (ii->mutated_output >= 0)
-      printf(", new value is program output %d", ii->mutated_output);
-    printf("\n");
-  }
-  for (int k = 0; k < f.noutputs; k++) {
-    const gc_output_info *oi = &f.outputs[k];
-    printf("output %d: %s", k, output_name(oi->type));
-    if (oi->base >= 0)
-      printf(" (base %d)", oi->base);
-    if (oi->type != GC_OUT_NON_ALIAS && oi->type != GC_OUT_IS_INPUT) {
-      if (oi->has_chain) {
-        printf(", view chain:");
-        for (int s = 0; s < oi->nchain; s++)
-          printf(" %s", oi->chain[s].op->name);
-      } else {
-        printf(", as_strided");
-      }
-    }
-    printf(", program output %d\n", oi->program_output);
-  }
-  if (f.num_intermediate_bases)
-    printf("intermediate bases: %d\n", f.num_intermediate_bases);
   loaded_free(&l);
   return CTL_OK;
 }
 
-/* `graph lower|schedule|plan|codegen|program FILE`: the back half's state
- * after that pass (loop IR, kernels, memory plan, generated C, the native
- * program without its shared object), with the IR
- * verifier run after every pass. */
-static int cmd_native(const char *stage, int argc, char **argv) {
+/* `graph compile FILE` and `graph lower|schedule|plan|codegen|program
+ * FILE`: the pass table (compiler/passes.h) run on the graph as the daemon
+ * runs it, without the C compiler, printing the state after the passes
+ * named by --dump-after ("all": every pass that has a dump) and running
+ * every pass's verifier with --verify. `graph PASS FILE` is
+ * `graph compile --verify --dump-after PASS FILE` without the header line
+ * ("program" is emit-native's). */
+static int cmd_native(const char *cmd, int argc, char **argv) {
+  enum {
+    O_RETMUT = 1,
+    O_SEPTEMP,
+    O_EAGERRAND,
+    O_DUMP,
+    O_VERIFY,
+    O_ARCH,
+    O_ISA
+  };
   static const struct option opts[] = {
-      {"return-input-mutations", no_argument, NULL, 0},
-      {"separate-temporaries", no_argument, NULL, 0},
-      {"eager-random", no_argument, NULL, 0},
+      {"return-input-mutations", no_argument, NULL, O_RETMUT},
+      {"separate-temporaries", no_argument, NULL, O_SEPTEMP},
+      {"eager-random", no_argument, NULL, O_EAGERRAND},
+      {"dump-after", required_argument, NULL, O_DUMP},
+      {"verify", no_argument, NULL, O_VERIFY},
+      {"arch", required_argument, NULL, O_ARCH},
+      {"isa", required_argument, NULL, O_ISA},
       CTL_GLOBAL_OPTIONS,
       {NULL, 0, NULL, 0}};
+  bool compile = !strcmp(cmd, "compile");
   gc_options o;
   gc_options_default(&o);
-  bool retmut = false;
-  int rc = flag_options(
-      argc, argv, opts,
-      (bool *[]){&retmut, &o.separate_temporaries, &o.eager_random}, 3);
-  if (!rc)
-    rc = one_file(argc, argv);
+  bool dump[GC_MAX_PASSES] = {false};
+  bool verify = !compile, retmut = false;
+  const char *arch = NULL, *isa = NULL;
+  if (!compile) {
+    const gc_pass *p =
+        gc_pass_find(strcmp(cmd, "program") ? cmd : "emit-native");
+    dump[p - gc_passes] = true;
+  }
+  int c, rc;
+  optind = 0; /* afresh: see CTL_GLOBAL_OPTIONS */
+  while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
+    const gc_pass *p;
+    switch (c) {
+    case O_RETMUT:
+      retmut = true;
+      break;
+    case O_SEPTEMP:
+      o.separate_temporaries = true;
+      break;
+    case O_EAGERRAND:
+      o.eager_random = true;
+      break;
+    case O_VERIFY:
+      verify = true;
+      break;
+    case O_ARCH:
+    case O_ISA:
+      if (!compile) {
+        ctl_errorf("--%s: only for `graph compile`",
+                   c == O_ARCH ? "arch" : "isa");
+        return CTL_EUSAGE;
+      }
+      *(c == O_ARCH ? &arch : &isa) = optarg;
+      break;
+    case O_DUMP:
+      if (!compile) {
+        ctl_errorf("--dump-after: only for `graph compile`");
+        return CTL_EUSAGE;
+      }
+      if (!strcmp(optarg, "all")) {
+        for (int i = 0; i < gc_npasses; i++)
+          dump[i] = gc_passes[i].dump != NULL;
+        break;
+      }
+      p = gc_pass_find(optarg);
+      if (!p || !p->dump) {
+        ctl_errorf(
+            "--dump-after %s: not a pass with a dump (one of:%s)", optarg,
+            " functionalize lower schedule plan codegen emit-native all");
+        return CTL_EUSAGE;
+      }
+      dump[p - gc_passes] = true;
+      break;
+    default:
+      rc = other_option(c);
+      if (rc)
+        return rc < 0 ? CTL_OK : rc;
+    }
+  }
+  rc = one_file(argc, argv);
   if (rc)
-    return rc < 0 ? CTL_OK : rc;
+    return rc;
+  int last = -1; /* the passes after the last dump need not run */
+  for (int i = 0; i < gc_npasses; i++)
+    if (dump[i] || (compile && !gc_passes[i].toolchain))
+      last = i;
   o.keep_input_mutations = !retmut;
   const char *path = argv[optind];
   loaded l;
@@ -577,52 +608,34 @@ static int cmd_native(const char *stage, int argc, char **argv) {
     return rc;
   gc_error err;
   gc_error_clear(&err);
-  int *order =
-      gc_arena_calloc(l.arena, (size_t)l.graph->nnodes + 1, sizeof *order);
-  gc_functional f = {0};
   gc_target t;
-  gc_native nat;
-  gc_backend be = {.target = &t, .verify = true};
-  memset(&nat, 0, sizeof nat);
-  nat.temp_min_bytes = o.separate_temporaries ? GC_TEMP_MIN_BYTES : 0;
-  nat.eager_random = o.eager_random;
-  rc = !order ? GC_ENOMEM : gc_canonical_order(l.graph, order, &err);
-  if (!rc)
-    rc = gc_functionalize(l.arena, l.graph, order, &o, &f, &err);
-  if (!rc)
-    rc = gc_target_host(l.arena, &t);
-  if (!rc && !f.functional) {
-    printf("# kept in eager form (%s): no native code\n", f.eager_reason);
-    loaded_free(&l);
-    return CTL_OK;
-  }
-  const char *passes[] = {"lower", "schedule", "plan", "codegen", "program"};
-  for (int p = 0; p < 5 && !rc; p++) {
-    switch (p) {
-    case 0:
-      rc = gc_native_lower(&nat, l.arena, &f, &be, &err);
+  gc_backend be = {.target = &t, .verify = verify};
+  gc_pass_state s;
+  gc_pass_state_init(&s, l.arena, l.graph, &o, &be, NULL);
+  rc = gc_target_host(l.arena, &t);
+  if (arch)
+    t.arch = arch;
+  if (isa)
+    t.isa = isa;
+  for (int i = 0; i <= last && !rc; i++) {
+    const gc_pass *p = &gc_passes[i];
+    if (p->native && !gc_pass_state_native(&s)) {
+      printf("# kept in eager form (%s): no native code\n", s.f.eager_reason);
       break;
-    case 1:
-      rc = gc_native_schedule(&nat, &be, &err);
-      break;
-    case 2:
-      rc = gc_native_plan(&nat, &be, &err);
-      break;
-    case 3:
-      rc = gc_native_codegen(&nat, NULL, &err);
-      break;
-    default: /* no toolchain: the program without its shared object */
-      rc = gc_native_emit(&nat, &be, &err);
     }
-    if (!rc && !strcmp(stage, passes[p])) {
-      const char *text = gc_native_dump(&nat, stage);
+    if (p->toolchain || (p->skip && p->skip(&s)))
+      continue; /* no toolchain: the program without its shared object */
+    rc = gc_pass_run(p, &s, &err);
+    if (!rc && dump[i]) {
+      const char *text = p->dump(&s);
+      if (compile)
+        printf("### after %s\n", p->name);
       fputs(text ? text : "", stdout);
-      break;
     }
   }
   if (rc)
     ctl_errorf("%s: %s", path, err.msg[0] ? err.msg : gc_strerror(rc));
-  gc_native_release(&nat);
+  gc_native_release(&s.nat);
   loaded_free(&l);
   return rc ? CTL_EGRAPH : CTL_OK;
 }
@@ -656,7 +669,7 @@ int ctl_cmd_graph(int argc, char **argv) {
     return cmd_functionalize(argc, argv);
   if (!strcmp(cmd, "lower") || !strcmp(cmd, "schedule") ||
       !strcmp(cmd, "plan") || !strcmp(cmd, "codegen") ||
-      !strcmp(cmd, "program"))
+      !strcmp(cmd, "program") || !strcmp(cmd, "compile"))
     return cmd_native(cmd, argc, argv);
   ctl_errorf("unknown graph command '%s'", cmd);
   ctl_help(stderr, graph_usage);

@@ -32,7 +32,6 @@
 
 struct rpc_client {
   grpc_channel *channel;
-  char *target;
   char *authorization; /* "Bearer TOKEN", or NULL */
 };
 
@@ -92,10 +91,8 @@ rpc_client *rpc_connect_tls(const char *target, const char *ca,
                             const char *cert, const char *key, char *err,
                             size_t errlen) {
   rpc_client *c = calloc(1, sizeof *c);
-  if (!c || !(c->target = strdup(target))) {
-    free(c);
+  if (!c)
     return NULL;
-  }
   grpc_arg args[2];
   args[0].type = GRPC_ARG_INTEGER;
   args[0].key = GRPC_ARG_MAX_RECEIVE_MESSAGE_LENGTH;
@@ -126,7 +123,6 @@ rpc_client *rpc_connect_tls(const char *target, const char *ca,
     free(cert_pem);
     free(key_pem);
     if (!creds) {
-      free(c->target);
       free(c);
       return NULL;
     }
@@ -136,7 +132,6 @@ rpc_client *rpc_connect_tls(const char *target, const char *ca,
   c->channel = grpc_channel_create(target, creds, &cargs);
   grpc_channel_credentials_release(creds);
   if (!c->channel) {
-    free(c->target);
     free(c);
     return NULL;
   }
@@ -160,12 +155,7 @@ void rpc_close(rpc_client *c) {
     return;
   grpc_channel_destroy(c->channel);
   free(c->authorization);
-  free(c->target);
   free(c);
-}
-
-const char *rpc_target(const rpc_client *c) {
-  return c->target;
 }
 
 void rpc_status_init(rpc_status *st) {
@@ -177,29 +167,6 @@ void rpc_status_clear(rpc_status *st) {
   if (st->graph_error)
     protobuf_c_message_free_unpacked(&st->graph_error->base, NULL);
   rpc_status_init(st);
-}
-
-const char *rpc_code_name(grpc_status_code code) {
-  static const char *const names[] = {"OK",
-                                      "CANCELLED",
-                                      "UNKNOWN",
-                                      "INVALID_ARGUMENT",
-                                      "DEADLINE_EXCEEDED",
-                                      "NOT_FOUND",
-                                      "ALREADY_EXISTS",
-                                      "PERMISSION_DENIED",
-                                      "RESOURCE_EXHAUSTED",
-                                      "FAILED_PRECONDITION",
-                                      "ABORTED",
-                                      "OUT_OF_RANGE",
-                                      "UNIMPLEMENTED",
-                                      "INTERNAL",
-                                      "UNAVAILABLE",
-                                      "DATA_LOSS",
-                                      "UNAUTHENTICATED"};
-  if ((int)code < 0 || (size_t)code >= sizeof names / sizeof names[0])
-    return "UNKNOWN_CODE";
-  return names[code];
 }
 
 /* ---- batches and messages ---- */
@@ -215,15 +182,6 @@ static bool run_batch(rpc_stream *s, const grpc_op *ops, size_t n) {
   grpc_event ev = grpc_completion_queue_pluck(
       s->cq, tag, gpr_inf_future(GPR_CLOCK_REALTIME), NULL);
   return ev.type == GRPC_OP_COMPLETE && ev.success;
-}
-
-grpc_byte_buffer *rpc_pack(const ProtobufCMessage *m) {
-  size_t len = protobuf_c_message_get_packed_size(m);
-  grpc_slice slice = grpc_slice_malloc(len);
-  protobuf_c_message_pack(m, GRPC_SLICE_START_PTR(slice));
-  grpc_byte_buffer *bb = grpc_raw_byte_buffer_create(&slice, 1);
-  grpc_slice_unref(slice);
-  return bb;
 }
 
 /* Decodes byte buffer `bb` as a `desc` message; NULL when it does not. */

@@ -39,10 +39,8 @@
 #include <grpc/status.h>
 #include <protobuf-c/protobuf-c.h>
 
+#include "common/rpcwire.h" /* rpc_code_name, rpc_pack, RPC_GRAPH_ERROR_KEY */
 #include "compiled/v1/compiled.pb-c.h"
-
-/* The binary trailing metadata entry that carries a GraphError. */
-#define RPC_GRAPH_ERROR_KEY "compiled-error-bin"
 
 typedef struct rpc_client rpc_client;
 typedef struct rpc_stream rpc_stream;
@@ -83,15 +81,9 @@ rpc_client *rpc_connect_tls(const char *target, const char *ca,
  * Returns 0, or -1 out of memory. */
 int rpc_set_token(rpc_client *c, const char *token);
 
-/* The target `c` was opened with (owned by `c`). */
-const char *rpc_target(const rpc_client *c);
-
 void rpc_status_init(rpc_status *st);
 /* Frees what `st` holds and initialises it again. */
 void rpc_status_clear(rpc_status *st);
-
-/* "OK", "INVALID_ARGUMENT", ...; "UNKNOWN_CODE" for an unknown number. */
-const char *rpc_code_name(grpc_status_code code);
 
 /*
  * Calls unary method `method` ("/package.Service/Method") with `req` and
@@ -132,9 +124,5 @@ int rpc_stream_next(rpc_stream *s, ProtobufCMessage **msg);
  * status is OK, else -1.
  */
 int rpc_stream_finish(rpc_stream *s, rpc_status *st);
-
-/* `m` packed into a new byte buffer (one allocation). The daemon packs its
- * responses with it too. */
-grpc_byte_buffer *rpc_pack(const ProtobufCMessage *m);
 
 #endif

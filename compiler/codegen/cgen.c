@@ -365,9 +365,7 @@ static int uses_var(const ir_expr *e, void *ctx) {
   if ((e->op == IR_LOAD || e->op == IR_GATHER) &&
       gc_sym_uses(e->load.index, var))
     return 1;
-  if (e->op == IR_INDEX && gc_sym_uses(e->index, var))
-    return 1;
-  return e->op == IR_ACC; /* a reduction's result: leave it alone */
+  return e->op == IR_INDEX && gc_sym_uses(e->index, var);
 }
 
 static int find_rand(const ir_expr *e, void *ctx) {
@@ -476,8 +474,6 @@ typedef struct hoist_find {
 static int find_hoistable(const ir_expr *e, void *ctx) {
   hoist_find *f = ctx;
   cg *g = f->g;
-  if (e->op == IR_ACC)
-    return IR_WALK_SKIP;
   for (int i = 0; i < g->nrand; i++) /* filled a block at a time */
     if (g->rand[i] == e)
       return IR_WALK_SKIP;

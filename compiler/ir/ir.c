@@ -1,24 +1,6 @@
 /*
- * ir.c: the loop IR's constructors, substitution, verifier and printer. See
- * ir.h for the model.
- *
- * The verifier states the invariants every pass must keep:
- *   - every node writes buffers it owns (buf->def == node), with an
- *     iteration space equal to the buffer's sizes;
- *   - every load reads a buffer that exists, at an index whose range (from
- *     the loop variables' ranges) stays inside the buffer's span: an
- *     out-of-bounds access is a compiler bug caught here, not a crash in
- *     the user's process; a buffer without elements is read only in a
- *     loop that never runs;
- *   - every buffer has at most IR_MAX_BUF_BYTES bytes;
- *   - loads only use the node's own loop variables;
- *   - nodes are in execution order: a buffer is read only after the node
- *     that writes it;
- *   - expression dtypes agree with the operations (comparisons are bool,
- *     a reduction body has a dtype its reduction accepts);
- *   - half values (float16, bfloat16) are only loaded, stored, selected,
- *     cast and written as constants (half.h): arithmetic on them is
- *     float32 arithmetic between casts, and reductions are not half.
+ * ir.c: the loop IR's constructors and substitution. See ir.h for the
+ * model; the verifier is verify.c, the printer compiler/dump_ir.c.
  */
 #include "compiler/ir/ir.h"
 
@@ -281,9 +263,6 @@ static uint64_t ehash(const ir_expr *e) {
   case IR_INDEX:
     h = emix(h, (uint64_t)e->index->id);
     break;
-  case IR_ACC:
-    h = emix(emix(h, (uint64_t)e->acc.node->id + 1), (uint64_t)e->acc.which);
-    break;
   default:
     break;
   }
@@ -315,8 +294,6 @@ static bool esame(const ir_expr *a, const ir_expr *b) {
            a->load.wrap == b->load.wrap;
   case IR_INDEX:
     return a->index == b->index;
-  case IR_ACC:
-    return a->acc.node == b->acc.node && a->acc.which == b->acc.which;
   default:
     return true;
   }
@@ -361,14 +338,14 @@ static ir_expr *eintern(ir_graph *ir, const ir_expr *proto) {
   return e;
 }
 
-static bool is_float(gc_dtype d) {
+bool ir_dtype_is_float(gc_dtype d) {
   return d == GC_DTYPE_FLOAT32 || d == GC_DTYPE_FLOAT64 ||
          d == GC_DTYPE_FLOAT16 || d == GC_DTYPE_BFLOAT16;
 }
 
 ir_expr *ir_const_f(ir_graph *ir, double v, gc_dtype dt) {
   ir_expr e = {.op = IR_CONST, .dtype = dt};
-  if (is_float(dt)) {
+  if (ir_dtype_is_float(dt)) {
     e.k.f = dt == GC_DTYPE_FLOAT32 ? (double)(float)v
             : ir_dtype_half(dt)    ? ir_half_round(v, dt)
                                    : v;
@@ -397,7 +374,7 @@ static int64_t wrap_int(int64_t v, gc_dtype dt) {
 }
 
 ir_expr *ir_const_i(ir_graph *ir, int64_t v, gc_dtype dt) {
-  if (is_float(dt))
+  if (ir_dtype_is_float(dt))
     return ir_const_f(ir, (double)v, dt);
   ir_expr e = {.op = IR_CONST, .dtype = dt};
   e.k.i = dt == GC_DTYPE_BOOL ? (v != 0) : wrap_int(v, dt);
@@ -445,14 +422,7 @@ ir_expr *ir_index(ir_graph *ir, gc_sym *x, gc_dtype dt) {
   return eintern(ir, &e);
 }
 
-ir_expr *ir_acc(ir_graph *ir, ir_node *red, int which, gc_dtype dt) {
-  ir_expr e = {.op = IR_ACC, .dtype = dt};
-  e.acc.node = red;
-  e.acc.which = which;
-  return eintern(ir, &e);
-}
-
-static bool yields_bool(ir_op op) {
+bool ir_op_yields_bool(ir_op op) {
   switch (op) {
   case IR_EQ:
   case IR_NE:
@@ -485,9 +455,11 @@ ir_expr *ir_cast(ir_graph *ir, ir_expr *x, gc_dtype dt) {
     return x->args[0];
   if (x->op == IR_CONST) { /* fold, with C's conversion semantics */
     if (dt == GC_DTYPE_BOOL)
-      return ir_const_i(ir, is_float(x->dtype) ? x->k.f != 0 : x->k.i != 0, dt);
-    if (is_float(dt))
-      return ir_const_f(ir, is_float(x->dtype) ? x->k.f : (double)x->k.i, dt);
+      return ir_const_i(
+          ir, ir_dtype_is_float(x->dtype) ? x->k.f != 0 : x->k.i != 0, dt);
+    if (ir_dtype_is_float(dt))
+      return ir_const_f(
+          ir, ir_dtype_is_float(x->dtype) ? x->k.f : (double)x->k.i, dt);
   }
   return ir_op1(ir, IR_CAST, dt, x);
 }
@@ -548,7 +520,7 @@ static ir_expr *half_op(ir_graph *ir, ir_op op, gc_dtype dt, ir_expr *a,
                         ir_expr *b, ir_expr *c) {
   ir_expr *x[3] = {a, b, c};
   int n = ir_op_arity(op);
-  bool half = ir_dtype_half(dt) && op != IR_CAST && !yields_bool(op);
+  bool half = ir_dtype_half(dt) && op != IR_CAST && !ir_op_yields_bool(op);
   for (int i = op == IR_WHERE ? 1 : 0; i < n; i++)
     half |= ir_dtype_half(x[i]->dtype);
   if (!half || op == IR_CAST)
@@ -562,7 +534,7 @@ static ir_expr *half_op(ir_graph *ir, ir_op op, gc_dtype dt, ir_expr *a,
   for (int i = 0; i < n; i++)
     if (ir_dtype_half(x[i]->dtype))
       x[i] = ir_cast(ir, x[i], f);
-  if (!ir_dtype_half(dt) || yields_bool(op))
+  if (!ir_dtype_half(dt) || ir_op_yields_bool(op))
     return make_op(ir, op, dt, x[0], x[1], x[2]);
   return ir_cast(ir, make_op(ir, op, f, x[0], x[1], x[2]), dt);
 }
@@ -575,7 +547,7 @@ static ir_expr *make_op(ir_graph *ir, ir_op op, gc_dtype dt, ir_expr *a,
   ir_expr *h = half_op(ir, op, dt, a, b, c);
   if (h)
     return h;
-  ir_expr e = {.op = op, .dtype = yields_bool(op) ? GC_DTYPE_BOOL : dt};
+  ir_expr e = {.op = op, .dtype = ir_op_yields_bool(op) ? GC_DTYPE_BOOL : dt};
   e.args[0] = a;
   e.args[1] = n > 1 ? b : NULL;
   e.args[2] = n > 2 ? c : NULL;
@@ -584,11 +556,11 @@ static ir_expr *make_op(ir_graph *ir, ir_op op, gc_dtype dt, ir_expr *a,
    * index's range decides (what a loop split into ranges makes of cat's
    * and padding's selections), also through where()s of such indices */
   if ((op == IR_MUL || op == IR_DIV) && b->op == IR_CONST && b->dtype == dt &&
-      a->dtype == dt && (is_float(dt) ? b->k.f == 1.0 : b->k.i == 1))
+      a->dtype == dt && (ir_dtype_is_float(dt) ? b->k.f == 1.0 : b->k.i == 1))
     return a;
   if (op == IR_WHERE && b == c && b->dtype == e.dtype)
     return b;
-  if (op == IR_WHERE && a->op == IR_CONST && !is_float(a->dtype) &&
+  if (op == IR_WHERE && a->op == IR_CONST && !ir_dtype_is_float(a->dtype) &&
       b->dtype == e.dtype && c->dtype == e.dtype)
     return a->k.i ? b : c;
   if ((op == IR_AND || op == IR_OR) && a->dtype == GC_DTYPE_BOOL &&
@@ -661,10 +633,6 @@ static ir_expr *subst(ir_graph *ir, ir_expr *e, const gc_symmap *map,
   switch (e->op) {
   case IR_CONST:
     return e;
-  case IR_ACC:
-    if (g)
-      g->fail = true; /* a reduction of the kernel reading it */
-    return g ? NULL : e;
   case IR_LOAD: {
     gc_sym *at = gc_sym_subst(&ir->sym, e->load.index, map);
     int64_t c = g ? gvar_coef(g, e->load.index) : 0;
@@ -1081,351 +1049,6 @@ void ir_view_sym(ir_graph *ir, ir_view *v) {
     ir->oom = true;
 }
 
-/* ---- verifier ---- */
-
-typedef struct vctx {
-  const ir_graph *ir;
-  const ir_node *n;
-  gc_error *err;
-  int rc;
-  const int *defined_at; /* buffer id -> index of the node defining it */
-} vctx;
-
-static void vfail(vctx *v, const char *fmt, ...)
-    __attribute__((format(printf, 2, 3)));
-static void vfail(vctx *v, const char *fmt, ...) {
-  if (v->rc)
-    return;
-  char msg[768];
-  va_list ap;
-  va_start(ap, fmt);
-  vsnprintf(msg, sizeof msg, fmt, ap);
-  va_end(ap);
-  if (!v->n)
-    v->rc = gc_errorf(v->err, GC_EINTERNAL, "loop IR verifier: %s", msg);
-  else
-    v->rc =
-        gc_errorf(v->err, GC_EINTERNAL, "loop IR verifier: node %d (%s): %s",
-                  v->n->id, v->n->what ? v->n->what : "", msg);
-}
-
-static bool own_var(const ir_node *n, int var) {
-  for (int i = 0; i < n->rank; i++)
-    if (n->vars[i]->var == var)
-      return true;
-  for (int i = 0; i < n->rrank; i++)
-    if (n->rvars[i]->var == var)
-      return true;
-  return false;
-}
-
-/* size symbols are everyone's */
-static bool only_own_vars(const ir_graph *ir, const ir_node *n,
-                          const gc_sym *e) {
-  if (e->kind == GC_SYM_VAR)
-    return own_var(n, e->var) || ir->sym.vars[e->var].size;
-  for (int i = 0; i < e->n; i++)
-    if (!only_own_vars(ir, n, e->ops[i]))
-      return false;
-  return true;
-}
-
-/* Does node n's loop run at least once? (A load from a buffer without
- * elements is only harmless in a loop that never does.) */
-static bool node_iterates(const ir_node *n) {
-  if (!n)
-    return false;
-  for (int i = 0; i < n->rank; i++)
-    if (n->ranges[i] <= 0 && n->ranges[i] != IR_SYMBOLIC)
-      return false;
-  for (int i = 0; i < n->rrank; i++)
-    if (n->rranges[i] <= 0 && n->rranges[i] != IR_SYMBOLIC)
-      return false;
-  return true;
-}
-
-/* A load of buffer b at index ix (gathers have static tables only) inside
- * the symbolic buffer's span at every size: the index never negative, its
- * largest value (each loop index at the end of its extent,
- * gc_sym_upper) provably below the span, or the numeric range inside a
- * static span. */
-static bool sym_load_inside(vctx *v, const ir_buf *b, const gc_sym *ix) {
-  gc_symctx *s = (gc_symctx *)&v->ir->sym;
-  if (ix->lo < 0)
-    return false;
-  if (!b->symbolic && ix->hi < b->span)
-    return true;
-  gc_sym *up = gc_sym_upper(s, (gc_sym *)ix);
-  return up && b->sspan && gc_sym_le(s, gc_sym_addc(s, up, 1), b->sspan);
-}
-
-static void vexpr1(vctx *v, const ir_expr *e) {
-  if (ir_reads_buffer(e)) {
-    const ir_buf *b = e->load.buf;
-    const gc_sym *ix = e->load.index;
-    int64_t lo = ix->lo, hi = ix->hi;
-    if (e->op == IR_GATHER) { /* the data index is clamped to [0, size) */
-      int64_t reach = e->load.stride * (e->load.size - 1);
-      lo += reach < 0 ? reach : 0;
-      hi += reach > 0 ? reach : 0;
-      if (!e->args[0])
-        vfail(v, "gather lacks its index");
-      else if (e->args[0]->dtype != GC_DTYPE_INT64)
-        vfail(v, "gather index must be int64");
-    }
-    bool sym =
-        b->symbolic || (v->ir->nsyms && gc_sym_symbolic(&v->ir->sym, ix));
-    if (b->id < 0 || b->id >= v->ir->nbufs || v->ir->bufs[b->id] != b)
-      vfail(v, "load from an unknown buffer");
-    else if (sym && e->op == IR_GATHER)
-      vfail(v, "gather of buf%d with symbolic sizes", b->id);
-    else if (sym && !sym_load_inside(v, b, ix))
-      vfail(v, "load of buf%d at %s: not provably inside [0, %s) at every size",
-            b->id, gc_sym_str((gc_symctx *)&v->ir->sym, ix),
-            gc_sym_str((gc_symctx *)&v->ir->sym, b->sspan));
-    else if (sym && !only_own_vars(v->ir, v->n, ix))
-      vfail(v, "load of buf%d uses a variable of another loop", b->id);
-    else if (sym && b->kind != IR_BUF_INPUT && v->defined_at[b->id] >= v->n->id)
-      vfail(v, "reads buf%d before node %d writes it", b->id,
-            v->defined_at[b->id]);
-    else if (sym)
-      ;
-    else if (b->numel == 0 && node_iterates(v->n))
-      vfail(v, "load of buf%d, which has no element, in a loop that runs",
-            b->id);
-    else if (b->numel > 0 && (lo < 0 || hi >= b->span))
-      vfail(v, "load of buf%d at index range [%lld, %lld] outside [0, %lld)",
-            b->id, (long long)lo, (long long)hi, (long long)b->span);
-    else if (!only_own_vars(v->ir, v->n, ix))
-      vfail(v, "load of buf%d uses a variable of another loop", b->id);
-    else if (b->kind != IR_BUF_INPUT && v->defined_at[b->id] >= v->n->id)
-      vfail(v, "reads buf%d before node %d writes it", b->id,
-            v->defined_at[b->id]);
-    return;
-  }
-  if (e->op == IR_INDEX && !only_own_vars(v->ir, v->n, e->index)) {
-    vfail(v, "index uses a variable of another loop");
-    return;
-  }
-  for (int i = 0; i < ir_op_arity(e->op); i++)
-    if (!e->args[i]) {
-      vfail(v, "%s lacks argument %d", ir_op_name(e->op), i);
-      return;
-    }
-  if (yields_bool(e->op) && e->dtype != GC_DTYPE_BOOL)
-    vfail(v, "%s must be bool", ir_op_name(e->op));
-  if (e->op != IR_CONST && e->op != IR_CAST && e->op != IR_WHERE) {
-    bool half = ir_dtype_half(e->dtype);
-    for (int i = 0; i < ir_op_arity(e->op); i++)
-      half |= ir_dtype_half(e->args[i]->dtype);
-    if (half)
-      vfail(v, "%s of %s values: half values are computed with as float32",
-            ir_op_name(e->op), gc_dtype_name(e->dtype));
-  }
-  if (e->op == IR_WHERE &&
-      (e->args[1]->dtype != e->dtype || e->args[2]->dtype != e->dtype) &&
-      (ir_dtype_half(e->dtype) || ir_dtype_half(e->args[1]->dtype) ||
-       ir_dtype_half(e->args[2]->dtype)))
-    vfail(v, "where of %s values mixes dtypes", gc_dtype_name(e->dtype));
-}
-
-static int vexpr_each(const ir_expr *e, void *ctx) {
-  vctx *v = ctx;
-  vexpr1(v, e);
-  return v->rc ? 1 : 0;
-}
-
-/* Checks each distinct subexpression of e once. */
-static void vexpr(vctx *v, const ir_expr *e) {
-  if (!v->rc && ir_expr_walk(e, vexpr_each, v) == IR_WALK_TOO_DEEP)
-    vfail(v, "expression nested too deep");
-}
-
-/* A scatter's generated code (codegen/scatter.c) trusts these sizes: the
- * base is the output's shape; scatter's positions (the index's) lie in the
- * source and, but for dim, in the output; index_add's source is the output
- * but for dim; the token forms' source is the index's dims then the
- * output's after the first (index_put's element form: the output's dims
- * odims names around the index's). */
-static void vscatter(vctx *v, const ir_node *n) {
-  bool emb = n->scatter == IR_SCATTER_EMBEDDING, tok = ir_scatter_by_token(n);
-  const ir_buf *o = n->out;
-  const ir_view *self, *ix, *src;
-  ir_scatter_views(n, &self, &ix, &src);
-  if (n->kind != IR_EXTERN || !o || o->def != n || n->scan || !ix || !src ||
-      n->dim < 0 || n->dim >= o->rank || (!self && !emb && !n->body) ||
-      (n->body && n->body->op != IR_CONST)) {
-    vfail(v, "a scatter needs an extern node writing its buffer along one "
-             "of its dims, an index, a source, and self or a constant");
-    return;
-  }
-  bool ok = true;
-  if (self) {
-    ok = self->rank == o->rank;
-    for (int d = 0; ok && d < o->rank; d++)
-      ok = self->sizes[d] == o->sizes[d];
-  }
-  if (ok && tok && n->odims) { /* element offsets (index_put) */
-    int f = n->first, nrest = src->rank - ix->rank;
-    bool used[IR_MAX_RANK] = {false};
-    ok = f >= 0 && f <= nrest && nrest < o->rank;
-    for (int j = 0; ok && j < nrest; j++) {
-      int od = n->odims[j];
-      ok = od >= 0 && od < o->rank && !used[od] &&
-           src->sizes[j < f ? j : j + ix->rank] == o->sizes[od];
-      if (ok)
-        used[od] = true;
-    }
-    for (int t = 0; ok && t < ix->rank; t++)
-      ok = src->sizes[f + t] == ix->sizes[t];
-  } else if (ok && tok) { /* the index names a row of dims first..dim */
-    int f = n->first, after = n->dim + 1; /* source: out's dims before f, */
-    ok = f >= 0 && f <= n->dim &&         /* the index's, out's from after on */
-         src->rank == f + ix->rank + o->rank - after;
-    for (int d = 0; ok && d < src->rank; d++)
-      ok = src->sizes[d] == (d < f ? o->sizes[d]
-                             : d < f + ix->rank
-                                 ? ix->sizes[d - f]
-                                 : o->sizes[d - f - ix->rank + after]);
-    for (int d = f; ok && d < n->dim; d++)
-      ok = o->strides[d] == o->strides[d + 1] * o->sizes[d + 1];
-  } else if (ok && n->scatter == IR_SCATTER_INDEX_ADD) {
-    ok = src->rank == o->rank && ix->rank <= 1 &&
-         src->sizes[n->dim] == (ix->rank ? ix->sizes[0] : 1);
-    for (int d = 0; ok && d < o->rank; d++)
-      ok = d == n->dim || src->sizes[d] == o->sizes[d];
-  } else if (ok) {
-    ok = src->rank == o->rank && ix->rank == o->rank;
-    for (int d = 0; ok && d < o->rank; d++)
-      ok = ix->sizes[d] <= src->sizes[d] &&
-           (d == n->dim || ix->sizes[d] <= o->sizes[d]);
-  }
-  if (!ok)
-    vfail(v, "a scatter's self, index and source sizes disagree with its "
-             "output's");
-}
-
-/* A scan reads its `self` view, of the output's sizes, along dim. */
-static void vscan(vctx *v, const ir_node *n) {
-  const ir_view *x = ir_call_view(n, "self");
-  const ir_buf *o = n->out;
-  bool idx = n->scan == IR_SCAN_MAX || n->scan == IR_SCAN_MIN;
-  if (n->kind != IR_EXTERN || !o || o->def != n || !x ||
-      (idx && (!n->out2 || n->out2->def != n ||
-               n->out2->dtype != GC_DTYPE_INT64 || n->out2->rank != o->rank))) {
-    vfail(v, "a scan needs an extern node writing its buffer (and indices), "
-             "and a self view");
-    return;
-  }
-  if (n->dim < 0 || n->dim >= o->rank || x->rank != o->rank)
-    vfail(v, "scans dim %d of a rank-%d buffer reading a rank-%d view", n->dim,
-          o->rank, x->rank);
-  for (int i = 0; i < o->rank && i < x->rank; i++)
-    if (x->sizes[i] != o->sizes[i] || (idx && n->out2->sizes[i] != o->sizes[i]))
-      vfail(v, "scan input size %d is %lld, the buffer's %lld", i,
-            (long long)x->sizes[i], (long long)o->sizes[i]);
-}
-
-/* A bilinear backward reads `grad_output` [N, C, OH, OW] and writes `out`
- * [N, C, IH, IW]; every table index is inside its axis. */
-static void vinterp(vctx *v, const ir_node *n) {
-  const ir_view *g = ir_call_view(n, "grad_output");
-  const ir_buf *o = n->out;
-  if (n->kind != IR_EXTERN || !o || o->def != n || !g || o->rank < 3 ||
-      o->rank > 5 || g->rank != o->rank || g->buf->dtype != o->dtype) {
-    vfail(v, "a linear upsampling backward needs an extern node writing a "
-             "rank-3 to 5 buffer and a grad_output view of its rank and "
-             "dtype");
-    return;
-  }
-  for (int d = 0; d < o->rank; d++) {
-    const ir_interp *a = d >= 2 ? &n->interp[d - 2] : NULL;
-    int64_t gin = a ? a->out : o->sizes[d], oin = a ? a->in : o->sizes[d];
-    if (g->sizes[d] != gin || o->sizes[d] != oin)
-      vfail(v,
-            "linear upsampling backward dim %d: grad_output %lld (want "
-            "%lld), out "
-            "%lld (want %lld)",
-            d, (long long)g->sizes[d], (long long)gin, (long long)o->sizes[d],
-            (long long)oin);
-    for (int64_t i = 0; a && i < a->out; i++)
-      if (a->i0[i] < 0 || a->i0[i] > a->i1[i] || a->i1[i] >= a->in) {
-        vfail(v,
-              "linear upsampling backward dim %d: position %lld reads %lld "
-              "and "
-              "%lld of %lld",
-              d, (long long)i, (long long)a->i0[i], (long long)a->i1[i],
-              (long long)a->in);
-        break;
-      }
-  }
-}
-
-static void vnode(vctx *v, const ir_node *n) {
-  if (n->kind == IR_POINTWISE || n->kind == IR_REDUCTION) {
-    if (!n->out || n->out->def != n) {
-      vfail(v, "its output buffer is not marked as written by it");
-      return;
-    }
-    if (n->rank != n->out->rank) {
-      vfail(v, "iterates %d dimensions, writes a rank-%d buffer", n->rank,
-            n->out->rank);
-      return;
-    }
-    for (int i = 0; i < n->rank; i++)
-      if (n->sranges ? n->sranges[i] != n->out->ssizes[i]
-                     : n->ranges[i] != n->out->sizes[i])
-        vfail(v, "range %d is %s, the buffer's size %s", i,
-              n->sranges
-                  ? gc_sym_str((gc_symctx *)&v->ir->sym, n->sranges[i])
-                  : gc_arena_printf(v->ir->a, "%lld", (long long)n->ranges[i]),
-              gc_sym_str((gc_symctx *)&v->ir->sym, n->out->ssizes[i]));
-    if (!n->body)
-      vfail(v, "no body");
-    vexpr(v, n->body);
-    if (n->kind == IR_POINTWISE && n->body && n->body->dtype != n->out->dtype)
-      vfail(v, "body is %s, the buffer %s", gc_dtype_name(n->body->dtype),
-            gc_dtype_name(n->out->dtype));
-    if (n->kind == IR_REDUCTION &&
-        (ir_dtype_half(n->out->dtype) ||
-         (n->out2 && ir_dtype_half(n->out2->dtype)) ||
-         (n->out3 && ir_dtype_half(n->out3->dtype)) ||
-         (n->body && ir_dtype_half(n->body->dtype))))
-      vfail(v, "a reduction of %s values (they accumulate as float32)",
-            gc_dtype_name(n->out->dtype));
-  } else {
-    if (n->scan || n->scatter || n->interp) {
-      bool half = n->out && ir_dtype_half(n->out->dtype);
-      for (int a = 0; a < n->nargs; a++)
-        for (int i = 0;
-             n->args[a].bufs &&
-             i < (n->args[a].arg.kind == GC_ARG_TENSOR ? 1 : n->args[a].arg.n);
-             i++)
-          half |=
-              n->args[a].bufs[i] && ir_dtype_half(n->args[a].bufs[i]->dtype);
-      if (half)
-        vfail(v, "generated scans, scatters and interpolations take no half "
-                 "values");
-    }
-    for (int a = 0; a < n->nargs; a++)
-      for (int i = 0;
-           n->args[a].bufs &&
-           i < (n->args[a].arg.kind == GC_ARG_TENSOR ? 1 : n->args[a].arg.n);
-           i++) {
-        const ir_buf *b = n->args[a].bufs[i];
-        if (b && b->kind != IR_BUF_INPUT && v->defined_at[b->id] >= n->id)
-          vfail(v, "argument %s reads buf%d before it is written",
-                n->args[a].name, b->id);
-      }
-    if (n->scan)
-      vscan(v, n);
-    if (n->scatter)
-      vscatter(v, n);
-    if (n->interp)
-      vinterp(v, n);
-  }
-}
-
 const ir_view *ir_call_view(const ir_node *n, const char *name) {
   for (int a = 0; a < n->nargs; a++)
     if (n->args[a].arg.kind != GC_ARG_NONE && n->args[a].views &&
@@ -1450,292 +1073,10 @@ void ir_scatter_views(const ir_node *n, const ir_view **self,
                                                               : "src");
 }
 
-int ir_verify(const ir_graph *ir, gc_error *err) {
-  if (ir->oom || ir->sym.oom)
-    return gc_errorf(err, GC_ENOMEM, "loop IR: out of memory");
-  if (ir->sym.overflow)
-    return gc_errorf(err, GC_EINTERNAL, "loop IR: index arithmetic overflowed");
-  gc_arena *a = gc_arena_new(0);
-  int *def = a ? gc_arena_calloc(a, (size_t)ir->nbufs + 1, sizeof *def) : NULL;
-  if (!def) {
-    gc_arena_free(a);
-    return gc_errorf(err, GC_ENOMEM, "loop IR verifier: out of memory");
-  }
-  for (int i = 0; i < ir->nbufs; i++)
-    def[i] = ir->bufs[i]->kind == IR_BUF_INPUT ? -1 : ir->nnodes + 1;
-  for (int i = 0; i < ir->nnodes; i++) {
-    const ir_node *n = ir->nodes[i];
-    ir_buf *outs[3] = {n->out, n->out2, n->out3};
-    for (int k = 0; k < 3; k++)
-      if (outs[k] && outs[k]->kind != IR_BUF_INPUT && def[outs[k]->id] > i)
-        def[outs[k]->id] = i;
-    for (int k = 0; k < n->nresults; k++)
-      if (n->results[k] && def[n->results[k]->id] > i)
-        def[n->results[k]->id] = i;
-  }
-  vctx v = {.ir = ir, .err = err, .defined_at = def};
-  /* later passes add and multiply sizes (the schedule's work, the memory
-   * plan's offsets): each buffer is at most IR_MAX_BUF_BYTES, so no sum or
-   * product of them over a graph's nodes overflows (a size of 2^63 - 1
-   * with stride 0 passes validation; fuzz_native) */
-  for (int i = 0; i < ir->nbufs && !v.rc; i++) {
-    const ir_buf *b = ir->bufs[i];
-    int64_t size = gc_dtype_size(b->dtype), cap = IR_MAX_BUF_BYTES;
-    if (b->symbolic) { /* bounded by a guard (gc_lower) */
-      if (!b->sspan || !b->snumel || !b->ssizes || !b->sstrides)
-        vfail(&v, "buf%d is symbolic without expressions", b->id);
-      continue;
-    }
-    if (b->span < 0 || b->numel < 0 ||
-        (size > 0 && (b->span > cap / size || b->numel > cap / size)))
-      vfail(&v, "buf%d has more than the %lld bytes a buffer may have", b->id,
-            (long long)cap);
-  }
-  for (int i = 0; i < ir->nnodes && !v.rc; i++) {
-    v.n = ir->nodes[i];
-    if (v.n->id != i)
-      vfail(&v, "its id is %d at position %d", v.n->id, i);
-    vnode(&v, v.n);
-  }
-  gc_arena_free(a);
-  return v.rc;
-}
-
-/* ---- printing ---- */
-
-typedef struct pbuf {
-  gc_arena *a;
-  char *s;
-  size_t len, cap;
-} pbuf;
-
-static void pf(pbuf *p, const char *fmt, ...)
-    __attribute__((format(printf, 2, 3)));
-static void pf(pbuf *p, const char *fmt, ...) {
-  va_list ap;
-  va_start(ap, fmt);
-  va_list ap2;
-  va_copy(ap2, ap);
-  int n = vsnprintf(NULL, 0, fmt, ap);
-  va_end(ap);
-  if (n < 0) {
-    va_end(ap2);
-    return;
-  }
-  if (p->len + (size_t)n + 1 > p->cap) {
-    size_t cap = (p->cap ? p->cap * 2 : 1024) + (size_t)n;
-    char *s = gc_arena_alloc(p->a, cap);
-    if (!s) {
-      va_end(ap2);
-      return;
-    }
-    if (p->len)
-      memcpy(s, p->s, p->len);
-    p->s = s;
-    p->cap = cap;
-  }
-  vsnprintf(p->s + p->len, p->cap - p->len, fmt, ap2);
-  va_end(ap2);
-  p->len += (size_t)n;
-}
-
-static const char *short_dtype(gc_dtype d) {
-  switch (d) {
-  case GC_DTYPE_FLOAT32:
-    return "f32";
-  case GC_DTYPE_FLOAT64:
-    return "f64";
-  case GC_DTYPE_INT64:
-    return "i64";
-  case GC_DTYPE_INT32:
-    return "i32";
-  case GC_DTYPE_INT16:
-    return "i16";
-  case GC_DTYPE_INT8:
-    return "i8";
-  case GC_DTYPE_UINT8:
-    return "u8";
-  case GC_DTYPE_BOOL:
-    return "b8";
-  case GC_DTYPE_FLOAT16:
-    return "f16";
-  case GC_DTYPE_BFLOAT16:
-    return "bf16";
-  default:
-    return gc_dtype_name(d) ? gc_dtype_name(d) : "?";
-  }
-}
-
-/* Printing shares what the DAG shares: an operation used by more than one
- * parent is printed once, as "$N = ...; " ahead of the expression, and
- * named $N where it is used (a tree print of a chain of n relus would be
- * 2^n long). */
-typedef struct pctx {
-  ir_graph *ir;
-  pbuf lets; /* "$0 = ...; $1 = ...; " */
-  int *uses; /* per expression id: parents that use it */
-  int *name; /* per expression id: its $N + 1, 0 before it is printed */
-  int nnames;
-} pctx;
-
-static bool leaf(const ir_expr *e) {
-  return e->op == IR_CONST || e->op == IR_LOAD || e->op == IR_INDEX ||
-         e->op == IR_ACC;
-}
-
-static int count_uses(const ir_expr *e, void *ctx) {
-  pctx *c = ctx;
-  for (int i = 0; i < ir_op_arity(e->op); i++)
-    if (e->args[i] && e->args[i]->id < c->ir->nexprs)
-      c->uses[e->args[i]->id]++;
-  return 0;
-}
-
-static void pexpr(pctx *c, pbuf *p, const ir_expr *e, int depth);
-
-static void parg(pctx *c, pbuf *p, const ir_expr *e, int depth) {
-  if (!e || leaf(e) || !c->uses || c->uses[e->id] < 2) {
-    pexpr(c, p, e, depth);
-    return;
-  }
-  if (!c->name[e->id]) { /* first use: define it */
-    pbuf def = {.a = p->a};
-    pexpr(c, &def, e, 0);
-    c->name[e->id] = ++c->nnames;
-    pf(&c->lets, "$%d = %s; ", c->name[e->id] - 1, def.s ? def.s : "");
-  }
-  pf(p, "$%d", c->name[e->id] - 1);
-}
-
-static void pexpr(pctx *c, pbuf *p, const ir_expr *e, int depth) {
-  ir_graph *ir = c->ir;
-  if (!e) {
-    pf(p, "<null>");
-    return;
-  }
-  if (depth > 64) {
-    pf(p, "...");
-    return;
-  }
-  switch (e->op) {
-  case IR_CONST:
-    if (is_float(e->dtype))
-      pf(p, "%.9g", e->k.f);
-    else
-      pf(p, "%lld", (long long)e->k.i);
-    return;
-  case IR_LOAD:
-    pf(p, "buf%d[%s]", e->load.buf->id, gc_sym_str(&ir->sym, e->load.index));
-    return;
-  case IR_GATHER:
-    pf(p, "buf%d[%s + %lld*", e->load.buf->id,
-       gc_sym_str(&ir->sym, e->load.index), (long long)e->load.stride);
-    parg(c, p, e->args[0], depth + 1);
-    pf(p, " (of %lld%s)]", (long long)e->load.size,
-       e->load.wrap ? ", wraps" : "");
-    return;
-  case IR_INDEX:
-    pf(p, "%s", gc_sym_str(&ir->sym, e->index));
-    return;
-  case IR_ACC:
-    pf(p, "acc(node%d.%d)", e->acc.node->id, e->acc.which);
-    return;
-  case IR_CAST:
-    pf(p, "%s(", short_dtype(e->dtype));
-    parg(c, p, e->args[0], depth + 1);
-    pf(p, ")");
-    return;
-  default:
-    pf(p, "%s(", ir_op_name(e->op));
-    for (int i = 0; i < ir_op_arity(e->op); i++) {
-      if (i)
-        pf(p, ", ");
-      parg(c, p, e->args[i], depth + 1);
-    }
-    pf(p, ")");
-  }
-}
-
-/* e as text into p, shared operations first. */
-static void pexpr_shared(ir_graph *ir, pbuf *p, const ir_expr *e) {
-  pctx c = {.ir = ir, .lets = {.a = p->a}};
-  size_t n = (size_t)ir->nexprs + 1;
-  c.uses = calloc(n, sizeof *c.uses);
-  c.name = calloc(n, sizeof *c.name);
-  int rc = c.uses && c.name ? ir_expr_walk(e, count_uses, &c) : 1;
-  if (rc) {
-    pf(p, "<%s>", rc == IR_WALK_TOO_DEEP ? "nested too deep" : "out of memory");
-    free(c.uses);
-    free(c.name);
-    return;
-  }
-  pbuf body = {.a = p->a};
-  pexpr(&c, &body, e, 0);
-  if (c.lets.len)
-    pf(p, "%s", c.lets.s);
-  pf(p, "%s", body.s ? body.s : "");
-  free(c.uses);
-  free(c.name);
-}
-
-char *ir_expr_str(ir_graph *ir, const ir_expr *e) {
-  pbuf p = {.a = ir->a};
-  pexpr_shared(ir, &p, e);
-  return p.s ? p.s : gc_arena_strdup(ir->a, "");
-}
-
 ir_buf *ir_buf_storage(ir_buf *b) {
   while (b && b->share)
     b = b->share;
   return b;
-}
-
-static const char *kind_name(ir_buf_kind k) {
-  switch (k) {
-  case IR_BUF_INPUT:
-    return "input";
-  case IR_BUF_ARENA:
-    return "arena";
-  case IR_BUF_OUTPUT:
-    return "output";
-  case IR_BUF_RESULT:
-    return "result";
-  case IR_BUF_TEMP:
-    return "temp";
-  }
-  return "?";
-}
-
-/* A size of a buffer or loop as text: its value, or its expression. */
-static const char *psize(ir_graph *ir, int64_t v, const gc_sym *e) {
-  if (v != IR_SYMBOLIC || !e)
-    return gc_arena_printf(ir->a, "%lld", (long long)v);
-  return ir_sym_text(ir, e);
-}
-
-static void pbufdecl(ir_graph *ir, pbuf *p, const ir_buf *b) {
-  pf(p, "buf%d: %s[", b->id, short_dtype(b->dtype));
-  for (int i = 0; i < b->rank; i++)
-    pf(p, "%s%s", i ? ", " : "", psize(ir, b->sizes[i], b->ssizes[i]));
-  pf(p, "] strides [");
-  for (int i = 0; i < b->rank; i++)
-    pf(p, "%s%s", i ? ", " : "", psize(ir, b->strides[i], b->sstrides[i]));
-  pf(p, "] %s", kind_name(b->kind));
-  if (b->kind == IR_BUF_INPUT || b->kind == IR_BUF_OUTPUT)
-    pf(p, " %d", b->index);
-  if (b->share)
-    pf(p, " in place of buf%d live %d..%d", b->share->id, b->first, b->last);
-  else if (b->kind == IR_BUF_ARENA && b->first >= 0)
-    pf(p, " @%lld live %d..%d", (long long)b->arena_offset, b->first, b->last);
-  if (b->mutated)
-    pf(p, " (written back)");
-}
-
-static void pvars(ir_graph *ir, pbuf *p, gc_sym **vars, const int64_t *r,
-                  gc_sym *const *sr, int n) {
-  for (int i = 0; i < n; i++)
-    pf(p, "%s%s<%s", i ? ", " : "", gc_sym_str(&ir->sym, vars[i]),
-       psize(ir, r[i], sr ? sr[i] : NULL));
 }
 
 static double probe(const ir_graph *ir, const gc_sym *e, int depth) {
@@ -1773,72 +1114,6 @@ static double probe(const ir_graph *ir, const gc_sym *e, int depth) {
 
 double ir_probe(const ir_graph *ir, const gc_sym *e) {
   return e ? probe(ir, e, 0) : 0;
-}
-
-/* ---- guards and expressions as the artifact states them ---- */
-
-static void stext(const gc_symctx *s, const gc_sym *e, pbuf *p, int depth) {
-  if (depth > 256) {
-    pf(p, "0");
-    return;
-  }
-  switch (e->kind) {
-  case GC_SYM_CONST:
-    pf(p, "%lld", (long long)e->c);
-    return;
-  case GC_SYM_VAR:
-    pf(p, "%s", s->vars[e->var].name);
-    return;
-  case GC_SYM_ADD: {
-    bool first = true;
-    for (int i = 0; i < e->n; i++) {
-      int64_t k = e->coefs[i];
-      pf(p, "%s", first ? (k < 0 ? "-" : "") : (k < 0 ? " - " : " + "));
-      if (k != 1 && k != -1)
-        pf(p, "%lld*", (long long)(k < 0 ? -k : k));
-      bool paren = e->ops[i]->kind == GC_SYM_ADD;
-      pf(p, "%s", paren ? "(" : "");
-      stext(s, e->ops[i], p, depth + 1);
-      pf(p, "%s", paren ? ")" : "");
-      first = false;
-    }
-    if (e->c)
-      pf(p, " %s %lld", e->c < 0 ? "-" : "+",
-         (long long)(e->c < 0 ? -e->c : e->c));
-    return;
-  }
-  case GC_SYM_MUL:
-    for (int i = 0; i < e->n; i++) {
-      bool paren = e->ops[i]->kind == GC_SYM_ADD;
-      pf(p, "%s%s", i ? "*" : "", paren ? "(" : "");
-      stext(s, e->ops[i], p, depth + 1);
-      pf(p, "%s", paren ? ")" : "");
-    }
-    return;
-  case GC_SYM_FLOORDIV:
-  case GC_SYM_MOD:
-    pf(p, "(");
-    stext(s, e->ops[0], p, depth + 1);
-    pf(p, ") %s %lld", e->kind == GC_SYM_FLOORDIV ? "//" : "%",
-       (long long)e->c);
-    return;
-  case GC_SYM_MIN:
-  case GC_SYM_MAX:
-    pf(p, "%s(", e->kind == GC_SYM_MIN ? "min" : "max");
-    stext(s, e->ops[0], p, depth + 1);
-    pf(p, ", ");
-    stext(s, e->ops[1], p, depth + 1);
-    pf(p, ")");
-    return;
-  }
-}
-
-char *ir_sym_text(ir_graph *ir, const gc_sym *e) {
-  pbuf p = {.a = ir->a};
-  if (!e)
-    return gc_arena_strdup(ir->a, "?");
-  stext(&ir->sym, e, &p, 0);
-  return p.s ? p.s : gc_arena_strdup(ir->a, "");
 }
 
 bool ir_guard_add(ir_graph *ir, ir_guard_op op, gc_sym *a, gc_sym *b,
@@ -1912,87 +1187,4 @@ bool ir_guard_add(ir_graph *ir, ir_guard_op op, gc_sym *a, gc_sym *b,
       gc_sym_narrow(s, b->ops[0], lo);
   }
   return true;
-}
-
-char *ir_print(ir_graph *ir) {
-  pbuf p = {.a = ir->a};
-  for (int i = 0; i < ir->nbufs; i++)
-    if (ir->bufs[i]->kind == IR_BUF_INPUT) {
-      pbufdecl(ir, &p, ir->bufs[i]);
-      pf(&p, "\n");
-    }
-  for (int i = 0; i < ir->nnodes; i++) {
-    ir_node *n = ir->nodes[i];
-    pf(&p, "\nnode%d %s", n->id, n->name ? n->name : "");
-    if (n->what)
-      pf(&p, " (%s)", n->what);
-    if (n->ngnodes) {
-      pf(&p, " graph nodes");
-      for (int k = 0; k < n->ngnodes; k++)
-        pf(&p, " %d", n->gnodes[k]);
-    }
-    pf(&p, "\n");
-    switch (n->kind) {
-    case IR_POINTWISE:
-    case IR_REDUCTION:
-      pf(&p, "  ");
-      pbufdecl(ir, &p, n->out);
-      pf(&p, "\n  %s over [", n->kind == IR_POINTWISE ? "pointwise" : "reduce");
-      pvars(ir, &p, n->vars, n->ranges, n->sranges, n->rank);
-      pf(&p, "]");
-      if (n->kind == IR_REDUCTION) {
-        pf(&p, " %s over [", ir_reduction_name(n->red));
-        pvars(ir, &p, n->rvars, n->rranges, n->srranges, n->rrank);
-        pf(&p, "]");
-        if (n->out2) {
-          pf(&p, "\n  also ");
-          pbufdecl(ir, &p, n->out2);
-        }
-        if (n->out3) {
-          pf(&p, "\n  also ");
-          pbufdecl(ir, &p, n->out3);
-        }
-      }
-      pf(&p, "\n  = ");
-      pexpr_shared(ir, &p, n->body);
-      pf(&p, "\n");
-      break;
-    case IR_EXTERN:
-    case IR_FALLBACK:
-      pf(&p, "  %s %s(",
-         n->scan                ? "scan"
-         : n->scatter           ? "scatter"
-         : n->interp            ? "interp"
-         : n->kind == IR_EXTERN ? "extern"
-                                : "fallback",
-         n->op ? n->op->name : "?");
-      for (int a = 0; a < n->nargs; a++) {
-        const ir_call_arg *ca = &n->args[a];
-        pf(&p, "%s%s=", a ? ", " : "", ca->name);
-        if (ca->bufs) {
-          int cnt = ca->arg.kind == GC_ARG_TENSOR ? 1 : ca->arg.n;
-          for (int k = 0; k < cnt; k++)
-            pf(&p, "%s%s", k ? "|" : "",
-               ca->bufs[k] ? gc_arena_printf(ir->a, "buf%d", ca->bufs[k]->id)
-                           : "None");
-        } else {
-          pf(&p, "%s", gc_arg_kind_name(ca->arg.kind));
-        }
-      }
-      pf(&p, ")\n");
-      for (int k = 0; k < n->nresults; k++)
-        if (n->results[k]) {
-          pf(&p, "  -> ");
-          pbufdecl(ir, &p, n->results[k]);
-          pf(&p, "\n");
-        }
-      if (n->out) {
-        pf(&p, "  -> ");
-        pbufdecl(ir, &p, n->out);
-        pf(&p, " (out=)\n");
-      }
-      break;
-    }
-  }
-  return p.s ? p.s : gc_arena_strdup(ir->a, "");
 }

@@ -51,8 +51,6 @@
   X(CONST, 0, "const")   /* a literal of the expression's dtype */             \
   X(LOAD, 0, "load")     /* buf[index] */                                      \
   X(INDEX, 0, "index")   /* the integer value of a symbolic expression */      \
-  X(ACC, 0, "acc")       /* the result of a reduction of the same kernel,      \
-                            read at the current outer index (fusion) */        \
   X(GATHER, 1, "gather") /* buf[index + stride * wrap(args[0])]: an index      \
                             read from data (embedding, gather, ...); out of    \
                             range sets the kernel error flag and reads a       \
@@ -164,10 +162,6 @@ struct ir_expr {
       bool wrap;      /* GATHER: negative data indices count from the end */
     } load;
     gc_sym *index; /* INDEX: the expression */
-    struct {
-      ir_node *node; /* ACC: the reduction */
-      int which;     /* ACC: which of its results (0; welford 0..2) */
-    } acc;
   };
   int id;         /* creation order */
   uint64_t hash;  /* structural, for hash-consing */
@@ -548,7 +542,6 @@ ir_expr *ir_gather(ir_graph *ir, ir_buf *b, gc_sym *index, ir_expr *idx,
 /* True for operations that read a buffer (LOAD, GATHER). */
 bool ir_reads_buffer(const ir_expr *e);
 ir_expr *ir_index(ir_graph *ir, gc_sym *e, gc_dtype dt);
-ir_expr *ir_acc(ir_graph *ir, ir_node *reduction, int which, gc_dtype dt);
 /* An operation. CAST's dtype is the target; comparisons and logical ops
  * yield bool whatever dt says. */
 ir_expr *ir_op1(ir_graph *ir, ir_op op, gc_dtype dt, ir_expr *a);
@@ -619,9 +612,15 @@ void ir_scatter_views(const ir_node *n, const ir_view **self,
 
 /* ---- checks and printing ---- */
 
-/* Checks the IR's invariants (see ir.c); GC_EINTERNAL naming the first
+/* Checks the IR's invariants (see verify.c); GC_EINTERNAL naming the first
  * broken one. */
 int ir_verify(const ir_graph *ir, gc_error *err);
+
+/* A floating dtype (float32/64, float16, bfloat16)? */
+bool ir_dtype_is_float(gc_dtype d);
+
+/* Does the operation give a bool (comparisons, logic, isnan...)? */
+bool ir_op_yields_bool(ir_op op);
 
 /* The IR as text, in the arena ("buf3: f32[8, 16] arena = ..."). */
 char *ir_print(ir_graph *ir);

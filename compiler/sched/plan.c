@@ -50,7 +50,7 @@ static int64_t align_up(int64_t v) {
   return (v + ALIGN - 1) / ALIGN * ALIGN;
 }
 
-static int64_t buf_bytes(const ir_buf *b) {
+int64_t sc_buf_bytes(const ir_buf *b) {
   if (b->symbolic)
     return IR_SYMBOLIC;
   return align_up(b->span * gc_dtype_size(b->dtype));
@@ -63,10 +63,10 @@ static gc_sym *salign_up(gc_symctx *s, gc_sym *v) {
 }
 
 /* buf_bytes as an expression (symbolic buffers). */
-static gc_sym *sbuf_bytes(ir_graph *ir, const ir_buf *b) {
+gc_sym *sc_buf_sbytes(ir_graph *ir, const ir_buf *b) {
   gc_symctx *s = &ir->sym;
   if (!b->symbolic)
-    return gc_sym_const(s, buf_bytes(b));
+    return gc_sym_const(s, sc_buf_bytes(b));
   return salign_up(s, gc_sym_scale(s, b->sspan, gc_dtype_size(b->dtype)));
 }
 
@@ -464,7 +464,7 @@ static int plan_symbolic(ir_graph *ir, sc_schedule *s, gc_error *err) {
     if (b->kind != IR_BUF_ARENA || s->local[i] || b->first < 0 || b->share)
       continue;
     r[n].b = b;
-    r[n].bytes = sbuf_bytes(ir, b);
+    r[n].bytes = sc_buf_sbytes(ir, b);
     r[n].key = ir_probe(ir, r[n].bytes);
     if (!r[n].bytes)
       return gc_errorf(err, GC_ENOMEM, "plan: out of memory");
@@ -571,7 +571,7 @@ int sc_plan_memory(ir_graph *ir, sc_schedule *s, gc_error *err) {
     ir_buf *b = ir->bufs[i];
     /* (a symbolic one may be large: its own memory, as eager's) */
     if (b->kind == IR_BUF_ARENA && !s->local[i] && b->first >= 0 && !b->share &&
-        (b->symbolic || buf_bytes(b) >= s->temp_min_bytes))
+        (b->symbolic || sc_buf_bytes(b) >= s->temp_min_bytes))
       b->kind = IR_BUF_TEMP;
   }
   if (ir->nsyms)
@@ -586,7 +586,7 @@ int sc_plan_memory(ir_graph *ir, sc_schedule *s, gc_error *err) {
     if (b->kind != IR_BUF_ARENA || s->local[i] || b->first < 0 || b->share)
       continue;
     r[n].b = b;
-    r[n].bytes = buf_bytes(b);
+    r[n].bytes = sc_buf_bytes(b);
     n++;
   }
   qsort(r, (size_t)n, sizeof *r, by_size_desc);
@@ -621,147 +621,4 @@ int sc_plan_memory(ir_graph *ir, sc_schedule *s, gc_error *err) {
   }
   s->planned = true;
   return 0;
-}
-
-/* ---- printing ---- */
-
-typedef struct pb {
-  gc_arena *a;
-  char *s;
-  size_t len, cap;
-} pb;
-
-static void put(pb *p, const char *text) {
-  size_t n = strlen(text);
-  if (p->len + n + 1 > p->cap) {
-    size_t cap = (p->cap ? p->cap * 2 : 4096) + n;
-    char *s = gc_arena_alloc(p->a, cap);
-    if (!s)
-      return;
-    if (p->len)
-      memcpy(s, p->s, p->len);
-    p->s = s;
-    p->cap = cap;
-  }
-  memcpy(p->s + p->len, text, n + 1);
-  p->len += n;
-}
-
-static void dims(ir_graph *ir, pb *p, const sc_dim *d, int n) {
-  put(p, "[");
-  for (int i = 0; i < n; i++)
-    put(p,
-        gc_arena_printf(
-            ir->a, "%s%s<%s", i ? ", " : "", gc_sym_str(&ir->sym, d[i].var),
-            d[i].ssize ? gc_sym_str(&ir->sym, d[i].ssize)
-                       : gc_arena_printf(ir->a, "%lld", (long long)d[i].size)));
-  put(p, "]");
-}
-
-char *sc_print(ir_graph *ir, const sc_schedule *s) {
-  pb p = {.a = ir->a};
-  put(&p,
-      gc_arena_printf(
-          ir->a, "# %d kernels, %d buffers kept in locals, arena %s bytes\n",
-          s->nkernels, s->nlocal,
-          s->sarena_bytes && s->arena_bytes == IR_SYMBOLIC
-              ? gc_sym_str(&ir->sym, s->sarena_bytes)
-              : gc_arena_printf(ir->a, "%lld", (long long)s->arena_bytes)));
-  for (int k = 0; k < s->nkernels; k++) {
-    const sc_kernel *kn = s->kernels[k];
-    if (kn->call) {
-      put(&p, gc_arena_printf(ir->a, "\n%s: call %s (node %d)\n", kn->name,
-                              kn->call->op ? kn->call->op->name : "?",
-                              kn->call->id));
-      continue;
-    }
-    put(&p, gc_arena_printf(ir->a, "\n%s: loop over ", kn->name));
-    dims(ir, &p, kn->dims, kn->ndims);
-    put(&p, "\n");
-    for (int st = 0; st < kn->nstages; st++) {
-      const sc_stage *sg = &kn->stages[st];
-      put(&p, gc_arena_printf(ir->a, "  stage %d %s ", st,
-                              sg->reduction ? "reduce" : "pointwise"));
-      dims(ir, &p, sg->dims, sg->ndims);
-      put(&p, "\n");
-      for (int i = 0; i < sg->nnodes; i++) {
-        const ir_node *n = sg->nodes[i];
-        const sc_place *pl = &s->place[n->id];
-        const ir_buf *b = n->out;
-        const char *where =
-            s->local[b->id] ? "local"
-            : b->share      ? gc_arena_printf(ir->a, "in buf%d", b->share->id)
-            : b->kind == IR_BUF_ARENA
-                ? (b->sarena_offset && b->arena_offset == IR_SYMBOLIC
-                       ? gc_arena_printf(ir->a, "arena@%s",
-                                         gc_sym_str(&ir->sym, b->sarena_offset))
-                       : gc_arena_printf(ir->a, "arena@%lld",
-                                         (long long)b->arena_offset))
-            : b->kind == IR_BUF_OUTPUT ? "output"
-            : b->kind == IR_BUF_TEMP   ? "temp"
-            : b->kind == IR_BUF_INPUT  ? "input"
-                                       : "result";
-        put(&p,
-            gc_arena_printf(
-                ir->a, "    node%d %s -> buf%d (%s)[%s]%s = %s\n", n->id,
-                n->what ? n->what : "", b->id, where,
-                gc_sym_str(&ir->sym, pl->store),
-                n->kind == IR_REDUCTION
-                    ? gc_arena_printf(ir->a, " %s", ir_reduction_name(n->red))
-                    : "",
-                ir_expr_str(ir, pl->body)));
-      }
-    }
-  }
-  if (s->planned) {
-    put(&p, "\nmemory plan (arena buffers, by offset; live: kernels that use "
-            "them)\n");
-    for (int64_t at = -1;;) { /* ascending offsets, then buffer ids */
-      int64_t next = INT64_MAX;
-      for (int i = 0; i < ir->nbufs; i++) {
-        const ir_buf *b = ir->bufs[i];
-        if (b->kind == IR_BUF_ARENA && !s->local[i] && b->first >= 0 &&
-            ir_buf_storage((ir_buf *)b)->kind == IR_BUF_ARENA && !b->symbolic &&
-            b->arena_offset > at && b->arena_offset < next)
-          next = b->arena_offset;
-      }
-      if (next == INT64_MAX)
-        break;
-      for (int i = 0; i < ir->nbufs; i++) {
-        const ir_buf *b = ir->bufs[i];
-        if (b->kind != IR_BUF_ARENA || s->local[i] || b->first < 0 ||
-            b->symbolic || b->arena_offset != next ||
-            ir_buf_storage((ir_buf *)b)->kind != IR_BUF_ARENA)
-          continue;
-        put(&p, gc_arena_printf(
-                    ir->a, "  [%6lld, %6lld) buf%d, live k%d..k%d%s\n",
-                    (long long)b->arena_offset,
-                    (long long)(b->arena_offset + buf_bytes(b)), b->id,
-                    b->first, b->last,
-                    b->share ? gc_arena_printf(ir->a, " (in place of buf%d)",
-                                               b->share->id)
-                             : ""));
-      }
-      at = next;
-    }
-    /* symbolic buffers: offsets and ends as expressions, by buffer id */
-    for (int i = 0; i < ir->nbufs; i++) {
-      const ir_buf *b = ir->bufs[i];
-      if (b->kind != IR_BUF_ARENA || s->local[i] || b->first < 0 ||
-          !b->symbolic || ir_buf_storage((ir_buf *)b)->kind != IR_BUF_ARENA)
-        continue;
-      gc_sym *off = b->sarena_offset ? b->sarena_offset
-                                     : gc_sym_const(&ir->sym, b->arena_offset);
-      put(&p, gc_arena_printf(
-                  ir->a, "  [%s, %s) buf%d, live k%d..k%d%s\n",
-                  gc_sym_str(&ir->sym, off),
-                  gc_sym_str(&ir->sym,
-                             gc_sym_add(&ir->sym, off, sbuf_bytes(ir, b))),
-                  b->id, b->first, b->last,
-                  b->share ? gc_arena_printf(ir->a, " (in place of buf%d)",
-                                             b->share->id)
-                           : ""));
-    }
-  }
-  return p.s ? p.s : gc_arena_strdup(ir->a, "");
 }

@@ -158,7 +158,9 @@ bool sc_blas_layout(const ir_view *v, char *op, int64_t *ld);
 /* A bmm node's operand views: self (*a) and mat2 (*b); NULL when absent. */
 void sc_bmm_operands(const ir_node *n, const ir_view **a, const ir_view **b);
 
-/* The schedule as text (for --dump-after schedule / plan). */
-char *sc_print(ir_graph *ir, const sc_schedule *s);
+/* The bytes an arena buffer takes (aligned); IR_SYMBOLIC for a symbolic
+ * one, whose size is sc_buf_sbytes. */
+int64_t sc_buf_bytes(const ir_buf *b);
+gc_sym *sc_buf_sbytes(ir_graph *ir, const ir_buf *b);
 
 #endif

@@ -12,7 +12,7 @@
 #include "compiler/graph.h"
 #include "compiler/key.h"
 #include "compiler/pipeline.h"
-#include "compiler/print.h"
+#include "compiler/dump.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 

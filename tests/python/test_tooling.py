@@ -7,7 +7,7 @@ import subprocess
 
 import compiled  # noqa: F401  (makes compiled.v1 importable)
 
-from daemon_util import BIN, SRC, Daemon, compile_request, load_graph, run_compile
+from daemon_util import BIN, BUILD, SRC, Daemon, compile_request, load_graph, run_compile
 
 
 def dry_run(target, build):
@@ -59,3 +59,33 @@ def test_help_and_docs_cover_the_hardening_settings():
         assert "`%s`" % name in ops, name
     bad = subprocess.run([BIN, "--memory-budget", "1M"], capture_output=True, text=True)
     assert bad.returncode == 2 and "memory-budget" in bad.stderr
+
+
+def _undefined_symbols(lib):
+    out = subprocess.run(["nm", "-u", "--format=just-symbols", lib],
+                         capture_output=True, text=True, check=True).stdout
+    return {s.split("@")[0] for s in out.split()}
+
+
+def test_compiler_library_runs_no_process():
+    """The compiler library promises no process and no file I/O
+    (docs/design.md): the toolchain and its identity come from the caller
+    (common/spawn.c). Its object code calls nothing that starts a
+    program."""
+    lib = os.path.join(BUILD, "lib", "libcdcompiler.a")
+    spawners = {"posix_spawn", "posix_spawnp", "fork", "vfork", "execv", "execvp",
+                "execve", "execl", "execlp", "system", "popen", "waitpid", "kill"}
+    assert not (_undefined_symbols(lib) & spawners)
+
+
+def test_daemon_includes_no_client_code():
+    """What both ends of a call need (status names, message packing, the
+    GraphError trailer) is common/: the daemon never includes client/."""
+    offenders = []
+    for name in sorted(os.listdir(os.path.join(SRC, "daemon"))):
+        if name.endswith((".c", ".h")):
+            with open(os.path.join(SRC, "daemon", name)) as f:
+                for line in f:
+                    if line.startswith("#include") and '"client/' in line:
+                        offenders.append(f"daemon/{name}: {line.strip()}")
+    assert not offenders
