@@ -7,8 +7,11 @@ mode, no_grad, 2 threads), the parent exports it with torch.export to a
 .pt2, has this run's daemon compile it into a package (`compilectl
 package`), and AOTInductor compile the same .pt2
 (`torch._inductor.aoti_compile_and_package`). Then, in fresh processes
-(each side --repeat times, alternating, the median printed):
+(each side --repeat times, alternating, the median printed; one untimed
+round first writes the byte-code caches):
 
+- eager: the model's first call (the reference: a process that runs the
+  model eagerly pays this at its start too);
 - package: ``compiled.load_package(path)`` to its first result (the import
   of compiled, done before, is printed apart), then in the same process one
   eager call of the same model (its first) and eager's steady time;
@@ -91,6 +94,12 @@ def child(args):
             out["eager_first_s"] = time.perf_counter() - t0
             out["eager_steady_s"] = benchlib.time_calls(lambda: model(x), min_seconds=0.5)
             out["max_diff"] = float((y - ref).abs().max())
+    elif args.child == "eager":
+        model, x = build(args.model)
+        with torch.no_grad():
+            t0 = time.perf_counter()
+            model(x)
+            out["first_s"] = time.perf_counter() - t0
     elif args.child == "export":
         _, x = build(args.model)
         with torch.no_grad():
@@ -172,6 +181,11 @@ def main():
     names = [n for n in (args.only.split(",") if args.only else MODELS)
              if n != "resnet50" or have_tv]
     print(benchlib.machine_line())
+    # Fresh processes as a deployment runs them: byte-code caches written
+    # (an installed package has them; PYTHONDONTWRITEBYTECODE would make
+    # every process compile compiled's and torch's sources again) and no
+    # background import of the gRPC client, which a package never uses.
+    os.environ.pop("PYTHONDONTWRITEBYTECODE", None)
     env = {"OMP_NUM_THREADS": str(THREADS), "COMPILED_PREFETCH": "0",
            "TORCHINDUCTOR_CACHE_DIR": tempfile.mkdtemp(prefix="bench-package-inductor-")}
     os.environ.update(env)
@@ -182,28 +196,32 @@ def main():
         for name in names:
             print(f"{name}: export, package, AOTInductor compile ...", flush=True)
             pt2, cpkg, aoti, package_s, aoti_s = prepare(name, d, daemon.address)
-            runs = {"package": [], "export": [], "aoti": []}
-            for i in range(args.repeat):
-                order = ["package", "export", "aoti"] if i % 2 == 0 else \
-                    ["aoti", "export", "package"]
+            runs = {"eager": [], "package": [], "export": [], "aoti": []}
+            for i in range(args.repeat + 1):
+                order = ["eager", "package", "export", "aoti"] if i % 2 == 0 else \
+                    ["aoti", "export", "package", "eager"]
                 for side in order:
                     if side == "aoti" and not aoti:
                         continue
-                    path = {"package": cpkg, "export": pt2, "aoti": aoti}[side]
-                    runs[side].append(benchlib.subprocess_json(
-                        [me, "--child", side, "--model", name, "--path", path], env=env))
+                    path = {"eager": "", "package": cpkg, "export": pt2, "aoti": aoti}[side]
+                    j = benchlib.subprocess_json(
+                        [me, "--child", side, "--model", name, "--path", path], env=env)
+                    if i > 0:  # the first round is untimed: it fills the pyc caches
+                        runs[side].append(j)
             pk = runs["package"]
             first = statistics.median(j["first_s"] for j in pk)
+            eager_cold = statistics.median(j["first_s"] for j in runs["eager"])
             eager1 = statistics.median(j["eager_first_s"] for j in pk)
             eager_steady = statistics.median(j["eager_steady_s"] for j in pk)
             exp = statistics.median(j["first_s"] for j in runs["export"])
             ao = statistics.median(j["first_s"] for j in runs["aoti"]) if runs["aoti"] else None
-            ratios_eager.append(first / eager1)
+            ratios_eager.append(first / eager_cold)
             if ao:
                 ratios_aoti.append(first / ao)
             rows.append([name, fmt_ms(statistics.median(j["import_compiled_s"] for j in pk)),
-                         fmt_ms(first), fmt_ms(eager1), fmt_ms(eager_steady),
-                         f"{first / eager1:.2f}x", fmt_ms(exp), fmt_ms(ao),
+                         fmt_ms(first), fmt_ms(eager_cold), fmt_ms(eager1),
+                         fmt_ms(eager_steady), f"{first / eager_cold:.2f}x", fmt_ms(exp),
+                         fmt_ms(ao),
                          "-" if not ao else f"{first / ao:.2f}",
                          f"{package_s:.1f}", "-" if aoti_s is None else f"{aoti_s:.1f}",
                          f"{max(j['max_diff'] for j in pk):.1e}", pk[0].get("runs")])
@@ -218,12 +236,14 @@ def main():
                   flush=True)
     print()
     print(f"Fresh processes, median of {args.repeat}, {THREADS} threads, times in ms "
-          "(import: `import compiled`, before load_package; first: load to first result; "
-          "eager 1st: the same process's first eager call after it; x eager: first / eager "
-          "1st; export: torch.export.load().module() to first result; AOTI: "
+          "(import: `import compiled`, before load_package; first: load_package to the "
+          "first result; eager cold: a fresh process's first eager call; eager after: the "
+          "package process's first eager call, after the package's; x eager: first / eager "
+          "cold; export: torch.export.load().module() to first result; AOTI: "
           "aoti_load_package to first result; build: compilectl package and AOTInductor "
           "compile, s)")
-    print(benchlib.table(rows, ["model", "import", "first", "eager 1st", "eager steady",
+    print(benchlib.table(rows, ["model", "import", "first", "eager cold", "eager after",
+                                "eager steady",
                                 "x eager", "export", "AOTI", "/AOTI", "pkg build s",
                                 "AOTI build s", "max diff", "runs"]))
     print()

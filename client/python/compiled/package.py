@@ -132,9 +132,36 @@ class LoadedPackage:
                 f"{len(self._user_inputs)} inputs, target {self.header.get('target')}>")
 
 
-def read_header(path: str):
-    """Reads and checks a package: returns (header, mapped file, data start).
-    Raises PackageError for anything malformed."""
+class _Digest:
+    """The SHA-256 of the file, computed on a thread of its own (hashlib
+    releases the GIL), so that a large package's weights are hashed while
+    the program is prepared; ``check()`` waits for it and raises when the
+    file is corrupt. Nothing the package holds runs or is returned before
+    it passed: the artifact, the one part that is executed, has its own
+    digest checked before it is loaded."""
+
+    def __init__(self, path: str, mm, size: int):
+        import threading
+        self.path, self.want, self.ok = path, bytes(mm[size - _DIGEST:]), None
+        view = memoryview(mm)[:size - _DIGEST]
+
+        def run():
+            self.ok = hashlib.sha256(view).digest() == self.want
+        self.thread = threading.Thread(target=run, name="compiled-package-digest", daemon=True)
+        self.thread.start()
+
+    def check(self) -> None:
+        self.thread.join()
+        if not self.ok:
+            raise PackageError(f"{self.path}: corrupt: the SHA-256 of the contents does not "
+                               f"match the one the package ends with")
+
+
+def read_header(path: str, digest_thread: bool = False):
+    """Reads and checks a package: returns (header, mapped file, data start,
+    data end), and with `digest_thread` a fifth item, the _Digest being
+    computed (the caller must check() it). Raises PackageError for anything
+    malformed."""
     try:
         f = open(path, "rb")
     except OSError as e:
@@ -154,17 +181,20 @@ def read_header(path: str):
                            f"(this loader reads {VERSION[0]}.x)")
     if hlen > size - _PREFIX - _DIGEST:
         raise PackageError(f"{path}: the header length ({hlen}) runs past the end of the file")
-    digest = hashlib.sha256(memoryview(mm)[:size - _DIGEST]).digest()
-    if digest != mm[size - _DIGEST:]:
-        raise PackageError(f"{path}: corrupt: the SHA-256 of the contents does not match "
-                           f"the one the package ends with")
+    digest = _Digest(path, mm, size)
+    if not digest_thread:
+        digest.check()
     try:
         header = json.loads(bytes(mm[_PREFIX:_PREFIX + hlen]))
     except ValueError as e:
+        digest.check()  # corruption says so first
         raise PackageError(f"{path}: the header is not valid JSON: {e}") from e
     if not isinstance(header, dict) or header.get("format") != "compiled-package":
+        digest.check()
         raise PackageError(f"{path}: the header is not a compiled package's")
     data_start = (_PREFIX + hlen + _ALIGN - 1) // _ALIGN * _ALIGN
+    if digest_thread:
+        return header, mm, data_start, size - _DIGEST, digest
     return header, mm, data_start, size - _DIGEST
 
 
@@ -208,8 +238,18 @@ def load_package(path: str, *, trusted_keys: Optional[Dict[str, bytes]] = None,
         PackageError: corrupt file, unknown format version, another torch
             release, a CPU without the target's features, a bad signature.
     """
+    header, mm, data_start, data_end, digest = read_header(path, digest_thread=True)
+    try:
+        loaded = _load(path, header, mm, data_start, data_end, trusted_keys, native)
+    except Exception:
+        digest.check()  # a corrupt file is reported as such, whatever broke
+        raise
+    digest.check()
+    return loaded
+
+
+def _load(path, header, mm, data_start, data_end, trusted_keys, native) -> LoadedPackage:
     from . import runtime
-    header, mm, data_start, data_end = read_header(path)
     want = header.get("torch_version", "")
     if _release(want) != _release(torch.__version__):
         raise PackageError(f"{path}: made for torch {want}; this process runs torch "
