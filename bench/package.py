@@ -195,7 +195,12 @@ def main():
     with tempfile.TemporaryDirectory(prefix="bench-package-") as d, benchlib.Daemon() as daemon:
         for name in names:
             print(f"{name}: export, package, AOTInductor compile ...", flush=True)
-            pt2, cpkg, aoti, package_s, aoti_s = prepare(name, d, daemon.address)
+            try:
+                pt2, cpkg, aoti, package_s, aoti_s = prepare(name, d, daemon.address)
+            except Exception as e:  # noqa: BLE001
+                print(f"  {name}: {benchlib.error_text(e)}", flush=True)
+                rows.append([name] + ["-"] * 12)
+                continue
             runs = {"eager": [], "package": [], "export": [], "aoti": []}
             for i in range(args.repeat + 1):
                 order = ["eager", "package", "export", "aoti"] if i % 2 == 0 else \
