@@ -11,6 +11,7 @@
 #   make golden     rewrite the golden pass dumps (tests/data/golden/)
 #   make bench-hit  cache-hit benchmark against a bare gRPC echo (not a test)
 #   make bench-models     eager vs Inductor vs the compiled backend on models
+#   make bench-package    packages vs eager, torch.export and AOTInductor
 #   make bench-bandwidth  memory-bound graphs vs the copy-bandwidth bound
 #   make bench-train      one training step, eager vs Inductor vs compiled
 #   make bench-gemm       matrix products: oneDNN's sgemm vs eager's mm
@@ -44,7 +45,7 @@ Q := $(if $(V),,@)
 # then restarts itself with it, so the very first `make` on a fresh machine
 # installs, configures and builds in one run. Goals that need no libraries
 # (clean, format, bootstrap) skip it.
-PKGS     := grpc gpr libprotobuf-c libuv sqlite3 libcrypto libzstd jansson zlib hiredis libmicrohttpd libssl
+PKGS     := grpc gpr libprotobuf-c libuv sqlite3 libcrypto libzstd jansson libzip zlib hiredis libmicrohttpd libssl
 CONFIG_MK := $(BUILD)/config.mk
 NO_CONFIG_GOALS := clean distclean format bootstrap
 ifneq ($(filter-out $(NO_CONFIG_GOALS),$(or $(MAKECMDGOALS),all)),)
@@ -106,7 +107,7 @@ TESTS := $(patsubst tests/%.c,$(BUILD)/tests/%,$(TEST_SRC))
 BENCHES := $(patsubst bench/%.c,$(BUILD)/bench/%,$(BENCH_SRC))
 BUILD_ID_H := $(BUILD)/gen/build_id.h
 
-.PHONY: all venv demo bench-build bench-hit bench-runtime bench-models bench-bandwidth bench-startup bench-train bench-gemm bench-compile bench-heavy bench-memory bench-zoo test test-c test-py golden test-avx2 test-browser test-opinfo capture-zoo train-zoo vec-audit fuzz-graphs fuzz-grads check valgrind format format-check lint asan fuzz \
+.PHONY: all venv demo bench-build bench-hit bench-runtime bench-models bench-bandwidth bench-startup bench-package bench-train bench-gemm bench-compile bench-heavy bench-memory bench-zoo test test-c test-py golden test-avx2 test-browser test-opinfo capture-zoo train-zoo vec-audit fuzz-graphs fuzz-grads check valgrind format format-check lint asan fuzz \
         fuzz-build bootstrap clean distclean py-proto
 .DEFAULT_GOAL := all
 
@@ -292,6 +293,11 @@ bench-bandwidth: all
 # each on warm caches.
 bench-startup: all
 	COMPILED_BUILD=$(abspath $(BUILD)) $(PYTHON) bench/startup.py $(BENCH_ARGS)
+
+# Packages (compilectl package, compiled.load_package) against eager,
+# torch.export.load and AOTInductor: fresh-process start and steady state.
+bench-package: all
+	COMPILED_BUILD=$(abspath $(BUILD)) $(PYTHON) bench/package.py $(BENCH_ARGS)
 
 # float32 matrix products: oneDNN's sgemm against eager's torch.mm.
 bench-gemm: all

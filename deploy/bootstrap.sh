@@ -32,6 +32,10 @@ PACKAGES=(
   protobuf-compiler protobuf-c-compiler libprotobuf-c-dev libgrpc-dev
   # daemon, cache and compiler libraries
   libuv1-dev libsqlite3-dev sqlite3 libssl-dev libzstd-dev libjansson-dev
+  # torch.export .pt2 archives are zip files (client/lib/pt2.c); the -dev
+  # package has one name on Debian 12 and 13 (its runtime, libzip4 and
+  # libzip5, follows from it)
+  libzip-dev
   libhiredis-dev
   # the shared cache tier (tests start their own redis-server)
   redis-server

@@ -12,6 +12,7 @@
 #include <stdio.h>
 
 #include "client/lib/rpc.h"
+#include "compiled/v1/compiled.pb-c.h"
 #include "compiled/v1/graph.pb-c.h"
 
 /* Exit codes: distinct so scripts can tell failures apart. */
@@ -198,6 +199,19 @@ int ctl_cmd_stats(int argc, char **argv);
 int ctl_cmd_ls(int argc, char **argv);
 int ctl_cmd_evict(int argc, char **argv);
 int ctl_cmd_health(int argc, char **argv);
-int ctl_cmd_bench(int argc, char **argv); /* bench.c */
+int ctl_cmd_bench(int argc, char **argv);   /* bench.c */
+int ctl_cmd_package(int argc, char **argv); /* package.c */
+
+/* Compiles graph `g` (read from `path`, for messages and the label) for
+ * `target` (NULL: the daemon's) in inference mode, showing progress on a
+ * terminal, and returns the artifact (malloc'd, its SHA-256 checked against
+ * the result's) with the result's signature and key id (malloc'd, "" when
+ * the daemon does not sign). Returns CTL_OK or an exit code after printing
+ * why. (submit.c) */
+int ctl_compile_artifact(rpc_client *c, const char *path,
+                         Compiled__V1__GraphModule *g,
+                         Compiled__V1__Target *target, int opt_level,
+                         int64_t timeout_ms, uint8_t **art, size_t *art_len,
+                         char **signature, char **signature_key);
 
 #endif

@@ -32,6 +32,9 @@ static const char usage[] =
     "commands that talk to a daemon:\n"
     "  submit FILE...      compile graphs, or have them served from the "
     "cache\n"
+    "  package MODEL.pt2 -o MODEL.cpkg\n"
+    "                      compile a torch.export program into a package\n"
+    "                      that runs with no daemon (compiled.load_package)\n"
     "  explain FILE        the key of a graph; on a miss, the nearest entry\n"
     "  lookup KEY          what the cache holds for a key\n"
     "  fetch KEY -o FILE   download an artifact (digest checked)\n"
@@ -98,6 +101,9 @@ static const ctl_command commands[] = {
      NET_EXITS | CTL_BIT(CTL_EGRAPH) | CTL_BIT(CTL_EDENIED),
      "With several files each is tried (until the server is unreachable);\n"
      "the exit code is the first failure's.\n"},
+    {"package", ctl_cmd_package, true,
+     NET_EXITS | CTL_BIT(CTL_EGRAPH) | CTL_BIT(CTL_EDENIED),
+     "A .pt2 the reader refuses, or a graph the daemon refuses, exits 1.\n"},
     {"explain", ctl_cmd_explain, true,
      NET_EXITS | CTL_BIT(CTL_EGRAPH) | CTL_BIT(CTL_EDENIED),
      "A miss is an answer too: 0 for a hit and for a miss.\n"},

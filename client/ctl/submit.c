@@ -661,3 +661,81 @@ int ctl_cmd_explain(int argc, char **argv) {
   rpc_close(c);
   return rc;
 }
+
+/* ---- for package.c ---- */
+
+int ctl_compile_artifact(rpc_client *c, const char *path,
+                         Compiled__V1__GraphModule *g,
+                         Compiled__V1__Target *target, int opt_level,
+                         int64_t timeout_ms, uint8_t **art, size_t *art_len,
+                         char **signature, char **signature_key) {
+  submit_opts o = {.opt_level = opt_level,
+                   .client = "compilectl package",
+                   .quiet = !isatty(STDERR_FILENO),
+                   .timeout_ms = timeout_ms};
+  Compiled__V1__CompileRequest req = COMPILED__V1__COMPILE_REQUEST__INIT;
+  Compiled__V1__CompileOptions co;
+  fill_options(&o, &co);
+  req.graph = g;
+  req.options = &co;
+  req.target = target;
+  req.client = (char *)o.client;
+  Compiled__V1__Label label;
+  char file[PATH_MAX + 8], host[LABEL_HOST_MAX + 1];
+  fill_label(&o, path, &label, file, host);
+  req.label = &label;
+  progress p = {.on = !o.quiet, .file = path, .t0 = ctl_now_us()};
+  rpc_stream *s =
+      rpc_stream_start(c, "/compiled.v1.Compiler/Compile", &req.base,
+                       &compiled__v1__compile_event__descriptor, o.timeout_ms);
+  if (!s) {
+    ctl_errorf("out of memory");
+    return CTL_EIO;
+  }
+  progress_show(&p, "sent");
+  Compiled__V1__CompileEvent *ev = NULL;
+  read_events(s, &o, &p, &ev);
+  rpc_status st;
+  rpc_status_init(&st);
+  rpc_stream_finish(s, &st);
+  progress_clear(&p);
+  int rc = CTL_OK;
+  if (st.code != GRPC_STATUS_OK) {
+    rc = ctl_rpc_error(path, &st);
+  } else if (!ev || !ev->result) {
+    ctl_errorf("%s: the server ended the stream without a result", path);
+    rc = CTL_ESERVER;
+  } else {
+    const Compiled__V1__CompileResult *r = ev->result;
+    print_diagnostics(path, r);
+    uint8_t *fetched = NULL;
+    const uint8_t *data = r->artifact.data;
+    size_t len = r->artifact.len;
+    if (!r->artifact_inline) {
+      rc = ctl_fetch_artifact(c, r->key, o.timeout_ms, &fetched, &len, NULL);
+      data = fetched;
+    }
+    if (rc == CTL_OK) {
+      char have[65];
+      ctl_sha256_hex(data, len, have);
+      if (len != r->artifact_size ||
+          strcasecmp(have, r->artifact_digest ? r->artifact_digest : "")) {
+        ctl_errorf("%.16s: the artifact does not match the result", r->key);
+        rc = CTL_ESERVER;
+      } else if (!(*art = malloc(len ? len : 1))) {
+        ctl_errorf("out of memory");
+        rc = CTL_EIO;
+      } else {
+        memcpy(*art, data, len);
+        *art_len = len;
+        *signature = strdup(r->signature ? r->signature : "");
+        *signature_key = strdup(r->signature_key ? r->signature_key : "");
+      }
+    }
+    free(fetched);
+  }
+  rpc_status_clear(&st);
+  if (ev)
+    protobuf_c_message_free_unpacked(&ev->base, NULL);
+  return rc;
+}

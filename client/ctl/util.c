@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include "client/lib/pbjson.h"
+#include "client/lib/pt2.h"
 
 void ctl_errorf(const char *fmt, ...) {
   va_list ap;
@@ -132,7 +133,17 @@ int ctl_load_graph(const char *path, Compiled__V1__GraphModule **msg, char *err,
     return CTL_EIO;
   }
   int rc = CTL_OK;
-  if (ctl_guess_format(path, data, len) == CTL_FMT_JSON) {
+  if (pt2_looks_like_zip(data, len)) {
+    /* a torch.export archive: converted to a graph (client/lib/pt2.c) */
+    pt2_program *p;
+    if (pt2_read(data, len, path, &p, err, errlen) != 0) {
+      rc = CTL_EGRAPH;
+    } else {
+      *msg = p->graph;
+      p->graph = NULL;
+      pt2_free(p);
+    }
+  } else if (ctl_guess_format(path, data, len) == CTL_FMT_JSON) {
     char jerr[512];
     ProtobufCMessage *m = NULL;
     if (pbjson_decode_text(&compiled__v1__graph_module__descriptor,

@@ -37,12 +37,14 @@ GRAPHS = os.path.join(SRC, "tests", "data", "graphs")
 MLP = os.path.join(GRAPHS, "mlp.pb")
 ATTENTION = os.path.join(GRAPHS, "attention.pb")
 ADD_INPLACE_JSON = os.path.join(GRAPHS, "add_inplace.json")
+# a torch.export archive (tests/fuzz/make_pt2_seeds.py)
+PT2 = os.path.join(SRC, "tests", "data", "pt2", "mlp_dynamic.pt2")
 
 # Exit codes (client/ctl/ctl.h).
 OK, EGRAPH, EUSAGE, EUNREACHABLE, EIO, ESERVER, ENOTFOUND, EDENIED = range(8)
 
 # Every command of compilectl; the graph commands are one.
-COMMANDS = ("submit", "explain", "lookup", "fetch", "ls", "evict", "stats",
+COMMANDS = ("submit", "package", "explain", "lookup", "fetch", "ls", "evict", "stats",
             "health", "bench", "graph", "help", "version")
 GRAPH_COMMANDS = ("validate", "hash", "fmt", "convert", "functionalize", "lower",
                   "schedule", "plan", "codegen", "program")
@@ -476,6 +478,8 @@ def test_each_command_returns_the_exit_codes_its_help_lists(daemon, tmp_path):
     graph["graph"]["nodes"][1]["target"] = "aten::frobnicate.Tensor"
     bad.write_text(json.dumps(graph))
     missing, out, none = str(tmp_path / "missing.pb"), str(tmp_path / "o.bin"), "0" * 64
+    notpt2 = tmp_path / "bad.pt2"  # starts like a zip archive, is none
+    notpt2.write_bytes(b"PK\3\4" + bytes(60))
     bench = ["bench", "--clients", "1", "--duration", "0.1", "--warmup", "0"]
     nossl = ["--ca", str(tmp_path / "none.pem")]
     # who answers: the daemon, the daemon with --tokens (no token given), a
@@ -486,6 +490,13 @@ def test_each_command_returns_the_exit_codes_its_help_lists(daemon, tmp_path):
                    EUSAGE: (None, ["submit", "--bogus"]), EUNREACHABLE: (X, ["submit", MLP]),
                    EIO: (A, ["submit", missing]), ESERVER: (E, ["submit", MLP]),
                    EDENIED: (T, ["submit", MLP])},
+        "package": {OK: (A, ["package", PT2, "-o", out]),
+                    EGRAPH: (None, ["package", str(notpt2), "-o", out]),
+                    EUSAGE: (None, ["package", PT2]),
+                    EUNREACHABLE: (X, ["package", PT2, "-o", out]),
+                    EIO: (None, ["package", missing, "-o", out]),
+                    ESERVER: (E, ["package", PT2, "-o", out]),
+                    EDENIED: (T, ["package", PT2, "-o", out])},
         "explain": {OK: (A, ["explain", MLP]), EGRAPH: (A, ["explain", str(bad)]),
                     EUSAGE: (None, ["explain"]), EUNREACHABLE: (X, ["explain", MLP]),
                     EIO: (A, ["explain", missing]), ESERVER: (E, ["explain", MLP]),

@@ -21,6 +21,8 @@ Public API:
 - :func:`export_graph` -- capture and write ``.pb`` (binary) or ``.json``.
 - :class:`Client` -- a gRPC client of the daemon.
 - :func:`load_program` -- turn an artifact into a Python function.
+- :func:`load_package` -- load a package (``compilectl package model.pt2``):
+  a torch.export program compiled ahead of time, run with no daemon.
 - Errors: :class:`CaptureError`, :class:`CompileError` (the daemon refused
   the graph), :class:`DaemonUnavailable`, :class:`DaemonBusy`,
   :class:`DaemonError`, :class:`ArtifactError`, :class:`SpecializationError`,
@@ -84,6 +86,8 @@ _LAZY = {
     "CompiledFunction": ("frontend", "CompiledFunction"),
     "backend": ("frontend", "backend"),
     "compile": ("frontend", "compile"),
+    "load_package": ("package", "load_package"),
+    "PackageError": ("package", "PackageError"),
 }
 
 
