@@ -297,3 +297,19 @@ def test_compile_symbolic_program_serves_only_its_dtypes_and_layouts(server):
     sq = torch.randn(5, 5)
     torch.testing.assert_close(fast(sq, sq), f(sq, sq))   # one storage
     assert fast.compiles == 3
+
+
+def test_a_miss_names_the_input_dimension_and_sizes(server, caplog):
+    """The client's log says which input and dimension changed, with the
+    old and new sizes, and that a program with a size symbol follows."""
+    def f(x):
+        return x.sum(1)
+
+    fast = compiled.compile(f, (torch.randn(4, 8, 3),), server=server)
+    with caplog.at_level(logging.INFO, logger="compiled"):
+        fast(torch.randn(4, 11, 3))
+    lines = [r.getMessage() for r in caplog.records]
+    assert any("argument 0: shape (4, 11, 3) (was (4, 8, 3)): dimension 1 is 11 (was 8)"
+               in m for m in lines), lines
+    assert any("one program for every size of argument 0 dimension 1" in m
+               for m in lines), lines

@@ -215,6 +215,10 @@ def _what_changed(old: tuple, new: tuple, state_paths: Sequence[str]) -> str:
                 if x != y:
                     if what == "shape":
                         x, y = tuple(x), tuple(y)
+                        if len(x) == len(y):  # which dimensions, old and new sizes
+                            dims = "; ".join(f"dimension {d} is {n} (was {o})" for d, (o, n)
+                                             in enumerate(zip(x, y)) if o != n)
+                            return f"argument {i}: shape {y} (was {x}): {dims}"
                     return f"argument {i}: {what} {y} (was {x})"
         return f"argument {i}: {b[1]!r} (was {a[1]!r})"
     return "a new signature"
@@ -638,6 +642,10 @@ class CompiledFunction:
         if not dims:
             return None
         n = len(state)
+        _log.info("compiled %s: compiling one program for every size of %s",
+                  _capture._describe(self._fn),
+                  ", ".join(f"argument {i} dimension{'s' if len(d) > 1 else ''} "
+                            f"{', '.join(map(str, d))}" for i, d in dims.items()))
         try:
             fn, guards = self._compile_symbolic(args, state, flat,
                                                 {n + i: d for i, d in dims.items()})
