@@ -19,9 +19,14 @@ How the work is divided (docs/torch2.md has the whole story):
 - **The daemon** canonicalizes, keys, lowers to native code and caches, as
   for graphs from any other client.
 
+Dynamic shapes (docs/dynamic-shapes.md): a graph whose sizes are symbols
+(``dynamic=True``, ``mark_dynamic``, automatic dynamic) is sent as it is and
+compiles to one program with size symbols; a call its guards refuse gets a
+static program traced for its sizes (``_GraphFunction._specialized``).
+
 Failures: when the daemon cannot be reached or fails for any reason but the
 graph, or when a graph holds something the wire format cannot carry (a
-higher-order operator, a symbolic size), the graph runs as AOTAutograd's
+higher-order operator, a SymFloat), the graph runs as AOTAutograd's
 own ATen graph, eagerly, with one warning; a graph that could not be
 compiled because the daemon was away is compiled again on a later call,
 once the daemon answers. Only a graph the daemon refuses as invalid raises
