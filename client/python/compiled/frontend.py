@@ -22,7 +22,12 @@ How a call runs
    call would), compiles the graph through the daemon (or gets it from its
    cache), loads the artifact with :mod:`compiled.runtime`, and remembers it
    under the signature: a program never runs on inputs its signature does
-   not describe;
+   not describe. With dynamic shapes (``dynamic=True``, or by default
+   once a dimension has been seen with two sizes; docs/dynamic-shapes.md)
+   the program captured has size symbols, and a miss that differs from
+   its signature only in sizes, strides and offsets is served by it when
+   the trace's facts about the sizes hold (no capture, no compile); a call
+   its guards refuse (``GuardFailure``) gets a static program of its own;
 4. calls the program with (parameters, buffers, flattened user inputs); the
    program returns the outputs in the structure the function returns.
 
