@@ -313,3 +313,29 @@ def test_a_miss_names_the_input_dimension_and_sizes(server, caplog):
                in m for m in lines), lines
     assert any("one program for every size of argument 0 dimension 1" in m
                for m in lines), lines
+
+
+def test_dynamo_training_forward_and_backward_are_symbolic(server):
+    """Training through AOTAutograd with dynamic=True: the forward and the
+    backward graph are each one program with a size symbol; the loss and
+    the gradients are eager's at every batch size."""
+    import copy
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Linear(8, 16), torch.nn.ReLU(),
+                                torch.nn.LayerNorm(16), torch.nn.Linear(16, 4))
+    ref = copy.deepcopy(model)
+    fast = torch.compile(model, backend="compiled", dynamic=True, options={"server": server})
+    mark = _mark()
+    for b in (5, 7, 13):
+        x = torch.randn(b, 8)
+        loss = fast(x).pow(2).sum()
+        loss.backward()
+        want = ref(x).pow(2).sum()
+        want.backward()
+        torch.testing.assert_close(loss, want)
+        for p, q in zip(model.parameters(), ref.parameters()):
+            torch.testing.assert_close(p.grad, q.grad, atol=1e-5, rtol=1e-5)
+    graphs = _graphs_since(mark)
+    assert sorted(g.role for g in graphs) == ["backward", "forward"], [g.where for g in graphs]
+    for g in graphs:
+        assert g.compiles == 1 and len(_symbols(g.program)) == 1, (g.where, _symbols(g.program))
