@@ -339,3 +339,45 @@ def test_dynamo_training_forward_and_backward_are_symbolic(server):
     assert sorted(g.role for g in graphs) == ["backward", "forward"], [g.where for g in graphs]
     for g in graphs:
         assert g.compiles == 1 and len(_symbols(g.program)) == 1, (g.where, _symbols(g.program))
+
+
+def test_expr_text_states_sympy_sizes_in_the_wire_grammar():
+    """compiled.symbolic.expr_text: every form a size takes in torch's
+    ShapeEnv, written in the wire grammar (which Python reads alike), has
+    sympy's value at many sizes; powers are products (the daemon's loop IR
+    has none); a rational is refused by name."""
+    import sympy
+    from torch.utils._sympy.functions import CeilDiv, FloorDiv, Max, Min, ModularIndexing, \
+        PythonMod
+    from compiled import symbolic
+    s0, s1 = sympy.symbols("s0 s1", integer=True, positive=True)
+    exprs = [s0, 3 * s0 * s1 + 2, s1**2 * 3, FloorDiv(s0 + 15, 16) * 64, PythonMod(s0, 4),
+             Max(1, FloorDiv(s1, 2)), Min(s0, s1) - 1, CeilDiv(s0, 8),
+             ModularIndexing(s0 * s1, 2, 5), 2 * s0 - s1]
+    for e in exprs:
+        text = symbolic.expr_text(e, "test")
+        assert "**" not in text, text
+        for a, b in [(1, 1), (2, 7), (15, 16), (17, 3), (64, 33)]:
+            want = int(e.subs({s0: a, s1: b}))
+            assert eval(text, {"max": max, "min": min}, {"s0": a, "s1": b}) == want, \
+                (e, text, a, b)
+    with pytest.raises(compiled.CaptureError, match="no form"):
+        symbolic.expr_text(s0 / 3, "here")
+
+
+def test_dynamo_square_images_run_native_code(server):
+    """dynamic=True over [B, C, H, H]: Dynamo's strides are C*H**2 and H**2,
+    sent as products (as powers the daemon could not lower the input and
+    the whole program ran as ATen calls)."""
+    def f(x):
+        return torch.sigmoid(x) * 2 + x.mean(1, keepdim=True)
+
+    fast = torch.compile(f, backend="compiled", dynamic=True, options={"server": server})
+    mark = _mark()
+    with torch.no_grad():
+        for b, h in ((2, 5), (3, 8), (1, 7)):
+            x = torch.randn(b, 3, h, h)
+            torch.testing.assert_close(fast(x), f(x), atol=1e-6, rtol=1e-5)
+    graphs = _graphs_since(mark)
+    assert graphs and all(g.program.summary["kernels"] > 0 for g in graphs), \
+        [g.program.summary for g in graphs]

@@ -52,7 +52,7 @@ def _paren(text: str) -> str:
 
 def expr_text(expr, where: str) -> str:
     """A sympy integer expression over size symbols in the daemon's grammar
-    (docs/graph-format.md): sums, products, natural powers, floor division,
+    (docs/graph-format.md): sums, products, natural powers (up to 8, as products), floor division,
     modulo, max and min. Everything else raises Unencodable naming
     ``where``."""
     import sympy
@@ -67,8 +67,12 @@ def expr_text(expr, where: str) -> str:
     if isinstance(expr, sympy.Mul):
         return "*".join(_paren(expr_text(a, where)) for a in args)
     if (isinstance(expr, sympy.Pow) or name == "PowByNatural") and \
-            isinstance(args[1], sympy.Integer) and int(args[1]) >= 0:
-        return f"{_paren(expr_text(args[0], where))}**{int(args[1])}"
+            isinstance(args[1], sympy.Integer) and 0 <= int(args[1]) <= 8:
+        # a product, which the daemon's loop IR states (it has no power:
+        # the strides of an [N, C, H, H] input are C*H*H, H*H, H, 1)
+        if int(args[1]) == 0:
+            return "1"
+        return "*".join([_paren(expr_text(args[0], where))] * int(args[1]))
     if name in ("FloorDiv", "CleanDiv"):
         return f"{_paren(expr_text(args[0], where))}//{_paren(expr_text(args[1], where))}"
     if name == "CeilDiv":  # -(-a // b)
@@ -174,7 +178,11 @@ def trace_symbolic(fn, module, state_paths, n_state: int, user_spec, flat: List[
                                                        StatelessSymbolicContext)
     import sys
     capture = sys.modules["compiled.capture"]  # the package's name is the function
-    shape_env = ShapeEnv(specialize_zero_one=True)
+    # no duck sizing: dims of equal sizes at the trace (a sequence length
+    # of 128 and a model width of 128) stay independent symbols; where the
+    # program needs two equal, the trace (or the daemon's BROADCAST guard)
+    # says so
+    shape_env = ShapeEnv(specialize_zero_one=True, duck_shape=False)
     mode = FakeTensorMode(shape_env=shape_env, allow_non_fake_inputs=False)
     fakes = []
     with mode:
