@@ -381,3 +381,26 @@ def test_dynamo_square_images_run_native_code(server):
     graphs = _graphs_since(mark)
     assert graphs and all(g.program.summary["kernels"] > 0 for g in graphs), \
         [g.program.summary for g in graphs]
+
+
+def test_compile_a_program_without_a_symbolic_trace_is_traced_once(server, monkeypatch):
+    """A function whose symbolic trace fails (here: made to) compiles static
+    programs per size, and the symbolic trace is not tried again at every
+    new size."""
+    from compiled import symbolic
+    calls = []
+
+    def failing(*a, **k):
+        calls.append(1)
+        raise RuntimeError("no symbolic trace for this one")
+
+    monkeypatch.setattr(symbolic, "trace_symbolic", failing)
+
+    def f(x):
+        return x.cos() + 1
+
+    fast = compiled.compile(f, (torch.randn(3, 4),), server=server, dynamic=True)
+    for b in (5, 6, 7):
+        x = torch.randn(b, 4)
+        torch.testing.assert_close(fast(x), f(x))
+    assert fast.compiles == 4 and len(calls) == 1, (fast.compiles, calls)

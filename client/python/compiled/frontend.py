@@ -388,6 +388,9 @@ class CompiledFunction:
         self._first_shapes: Dict[int, tuple] = {}
         self._changed_dims: Dict[int, set] = {}
         self._symbolic: List[tuple] = []
+        # why a symbolic program cannot be had (the trace or the daemon
+        # refused one): not tried again, every signature is static
+        self._symbolic_broken: Optional[str] = None
         # How the last capture traced: "meta" (shape-only) or "real".
         self.capture_method: Optional[str] = None
         self._last_fn = None
@@ -607,7 +610,8 @@ class CompiledFunction:
         return dims
 
     def _symbolic_eligible(self, state, flat) -> bool:
-        return self._dynamic is not False and all(isinstance(t, _Tensor) for t in flat) and \
+        return self._dynamic is not False and self._symbolic_broken is None and \
+            all(isinstance(t, _Tensor) for t in flat) and \
             not (_is_grad_enabled() and any(t.requires_grad
                                             for t in itertools.chain(state, flat)))
 
@@ -660,10 +664,12 @@ class CompiledFunction:
             # the daemon refused the symbolic graph: the static one may do
             _log.debug("compiled %s: no symbolic program (%s); compiling for these sizes",
                        _capture._describe(self._fn), e)
+            self._symbolic_broken = str(e)
             return None
         except Exception as e:
             _log.debug("compiled %s: no symbolic program (%s: %s); compiling for these sizes",
                        _capture._describe(self._fn), type(e).__name__, e)
+            self._symbolic_broken = f"{type(e).__name__}: {e}"
             return None
         self._symbolic.insert(0, (fn, guards, _sizeless(key)))
         return fn
