@@ -18,6 +18,7 @@
 #   make bench-compile    cold compiles: request to artifact, time per pass
 #   make bench-heavy      cache hits during two huge requests; daemon memory
 #   make bench-memory     compile memory and time against graph size
+#   make bench-dynamic    many sizes: one program with size symbols vs Inductor
 #
 # Sources are found by wildcard: a new compiler/*.c joins libcompiler, a new
 # tests/test_*.c becomes a Criterion binary. Header dependencies are tracked
@@ -107,7 +108,7 @@ TESTS := $(patsubst tests/%.c,$(BUILD)/tests/%,$(TEST_SRC))
 BENCHES := $(patsubst bench/%.c,$(BUILD)/bench/%,$(BENCH_SRC))
 BUILD_ID_H := $(BUILD)/gen/build_id.h
 
-.PHONY: all venv demo bench-build bench-hit bench-runtime bench-models bench-bandwidth bench-startup bench-package bench-train bench-gemm bench-compile bench-heavy bench-memory bench-zoo test test-c test-py golden test-avx2 test-browser test-opinfo capture-zoo train-zoo vec-audit fuzz-graphs fuzz-grads check valgrind format format-check lint asan fuzz \
+.PHONY: all venv demo bench-build bench-hit bench-runtime bench-models bench-bandwidth bench-startup bench-package bench-train bench-gemm bench-compile bench-heavy bench-memory bench-dynamic bench-zoo test test-c test-py golden test-avx2 test-browser test-opinfo capture-zoo train-zoo vec-audit fuzz-graphs fuzz-grads check valgrind format format-check lint asan fuzz \
         fuzz-build bootstrap clean distclean py-proto
 .DEFAULT_GOAL := all
 
@@ -327,6 +328,12 @@ bench-heavy: all
 # and time against node count: relu chains, a wide graph, resnet18/50.
 bench-memory: all
 	COMPILED_BUILD=$(abspath $(BUILD)) $(PYTHON) bench/compile_memory.py $(BENCH_ARGS)
+
+# Dynamic shapes: a transformer at 32 sequence lengths, a CNN at 64 batch
+# sizes; eager, Inductor and compiled, dynamic=None and True; compiles and
+# total time; the program with size symbols against a static one.
+bench-dynamic: all
+	COMPILED_BUILD=$(abspath $(BUILD)) $(PYTHON) bench/dynamic.py $(BENCH_ARGS)
 
 # Test binaries find data and binaries through these variables.
 

@@ -281,9 +281,13 @@ static void stext(const gc_symctx *s, const gc_sym *e, pbuf *p, int depth) {
     return;
   case GC_SYM_FLOORDIV:
   case GC_SYM_MOD:
-    pf(p, "(");
+    /* parenthesized whole: in a product, "64*(x + 15) // 16" would read
+     * as (64*(x + 15)) // 16 (the grammar's * and // are one
+     * left-associative level), not the 64*((x + 15) // 16) the generated
+     * C computes */
+    pf(p, "((");
     stext(s, e->ops[0], p, depth + 1);
-    pf(p, ") %s %lld", e->kind == GC_SYM_FLOORDIV ? "//" : "%",
+    pf(p, ") %s %lld)", e->kind == GC_SYM_FLOORDIV ? "//" : "%",
        (long long)e->c);
     return;
   case GC_SYM_MIN:

@@ -29,7 +29,10 @@ def _fn(x):
 
 
 def _compile_on(address):
-    f = compiled.compile(_fn, (torch.randn(4),), server=address)
+    # static programs: each new shape asks the daemon (with the default
+    # dynamic=None, the second shape's program has a size symbol and
+    # serves every later shape without it)
+    f = compiled.compile(_fn, (torch.randn(4),), server=address, dynamic=False)
     assert f.compiles == 1
     return f
 

@@ -423,3 +423,24 @@ def test_plan_and_program_listings_print_expressions(tmp_path):
     assert "# symbol s0 = input 0 .size(0)" in prog, prog
     assert "# guard " in prog and "s0" in prog.split("# guard ")[1], prog
     assert "*s0) bytes" in prog, prog
+
+
+def test_arena_offsets_rounded_up_agree_with_the_code(server):
+    """An arena buffer placed after one whose size is not a multiple of 64
+    bytes starts at 64*((n + 15) // 16) bytes. The artifact's offset
+    expressions (which the runtime evaluates for the views ATen calls
+    read) printed it "64*(n + 15) // 16", read as (64*(n + 15)) // 16: the
+    cat, an ATen call here, read the sums from another place than the
+    kernel wrote them."""
+    def f(x, w):
+        s = (x @ w).sum(-1)
+        return torch.cat([s, s], dim=0)
+
+    def args(B):
+        return gen(B, 3, 8), gen(8, 4, seed=1)
+
+    d = Dynamic(server, f, args, {"B": (5, 7, 11)})
+    assert d.summary["fallback"] == 1, d.summary   # the cat along B
+    offsets = [p.offset_expr for p in d.artifact.native_program.placements if p.offset_expr]
+    assert any("//" in o for o in offsets), offsets
+    run_all(d, sizes=[1, 2, 5, 7, 9, 16, 33], atol=1e-5, rtol=1e-5)

@@ -176,6 +176,11 @@ _ARG_SCALAR_TYPE = wire.tag(_ARG, "as_scalar_type")
 _ARG_MEMORY_FORMAT = wire.tag(_ARG, "as_memory_format")
 _ARG_LAYOUT = wire.tag(_ARG, "as_layout")
 _ARG_DEVICE = wire.tag(_ARG, "as_device")
+_ARG_SYM_INT = wire.tag(_ARG, "as_sym_int")
+_ARG_SYM_INTS = wire.tag(_ARG, "as_sym_ints")
+_SYM_ARG_NAME = wire.tag(graph_pb2.SymIntArgument, "as_name")
+_SYM_ARG_INT = wire.tag(graph_pb2.SymIntArgument, "as_int")
+_SYM_ITEMS = wire.tag(graph_pb2.SymIntList, "items")
 _NAME = wire.tag(graph_pb2.TensorArgument, "name")
 _TENSOR_ITEMS = wire.tag(graph_pb2.TensorList, "items")
 _OPTIONAL_ITEMS = wire.tag(graph_pb2.OptionalTensorList, "items")
@@ -203,7 +208,8 @@ _KEYWORD = _INPUT_KIND + wire.varint(graph_pb2.ARGUMENT_KIND_KEYWORD)
 _STACK_TRACE = wire.tag(graph_pb2.NodeMetadata, "stack_trace")
 _MODULE_PATH = wire.tag(graph_pb2.NodeMetadata, "module_path")
 _GRAPH = {name: wire.tag(graph_pb2.Graph, name)
-          for name in ("inputs", "nodes", "outputs", "tensor_values", "storage_groups")}
+          for name in ("inputs", "nodes", "outputs", "tensor_values", "sym_int_values",
+                       "storage_groups")}
 _GRAPH_MODULE_GRAPH = wire.tag(graph_pb2.GraphModule, "graph")
 
 
@@ -1042,8 +1048,11 @@ class _Encoder:
     tensor (or None if it does not hold one).
     """
 
-    def __init__(self, tensor_name: Callable[[torch.fx.Node], Optional[str]]):
+    def __init__(self, tensor_name: Callable[[torch.fx.Node], Optional[str]],
+                 sym_name: Optional[Callable[[torch.fx.Node], Optional[str]]] = None):
         self.tensor_name = tensor_name
+        # the value name of an FX node holding a SymInt (symbolic graphs)
+        self.sym_name = sym_name or (lambda node: None)
         self._tensors: Dict[torch.fx.Node, bytes] = {}  # node -> TensorArgument
         self._arguments: Dict[torch.fx.Node, bytes] = {}  # node -> Argument
 
@@ -1068,13 +1077,36 @@ class _Encoder:
         if isinstance(value, torch.fx.Node):
             data = self._arguments.get(value)
             if data is None:
-                data = self._arguments[value] = _ld(_ARG_TENSOR, self._tensor(value, where))
+                sym = self.sym_name(value)
+                if sym is not None:  # a SymInt value: as_sym_int by name
+                    data = _ld(_ARG_SYM_INT, _ld(_SYM_ARG_NAME, sym.encode()))
+                else:
+                    data = _ld(_ARG_TENSOR, self._tensor(value, where))
+                self._arguments[value] = data
             return data
         if value is None:
             return _ARG_NONE
         if isinstance(value, (list, tuple)):
+            if any(isinstance(i, torch.fx.Node) and self.sym_name(i) is not None
+                   for i in value):
+                return self._sym_int_list(value, where)
             return self._encode_list(list(value), _kinds(jit_type)[0], where)
         return self._encode_scalar(value, _kinds(jit_type)[1], where)
+
+    def _sym_int_list(self, items, where) -> bytes:
+        """An int[] some of whose items are SymInt values: as_sym_ints."""
+        out = []
+        for item in items:
+            if isinstance(item, torch.fx.Node):
+                sym = self.sym_name(item)
+                if sym is None:
+                    raise CaptureError(f"{where}: SymInt[] element '{item.name}' is no SymInt")
+                out.append(_ld(_SYM_ITEMS, _ld(_SYM_ARG_NAME, sym.encode())))
+            elif isinstance(item, int) and not isinstance(item, bool):
+                out.append(_ld(_SYM_ITEMS, _SYM_ARG_INT + wire.varint(_check_int64(item, where))))
+            else:
+                raise CaptureError(f"{where}: SymInt[] element {item!r} is not an integer")
+        return _ld(_ARG_SYM_INTS, b"".join(out))
 
     def _tensor(self, node: torch.fx.Node, where: str) -> bytes:
         """The serialized TensorArgument naming ``node``'s value."""
@@ -1391,10 +1423,17 @@ def _value_path(node: torch.fx.Node) -> tuple:
 
 
 def _encode(fx_graph: torch.fx.Graph, inputs: List[_Input], attr_nodes, metas, names: _Names,
-            find_storage_groups: bool = True) -> bytes:
+            find_storage_groups: bool = True, sym_values=None) -> bytes:
     """The serialized GraphModule (compiled.wire writes it). With
     ``find_storage_groups`` false, the inputs' storage sharing is not looked up
-    (their values are FakeTensors, whose inputs never share storage)."""
+    (their values are FakeTensors, whose inputs never share storage).
+
+    ``sym_values`` (symbolic graphs: compiled.symbolic): {FX node: its
+    graph_pb2.SymInt} for every placeholder and node that holds a SymInt;
+    they become SymInt inputs, ``aten::sym_size`` outputs and
+    ``_operator::mul``-style nodes, named in ``sym_int_values``."""
+    sym_values = sym_values or {}
+    sym_names: Dict[torch.fx.Node, str] = {}
     # Value names by value path. Inputs first (already named).
     path_names: Dict[tuple, str] = {}
     for inp in inputs:
@@ -1406,7 +1445,13 @@ def _encode(fx_graph: torch.fx.Graph, inputs: List[_Input], attr_nodes, metas, n
         path_names[(node,)] = path_names[(first_attr[target],)]
 
     call_nodes = [n for n in fx_graph.nodes if n.op == "call_function" and n.target is not operator.getitem]
+    for inp in inputs:
+        if inp.fx_node in sym_values:
+            sym_names[inp.fx_node] = inp.name
     for node in call_nodes:
+        if node in sym_values:
+            sym_names[node] = names.take(node.name)
+            continue  # aten::sym_size or SymInt arithmetic (symbolic.SYM_OPERATORS)
         if not isinstance(node.target, torch._ops.OpOverload):
             raise CaptureError(f"node '{node.name}': target {node.target!r} is not an ATen operator overload")
         for user in node.users:
@@ -1424,7 +1469,7 @@ def _encode(fx_graph: torch.fx.Graph, inputs: List[_Input], attr_nodes, metas, n
     def tensor_name(node: torch.fx.Node) -> Optional[str]:
         return path_names.get(_value_path(node))
 
-    encoder = _Encoder(tensor_name)
+    encoder = _Encoder(tensor_name, sym_names.get)
     values = _TensorValues(metas)
 
     # Inputs.
@@ -1434,6 +1479,8 @@ def _encode(fx_graph: torch.fx.Graph, inputs: List[_Input], attr_nodes, metas, n
         if isinstance(inp.value, torch.Tensor):
             arg = _ld(_ARG_TENSOR, _ld(_NAME, inp.name.encode()))
             values.add(inp.name, (inp.fx_node,))
+        elif inp.fx_node in sym_names:  # a SymInt input
+            arg = _ld(_ARG_SYM_INT, _ld(_SYM_ARG_NAME, inp.name.encode()))
         else:
             arg = _encode_literal(inp.value, f"input {inp.name}")
         spec = [_SPEC_KIND + wire.varint(inp.kind)] if inp.kind else []
@@ -1468,12 +1515,35 @@ def _encode(fx_graph: torch.fx.Graph, inputs: List[_Input], attr_nodes, metas, n
     nodes_tag = _GRAPH["nodes"]
     for node in call_nodes:
         op = node.target
+        if not isinstance(op, torch._ops.OpOverload):  # SymInt arithmetic
+            from .symbolic import SYM_OPERATORS
+            target, schema_text = SYM_OPERATORS[op]
+            operators[target] = schema_text
+            parts = [_ld(_NODE_TARGET, target.encode())]
+            if node.kwargs or len(node.args) != schema_text.split("->")[0].count("SymInt"):
+                raise CaptureError(f"node '{node.name}' ({target}): unexpected arguments "
+                                   f"{node.args} {node.kwargs}")
+            for pname, value in zip("ab", node.args):
+                where = f"node '{node.name}' ({target}), argument '{pname}'"
+                if isinstance(value, torch.fx.Node):
+                    data = encoder.encode(value, None, where)
+                elif isinstance(value, int) and not isinstance(value, bool):
+                    data = _ld(_ARG_SYM_INT, _SYM_ARG_INT + wire.varint(_check_int64(value, where)))
+                else:
+                    raise CaptureError(f"{where}: {value!r} is not an integer")
+                parts.append(_ld(_NODE_INPUTS, _ld(_INPUT_NAME, pname.encode())
+                                 + _ld(_INPUT_ARG, data) + _POSITIONAL))
+            parts.append(_ld(_NODE_OUTPUTS, _ld(_ARG_SYM_INT,
+                                                _ld(_SYM_ARG_NAME, sym_names[node].encode()))))
+            nodes.append(_ld(nodes_tag, b"".join(parts)))
+            continue
         schema = op._schema
         target, schema_text, target_field = _operator_info(op, schema)
         operators[target] = schema_text
         parts = [target_field]
         _encode_node_inputs(parts, node, schema, target, encoder)
-        _encode_node_outputs(parts, values, node, schema, target, metas, path_names, names)
+        _encode_node_outputs(parts, values, node, schema, target, metas, path_names, names,
+                             sym_names)
         stack = node.meta.get(_META_STACK)
         module_path = node.meta.get(_META_MODULE)
         if stack or module_path:
@@ -1491,7 +1561,12 @@ def _encode(fx_graph: torch.fx.Graph, inputs: List[_Input], attr_nodes, metas, n
     outputs = [_ld(_GRAPH["outputs"], encoder.encode(leaf, None, f"output {i}"))
                for i, leaf in enumerate(leaves)]
 
-    graph = b"".join(input_specs + nodes + outputs + values.encoded + storage_groups)
+    sym_int_values = [_ld(_GRAPH["sym_int_values"],
+                          graph_pb2.SymIntValue(name=sym_names[node],
+                                                value=sym_values[node]).SerializeToString())
+                      for node in sorted(sym_names, key=lambda n: sym_names[n])]
+    graph = b"".join(input_specs + nodes + outputs + values.encoded + sym_int_values
+                     + storage_groups)
     head = graph_pb2.GraphModule()
     head.schema_version.major, head.schema_version.minor = SCHEMA_VERSION
     tail = graph_pb2.GraphModule(torch_version=torch.__version__, producer=PRODUCER)
@@ -1583,7 +1658,7 @@ def _named_argument(arg: _SchemaArg, value: bytes, kind: bytes) -> bytes:
 
 
 def _encode_node_outputs(parts: List[bytes], values: _TensorValues, node, schema, target, metas,
-                         path_names, names: _Names) -> None:
+                         path_names, names: _Names, sym_names=None) -> None:
     """One output Argument per schema return, appended to ``parts``; fresh
     names for unused ones."""
     returns = list(schema.returns)
@@ -1609,6 +1684,9 @@ def _encode_node_outputs(parts: List[bytes], values: _TensorValues, node, schema
                 items.append(_ld(_TENSOR_ITEMS, name_for(path + (i,))))
                 i += 1
             return _ld(_ARG_TENSORS, b"".join(items))
+        if kind in ("SymIntType", "IntType") and sym_names and path[0] in sym_names \
+                and len(path) == 1:
+            return _ld(_ARG_SYM_INT, _ld(_SYM_ARG_NAME, sym_names[path[0]].encode()))
         raise CaptureError(f"{where}: cannot encode a return of type {ret.type}")
 
     if len(returns) == 1:

@@ -23,9 +23,14 @@ How the work is divided (docs/torch2.md has the whole story):
   maps the Dynamo graph to the key of the ATen graph AOTAutograd made of it
   in an earlier process.
 
+Dynamic shapes (docs/dynamic-shapes.md): a graph whose sizes are symbols
+(``dynamic=True``, ``mark_dynamic``, automatic dynamic) is sent as it is and
+compiles to one program with size symbols; a call its guards refuse gets a
+static program traced for its sizes (``_GraphFunction._specialized``).
+
 Failures: when the daemon cannot be reached or fails for any reason but the
 graph, or when a graph holds something the wire format cannot carry (a
-higher-order operator, a symbolic size), the graph runs as AOTAutograd's
+higher-order operator, a SymFloat), the graph runs as AOTAutograd's
 own ATen graph, eagerly, with one warning; a graph that could not be
 compiled because the daemon was away is compiled again on a later call,
 once the daemon answers. Only a graph the daemon refuses as invalid raises
@@ -66,7 +71,7 @@ import torch.fx
 
 from . import CaptureError
 from .errors import (ArtifactWarning, CompileError, CompileFallbackWarning, DaemonError,
-                     DaemonUnavailableWarning)
+                     DaemonUnavailableWarning, GuardFailure)
 
 __all__ = ["BackendOptions", "compiled_backend", "encode_graph", "loaded_graphs"]
 
@@ -138,21 +143,11 @@ class _Backend:
         warnings.warn(f"compiled: {message}", category, stacklevel=2)
 
 
-def _is_symbolic(value) -> bool:
-    if isinstance(value, (torch.SymInt, torch.SymFloat, torch.SymBool)):
-        return True
-    if isinstance(value, torch.Tensor):
-        return any(isinstance(s, torch.SymInt) for s in value.shape) or \
-            any(isinstance(s, torch.SymInt) for s in value.stride()) or \
-            isinstance(value.storage_offset(), torch.SymInt)
-    return False
+from .symbolic import Unencodable, is_symbolic as _is_symbolic  # noqa: E402
 
 
-class Unencodable(CaptureError):
-    """An ATen graph holds something the wire format cannot carry (yet)."""
-
-
-def encode_graph(gm: torch.fx.GraphModule, where: str) -> "tuple[bytes, list]":
+def encode_graph(gm: torch.fx.GraphModule, where: str,
+                 input_kinds: Optional[Sequence[int]] = None) -> "tuple[bytes, list]":
     """The wire bytes of an AOTAutograd ATen graph and the values of its
     CONSTANT inputs (its ``get_attr`` tensors), in input order.
 
@@ -160,15 +155,31 @@ def encode_graph(gm: torch.fx.GraphModule, where: str) -> "tuple[bytes, list]":
     comes from ``node.meta["val"]`` (FakeTensors), read as each value is
     produced, so a later in-place change cannot alter it. Values are
     described as not requiring grad: AOTAutograd runs compiled graphs
-    with grad off. Raises Unencodable for symbolic sizes, higher-order
-    operators and nodes without metadata.
+    with grad off. ``input_kinds``: each placeholder's InputKind (default:
+    all USER_INPUT).
+
+    A symbolic graph (dynamic shapes: SymInt sizes, SymInt placeholders,
+    ``aten::sym_size`` and SymInt arithmetic) is sent as it is: sizes as
+    expressions with their example values as hints (compiled.symbolic),
+    SymInt placeholders as SymInt inputs, which the program takes at call
+    time. Raises Unencodable for what the wire format cannot carry
+    (SymFloat and SymBool values, sizes no expression of its grammar
+    states), higher-order operators and nodes without metadata.
     """
+    from .symbolic import set_symint, sym_meta, SYM_OPERATORS
+    from .v1 import graph_pb2
     graph = gm.graph
     cache: Dict[tuple, Any] = {}
+    sym_values: Dict[torch.fx.Node, Any] = {}
+
+    def sym_value(node, val):
+        msg = graph_pb2.SymInt()
+        set_symint(msg, val, f"{where}: node '{node.name}'")
+        sym_values[node] = msg
 
     def meta_of(t: torch.Tensor, what: str):
         if _is_symbolic(t):
-            raise Unencodable(f"{where}: {what} has symbolic sizes (dynamic shapes)")
+            return sym_meta(t, f"{where}: {what}")
         key = (t.dtype, tuple(t.shape), t.stride(), t.storage_offset())
         meta = cache.get(key)
         if meta is None:
@@ -183,16 +194,22 @@ def encode_graph(gm: torch.fx.GraphModule, where: str) -> "tuple[bytes, list]":
     constants: Dict[str, torch.Tensor] = {}
     names = _capture._Names()
     user_inputs = []
+    n_placeholders = 0
     for node in graph.nodes:
         if node.op == "placeholder":
             val = node.meta.get("val")
             if isinstance(val, torch.Tensor):
                 metas[(node,)] = meta_of(val, f"input {node.name}")
+            elif isinstance(val, torch.SymInt):
+                sym_value(node, val)
             elif val is None or _is_symbolic(val) or not isinstance(val, (int, float, bool)):
                 raise Unencodable(f"{where}: input {node.name} is a "
                                   f"{type(val).__name__}, not a tensor")
-            user_inputs.append(_capture._Input(_capture.graph_pb2.INPUT_KIND_USER_INPUT,
-                                               val, node.name, "", False, node))
+            kind = _capture.graph_pb2.INPUT_KIND_USER_INPUT
+            if input_kinds is not None:
+                kind = input_kinds[n_placeholders]
+            n_placeholders += 1
+            user_inputs.append(_capture._Input(kind, val, node.name, "", False, node))
         elif node.op == "get_attr":
             value = _capture._fetch_attr(gm, node.target)
             if isinstance(value, torch.fx.GraphModule):
@@ -209,13 +226,21 @@ def encode_graph(gm: torch.fx.GraphModule, where: str) -> "tuple[bytes, list]":
             attr_nodes[node] = node.target
         elif node.op == "call_function":
             target = node.target
+            val = node.meta.get("val")
             if target.__class__ is not torch._ops.OpOverload:
-                if target.__module__ == "_operator" and target.__name__ == "getitem":
+                if target is operator.getitem:
+                    continue
+                if target in SYM_OPERATORS and isinstance(val, torch.SymInt):
+                    sym_value(node, val)
                     continue
                 raise Unencodable(f"{where}: node '{node.name}' calls {target}, "
                                   "not an ATen operator")
-            val = node.meta.get("val")
-            if isinstance(val, torch.Tensor):
+            if isinstance(val, torch.SymInt):  # aten::sym_size.int, sym_numel...
+                sym_value(node, val)
+            elif isinstance(val, (torch.SymFloat, torch.SymBool)):
+                raise Unencodable(f"{where}: node '{node.name}' ({target}) makes a "
+                                  f"{type(val).__name__}, which the wire format cannot carry")
+            elif isinstance(val, torch.Tensor):
                 metas[(node,)] = meta_of(val, f"node '{node.name}'")
             elif isinstance(val, (list, tuple)):
                 for i, v in enumerate(val):
@@ -237,7 +262,8 @@ def encode_graph(gm: torch.fx.GraphModule, where: str) -> "tuple[bytes, list]":
     all_inputs = inputs + user_inputs
     for inp in all_inputs:
         inp.name = names.take(inp.target.replace(".", "_") if inp.target else inp.name)
-    data = _capture._encode(graph, all_inputs, attr_nodes, metas, names, find_storage_groups=False)
+    data = _capture._encode(graph, all_inputs, attr_nodes, metas, names, find_storage_groups=False,
+                            sym_values=sym_values)
     return data, list(constants.values())
 
 
@@ -285,23 +311,77 @@ class _GraphFunction:
         self.delay = None   # after a failure: the wait before the next try
         self.eager = gm.forward
         self.serial = next(_SERIAL)
+        # a symbolic graph's program refused a call (compiled.GuardFailure):
+        # programs specialized to the sizes of such calls, by signature
+        self.specialized: Dict[tuple, Callable] = {}
+        self.compiles = 0   # programs fetched from the daemon
         _LOADED.add(self)
 
     def __call__(self, args: list):
         fn = self.fn
         if fn is not None:
-            return fn(args)
+            try:
+                return fn(args)
+            except GuardFailure as e:  # the list is whole: run it another way
+                return self._specialized(args, e)
         if time.monotonic() >= self.retry_at and self.data is not None:
             if self.compile():
-                return self.fn(args)
+                return self(args)
         inputs = list(args)
         args.clear()
         return self.eager(*inputs)
+
+    def _specialized(self, args: list, failure: GuardFailure):
+        """A call the symbolic graph's program refused (one of its guards is
+        false at these sizes: an empty reduction, a dimension that
+        broadcasts...): the graph traced again at these inputs' sizes, a
+        static program compiled once per signature (a new compile, not a
+        failure); ATen calls if that fails too."""
+        sig = tuple((a.dtype, tuple(a.shape), a.stride(), a.storage_offset())
+                    if isinstance(a, torch.Tensor) else (type(a), a) for a in args)
+        fn = self.specialized.get(sig)
+        if fn is None:
+            _log.debug("compiled backend: %s: %s; compiling it for these sizes",
+                       self.where, failure)
+            fn = self._compile_static(list(args))
+            self.specialized[sig] = fn
+        return fn(args)
+
+    def _compile_static(self, inputs: list) -> Callable:
+        from torch.fx.experimental.proxy_tensor import make_fx
+        where = f"{self.where} (specialized)"
+        eager = self.eager
+
+        def run_eager(args):
+            xs = list(args)
+            args.clear()
+            return eager(*xs)
+        try:
+            gm = make_fx(self.gm, tracing_mode="fake")(*inputs)
+            for node, value in zip((n for n in gm.graph.nodes if n.op == "placeholder"), inputs):
+                if not isinstance(value, torch.Tensor):  # a SymInt's value: a literal now
+                    node.meta["val"] = value
+            data, constants = encode_graph(gm, where)
+        except Exception as e:
+            self.backend.warn(CompileFallbackWarning, f"{where}: {e}; running it as ATen calls")
+            return run_eager
+        program = self._fetch(data, constants, where)
+        return program.fn if program is not None else run_eager
 
     def compile(self) -> bool:
         """Ask the daemon for the program and load it. False (and eager
         until the retry) when the daemon failed for a reason other than
         the graph; raises CompileError when it refused the graph."""
+        program = self._fetch(self.data, self.constants, self.where)
+        if program is None:
+            return False
+        self.program = program
+        self.fn = program.fn
+        return True
+
+    def _fetch(self, data: bytes, constants: list, where: str):
+        """The loaded program of ``data`` from the daemon, or None (see
+        compile)."""
         from . import native as _native
         from . import runtime
         from .v1 import compiled_pb2
@@ -312,44 +392,44 @@ class _GraphFunction:
             mode=compiled_pb2.MODE_INFERENCE, separate_temporaries=self.role != "inference",
             eager_random=opts.eager_random)
         try:
-            outcome = b.client.compile_outcome(self.data, options,
-                                               target=_native.target_message(),
-                                               timeout=opts.timeout, label=self.where,
+            outcome = b.client.compile_outcome(data, options, target=_native.target_message(),
+                                               timeout=opts.timeout, label=where,
                                                entry_label=self.entry_label)
             key, artifact = outcome.key, outcome.artifact
         except CompileError:
             raise
         except DaemonError as e:
             b.warn(DaemonUnavailableWarning,
-                   f"{e}; running {self.where} as ATen calls (daemon {b.client.address}). "
+                   f"{e}; running {where} as ATen calls (daemon {b.client.address}). "
                    "Compiling will be retried later.")
             from .frontend import RETRY_FIRST, RETRY_MAX   # compile()'s delays
             self.delay = RETRY_FIRST if self.delay is None else min(self.delay * 2, RETRY_MAX)
             self.retry_at = time.monotonic() + self.delay
-            return False
+            return None
+        self.compiles += 1
         try:
             # AOTAutograd calls its compilers with its FakeTensorMode active:
             # the program's arenas must be real memory
             from torch.utils._python_dispatch import _disable_current_modes
             with _capture.paused_gc(), _disable_current_modes():
-                program = runtime.load(artifact, constants=self.constants, boxed=True,
+                program = runtime.load(artifact, constants=constants, boxed=True,
                                        native=opts.native,
                                        recycle_outputs=self.role == "inference")
         except Exception as e:  # whatever the artifact holds, user code never sees it
             _log.warning("compiled backend: the artifact %s for %s could not be loaded: %s: %s",
-                         key, self.where, type(e).__name__, e)
-            b.warn(ArtifactWarning, f"the daemon's artifact {key[:16]} for {self.where} could "
+                         key, where, type(e).__name__, e)
+            b.warn(ArtifactWarning, f"the daemon's artifact {key[:16]} for {where} could "
                    f"not be loaded ({type(e).__name__}: {e}); running it as ATen calls. "
                    f"`compilectl evict {key[:16]}` removes it from the cache.")
-            self.data = None  # never again for this graph
-            return False
-        self.program = program
+            if data is self.data:
+                self.data = None  # never again for this graph
+            return None
         b.programs.append(program)
-        _log.debug("compiled backend: %s -> program %s", self.where, key[:16])
-        self.fn = program.fn
-        self.key = key
-        self.signature = (outcome.result.signature, outcome.result.signature_key)
-        return True
+        _log.debug("compiled backend: %s -> program %s", where, key[:16])
+        if data is self.data:   # the graph's own program (the graph memo's entry names it)
+            self.key = key
+            self.signature = (outcome.result.signature, outcome.result.signature_key)
+        return program
 
 
 _SERIAL = itertools.count()

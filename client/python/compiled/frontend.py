@@ -22,7 +22,12 @@ How a call runs
    call would), compiles the graph through the daemon (or gets it from its
    cache), loads the artifact with :mod:`compiled.runtime`, and remembers it
    under the signature: a program never runs on inputs its signature does
-   not describe;
+   not describe. With dynamic shapes (``dynamic=True``, or by default
+   once a dimension has been seen with two sizes; docs/dynamic-shapes.md)
+   the program captured has size symbols, and a miss that differs from
+   its signature only in sizes, strides and offsets is served by it when
+   the trace's facts about the sizes hold (no capture, no compile); a call
+   its guards refuse (``GuardFailure``) gets a static program of its own;
 4. calls the program with (parameters, buffers, flattened user inputs); the
    program returns the outputs in the structure the function returns.
 
@@ -66,7 +71,7 @@ from . import runtime
 from . import training as _training
 from .errors import (ArtifactError, ArtifactWarning, CompileError, CompileFallbackWarning,
                      DaemonError,
-                     DaemonUnavailableWarning)
+                     DaemonUnavailableWarning, GuardFailure)
 from .v1 import compiled_pb2, graph_pb2
 
 __all__ = ["BackendFunction", "CompiledFunction", "backend", "compile"]
@@ -215,9 +220,22 @@ def _what_changed(old: tuple, new: tuple, state_paths: Sequence[str]) -> str:
                 if x != y:
                     if what == "shape":
                         x, y = tuple(x), tuple(y)
+                        if len(x) == len(y):  # which dimensions, old and new sizes
+                            dims = "; ".join(f"dimension {d} is {n} (was {o})" for d, (o, n)
+                                             in enumerate(zip(x, y)) if o != n)
+                            return f"argument {i}: shape {y} (was {x}): {dims}"
                     return f"argument {i}: {what} {y} (was {x})"
         return f"argument {i}: {b[1]!r} (was {a[1]!r})"
     return "a new signature"
+
+
+def _sizeless(key: tuple) -> tuple:
+    """A call's signature (a key of CompiledFunction._entries) without the
+    sizes, strides and offsets of its user tensors (their ranks kept):
+    what a program with size symbols must match besides its guards."""
+    *head, sig = key
+    return (*head, sig[0], tuple((e[0], len(e[1]), e[4], e[5], e[6]) if len(e) == 7 else e
+                                 for e in sig[1:]))
 
 
 def _state_change(a, b, state_paths: Sequence[str]) -> str:
@@ -347,7 +365,7 @@ class CompiledFunction:
 
     def __init__(self, fn_or_module: Union[Callable, torch.nn.Module], example_inputs, *,
                  server: Optional[str] = None, opt_level=None, keep_input_mutations: bool = True,
-                 eager_random: Optional[bool] = None):
+                 eager_random: Optional[bool] = None, dynamic: Optional[bool] = None):
         if not callable(fn_or_module):
             raise TypeError(f"compile expects a callable or an nn.Module, got "
                             f"{type(fn_or_module).__name__}")
@@ -360,6 +378,19 @@ class CompiledFunction:
         self._entries: Dict[tuple, Any] = {}   # signature -> program fn or _Eager
         self.programs: List[runtime.LoadedProgram] = []
         self.compiles = 0
+        if dynamic not in (None, True, False):
+            raise TypeError(f"compile: dynamic must be None, True or False, got {dynamic!r}")
+        self._dynamic = dynamic
+        # dynamic shapes (docs/dynamic-shapes.md): the first shape of each
+        # user tensor (by flat index), the dims that have changed since
+        # (dynamic=None) and the symbolic programs, newest first, as
+        # (program fn, ShapeGuards, dims)
+        self._first_shapes: Dict[int, tuple] = {}
+        self._changed_dims: Dict[int, set] = {}
+        self._symbolic: List[tuple] = []
+        # why a symbolic program cannot be had (the trace or the daemon
+        # refused one): not tried again, every signature is static
+        self._symbolic_broken: Optional[str] = None
         # How the last capture traced: "meta" (shape-only) or "real".
         self.capture_method: Optional[str] = None
         self._last_fn = None
@@ -476,7 +507,30 @@ class CompiledFunction:
         # malloc'd) would add to the call's peak memory, which is eager's.
         call_args = (*state, *flat)
         state = flags = None
-        return entry(*call_args)
+        try:
+            return entry(*call_args)
+        except GuardFailure as e:  # raised before anything ran
+            return self._guard_failed(args, e)
+
+    def _guard_failed(self, args, failure: GuardFailure):
+        """A symbolic program refused the call (one of its guards is false
+        at these sizes): compile a static program for this signature (one
+        new compile, not an error) and run it."""
+        _log.debug("compiled %s: %s; compiling a static program for these inputs",
+                   _capture._describe(self._fn), failure)
+        with self._lock:
+            if self._layout is not None:
+                state, flags = self._layout.read()
+            else:
+                state = flags = ()
+            flat, structure = _flatten_args(args)
+            key = (_is_grad_enabled(), _is_inference_mode_enabled(), _global_state(),
+                   flags, structure, _signature(state, flat))
+            entry = self._compile_for(args, state, flat, None, dynamic=False)
+            self._entries[key] = entry
+        if entry.__class__ is _Eager:
+            return self._fn(*args)
+        return entry(*state, *flat)
 
     # -- misses --------------------------------------------------------------
 
@@ -486,7 +540,10 @@ class CompiledFunction:
         if entry.__class__ is _Eager:
             return self._fn(*args)
         self._last_fn = entry
-        return entry(*state, *flat)
+        try:
+            return entry(*state, *flat)
+        except GuardFailure as e:
+            return self._guard_failed(args, e)
 
     def _lookup_or_compile(self, args: tuple):
         """Returns (entry, state, flat) for a call with ``args``: the cached
@@ -511,21 +568,161 @@ class CompiledFunction:
                 entry = self._entries.get(key)
             except Exception:  # unusual inputs: capture will explain
                 key = entry = None
+            if entry is None and key is not None and self._symbolic:
+                entry = self._symbolic_hit(state, flat, key)
+                if entry is not None:  # a program with size symbols serves it
+                    self._entries[key] = entry
+                    return entry, state, flat
             if entry is None and key is not None and self._entries:
                 _log.info("compiled %s: compiling again: %s", _capture._describe(self._fn),
                           _what_changed(next(reversed(self._entries)), key,
                                         self._layout.paths if self._layout else ()))
             if entry is None or (entry.__class__ is _Eager
                                  and time.monotonic() >= entry.retry_at):
-                entry = self._compile_for(args, state, flat, entry)
+                entry = self._compile_for(args, state, flat, entry, key=key)
                 if key is not None:
                     self._entries[key] = entry
             return entry, state, flat
 
-    def _compile_for(self, args, state, flat, previous: Optional[_Eager]):
+    def _dynamic_dims(self, flat) -> Dict[int, List[int]]:
+        """The dims of the user's tensors (by index in ``state + flat``,
+        offset by the state added by the caller) to make symbols:
+        dynamic=True every dim but those of size 0 or 1 (as Dynamo does:
+        such a size changes what broadcasts); None the dims seen with
+        two sizes so far; False none."""
+        if self._dynamic is False:
+            return {}
+        dims: Dict[int, List[int]] = {}
+        for i, t in enumerate(flat):
+            if not isinstance(t, _Tensor):
+                continue
+            shape = tuple(t.shape)
+            if self._dynamic:
+                chosen = [d for d, n in enumerate(shape) if n > 1]
+            else:
+                first = self._first_shapes.setdefault(i, shape)
+                changed = self._changed_dims.setdefault(i, set())
+                if len(first) == len(shape):
+                    changed.update(d for d, (a, b) in enumerate(zip(first, shape)) if a != b)
+                chosen = sorted(d for d in changed if shape[d] > 1)
+            if chosen:
+                dims[i] = chosen
+        return dims
+
+    def _symbolic_eligible(self, state, flat) -> bool:
+        return self._dynamic is not False and self._symbolic_broken is None and \
+            all(isinstance(t, _Tensor) for t in flat) and \
+            not (_is_grad_enabled() and any(t.requires_grad
+                                            for t in itertools.chain(state, flat)))
+
+    def _symbolic_hit(self, state, flat, key):
+        """The newest program with size symbols compiled for calls like this
+        one but for sizes (the same signature without the user tensors'
+        sizes, strides and offsets: dtypes, devices, ranks, storage
+        sharing, module state, grad mode...) whose trace's facts about the
+        sizes (compiled.symbolic.ShapeGuards) hold for these inputs, or
+        None."""
+        if key is None or not self._symbolic_eligible(state, flat):
+            return None
+        kind = _sizeless(key)
+        inputs = (*state, *flat)
+        for fn, guards, k in self._symbolic:
+            if k != kind:
+                continue
+            try:
+                if guards.check(inputs):
+                    return fn
+            except Exception:  # a shape the guards cannot read: not this one
+                continue
+        return None
+
+    def _try_symbolic(self, args, state, flat, key):
+        """A symbolic program for this call: one already compiled whose
+        trace's facts hold for these inputs, or a new one when dims are to
+        be dynamic (docs/dynamic-shapes.md). None: compile statically (no
+        dim is dynamic, the program trains, an input is not a tensor, or
+        the symbolic trace failed, logged at DEBUG)."""
+        if key is None or not self._symbolic_eligible(state, flat):
+            return None
+        fn = self._symbolic_hit(state, flat, key)
+        if fn is not None:
+            return fn
+        dims = self._dynamic_dims(flat)
+        if not dims:
+            return None
+        n = len(state)
+        _log.info("compiled %s: compiling one program for every size of %s",
+                  _capture._describe(self._fn),
+                  ", ".join(f"argument {i} dimension{'s' if len(d) > 1 else ''} "
+                            f"{', '.join(map(str, d))}" for i, d in dims.items()))
+        try:
+            fn, guards = self._compile_symbolic(args, state, flat,
+                                                {n + i: d for i, d in dims.items()})
+        except DaemonError as e:
+            if not isinstance(e, CompileError):
+                raise  # not the graph's fault: eager for now (_compile_for)
+            # the daemon refused the symbolic graph: the static one may do
+            _log.debug("compiled %s: no symbolic program (%s); compiling for these sizes",
+                       _capture._describe(self._fn), e)
+            self._symbolic_broken = str(e)
+            return None
+        except Exception as e:
+            _log.debug("compiled %s: no symbolic program (%s: %s); compiling for these sizes",
+                       _capture._describe(self._fn), type(e).__name__, e)
+            self._symbolic_broken = f"{type(e).__name__}: {e}"
+            return None
+        self._symbolic.insert(0, (fn, guards, _sizeless(key)))
+        return fn
+
+    def _compile_symbolic(self, args, state, flat, dims):
+        from . import dynamo as _dynamo, symbolic
+        module = self._module
+        if module is not None:
+            params, buffers, state_paths = _capture._module_state(module)
+        else:
+            params, buffers, state_paths = [], [], {}
+        _, user_spec = pytree.tree_flatten(_capture._as_input_tuple(args))
+        with torch.no_grad(), _fork_rng():
+            gm, guards = symbolic.trace_symbolic(self._fn, module, state_paths, len(state),
+                                                 user_spec, list(state) + list(flat), dims)
+        kinds = ([graph_pb2.INPUT_KIND_PARAMETER] * len(params)
+                 + [graph_pb2.INPUT_KIND_BUFFER] * len(buffers)
+                 + [graph_pb2.INPUT_KIND_USER_INPUT] * len(flat))
+        data, constants = _dynamo.encode_graph(gm, _capture._describe(self._fn), kinds)
+        if any(isinstance(c, torch._subclasses.FakeTensor) for c in constants):
+            raise symbolic.Unencodable("the program makes tensor constants")
+        output = next(n for n in gm.graph.nodes if n.op == "output")
+        out_spec = pytree.tree_flatten(output.args[0])[1]
+        options = compiled_pb2.CompileOptions(
+            opt_level=self._opt_level, return_input_mutations=not self._keep_input_mutations,
+            mode=compiled_pb2.MODE_INFERENCE, eager_random=self._eager_random)
+        key, artifact = self._client.compile(data, options, target=_native.target_message(),
+                                             label=_capture._describe(self._fn),
+                                             entry_label=self._entry_label())
+        self.compiles += 1
+        with _capture.paused_gc():
+            program = runtime.load(artifact, constants=constants, out_spec=out_spec)
+        self._check_inputs(program, len(state), len(flat))
+        self.programs.append(program)
+        _log.debug("compiled %s: program %d with size symbols (key %s, dims %s)",
+                   _capture._describe(self._fn), len(self.programs), key[:16], dims)
+        return program.fn, guards
+
+    def _compile_for(self, args, state, flat, previous: Optional[_Eager], dynamic=True,
+                     key=None):
         """Capture, compile and load a program for these inputs. Returns the
         program function, or an :class:`_Eager` entry when the daemon could
-        not be reached."""
+        not be reached. ``dynamic``: a symbolic program may serve them
+        (``key``: their signature)."""
+        if dynamic:
+            try:
+                fn = self._try_symbolic(args, state, flat, key)
+            except DaemonError as e:  # not the graph's fault: run eagerly for now
+                self._warn_eager(e)
+                delay = RETRY_FIRST if previous is None else min(previous.delay * 2, RETRY_MAX)
+                return _Eager(delay)
+            if fn is not None:
+                return fn
         grad = _is_grad_enabled()
         training = grad and any(isinstance(t, _Tensor) and t.requires_grad
                                 for t in itertools.chain(state, flat))
@@ -764,7 +961,8 @@ class _fork_rng:
 def compile(fn_or_module: Union[Callable, torch.nn.Module], example_inputs, *,
             server: Optional[str] = None, opt_level=None,
             keep_input_mutations: bool = True,
-            eager_random: Optional[bool] = None) -> CompiledFunction:
+            eager_random: Optional[bool] = None,
+            dynamic: Optional[bool] = None) -> CompiledFunction:
     """Compile ``fn_or_module`` through the daemon; return a callable with
     the same calling convention.
 
@@ -787,6 +985,14 @@ def compile(fn_or_module: Union[Callable, torch.nn.Module], example_inputs, *,
             them from a seed it takes from torch's generator at each call:
             the same distribution, reproducible under ``torch.manual_seed``,
             other numbers than eager's, and much faster (docs/training.md).
+        dynamic: dynamic shapes (docs/dynamic-shapes.md), for inference
+            calls whose inputs are tensors. True: one program with size
+            symbols for every dimension of the user's tensors but those of
+            size 0 or 1 (module state keeps its sizes). None (the default):
+            static programs until a dimension is seen with a second size,
+            then one program where it is a symbol. False: a program per
+            set of sizes. A call a symbolic program's guards refuse gets a
+            static program of its own (one more compile).
 
     Raises:
         CaptureError: the function cannot be captured.
@@ -801,7 +1007,7 @@ def compile(fn_or_module: Union[Callable, torch.nn.Module], example_inputs, *,
     """
     return CompiledFunction(fn_or_module, example_inputs, server=server, opt_level=opt_level,
                             keep_input_mutations=keep_input_mutations,
-                            eager_random=eager_random)
+                            eager_random=eager_random, dynamic=dynamic)
 
 
 class BackendFunction(CompiledFunction):

@@ -127,6 +127,10 @@ def _key(gm, example_inputs, context) -> str:
     if needs_grad and grad:
         raise _Ineligible("the graph needs grad (AOTAutograd makes a training graph)")
     for node in gm.graph.nodes:
+        value = node.meta.get("example_value")
+        if isinstance(value, torch.Tensor) and not all(
+                type(d) is int for d in (*value.shape, *value.stride())):
+            raise _Ineligible(f"{node.name} has symbolic sizes (a dynamic graph)")
         put(node.op, node.name, _target(gm, node), _canon(node.args), _canon(node.kwargs))
     return h.hexdigest()
 
