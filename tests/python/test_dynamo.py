@@ -221,3 +221,42 @@ def test_an_unreachable_daemon_runs_eagerly_with_one_warning_then_compiles(tmp_p
     finally:
         d.stop()
 
+
+
+@pytest.mark.parametrize("mode", ["bilinear", "nearest"])
+def test_upsampling_reaches_the_daemon_as_the_operator(server, mode):
+    # torch decomposes upsampling while AOTAutograd traces (Python kernels
+    # at the Autograd key); the backend keeps the operator, which the daemon
+    # lowers with ATen's own indices and weights, and which writes the
+    # output directly (decomposed: gathers and lerps, and a realized copy)
+    from torch._C import DispatchKey
+    op = getattr(torch.ops.aten, f"upsample_{mode}2d").default
+    had = set(op.py_kernels)
+
+    def f(x):
+        return torch.nn.functional.interpolate(x, scale_factor=2.0, mode=mode) * 2
+
+    x = torch.randn(2, 3, 5, 6)
+    mark = _mark()
+    fast = torch.compile(f, backend="compiled", options={"server": server})
+    with torch.no_grad():
+        out = fast(x)
+    torch.testing.assert_close(out, f(x))
+    graphs = _graphs_since(mark)
+    assert len(graphs) == 1 and graphs[0].program is not None
+    text = (graphs[0].program.c_source or "") + graphs[0].program.source
+    assert f"upsample_{mode}2d" in text and "_unsafe_index" not in text, text[:2000]
+    # the backward too, and torch's own kernels are back afterwards
+    torch._dynamo.reset()
+    xg, xe = x.clone().requires_grad_(), x.clone().requires_grad_()
+    mark = _mark()
+    fast = torch.compile(f, backend="compiled", options={"server": server})
+    fast(xg).sum().backward()
+    f(xe).sum().backward()
+    torch.testing.assert_close(xg.grad, xe.grad)
+    texts = [(g.program.c_source or "") + g.program.source for g in _graphs_since(mark)
+             if g.program is not None]
+    assert any(f"upsample_{mode}2d_backward" in t for t in texts), [g.role for g in
+                                                                   _graphs_since(mark)]
+    assert all("_unsafe_index" not in t for t in texts)
+    assert set(op.py_kernels) == had and DispatchKey.Autograd in had

@@ -44,6 +44,7 @@ option                    environment                 meaning
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import functools
 import itertools
@@ -400,6 +401,57 @@ def _decompositions() -> Dict[Any, Callable]:
     return {}
 
 
+# Operators torch 2 decomposes while AOTAutograd traces (Python kernels at
+# their Autograd and CompositeImplicitAutograd keys, which the Python
+# dispatcher AOTAutograd enables runs before any decomposition table is
+# consulted) and that the daemon lowers itself, with ATen's exact indices
+# and weights (compiler/lower/upsample.c, pool.c). Traced through those
+# kernels, upsampling became index arithmetic, `_unsafe_index` gathers and
+# lerps that the daemon lowers without knowing them for an upsampling: in
+# lraspp_mobilenet_v3 a realized channels-last copy of the 8 x 21 x 224 x
+# 224 result (32 MiB) before the output, where the operator writes the
+# output directly (`compiled.compile`, whose capture sees the operator,
+# ran that model in 178.7 ms against the backend's 291.0).
+_LIBRARY_OPS = ("upsample_linear1d", "upsample_bilinear2d", "upsample_trilinear3d",
+                "upsample_nearest1d", "upsample_nearest2d", "upsample_nearest3d")
+_LIBRARY_KEYS = (torch._C.DispatchKey.Autograd, torch._C.DispatchKey.CompositeImplicitAutograd)
+_library_lock = threading.RLock()
+
+
+@contextlib.contextmanager
+def _library_operators():
+    """While AOTAutograd traces: the operators of _LIBRARY_OPS dispatch to
+    their C++ kernels (autograd formulas and composites: ``.vec`` computes
+    its output size and calls the sized overload, the backward is the
+    operator's own backward), as they do in eager, instead of torch's Python
+    decompositions. Their Python kernels are put back afterwards; the lock
+    keeps two traces of this process from interleaving the swap. Eager
+    calls made meanwhile in other threads reach the same C++ kernels they
+    reach without the Python dispatcher. A torch without these private
+    attributes traces as before."""
+    with _library_lock:
+        saved = []
+        try:
+            for name in _LIBRARY_OPS:
+                packet = getattr(torch.ops.aten, name, None)
+                if packet is None:
+                    continue
+                for overload in packet.overloads():
+                    op = getattr(packet, overload)
+                    for key in _LIBRARY_KEYS:
+                        if key in op.py_kernels:
+                            saved.append((op, key, op.py_kernels.pop(key)))
+                            op._dispatch_cache.clear()
+        except AttributeError:  # private torch API: trace with the decompositions
+            pass
+        try:
+            yield
+        finally:
+            for op, key, kernel in saved:
+                op.py_kernels[key] = kernel
+                op._dispatch_cache.clear()
+
+
 def loaded_graphs() -> List[_GraphFunction]:
     """The graphs this process compiled through the backend and still holds,
     oldest first: ``.where`` names the graph, ``.program`` is its
@@ -428,11 +480,12 @@ def compiled_backend(gm: torch.fx.GraphModule, example_inputs: Sequence[Any], *,
     source = _dynamo_source(gm)  # now: AOTAutograd may compile the backward later
     from torch._dynamo.backends.common import aot_autograd
     from torch._functorch.partitioners import min_cut_rematerialization_partition
-    return aot_autograd(
-        fw_compiler=functools.partial(_compile_graph, backend, source, "forward"),
-        bw_compiler=functools.partial(_compile_graph, backend, source, "backward"),
-        inference_compiler=functools.partial(_compile_graph, backend, source, "inference"),
-        partition_fn=min_cut_rematerialization_partition,
-        decompositions=_decompositions(),
-        keep_inference_input_mutations=True,
-    )(gm, example_inputs)
+    with _library_operators():
+        return aot_autograd(
+            fw_compiler=functools.partial(_compile_graph, backend, source, "forward"),
+            bw_compiler=functools.partial(_compile_graph, backend, source, "backward"),
+            inference_compiler=functools.partial(_compile_graph, backend, source, "inference"),
+            partition_fn=min_cut_rematerialization_partition,
+            decompositions=_decompositions(),
+            keep_inference_input_mutations=True,
+        )(gm, example_inputs)
