@@ -457,32 +457,25 @@ def _rewrite_attention(gm: torch.fx.GraphModule) -> int:
         if any(isinstance(x, torch.SymInt) for x in (*qv.shape, *kv.shape, *vv.shape)):
             continue
         scale = 1.0 / float(div.args[1])
+        fake = getattr(qv, "fake_mode", None)
+        if fake is None:
+            continue
+        with fake:  # the metadata first: the graph changes only when it is known
+            r = flash(qv, kv, vv, dropout_p=0.0, is_causal=False, scale=scale)
+            c = aten.clone.default(r[0], memory_format=torch.contiguous_format)
+        if ov.stride() not in (r[0].stride(), c.stride()):
+            continue
         with gm.graph.inserting_before(out_view):
             call = gm.graph.call_function(flash, (q, k, v),
                                           {"dropout_p": 0.0, "is_causal": False,
                                            "scale": scale})
             first = gm.graph.call_function(operator.getitem, (call, 0))
-        fake = getattr(qv, "fake_mode", None)
-        if fake is None:
-            gm.graph.erase_node(first)
-            gm.graph.erase_node(call)
-            continue
-        with fake:
-            r = flash(qv, kv, vv, dropout_p=0.0, is_causal=False, scale=scale)
-        call.meta["val"] = r
-        first.meta["val"] = r[0]
-        if r[0].stride() != ov.stride():  # the flash output's layout is its own
-            with gm.graph.inserting_after(first):
-                fixed = gm.graph.call_function(aten.clone.default, (first,),
+            call.meta["val"] = r
+            first.meta["val"] = r[0]
+            if r[0].stride() != ov.stride():  # the flash output's layout is its own
+                first = gm.graph.call_function(aten.clone.default, (first,),
                                                {"memory_format": torch.contiguous_format})
-            with fake:
-                fixed.meta["val"] = aten.clone.default(r[0],
-                                                       memory_format=torch.contiguous_format)
-            if fixed.meta["val"].stride() != ov.stride():
-                for n in (fixed, first, call):
-                    gm.graph.erase_node(n)
-                continue
-            first = fixed
+                first.meta["val"] = c
         out_view.replace_all_uses_with(first)
         # the written-out form, now unused (pure operators only: not
         # eliminate_dead_code, which would judge input mutations' copy_)
