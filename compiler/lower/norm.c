@@ -15,11 +15,12 @@
  *   out    = x * alpha + beta                     (fused multiply-add)
  *
  * ATen's vectorized loop contracts both multiply-adds (one rounding); on
- * float32 generated code gets the same by computing them in double and
- * rounding once. alpha and beta are realized per channel (two small
- * buffers), so the per-element work is one multiply-add that the scheduler
- * fuses with the convolution's other consumers (relu, the residual add).
- * save_mean and save_invstd are empty in eval mode, as eager's.
+ * float32 generated code gets the same with fmaf where the target has FMA,
+ * else by computing them in double and rounding once. alpha and beta are
+ * realized per channel (two small buffers), so the per-element work is one
+ * multiply-add that the scheduler fuses with the convolution's other consumers
+ * (relu, the residual add). save_mean and save_invstd are empty in eval mode,
+ * as eager's.
  *
  * Training: the batch statistics are a Welford reduction over every dim
  * but the channel (dim 1); save_invstd = 1 / sqrt(m2 / N + eps); out =
@@ -50,11 +51,19 @@ static ir_tensor *chan_buf(lower_ctx *L, const gc_node *n, gc_dtype dt,
   return t;
 }
 
-/* a * b + c rounded once (float32 through double). */
+/* a * b + c rounded once: a multiply-add instruction where the target has
+ * one (IR FMA: ATen's contraction itself, and 8 float32 lanes to a vector
+ * against 4 through double: eval batch norm's per-element map, a memory
+ * pass in every convolutional net, took 1.5x as long through double on
+ * AVX2), else float32 through double (the product is exact in double, the
+ * sum rounded twice: not once where the double lands on a float tie, as
+ * test_batch_norm_eval_is_atens_multiply_add shows). */
 static ir_expr *fma_of(ir_graph *ir, gc_dtype dt, ir_expr *a, ir_expr *b,
                        ir_expr *c) {
   if (dt != GC_DTYPE_FLOAT32)
     return OP2(ADD, OP2(MUL, a, b), c);
+  if (ir->fma)
+    return ir_op3(ir, IR_FMA, dt, a, b, c);
   gc_dtype d = GC_DTYPE_FLOAT64;
   ir_expr *r =
       ir_op2(ir, IR_ADD, d,

@@ -340,3 +340,89 @@ def test_the_graph_memo_is_off_with_the_code_cache(server, aot_calls, monkeypatc
             _compile_and_check(model, x, server)
     assert len(aot_calls) == 4
     assert not (tmp_path / "code").exists() or _memo_entries(tmp_path) == []
+
+
+@pytest.mark.parametrize("mode", ["bilinear", "nearest"])
+def test_upsampling_reaches_the_daemon_as_the_operator(server, mode):
+    # torch decomposes upsampling while AOTAutograd traces (Python kernels
+    # at the Autograd key); the backend keeps the operator, which the daemon
+    # lowers with ATen's own indices and weights, and which writes the
+    # output directly (decomposed: gathers and lerps, and a realized copy)
+    from torch._C import DispatchKey
+    op = getattr(torch.ops.aten, f"upsample_{mode}2d").default
+    had = set(op.py_kernels)
+
+    def f(x):
+        return torch.nn.functional.interpolate(x, scale_factor=2.0, mode=mode) * 2
+
+    x = torch.randn(2, 3, 5, 6)
+    mark = _mark()
+    fast = torch.compile(f, backend="compiled", options={"server": server})
+    with torch.no_grad():
+        out = fast(x)
+    torch.testing.assert_close(out, f(x))
+    graphs = _graphs_since(mark)
+    assert len(graphs) == 1 and graphs[0].program is not None
+    text = (graphs[0].program.c_source or "") + graphs[0].program.source
+    assert f"upsample_{mode}2d" in text and "_unsafe_index" not in text, text[:2000]
+    # the backward too, and torch's own kernels are back afterwards
+    torch._dynamo.reset()
+    xg, xe = x.clone().requires_grad_(), x.clone().requires_grad_()
+    mark = _mark()
+    fast = torch.compile(f, backend="compiled", options={"server": server})
+    fast(xg).sum().backward()
+    f(xe).sum().backward()
+    torch.testing.assert_close(xg.grad, xe.grad)
+    texts = [(g.program.c_source or "") + g.program.source for g in _graphs_since(mark)
+             if g.program is not None]
+    assert any(f"upsample_{mode}2d_backward" in t for t in texts), [g.role for g in
+                                                                   _graphs_since(mark)]
+    assert all("_unsafe_index" not in t for t in texts)
+    assert set(op.py_kernels) == had and DispatchKey.Autograd in had
+
+
+class _Attention(torch.nn.Module):
+    def forward(self, q, k, v):
+        s = q @ k.transpose(-2, -1) / (q.shape[-1] ** 0.5)
+        return torch.softmax(s, -1) @ v
+
+
+def test_written_out_attention_runs_as_flash_attention(server):
+    # softmax(q k^T / c) @ v in an inference graph: ATen's CPU flash
+    # attention (no [B, H, L, S] scores in memory), eager's values within
+    # roundings; the probabilities also returned, or a training graph,
+    # keep the written-out form
+    torch.manual_seed(0)
+    m = _Attention()
+    q, k, v = torch.randn(2, 3, 40, 24), torch.randn(2, 3, 56, 24), torch.randn(2, 3, 56, 24)
+    mark = _mark()
+    fast = torch.compile(m, backend="compiled", options={"server": server})
+    with torch.no_grad():
+        out = fast(q, k, v)
+    torch.testing.assert_close(out, m(q, k, v))
+    (g,) = _graphs_since(mark)
+    text = g.program.source
+    assert "_scaled_dot_product_flash_attention_for_cpu" in text and "bmm" not in text, text
+    assert g.program.summary["arena_bytes"] == 0, g.program.summary
+
+    def with_probs(q, k, v):
+        p = torch.softmax(q @ k.transpose(-2, -1) / 3.0, -1)
+        return p @ v, p
+
+    torch._dynamo.reset()
+    mark = _mark()
+    fast = torch.compile(with_probs, backend="compiled", options={"server": server})
+    with torch.no_grad():
+        got = fast(q, k, v)
+    torch.testing.assert_close(got, with_probs(q, k, v))
+    assert all("flash" not in g.program.source for g in _graphs_since(mark))
+
+    torch._dynamo.reset()
+    mark = _mark()
+    qg, qe = q.clone().requires_grad_(), q.clone().requires_grad_()
+    fast = torch.compile(m, backend="compiled", options={"server": server})
+    fast(qg, k, v).sum().backward()
+    m(qe, k, v).sum().backward()
+    torch.testing.assert_close(qg.grad, qe.grad)
+    assert all("flash" not in g.program.source for g in _graphs_since(mark)
+               if g.program is not None)

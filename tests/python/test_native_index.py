@@ -64,6 +64,31 @@ def test_batch_norm_eval_fuses_with_its_consumers(server):
           (xd, w.double(), b.double(), rm.double(), rv.double()), server=server, fallback=0)
 
 
+
+def test_batch_norm_eval_is_atens_multiply_add(server):
+    # x * alpha + beta with x = 3 * 2^-24 * (1 + 2^-16), alpha = 1 - 2^-16,
+    # beta = 1: the exact value, 1 + 3 * 2^-24 - 3 * 2^-56, is just below
+    # the midpoint between two floats. Rounded once (ATen's AVX2 and
+    # AVX-512 kernels contract it into a multiply-add) it is 1 + 2^-23;
+    # through double it rounds to the midpoint first, then to the even
+    # 1 + 2^-22. Generated code must round once too (where the target has
+    # FMA; a capped target below x86-64-v3 cannot know eager's kernel)
+    s = torch.float32
+    C = 16
+    x = torch.full((2, C, 5, 8), 3 * 2 ** -24 * (1 + 2 ** -16), dtype=s)
+    w = torch.full((C,), 1 - 2 ** -16, dtype=s)
+    b, rm, rv = torch.ones(C), torch.zeros(C), torch.ones(C)
+    want = F.batch_norm(x, rm, rv, w, b, False, 0.1, 0.0)
+    if not torch.equal(want, torch.full_like(want, 1 + 2 ** -23)):
+        pytest.skip("eager's batch norm does not round once here (no FMA kernels)")
+    for fmt in (torch.contiguous_format, torch.channels_last):
+        xl = x.contiguous(memory_format=fmt)
+        r = check(lambda x, w, b, rm, rv: torch.relu(F.batch_norm(x, rm, rv, w, b, False,
+                                                                  0.1, 0.0)),
+                  (xl, w, b, rm, rv), server=server, fallback=0, atol=0, rtol=0)
+        if r["target"] not in ("x86-64-v3", "x86-64-v4"):
+            pytest.skip(f"the compile target {r['target']} has no FMA")
+
 def test_batch_norm_training_updates_running_stats(server):
     g = torch.Generator().manual_seed(1)
     C = 4

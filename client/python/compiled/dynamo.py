@@ -53,6 +53,7 @@ option                    environment                 meaning
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import functools
 import itertools
@@ -443,6 +444,8 @@ def _compile_graph(backend: _Backend, source: Optional[tuple], role: str,
     ``source`` is (name, file, line) of the frame Dynamo compiled, or None;
     ``memo`` (inference only) is (graph memo key, number of Dynamo inputs)
     when the Dynamo graph may take part in the memo (:mod:`compiled.graphmemo`)."""
+    if role == "inference":
+        _attention_to_flash(gm)
     fn = _GraphFunction(backend, gm, role, *_names(source, gm, role))
     try:
         fn.data, fn.constants = encode_graph(gm, fn.where)
@@ -521,6 +524,140 @@ def _from_memo(backend: _Backend, memo: str, gm: torch.fx.GraphModule, inputs: i
     return run
 
 
+def _attention_to_flash(gm: torch.fx.GraphModule) -> int:
+    """Rewrites attention written out in an inference graph, softmax(q @
+    k^T / c) @ v over 4-D [batch, heads, length, dim] tensors (what
+    AOTAutograd records for it: expands and views around two bmm calls, a
+    division by a number, _softmax over the last dim), into ATen's CPU flash
+    attention with scale 1 / c, as Inductor's pattern matcher does. The
+    written-out form materializes the [batch, heads, L, S] scores (24 MiB
+    in bench/models.py's case), writes and reads them three times and
+    holds them across the second product; the flash kernel works on blocks
+    of them in cache (161 against 254 ms in eager, 2 threads). Its values
+    are within a few roundings of eager's (it sums the softmax blockwise).
+    Only inference graphs: a training forward would have to save the
+    flash kernel's statistics for its backward. Returns the number of
+    rewrites; never raises (a graph it does not recognize stays as it is)."""
+    try:
+        return _rewrite_attention(gm)
+    except Exception as e:  # an optimization: the graph as recorded still runs
+        _log.debug("attention rewrite skipped: %s", e)
+        return 0
+
+
+def _rewrite_attention(gm: torch.fx.GraphModule) -> int:
+    aten = torch.ops.aten
+    packet = getattr(aten, "_scaled_dot_product_flash_attention_for_cpu", None)
+    flash = getattr(packet, "default", None)
+    if flash is None:
+        return 0
+
+    def only(node, target):
+        """node when it is a call of target with one user."""
+        if isinstance(node, torch.fx.Node) and node.op == "call_function" and \
+                node.target is target and len(node.users) == 1:
+            return node
+        return None
+
+    def val(node):
+        v = node.meta.get("val") if isinstance(node, torch.fx.Node) else None
+        return v if isinstance(v, torch.Tensor) else None
+
+    def batched(node):
+        """The 4-D tensor t of view(expand(t, t.shape), [B*H, ., .])."""
+        view = only(node, aten.view.default)
+        expand = view and only(view.args[0], aten.expand.default)
+        if not expand:
+            return None
+        t = expand.args[0]
+        tv = val(t)
+        if tv is None or tv.dim() != 4 or list(expand.args[1]) != list(tv.shape):
+            return None
+        return t
+
+    pure = {aten.view.default, aten.expand.default, aten.bmm.default, aten._softmax.default,
+            aten.div.Tensor, aten.transpose.int}
+    count = 0
+    for node in list(gm.graph.nodes):
+        if node.graph is not gm.graph or node not in gm.graph.nodes:
+            continue
+        # view(bmm(view(expand(softmax)), view(expand(v))), [B, H, L, Ev])
+        out_view = node if node.op == "call_function" and node.target is aten.view.default \
+            else None
+        bmm2 = out_view and only(out_view.args[0], aten.bmm.default)
+        if not bmm2:
+            continue
+        sm = batched(bmm2.args[0])
+        v = batched(bmm2.args[1])
+        sm = sm and only(sm, aten._softmax.default)
+        if not sm or v is None or sm.args[2] is not False:
+            continue
+        div = only(sm.args[0], aten.div.Tensor)
+        if not div or not isinstance(div.args[1], (int, float)) or div.args[1] == 0:
+            continue
+        scores = only(div.args[0], aten.view.default)
+        bmm1 = scores and only(scores.args[0], aten.bmm.default)
+        if not bmm1:
+            continue
+        q = batched(bmm1.args[0])
+        kt = batched(bmm1.args[1])
+        kt = kt and only(kt, aten.transpose.int)
+        if q is None or not kt:
+            continue
+        k = kt.args[0]
+        qv, kv, vv, sv, ov = val(q), val(k), val(v), val(sm), val(out_view)
+        if any(x is None for x in (qv, kv, vv, sv, ov)) or kv.dim() != 4:
+            continue
+        if sorted(d % 4 for d in kt.args[1:]) != [2, 3]:
+            continue
+        dim = sm.args[1] % 4
+        if dim != 3 or qv.dtype not in (torch.float32, torch.float64) or \
+                not (qv.dtype == kv.dtype == vv.dtype == ov.dtype):
+            continue
+        B, H, L, E = qv.shape
+        if tuple(kv.shape[:2]) != (B, H) or kv.shape[3] != E or \
+                tuple(vv.shape) != (B, H, kv.shape[2], E) or \
+                tuple(ov.shape) != (B, H, L, vv.shape[3]):
+            continue
+        if any(isinstance(x, torch.SymInt) for x in (*qv.shape, *kv.shape, *vv.shape)):
+            continue
+        scale = 1.0 / float(div.args[1])
+        fake = getattr(qv, "fake_mode", None)
+        if fake is None:
+            continue
+        with fake:  # the metadata first: the graph changes only when it is known
+            r = flash(qv, kv, vv, dropout_p=0.0, is_causal=False, scale=scale)
+            c = aten.clone.default(r[0], memory_format=torch.contiguous_format)
+        if ov.stride() not in (r[0].stride(), c.stride()):
+            continue
+        with gm.graph.inserting_before(out_view):
+            call = gm.graph.call_function(flash, (q, k, v),
+                                          {"dropout_p": 0.0, "is_causal": False,
+                                           "scale": scale})
+            first = gm.graph.call_function(operator.getitem, (call, 0))
+            call.meta["val"] = r
+            first.meta["val"] = r[0]
+            if r[0].stride() != ov.stride():  # the flash output's layout is its own
+                first = gm.graph.call_function(aten.clone.default, (first,),
+                                               {"memory_format": torch.contiguous_format})
+                first.meta["val"] = c
+        out_view.replace_all_uses_with(first)
+        # the written-out form, now unused (pure operators only: not
+        # eliminate_dead_code, which would judge input mutations' copy_)
+        work = [out_view]
+        while work:
+            n = work.pop()
+            if isinstance(n, torch.fx.Node) and n.op == "call_function" and not n.users \
+                    and n.target in pure:
+                work.extend(a for a in n.args if isinstance(a, torch.fx.Node))
+                gm.graph.erase_node(n)
+        count += 1
+    if count:
+        gm.graph.lint()
+        gm.recompile()
+    return count
+
+
 def _graph_label(gm: torch.fx.GraphModule) -> str:
     for node in gm.graph.nodes:
         stack = node.meta.get("nn_module_stack")
@@ -586,6 +723,57 @@ def _decompositions() -> Dict[Any, Callable]:
     return {}
 
 
+# Operators torch 2 decomposes while AOTAutograd traces (Python kernels at
+# their Autograd and CompositeImplicitAutograd keys, which the Python
+# dispatcher AOTAutograd enables runs before any decomposition table is
+# consulted) and that the daemon lowers itself, with ATen's exact indices
+# and weights (compiler/lower/upsample.c, pool.c). Traced through those
+# kernels, upsampling became index arithmetic, `_unsafe_index` gathers and
+# lerps that the daemon lowers without knowing them for an upsampling: in
+# lraspp_mobilenet_v3 a realized channels-last copy of the 8 x 21 x 224 x
+# 224 result (32 MiB) before the output, where the operator writes the
+# output directly (`compiled.compile`, whose capture sees the operator,
+# ran that model in 178.7 ms against the backend's 291.0).
+_LIBRARY_OPS = ("upsample_linear1d", "upsample_bilinear2d", "upsample_trilinear3d",
+                "upsample_nearest1d", "upsample_nearest2d", "upsample_nearest3d")
+_LIBRARY_KEYS = (torch._C.DispatchKey.Autograd, torch._C.DispatchKey.CompositeImplicitAutograd)
+_library_lock = threading.RLock()
+
+
+@contextlib.contextmanager
+def _library_operators():
+    """While AOTAutograd traces: the operators of _LIBRARY_OPS dispatch to
+    their C++ kernels (autograd formulas and composites: ``.vec`` computes
+    its output size and calls the sized overload, the backward is the
+    operator's own backward), as they do in eager, instead of torch's Python
+    decompositions. Their Python kernels are put back afterwards; the lock
+    keeps two traces of this process from interleaving the swap. Eager
+    calls made meanwhile in other threads reach the same C++ kernels they
+    reach without the Python dispatcher. A torch without these private
+    attributes traces as before."""
+    with _library_lock:
+        saved = []
+        try:
+            for name in _LIBRARY_OPS:
+                packet = getattr(torch.ops.aten, name, None)
+                if packet is None:
+                    continue
+                for overload in packet.overloads():
+                    op = getattr(packet, overload)
+                    for key in _LIBRARY_KEYS:
+                        if key in op.py_kernels:
+                            saved.append((op, key, op.py_kernels.pop(key)))
+                            op._dispatch_cache.clear()
+        except AttributeError:  # private torch API: trace with the decompositions
+            pass
+        try:
+            yield
+        finally:
+            for op, key, kernel in saved:
+                op.py_kernels[key] = kernel
+                op._dispatch_cache.clear()
+
+
 def loaded_graphs() -> List[_GraphFunction]:
     """The graphs this process compiled through the backend and still holds,
     oldest first: ``.where`` names the graph, ``.program`` is its
@@ -620,13 +808,14 @@ def compiled_backend(gm: torch.fx.GraphModule, example_inputs: Sequence[Any], *,
             return fn
     from torch._dynamo.backends.common import aot_autograd
     from torch._functorch.partitioners import min_cut_rematerialization_partition
-    return aot_autograd(
-        fw_compiler=functools.partial(_compile_graph, backend, source, "forward"),
-        bw_compiler=functools.partial(_compile_graph, backend, source, "backward"),
-        inference_compiler=functools.partial(
-            _compile_graph, backend, source, "inference",
-            memo=None if memo is None else (memo, len(example_inputs))),
-        partition_fn=min_cut_rematerialization_partition,
-        decompositions=_decompositions(),
-        keep_inference_input_mutations=True,
-    )(gm, example_inputs)
+    with _library_operators():
+        return aot_autograd(
+            fw_compiler=functools.partial(_compile_graph, backend, source, "forward"),
+            bw_compiler=functools.partial(_compile_graph, backend, source, "backward"),
+            inference_compiler=functools.partial(
+                _compile_graph, backend, source, "inference",
+                memo=None if memo is None else (memo, len(example_inputs))),
+            partition_fn=min_cut_rematerialization_partition,
+            decompositions=_decompositions(),
+            keep_inference_input_mutations=True,
+        )(gm, example_inputs)

@@ -34,8 +34,9 @@ program can stand in for AOTAutograd's callable unchanged:
   change under the same name), no submodule calls; attributes the graph
   reads are tensors, hashed by value.
 
-The memo key is the SHA-256 of: the memo format, the versions of torch and
-of this client, the backend options, the compile target, grad and inference
+The memo key is the SHA-256 of: the memo format, the version of torch, the
+client's own sources (another release or a local change of this package
+traces differently), the backend options, the compile target, grad and inference
 mode, the default dtype, the Dynamo graph (every node's operation, target
 and arguments), each input's dtype, shape, strides, offset, device,
 requires_grad and which inputs share storage.
@@ -107,8 +108,7 @@ def _key(gm, example_inputs, context) -> str:
             h.update(str(p).encode())
             h.update(b"\0")
 
-    from . import __version__
-    put("compiled graph memo", FORMAT, torch.__version__, __version__,
+    put("compiled graph memo", FORMAT, torch.__version__, _client_digest(),
         json.dumps(context, sort_keys=True, default=str), grad,
         torch.is_inference_mode_enabled(), torch.get_default_dtype(),
         torch.are_deterministic_algorithms_enabled())
@@ -133,6 +133,24 @@ def _key(gm, example_inputs, context) -> str:
             raise _Ineligible(f"{node.name} has symbolic sizes (a dynamic graph)")
         put(node.op, node.name, _target(gm, node), _canon(node.args), _canon(node.kwargs))
     return h.hexdigest()
+
+
+_client = []
+
+
+def _client_digest() -> str:
+    """The SHA-256 of this client's Python sources: a client that traces or
+    rewrites graphs differently (a new release, a local change) makes other
+    ATen graphs of the same Dynamo graph, so it gets its own entries."""
+    if not _client:
+        h = hashlib.sha256()
+        here = os.path.dirname(os.path.abspath(__file__))
+        for name in sorted(os.listdir(here)):
+            if name.endswith(".py"):
+                with open(os.path.join(here, name), "rb") as f:
+                    h.update(name.encode() + b"\0" + f.read())
+        _client.append(h.hexdigest())
+    return _client[0]
 
 
 def _target(gm, node) -> str:
