@@ -767,6 +767,24 @@ static json_t *enum_arg(cx *c, json_t *m, const char *p, const char *key,
   return json_pack("{ss}", key, name(e));
 }
 
+/* The argument kinds that come as one value ("as_int") and as a list of
+ * them ("as_ints"), with the conversion of one value. */
+struct arg_kind {
+  const char *one, *many;
+  json_t *(*convert)(cx *, json_t *, const char *);
+};
+static const struct arg_kind ARG_KINDS[] = {
+    {"as_tensor", "as_tensors", named},
+    {"as_optional_tensor", "as_optional_tensors", opt_tensor},
+    {"as_int", "as_ints", lit_int},
+    {"as_float", "as_floats", lit_float},
+    {"as_bool", "as_bools", lit_bool},
+    {"as_string", "as_strings", lit_string},
+    {"as_sym_int", "as_sym_ints", sym_int_arg},
+    {"as_sym_float", "as_sym_floats", sym_float_arg},
+    {"as_sym_bool", "as_sym_bools", sym_bool_arg},
+};
+
 /* Argument: one member, converted. */
 static json_t *argument(cx *c, json_t *v, const char *path) {
   json_t *m;
@@ -775,45 +793,18 @@ static json_t *argument(cx *c, json_t *v, const char *path) {
     return NULL;
   char p[512];
   pathf(p, sizeof p, path, ".%s", k);
-  json_t *x = NULL;
   if (!strcmp(k, "as_none"))
     return json_pack("{sb}", "as_none", 1);
-  if (!strcmp(k, "as_tensor"))
-    x = named(c, m, p);
-  else if (!strcmp(k, "as_tensors"))
-    x = items(c, m, p, named);
-  else if (!strcmp(k, "as_optional_tensors"))
-    x = items(c, m, p, opt_tensor);
-  else if (!strcmp(k, "as_optional_tensor"))
+  if (!strcmp(k, "as_optional_tensor")) /* already the graph format's form */
     return opt_tensor(c, m, p);
-  else if (!strcmp(k, "as_int"))
-    x = lit_int(c, m, p);
-  else if (!strcmp(k, "as_ints"))
-    x = items(c, m, p, lit_int);
-  else if (!strcmp(k, "as_float"))
-    x = lit_float(c, m, p);
-  else if (!strcmp(k, "as_floats"))
-    x = items(c, m, p, lit_float);
-  else if (!strcmp(k, "as_bool"))
-    x = lit_bool(c, m, p);
-  else if (!strcmp(k, "as_bools"))
-    x = items(c, m, p, lit_bool);
-  else if (!strcmp(k, "as_string"))
-    x = lit_string(c, m, p);
-  else if (!strcmp(k, "as_strings"))
-    x = items(c, m, p, lit_string);
-  else if (!strcmp(k, "as_sym_int"))
-    x = sym_int_arg(c, m, p);
-  else if (!strcmp(k, "as_sym_ints"))
-    x = items(c, m, p, sym_int_arg);
-  else if (!strcmp(k, "as_sym_float"))
-    x = sym_float_arg(c, m, p);
-  else if (!strcmp(k, "as_sym_floats"))
-    x = items(c, m, p, sym_float_arg);
-  else if (!strcmp(k, "as_sym_bool"))
-    x = sym_bool_arg(c, m, p);
-  else if (!strcmp(k, "as_sym_bools"))
-    x = items(c, m, p, sym_bool_arg);
+  json_t *x = NULL;
+  const struct arg_kind *kind = NULL;
+  for (size_t i = 0; i < sizeof ARG_KINDS / sizeof *ARG_KINDS && !kind; i++)
+    if (!strcmp(k, ARG_KINDS[i].one) || !strcmp(k, ARG_KINDS[i].many))
+      kind = &ARG_KINDS[i];
+  if (kind)
+    x = !strcmp(k, kind->one) ? kind->convert(c, m, p)
+                              : items(c, m, p, kind->convert);
   else if (!strcmp(k, "as_scalar_type"))
     return enum_arg(c, m, p, k, dtype_name);
   else if (!strcmp(k, "as_memory_format"))
