@@ -95,6 +95,14 @@ def resnet_block():
     return ResNetBlock().eval(), (torch.randn(2, 3, 16, 16),), None
 
 
+def encoder():
+    """A TransformerEncoderLayer in eval mode: linear, layer_norm, dropout
+    and scaled_dot_product_attention in the default program."""
+    torch.manual_seed(5)
+    layer = torch.nn.TransformerEncoderLayer(16, 2, 32, batch_first=True)
+    return layer.eval(), (torch.randn(2, 5, 16),), None
+
+
 def counter():
     torch.manual_seed(2)
     return Counter(), (torch.randn(3, 4),), None
@@ -107,7 +115,8 @@ def mlp_dynamic():
 
 
 MAKERS = {"mlp": mlp, "cnn_training": cnn_training, "counter": counter,
-          "mlp_dynamic": mlp_dynamic, "resnet_block": resnet_block}
+          "mlp_dynamic": mlp_dynamic, "resnet_block": resnet_block,
+          "encoder": encoder}
 
 
 def export(maker, path, decompose=False):
