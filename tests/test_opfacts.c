@@ -131,10 +131,12 @@ Test(opfacts, random_rows_are_never_lowered_and_agree_with_the_rule) {
     if (t[i].flags & GC_OF_RANDOM) {
       nrandom++;
       /* reviewed: rrelu_with_noise is random only in training, and
-       * lower_rrelu declines training calls; native_dropout draws its
+       * lower_rrelu declines training calls, as lower_dropout does
+       * dropout's; native_dropout draws its
        * mask as bernoulli.p does (compiler/lower/random.c) */
       bool reviewed = !strcmp(t[i].name, "aten::rrelu_with_noise") ||
-                      !strcmp(t[i].name, "aten::native_dropout");
+                      !strcmp(t[i].name, "aten::native_dropout") ||
+                      !strcmp(t[i].name, "aten::dropout");
       if (!reviewed) {
         cr_expect_eq(t[i].cls, GC_OPC_FALLBACK,
                      "%s draws random numbers but has a lowering", t[i].name);

@@ -1347,8 +1347,9 @@ static bool cl_conv(lower_ctx *L, const gc_node *gn) {
   bool transposed = true;
   if (!in || in->kind != GC_ARG_TENSOR || !in->v ||
       in->v->kind != GC_VALUE_TENSOR || !out || out->rank != 4 ||
-      !L_bool(L, gn, "transposed", &transposed) || transposed)
-    return false;
+      (L_arg(L, gn, "transposed") &&
+       (!L_bool(L, gn, "transposed", &transposed) || transposed)))
+    return false; /* conv2d has no `transposed`: it never is */
   const gc_tensor_meta *m = &in->v->meta;
   int64_t a[4], b[4];
   return m->rank == 4 && m->dtype == GC_DTYPE_FLOAT32 &&
@@ -2375,7 +2376,8 @@ int gc_lower(ir_graph *ir, const gc_functional *f, gc_lower_stats *stats,
   /* not (yet) in programs with size symbols: the layout choice reads
    * static sizes */
   for (int k = 0; k < g->nnodes && !ir->memory_first && !ir->nsyms; k++)
-    if (strcmp(g->nodes[k].op->schema->qualified, "aten::convolution") == 0 &&
+    if ((strcmp(g->nodes[k].op->schema->qualified, "aten::convolution") == 0 ||
+         strcmp(g->nodes[k].op->schema->qualified, "aten::conv2d") == 0) &&
         cl_conv(&L, &g->nodes[k]))
       L.channels_last = true;
   if (L.channels_last)

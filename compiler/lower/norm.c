@@ -1,7 +1,8 @@
 /*
  * norm.c: lowering of batch normalization: native_batch_norm and
  * _native_batch_norm_legit (what make_fx records in eval and in training
- * mode), and the forms torch 2's AOTAutograd records,
+ * mode), batch_norm (what torch.export records without
+ * run_decompositions()), and the forms torch 2's AOTAutograd records,
  * _native_batch_norm_legit_no_training (eval) and
  * _native_batch_norm_legit_functional (training; the new running
  * statistics are its outputs 3 and 4 instead of writes).
@@ -108,11 +109,14 @@ enum {
                      `training` parameter */
   BN_FUNCTIONAL,  /* _native_batch_norm_legit_functional: the new running
                      statistics are outputs 3 and 4 */
+  BN_COMPOSITE,   /* batch_norm (torch.export's default, undecomposed form):
+                     native_batch_norm's parameters (and cudnn_enabled, which
+                     the CPU ignores) and only its first output */
 };
 
 static int batch_norm_train(lower_ctx *L, const gc_node *n, ir_tensor *x,
-                            ir_tensor *w, ir_tensor *b, double eps,
-                            bool functional) {
+                            ir_tensor *w, ir_tensor *b, double eps, int form) {
+  bool functional = form == BN_FUNCTIONAL, composite = form == BN_COMPOSITE;
   ir_graph *ir = L_ir(L);
   gc_dtype dt = x->dtype;
   int64_t c = x->sizes[1];
@@ -132,9 +136,10 @@ static int batch_norm_train(lower_ctx *L, const gc_node *n, ir_tensor *x,
   const gc_tensor_meta *m1 = L_out_meta(n, 1), *m2m = L_out_meta(n, 2);
   /* outputs checked here, not by the driver after the rule: the running
    * statistics' new values cannot be undone */
-  if (!m1 || !m2m || m1->rank != 1 || m2m->rank != 1 || m1->dtype != dt ||
-      m2m->dtype != dt || m1->sizes[0].expr || m1->sizes[0].v != c ||
-      m2m->sizes[0].expr || m2m->sizes[0].v != c)
+  if (!composite &&
+      (!m1 || !m2m || m1->rank != 1 || m2m->rank != 1 || m1->dtype != dt ||
+       m2m->dtype != dt || m1->sizes[0].expr || m1->sizes[0].v != c ||
+       m2m->sizes[0].expr || m2m->sizes[0].v != c))
     return GC_EUNSUPPORTED;
   int64_t count = 1;
   int rr = 0;
@@ -183,8 +188,9 @@ static int batch_norm_train(lower_ctx *L, const gc_node *n, ir_tensor *x,
     y = OP2(MUL, y, L_load(L, w, ch));
   if (b)
     y = OP2(ADD, y, L_load(L, b, ch));
-  if ((rc = L__pw_finish(L, n, 0, &p, y)) || (rc = L_set(L, n, 1, mean)) ||
-      (rc = L_set(L, n, 2, invstd)))
+  if ((rc = L__pw_finish(L, n, 0, &p, y)) ||
+      (!composite &&
+       ((rc = L_set(L, n, 1, mean)) || (rc = L_set(L, n, 2, invstd)))))
     return rc;
   if (!rm)
     return 0;
@@ -215,7 +221,9 @@ static int batch_norm_train(lower_ctx *L, const gc_node *n, ir_tensor *x,
  * _native_batch_norm_legit forms (`form`: BN_*): the same parameters
  * (no_training without `training`, .no_stats without the running
  * statistics), the same outputs (the functional form's two more: the new
- * running statistics). */
+ * running statistics), and batch_norm(input, weight, bias, running_mean,
+ * running_var, training, momentum, eps, cudnn_enabled) -> out, which ATen's
+ * CPU path runs as native_batch_norm (through _batch_norm_impl_index). */
 int lower_batch_norm(lower_ctx *L, const gc_node *n, int form) {
   ir_graph *ir = L_ir(L);
   ir_tensor *x = L_tensor(L, n, "input");
@@ -233,9 +241,8 @@ int lower_batch_norm(lower_ctx *L, const gc_node *n, int form) {
   if ((w && !per_channel(w, c, od)) || (b && !per_channel(b, c, od)))
     return GC_EUNSUPPORTED;
   if (train)
-    return od != dt
-               ? GC_EUNSUPPORTED
-               : batch_norm_train(L, n, x, w, b, eps, form == BN_FUNCTIONAL);
+    return od != dt ? GC_EUNSUPPORTED
+                    : batch_norm_train(L, n, x, w, b, eps, form);
   if (form == BN_FUNCTIONAL)
     return GC_EUNSUPPORTED; /* AOTAutograd records eval as no_training */
   ir_tensor *rm = L_tensor(L, n, "running_mean");
@@ -267,9 +274,9 @@ int lower_batch_norm(lower_ctx *L, const gc_node *n, int form) {
   rc = L__pw_finish(L, n, 0, &p,
                     fma_of(ir, dt, L_load(L, x, p.vars), L_load(L, at, ch),
                            L_load(L, bt, ch)));
-  if (!rc)
+  if (!rc && form != BN_COMPOSITE)
     rc = empty_out(L, n, 1);
-  if (!rc)
+  if (!rc && form != BN_COMPOSITE)
     rc = empty_out(L, n, 2);
   return rc;
 }

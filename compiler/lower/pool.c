@@ -198,7 +198,9 @@ static ir_expr *max_chain(lower_ctx *L, pool *P, gc_sym **v, int which) {
 }
 
 /* max_pool2d_with_indices(self, kernel_size, stride, padding, dilation,
- * ceil_mode) -> (values, indices). */
+ * ceil_mode) -> (values, indices), and max_pool2d (the same parameters;
+ * torch.export's undecomposed form) -> values: the same maximum, without
+ * the indices. */
 int lower_max_pool2d(lower_ctx *L, const gc_node *n, int unused) {
   (void)unused;
   ir_graph *ir = L_ir(L);
@@ -209,19 +211,23 @@ int lower_max_pool2d(lower_ctx *L, const gc_node *n, int unused) {
   if (P.k[0] * P.k[1] > MAX_WINDOW)
     return GC_EUNSUPPORTED;
   L_pw pi;
-  if ((rc = L__pw_begin(L, n, 1, &pi)))
+  bool indices = n->noutputs > 1;
+  if (indices && (rc = L__pw_begin(L, n, 1, &pi)))
     return rc;
-  if (pi.dt != GC_DTYPE_INT64 || pi.rank != P.rank)
+  if (indices && (pi.dt != GC_DTYPE_INT64 || pi.rank != P.rank))
     return GC_EUNSUPPORTED;
   if (numel(P.rank, P.out.sizes) == 0) { /* nothing to read */
     rc = L__pw_finish(L, n, 0, &P.out, ir_const_f(ir, 0, P.out.dt));
-    return rc ? rc
-              : L__pw_finish(L, n, 1, &pi, ir_const_i(ir, 0, GC_DTYPE_INT64));
+    return rc || !indices
+               ? rc
+               : L__pw_finish(L, n, 1, &pi, ir_const_i(ir, 0, GC_DTYPE_INT64));
   }
   if (P.H == 0 || P.W == 0)
     return GC_EUNSUPPORTED;
   rc = L__pw_finish(L, n, 0, &P.out, max_chain(L, &P, P.out.vars, 0));
-  return rc ? rc : L__pw_finish(L, n, 1, &pi, max_chain(L, &P, pi.vars, 1));
+  return rc || !indices
+             ? rc
+             : L__pw_finish(L, n, 1, &pi, max_chain(L, &P, pi.vars, 1));
 }
 
 /* A sum over a window of x: output variables ov (P->out's shape), window

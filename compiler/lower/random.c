@@ -36,7 +36,7 @@
  */
 #include <math.h>
 
-#include "compiler/lower/lower.h"
+#include "compiler/lower/pointwise.h"
 
 #define SEED_BOUND ((int64_t)1 << 62)
 
@@ -118,6 +118,24 @@ int lower_bernoulli_p(lower_ctx *L, const gc_node *n, int unused) {
     return GC_ENOMEM;
   ir_tensor *t = L_pointwise(L, n, m->dtype, m->rank, sizes, vars, body);
   return t ? L_set(L, n, 0, t) : GC_ENOMEM;
+}
+
+/* dropout(input, p, train) (torch.export's undecomposed form): with train
+ * false, the input (decomposed, a clone: the value is the same); with train
+ * true it draws its mask in ATen, a fallback (its row is random). */
+int lower_dropout(lower_ctx *L, const gc_node *n, int unused) {
+  (void)unused;
+  ir_tensor *x = L_tensor(L, n, "input");
+  bool train = true;
+  if (!x || !L_bool(L, n, "train", &train) || train)
+    return GC_EUNSUPPORTED;
+  L_pw p;
+  int rc = L__pw_begin(L, n, 0, &p);
+  if (rc)
+    return rc;
+  if (p.dt != x->dtype || p.rank != x->rank)
+    return GC_EUNSUPPORTED;
+  return L__pw_finish(L, n, 0, &p, L_load(L, x, p.vars));
 }
 
 /* native_dropout(input, p, train) -> (output, mask). train None counts as

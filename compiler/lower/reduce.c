@@ -69,10 +69,20 @@ static int64_t norm_dim(int64_t d, int rank) {
 
 /* Sets up reducing `x` over the dims in `dims` (all when ndims == 0 and
  * all_if_empty), output shape from metadata output `k`. */
+static int setup_meta(lower_ctx *L, const gc_tensor_meta *m, ir_tensor *x,
+                      const int64_t *dims, int ndims, bool all_if_empty,
+                      red *r);
+
 static int setup(lower_ctx *L, const gc_node *n, int k, ir_tensor *x,
                  const int64_t *dims, int ndims, bool all_if_empty, red *r) {
+  return setup_meta(L, L_out_meta(n, k), x, dims, ndims, all_if_empty, r);
+}
+
+/* The same, the output shape from `m`. */
+static int setup_meta(lower_ctx *L, const gc_tensor_meta *m, ir_tensor *x,
+                      const int64_t *dims, int ndims, bool all_if_empty,
+                      red *r) {
   memset(r, 0, sizeof *r);
-  const gc_tensor_meta *m = L_out_meta(n, k);
   if (!x || !m || m->rank > IR_MAX_RANK || !L_sym_sizes(L, m, r->ss))
     return GC_EUNSUPPORTED;
   ir_ints_of(m->rank, r->ss, r->sizes);
@@ -155,12 +165,39 @@ static bool get_dims(lower_ctx *L, const gc_node *n, const char *name,
  * prod (param 2: prod.dim_int / prod), nansum (param 3: NaN adds 0),
  * count_nonzero (param 4: the int64 count of x != 0). The accumulation dtype is
  * the output's. */
+static int sum_dims(lower_ctx *L, const gc_node *n, int which,
+                    const int64_t *dims, int nd);
+
 int lower_sum(lower_ctx *L, const gc_node *n, int which) {
-  ir_graph *ir = L_ir(L);
   const int64_t *dims = NULL;
   int nd = 0;
   if (!get_dims(L, n, "dim", &dims, &nd))
     return GC_EUNSUPPORTED;
+  return sum_dims(L, n, which, dims, nd);
+}
+
+/* adaptive_avg_pool2d(self, output_size) (torch.export's undecomposed
+ * form): ATen's composite takes a 1x1 output as self.mean((-1, -2),
+ * keepdim=True), which is what run_decompositions() records, so it is that
+ * mean here too (bit for bit the decomposed program's); any other size is
+ * _adaptive_avg_pool2d. */
+int lower_adaptive_avg_pool2d_composite(lower_ctx *L, const gc_node *n,
+                                        int unused) {
+  (void)unused;
+  ir_tensor *x = L_tensor(L, n, "self");
+  const gc_tensor_meta *m = L_out_meta(n, 0);
+  if (!x || !m || (x->rank != 3 && x->rank != 4) || m->rank != x->rank)
+    return GC_EUNSUPPORTED;
+  const gc_symint *h = &m->sizes[m->rank - 2], *w = &m->sizes[m->rank - 1];
+  if (h->expr || w->expr || h->v != 1 || w->v != 1)
+    return lower_adaptive_avg_pool2d(L, n, 0);
+  const int64_t dims[2] = {x->rank - 2, x->rank - 1};
+  return sum_dims(L, n, 1, dims, 2);
+}
+
+static int sum_dims(lower_ctx *L, const gc_node *n, int which,
+                    const int64_t *dims, int nd) {
+  ir_graph *ir = L_ir(L);
   red r;
   int rc = setup(L, n, 0, L_tensor(L, n, "self"), dims, nd, true, &r);
   if (rc)
@@ -458,8 +495,24 @@ int lower_layer_norm(lower_ctx *L, const gc_node *n, int unused) {
       return GC_EUNSUPPORTED;
     dims[i] = lead + i;
   }
+  /* the statistics' shape: output 1's; layer_norm (torch.export's
+   * undecomposed form) has only output 0, x's shape, whose normalized dims
+   * the statistics keep as 1 */
+  const gc_tensor_meta *sm = L_out_meta(n, 1), *om = L_out_meta(n, 0);
+  if (!sm && om && n->noutputs == 1 && om->rank == x->rank) {
+    gc_tensor_meta *k = gc_arena_alloc(ir->a, sizeof *k);
+    gc_symint *ks =
+        gc_arena_calloc(ir->a, (size_t)om->rank + 1, sizeof *k->sizes);
+    if (!k || !ks)
+      return GC_ENOMEM;
+    *k = *om;
+    for (int i = 0; i < om->rank; i++)
+      ks[i] = i < lead ? om->sizes[i] : (gc_symint){.v = 1};
+    k->sizes = ks;
+    sm = k;
+  }
   red r;
-  int rc = setup(L, n, 1, x, dims, ns, false, &r);
+  int rc = setup_meta(L, sm, x, dims, ns, false, &r);
   if (rc)
     return rc;
   if (!nonempty(L, n, &r))
@@ -507,10 +560,15 @@ int lower_layer_norm(lower_ctx *L, const gc_node *n, int unused) {
     y = ir_op2(ir, IR_ADD, dt, ir_op2(ir, IR_MUL, dt, d, p),
                L_load_bcast(L, b, x->rank, v));
   rc = L_set(L, n, 0, L_spointwise(L, n, od, x->rank, xs, v, y));
-  if (!rc)
-    rc = L_set(L, n, 1, L_to_dtype(L, n, mean, L_out_meta(n, 1)->dtype));
-  if (!rc)
-    rc = L_set(L, n, 2, L_to_dtype(L, n, rstd, L_out_meta(n, 2)->dtype));
+  /* layer_norm (torch.export's undecomposed form) has only the first */
+  if (!rc && n->noutputs > 1) {
+    const gc_tensor_meta *mm = L_out_meta(n, 1), *mr = L_out_meta(n, 2);
+    if (!mm || !mr)
+      return GC_EUNSUPPORTED;
+    rc = L_set(L, n, 1, L_to_dtype(L, n, mean, mm->dtype));
+    if (!rc)
+      rc = L_set(L, n, 2, L_to_dtype(L, n, rstd, mr->dtype));
+  }
   return rc;
 }
 

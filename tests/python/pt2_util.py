@@ -35,6 +35,37 @@ class SmallCNN(torch.nn.Module):
         return self.head(y.flatten(1))
 
 
+class ResNetBlock(torch.nn.Module):
+    """A resnet-style stem and residual block with a classifier head, in
+    eval mode: torch.export's default (undecomposed) program keeps conv2d,
+    batch_norm, max_pool2d, adaptive_avg_pool2d, dropout and linear as the
+    CompositeImplicitAutograd operators themselves."""
+
+    def __init__(self):
+        super().__init__()
+        self.stem = torch.nn.Conv2d(3, 8, 3, padding=1, bias=False)
+        self.bn0 = torch.nn.BatchNorm2d(8)
+        self.conv1 = torch.nn.Conv2d(8, 8, 3, padding=1, bias=False)
+        self.bn1 = torch.nn.BatchNorm2d(8)
+        self.conv2 = torch.nn.Conv2d(8, 8, 3, padding=1)
+        self.bn2 = torch.nn.BatchNorm2d(8)
+        self.pool = torch.nn.AdaptiveAvgPool2d(1)
+        self.drop = torch.nn.Dropout(0.5)
+        self.fc = torch.nn.Linear(8, 10)
+        self.norm = torch.nn.LayerNorm(10)
+        for bn in (self.bn0, self.bn1, self.bn2):  # non-trivial statistics
+            bn.running_mean.uniform_(-0.5, 0.5)
+            bn.running_var.uniform_(0.5, 2.0)
+            bn.weight.data.uniform_(0.5, 1.5)
+            bn.bias.data.uniform_(-0.5, 0.5)
+
+    def forward(self, x):
+        x = torch.nn.functional.max_pool2d(torch.relu(self.bn0(self.stem(x))), 2)
+        y = torch.relu(self.bn1(self.conv1(x)))
+        y = torch.relu(self.bn2(self.conv2(y)) + x)
+        return self.norm(self.fc(self.drop(self.pool(y).flatten(1))))
+
+
 class Counter(torch.nn.Module):
     """An in-place buffer update and a lifted tensor constant."""
 
@@ -59,6 +90,19 @@ def cnn_training():
     return SmallCNN().train(), (torch.randn(2, 3, 8, 8),), None
 
 
+def resnet_block():
+    torch.manual_seed(4)
+    return ResNetBlock().eval(), (torch.randn(2, 3, 16, 16),), None
+
+
+def encoder():
+    """A TransformerEncoderLayer in eval mode: linear, layer_norm, dropout
+    and scaled_dot_product_attention in the default program."""
+    torch.manual_seed(5)
+    layer = torch.nn.TransformerEncoderLayer(16, 2, 32, batch_first=True)
+    return layer.eval(), (torch.randn(2, 5, 16),), None
+
+
 def counter():
     torch.manual_seed(2)
     return Counter(), (torch.randn(3, 4),), None
@@ -71,7 +115,8 @@ def mlp_dynamic():
 
 
 MAKERS = {"mlp": mlp, "cnn_training": cnn_training, "counter": counter,
-          "mlp_dynamic": mlp_dynamic}
+          "mlp_dynamic": mlp_dynamic, "resnet_block": resnet_block,
+          "encoder": encoder}
 
 
 def export(maker, path, decompose=False):

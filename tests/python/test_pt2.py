@@ -32,8 +32,15 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 pytestmark = pytest.mark.skipif(not os.path.exists(CTL), reason="compilectl not built")
 
 CASES = [("mlp", False), ("cnn_training", False), ("counter", False),
-         ("mlp_dynamic", False), ("counter", True), ("cnn_training", True),
-         ("mlp_dynamic", True)]
+         ("mlp_dynamic", False), ("resnet_block", False), ("encoder", False),
+         ("counter", True),
+         ("cnn_training", True), ("mlp_dynamic", True)]
+
+# CompositeImplicitAutograd operators that torch.export's default program
+# keeps (run_decompositions() would rewrite them) and the daemon lowers
+COMPOSITE = {"aten::conv2d", "aten::batch_norm", "aten::max_pool2d",
+             "aten::adaptive_avg_pool2d", "aten::dropout", "aten::linear",
+             "aten::layer_norm", "aten::scaled_dot_product_attention"}
 
 
 def case_id(case):
@@ -138,8 +145,37 @@ def test_package_runs_without_daemon_compiler_or_tracing(packages, case, tmp_pat
     assert not report["grpc_after"], "loading a package imported the gRPC client"
     assert report["native"], report
     assert all(d <= 1e-4 for d in report["diffs"]), report
-    assert report["state"] or case[0] in ("mlp", "mlp_dynamic")
+    assert report["state"] or case[0] in ("mlp", "mlp_dynamic", "encoder")
     assert all(d <= 1e-5 for _, d in report["state"]), report
+
+
+@pytest.mark.parametrize("name", ["resnet_block", "cnn_training", "mlp", "encoder"])
+def test_default_export_has_no_composite_fallbacks(packages, name):
+    """torch.export's default program (no run_decompositions()) keeps
+    conv2d, batch_norm (eval, and training with its running statistics
+    written), max_pool2d, adaptive_avg_pool2d, dropout, linear, layer_norm
+    and scaled_dot_product_attention: none of them is left a fallback ATen
+    call, and the results
+    (and the statistics a training batch norm writes) match eager's."""
+    import copy
+    module, args, _ = pt2_util.MAKERS[name]()
+    before = copy.deepcopy(module)
+    loaded = compiled.load_package(packages[name])
+    summary = loaded.program.summary
+    left = sorted({op for op in summary["fallback_ops"] if op.split(".")[0] in COMPOSITE})
+    assert not left, summary
+    if name != "encoder":  # its contiguous() stays an ATen call
+        assert summary["fallback"] == 0, summary
+    with torch.no_grad():
+        for _ in range(2):
+            want, got = module(*args), loaded(*args)
+            assert (want - got).abs().max() <= 1e-4, (want, got)
+    for key, value in module.state_dict().items():
+        if key in loaded.state:
+            assert (loaded.state[key].float() - value.float()).abs().max() <= 1e-5, key
+    if name == "cnn_training":  # the statistics compared above moved
+        assert "bn.running_mean" in loaded.state
+        assert not torch.equal(before.bn.running_mean, module.bn.running_mean)
 
 
 def test_dynamic_range_is_enforced(packages):
