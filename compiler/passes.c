@@ -170,9 +170,9 @@ typedef struct placed {
   const ir_buf *b;
 } placed;
 
-static int by_offset(const void *x, const void *y) {
+static int by_first(const void *x, const void *y) {
   const placed *a = x, *b = y;
-  return (a->lo > b->lo) - (a->lo < b->lo);
+  return (a->b->first > b->b->first) - (a->b->first < b->b->first);
 }
 
 /* The memory plan: every arena buffer with a constant place lies inside
@@ -214,17 +214,45 @@ static int verify_plan(gc_pass_state *s, gc_error *err) {
                     "of %lld bytes",
                     b->id, (long long)b->arena_offset, (long long)bytes,
                     (long long)sc->arena_bytes);
-    p[n++] = (placed){b->arena_offset, b->arena_offset + bytes, b};
+    if (bytes > 0) /* an empty buffer shares no byte */
+      p[n++] = (placed){b->arena_offset, b->arena_offset + bytes, b};
   }
-  qsort(p, (size_t)n, sizeof *p, by_offset);
-  for (int i = 0; i < n; i++)
-    for (int j = i + 1; j < n && p[j].lo < p[i].hi; j++)
-      if (p[i].b->first <= p[j].b->last && p[j].b->first <= p[i].b->last)
-        return vfailf(err,
-                      "memory plan: buf%d and buf%d overlap in the arena "
-                      "while both are live (kernels %d..%d and %d..%d)",
-                      p[i].b->id, p[j].b->id, p[i].b->first, p[i].b->last,
-                      p[j].b->first, p[j].b->last);
+  /* a sweep over the kernels: the buffers live at the current one, sorted
+   * by offset (pairwise apart once checked), and each new buffer checked
+   * against its two neighbours there; comparing every pair that shares
+   * bytes would be quadratic where a thousand buffers reuse one slot */
+  qsort(p, (size_t)n, sizeof *p, by_first);
+  const placed **live = gc_arena_calloc(s->a, (size_t)n + 1, sizeof *live);
+  if (!live)
+    return gc_errorf(err, GC_ENOMEM, "out of memory");
+  int nlive = 0;
+  for (int i = 0; i < n; i++) {
+    int kept = 0;
+    for (int r = 0; r < nlive; r++)
+      if (live[r]->b->last >= p[i].b->first)
+        live[kept++] = live[r];
+    nlive = kept;
+    int at = 0, end = nlive;
+    while (at < end) {
+      int mid = at + (end - at) / 2;
+      if (live[mid]->lo < p[i].lo)
+        at = mid + 1;
+      else
+        end = mid;
+    }
+    const placed *other = at > 0 && live[at - 1]->hi > p[i].lo   ? live[at - 1]
+                          : at < nlive && live[at]->lo < p[i].hi ? live[at]
+                                                                 : NULL;
+    if (other)
+      return vfailf(err,
+                    "memory plan: buf%d and buf%d overlap in the arena "
+                    "while both are live (kernels %d..%d and %d..%d)",
+                    other->b->id, p[i].b->id, other->b->first, other->b->last,
+                    p[i].b->first, p[i].b->last);
+    memmove(live + at + 1, live + at, (size_t)(nlive - at) * sizeof *live);
+    live[at] = &p[i];
+    nlive++;
+  }
   return 0;
 }
 
