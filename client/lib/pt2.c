@@ -224,6 +224,15 @@ static void pathf(char *buf, size_t n, const char *base, const char *fmt, ...) {
   va_end(ap);
 }
 
+/* union_member, and in p the path of the member ("path.as_int"). */
+static const char *union_at(cx *c, json_t *o, const char *path, json_t **val,
+                            char *p, size_t np) {
+  const char *k = union_member(c, o, path, val);
+  if (k)
+    pathf(p, np, path, ".%s", k);
+  return k;
+}
+
 static int add(cx *c, json_t *o, const char *k, json_t *v) {
   if (!v || json_object_set_new(o, k, v) != 0)
     return fail(c, NULL, "out of memory");
@@ -513,11 +522,10 @@ static int enum_int(cx *c, json_t *v, const char *path, int *out) {
 /* SymInt {as_int} | {as_expr: {expr_str, hint?}} */
 static json_t *sym_int(cx *c, json_t *v, const char *path) {
   json_t *m;
-  const char *k = union_member(c, v, path, &m);
+  char p[512];
+  const char *k = union_at(c, v, path, &m, p, sizeof p);
   if (!k)
     return NULL;
-  char p[512];
-  pathf(p, sizeof p, path, ".%s", k);
   if (strcmp(k, "as_int") == 0) {
     if (!json_is_integer(m)) {
       fail(c, p, "expected an integer");
@@ -706,11 +714,10 @@ static json_t *lit_string(cx *c, json_t *v, const char *path) {
 /* SymIntArgument {as_name | as_int}; likewise float and bool */
 static json_t *sym_arg(cx *c, json_t *v, const char *path, const char *lit) {
   json_t *m;
-  const char *k = union_member(c, v, path, &m);
+  char p[512];
+  const char *k = union_at(c, v, path, &m, p, sizeof p);
   if (!k)
     return NULL;
-  char p[512];
-  pathf(p, sizeof p, path, ".%s", k);
   if (strcmp(k, "as_name") == 0) {
     if (!json_is_string(m)) {
       fail(c, p, "expected a string");
@@ -740,11 +747,10 @@ static json_t *sym_bool_arg(cx *c, json_t *v, const char *p) {
 /* OptionalTensorArgument {as_tensor | as_none} */
 static json_t *opt_tensor(cx *c, json_t *v, const char *path) {
   json_t *m;
-  const char *k = union_member(c, v, path, &m);
+  char p[512];
+  const char *k = union_at(c, v, path, &m, p, sizeof p);
   if (!k)
     return NULL;
-  char p[512];
-  pathf(p, sizeof p, path, ".%s", k);
   if (strcmp(k, "as_tensor") == 0) {
     json_t *t = named(c, m, p);
     return t ? json_pack("{so}", "as_tensor", t) : NULL;
@@ -788,11 +794,10 @@ static const struct arg_kind ARG_KINDS[] = {
 /* Argument: one member, converted. */
 static json_t *argument(cx *c, json_t *v, const char *path) {
   json_t *m;
-  const char *k = union_member(c, v, path, &m);
+  char p[512];
+  const char *k = union_at(c, v, path, &m, p, sizeof p);
   if (!k)
     return NULL;
-  char p[512];
-  pathf(p, sizeof p, path, ".%s", k);
   if (!strcmp(k, "as_none"))
     return json_pack("{sb}", "as_none", 1);
   if (!strcmp(k, "as_optional_tensor")) /* already the graph format's form */
