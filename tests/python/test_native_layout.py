@@ -71,6 +71,31 @@ def test_convolutions_run_channels_last_and_agree_with_eager(server):
     assert strides == [nhwc(2, 16, 17, 16)] + [nhwc(2, 16, 9, 8)] * 3, strides
 
 
+def test_a_convolution_whose_weight_outweighs_its_activations_keeps_eager_layout(server):
+    """Channels-last costs a copy of a 3x3 weight (ATen makes it on every
+    call) and saves two reorders of the activations: the late layers of a
+    wide network at batch 1 (weights of megabytes, activations of
+    kilobytes) keep eager's layout, the early ones go channels-last and get
+    their weight channels-last from the program, so ATen copies nothing."""
+    small = torch.nn.Conv2d(8, 64, 3, padding=1).eval()  # 18 KB weight, 72 KB in + out
+    big = torch.nn.Conv2d(64, 64, 3, padding=1).eval()   # 147 KB weight, 8 KB in + out
+
+    def f(x):
+        y = torch.nn.functional.max_pool2d(small(x).relu(), 4)
+        return big(y).relu().sum((2, 3))
+    x = torch.randn(1, 8, 16, 16)
+    check(f, (x,), server=server, fallback=0, atol=1e-5, rtol=1e-4)
+    prog = program(f, (x,), server)
+    assert conv_result_strides(prog) == [nhwc(1, 64, 16, 16), (1024, 16, 4, 1)]
+    with torch.no_grad():
+        cf = compiled.compile(f, (x,), server=server)
+        cf(x)
+        with torch.profiler.profile() as p:
+            cf(x)
+    copies = [e.key for e in p.key_averages() if e.key in ("aten::contiguous", "aten::clone")]
+    assert copies == [], copies
+
+
 def test_outputs_keep_eager_layout_and_aliasing(server):
     """Program outputs, and what they view, keep eager's layout: a
     convolution returned and a slice of it share storage as in eager."""
