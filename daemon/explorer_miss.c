@@ -2,7 +2,7 @@
  * explorer_miss.c: why a request missed, in words.
  *
  * A miss is explained against the nearest cached program "of the same
- * graph": first as Explain finds it (admin.c, daemon_nearest: the same
+ * graph": first as Explain finds it (store.c, store_nearest: the same
  * graph component, fewest other components differing), else, because a
  * graph's component covers its nodes' output shapes and so changes with
  * its input shapes, the most recently used program whose kept request has
@@ -22,6 +22,7 @@
 #include "compiled/v1/artifact.pb-c.h"
 #include "compiler/strmap.h"
 #include "daemon/explorer_internal.h"
+#include "daemon/store.h"
 
 #define MAX_ITEMS 24 /* differences itemized */
 #define SCAN 1000    /* entries looked at for the same operators */
@@ -340,7 +341,7 @@ json_t *xm_explain(daemon_ctx *d, const uint8_t key[GC_DIGEST_LEN],
   }
   const char *names[GC_KEY_NCOMPONENTS];
   cache_info near;
-  int n = daemon_nearest(conn, &k, key, &near, names);
+  int n = store_nearest(conn, &k, key, &near, names);
   const char *how = "the same graph component";
   gc_arena *a = memory_arena(d, SIZE_MAX);
   Compiled__V1__CompileRequest *mine = NULL, *theirs = NULL;

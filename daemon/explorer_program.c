@@ -35,6 +35,7 @@
 #include "compiler/pipeline.h"
 #include "compiler/dump.h"
 #include "daemon/explorer_internal.h"
+#include "daemon/message.h"
 #include "daemon/log.h"
 
 #define DERIVED_BUDGET ((size_t)256 << 20)
