@@ -18,8 +18,9 @@
  *
  * Files: explorer.c (HTTP: routes, who may look, headers, the overview,
  * requests and programs lists), explorer_program.c (one program: its
- * artifact, its request kept beside it, the passes derived again from it),
- * explorer_miss.c (why a request missed), recent.c (recent requests).
+ * artifact, its request kept beside it), explorer_derive.c (the passes
+ * derived again from that request), explorer_miss.c (why a request missed),
+ * recent.c (recent requests).
  */
 #ifndef DAEMON_EXPLORER_H
 #define DAEMON_EXPLORER_H

@@ -27,7 +27,7 @@ typedef struct x_derived x_derived;
 /* The explorer's state (daemon_ctx.explorer). */
 typedef struct explorer {
   unsigned char secret[32]; /* sessions' HMAC key: random, per process */
-  /* derived programs (explorer_program.c) */
+  /* derived programs (explorer_derive.c) */
   pthread_mutex_t mu;   /* guards the list, `deriving` and `waiting` */
   pthread_cond_t done;  /* a derivation ended */
   x_derived *derived;   /* most recently used first */
@@ -55,7 +55,7 @@ json_t *x_error(const char *code, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));
 
 /* Whether a traceback's file is a library's (torch's own, installed
- * packages), not the user's code (explorer_program.c). */
+ * packages), not the user's code (explorer_derive.c). */
 bool x_library_file(const char *f, size_t n);
 
 /* A key in hex (64 digits) as JSON. */
@@ -70,7 +70,7 @@ json_t *xp_program(daemon_ctx *d, struct MHD_Connection *conn,
                    const uint8_t key[GC_DIGEST_LEN], const char *rest,
                    unsigned *status);
 
-/* Frees the derived programs (explorer_program.c). */
+/* Frees the derived programs (explorer_derive.c). */
 void xp_cleanup(explorer *x);
 
 /* Why key `key` was a miss: the nearest cached program of the same graph
