@@ -215,6 +215,11 @@ static void handle_fetch(srv_call *c) {
          conn ? cerr.msg : "no cache");
     goto out;
   }
+  /* A hit like a Compile's (the client's graph memo fetches by key
+   * without one): counted here; the cache counted it and queued its touch
+   * (hit count, last use) in store_get. */
+  atomic_fetch_add(&d->stats.hits, 1);
+  atomic_fetch_add(&d->stats.saved_us, (uint64_t)e.compile_us);
   size_t chunk = req->chunk_bytes ? req->chunk_bytes : FETCH_DEFAULT_CHUNK;
   if (chunk > FETCH_MAX_CHUNK)
     chunk = FETCH_MAX_CHUNK;

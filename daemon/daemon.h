@@ -43,7 +43,7 @@ typedef struct flight flight;
 
 typedef struct daemon_stats {
   atomic_uint_fast64_t requests; /* Compile requests */
-  atomic_uint_fast64_t hits;     /* served from the cache */
+  atomic_uint_fast64_t hits;     /* served from the cache (Compile, Fetch) */
   atomic_uint_fast64_t misses;   /* needed a compile (new or joined) */
   atomic_uint_fast64_t joins;    /* joined a compile in flight */
   atomic_uint_fast64_t compiles; /* compiles run to their end (flight.c's

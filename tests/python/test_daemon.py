@@ -317,6 +317,29 @@ def test_explain_names_the_differing_component(daemon):
 
 
 
+def test_fetch_counts_as_a_hit(daemon):
+    # The client's graph memo fetches artifacts by key without a Compile:
+    # such a Fetch is a hit like any other, in Stats (and so /metrics) and
+    # in the entry's hit count and last use (LRU eviction keeps it).
+    d = daemon()
+    stub = d.stub()
+    _, r = run_compile(stub, compile_request(load_graph("mlp")))
+    before = d.stats()
+    entry = stub.Lookup(compiled_pb2.LookupRequest(key=r.key), timeout=10).entry
+    data = b"".join(c.data for c in stub.Fetch(compiled_pb2.FetchRequest(key=r.key), timeout=10))
+    assert hashlib.sha256(data).hexdigest() == r.artifact_digest
+    after = d.stats()
+    assert after.hits == before.hits + 1, (before, after)
+    assert after.compile_micros_saved == before.compile_micros_saved + r.compile_micros
+    now = stub.Lookup(compiled_pb2.LookupRequest(key=r.key), timeout=10).entry
+    assert now.hits == entry.hits + 1 and now.last_used >= entry.last_used
+    # a Fetch of a key that is not there is no hit
+    with pytest.raises(grpc.RpcError) as e:
+        list(stub.Fetch(compiled_pb2.FetchRequest(key="0" * 64), timeout=10))
+    assert e.value.code() == grpc.StatusCode.NOT_FOUND
+    assert d.stats().hits == after.hits
+
+
 def test_lookup_fetch_list_evict(daemon):
     d = daemon("--max-inline-bytes", "100")
     stub = d.stub()
@@ -333,7 +356,7 @@ def test_lookup_fetch_list_evict(daemon):
     ev = stub.Evict(compiled_pb2.EvictRequest(key=r.key), timeout=10)
     assert ev.evicted == 1
     s = d.stats()
-    assert s.evictions == 1 and s.hits == 0  # Fetch and Lookup are not hits
+    assert s.evictions == 1 and s.hits == 1  # the Fetch is a hit; Lookup is not
     assert not stub.Lookup(compiled_pb2.LookupRequest(key=r.key), timeout=10).found
     with pytest.raises(grpc.RpcError) as e:
         list(stub.Fetch(compiled_pb2.FetchRequest(key=r.key), timeout=10))
