@@ -16,6 +16,7 @@
 #include "compiler/pipeline.h"
 #include "compiler/wire.h"
 #include "daemon/daemon.h"
+#include "daemon/explorer.h"
 #include "daemon/label.h"
 #include "daemon/log.h"
 #include "daemon/message.h"
@@ -494,7 +495,7 @@ static void handle_explain(srv_call *c) {
   resp.components = &kc;
   cache_info info;
   cache_error cerr;
-  char summary[512];
+  char summary[1024];
   const char *names[GC_KEY_NCOMPONENTS];
   if (conn && cache_info_get(conn, key.key, &info, &cerr) == 0) {
     resp.cached = 1;
@@ -503,19 +504,31 @@ static void handle_explain(srv_call *c) {
     snprintf(summary, sizeof summary, "hit: %.16s is cached", hex);
   } else {
     cache_info best;
-    int n = store_nearest(conn, &key, NULL, &best, names);
+    bool by_ops;
+    /* the request as a CompileRequest, to itemize against the nearest
+     * program's kept one (explorer_miss.c) */
+    Compiled__V1__CompileRequest as = COMPILED__V1__COMPILE_REQUEST__INIT;
+    as.graph = req->graph;
+    as.options = req->options;
+    as.target = req->target;
+    int n = explorer_explain_miss(d, conn, a, &key, &as, &best, names, &by_ops,
+                                  &resp.differences, &resp.n_differences);
     if (n >= 0) {
       resp.has_nearest = 1;
       resp.nearest = entry_info(a, &best);
       resp.n_differing = (size_t)n;
       resp.differing = (char **)names;
-      size_t used =
-          (size_t)snprintf(summary, sizeof summary,
-                           "miss: same graph as cached %.16s; differs in:",
-                           resp.nearest ? resp.nearest->key : "?");
+      size_t used = (size_t)snprintf(
+          summary, sizeof summary, "miss: same %s as cached %.16s; differs in:",
+          by_ops ? "operators" : "graph",
+          resp.nearest ? resp.nearest->key : "?");
       for (int i = 0; i < n && used < sizeof summary; i++)
         used += (size_t)snprintf(summary + used, sizeof summary - used, "%s %s",
                                  i ? "," : "", names[i]);
+      if (resp.n_differences && used < sizeof summary)
+        snprintf(summary + used, sizeof summary - used, " (%s%s)",
+                 resp.differences[0],
+                 resp.n_differences > 1 ? "; and more" : "");
     } else {
       snprintf(summary, sizeof summary,
                "miss: no cached entry has this graph structure");

@@ -79,6 +79,13 @@ void xp_cleanup(explorer *x);
 json_t *xm_explain(daemon_ctx *d, const uint8_t key[GC_DIGEST_LEN],
                    const uint8_t (*parts)[GC_DIGEST_LEN], unsigned *status);
 
+/* The digest of a graph's operators in order (their targets), as hex
+ * (X_OPS_LEN digits): the "ops" of a kept request's summary, by which a
+ * miss finds a program of the same operators and other shapes. False
+ * when OpenSSL fails (explorer.c). */
+#define X_OPS_LEN 32
+bool x_ops_digest(const Compiled__V1__Graph *g, char out[X_OPS_LEN + 1]);
+
 /* The stored request of entry `key`, unpacked into arena `a`: 0, or
  * CACHE_EMISS (none kept) or another error with a message
  * (explorer_program.c). */

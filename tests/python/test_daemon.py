@@ -317,6 +317,25 @@ def test_explain_names_the_differing_component(daemon):
 
 
 
+def test_explain_names_the_input_dimension_that_changed(daemon):
+    # A size change alters the graph component too (it covers every node's
+    # output shape): Explain finds the cached program with the same
+    # operators and itemizes the input, the dimension and both sizes.
+    import explorer_util as xu
+    d = daemon()
+    stub = d.stub()
+    _, r = run_compile(stub, compile_request(xu.captured(2)))
+    resp = stub.Explain(compiled_pb2.ExplainRequest(graph=xu.captured(4)), timeout=30)
+    assert not resp.cached and resp.has_nearest and resp.nearest.key == r.key
+    assert "inputs" in resp.differing
+    want = "input 2 (x): dimension 0 is 4, the cached program's is 2"
+    assert want in resp.summary, resp.summary
+    assert want in list(resp.differences), resp.differences
+    # the exact request is a hit, with nothing to itemize
+    resp = stub.Explain(compiled_pb2.ExplainRequest(graph=xu.captured(2)), timeout=30)
+    assert resp.cached and not resp.differences
+
+
 def test_fetch_counts_as_a_hit(daemon):
     # The client's graph memo fetches artifacts by key without a Compile:
     # such a Fetch is a hit like any other, in Stats (and so /metrics) and
