@@ -16,8 +16,11 @@
 #include "compiler/pipeline.h"
 #include "compiler/wire.h"
 #include "daemon/daemon.h"
+#include "daemon/explorer.h"
 #include "daemon/label.h"
 #include "daemon/log.h"
+#include "daemon/message.h"
+#include "daemon/store.h"
 
 #define FETCH_DEFAULT_CHUNK (1u << 20)
 #define FETCH_MAX_CHUNK (3u << 20)
@@ -152,12 +155,12 @@ static void handle_lookup(srv_call *c) {
   size_t len = 0;
   int rc;
   if (req->include_artifact) {
-    rc = cache_get(conn, key, &data, &len, &info, &cerr);
-    if (rc == 0 && !daemon_entry_trusted(d, conn, key, req->key, &info)) {
-      free(data);
-      data = NULL;
+    store_entry e;
+    rc = store_get(d, conn, key, NULL, req->key, &e, &info, &cerr);
+    if (rc == STORE_UNTRUSTED)
       rc = CACHE_EMISS;
-    }
+    data = e.data;
+    len = e.len;
     if (rc == 0) {
       uint64_t limit = req->max_inline_bytes ? req->max_inline_bytes
                                              : d->cfg.max_inline_bytes;
@@ -197,16 +200,11 @@ static void handle_fetch(srv_call *c) {
   cache_conn *conn = daemon_conn(d);
   if (!req || !parse_key(c, "Fetch", req->key, key))
     goto out;
-  uint8_t *data = NULL;
-  size_t len = 0;
-  cache_info info;
+  store_entry e;
   cache_error cerr;
-  int rc = conn ? cache_get(conn, key, &data, &len, &info, &cerr) : CACHE_EIO;
-  if (rc == 0 && !daemon_entry_trusted(d, conn, key, req->key, &info)) {
-    free(data);
-    data = NULL;
+  int rc = store_get(d, conn, key, NULL, req->key, &e, NULL, &cerr);
+  if (rc == STORE_UNTRUSTED)
     rc = CACHE_ECORRUPT;
-  }
   if (rc == CACHE_EMISS || rc == CACHE_ECORRUPT) {
     fail(c, "Fetch", req->key, GRPC_STATUS_NOT_FOUND,
          rc == CACHE_EMISS ? "no such key in the cache"
@@ -218,30 +216,35 @@ static void handle_fetch(srv_call *c) {
          conn ? cerr.msg : "no cache");
     goto out;
   }
+  /* A hit like a Compile's (the client's graph memo fetches by key
+   * without one): counted here; the cache counted it and queued its touch
+   * (hit count, last use) in store_get. */
+  atomic_fetch_add(&d->stats.hits, 1);
+  atomic_fetch_add(&d->stats.saved_us, (uint64_t)e.compile_us);
   size_t chunk = req->chunk_bytes ? req->chunk_bytes : FETCH_DEFAULT_CHUNK;
   if (chunk > FETCH_MAX_CHUNK)
     chunk = FETCH_MAX_CHUNK;
   if (chunk < 4096)
     chunk = 4096;
   char digest[GC_HEX_LEN];
-  gc_digest_hex(info.digest, digest);
+  gc_digest_hex(e.digest, digest);
   size_t off = 0;
   do {
     Compiled__V1__FetchChunk ch;
     compiled__v1__fetch_chunk__init(&ch);
-    size_t n = len - off < chunk ? len - off : chunk;
+    size_t n = e.len - off < chunk ? e.len - off : chunk;
     ch.offset = off;
-    ch.data.data = data + off;
+    ch.data.data = e.data + off;
     ch.data.len = n;
-    ch.total_size = len;
+    ch.total_size = e.len;
     if (off == 0)
       ch.digest = digest;
     srv_send_msg(c, &ch.base);
     off += n;
-  } while (off < len);
+  } while (off < e.len);
   log_admin(c, "Fetch", req->key, 0, NULL);
   srv_finish(c, GRPC_STATUS_OK, "");
-  free(data);
+  free(e.data);
 out:
   gc_arena_free(a);
   srv_call_unref(c);
@@ -384,8 +387,7 @@ static void handle_evict(srv_call *c) {
     uint8_t key[GC_DIGEST_LEN];
     if (!parse_key(c, "Evict", req->key, key))
       goto out;
-    compile_forget(d, key); /* not served from memory either */
-    rc = conn ? cache_evict_key(conn, key, &freed, &cerr) : CACHE_EIO;
+    rc = store_forget(d, conn, key, &freed, &cerr);
     if (rc == 0)
       count = 1;
     if (rc == CACHE_EMISS)
@@ -394,13 +396,13 @@ static void handle_evict(srv_call *c) {
     break;
   }
   case COMPILED__V1__EVICT_REQUEST__WHAT_ALL:
-    compile_forget(d, NULL);
+    store_forget_hot(d, NULL);
     rc = conn ? cache_evict_older(conn, INT64_MAX, &count, &freed, &cerr)
               : CACHE_EIO;
     snprintf(what, sizeof what, "all");
     break;
   case COMPILED__V1__EVICT_REQUEST__WHAT_OLDER_THAN_SECONDS:
-    compile_forget(d, NULL);
+    store_forget_hot(d, NULL);
 
     if (req->older_than_seconds < 0) {
       fail(c, "Evict", NULL, GRPC_STATUS_INVALID_ARGUMENT,
@@ -442,57 +444,6 @@ out:
 }
 
 /* ---- Explain ---- */
-
-typedef struct nearest {
-  const gc_key *key;
-  const uint8_t *exclude; /* an entry never chosen (may be NULL) */
-  cache_info best;
-  int best_diff; /* components that differ; INT_MAX before the first */
-  bool found;
-} nearest;
-
-static int differing(const gc_key *k, const cache_info *i, const char **names) {
-  int n = 0;
-  for (int c = 0; c < GC_KEY_NCOMPONENTS; c++) {
-    const char *name = gc_key_component_name((gc_key_component)c);
-    bool same = false;
-    for (int p = 0; p < i->nparts; p++)
-      if (!strcmp(i->parts[p].name, name))
-        same = memcmp(i->parts[p].digest, k->part[c], GC_DIGEST_LEN) == 0;
-    if (!same) {
-      if (names)
-        names[n] = name;
-      n++;
-    }
-  }
-  return n;
-}
-
-static int consider(const cache_info *info, void *arg) {
-  nearest *nr = arg;
-  if (nr->exclude && !memcmp(info->key, nr->exclude, GC_DIGEST_LEN))
-    return 0;
-  int diff = differing(nr->key, info, NULL);
-  if (!nr->found || diff < nr->best_diff) {
-    nr->best = *info;
-    nr->best_diff = diff;
-    nr->found = true;
-  }
-  return 0;
-}
-
-int daemon_nearest(cache_conn *conn, const gc_key *key, const uint8_t *exclude,
-                   cache_info *best, const char **names) {
-  nearest nr = {.key = key, .exclude = exclude};
-  cache_error cerr;
-  if (conn)
-    cache_find_by_part(conn, "graph", key->part[GC_KEY_GRAPH], 1000, consider,
-                       &nr, &cerr);
-  if (!nr.found)
-    return -1;
-  *best = nr.best;
-  return differing(key, &nr.best, names);
-}
 
 static void handle_explain(srv_call *c) {
   daemon_ctx *d = srv_call_user(c);
@@ -544,7 +495,7 @@ static void handle_explain(srv_call *c) {
   resp.components = &kc;
   cache_info info;
   cache_error cerr;
-  char summary[512];
+  char summary[1024];
   const char *names[GC_KEY_NCOMPONENTS];
   if (conn && cache_info_get(conn, key.key, &info, &cerr) == 0) {
     resp.cached = 1;
@@ -553,19 +504,31 @@ static void handle_explain(srv_call *c) {
     snprintf(summary, sizeof summary, "hit: %.16s is cached", hex);
   } else {
     cache_info best;
-    int n = daemon_nearest(conn, &key, NULL, &best, names);
+    bool by_ops;
+    /* the request as a CompileRequest, to itemize against the nearest
+     * program's kept one (explorer_miss.c) */
+    Compiled__V1__CompileRequest as = COMPILED__V1__COMPILE_REQUEST__INIT;
+    as.graph = req->graph;
+    as.options = req->options;
+    as.target = req->target;
+    int n = explorer_explain_miss(d, conn, a, &key, &as, &best, names, &by_ops,
+                                  &resp.differences, &resp.n_differences);
     if (n >= 0) {
       resp.has_nearest = 1;
       resp.nearest = entry_info(a, &best);
       resp.n_differing = (size_t)n;
       resp.differing = (char **)names;
-      size_t used =
-          (size_t)snprintf(summary, sizeof summary,
-                           "miss: same graph as cached %.16s; differs in:",
-                           resp.nearest ? resp.nearest->key : "?");
+      size_t used = (size_t)snprintf(
+          summary, sizeof summary, "miss: same %s as cached %.16s; differs in:",
+          by_ops ? "operators" : "graph",
+          resp.nearest ? resp.nearest->key : "?");
       for (int i = 0; i < n && used < sizeof summary; i++)
         used += (size_t)snprintf(summary + used, sizeof summary - used, "%s %s",
                                  i ? "," : "", names[i]);
+      if (resp.n_differences && used < sizeof summary)
+        snprintf(summary + used, sizeof summary - used, " (%s%s)",
+                 resp.differences[0],
+                 resp.n_differences > 1 ? "; and more" : "");
     } else {
       snprintf(summary, sizeof summary,
                "miss: no cached entry has this graph structure");

@@ -43,10 +43,10 @@ typedef struct flight flight;
 
 typedef struct daemon_stats {
   atomic_uint_fast64_t requests; /* Compile requests */
-  atomic_uint_fast64_t hits;     /* served from the cache */
+  atomic_uint_fast64_t hits;     /* served from the cache (Compile, Fetch) */
   atomic_uint_fast64_t misses;   /* needed a compile (new or joined) */
   atomic_uint_fast64_t joins;    /* joined a compile in flight */
-  atomic_uint_fast64_t compiles; /* compiles run to their end (compile.c's
+  atomic_uint_fast64_t compiles; /* compiles run to their end (flight.c's
                                    count_compile) */
   atomic_uint_fast64_t compile_failures;
   atomic_uint_fast64_t failure_hits; /* answered from remembered failures */
@@ -136,35 +136,17 @@ cache_conn *daemon_conn(daemon_ctx *d);
 /* Registers the RPC handlers (compile.c, admin.c). */
 void compile_register(daemon_ctx *d);
 
-/* Sets up and tears down the request memo and the hot tier (compile.c). */
+/* Sets up and tears down the request memo and the store's hot tier
+ * (compile.c, store.h). */
 int compile_init(daemon_ctx *d);
 void compile_cleanup(daemon_ctx *d);
 
-/* Forgets hot responses: one key, or all (NULL). After evictions. */
-void compile_forget(daemon_ctx *d, const uint8_t *key);
-
 void admin_register(daemon_ctx *d);
-
-/* The cached entry nearest to `key` (Explain, and the explorer's miss
- * explanations): among the entries with the same graph component (up to
- * 1000, most recently used first), one with the fewest differing
- * components, never `exclude` (may be NULL). Fills *best and names[] (up
- * to GC_KEY_NCOMPONENTS component names, static strings) and returns how
- * many differ; -1 when no entry has the graph (admin.c). */
-int daemon_nearest(cache_conn *conn, const gc_key *key, const uint8_t *exclude,
-                   cache_info *best, const char **names);
 
 /* Starts the /metrics and /healthz server when --metrics-listen is set;
  * 0, or -1 with a message. metrics_stop stops it (metrics.c). */
 int metrics_start(daemon_ctx *d, char *err, size_t errlen);
 void metrics_stop(daemon_ctx *d);
-
-/* Whether an entry read from the cache may be served: always without
- * --verify-cache; else only with a valid signature by a key of
- * --signing-keys. An entry that fails is counted, logged, dropped from the
- * cache and the hot tier (compile.c). */
-bool daemon_entry_trusted(daemon_ctx *d, cache_conn *conn, const uint8_t *key,
-                          const char *hex, const cache_info *info);
 
 /* srv_options.auth: the role of a call's bearer token (admin for every call
  * without --tokens; health checks need none). */
@@ -212,37 +194,11 @@ bool memory_explain(daemon_ctx *d, const gc_arena *a, size_t len, int rc,
 /* Called on the loop when the last compile ended, during a drain. */
 void daemon_maybe_stop(daemon_ctx *d);
 
-/* Number of flights queued or running (loop thread). */
+/* Number of flights queued or running (loop thread; flight.c). */
 int compile_inflight(daemon_ctx *d);
 
-/* Tells every running compile to stop at its next stage (loop thread). */
+/* Tells every running compile to stop at its next stage (loop thread;
+ * flight.c). */
 void compile_abandon_all(daemon_ctx *d);
-
-/* Limits of a request's Target (docs/protocol.md): ISA features, and the
- * bytes of one feature name or of the architecture. */
-#define DAEMON_TARGET_MAX_ISA 256
-#define DAEMON_TARGET_MAX_NAME 64
-
-/* The daemon's target (d->target) with a request's overrides: its arch if
- * set, its ISA features (joined with commas, in arena a) if any. A list or
- * name over the limits above is refused (GC_ELIMIT, naming the field)
- * before anything is copied (compile.c; Compile and Explain). */
-int daemon_read_target(daemon_ctx *d, gc_arena *a,
-                       const Compiled__V1__Target *pt, gc_target *t,
-                       gc_error *err);
-
-/* Compile options from a request's CompileOptions (NULL: the defaults);
- * an unknown enum value is refused (compile.c). */
-int daemon_read_options(const Compiled__V1__CompileOptions *po, gc_options *o,
-                        bool *force, gc_error *err);
-
-/* Ends a call refusing a graph: the status for `code`, the message, and a
- * GraphError in the "compiled-error-bin" trailer (compile.c). */
-void daemon_finish_graph_error(srv_call *c, int code, const gc_error *err);
-
-/* Fills a KeyComponents message from key parts (strings in `hex`, which must
- * hold GC_KEY_NCOMPONENTS * GC_HEX_LEN bytes). */
-void daemon_components(const uint8_t parts[][GC_DIGEST_LEN],
-                       Compiled__V1__KeyComponents *kc, char *hex);
 
 #endif

@@ -770,6 +770,27 @@ int explorer_answer(daemon_ctx *d, struct MHD_Connection *conn, const char *url,
 
 /* ---- keeping requests (on the worker) ---- */
 
+bool x_ops_digest(const Compiled__V1__Graph *g, char out[X_OPS_LEN + 1]) {
+  EVP_MD_CTX *md = EVP_MD_CTX_new();
+  unsigned char ops[32];
+  unsigned int olen = 0;
+  bool ok = false;
+  if (md && EVP_DigestInit_ex(md, EVP_sha256(), NULL) == 1) {
+    for (size_t i = 0; g && i < g->n_nodes; i++) {
+      const char *t = g->nodes[i]->target ? g->nodes[i]->target : "";
+      EVP_DigestUpdate(md, t, strlen(t) + 1);
+    }
+    if (EVP_DigestFinal_ex(md, ops, &olen) == 1 && olen == sizeof ops) {
+      char ops_hex[GC_HEX_LEN];
+      gc_digest_hex(ops, ops_hex);
+      snprintf(out, X_OPS_LEN + 1, "%.*s", X_OPS_LEN, ops_hex);
+      ok = true;
+    }
+  }
+  EVP_MD_CTX_free(md);
+  return ok;
+}
+
 void explorer_keep(daemon_ctx *d, cache_conn *conn, const uint8_t *key,
                    const Compiled__V1__CompileRequest *req,
                    const gc_compiled *out) {
@@ -798,21 +819,9 @@ void explorer_keep(daemon_ctx *d, cache_conn *conn, const uint8_t *key,
                         x_str(gm ? gm->torch_version : NULL), "producer",
                         x_str(gm ? gm->producer : NULL));
   /* its operators in order, for miss explanations (explorer_miss.c) */
-  EVP_MD_CTX *md = EVP_MD_CTX_new();
-  unsigned char ops[32];
-  unsigned int olen = 0;
-  if (md && EVP_DigestInit_ex(md, EVP_sha256(), NULL) == 1) {
-    for (size_t i = 0; g && i < g->n_nodes; i++) {
-      const char *t = g->nodes[i]->target ? g->nodes[i]->target : "";
-      EVP_DigestUpdate(md, t, strlen(t) + 1);
-    }
-    if (EVP_DigestFinal_ex(md, ops, &olen) == 1 && olen == sizeof ops) {
-      char ops_hex[GC_HEX_LEN];
-      gc_digest_hex(ops, ops_hex);
-      json_object_set_new(s, "ops", json_stringn(ops_hex, 32));
-    }
-  }
-  EVP_MD_CTX_free(md);
+  char ops[X_OPS_LEN + 1];
+  if (x_ops_digest(g, ops))
+    json_object_set_new(s, "ops", json_string(ops));
   /* where in the user's code: the first node with a stack trace */
   for (size_t i = 0; g && i < g->n_nodes; i++) {
     const Compiled__V1__NodeMetadata *meta = g->nodes[i]->metadata;

@@ -18,8 +18,9 @@
  *
  * Files: explorer.c (HTTP: routes, who may look, headers, the overview,
  * requests and programs lists), explorer_program.c (one program: its
- * artifact, its request kept beside it, the passes derived again from it),
- * explorer_miss.c (why a request missed), recent.c (recent requests).
+ * artifact, its request kept beside it), explorer_derive.c (the passes
+ * derived again from that request), explorer_miss.c (why a request missed),
+ * recent.c (recent requests).
  */
 #ifndef DAEMON_EXPLORER_H
 #define DAEMON_EXPLORER_H
@@ -33,6 +34,9 @@ struct MHD_Connection;
 struct cache_conn;
 struct gc_compiled;
 struct Compiled__V1__CompileRequest;
+struct gc_arena;
+struct gc_key;
+struct cache_info;
 
 /* A file served from the binary (generated: embed.sh). */
 typedef struct explorer_asset {
@@ -68,5 +72,21 @@ void explorer_keep(struct daemon_ctx *d, struct cache_conn *conn,
                    const uint8_t *key,
                    const struct Compiled__V1__CompileRequest *req,
                    const struct gc_compiled *out);
+
+/* Why a request that is not cached would miss, for the Explain RPC: the
+ * nearest cached program as the explorer's miss page finds it (the same
+ * graph component, else, with the explorer on, the same operators in the
+ * same order: an input's size changes the graph component too), into
+ * *near, the differing components into names[] (static strings), and
+ * the differences itemized against the request kept beside that program
+ * ("input 2 (x): dimension 0 is 4, the cached program's is 2") into
+ * *out (*nout strings in arena a). *by_ops: found by the operators.
+ * Returns how many components differ; -1 when no program is near
+ * (explorer_miss.c). */
+int explorer_explain_miss(struct daemon_ctx *d, struct cache_conn *conn,
+                          struct gc_arena *a, const struct gc_key *k,
+                          const struct Compiled__V1__CompileRequest *req,
+                          struct cache_info *near, const char **names,
+                          bool *by_ops, char ***out, size_t *nout);
 
 #endif

@@ -27,7 +27,7 @@ typedef struct x_derived x_derived;
 /* The explorer's state (daemon_ctx.explorer). */
 typedef struct explorer {
   unsigned char secret[32]; /* sessions' HMAC key: random, per process */
-  /* derived programs (explorer_program.c) */
+  /* derived programs (explorer_derive.c) */
   pthread_mutex_t mu;   /* guards the list, `deriving` and `waiting` */
   pthread_cond_t done;  /* a derivation ended */
   x_derived *derived;   /* most recently used first */
@@ -55,7 +55,7 @@ json_t *x_error(const char *code, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));
 
 /* Whether a traceback's file is a library's (torch's own, installed
- * packages), not the user's code (explorer_program.c). */
+ * packages), not the user's code (explorer_derive.c). */
 bool x_library_file(const char *f, size_t n);
 
 /* A key in hex (64 digits) as JSON. */
@@ -70,7 +70,7 @@ json_t *xp_program(daemon_ctx *d, struct MHD_Connection *conn,
                    const uint8_t key[GC_DIGEST_LEN], const char *rest,
                    unsigned *status);
 
-/* Frees the derived programs (explorer_program.c). */
+/* Frees the derived programs (explorer_derive.c). */
 void xp_cleanup(explorer *x);
 
 /* Why key `key` was a miss: the nearest cached program of the same graph
@@ -78,6 +78,13 @@ void xp_cleanup(explorer *x);
  * components (NULL: read from the key's entry). Sets *status. */
 json_t *xm_explain(daemon_ctx *d, const uint8_t key[GC_DIGEST_LEN],
                    const uint8_t (*parts)[GC_DIGEST_LEN], unsigned *status);
+
+/* The digest of a graph's operators in order (their targets), as hex
+ * (X_OPS_LEN digits): the "ops" of a kept request's summary, by which a
+ * miss finds a program of the same operators and other shapes. False
+ * when OpenSSL fails (explorer.c). */
+#define X_OPS_LEN 32
+bool x_ops_digest(const Compiled__V1__Graph *g, char out[X_OPS_LEN + 1]);
 
 /* The stored request of entry `key`, unpacked into arena `a`: 0, or
  * CACHE_EMISS (none kept) or another error with a message

@@ -2,7 +2,7 @@
  * explorer_miss.c: why a request missed, in words.
  *
  * A miss is explained against the nearest cached program "of the same
- * graph": first as Explain finds it (admin.c, daemon_nearest: the same
+ * graph": first as Explain finds it (store.c, store_nearest: the same
  * graph component, fewest other components differing), else, because a
  * graph's component covers its nodes' output shapes and so changes with
  * its input shapes, the most recently used program whose kept request has
@@ -22,6 +22,7 @@
 #include "compiled/v1/artifact.pb-c.h"
 #include "compiler/strmap.h"
 #include "daemon/explorer_internal.h"
+#include "daemon/store.h"
 
 #define MAX_ITEMS 24 /* differences itemized */
 #define SCAN 1000    /* entries looked at for the same operators */
@@ -58,7 +59,7 @@ typedef struct same_ops {
 
 static int match_ops(const cache_info *info, const char *summary, void *arg) {
   same_ops *s = arg;
-  if (!summary || !memcmp(info->key, s->exclude, GC_DIGEST_LEN))
+  if (!summary || (s->exclude && !memcmp(info->key, s->exclude, GC_DIGEST_LEN)))
     return 0;
   json_t *j = json_loads(summary, 0, NULL);
   const char *ops = json_string_value(json_object_get(j, "ops"));
@@ -316,6 +317,80 @@ static void build_of(cache_conn *conn, const uint8_t *key, char *out,
 
 /* ---- the explanation ---- */
 
+static const char BY_GRAPH[] = "the same graph component";
+static const char BY_OPS[] = "the same operators in the same order (its graph "
+                             "component differs, as it covers every node's "
+                             "output shape)";
+
+/* The nearest cached program to k (never `exclude`, may be NULL) into
+ * *near and the components that differ into names[]: by the graph
+ * component, else by the operators' digest `ops` (may be NULL); then the
+ * differences itemized into it against request `mine` (may be NULL: not
+ * kept). Returns how many components differ; -1 when no program is near. */
+static int compare(daemon_ctx *d, cache_conn *conn, gc_arena *a,
+                   const gc_key *k, const uint8_t *exclude,
+                   const Compiled__V1__CompileRequest *mine, const char *ops,
+                   cache_info *near, const char **names, const char **how,
+                   items *it) {
+  cache_error cerr;
+  int n = store_nearest(conn, k, exclude, near, names);
+  *how = BY_GRAPH;
+  if (n < 0 && ops && conn) { /* the same operators, other shapes */
+    same_ops s = {.ops = ops, .exclude = exclude};
+    cache_browse(conn, CACHE_BY_LAST_USED, 0, SCAN, match_ops, &s, &cerr);
+    if (s.found && cache_info_get(conn, s.key, near, &cerr) == 0) {
+      n = differ(k, near, names);
+      *how = BY_OPS;
+    }
+  }
+  if (n < 0)
+    return n;
+  Compiled__V1__CompileRequest *theirs = NULL;
+  char why[400];
+  bool near_kept =
+      mine && a &&
+      xp_load_request(d, conn, a, near->key, &theirs, why, sizeof why) == 0;
+  /* the most telling first: which input, option, target; the graph's
+   * own component last (it follows from input shapes) */
+  static const char *const order[] = {"inputs",   "options", "target",
+                                      "compiler", "schema",  "graph"};
+  for (int o = 0; o < 6; o++) {
+    const char *c = NULL;
+    for (int i = 0; i < n; i++)
+      if (!strcmp(names[i], order[o]))
+        c = names[i];
+    if (!c)
+      continue;
+    if (!strcmp(c, "compiler")) {
+      char b1[48], b2[48];
+      build_of(conn, k->key, b1, sizeof b1);
+      build_of(conn, near->key, b2, sizeof b2);
+      item(it, c, "compiled by compiler build %s, the cached program by %s",
+           b1[0] ? b1 : gc_build_id(), b2[0] ? b2 : "another");
+    } else if (!strcmp(c, "schema")) {
+      item(it, c, "another major version of the graph schema");
+    } else if (!near_kept) {
+      item(it, c,
+           "the %s differ (the requests were not both kept, so not "
+           "itemized)",
+           c);
+    } else if (!strcmp(c, "inputs")) {
+      compare_inputs(it, a, mine, theirs);
+    } else if (!strcmp(c, "options")) {
+      compare_options(it, mine, theirs);
+    } else if (!strcmp(c, "target")) {
+      compare_target(it, mine, theirs);
+    } else if (!strcmp(c, "graph")) {
+      item(it, c,
+           "the graph's nodes differ in their output shapes, dtypes or "
+           "literals (the operators are the same)");
+    }
+  }
+  if (it->n > MAX_ITEMS)
+    item(it, "more", "... and %d more differences", it->n - MAX_ITEMS);
+  return n;
+}
+
 json_t *xm_explain(daemon_ctx *d, const uint8_t key[GC_DIGEST_LEN],
                    const uint8_t (*parts)[GC_DIGEST_LEN], unsigned *status) {
   cache_conn *conn = daemon_conn(d);
@@ -338,34 +413,29 @@ json_t *xm_explain(daemon_ctx *d, const uint8_t key[GC_DIGEST_LEN],
     return x_error("not_found", "no such program in the cache, and the "
                                 "request's key components are not known");
   }
-  const char *names[GC_KEY_NCOMPONENTS];
-  cache_info near;
-  int n = daemon_nearest(conn, &k, key, &near, names);
-  const char *how = "the same graph component";
   gc_arena *a = memory_arena(d, SIZE_MAX);
-  Compiled__V1__CompileRequest *mine = NULL, *theirs = NULL;
+  Compiled__V1__CompileRequest *mine = NULL;
   char why[400];
   bool kept =
       a && xp_load_request(d, conn, a, key, &mine, why, sizeof why) == 0;
-  if (n < 0 && kept) { /* the same operators, other shapes */
+  json_t *sj = NULL; /* the kept request's summary: its "ops" */
+  if (kept) {
     char *summary = NULL;
-    json_t *sj = NULL;
     if (cache_source_get(conn, key, NULL, NULL, &summary, &cerr) == 0)
       sj = json_loads(summary, 0, NULL);
     free(summary);
-    same_ops s = {.ops = json_string_value(json_object_get(sj, "ops")),
-                  .exclude = key};
-    if (s.ops)
-      cache_browse(conn, CACHE_BY_LAST_USED, 0, SCAN, match_ops, &s, &cerr);
-    json_decref(sj);
-    if (s.found && cache_info_get(conn, s.key, &near, &cerr) == 0) {
-      n = differ(&k, &near, names);
-      how = "the same operators in the same order (its graph component "
-            "differs, as it covers every node's output shape)";
-    }
   }
+  const char *names[GC_KEY_NCOMPONENTS];
+  cache_info near;
+  const char *how;
+  items it = {.list = json_array()};
+  int n = compare(d, conn, a, &k, key, kept ? mine : NULL,
+                  json_string_value(json_object_get(sj, "ops")), &near, names,
+                  &how, &it);
+  json_decref(sj);
   json_t *j = json_pack("{s:o,s:b}", "key", x_key(key), "cached", cached);
   if (n < 0) {
+    json_decref(it.list);
     json_object_set_new(j, "nearest", json_null());
     json_object_set_new(j, "differences", json_array());
     json_object_set_new(
@@ -379,47 +449,6 @@ json_t *xm_explain(daemon_ctx *d, const uint8_t key[GC_DIGEST_LEN],
   json_t *diff = json_array();
   for (int i = 0; i < n; i++)
     json_array_append_new(diff, json_string(names[i]));
-  items it = {.list = json_array()};
-  bool near_kept = kept && xp_load_request(d, conn, a, near.key, &theirs, why,
-                                           sizeof why) == 0;
-  /* the most telling first: which input, option, target; the graph's
-   * own component last (it follows from input shapes) */
-  static const char *const order[] = {"inputs",   "options", "target",
-                                      "compiler", "schema",  "graph"};
-  for (int o = 0; o < 6; o++) {
-    const char *c = NULL;
-    for (int i = 0; i < n; i++)
-      if (!strcmp(names[i], order[o]))
-        c = names[i];
-    if (!c)
-      continue;
-    if (!strcmp(c, "compiler")) {
-      char b1[48], b2[48];
-      build_of(conn, key, b1, sizeof b1);
-      build_of(conn, near.key, b2, sizeof b2);
-      item(&it, c, "compiled by compiler build %s, the cached program by %s",
-           b1[0] ? b1 : gc_build_id(), b2[0] ? b2 : "another");
-    } else if (!strcmp(c, "schema")) {
-      item(&it, c, "another major version of the graph schema");
-    } else if (!near_kept) {
-      item(&it, c,
-           "the %s differ (the requests were not both kept, so not "
-           "itemized)",
-           c);
-    } else if (!strcmp(c, "inputs")) {
-      compare_inputs(&it, a, mine, theirs);
-    } else if (!strcmp(c, "options")) {
-      compare_options(&it, mine, theirs);
-    } else if (!strcmp(c, "target")) {
-      compare_target(&it, mine, theirs);
-    } else if (!strcmp(c, "graph")) {
-      item(&it, c,
-           "the graph's nodes differ in their output shapes, dtypes or "
-           "literals (the operators are the same)");
-    }
-  }
-  if (it.n > MAX_ITEMS)
-    item(&it, "more", "... and %d more differences", it.n - MAX_ITEMS);
   char nhex[GC_HEX_LEN];
   gc_digest_hex(near.key, nhex);
   const char *first = json_array_size(it.list)
@@ -436,4 +465,36 @@ json_t *xm_explain(daemon_ctx *d, const uint8_t key[GC_DIGEST_LEN],
   json_object_set_new(j, "summary", sum ? sum : json_null());
   memory_free_arena(d, a);
   return j;
+}
+
+int explorer_explain_miss(daemon_ctx *d, cache_conn *conn, gc_arena *a,
+                          const gc_key *k,
+                          const Compiled__V1__CompileRequest *req,
+                          cache_info *near, const char **names, bool *by_ops,
+                          char ***out, size_t *nout) {
+  *out = NULL;
+  *nout = 0;
+  *by_ops = false;
+  /* requests are kept (with their operators' digest) only with the
+   * explorer on */
+  char ops[X_OPS_LEN + 1];
+  bool have_ops =
+      d->cfg.explorer && req->graph && x_ops_digest(req->graph->graph, ops);
+  const char *how;
+  items it = {.list = json_array()};
+  int n = compare(d, conn, a, k, NULL, req, have_ops ? ops : NULL, near, names,
+                  &how, &it);
+  *by_ops = n >= 0 && how == BY_OPS;
+  size_t m = json_array_size(it.list);
+  char **list = m ? gc_arena_calloc(a, m, sizeof *list) : NULL;
+  for (size_t i = 0; list && i < m; i++) {
+    const char *w =
+        json_string_value(json_object_get(json_array_get(it.list, i), "what"));
+    list[i] = gc_arena_strndup(a, w ? w : "", strlen(w ? w : ""));
+    if (list[i])
+      (*nout)++;
+  }
+  *out = list;
+  json_decref(it.list);
+  return n;
 }

@@ -59,7 +59,7 @@
  * a longer one, or of another type was not set by a daemon of the cluster
  * (or by one configured differently), so taking the lease replaces it.
  * How long a daemon waits on an honoured lease is the caller's limit
- * (--redis-lease-wait-ms, compile.c).
+ * (--redis-lease-wait-ms, store.c).
  */
 #ifndef DAEMON_L2_H
 #define DAEMON_L2_H

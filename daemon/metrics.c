@@ -442,7 +442,7 @@ int metrics_start(daemon_ctx *d, char *err, size_t errlen) {
     flags |= MHD_USE_IPv6;
   /* libmicrohttpd's own timeout is a backstop: ours is per request */
   /* Threads: the explorer's pages may take a while (a program derived
-   * again: explorer_program.c), so that /healthz and /metrics stay
+   * again: explorer_derive.c), so that /healthz and /metrics stay
    * answered, requests are spread over a few. */
   d->metrics = MHD_start_daemon(
       flags, 0, NULL, NULL, answer, d, MHD_OPTION_THREAD_POOL_SIZE,

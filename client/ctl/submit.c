@@ -586,6 +586,8 @@ static void print_explain(const Compiled__V1__ExplainResponse *r) {
     for (size_t i = 0; i < r->n_differing; i++)
       printf("%s%s", i ? ", " : " ", r->differing[i]);
     puts(r->n_differing ? "" : " nothing");
+    for (size_t i = 0; i < r->n_differences; i++)
+      printf("         %s\n", r->differences[i]);
   }
 }
 

@@ -311,6 +311,20 @@ def test_explain(daemon):
     assert list(resp.differing) == ["options"]
 
 
+def test_explain_itemizes_a_changed_input_size(daemon, tmp_path):
+    import explorer_util as xu
+    small, big = tmp_path / "batch2.pb", tmp_path / "batch4.pb"
+    small.write_bytes(xu.captured(2).SerializeToString())
+    big.write_bytes(xu.captured(4).SerializeToString())
+    key = submit_key(daemon, str(small))
+    r = daemon.ctl("explain", str(big))
+    assert r.returncode == OK, r.stderr
+    assert r.stdout.startswith("miss: same operators as cached " + key[:16]), r.stdout
+    assert re.search(r"^nearest\s+" + key, r.stdout, re.M), r.stdout
+    assert re.search(r"^\s+input 2 \(x\): dimension 0 is 4, the cached program's is 2$",
+                     r.stdout, re.M), r.stdout
+
+
 def test_evict(daemon):
     key = submit_key(daemon)
     submit_key(daemon, ATTENTION)

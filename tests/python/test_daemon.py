@@ -317,6 +317,48 @@ def test_explain_names_the_differing_component(daemon):
 
 
 
+def test_explain_names_the_input_dimension_that_changed(daemon):
+    # A size change alters the graph component too (it covers every node's
+    # output shape): Explain finds the cached program with the same
+    # operators and itemizes the input, the dimension and both sizes.
+    import explorer_util as xu
+    d = daemon()
+    stub = d.stub()
+    _, r = run_compile(stub, compile_request(xu.captured(2)))
+    resp = stub.Explain(compiled_pb2.ExplainRequest(graph=xu.captured(4)), timeout=30)
+    assert not resp.cached and resp.has_nearest and resp.nearest.key == r.key
+    assert "inputs" in resp.differing
+    want = "input 2 (x): dimension 0 is 4, the cached program's is 2"
+    assert want in resp.summary, resp.summary
+    assert want in list(resp.differences), resp.differences
+    # the exact request is a hit, with nothing to itemize
+    resp = stub.Explain(compiled_pb2.ExplainRequest(graph=xu.captured(2)), timeout=30)
+    assert resp.cached and not resp.differences
+
+
+def test_fetch_counts_as_a_hit(daemon):
+    # The client's graph memo fetches artifacts by key without a Compile:
+    # such a Fetch is a hit like any other, in Stats (and so /metrics) and
+    # in the entry's hit count and last use (LRU eviction keeps it).
+    d = daemon()
+    stub = d.stub()
+    _, r = run_compile(stub, compile_request(load_graph("mlp")))
+    before = d.stats()
+    entry = stub.Lookup(compiled_pb2.LookupRequest(key=r.key), timeout=10).entry
+    data = b"".join(c.data for c in stub.Fetch(compiled_pb2.FetchRequest(key=r.key), timeout=10))
+    assert hashlib.sha256(data).hexdigest() == r.artifact_digest
+    after = d.stats()
+    assert after.hits == before.hits + 1, (before, after)
+    assert after.compile_micros_saved == before.compile_micros_saved + r.compile_micros
+    now = stub.Lookup(compiled_pb2.LookupRequest(key=r.key), timeout=10).entry
+    assert now.hits == entry.hits + 1 and now.last_used >= entry.last_used
+    # a Fetch of a key that is not there is no hit
+    with pytest.raises(grpc.RpcError) as e:
+        list(stub.Fetch(compiled_pb2.FetchRequest(key="0" * 64), timeout=10))
+    assert e.value.code() == grpc.StatusCode.NOT_FOUND
+    assert d.stats().hits == after.hits
+
+
 def test_lookup_fetch_list_evict(daemon):
     d = daemon("--max-inline-bytes", "100")
     stub = d.stub()
@@ -333,7 +375,7 @@ def test_lookup_fetch_list_evict(daemon):
     ev = stub.Evict(compiled_pb2.EvictRequest(key=r.key), timeout=10)
     assert ev.evicted == 1
     s = d.stats()
-    assert s.evictions == 1 and s.hits == 0  # Fetch and Lookup are not hits
+    assert s.evictions == 1 and s.hits == 1  # the Fetch is a hit; Lookup is not
     assert not stub.Lookup(compiled_pb2.LookupRequest(key=r.key), timeout=10).found
     with pytest.raises(grpc.RpcError) as e:
         list(stub.Fetch(compiled_pb2.FetchRequest(key=r.key), timeout=10))
