@@ -1748,6 +1748,14 @@ static const lower_fn symbolic_rules[] = {
     lower_layer_norm,
     lower_logsumexp,
     lower_vector_norm,
+    /* norm.c: every form of batch norm (symbolic batch, channels or
+     * planes) */
+    lower_batch_norm,
+    /* pool.c: the forward poolings, symbolic leading dims (a symbolic
+     * plane is declined) */
+    lower_max_pool2d,
+    lower_avg_pool2d,
+    lower_adaptive_avg_pool2d,
     /* extern.c: library calls, sizes at run time */
     lower_extern_out,
     lower_conv,

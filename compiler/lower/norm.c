@@ -30,6 +30,11 @@
  * unbiased variance m2 / (N - 1), is the new value of the clones
  * functionalization makes the in-place forms write (see
  * docs/functionalization.md), or the functional form's outputs 3 and 4.
+ *
+ * Every size is read as an expression (docs/dynamic-shapes.md): the batch,
+ * the channels and the planes may be size symbols. Training's N is then
+ * read at run time, and its N >= 1 (N >= 2 with running statistics, whose
+ * update divides by N - 1) is a guard where eager raises.
  */
 #include <string.h>
 
@@ -38,15 +43,26 @@
 #define OP1(op, a) ir_op1(ir, IR_##op, dt, a)
 #define OP2(op, a, b) ir_op2(ir, IR_##op, dt, a, b)
 
-/* A per-channel tensor (rank 1, size c) of dtype dt, or NULL. */
-static bool per_channel(ir_tensor *t, int64_t c, gc_dtype dt) {
-  return t && t->rank == 1 && t->sizes[0] == c && t->dtype == dt;
+/* t's sizes as expressions (the int64 sizes hold IR_SYMBOLIC where a size
+ * is a symbol: every size below is compared and used as an expression, so
+ * the rule is one of lower.c's symbolic_rules) */
+static gc_sym **ssizes(lower_ctx *L, ir_tensor *t) {
+  return t->ssizes ? t->ssizes : ir_syms_of(L_ir(L), t->rank, t->sizes);
+}
+
+/* A per-channel tensor (rank 1, size c) of dtype dt, or NULL. Expressions
+ * are interned: one size is one pointer. */
+static bool per_channel(lower_ctx *L, ir_tensor *t, gc_sym *c, gc_dtype dt) {
+  if (!t || t->rank != 1 || t->dtype != dt)
+    return false;
+  gc_sym **ts = ssizes(L, t);
+  return ts && ts[0] == c;
 }
 
 /* A [c] value computed by `body` over the variable v, realized. */
 static ir_tensor *chan_buf(lower_ctx *L, const gc_node *n, gc_dtype dt,
-                           int64_t c, gc_sym **v, ir_expr *body) {
-  ir_tensor *t = L_pointwise(L, n, dt, 1, &c, v, body);
+                           gc_sym *c, gc_sym **v, ir_expr *body) {
+  ir_tensor *t = L_spointwise(L, n, dt, 1, &c, v, body);
   if (!t || !L_realize(L, t, NULL))
     return NULL;
   return t;
@@ -114,19 +130,39 @@ enum {
                      the CPU ignores) and only its first output */
 };
 
+/* The number of elements per channel, N = numel / C, as a value of dt: a
+ * constant, or the symbolic count converted at run time (through double,
+ * as the constant is). */
+static ir_expr *count_value(ir_graph *ir, gc_sym *count, double plus,
+                            gc_dtype dt) {
+  int64_t k;
+  if (gc_sym_const_of(count, &k))
+    return ir_const_f(ir, (double)k + plus, dt);
+  ir_expr *v =
+      ir_cast(ir, ir_index(ir, count, GC_DTYPE_INT64), GC_DTYPE_FLOAT64);
+  if (plus != 0)
+    v = ir_op2(ir, IR_ADD, GC_DTYPE_FLOAT64, v,
+               ir_const_f(ir, plus, GC_DTYPE_FLOAT64));
+  return ir_cast(ir, v, dt);
+}
+
 static int batch_norm_train(lower_ctx *L, const gc_node *n, ir_tensor *x,
                             ir_tensor *w, ir_tensor *b, double eps, int form) {
   bool functional = form == BN_FUNCTIONAL, composite = form == BN_COMPOSITE;
   ir_graph *ir = L_ir(L);
+  gc_symctx *s = &ir->sym;
   gc_dtype dt = x->dtype;
-  int64_t c = x->sizes[1];
+  gc_sym **xs = ssizes(L, x);
+  if (!xs)
+    return GC_ENOMEM;
+  gc_sym *c = xs[1];
   ir_tensor *rm = L_tensor(L, n, "running_mean");
   ir_tensor *rv = L_tensor(L, n, "running_var");
   const gc_value *rmv = arg_value(L, n, "running_mean");
   const gc_value *rvv = arg_value(L, n, "running_var");
   double mom;
-  if (!L_float(L, n, "momentum", &mom) || (rm && !per_channel(rm, c, dt)) ||
-      (rv && !per_channel(rv, c, dt)) || !rm != !rv)
+  if (!L_float(L, n, "momentum", &mom) || (rm && !per_channel(L, rm, c, dt)) ||
+      (rv && !per_channel(L, rv, c, dt)) || !rm != !rv)
     return GC_EUNSUPPORTED;
   /* the running statistics written must be values the program owns
    * (clones): a graph input written here would need a write-back. The
@@ -136,40 +172,54 @@ static int batch_norm_train(lower_ctx *L, const gc_node *n, ir_tensor *x,
   const gc_tensor_meta *m1 = L_out_meta(n, 1), *m2m = L_out_meta(n, 2);
   /* outputs checked here, not by the driver after the rule: the running
    * statistics' new values cannot be undone */
+  gc_sym *s1 = NULL, *s2 = NULL;
   if (!composite &&
       (!m1 || !m2m || m1->rank != 1 || m2m->rank != 1 || m1->dtype != dt ||
-       m2m->dtype != dt || m1->sizes[0].expr || m1->sizes[0].v != c ||
-       m2m->sizes[0].expr || m2m->sizes[0].v != c))
+       m2m->dtype != dt || !L_sym_sizes(L, m1, &s1) ||
+       !L_sym_sizes(L, m2m, &s2) || s1 != c || s2 != c))
     return GC_EUNSUPPORTED;
-  int64_t count = 1;
+  gc_sym *count = gc_sym_const(s, 1);
   int rr = 0;
-  int64_t rsz[IR_MAX_RANK];
+  gc_sym *rsz[IR_MAX_RANK];
   for (int i = 0; i < x->rank; i++)
     if (i != 1) {
-      count *= x->sizes[i];
-      rsz[rr++] = x->sizes[i];
+      count = gc_sym_mul(s, count, xs[i]);
+      rsz[rr++] = xs[i];
     }
-  if (count == 0 || (rm && count < 2))
-    return GC_EUNSUPPORTED; /* eager raises */
-  gc_sym **cv = L_vars(L, 1, &c);
-  gc_sym **rvars = L_vars(L, rr, rsz);
+  if (!count)
+    return GC_ENOMEM;
+  /* eager raises over no element, and with running statistics over one
+   * (their unbiased variance): a constant count is declined, a symbolic
+   * one guarded */
+  int64_t kc, least = rm ? 2 : 1;
+  if (gc_sym_const_of(count, &kc)
+          ? kc < least
+          : !L_guard(L, n, IR_GUARD_LE, gc_sym_const(s, least), count,
+                     IR_GUARD_RANGE,
+                     rm ? "batch norm statistics over "
+                          "at least two values"
+                        : "batch norm statistics over "
+                          "at least one value"))
+    return GC_EUNSUPPORTED;
+  gc_sym **cv = L_svars(L, 1, &c);
+  gc_sym **rvars = L_svars(L, rr, rsz);
   if (!cv || !rvars)
     return GC_ENOMEM;
   gc_sym *xi[IR_MAX_RANK];
   for (int i = 0, q = 0; i < x->rank; i++)
     xi[i] = i == 1 ? cv[0] : rvars[q++];
   ir_buf *m2b = NULL, *cntb = NULL;
-  ir_buf *meanb = L_reduce(L, n, IR_RED_WELFORD, dt, 1, &c, cv, rr, rsz, rvars,
-                           ir_cast(ir, L_load(L, x, xi), dt), &m2b, &cntb);
+  ir_buf *meanb = L_sreduce(L, n, IR_RED_WELFORD, dt, 1, &c, cv, rr, rsz, rvars,
+                            ir_cast(ir, L_load(L, x, xi), dt), &m2b, &cntb);
   if (!meanb || !m2b)
     return GC_ENOMEM;
   ir_tensor *mean = ir_tensor_of_buf(ir, meanb);
   ir_tensor *m2 = ir_tensor_of_buf(ir, m2b);
   /* save_invstd = 1 / sqrt(m2 / N + eps) */
-  gc_sym **sv = L_vars(L, 1, &c);
+  gc_sym **sv = L_svars(L, 1, &c);
   if (!sv || !mean || !m2)
     return GC_ENOMEM;
-  ir_expr *var = OP2(DIV, L_load(L, m2, sv), ir_const_f(ir, (double)count, dt));
+  ir_expr *var = OP2(DIV, L_load(L, m2, sv), count_value(ir, count, 0, dt));
   ir_tensor *invstd =
       chan_buf(L, n, dt, c, sv,
                OP2(DIV, ir_const_f(ir, 1, dt),
@@ -195,15 +245,14 @@ static int batch_norm_train(lower_ctx *L, const gc_node *n, ir_tensor *x,
   if (!rm)
     return 0;
   /* the clones of the running statistics take their new values */
-  gc_sym **uv = L_vars(L, 1, &c);
-  gc_sym **uv2 = L_vars(L, 1, &c);
+  gc_sym **uv = L_svars(L, 1, &c);
+  gc_sym **uv2 = L_svars(L, 1, &c);
   if (!uv || !uv2)
     return GC_ENOMEM;
   ir_expr *km = ir_const_f(ir, mom, dt), *k1 = ir_const_f(ir, 1 - mom, dt);
   ir_expr *nm = OP2(ADD, OP2(MUL, km, L_load(L, mean, uv)),
                     OP2(MUL, k1, L_load(L, rm, uv)));
-  ir_expr *uvar =
-      OP2(DIV, L_load(L, m2, uv2), ir_const_f(ir, (double)(count - 1), dt));
+  ir_expr *uvar = OP2(DIV, L_load(L, m2, uv2), count_value(ir, count, -1, dt));
   ir_expr *nv = OP2(ADD, OP2(MUL, km, uvar), OP2(MUL, k1, L_load(L, rv, uv2)));
   ir_tensor *nmt = chan_buf(L, n, dt, c, uv, nm);
   ir_tensor *nvt = chan_buf(L, n, dt, c, uv2, nv);
@@ -237,8 +286,11 @@ int lower_batch_norm(lower_ctx *L, const gc_node *n, int form) {
   /* eval computes in float32 for a half input, rounded once (training
    * with half values stays ATen's) */
   gc_dtype od = x->dtype, dt = L_opmath(od);
-  int64_t c = x->sizes[1];
-  if ((w && !per_channel(w, c, od)) || (b && !per_channel(b, c, od)))
+  gc_sym **xs = ssizes(L, x);
+  if (!xs)
+    return GC_ENOMEM;
+  gc_sym *c = xs[1];
+  if ((w && !per_channel(L, w, c, od)) || (b && !per_channel(L, b, c, od)))
     return GC_EUNSUPPORTED;
   if (train)
     return od != dt ? GC_EUNSUPPORTED
@@ -247,10 +299,10 @@ int lower_batch_norm(lower_ctx *L, const gc_node *n, int form) {
     return GC_EUNSUPPORTED; /* AOTAutograd records eval as no_training */
   ir_tensor *rm = L_tensor(L, n, "running_mean");
   ir_tensor *rv = L_tensor(L, n, "running_var");
-  if (!per_channel(rm, c, od) || !per_channel(rv, c, od))
+  if (!per_channel(L, rm, c, od) || !per_channel(L, rv, c, od))
     return GC_EUNSUPPORTED;
   /* alpha and beta per channel */
-  gc_sym **av = L_vars(L, 1, &c), **bv = L_vars(L, 1, &c);
+  gc_sym **av = L_svars(L, 1, &c), **bv = L_svars(L, 1, &c);
   if (!av || !bv)
     return GC_ENOMEM;
   ir_expr *invstd =

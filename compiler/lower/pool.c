@@ -23,6 +23,11 @@
  *   smaller window masked; its backward is an extern call (extern.c).
  *
  * Floating dtypes only (ATen's integer pooling is declined).
+ *
+ * With size symbols (docs/dynamic-shapes.md) the forward rules take
+ * symbolic leading dims (batch, channels): the windows are constants over
+ * static planes, the leading dims are loop bounds only. A symbolic height
+ * or width is declined (an ATen call).
  */
 #include <math.h>
 #include <string.h>
@@ -62,6 +67,27 @@ typedef struct pool {
   int64_t k[2], s[2], p[2], d[2];
   L_pw out; /* output 0 */
 } pool;
+
+/* Are the input's and the output's planes static, and the output's leading
+ * dims (batch, channels) the input's, sizes or symbols? The forward rules
+ * then run on graphs with size symbols in the leading dims (lower.c's
+ * symbolic_rules): the window arithmetic is in constants, the leading dims
+ * only index (through P->out.ssizes; P->out.sizes holds IR_SYMBOLIC
+ * there). A symbolic plane is declined (an ATen call). */
+static bool static_planes(lower_ctx *L, const pool *P) {
+  int r = P->rank;
+  if (P->H == IR_SYMBOLIC || P->W == IR_SYMBOLIC ||
+      P->out.sizes[r - 2] == IR_SYMBOLIC || P->out.sizes[r - 1] == IR_SYMBOLIC)
+    return false;
+  gc_sym **xs =
+      P->x->ssizes ? P->x->ssizes : ir_syms_of(L_ir(L), r, P->x->sizes);
+  if (!xs)
+    return false;
+  for (int i = 0; i < r - 2; i++)
+    if (P->out.ssizes[i] != xs[i])
+      return false;
+  return true;
+}
 
 /* The input is `self`; `reads`: the rule reads its values (not only its
  * shape, as a backward does). */
@@ -107,10 +133,16 @@ static int pool_args(lower_ctx *L, const gc_node *n, bool dilation, bool reads,
     return rc;
   if (P->out.rank != P->rank || P->out.dt != P->x->dtype)
     return GC_EUNSUPPORTED;
-  for (int i = 0; i < P->rank - 2; i++)
-    if (P->out.sizes[i] != P->x->sizes[i])
-      return GC_EUNSUPPORTED;
-  return 0;
+  return static_planes(L, P) ? 0 : GC_EUNSUPPORTED;
+}
+
+/* Is some size a constant 0 (a symbolic one is not: a loop over it runs
+ * no iteration at 0)? */
+static bool has_zero(int rank, const int64_t *sizes) {
+  for (int i = 0; i < rank; i++)
+    if (sizes[i] == 0)
+      return true;
+  return false;
 }
 
 static int64_t numel(int rank, const int64_t *sizes) {
@@ -216,7 +248,7 @@ int lower_max_pool2d(lower_ctx *L, const gc_node *n, int unused) {
     return rc;
   if (indices && (pi.dt != GC_DTYPE_INT64 || pi.rank != P.rank))
     return GC_EUNSUPPORTED;
-  if (numel(P.rank, P.out.sizes) == 0) { /* nothing to read */
+  if (has_zero(P.rank, P.out.sizes)) { /* nothing to read */
     rc = L__pw_finish(L, n, 0, &P.out, ir_const_f(ir, 0, P.out.dt));
     return rc || !indices
                ? rc
@@ -242,7 +274,8 @@ static ir_tensor *window_sum(lower_ctx *L, const gc_node *n, pool *P,
   gc_dtype dt = P->x->dtype;
   int r = P->rank;
   gc_sym **rv = L_vars(L, 2, ksz);
-  if (!rv)
+  gc_sym **ks = ir_syms_of(ir, 2, ksz);
+  if (!rv || !ks)
     return NULL;
   gc_sym *ih = gc_sym_add(s, h0, rv[0]), *iw = gc_sym_add(s, w0, rv[1]);
   gc_sym *xi[4];
@@ -263,8 +296,8 @@ static ir_tensor *window_sum(lower_ctx *L, const gc_node *n, pool *P,
   ir_expr *val = L_load(L, P->x, xi);
   if (inb)
     val = WHERE(inb, val, ir_const_f(ir, 0, dt));
-  ir_buf *b = L_reduce(L, n, IR_RED_SUM, dt, r, P->out.sizes, ov, 2, ksz, rv,
-                       val, NULL, NULL);
+  ir_buf *b = L_sreduce(L, n, IR_RED_SUM, dt, r, P->out.ssizes, ov, 2, ks, rv,
+                        val, NULL, NULL);
   return b ? ir_tensor_of_buf(ir, b) : NULL;
 }
 
@@ -332,11 +365,11 @@ int lower_avg_pool2d(lower_ctx *L, const gc_node *n, int unused) {
     return GC_EUNSUPPORTED;
   gc_dtype dt = P.out.dt;
   int r = P.rank;
-  if (numel(r, P.out.sizes) == 0)
+  if (has_zero(r, P.out.sizes))
     return L__pw_finish(L, n, 0, &P.out, ir_const_f(ir, 0, dt));
   if (P.H == 0 || P.W == 0)
     return GC_EUNSUPPORTED;
-  gc_sym **ov = L_vars(L, r, P.out.sizes);
+  gc_sym **ov = L_svars(L, r, P.out.ssizes);
   if (!ov)
     return GC_ENOMEM;
   gc_sym *h0 = gc_sym_addc(s, gc_sym_scale(s, ov[r - 2], P.s[0]), -P.p[0]);
@@ -454,9 +487,9 @@ int lower_adaptive_avg_pool2d(lower_ctx *L, const gc_node *n, int unused) {
   P.H = P.x->sizes[r - 2];
   P.W = P.x->sizes[r - 1];
   gc_dtype dt = P.out.dt;
-  if (P.out.rank != r || dt != P.x->dtype)
+  if (P.out.rank != r || dt != P.x->dtype || !static_planes(L, &P))
     return GC_EUNSUPPORTED;
-  if (numel(r, P.out.sizes) == 0)
+  if (has_zero(r, P.out.sizes))
     return L__pw_finish(L, n, 0, &P.out, ir_const_f(ir, 0, dt));
   int64_t in[2] = {P.H, P.W}, on[2] = {P.out.sizes[r - 2], P.out.sizes[r - 1]};
   int64_t kmax[2];
@@ -476,7 +509,7 @@ int lower_adaptive_avg_pool2d(lower_ctx *L, const gc_node *n, int unused) {
   }
   /* window bounds over output variables v */
   gc_sym *start[2][2], *end[2][2];
-  gc_sym **ov = L_vars(L, r, P.out.sizes);
+  gc_sym **ov = L_svars(L, r, P.out.ssizes);
   if (!ov)
     return GC_ENOMEM;
   gc_sym **vv[2] = {ov, P.out.vars};

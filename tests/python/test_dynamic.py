@@ -262,6 +262,82 @@ def test_conv_with_a_symbolic_batch(server):
     run_all(d, sizes=[0, 1, 2, 3, 8, 17], atol=1e-4, rtol=1e-4)
 
 
+def fallback_ops(d):
+    return d.summary.get("fallback_ops", [])
+
+
+def test_batch_norm_eval_with_symbolic_batch_and_channels(server):
+    """Eval batch norm (native_batch_norm, training false) is a kernel, not
+    an ATen call, with the batch and the channels symbols: the weight,
+    bias and running statistics have the input's channel symbol."""
+    def f(x, w, b, rm, rv):
+        return F.relu(F.batch_norm(x, rm, rv, w, b, training=False, eps=1e-3)), \
+            F.batch_norm(x, rm, rv, None, None, training=False)
+
+    def args(B, C):
+        return (gen(B, C, 5, 3), gen(C, seed=1), gen(C, seed=2), gen(C, seed=3),
+                gen(C, seed=4).abs() + 0.5)
+
+    d = Dynamic(server, f, args, {"B": (5, 7, 11), "C": (3, 4, 6)})
+    assert d.summary["fallback"] == 0 and d.summary["kernels"] > 0, fallback_ops(d)
+    for b in SIZES:
+        d.check(B=b, C=6, atol=1e-5, rtol=1e-5)
+    for c in [1, 2, 7, 8, 9, 16, 17, 64]:
+        d.check(B=3, C=c, atol=1e-5, rtol=1e-5)
+
+
+def test_batch_norm_training_over_a_symbolic_batch(server):
+    """Training batch norm: the statistics are a Welford reduction over
+    B * H * W elements, a symbolic count (the variance's divisor read at
+    run time); eager refuses one value per channel, the program guards it."""
+    def f(x, w, b):
+        return F.batch_norm(x, None, None, w, b, training=True)
+
+    def args(B):
+        return gen(B, 4, 3, 2), gen(4, seed=1), gen(4, seed=2)
+
+    d = Dynamic(server, f, args, {"B": (5, 7, 11)})
+    assert d.summary["fallback"] == 0 and d.summary["kernels"] > 0, fallback_ops(d)
+    assert [g for g in guards_of(d.artifact) if "batch norm" in g[2]], guards_of(d.artifact)
+    run_all(d, sizes=[s for s in SIZES if s], atol=1e-5, rtol=1e-5)
+    with pytest.raises(compiled.GuardFailure):
+        d.program(*args(0))
+
+
+def test_poolings_over_a_symbolic_batch(server):
+    """max_pool2d (values and indices, padding, stride, dilation),
+    avg_pool2d and adaptive_avg_pool2d with uneven windows are kernels
+    with a symbolic batch; their windows are constants."""
+    def f(x):
+        v, i = F.max_pool2d(x, 3, 2, 1, dilation=1, return_indices=True)
+        return (v, i, F.max_pool2d(x, 2), F.max_pool2d(x, (2, 3), 1, 1, dilation=2),
+                F.avg_pool2d(x, 3, 2, 1), F.avg_pool2d(x, 2, count_include_pad=False),
+                F.adaptive_avg_pool2d(x, (3, 4)))
+
+    def args(B):
+        return (gen(B, 3, 7, 9),)
+
+    d = Dynamic(server, f, args, {"B": (5, 7, 11)})
+    assert d.summary["fallback"] == 0 and d.summary["kernels"] > 0, fallback_ops(d)
+    run_all(d, atol=1e-5, rtol=1e-5)
+    # 3-D input: the batch is the channels
+    d3 = Dynamic(server, lambda x: (F.max_pool2d(x, 2), F.avg_pool2d(x, 2)),
+                 lambda C: (gen(C, 6, 6),), {"C": (5, 7, 11)})
+    assert d3.summary["fallback"] == 0, fallback_ops(d3)
+    run_all(d3, "C", sizes=[s for s in SIZES if s])  # eager refuses [0, H, W]
+
+
+def test_pooling_over_symbolic_planes_is_an_aten_call(server):
+    """A symbolic plane (height, width) is declined: the window arithmetic
+    is in constants. The call is ATen's, with eager's results."""
+    def f(x):  # windows that keep the size (symgraph fits no floor)
+        return F.max_pool2d(x, 3, 1, 1) + 1, F.avg_pool2d(x, 3, 1, 1)
+
+    d = Dynamic(server, f, lambda H: (gen(2, 3, H, 8),), {"H": (5, 7, 11)})
+    assert d.summary["fallback"] == 2, d.summary
+    run_all(d, "H", sizes=[1, 2, 3, 8, 17])
+
+
 def test_views_and_reshapes(server):
     def f(x):
         a = x.view(x.shape[0], -1)                 # [B, T*C]

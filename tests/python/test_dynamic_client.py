@@ -115,6 +115,33 @@ def test_dynamo_mark_dynamic(server):
     assert graph.compiles == 1 and len(_symbols(graph.program)) == 1
 
 
+def test_dynamo_eval_batch_norm_and_pooling_with_a_dynamic_batch(server):
+    """A conv-bn-relu-pool block in eval mode with the batch marked
+    dynamic: AOTAutograd records the batch norm as
+    _native_batch_norm_legit_no_training, and it and max_pool2d_with_indices
+    are kernels of the symbolic program, not ATen calls."""
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(
+        torch.nn.Conv2d(3, 8, 3, padding=1), torch.nn.BatchNorm2d(8), torch.nn.ReLU(),
+        torch.nn.MaxPool2d(2), torch.nn.AvgPool2d(2)).eval()
+    with torch.no_grad():  # running statistics that are not 0 and 1
+        model[1].running_mean.uniform_(-1, 1)
+        model[1].running_var.uniform_(0.5, 2)
+    fast = torch.compile(model, backend="compiled", options={"server": server})
+    mark = _mark()
+    with torch.no_grad():
+        for b in (5, 9, 2, 17, 8, 3):
+            x = torch.randn(b, 3, 12, 12)
+            torch._dynamo.mark_dynamic(x, 0)
+            torch.testing.assert_close(fast(x), model(x), atol=1e-5, rtol=1e-5)
+    # (Dynamo may trace the module twice; each graph is symbolic)
+    graphs = _graphs_since(mark)
+    assert graphs and all(len(_symbols(g.program)) == 1 for g in graphs), graphs
+    for g in graphs:
+        summary = g.program.summary
+        assert summary["fallback"] == 0 and summary["kernels"] > 0, summary
+
+
 def test_dynamo_automatic_dynamic_compiles_twice(server):
     """Dynamo's default: the first graph is static, the second (after a
     size changed) symbolic, and it serves every later size."""
