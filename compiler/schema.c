@@ -57,7 +57,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "compiler/graph.h"
+#include "compiled/v1/graph.pb-c.h"
+#include "compiler/dtype.h"
 
 /* ---- parser state and errors ---- */
 
@@ -640,7 +641,7 @@ typedef struct named {
   int64_t value;
 } named;
 
-/* dtype names: torch's (float32), from graph.h... */
+/* dtype names: torch's (float32), from dtype.h... */
 static const named dtype_names[] = {
 #define X(name, num, size, torch) {torch, num},
     GC_DTYPES(X)
