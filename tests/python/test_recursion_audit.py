@@ -39,14 +39,14 @@ BOUNDED = {
         "tree height <= GC_SYMEXPR_MAX_DEPTH, checked while parsing",
     frozenset({"symexpr.c:fmt_at", "symexpr.c:fmt_node"}):
         "gc_symexpr_format of a parsed tree: height <= GC_SYMEXPR_MAX_DEPTH, checked while parsing",
-    frozenset({"key.c:h_symexpr"}):
+    frozenset({"key.c:hash_symexpr"}):
         "tree height <= max_nesting <= GC_SYMEXPR_MAX_DEPTH, checked while parsing",
-    frozenset({"key.c:h_arg"}):
+    frozenset({"key.c:hash_arg"}):
         "one level: a literal SymInt for int[N] re-enters once as an int",
     frozenset({"schema.c:parse_type", "schema.c:parse_base", "schema.c:parse_members",
                "schema.c:parse_composite"}):
         "type depth <= GC_SCHEMA_MAX_DEPTH, checked before descending",
-    frozenset({"schema.c:put_type", "schema.c:put_members"}):
+    frozenset({"schema_print.c:put_type", "schema_print.c:put_members"}):
         "parsed type depth <= GC_SCHEMA_MAX_DEPTH",
     frozenset({"schema.c:collect_sets"}): "parsed type depth <= GC_SCHEMA_MAX_DEPTH",
     frozenset({"schema.c:type_writes"}): "parsed type depth <= GC_SCHEMA_MAX_DEPTH",
@@ -62,7 +62,7 @@ BOUNDED = {
 
 
 def short(title):
-    """"/path/compiler/key.c:h_arg" -> "key.c:h_arg" (a static function);
+    """"/path/compiler/key.c:hash_arg" -> "key.c:hash_arg" (a static function);
     external functions are titled by their bare name."""
     path, sep, func = title.rpartition(":")
     return os.path.basename(path) + sep + func if sep else title
