@@ -52,9 +52,9 @@ BOUNDED = {
     frozenset({"schema.c:type_writes"}): "parsed type depth <= GC_SCHEMA_MAX_DEPTH",
     frozenset({"validate.c:accepts"}): "parsed type depth <= GC_SCHEMA_MAX_DEPTH",
     frozenset({"validate.c:returns_ok"}): "parsed type depth <= GC_SCHEMA_MAX_DEPTH",
-    frozenset({"functionalize.c:same_type"}): "parsed type depth <= GC_SCHEMA_MAX_DEPTH",
-    frozenset({"functionalize.c:read_obj", "functionalize.c:read_obj_at",
-               "functionalize.c:replay", "functionalize.c:map_arg"}):
+    frozenset({"fz_same_type"}): "parsed type depth <= GC_SCHEMA_MAX_DEPTH",
+    frozenset({"fz_read_obj", "functionalize_views.c:read_obj_at",
+               "functionalize_views.c:replay", "fz_map_arg"}):
         "read_obj nesting <= MAX_READ_NESTING (64); deeper keeps the eager form",
     frozenset({"wire.c:check_message"}):
         "message nesting <= GC_WIRE_MAX_DEPTH; the schemas are not recursive",
