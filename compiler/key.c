@@ -197,12 +197,10 @@ static void hash_symarg(keyer *k, const gc_type *elem, gc_arg_kind kind,
   }
 }
 
-/* Writes argument `a` for a parameter of type `t` (NULL: no schema). */
-static void hash_arg(keyer *k, const gc_type *t, const gc_arg *a) {
+/* Writes a single (not list) value `a` for the declared type `t` (Optional
+ * stripped; NULL: no schema): an int as `t` reads it. */
+static void hash_single(keyer *k, const gc_type *t, const gc_arg *a) {
   hasher *h = &k->h;
-  const gc_type *bt = base_type(t);
-  const gc_type *elem =
-      bt && bt->kind == GC_TY_LIST ? base_type(bt->elem) : NULL;
   switch (a->kind) {
   case GC_ARG_NONE:
     hash_u8(h, 'N');
@@ -212,30 +210,13 @@ static void hash_arg(keyer *k, const gc_type *t, const gc_arg *a) {
     hash_ref(k, a->v);
     return;
   case GC_ARG_INT:
-    /* A single int where int[N] is declared means N copies. */
-    if (bt && bt->kind == GC_TY_LIST && bt->fixed_len > 0) {
-      hash_u8(h, 'L');
-      hash_i64(h, bt->fixed_len);
-      for (int i = 0; i < bt->fixed_len; i++)
-        hash_int_as(k, elem, a->i);
-      return;
-    }
-    hash_int_as(k, bt, a->i);
+    hash_int_as(k, t, a->i);
     return;
   case GC_ARG_FLOAT:
     hash_u8(h, 'f');
     hash_f64(h, a->f);
     return;
   case GC_ARG_BOOL:
-    if (bt && bt->kind == GC_TY_LIST && bt->fixed_len > 0) {
-      hash_u8(h, 'L');
-      hash_i64(h, bt->fixed_len);
-      for (int i = 0; i < bt->fixed_len; i++) {
-        hash_u8(h, 'b');
-        hash_u8(h, (uint8_t)a->i);
-      }
-      return;
-    }
     hash_u8(h, 'b');
     hash_u8(h, (uint8_t)a->i);
     return;
@@ -246,13 +227,7 @@ static void hash_arg(keyer *k, const gc_type *t, const gc_arg *a) {
   case GC_ARG_SYM_INT:
   case GC_ARG_SYM_FLOAT:
   case GC_ARG_SYM_BOOL:
-    if (!a->sym.v && a->kind == GC_ARG_SYM_INT && bt &&
-        bt->kind == GC_TY_LIST && bt->fixed_len > 0) {
-      gc_arg lit = {.kind = GC_ARG_INT, .i = a->sym.i};
-      hash_arg(k, t, &lit);
-      return;
-    }
-    hash_symarg(k, bt, a->kind, &a->sym);
+    hash_symarg(k, t, a->kind, &a->sym);
     return;
   case GC_ARG_SCALAR_TYPE:
     hash_u8(h, 'D');
@@ -272,51 +247,45 @@ static void hash_arg(keyer *k, const gc_type *t, const gc_arg *a) {
     hash_str(h, a->dev.type);
     hash_i64(h, a->dev.index);
     return;
-  default:
-    break;
+  default: /* a list kind: not a single value */
+    h->failed = 1;
   }
-  /* Lists. An empty list is just "empty": the schema gives its type. */
-  if (a->n == 0) {
-    hash_u8(h, 'E');
+}
+
+/* Writes argument `a` for a parameter of type `t` (NULL: no schema). */
+static void hash_arg(keyer *k, const gc_type *t, const gc_arg *a) {
+  hasher *h = &k->h;
+  const gc_type *bt = base_type(t);
+  const gc_type *elem =
+      bt && bt->kind == GC_TY_LIST ? base_type(bt->elem) : NULL;
+  if (gc_arg_is_list(a->kind)) {
+    /* An empty list is just "empty": the schema gives its type. */
+    if (a->n == 0) {
+      hash_u8(h, 'E');
+      return;
+    }
+    hash_u8(h, 'L');
+    hash_i64(h, a->n);
+    for (int i = 0; i < a->n; i++) {
+      gc_arg item = gc_arg_item(a, i);
+      hash_single(k, elem, &item);
+    }
     return;
   }
-  hash_u8(h, 'L');
-  hash_i64(h, a->n);
-  for (int i = 0; i < a->n; i++) {
-    switch (a->kind) {
-    case GC_ARG_TENSORS:
-    case GC_ARG_OPT_TENSORS:
-      if (a->vals[i]) {
-        hash_u8(h, 'T');
-        hash_ref(k, a->vals[i]);
-      } else {
-        hash_u8(h, 'N');
-      }
-      break;
-    case GC_ARG_INTS:
-      hash_int_as(k, elem, a->ints[i]);
-      break;
-    case GC_ARG_BOOLS:
-      hash_u8(h, 'b');
-      hash_u8(h, (uint8_t)a->ints[i]);
-      break;
-    case GC_ARG_FLOATS:
-      hash_u8(h, 'f');
-      hash_f64(h, a->floats[i]);
-      break;
-    case GC_ARG_STRINGS:
-      hash_u8(h, 'S');
-      hash_str(h, a->strs[i]);
-      break;
-    case GC_ARG_SYM_INTS:
-    case GC_ARG_SYM_FLOATS:
-    case GC_ARG_SYM_BOOLS:
-      hash_symarg(k, elem, a->kind, &a->syms[i]);
-      break;
-    default:
-      k->h.failed = 1;
-    }
+  /* A single int or bool (a literal SymInt is an int) where int[N] or
+   * bool[N] is declared means N copies. */
+  gc_arg item = *a;
+  if (a->kind == GC_ARG_SYM_INT && !a->sym.v)
+    item = (gc_arg){.kind = GC_ARG_INT, .i = a->sym.i};
+  if ((item.kind == GC_ARG_INT || item.kind == GC_ARG_BOOL) && bt &&
+      bt->kind == GC_TY_LIST && bt->fixed_len > 0) {
+    hash_u8(h, 'L');
+    hash_i64(h, bt->fixed_len);
+    for (int i = 0; i < bt->fixed_len; i++)
+      hash_single(k, elem, &item);
+    return;
   }
+  hash_single(k, bt, a);
 }
 
 /* The argument bound to each parameter of n's schema (NULL: its default),

@@ -41,8 +41,8 @@ BOUNDED = {
         "gc_symexpr_format of a parsed tree: height <= GC_SYMEXPR_MAX_DEPTH, checked while parsing",
     frozenset({"key.c:hash_symexpr"}):
         "tree height <= max_nesting <= GC_SYMEXPR_MAX_DEPTH, checked while parsing",
-    frozenset({"key.c:hash_arg"}):
-        "one level: a literal SymInt for int[N] re-enters once as an int",
+    frozenset({"gc_arg_print"}):
+        "one level: a list argument prints its items as single arguments",
     frozenset({"schema.c:parse_type", "schema.c:parse_base", "schema.c:parse_members",
                "schema.c:parse_composite"}):
         "type depth <= GC_SCHEMA_MAX_DEPTH, checked before descending",
