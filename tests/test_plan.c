@@ -35,10 +35,7 @@ static const gc_dtype F32 = GC_DTYPE_FLOAT32, F64 = GC_DTYPE_FLOAT64;
 static const int64_t S48[2] = {4, 8}, S84[2] = {8, 4};
 
 static void schedule(void) {
-  gc_error err;
-  gc_error_clear(&err);
-  cr_assert_eq(ir_verify(ir, &err), 0, "the test's IR: %s", err.msg);
-  cr_assert_eq(sc_schedule_build(ir, &S, &err), 0, "%s", err.msg);
+  ib_schedule(ir, &S);
 }
 
 /* The buffers that own arena memory: never two live at one kernel whose

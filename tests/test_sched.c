@@ -33,19 +33,7 @@ static const gc_dtype F32 = GC_DTYPE_FLOAT32;
 static const int64_t S48[2] = {4, 8};
 
 static void schedule(void) {
-  gc_error err;
-  gc_error_clear(&err);
-  cr_assert_eq(ir_verify(ir, &err), 0, "the test's IR: %s", err.msg);
-  cr_assert_eq(sc_schedule_build(ir, &S, &err), 0, "%s", err.msg);
-  /* every node is placed exactly once, kernels keep the IR's order */
-  int next = 0;
-  for (int k = 0; k < S.nkernels; k++) {
-    cr_assert_eq(S.kernels[k]->id, k);
-    for (int i = 0; i < S.kernels[k]->nnodes; i++)
-      cr_assert_eq(S.kernels[k]->nodes[i]->id, next++, "kernel %d node %d", k,
-                   i);
-  }
-  cr_assert_eq(next, ir->nnodes);
+  ib_schedule(ir, &S);
 }
 
 static sc_kernel *kernel_of(const ir_node *n) {
@@ -83,6 +71,36 @@ T(a_pointwise_chain_is_one_flat_loop_with_a_local_intermediate) {
   cr_assert_not(S.local[q->out->id], "an output is written to memory");
   cr_assert_eq(S.nlocal, 1);
   cr_assert_str_eq(k->name, "k0");
+}
+
+T(contiguous_outer_dims_merge_into_one_loop) {
+  const int64_t sz[3] = {2, 4, 8};
+  ir_node *p = exp_of(ib_input(ir, 0, F32, 3, sz), 3, sz);
+  p->out->kind = IR_BUF_OUTPUT;
+  schedule();
+  cr_assert_eq(S.nkernels, 1);
+  sc_kernel *k = S.kernels[0];
+  /* outer [2, 4] merge into [8], which then merges with the inner 8 */
+  cr_assert_eq(k->ndims, 0);
+  cr_assert_eq(k->stages[0].ndims, 1);
+  cr_assert_eq(k->stages[0].dims[0].size, 64);
+}
+
+T(a_transposed_output_keeps_its_dims_apart) {
+  const int64_t sz[2] = {4, 8};
+  ir_buf *x = ib_input(ir, 0, F32, 2, sz);
+  /* an output written transposed: [4, 8] with strides [1, 4] */
+  ir_buf *o = ir_buf_new(ir, IR_BUF_OUTPUT, F32, 2, sz, (int64_t[]){1, 4});
+  ir_node *p = ib_pointwise_into(ir, o);
+  p->body = ir_op1(ir, IR_EXP, F32, ib_read(ir, p, x));
+  ib_append(ir, p);
+  schedule();
+  sc_kernel *k = S.kernels[0];
+  /* loops by decreasing output stride: dim 1 (stride 4) outside, dim 0
+   * (stride 1) innermost; x's index then allows no merge */
+  cr_assert_eq(k->ndims + k->stages[0].ndims, 2);
+  cr_assert_eq(k->dims[0].size, 8);
+  cr_assert_eq(k->stages[0].dims[0].size, 4);
 }
 
 T(softmax_is_one_kernel_of_three_stages_over_the_rows) {

@@ -6,6 +6,8 @@
 #include <criterion/criterion.h>
 #include <stdio.h>
 
+#include "compiler/sched/sched.h"
+
 static void *need(ir_graph *ir, void *p) {
   cr_assert(p && !ir->oom && !ir->sym.oom, "irbuild: out of memory");
   return p;
@@ -104,4 +106,19 @@ ir_buf *ib_append(ir_graph *ir, ir_node *n) {
       outs[i]->def = n;
   cr_assert_eq(ir_node_append(ir, n), 0);
   return n->out;
+}
+
+void ib_schedule(ir_graph *ir, sc_schedule *s) {
+  gc_error err;
+  gc_error_clear(&err);
+  cr_assert_eq(ir_verify(ir, &err), 0, "the test's IR: %s", err.msg);
+  cr_assert_eq(sc_schedule_build(ir, s, &err), 0, "%s", err.msg);
+  int next = 0;
+  for (int k = 0; k < s->nkernels; k++) {
+    cr_assert_eq(s->kernels[k]->id, k);
+    for (int i = 0; i < s->kernels[k]->nnodes; i++)
+      cr_assert_eq(s->kernels[k]->nodes[i]->id, next++, "kernel %d node %d", k,
+                   i);
+  }
+  cr_assert_eq(next, ir->nnodes);
 }

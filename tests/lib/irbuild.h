@@ -15,6 +15,7 @@
 #define IRBUILD_H
 
 #include "compiler/ir/ir.h"
+#include "compiler/sched/sched.h"
 
 /* Graph input `index`: an INPUT buffer. */
 ir_buf *ib_input(ir_graph *ir, int index, gc_dtype dt, int rank,
@@ -46,6 +47,10 @@ gc_sym *ib_at(ir_graph *ir, const ir_node *n, const ir_buf *b);
 
 /* ir_load of b at ib_at(n, b). */
 ir_expr *ib_read(ir_graph *ir, const ir_node *n, ir_buf *b);
+
+/* Verifies ir and schedules it into *s (sched.h), asserting that every
+ * node is placed exactly once and kernels keep the IR's order. */
+void ib_schedule(ir_graph *ir, sc_schedule *s);
 
 /* Marks n as the writer of its outputs and appends it; returns n->out. */
 ir_buf *ib_append(ir_graph *ir, ir_node *n);
