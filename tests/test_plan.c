@@ -15,21 +15,10 @@
 #include "tests/lib/irbuild.h"
 #include "tests/lib/testutil.h"
 
-static gc_arena *a;
-static ir_graph IR;
-static ir_graph *ir = &IR;
+static ir_graph *const ir = &ib_ir;
 static sc_schedule S;
 
-static void setup(void) {
-  a = gc_arena_new(0);
-  cr_assert_eq(ir_graph_init(&IR, a, NULL), 0);
-}
-
-static void teardown(void) {
-  gc_arena_free(a);
-}
-
-#define T(name) Test(plan, name, .init = setup, .fini = teardown)
+#define T(name) Test(plan, name, .init = ib_setup, .fini = ib_teardown)
 
 static const gc_dtype F32 = GC_DTYPE_FLOAT32, F64 = GC_DTYPE_FLOAT64;
 static const int64_t S48[2] = {4, 8}, S84[2] = {8, 4};
@@ -208,8 +197,8 @@ T(random_graphs_never_overlap_live_buffers) {
   tu_rng r;
   tu_rng_seed(&r, 40);
   for (int round = 0; round < 30; round++) {
-    gc_arena_free(a);
-    setup();
+    ib_teardown();
+    ib_setup();
     ir_buf *bufs[64];
     int nb = 0;
     bufs[nb++] = ib_input(ir, 0, F32, 1, (int64_t[]){1 + tu_rng_below(&r, 99)});

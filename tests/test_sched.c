@@ -13,21 +13,10 @@
 #include "compiler/sched/sched.h"
 #include "tests/lib/irbuild.h"
 
-static gc_arena *a;
-static ir_graph IR;
-static ir_graph *ir = &IR;
+static ir_graph *const ir = &ib_ir;
 static sc_schedule S;
 
-static void setup(void) {
-  a = gc_arena_new(0);
-  cr_assert_eq(ir_graph_init(&IR, a, NULL), 0);
-}
-
-static void teardown(void) {
-  gc_arena_free(a);
-}
-
-#define T(name) Test(sched, name, .init = setup, .fini = teardown)
+#define T(name) Test(sched, name, .init = ib_setup, .fini = ib_teardown)
 
 static const gc_dtype F32 = GC_DTYPE_FLOAT32;
 static const int64_t S48[2] = {4, 8};

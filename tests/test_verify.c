@@ -11,20 +11,9 @@
 #include "compiler/ir/ir.h"
 #include "tests/lib/irbuild.h"
 
-static gc_arena *a;
-static ir_graph IR;
-static ir_graph *ir = &IR;
+static ir_graph *const ir = &ib_ir;
 
-static void setup(void) {
-  a = gc_arena_new(0);
-  cr_assert_eq(ir_graph_init(&IR, a, NULL), 0);
-}
-
-static void teardown(void) {
-  gc_arena_free(a);
-}
-
-#define T(name) Test(verify, name, .init = setup, .fini = teardown)
+#define T(name) Test(verify, name, .init = ib_setup, .fini = ib_teardown)
 
 static const gc_dtype F32 = GC_DTYPE_FLOAT32, F16 = GC_DTYPE_FLOAT16,
                       I64 = GC_DTYPE_INT64, I32 = GC_DTYPE_INT32;
@@ -73,7 +62,7 @@ static ir_node *good(void) {
 
 /* A strided view of all of b. */
 static ir_view *view_of(ir_buf *b) {
-  ir_view *v = gc_arena_zalloc(a, sizeof *v);
+  ir_view *v = gc_arena_zalloc(ir->a, sizeof *v);
   *v = (ir_view){.buf = b,
                  .rank = b->rank,
                  .sizes = b->sizes,
@@ -89,7 +78,7 @@ static ir_view *view_of(ir_buf *b) {
 static ir_node *extern_node(gc_dtype dt, int rank, const int64_t *sizes) {
   ir_node *n = ir_node_new(ir, IR_EXTERN);
   n->out = ir_buf_new(ir, IR_BUF_ARENA, dt, rank, sizes, NULL);
-  n->args = gc_arena_calloc(a, 4, sizeof *n->args);
+  n->args = gc_arena_calloc(ir->a, 4, sizeof *n->args);
   n->what = "extern";
   cr_assert(n->out && n->args);
   return n;
@@ -99,8 +88,8 @@ static void add_arg(ir_node *n, const char *name, ir_buf *b) {
   ir_call_arg *c = &n->args[n->nargs++];
   c->name = name;
   c->arg.kind = GC_ARG_TENSOR;
-  c->bufs = gc_arena_calloc(a, 1, sizeof *c->bufs);
-  c->views = gc_arena_calloc(a, 1, sizeof *c->views);
+  c->bufs = gc_arena_calloc(ir->a, 1, sizeof *c->bufs);
+  c->views = gc_arena_calloc(ir->a, 1, sizeof *c->views);
   c->bufs[0] = b;
   c->views[0] = view_of(b);
 }
@@ -171,7 +160,7 @@ T(rejects_an_iteration_space_of_another_rank) {
 
 T(rejects_a_range_that_is_not_the_buffer_size) {
   ir_node *n = good();
-  gc_sym **sr = gc_arena_calloc(a, 2, sizeof *sr);
+  gc_sym **sr = gc_arena_calloc(ir->a, 2, sizeof *sr);
   sr[0] = n->sranges[0];
   sr[1] = gc_sym_const(&ir->sym, 9);
   n->sranges = sr;
@@ -228,7 +217,7 @@ T(rejects_a_gather_index_not_int64) {
 
 T(rejects_a_load_from_an_unknown_buffer) {
   ir_graph other;
-  cr_assert_eq(ir_graph_init(&other, a, NULL), 0);
+  cr_assert_eq(ir_graph_init(&other, ir->a, NULL), 0);
   ir_buf *stranger = ir_buf_new(&other, IR_BUF_INPUT, F32, 2, S48, NULL);
   input(); /* buf0 of this graph, not `stranger` */
   ir_node *n = ib_pointwise(ir, F32, 2, S48);
@@ -345,7 +334,7 @@ T(rejects_an_expression_nested_too_deep) {
 /* s0 >= 2, x: f32[s0] input 0, and a node over [s0], not appended. */
 static ir_node *sym_node(ir_buf **x) {
   gc_sym *s0 = gc_sym_sizevar(&ir->sym, "s0", 2, 1 << 20);
-  ir->syms = gc_arena_calloc(a, 1, sizeof *ir->syms);
+  ir->syms = gc_arena_calloc(ir->a, 1, sizeof *ir->syms);
   ir->syms[0] = s0;
   ir->nsyms = 1;
   gc_sym *one = gc_sym_const(&ir->sym, 1);
@@ -357,7 +346,7 @@ static ir_node *sym_node(ir_buf **x) {
   n->rank = 1;
   n->ranges = o->sizes;
   n->sranges = o->ssizes;
-  n->vars = gc_arena_calloc(a, 1, sizeof *n->vars);
+  n->vars = gc_arena_calloc(ir->a, 1, sizeof *n->vars);
   n->vars[0] = gc_sym_loopvar(&ir->sym, "i", s0);
   n->what = "symbolic";
   return n;
@@ -397,7 +386,7 @@ T(rejects_a_symbolic_load_with_another_loops_variable) {
   *n = *m;
   n->out =
       ir_buf_new_s(ir, IR_BUF_ARENA, F32, 1, m->out->ssizes, m->out->sstrides);
-  n->vars = gc_arena_calloc(a, 1, sizeof *n->vars);
+  n->vars = gc_arena_calloc(ir->a, 1, sizeof *n->vars);
   n->vars[0] = gc_sym_loopvar(&ir->sym, "j", ir->syms[0]);
   n->sranges = n->out->ssizes;
   ib_append(ir, n); /* its body reads x at m's variable */
@@ -510,13 +499,13 @@ T(rejects_a_scatter_whose_sizes_disagree) {
 static ir_node *interp(int64_t in, int64_t out, int64_t i1_last) {
   ir_node *n = extern_node(F32, 3, (int64_t[]){1, 2, in});
   add_arg(n, "grad_output", ib_input(ir, 0, F32, 3, (int64_t[]){1, 2, out}));
-  ir_interp *t = gc_arena_zalloc(a, sizeof *t);
+  ir_interp *t = gc_arena_zalloc(ir->a, sizeof *t);
   t->in = in;
   t->out = out;
-  t->i0 = gc_arena_calloc(a, (size_t)out, 8);
-  t->i1 = gc_arena_calloc(a, (size_t)out, 8);
-  t->l0 = gc_arena_calloc(a, (size_t)out, 8);
-  t->l1 = gc_arena_calloc(a, (size_t)out, 8);
+  t->i0 = gc_arena_calloc(ir->a, (size_t)out, 8);
+  t->i1 = gc_arena_calloc(ir->a, (size_t)out, 8);
+  t->l0 = gc_arena_calloc(ir->a, (size_t)out, 8);
+  t->l1 = gc_arena_calloc(ir->a, (size_t)out, 8);
   for (int64_t o = 0; o < out; o++) {
     t->i0[o] = o * (in - 1) / (out > 1 ? out - 1 : 1);
     t->i1[o] = o == out - 1 ? i1_last : t->i0[o];

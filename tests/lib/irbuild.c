@@ -8,6 +8,18 @@
 
 #include "compiler/sched/sched.h"
 
+ir_graph ib_ir;
+
+void ib_setup(void) {
+  gc_arena *a = gc_arena_new(0);
+  cr_assert_not_null(a);
+  cr_assert_eq(ir_graph_init(&ib_ir, a, NULL), 0);
+}
+
+void ib_teardown(void) {
+  gc_arena_free(ib_ir.a);
+}
+
 static void *need(ir_graph *ir, void *p) {
   cr_assert(p && !ir->oom && !ir->sym.oom, "irbuild: out of memory");
   return p;

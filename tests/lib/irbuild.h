@@ -17,6 +17,12 @@
 #include "compiler/ir/ir.h"
 #include "compiler/sched/sched.h"
 
+/* The graph a test builds (ib_ir, in its own arena): Criterion's .init
+ * and .fini for the tests that use it. */
+extern ir_graph ib_ir;
+void ib_setup(void);
+void ib_teardown(void);
+
 /* Graph input `index`: an INPUT buffer. */
 ir_buf *ib_input(ir_graph *ir, int index, gc_dtype dt, int rank,
                  const int64_t *sizes);
