@@ -11,33 +11,36 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-/* The argument kinds, in graph.proto's order. X(NAME, json/text name). */
+/* The argument kinds, in graph.proto's order. X(NAME, json/text name,
+ * ITEM): ITEM is the kind of one element, NAME itself for a single value
+ * (a list kind's items are read one at a time as single arguments by
+ * gc_arg_item, so code that handles every single kind handles the lists). */
 #define GC_ARG_KINDS(X)                                                        \
-  X(NONE, "none")                                                              \
-  X(TENSOR, "tensor")                                                          \
-  X(TENSORS, "tensors")                                                        \
-  X(OPT_TENSORS, "optional_tensors")                                           \
-  X(INT, "int")                                                                \
-  X(INTS, "ints")                                                              \
-  X(FLOAT, "float")                                                            \
-  X(FLOATS, "floats")                                                          \
-  X(BOOL, "bool")                                                              \
-  X(BOOLS, "bools")                                                            \
-  X(STRING, "string")                                                          \
-  X(STRINGS, "strings")                                                        \
-  X(SYM_INT, "sym_int")                                                        \
-  X(SYM_INTS, "sym_ints")                                                      \
-  X(SYM_FLOAT, "sym_float")                                                    \
-  X(SYM_FLOATS, "sym_floats")                                                  \
-  X(SYM_BOOL, "sym_bool")                                                      \
-  X(SYM_BOOLS, "sym_bools")                                                    \
-  X(SCALAR_TYPE, "scalar_type")                                                \
-  X(MEMORY_FORMAT, "memory_format")                                            \
-  X(LAYOUT, "layout")                                                          \
-  X(DEVICE, "device")
+  X(NONE, "none", NONE)                                                        \
+  X(TENSOR, "tensor", TENSOR)                                                  \
+  X(TENSORS, "tensors", TENSOR)                                                \
+  X(OPT_TENSORS, "optional_tensors", TENSOR) /* None items: NONE */            \
+  X(INT, "int", INT)                                                           \
+  X(INTS, "ints", INT)                                                         \
+  X(FLOAT, "float", FLOAT)                                                     \
+  X(FLOATS, "floats", FLOAT)                                                   \
+  X(BOOL, "bool", BOOL)                                                        \
+  X(BOOLS, "bools", BOOL)                                                      \
+  X(STRING, "string", STRING)                                                  \
+  X(STRINGS, "strings", STRING)                                                \
+  X(SYM_INT, "sym_int", SYM_INT)                                               \
+  X(SYM_INTS, "sym_ints", SYM_INT)                                             \
+  X(SYM_FLOAT, "sym_float", SYM_FLOAT)                                         \
+  X(SYM_FLOATS, "sym_floats", SYM_FLOAT)                                       \
+  X(SYM_BOOL, "sym_bool", SYM_BOOL)                                            \
+  X(SYM_BOOLS, "sym_bools", SYM_BOOL)                                          \
+  X(SCALAR_TYPE, "scalar_type", SCALAR_TYPE)                                   \
+  X(MEMORY_FORMAT, "memory_format", MEMORY_FORMAT)                             \
+  X(LAYOUT, "layout", LAYOUT)                                                  \
+  X(DEVICE, "device", DEVICE)
 
 typedef enum gc_arg_kind {
-#define X(name, text) GC_ARG_##name,
+#define X(name, text, item) GC_ARG_##name,
   GC_ARG_KINDS(X)
 #undef X
       GC_ARG_KIND_COUNT
@@ -82,6 +85,17 @@ typedef struct gc_arg {
 
 /* "tensor", "ints", ...: the name of a kind as JSON and messages spell it. */
 const char *gc_arg_kind_name(gc_arg_kind k);
+
+/* The kind of one element of a `k` argument: k itself for a single
+ * value, INT for INTS, TENSOR for TENSORS, ... */
+gc_arg_kind gc_arg_item_kind(gc_arg_kind k);
+
+/* Whether `k` is a list kind (its value is a->n elements). */
+bool gc_arg_is_list(gc_arg_kind k);
+
+/* Element i of list argument `a` as a single argument of its item kind
+ * (a None item of an optional tensor list: NONE). */
+gc_arg gc_arg_item(const gc_arg *a, int i);
 
 /* Calls fn(v, item, ctx) for every named value (tensor or symbolic scalar)
  * that `a` refers to; item is the position inside a list argument, 0 for a

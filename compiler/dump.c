@@ -55,9 +55,9 @@ static void print_float(double f, gc_buf *out) {
 static void print_symarg(const gc_symarg *s, gc_arg_kind k, gc_buf *out) {
   if (s->v)
     gc_buf_printf(out, "%%%s", s->v->name);
-  else if (k == GC_ARG_SYM_INT || k == GC_ARG_SYM_INTS)
+  else if (k == GC_ARG_SYM_INT)
     gc_buf_printf(out, "%" PRId64, s->i);
-  else if (k == GC_ARG_SYM_FLOAT || k == GC_ARG_SYM_FLOATS)
+  else if (k == GC_ARG_SYM_FLOAT)
     print_float(s->f, out);
   else
     gc_buf_puts(out, s->b ? "True" : "False");
@@ -105,36 +105,15 @@ void gc_arg_print(const gc_arg *a, gc_buf *out) {
     else
       gc_buf_printf(out, "device(%s)", a->dev.type);
     return;
-  default:
+  default: /* a list: its items as single arguments */
     break;
   }
   gc_buf_puts(out, "[");
   for (int i = 0; i < a->n; i++) {
     if (i)
       gc_buf_puts(out, ", ");
-    switch (a->kind) {
-    case GC_ARG_TENSORS:
-    case GC_ARG_OPT_TENSORS:
-      if (a->vals[i])
-        gc_buf_printf(out, "%%%s", a->vals[i]->name);
-      else
-        gc_buf_puts(out, "None");
-      break;
-    case GC_ARG_INTS:
-      gc_buf_printf(out, "%" PRId64, a->ints[i]);
-      break;
-    case GC_ARG_BOOLS:
-      gc_buf_puts(out, a->ints[i] ? "True" : "False");
-      break;
-    case GC_ARG_FLOATS:
-      print_float(a->floats[i], out);
-      break;
-    case GC_ARG_STRINGS:
-      gc_buf_printf(out, "\"%s\"", a->strs[i]);
-      break;
-    default:
-      print_symarg(&a->syms[i], a->kind, out);
-    }
+    gc_arg item = gc_arg_item(a, i);
+    gc_arg_print(&item, out);
   }
   gc_buf_puts(out, "]");
 }

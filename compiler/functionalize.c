@@ -50,60 +50,10 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "compiler/functionalize_internal.h"
 #include "compiler/opfacts.h"
 #include "compiler/ops.h"
 #include "compiler/torchops.h"
-
-#define MAX_CHAIN 64 /* longer view chains are kept in eager form */
-/* Reading a stale view replays its chain, and a step with another tensor
- * argument (view_as(self, other)) reads that tensor first, which may be a
- * stale view in turn: read_obj recurses once per such link. Deeper than
- * this, the graph is kept in eager form rather than the stack exhausted. */
-#define MAX_READ_NESTING 64
-
-typedef struct fz_root {
-  int input;                   /* the graph input owning this storage; -1 */
-  const gc_tensor_meta *meta0; /* the storage's original layout */
-  gc_value *cur;               /* new-graph value of the whole storage now */
-  int gen;                     /* bumped at every write */
-  bool written;                /* some write reached it */
-  bool written_visible;        /* some write not through detach() */
-} fz_root;
-
-typedef struct fz_obj {
-  int root;
-  gc_view_step *chain; /* from the root's object to this one */
-  int nchain;
-  bool detached;        /* the chain contains detach */
-  bool multi;           /* the last step is a multi-output view */
-  gc_value *fv;         /* new-graph value of its contents */
-  int gen;              /* the root generation fv reflects */
-  int input;            /* the graph input this object is; -1 */
-  const gc_value *last; /* original value with its latest metadata */
-} fz_obj;
-
-typedef struct fz {
-  gc_arena *a;
-  gc_error *err;
-  const gc_graph *g;
-  const gc_options *o;
-  gc_graph *fg;    /* the graph being built */
-  gc_node **nodes; /* its nodes, in order, while building */
-  int nnodes, cap_nodes;
-  int cap_values;
-  int cap_ops;
-  fz_root *roots;
-  int nroots, cap_roots;
-  fz_obj *objs;
-  int nobjs, cap_objs;
-  int *objof;       /* original value id -> object; -1 */
-  gc_value **vmap;  /* original value id -> new value (scalars, inputs) */
-  const char *bail; /* set: keep the eager form, this is why */
-  bool oom;
-  bool finishing; /* reading final values for the runner, not for
-                     the program's own computation */
-  int reading;    /* read_obj calls in progress (nesting) */
-} fz;
 
 /* ---- growing arrays ---- */
 
@@ -122,14 +72,12 @@ static void *grow(fz *z, void *arr, int n, int *cap, size_t elem) {
   return na;
 }
 
-static void bail(fz *z, const char *why) {
+void fz_bail(fz *z, const char *why) {
   if (!z->bail)
     z->bail = why;
 }
 
-static void bailf(fz *z, const char *fmt, ...)
-    __attribute__((format(printf, 2, 3)));
-static void bailf(fz *z, const char *fmt, ...) {
+void fz_bailf(fz *z, const char *fmt, ...) {
   if (z->bail)
     return;
   char buf[512];
@@ -144,8 +92,7 @@ static void bailf(fz *z, const char *fmt, ...) {
 
 /* ---- the new graph: values, operators, nodes ---- */
 
-static gc_value *new_value(fz *z, gc_value_kind kind,
-                           const gc_tensor_meta *meta) {
+gc_value *fz_new_value(fz *z, gc_value_kind kind, const gc_tensor_meta *meta) {
   gc_graph *fg = z->fg;
   gc_value **vals =
       grow(z, fg->values, fg->nvalues, &z->cap_values, sizeof *vals);
@@ -167,13 +114,13 @@ static gc_value *new_value(fz *z, gc_value_kind kind,
 }
 
 /* The new graph's copy of an operator of the original graph. */
-static const gc_op *fg_op(fz *z, const gc_op *orig) {
+const gc_op *fz_fg_op(fz *z, const gc_op *orig) {
   return &z->fg->ops[orig - z->g->ops];
 }
 
 /* The new graph's operator `name`: one of the graph's own, or one from
  * torch's table; NULL when torch has no such operator. */
-static const gc_op *op_lookup(fz *z, const char *name) {
+const gc_op *fz_op_lookup(fz *z, const char *name) {
   gc_graph *fg = z->fg;
   for (int i = 0; i < fg->nops; i++)
     if (strcmp(fg->ops[i].name, name) == 0)
@@ -182,12 +129,12 @@ static const gc_op *op_lookup(fz *z, const char *name) {
   if (!text)
     return NULL;
   if (fg->nops == z->cap_ops) {
-    bail(z, "too many operators introduced");
+    fz_bail(z, "too many operators introduced");
     return NULL;
   }
   gc_op *op = &fg->ops[fg->nops];
   if (gc_schema_parse(z->a, text, &op->schema, NULL) != 0) {
-    bailf(z, "schema of %s does not parse", name);
+    fz_bailf(z, "schema of %s does not parse", name);
     return NULL;
   }
   op->name = op->schema->qualified;
@@ -198,13 +145,13 @@ static const gc_op *op_lookup(fz *z, const char *name) {
 
 /* As op_lookup; an unknown operator keeps the graph in eager form. */
 static const gc_op *op_named(fz *z, const char *name) {
-  const gc_op *op = op_lookup(z, name);
+  const gc_op *op = fz_op_lookup(z, name);
   if (!op && !z->bail)
-    bailf(z, "operator %s is not known to the compiler", name);
+    fz_bailf(z, "operator %s is not known to the compiler", name);
   return op;
 }
 
-static gc_node *add_node(fz *z, const gc_op *op, int nargs, int noutputs) {
+gc_node *fz_add_node(fz *z, const gc_op *op, int nargs, int noutputs) {
   gc_node **ns = grow(z, z->nodes, z->nnodes, &z->cap_nodes, sizeof *ns);
   gc_node *n = gc_arena_zalloc(z->a, sizeof *n);
   if (!ns || !n) {
@@ -228,17 +175,8 @@ static gc_node *add_node(fz *z, const gc_op *op, int nargs, int noutputs) {
 }
 
 /* Argument constructors. */
-static gc_arg A_T(gc_value *v) {
-  return (gc_arg){.kind = GC_ARG_TENSOR, .v = v};
-}
-static gc_arg A_I(int64_t i) {
-  return (gc_arg){.kind = GC_ARG_INT, .i = i};
-}
-static gc_arg A_NONE(void) {
-  return (gc_arg){.kind = GC_ARG_NONE};
-}
 
-static gc_arg A_INTS(fz *z, const int64_t *vals, int n) {
+gc_arg fz_A_INTS(fz *z, const int64_t *vals, int n) {
   gc_arg a = {.kind = GC_ARG_INTS, .n = n};
   a.ints = gc_arena_calloc(z->a, (size_t)n + 1, sizeof *a.ints);
   if (!a.ints)
@@ -251,18 +189,18 @@ static gc_arg A_INTS(fz *z, const int64_t *vals, int n) {
 /* Emits `name` applied to `args`, bound to the operator's first `n`
  * parameters (the rest take their defaults); returns its single tensor
  * result, described by `meta`. */
-static gc_value *emit_call(fz *z, const char *name, const gc_arg *args, int n,
-                           const gc_tensor_meta *meta) {
+gc_value *fz_emit_call(fz *z, const char *name, const gc_arg *args, int n,
+                       const gc_tensor_meta *meta) {
   const gc_op *op = op_named(z, name);
   if (!op || z->oom)
     return NULL;
   const gc_schema *s = op->schema;
   if (n > s->nargs || s->nrets != 1) {
-    bailf(z, "internal: %s called with %d arguments", name, n);
+    fz_bailf(z, "internal: %s called with %d arguments", name, n);
     return NULL;
   }
-  gc_node *node = add_node(z, op, n, 1);
-  gc_value *out = new_value(z, GC_VALUE_TENSOR, meta);
+  gc_node *node = fz_add_node(z, op, n, 1);
+  gc_value *out = fz_new_value(z, GC_VALUE_TENSOR, meta);
   if (!node || !out)
     return NULL;
   for (int i = 0; i < n; i++) {
@@ -278,7 +216,7 @@ static gc_value *emit_call(fz *z, const char *name, const gc_arg *args, int n,
 
 /* ---- roots and objects ---- */
 
-static int new_root(fz *z, int input, gc_value *cur) {
+int fz_new_root(fz *z, int input, gc_value *cur) {
   fz_root *r = grow(z, z->roots, z->nroots, &z->cap_roots, sizeof *r);
   if (!r)
     return -1;
@@ -288,7 +226,7 @@ static int new_root(fz *z, int input, gc_value *cur) {
   return z->nroots++;
 }
 
-static int new_obj(fz *z, int root, const gc_value *last) {
+int fz_new_obj(fz *z, int root, const gc_value *last) {
   fz_obj *o = grow(z, z->objs, z->nobjs, &z->cap_objs, sizeof *o);
   if (!o)
     return -1;
@@ -302,14 +240,14 @@ static int new_obj(fz *z, int root, const gc_value *last) {
 }
 
 /* A new object: `parent`'s chain plus `step`. */
-static int view_obj(fz *z, int parent, gc_view_step step, const gc_value *last,
-                    bool detach, bool multi) {
+int fz_view_obj(fz *z, int parent, gc_view_step step, const gc_value *last,
+                bool detach, bool multi) {
   fz_obj p = z->objs[parent];
   if (p.nchain >= MAX_CHAIN) {
-    bail(z, "a view chain is too long");
+    fz_bail(z, "a view chain is too long");
     return -1;
   }
-  int id = new_obj(z, p.root, last);
+  int id = fz_new_obj(z, p.root, last);
   if (id < 0)
     return -1;
   fz_obj *o = &z->objs[id];
@@ -327,818 +265,6 @@ static int view_obj(fz *z, int parent, gc_view_step step, const gc_value *last,
   o->fv = NULL;
   o->gen = -1;
   return id;
-}
-
-/* ---- replaying and inverting views ---- */
-
-static int64_t arg_int(const gc_node *n, const char *name, int64_t dflt) {
-  for (int i = 0; i < n->nargs; i++) {
-    if (strcmp(n->args[i].name, name) != 0)
-      continue;
-    const gc_arg *a = &n->args[i].arg;
-    if (a->kind == GC_ARG_INT)
-      return a->i;
-    if (a->kind == GC_ARG_SYM_INT && !a->sym.v)
-      return a->sym.i;
-    return dflt;
-  }
-  const gc_schema *s = n->op->schema;
-  int p = gc_schema_find_arg(s, name);
-  if (p >= 0 && s->args[p].has_default && s->args[p].def.kind == GC_ARG_INT)
-    return s->args[p].def.i;
-  return dflt;
-}
-
-static const gc_arg *arg_named(const gc_node *n, const char *name) {
-  for (int i = 0; i < n->nargs; i++)
-    if (strcmp(n->args[i].name, name) == 0)
-      return &n->args[i].arg;
-  return NULL;
-}
-
-/* The original value a step views, and the one it produces. */
-static const gc_value *step_input(const gc_view_step *s) {
-  return s->node->args[s->self_arg].arg.v;
-}
-
-static const gc_value *step_output(const gc_view_step *s) {
-  const gc_arg *o = &s->node->outputs[0];
-  if (o->kind == GC_ARG_TENSORS)
-    return s->item >= 0 && s->item < o->n ? o->vals[s->item] : NULL;
-  return o->kind == GC_ARG_TENSOR ? o->v : NULL;
-}
-
-static gc_value *read_obj(fz *z, int obj);
-
-/* Maps an original argument into the new graph: tensors to their objects'
- * current values, named scalars to their new values. `self_arg` (when >= 0)
- * is replaced by `self`. */
-static bool map_arg(fz *z, const gc_arg *in, gc_arg *out) {
-  *out = *in;
-  switch (in->kind) {
-  case GC_ARG_TENSOR:
-    out->v = read_obj(z, z->objof[in->v->id]);
-    return out->v != NULL;
-  case GC_ARG_TENSORS:
-  case GC_ARG_OPT_TENSORS:
-    out->vals = gc_arena_calloc(z->a, (size_t)in->n + 1, sizeof *out->vals);
-    if (!out->vals)
-      return z->oom = true, false;
-    for (int i = 0; i < in->n; i++)
-      if (in->vals[i] &&
-          !(out->vals[i] = read_obj(z, z->objof[in->vals[i]->id])))
-        return false;
-    return true;
-  case GC_ARG_SYM_INT:
-  case GC_ARG_SYM_FLOAT:
-  case GC_ARG_SYM_BOOL:
-    if (in->sym.v)
-      out->sym.v = z->vmap[in->sym.v->id];
-    return true;
-  case GC_ARG_SYM_INTS:
-  case GC_ARG_SYM_FLOATS:
-  case GC_ARG_SYM_BOOLS:
-    out->syms = gc_arena_calloc(z->a, (size_t)in->n + 1, sizeof *out->syms);
-    if (!out->syms)
-      return z->oom = true, false;
-    for (int i = 0; i < in->n; i++) {
-      out->syms[i] = in->syms[i];
-      if (in->syms[i].v)
-        out->syms[i].v = z->vmap[in->syms[i].v->id];
-    }
-    return true;
-  default:
-    return true;
-  }
-}
-
-static bool same_type(const gc_type *a, const gc_type *b);
-static const gc_op *variant_of(fz *z, const gc_schema *s);
-
-/* The view operator that replays `n` (t for an in-place t_, transpose.int
- * for transpose_). */
-static const gc_op *replay_op(fz *z, const gc_node *n) {
-  const gc_schema *s = n->op->schema;
-  size_t len = strlen(s->name);
-  if (!len || s->name[len - 1] != '_')
-    return fg_op(z, n->op);
-  const gc_op *op = variant_of(z, s);
-  if (!op)
-    bailf(z, "no view operator replays %s", s->qualified);
-  return op;
-}
-
-/* Applies view step `s` to new-graph value `base`. */
-static gc_value *replay(fz *z, const gc_view_step *s, gc_value *base) {
-  const gc_node *n = s->node;
-  const gc_op *op = s->op;
-  gc_named_arg *args =
-      gc_arena_calloc(z->a, (size_t)n->nargs + 1, sizeof *args);
-  if (!args)
-    return z->oom = true, NULL;
-  for (int i = 0; i < n->nargs; i++) {
-    args[i] = n->args[i];
-    args[i].param = gc_schema_find_arg(op->schema, n->args[i].name);
-    if (i == s->self_arg)
-      args[i].arg = A_T(base);
-    else if (!map_arg(z, &n->args[i].arg, &args[i].arg))
-      return NULL;
-  }
-  gc_node *c = add_node(z, op, n->nargs, 1);
-  if (!c)
-    return NULL;
-  memcpy(c->args, args, (size_t)n->nargs * sizeof *args);
-
-  if (s->item < 0) {
-    gc_value *out = new_value(z, GC_VALUE_TENSOR, &step_output(s)->meta);
-    if (!out)
-      return NULL;
-    c->outputs[0] = A_T(out);
-    c->label = out->name;
-    return out;
-  }
-  /* A Tensor[] view (split, unbind): every element, keep ours. */
-  const gc_arg *orig = &n->outputs[0];
-  gc_arg list = {.kind = GC_ARG_TENSORS, .n = orig->n};
-  list.vals = gc_arena_calloc(z->a, (size_t)orig->n + 1, sizeof *list.vals);
-  if (!list.vals)
-    return z->oom = true, NULL;
-  for (int i = 0; i < orig->n; i++)
-    if (!(list.vals[i] = new_value(z, GC_VALUE_TENSOR, &orig->vals[i]->meta)))
-      return NULL;
-  c->outputs[0] = list;
-  c->label = list.vals[0]->name;
-  return list.vals[s->item];
-}
-
-static bool same_sizes(const gc_tensor_meta *a, const gc_tensor_meta *b) {
-  if (a->rank != b->rank)
-    return false;
-  for (int i = 0; i < a->rank; i++)
-    if (a->sizes[i].expr || b->sizes[i].expr || a->sizes[i].v != b->sizes[i].v)
-      return false;
-  return true;
-}
-
-static bool dense_contiguous(const gc_tensor_meta *m) {
-  if (m->offset.expr || m->offset.v != 0)
-    return false;
-  int64_t expect = 1;
-  for (int i = m->rank - 1; i >= 0; i--) {
-    if (m->sizes[i].expr || m->strides[i].expr)
-      return false;
-    if (m->sizes[i].v != 1 && m->strides[i].v != expect)
-      return false;
-    expect *= m->sizes[i].v;
-  }
-  return true;
-}
-
-static gc_arg sizes_arg(fz *z, const gc_tensor_meta *m) {
-  int64_t v[64];
-  for (int i = 0; i < m->rank && i < 64; i++)
-    v[i] = m->sizes[i].v;
-  return A_INTS(z, v, m->rank);
-}
-
-/* Puts `src` (the new value of step `s`'s output) into `base` (the current
- * value of its input): the step's inverse. `root_meta` is the storage's
- * original metadata (for as_strided). */
-static gc_value *invert(fz *z, const gc_view_step *s, gc_value *base,
-                        gc_value *src, const gc_tensor_meta *root_meta) {
-  const gc_node *n = s->node;
-  const char *q = n->op->schema->qualified;
-  const gc_tensor_meta *bm = &step_input(s)->meta;
-  /* how to invert the view, from the operator facts table (opfacts.def) */
-  const gc_opfacts *f = gc_opfacts_view(n->op->schema);
-  const char *inv = f ? f->inverse_op : NULL;
-  switch (f ? f->inverse : GC_INV_NONE) {
-  case GC_INV_SELECT:
-  case GC_INV_UNBIND: {
-    if (f->inverse == GC_INV_UNBIND && s->item < 0)
-      break;
-    int64_t dim = arg_int(n, "dim", 0);
-    int64_t idx =
-        f->inverse == GC_INV_SELECT ? arg_int(n, "index", 0) : s->item;
-    gc_arg a[] = {A_T(base), A_T(src), A_I(dim), A_I(idx)};
-    return emit_call(z, inv, a, 4, bm);
-  }
-  case GC_INV_SLICE: {
-    const gc_arg *st = arg_named(n, "start"), *en = arg_named(n, "end");
-    gc_arg a[] = {A_T(base),
-                  A_T(src),
-                  A_I(arg_int(n, "dim", 0)),
-                  st ? *st : A_NONE(),
-                  en ? *en : A_NONE(),
-                  A_I(arg_int(n, "step", 1))};
-    return emit_call(z, inv, a, 6, bm);
-  }
-  case GC_INV_SPLIT:
-  case GC_INV_SPLIT_SIZES: {
-    int64_t dim = arg_int(n, "dim", 0);
-    if (dim < 0)
-      dim += bm->rank;
-    if (dim < 0 || dim >= bm->rank || bm->sizes[dim].expr)
-      return bail(z, "split of a symbolic dimension"), NULL;
-    int64_t start = 0, end = 0, total = bm->sizes[dim].v;
-    if (f->inverse == GC_INV_SPLIT) {
-      int64_t ss = arg_int(n, "split_size", 1);
-      start = (int64_t)s->item * ss;
-      end = start + ss < total ? start + ss : total;
-    } else {
-      const gc_arg *sz = arg_named(n, "split_sizes");
-      for (int i = 0; sz && i < sz->n && i <= s->item; i++) {
-        start = end;
-        end += sz->ints[i];
-      }
-    }
-    gc_arg a[] = {A_T(base), A_T(src), A_I(dim), A_I(start), A_I(end), A_I(1)};
-    return emit_call(z, inv, a, 6, bm);
-  }
-  case GC_INV_DIAGONAL: {
-    gc_arg a[] = {A_T(base), A_T(src), A_I(arg_int(n, "offset", 0)),
-                  A_I(arg_int(n, "dim1", 0)), A_I(arg_int(n, "dim2", 1))};
-    return emit_call(z, inv, a, 5, bm);
-  }
-  case GC_INV_T: {
-    gc_arg a[] = {A_T(src)};
-    return emit_call(z, inv, a, 1, bm);
-  }
-  case GC_INV_TRANSPOSE:
-  case GC_INV_SWAPAXES: {
-    bool axes = f->inverse == GC_INV_SWAPAXES;
-    int64_t d0 = arg_int(n, axes ? "axis0" : "dim0", 0);
-    int64_t d1 = arg_int(n, axes ? "axis1" : "dim1", 1);
-    gc_arg a[] = {A_T(src), A_I(d0), A_I(d1)};
-    return emit_call(z, inv, a, 3, bm);
-  }
-  case GC_INV_PERMUTE: {
-    const gc_arg *dims = arg_named(n, "dims");
-    if (!dims || dims->kind != GC_ARG_INTS || dims->n > 64)
-      return bail(z, "permute with unusual dims"), NULL;
-    int64_t pinv[64];
-    for (int i = 0; i < dims->n; i++) {
-      int64_t d = dims->ints[i] < 0 ? dims->ints[i] + dims->n : dims->ints[i];
-      if (d < 0 || d >= dims->n)
-        return bail(z, "permute with bad dims"), NULL;
-      pinv[d] = i;
-    }
-    gc_arg a[] = {A_T(src), A_INTS(z, pinv, dims->n)};
-    return emit_call(z, inv, a, 2, bm);
-  }
-  case GC_INV_EXPAND:
-    if (!same_sizes(bm, &step_output(s)->meta)) {
-      bailf(z,
-            "an in-place write through an expanded view (%s): eager refuses "
-            "it too",
-            q);
-      return NULL;
-    }
-    /* an expand that changes no size is a reshape */
-    /* fall through */
-  case GC_INV_RESHAPE: {
-    if (bm->rank > 64)
-      return bail(z, "rank too large"), NULL;
-    gc_arg a[] = {A_T(src), sizes_arg(z, bm)};
-    return emit_call(z, inv, a, 2, bm);
-  }
-  case GC_INV_IDENTITY:
-    return src;
-  case GC_INV_AS_STRIDED: {
-    /* as_strided_scatter places src by storage offsets of a clone of the
-     * base, which match the storage's only if it is contiguous from 0. */
-    if (!dense_contiguous(root_meta))
-      return bail(z, "a write through an as_strided view of a storage that is "
-                     "not contiguous"),
-             NULL;
-    const gc_arg *size = arg_named(n, "size"), *stride = arg_named(n, "stride"),
-                 *off = arg_named(n, "storage_offset");
-    if (!size || !stride)
-      return bail(z, "as_strided without sizes"), NULL;
-    gc_arg a[] = {A_T(base), A_T(src), *size, *stride, off ? *off : A_NONE()};
-    return emit_call(z, inv, a, 5, bm);
-  }
-  case GC_INV_NONE:
-    break;
-  }
-  bailf(z, "a write through the view %s, which the compiler cannot invert", q);
-  return NULL;
-}
-
-static gc_value *read_obj_at(fz *z, int id);
-
-/* The current value of an object, regenerated from its root if stale.
- * Recursion (through replay and map_arg) is bounded by MAX_READ_NESTING. */
-static gc_value *read_obj(fz *z, int id) {
-  if (z->reading >= MAX_READ_NESTING) {
-    bailf(z,
-          "reading a view replays views of views more than %d levels deep "
-          "(view_as-like arguments that are stale views themselves)",
-          MAX_READ_NESTING);
-    return NULL;
-  }
-  z->reading++;
-  gc_value *v = read_obj_at(z, id);
-  z->reading--;
-  return v;
-}
-
-static gc_value *read_obj_at(fz *z, int id) {
-  if (id < 0) {
-    bail(z, "internal: a tensor with no object");
-    return NULL;
-  }
-  fz_obj *o = &z->objs[id];
-  fz_root *r = &z->roots[o->root];
-  /* In training, an autograd-visible read of an input that requires grad,
-   * after writes autograd did not see (through detach()), needs the new data
-   * with the input's autograd identity: the functional form cannot say
-   * that exactly. */
-  if (z->o->training && !z->finishing && r->input >= 0 && r->written &&
-      !r->written_visible && !o->detached &&
-      z->g->inputs[r->input].arg.v->meta.requires_grad) {
-    bailf(z,
-          "input %d, which requires grad, is read after a mutation hidden "
-          "from autograd",
-          r->input);
-    return NULL;
-  }
-
-  if (o->nchain == 0)
-    return r->cur;
-  if (o->fv && o->gen == r->gen)
-    return o->fv;
-  gc_value *v = r->cur;
-  for (int i = 0; i < o->nchain && v; i++)
-    v = replay(z, &o->chain[i], v);
-  o = &z->objs[id]; /* replay may have grown the array */
-  o->fv = v;
-  o->gen = z->roots[o->root].gen;
-  return v;
-}
-
-/* Makes `nv` the new contents of object `id`, updating its root. */
-static void write_obj(fz *z, int id, gc_value *nv) {
-  fz_obj o = z->objs[id];
-  fz_root *r = &z->roots[o.root];
-  gc_value *val = nv;
-  if (o.nchain > 0) {
-    gc_value *bases[MAX_CHAIN];
-    bases[0] = r->cur;
-    for (int i = 0; i + 1 < o.nchain && bases[i]; i++)
-      bases[i + 1] = replay(z, &o.chain[i], bases[i]);
-    const gc_tensor_meta *root_meta = z->roots[o.root].meta0;
-    for (int i = o.nchain - 1; i >= 0 && val && !z->bail; i--)
-      val = invert(z, &o.chain[i], bases[i], val, root_meta);
-  }
-  if (!val || z->bail)
-    return;
-  r = &z->roots[o.root];
-  r->cur = val;
-  r->gen++;
-  r->written = true;
-  if (!o.detached)
-    r->written_visible = true;
-  z->objs[id].fv = nv;
-  z->objs[id].gen = r->gen;
-}
-
-/* ---- the operators ---- */
-
-/* In-place operators that change metadata only (opfacts.def). */
-static bool is_meta_inplace(const gc_schema *s) {
-  return gc_opfacts_meta_inplace(s);
-}
-
-static int bound_index(const gc_node *n, int param) {
-  for (int i = 0; i < n->nargs; i++)
-    if (n->args[i].param == param)
-      return i;
-  return -1;
-}
-
-/* Gives the copy `c` of node `n` new output values; with `roots`, each
- * tensor result also becomes a fresh root and object. */
-static void new_outputs(fz *z, const gc_node *n, gc_node *c, bool roots) {
-  for (int k = 0; k < n->noutputs; k++) {
-    const gc_arg *o = &n->outputs[k];
-    gc_arg *co = &c->outputs[k];
-    *co = *o;
-    if (o->kind == GC_ARG_TENSOR) {
-      gc_value *v = new_value(z, GC_VALUE_TENSOR, &o->v->meta);
-      if (!v)
-        return;
-      co->v = v;
-      int r = roots ? new_root(z, -1, v) : -1;
-      if (r >= 0)
-        z->objof[o->v->id] = new_obj(z, r, o->v);
-    } else if (o->kind == GC_ARG_TENSORS) {
-      co->vals = gc_arena_calloc(z->a, (size_t)o->n + 1, sizeof *co->vals);
-      if (!co->vals)
-        return (void)(z->oom = true);
-      for (int j = 0; j < o->n; j++) {
-        gc_value *v = new_value(z, GC_VALUE_TENSOR, &o->vals[j]->meta);
-        if (!v)
-          return;
-        co->vals[j] = v;
-        int r = roots ? new_root(z, -1, v) : -1;
-        if (r >= 0)
-          z->objof[o->vals[j]->id] = new_obj(z, r, o->vals[j]);
-      }
-    } else if (o->kind != GC_ARG_NONE && o->sym.v) {
-      gc_value *v = new_value(z, o->sym.v->kind, NULL);
-      if (!v)
-        return;
-      v->sym = o->sym.v->sym;
-      co->sym.v = v;
-      z->vmap[o->sym.v->id] = v;
-    }
-  }
-  if (c->noutputs > 0 && c->outputs[0].kind == GC_ARG_TENSOR)
-    c->label = c->outputs[0].v->name;
-}
-
-/* Copies a node into the new graph with `op` (itself or its functional
- * variant), skipping the arguments marked in `skip`. */
-static gc_node *copy_node(fz *z, const gc_node *n, const gc_op *op,
-                          const bool *skip) {
-  /* Arguments first: reading them may emit regenerations, which must come
-   * before this node. */
-  const gc_schema *fs = op->schema;
-  gc_named_arg *args =
-      gc_arena_calloc(z->a, (size_t)(n->nargs + fs->nargs) + 1, sizeof *args);
-  if (!args)
-    return z->oom = true, NULL;
-  int k = 0;
-  for (int i = 0; i < n->nargs; i++) {
-    if (skip && skip[i])
-      continue;
-    args[k] = n->args[i];
-    args[k].param = gc_schema_find_arg(fs, n->args[i].name);
-    if (!map_arg(z, &n->args[i].arg, &args[k].arg))
-      return NULL;
-    k++;
-  }
-  /* A variant may require what the original left to its default
-   * (bernoulli_.float(p=0.5) -> bernoulli.p(p)): spell it out. */
-  for (int p = 0; p < fs->nargs && op != fg_op(z, n->op); p++) {
-    bool bound = false;
-    for (int i = 0; i < k; i++)
-      bound |= args[i].param == p;
-    if (bound || fs->args[p].has_default)
-      continue;
-    int q = gc_schema_find_arg(n->op->schema, fs->args[p].name);
-    if (q < 0 || !n->op->schema->args[q].has_default) {
-      bailf(z, "%s needs argument '%s', which %s does not give", fs->qualified,
-            fs->args[p].name, n->op->schema->qualified);
-      return NULL;
-    }
-    args[k] = (gc_named_arg){.name = fs->args[p].name,
-                             .arg = n->op->schema->args[q].def,
-                             .keyword = true,
-                             .param = p};
-    k++;
-  }
-
-  gc_node *c = add_node(z, op, k, n->noutputs);
-  if (!c)
-    return NULL;
-  memcpy(c->args, args, (size_t)k * sizeof *args);
-  c->stack_trace = n->stack_trace;
-  c->module_path = n->module_path;
-  return c;
-}
-
-static void do_pure(fz *z, const gc_node *n) {
-  gc_node *c = copy_node(z, n, fg_op(z, n->op), NULL);
-  if (c)
-    new_outputs(z, n, c, true);
-}
-
-/* A view: each output is a new object on the viewed argument's root. */
-static void do_view(fz *z, const gc_node *n, int p) {
-  int ai = bound_index(n, p);
-  if (ai < 0 || n->args[ai].arg.kind != GC_ARG_TENSOR) {
-    /* a view of something we cannot follow: treat its results as fresh */
-    do_pure(z, n);
-    return;
-  }
-  int parent = z->objof[n->args[ai].arg.v->id];
-  gc_node *c = copy_node(z, n, fg_op(z, n->op), NULL);
-  if (!c)
-    return;
-  new_outputs(z, n, c, false); /* the emitted view's results */
-  bool detach = !strcmp(n->op->schema->qualified, "aten::detach");
-  for (int k = 0; k < n->noutputs; k++) {
-    const gc_arg *o = &n->outputs[k];
-    if (o->kind == GC_ARG_TENSOR) {
-      gc_view_step st = {
-          .node = n, .op = fg_op(z, n->op), .self_arg = ai, .item = -1};
-      int id = view_obj(z, parent, st, o->v, detach, false);
-      if (id < 0)
-        return;
-      z->objs[id].fv = c->outputs[k].v;
-      z->objs[id].gen = z->roots[z->objs[id].root].gen;
-      z->objof[o->v->id] = id;
-    } else if (o->kind == GC_ARG_TENSORS) {
-      for (int j = 0; j < o->n; j++) {
-        gc_view_step st = {
-            .node = n, .op = fg_op(z, n->op), .self_arg = ai, .item = j};
-
-        int id = view_obj(z, parent, st, o->vals[j], false, true);
-        if (id < 0)
-          return;
-        z->objs[id].fv = c->outputs[k].vals[j];
-        z->objs[id].gen = z->roots[z->objs[id].root].gen;
-        z->objof[o->vals[j]->id] = id;
-      }
-    }
-  }
-}
-
-/* t_(), transpose_(), ...: the object's metadata changes; its chain gets
- * the matching view step. */
-static void do_meta_inplace(fz *z, const gc_node *n, int p) {
-  int ai = bound_index(n, p);
-  if (ai < 0 || n->args[ai].arg.kind != GC_ARG_TENSOR)
-    return bail(z, "an in-place view op without a tensor");
-  int id = z->objof[n->args[ai].arg.v->id];
-  gc_view_step st = {
-      .node = n, .op = replay_op(z, n), .self_arg = ai, .item = -1};
-  if (!st.op)
-    return;
-  fz_obj o = z->objs[id];
-
-  if (o.nchain >= MAX_CHAIN)
-    return bail(z, "a view chain is too long");
-  gc_view_step *chain =
-      gc_arena_calloc(z->a, (size_t)o.nchain + 1, sizeof *chain);
-  if (!chain)
-    return (void)(z->oom = true);
-  if (o.nchain)
-    memcpy(chain, o.chain, (size_t)o.nchain * sizeof *chain);
-  chain[o.nchain] = st;
-  z->objs[id].chain = chain;
-  z->objs[id].nchain = o.nchain + 1;
-  z->objs[id].fv = NULL;
-  z->objs[id].gen = -1;
-  if (!strcmp(n->op->schema->name, "detach_"))
-    z->objs[id].detached = true;
-  z->objs[id].last = n->outputs[0].v;
-  if (n->outputs[0].kind == GC_ARG_TENSOR)
-    z->objof[n->outputs[0].v->id] = id;
-}
-
-/* Same type, alias annotations aside? */
-static bool same_type(const gc_type *a, const gc_type *b) {
-  if (!a || !b)
-    return a == b;
-  if (a->kind != b->kind || a->fixed_len != b->fixed_len ||
-      a->nitems != b->nitems)
-    return false;
-  if (!same_type(a->elem, b->elem))
-    return false;
-  for (int i = 0; i < a->nitems; i++)
-    if (!same_type(a->items[i], b->items[i]))
-      return false;
-  return true;
-}
-
-/* Does schema `f` take exactly `s`'s parameters (names and types) without
- * writing any? */
-static bool same_params(const gc_schema *f, const gc_schema *s) {
-  if (f->nargs != s->nargs || gc_schema_is_mutating(f))
-    return false;
-  for (int i = 0; i < s->nargs; i++)
-    if (strcmp(f->args[i].name, s->args[i].name) != 0 ||
-        !same_type(f->args[i].type, s->args[i].type))
-      return false;
-  return true;
-}
-
-typedef struct variant_match {
-  const gc_schema *s;
-  const char *found;
-  gc_arena *a;
-} variant_match;
-
-static int match_variant(const char *text, void *ctx) {
-  variant_match *m = ctx;
-  gc_schema *f;
-  if (gc_schema_parse(m->a, text, &f, NULL) != 0 || !same_params(f, m->s))
-    return 0;
-  m->found = f->qualified;
-  return 1;
-}
-
-/* The out-of-place operator for in-place `foo_`: `foo` with the same
- * overload, else any overload of `foo` with the same parameters (transpose_
- * -> transpose.int). NULL when there is none. */
-static const gc_op *variant_of(fz *z, const gc_schema *s) {
-  size_t len = strlen(s->name);
-  char fname[256];
-  snprintf(fname, sizeof fname, "%s::%.*s%s%s", s->ns, (int)(len - 1), s->name,
-           *s->overload ? "." : "", s->overload);
-  const gc_op *op = op_lookup(z, fname);
-  if (op && same_params(op->schema, s))
-    return op;
-  snprintf(fname, sizeof fname, "%s::%.*s", s->ns, (int)(len - 1), s->name);
-  variant_match m = {.s = s, .a = z->a};
-  gc_torch_overloads(fname, match_variant, &m);
-  return m.found ? op_lookup(z, m.found) : NULL;
-}
-
-static const gc_op *inplace_variant(fz *z, const gc_schema *s) {
-  return variant_of(z, s);
-}
-
-/* The functional operator for out= variant `s`: an overload of the same
- * name whose parameters are s's minus the written keyword-only ones. */
-typedef struct out_match {
-  const gc_schema *out;
-  int nwritten;
-  const char *found;
-  gc_arena *a;
-} out_match;
-
-static int match_out(const char *text, void *ctx) {
-  out_match *m = ctx;
-  gc_schema *f;
-  if (gc_schema_parse(m->a, text, &f, NULL) != 0 || gc_schema_is_mutating(f))
-    return 0;
-  if (f->nargs != m->out->nargs - m->nwritten || f->nrets != m->out->nrets)
-    return 0;
-  int k = 0;
-  for (int i = 0; i < m->out->nargs; i++) {
-    if (gc_schema_arg_is_write(m->out, i))
-      continue;
-    if (strcmp(f->args[k].name, m->out->args[i].name) != 0 ||
-        !same_type(f->args[k].type, m->out->args[i].type))
-      return 0;
-    k++;
-  }
-  m->found = f->qualified;
-  return 1;
-}
-
-static const gc_op *out_variant(fz *z, const gc_schema *s, int nwritten) {
-  char base[256];
-  snprintf(base, sizeof base, "%s::%s", s->ns, s->name);
-  out_match m = {.out = s, .nwritten = nwritten, .a = z->a};
-  gc_torch_overloads(base, match_out, &m);
-  return m.found ? op_lookup(z, m.found) : NULL;
-}
-
-static bool meta_equal(const gc_tensor_meta *a, const gc_tensor_meta *b) {
-  if (a->rank != b->rank || a->dtype != b->dtype)
-    return false;
-  for (int i = 0; i < a->rank; i++)
-    if (a->sizes[i].v != b->sizes[i].v || a->strides[i].v != b->strides[i].v ||
-        !!a->sizes[i].expr != !!b->sizes[i].expr)
-      return false;
-  return a->offset.v == b->offset.v;
-}
-
-/* Writes the new values of the written arguments to their objects, after
- * checking that their metadata did not change (that would be a resize). */
-static void write_args(fz *z, const gc_node *n, const int *ai, gc_value **nv,
-                       int nw) {
-  for (int k = 0; k < nw && !z->bail; k++) {
-    const gc_value *arg = n->args[ai[k]].arg.v;
-    int id = z->objof[arg->id];
-    /* The metadata after the call: the return aliasing it, if any. */
-    const gc_value *after = z->objs[id].last;
-    for (int r = 0; r < n->noutputs; r++) {
-      int p = gc_schema_return_alias(n->op->schema, r);
-      if (p == n->args[ai[k]].param && n->outputs[r].kind == GC_ARG_TENSOR)
-        after = n->outputs[r].v;
-    }
-    if (!meta_equal(&z->objs[id].last->meta, &after->meta))
-      return bailf(z, "%s resizes argument '%s'", n->op->schema->qualified,
-                   n->args[ai[k]].name);
-    write_obj(z, id, nv[k]);
-    z->objs[id].last = after;
-  }
-}
-
-/* Results aliasing a written argument are that argument's object; the
- * others are fresh roots (their values already made by new_outputs). */
-static void alias_results(fz *z, const gc_node *n, const gc_node *c) {
-  for (int r = 0; r < n->noutputs; r++) {
-    int p = gc_schema_return_alias(n->op->schema, r);
-    int ai = p >= 0 ? bound_index(n, p) : -1;
-    if (ai >= 0 && n->outputs[r].kind == GC_ARG_TENSOR &&
-        n->args[ai].arg.kind == GC_ARG_TENSOR)
-      z->objof[n->outputs[r].v->id] = z->objof[n->args[ai].arg.v->id];
-  }
-  (void)c;
-}
-
-/* The exact fallback for a write without a functional variant (or one the
- * schema does not annotate): run the operator itself on private clones of
- * the written arguments, then write the clones back. */
-static void clone_and_mutate(fz *z, const gc_node *n, const int *ai, int nw) {
-  gc_value *clones[16];
-  for (int k = 0; k < nw; k++) {
-    const gc_value *arg = n->args[ai[k]].arg.v;
-    gc_value *cur = read_obj(z, z->objof[arg->id]);
-    gc_arg a[] = {A_T(cur)};
-    if (!cur || !(clones[k] = emit_call(z, "aten::clone", a, 1, &arg->meta)))
-      return;
-  }
-  gc_node *c = copy_node(z, n, fg_op(z, n->op), NULL);
-  if (!c)
-    return;
-  for (int k = 0; k < nw; k++)
-    for (int i = 0; i < c->nargs; i++)
-      if (c->args[i].param == n->args[ai[k]].param)
-        c->args[i].arg = A_T(clones[k]);
-  new_outputs(z, n, c, true);
-  alias_results(z, n, c);
-  write_args(z, n, ai, clones, nw);
-}
-
-/* A node that writes: in-place `foo_`, an out= variant, an omitted
- * mutation, or something we keep in eager form. */
-static void do_write(fz *z, const gc_node *n) {
-  const gc_schema *s = n->op->schema;
-  int written[16], ai[16], nw = 0;
-  for (int p = 0; p < s->nargs; p++)
-    if (gc_node_writes(n, p)) {
-      if (nw == 16)
-        return bail(z, "too many written arguments");
-      written[nw++] = p;
-    }
-  if (!strcmp(s->name, "set_") || !strcmp(s->name, "resize_") ||
-      !strcmp(s->name, "resize_as_"))
-    return bailf(z, "%s changes a tensor's storage", s->qualified);
-  bool unannotated = false;
-  for (int k = 0; k < nw; k++) {
-    ai[k] = bound_index(n, written[k]);
-    if (ai[k] < 0 || n->args[ai[k]].arg.kind != GC_ARG_TENSOR)
-      return bailf(z, "%s writes a list or an unbound argument", s->qualified);
-    unannotated |= gc_write_unannotated(s, written[k]);
-  }
-  size_t len = strlen(s->name);
-  bool inplace = nw == 1 && len > 1 && s->name[len - 1] == '_' &&
-                 !s->args[written[0]].kwarg_only;
-  if (inplace && is_meta_inplace(s))
-    return do_meta_inplace(z, n, written[0]);
-  bool skip[64] = {false};
-  const gc_op *fop = NULL;
-  if (!unannotated && inplace)
-    fop = inplace_variant(z, s);
-  if (!unannotated && !inplace && n->nargs <= 64) {
-    bool all_kw = true;
-    for (int k = 0; k < nw; k++) {
-      all_kw &= s->args[written[k]].kwarg_only;
-      skip[ai[k]] = true;
-    }
-    fop = all_kw ? out_variant(z, s, nw) : NULL;
-  }
-  if (!fop || fop->schema->nrets != (inplace ? 1 : nw) ||
-      n->noutputs != fop->schema->nrets)
-    return clone_and_mutate(z, n, ai, nw);
-  gc_node *c = copy_node(z, n, fop, inplace ? NULL : skip);
-  if (!c)
-    return;
-  /* The functional results: one per written argument, in return order. */
-  gc_value *nv[16] = {NULL};
-  for (int k = 0; k < c->noutputs; k++) {
-    const gc_arg *o = &n->outputs[k];
-    if (o->kind != GC_ARG_TENSOR)
-      return bailf(z, "%s returns a non-tensor", s->qualified);
-    if (!(nv[k] = new_value(z, GC_VALUE_TENSOR, &o->v->meta)))
-      return;
-    c->outputs[k] = A_T(nv[k]);
-  }
-  if (c->noutputs)
-    c->label = c->outputs[0].v->name;
-  /* Return k goes to the argument it aliases. */
-  int ret_ai[16];
-  for (int k = 0; k < c->noutputs; k++) {
-    int p = gc_schema_return_alias(s, k);
-    ret_ai[k] = p >= 0 ? bound_index(n, p) : -1;
-    if (ret_ai[k] < 0)
-      return bailf(z, "%s: return %d aliases no argument", s->qualified, k);
-  }
-  alias_results(z, n, c);
-  write_args(z, n, ret_ai, nv, c->noutputs);
-}
-
-static void do_node(fz *z, const gc_node *n) {
-  const gc_schema *s = n->op->schema;
-  if (gc_node_is_mutating(n)) {
-    do_write(z, n);
-    return;
-  }
-  int alias = -1;
-  for (int r = 0; r < s->nrets && alias < 0; r++)
-    alias = gc_schema_return_alias(s, r);
-  if (alias >= 0)
-    do_view(z, n, alias);
-  else
-    do_pure(z, n);
 }
 
 /* ---- inputs, outputs, the end ---- */
@@ -1214,7 +340,7 @@ static void analyse_inputs(fz *z, gc_functional *out, const int *input_obj) {
     fz_root *r = &z->roots[o->root];
     ii->mutates_data = r->written;
     ii->hidden_from_autograd = r->written && !r->written_visible;
-    ii->mutates_metadata = !meta_equal(m0, &o->last->meta);
+    ii->mutates_metadata = !fz_meta_equal(m0, &o->last->meta);
     if (ii->mutates_metadata)
       strided_of(z, &o->last->meta, &ii->final_meta);
     if (!ii->mutates_data && !ii->mutates_metadata)
@@ -1223,7 +349,7 @@ static void analyse_inputs(fz *z, gc_functional *out, const int *input_obj) {
       for (int j = 0; j < g->ninputs; j++)
         if (j != i && g->inputs[j].storage_group == in->storage_group &&
             overlap(g, i, j))
-          return bailf(
+          return fz_bailf(
               z,
               "inputs %d and %d share overlapping storage and input %d "
               "is written",
@@ -1250,7 +376,7 @@ static void analyse_outputs(fz *z, gc_functional *out, const int *input_obj,
     int id = z->objof[a->v->id];
     fz_obj *o = &z->objs[id];
     fz_root *r = &z->roots[o->root];
-    vals[k] = read_obj(z, id);
+    vals[k] = fz_read_obj(z, id);
     o = &z->objs[id];
     oi->requires_grad = a->v->meta.requires_grad;
     oi->multi_output_view = o->multi;
@@ -1394,7 +520,7 @@ static int finish_graph(fz *z, gc_functional *out, const int *input_obj) {
     gc_input_info *ii = &out->inputs[i];
     if (ii->type == GC_MUT_NOT_MUTATED)
       continue;
-    gc_value *nv = read_obj(z, input_obj[i]);
+    gc_value *nv = fz_read_obj(z, input_obj[i]);
     if (!nv)
       return 0;
     if (ii->type == GC_MUT_OUT_GRAPH) {
@@ -1402,7 +528,7 @@ static int finish_graph(fz *z, gc_functional *out, const int *input_obj) {
       fg->outputs[k++] = A_T(nv);
     } else {
       gc_arg a[] = {A_T(z->vmap[g->inputs[i].arg.v->id]), A_T(nv)};
-      if (!emit_call(z, "aten::copy_", a, 2, &g->inputs[i].arg.v->meta))
+      if (!fz_emit_call(z, "aten::copy_", a, 2, &g->inputs[i].arg.v->meta))
         return 0;
     }
   }
@@ -1470,7 +596,7 @@ static void eager_facts(gc_arena *a, const gc_graph *g, const int *order,
     const gc_schema *s = n->op->schema;
     for (int r = 0; r < n->noutputs && r < s->nrets; r++) {
       int p = gc_schema_return_alias(s, r);
-      int ai = p >= 0 ? bound_index(n, p) : -1;
+      int ai = p >= 0 ? fz_bound_index(n, p) : -1;
       if (ai < 0 || n->args[ai].arg.kind != GC_ARG_TENSOR)
         continue;
       const gc_value *src = n->args[ai].arg.v;
@@ -1491,10 +617,10 @@ static void eager_facts(gc_arena *a, const gc_graph *g, const int *order,
         }
       }
     }
-    if (is_meta_inplace(s))
+    if (fz_is_meta_inplace(s))
       continue;
     for (int p = 0; p < s->nargs; p++) {
-      int ai = gc_node_writes(n, p) ? bound_index(n, p) : -1;
+      int ai = gc_node_writes(n, p) ? fz_bound_index(n, p) : -1;
       if (ai >= 0 && n->args[ai].arg.kind == GC_ARG_TENSOR)
         written[n->args[ai].arg.v->id] = true;
     }
@@ -1506,7 +632,7 @@ static void eager_facts(gc_arena *a, const gc_graph *g, const int *order,
     if (!last[i])
       continue;
     data[i] = written[uf_find(parent, g->inputs[i].arg.v->id)];
-    meta[i] = !meta_equal(&g->inputs[i].arg.v->meta, &last[i]->meta);
+    meta[i] = !fz_meta_equal(&g->inputs[i].arg.v->meta, &last[i]->meta);
   }
 }
 
@@ -1589,13 +715,13 @@ int gc_functionalize(gc_arena *a, const gc_graph *g, const int *order,
     const gc_input *in = &g->inputs[i];
     fg->inputs[i] = *in;
     if (in->arg.kind == GC_ARG_TENSOR) {
-      gc_value *v = new_value(&z, GC_VALUE_TENSOR, &in->arg.v->meta);
+      gc_value *v = fz_new_value(&z, GC_VALUE_TENSOR, &in->arg.v->meta);
       if (!v)
         break;
       fg->inputs[i].arg.v = v;
       z.vmap[in->arg.v->id] = v;
-      int r = new_root(&z, i, v);
-      int id = r >= 0 ? new_obj(&z, r, in->arg.v) : -1;
+      int r = fz_new_root(&z, i, v);
+      int id = r >= 0 ? fz_new_obj(&z, r, in->arg.v) : -1;
       if (id < 0)
         break;
       z.objs[id].input = i;
@@ -1603,7 +729,7 @@ int gc_functionalize(gc_arena *a, const gc_graph *g, const int *order,
       input_obj[i] = id;
     } else if (in->arg.kind >= GC_ARG_SYM_INT &&
                in->arg.kind <= GC_ARG_SYM_BOOLS && in->arg.sym.v) {
-      gc_value *v = new_value(&z, in->arg.sym.v->kind, NULL);
+      gc_value *v = fz_new_value(&z, in->arg.sym.v->kind, NULL);
       if (!v)
         break;
       v->sym = in->arg.sym.v->sym;
@@ -1612,7 +738,7 @@ int gc_functionalize(gc_arena *a, const gc_graph *g, const int *order,
     }
   }
   for (int i = 0; i < g->nnodes && !z.bail && !z.oom; i++)
-    do_node(&z, &g->nodes[order[i]]);
+    fz_do_node(&z, &g->nodes[order[i]]);
   if (!z.bail && !z.oom && finish_graph(&z, out, input_obj) != 0 && !z.oom)
     return err && err->code ? err->code : GC_EINTERNAL;
   if (z.oom)

@@ -16,7 +16,7 @@
  *                 twice, a definition of an unknown name, or a table entry
  *                 nobody defines is an error.
  *   4. args       every argument is converted to a gc_arg with its value
- *                 references resolved to gc_value pointers.
+ *                 references resolved to gc_value pointers (graph_arg.c).
  *
  * validate.c then checks what needs the whole graph: arguments against
  * operator schemas, topological order and cycles, storage groups.
@@ -51,32 +51,6 @@ void gc_limits_default(gc_limits *l) {
   l->max_string = (size_t)1 << 20;
   l->max_nesting = 64;
   l->max_expr_nodes = 10000;
-}
-
-int gc_dtype_size(gc_dtype d) {
-  switch (d) {
-#define X(name, num, size, torch)                                              \
-  case GC_DTYPE_##name:                                                        \
-    return size;
-    GC_DTYPES(X)
-#undef X
-  case GC_DTYPE_UNKNOWN:
-    break;
-  }
-  return 0;
-}
-
-const char *gc_dtype_name(gc_dtype d) {
-  switch (d) {
-#define X(name, num, size, torch)                                              \
-  case GC_DTYPE_##name:                                                        \
-    return torch;
-    GC_DTYPES(X)
-#undef X
-  case GC_DTYPE_UNKNOWN:
-    break;
-  }
-  return NULL;
 }
 
 /* Device types torch knows; anything else is refused. */
@@ -127,14 +101,14 @@ int gc__fail(gc_decoder *d, int code, const char *arg, const char *fmt, ...) {
   return gc_error_at(d->err, code, d->node, arg, "%s: %s", where, msg);
 }
 
-static int nomem(gc_decoder *d) {
+int gc__nomem(gc_decoder *d) {
   return gc_errorf(d->err, GC_ENOMEM,
                    "out of memory decoding the graph (arena limit %zu bytes)",
                    d->lim->max_memory);
 }
 
 /* Checks a string from the message against the length limit. */
-static int check_str(gc_decoder *d, const char *s, const char *what) {
+int gc__check_str(gc_decoder *d, const char *s, const char *what) {
   if (!s)
     return 0;
   size_t n = strnlen(s, d->lim->max_string + 1);
@@ -145,8 +119,8 @@ static int check_str(gc_decoder *d, const char *s, const char *what) {
   return 0;
 }
 
-static int check_count(gc_decoder *d, size_t n, int64_t limit, const char *what,
-                       const char *arg) {
+int gc__check_count(gc_decoder *d, size_t n, int64_t limit, const char *what,
+                    const char *arg) {
   if ((int64_t)n > limit)
     return gc__fail(d, GC_ELIMIT, arg, "%s has %zu elements; the limit is %lld",
                     what, n, (long long)limit);
@@ -173,7 +147,7 @@ static int check_known_schema(gc_decoder *d, const gc_op *op) {
   size_t n = gc_schema_format(op->schema, NULL, 0);
   char *sent = gc_arena_alloc(d->a, n + 1);
   if (!sent)
-    return nomem(d);
+    return gc__nomem(d);
   gc_schema_format(op->schema, sent, n + 1);
   if (strcmp(sent, known) == 0)
     return 0;
@@ -186,22 +160,22 @@ static int check_known_schema(gc_decoder *d, const gc_op *op) {
 
 static int decode_operators(gc_decoder *d, const Compiled__V1__GraphModule *m) {
   gc_graph *g = d->g;
-  if (check_count(d, m->n_operators, d->lim->max_nodes, "the operator table",
-                  NULL))
+  if (gc__check_count(d, m->n_operators, d->lim->max_nodes,
+                      "the operator table", NULL))
     return d->err->code;
   g->nops = (int)m->n_operators;
   g->ops = gc_arena_calloc(d->a, m->n_operators, sizeof *g->ops);
   if (m->n_operators && !g->ops)
-    return nomem(d);
+    return gc__nomem(d);
   if (gc_strmap_init(&d->ops, d->a, m->n_operators))
-    return nomem(d);
+    return gc__nomem(d);
   for (size_t i = 0; i < m->n_operators; i++) {
     const Compiled__V1__Operator *pm = m->operators[i];
     char ctx[96];
     snprintf(ctx, sizeof ctx, "operators[%zu]", i);
     d->where = ctx;
-    if (check_str(d, pm->name, "the operator name") ||
-        check_str(d, pm->schema, "the schema string"))
+    if (gc__check_str(d, pm->name, "the operator name") ||
+        gc__check_str(d, pm->schema, "the schema string"))
       return d->err->code;
     gc_op *op = &g->ops[i];
     op->name = pm->name;
@@ -212,7 +186,7 @@ static int decode_operators(gc_decoder *d, const Compiled__V1__GraphModule *m) {
     gc_error_clear(&serr);
     int rc = gc_schema_parse(d->a, pm->schema, &op->schema, &serr);
     if (rc == GC_ENOMEM)
-      return nomem(d);
+      return gc__nomem(d);
     if (rc)
       return gc__fail(d, GC_EINVAL, NULL, "operator '%.200s': bad schema: %s",
                       pm->name, serr.msg);
@@ -225,7 +199,7 @@ static int decode_operators(gc_decoder *d, const Compiled__V1__GraphModule *m) {
     void *old;
     int put = gc_strmap_put(&d->ops, op->name, op, &old);
     if (put < 0)
-      return nomem(d);
+      return gc__nomem(d);
     if (put == 1)
       return gc__fail(d, GC_EINVAL, NULL,
                       "operator '%.200s' appears twice in the operator table "
@@ -242,7 +216,7 @@ static int decode_operators(gc_decoder *d, const Compiled__V1__GraphModule *m) {
  * the value for messages ("size 0", "value"). */
 static int parse_expr(gc_decoder *d, const char *text, const char *what,
                       const gc_symexpr **tree) {
-  if (check_str(d, text, what))
+  if (gc__check_str(d, text, what))
     return d->err->code;
   gc_symexpr_limits sl = {.max_depth = d->lim->max_nesting,
                           .max_nodes = d->lim->max_expr_nodes};
@@ -251,7 +225,7 @@ static int parse_expr(gc_decoder *d, const char *text, const char *what,
   gc_error_clear(&serr);
   int rc = gc_symexpr_parse(d->a, text, &sl, &e, &serr);
   if (rc == GC_ENOMEM)
-    return nomem(d);
+    return gc__nomem(d);
   if (rc)
     return gc__fail(d, rc, NULL, "%s: %s", what, serr.msg);
   *tree = e;
@@ -328,11 +302,11 @@ static int check_extent(gc_decoder *d, const gc_tensor_meta *t) {
   return 0;
 }
 
-static int decode_device(gc_decoder *d, const Compiled__V1__Device *pm,
-                         gc_device *out, const char *arg) {
+int gc__decode_device(gc_decoder *d, const Compiled__V1__Device *pm,
+                      gc_device *out, const char *arg) {
   if (!pm)
     return gc__fail(d, GC_EINVAL, arg, "device is missing");
-  if (check_str(d, pm->type, "device type"))
+  if (gc__check_str(d, pm->type, "device type"))
     return d->err->code;
   if (!gc__device_type_known(pm->type))
     return gc__fail(d, GC_EINVAL, arg, "unknown device type '%.64s'", pm->type);
@@ -361,7 +335,7 @@ static int decode_meta(gc_decoder *d, const PbMeta *pm, gc_tensor_meta *t) {
   t->sizes = gc_arena_calloc(d->a, pm->n_sizes + 1, sizeof *t->sizes);
   t->strides = gc_arena_calloc(d->a, pm->n_sizes + 1, sizeof *t->strides);
   if (!t->sizes || !t->strides)
-    return nomem(d);
+    return gc__nomem(d);
   for (int i = 0; i < t->rank; i++) {
     char what[48];
     snprintf(what, sizeof what, "size %d", i);
@@ -375,7 +349,7 @@ static int decode_meta(gc_decoder *d, const PbMeta *pm, gc_tensor_meta *t) {
     if (decode_symint(d, pm->storage_offset, &t->offset, "storage offset"))
       return d->err->code;
   }
-  if (decode_device(d, pm->device, &t->device, NULL))
+  if (gc__decode_device(d, pm->device, &t->device, NULL))
     return d->err->code;
   t->requires_grad = pm->requires_grad;
   t->layout = pm->layout == 0 ? GC_LAYOUT_STRIDED : (gc_layout)pm->layout;
@@ -406,10 +380,10 @@ static gc_value *new_value(gc_decoder *d, const char *name, gc_value_kind k,
   snprintf(ctx, sizeof ctx, "%s[%zu]", kind_table(k), ti);
   d->where = gc_arena_strdup(d->a, ctx);
   if (!d->where) {
-    nomem(d);
+    gc__nomem(d);
     return NULL;
   }
-  if (check_str(d, name, "the value name"))
+  if (gc__check_str(d, name, "the value name"))
     return NULL;
   if (!*name) {
     gc__fail(d, GC_EINVAL, NULL, "value has an empty name");
@@ -417,7 +391,7 @@ static gc_value *new_value(gc_decoder *d, const char *name, gc_value_kind k,
   }
   gc_value *v = gc_arena_zalloc(d->a, sizeof *v);
   if (!v) {
-    nomem(d);
+    gc__nomem(d);
     return NULL;
   }
   v->name = name;
@@ -428,7 +402,7 @@ static gc_value *new_value(gc_decoder *d, const char *name, gc_value_kind k,
   void *old;
   int put = gc_strmap_put(&d->values, name, v, &old);
   if (put < 0) {
-    nomem(d);
+    gc__nomem(d);
     return NULL;
   }
   if (put == 1) {
@@ -445,11 +419,11 @@ static int decode_values(gc_decoder *d, const Compiled__V1__Graph *pg) {
   gc_graph *g = d->g;
   size_t total = pg->n_tensor_values + pg->n_sym_int_values +
                  pg->n_sym_float_values + pg->n_sym_bool_values;
-  if (check_count(d, total, d->lim->max_values, "the value tables", NULL))
+  if (gc__check_count(d, total, d->lim->max_values, "the value tables", NULL))
     return d->err->code;
   g->values = gc_arena_calloc(d->a, total + 1, sizeof *g->values);
   if (!g->values || gc_strmap_init(&d->values, d->a, total))
-    return nomem(d);
+    return gc__nomem(d);
   for (size_t i = 0; i < pg->n_tensor_values; i++) {
     const Compiled__V1__TensorValue *tv = pg->tensor_values[i];
     gc_value *v = new_value(d, tv->name, GC_VALUE_TENSOR, i);
@@ -458,7 +432,7 @@ static int decode_values(gc_decoder *d, const Compiled__V1__Graph *pg) {
     d->where =
         gc_arena_printf(d->a, "tensor_values[%zu] '%.200s'", i, tv->name);
     if (!d->where)
-      return nomem(d);
+      return gc__nomem(d);
     if (decode_meta(d, tv->meta, &v->meta))
       return d->err->code;
   }
@@ -498,41 +472,6 @@ static int decode_values(gc_decoder *d, const Compiled__V1__Graph *pg) {
 
 /* ---- steps 3 and 4: definitions and references ---- */
 
-static const char *value_kind_name(gc_value_kind k) {
-  switch (k) {
-  case GC_VALUE_TENSOR:
-    return "a tensor";
-  case GC_VALUE_SYM_INT:
-    return "a SymInt";
-  case GC_VALUE_SYM_FLOAT:
-    return "a SymFloat";
-  case GC_VALUE_SYM_BOOL:
-    return "a SymBool";
-  }
-  return "?";
-}
-
-/* Looks up a referenced name. `want` is the kind the reference needs. */
-static gc_value *lookup(gc_decoder *d, const char *name, gc_value_kind want,
-                        const char *arg) {
-  if (check_str(d, name, "a value name"))
-    return NULL;
-  gc_value *v = gc_strmap_get(&d->values, name);
-  if (!v) {
-    gc__fail(d, GC_EINVAL, arg,
-             "refers to '%.200s', which is not in any value table (dangling "
-             "name)",
-             name);
-    return NULL;
-  }
-  if (v->kind != want) {
-    gc__fail(d, GC_EINVAL, arg, "'%.200s' is %s, expected %s", name,
-             value_kind_name(v->kind), value_kind_name(want));
-    return NULL;
-  }
-  return v;
-}
-
 /* Records that `v` is defined by `node` (-1: graph input) at output `slot`,
  * list item `item`. */
 static int define(gc_decoder *d, gc_value *v, int node, int slot, int item,
@@ -553,241 +492,22 @@ static int define(gc_decoder *d, gc_value *v, int node, int slot, int item,
   return 0;
 }
 
-/* Converts a list's elements, checking the list length limit first. */
-#define LIST_CHECK(n, what)                                                    \
-  do {                                                                         \
-    if (check_count(d, (n), d->lim->max_list, what, arg))                      \
-      return d->err->code;                                                     \
-  } while (0)
-
-/* One SymInt/SymFloat/SymBool argument message `p` (its type given by `k`)
- * into `s`: a literal, or a symbolic value resolved by name. Returns 1 when
- * it has neither (the caller words that error), else 0 or the error code. */
-static int conv_symarg(gc_decoder *d, const void *p, gc_value_kind k,
-                       gc_symarg *s, const char *arg) {
-  const char *name = NULL;
-  if (k == GC_VALUE_SYM_INT) {
-    const Compiled__V1__SymIntArgument *q = p;
-    if (q->kind_case == COMPILED__V1__SYM_INT_ARGUMENT__KIND_AS_INT)
-      return s->i = q->as_int, 0;
-    if (q->kind_case == COMPILED__V1__SYM_INT_ARGUMENT__KIND_AS_NAME)
-      name = q->as_name;
-  } else if (k == GC_VALUE_SYM_FLOAT) {
-    const Compiled__V1__SymFloatArgument *q = p;
-    if (q->kind_case == COMPILED__V1__SYM_FLOAT_ARGUMENT__KIND_AS_FLOAT)
-      return s->f = q->as_float, 0;
-    if (q->kind_case == COMPILED__V1__SYM_FLOAT_ARGUMENT__KIND_AS_NAME)
-      name = q->as_name;
-  } else {
-    const Compiled__V1__SymBoolArgument *q = p;
-    if (q->kind_case == COMPILED__V1__SYM_BOOL_ARGUMENT__KIND_AS_BOOL)
-      return s->b = q->as_bool, 0;
-    if (q->kind_case == COMPILED__V1__SYM_BOOL_ARGUMENT__KIND_AS_NAME)
-      name = q->as_name;
-  }
-  if (!name)
-    return 1;
-  s->v = lookup(d, name, k, arg);
-  return s->v ? 0 : d->err->code;
-}
-
-/* A symbolic scalar argument of type `k` ("SymInt", ...: `type`). */
-static int conv_sym(gc_decoder *d, gc_arg *out, const void *p, gc_value_kind k,
-                    const char *type, const char *arg) {
-  int rc = conv_symarg(d, p, k, &out->sym, arg);
-  if (rc == 1)
-    return gc__fail(d, GC_EINVAL, arg, "%s has neither a name nor a value",
-                    type);
-  return rc;
-}
-
-static int conv_sym_list(gc_decoder *d, gc_arg *out, size_t n, void **items,
-                         gc_value_kind k, const char *arg) {
-  LIST_CHECK(n, "the list");
-  out->n = (int)n;
-  out->syms = gc_arena_calloc(d->a, n + 1, sizeof *out->syms);
-  if (!out->syms)
-    return nomem(d);
-  for (size_t i = 0; i < n; i++) {
-    int rc = conv_symarg(d, items[i], k, &out->syms[i], arg);
-    if (rc == 1)
-      return gc__fail(d, GC_EINVAL, arg,
-                      "list item %zu has neither a name nor a value", i);
-    if (rc)
-      return rc;
-  }
-  return 0;
-}
-
-static int check_enum(gc_decoder *d, int v, int lo, int hi, const char *what,
-                      const char *arg) {
-  if (v < lo || v > hi)
-    return gc__fail(d, GC_EINVAL, arg, "unknown %s %d", what, v);
-  return 0;
-}
-
-int gc__conv_arg(gc_decoder *d, const PbArg *m, gc_arg *out, const char *arg) {
-  memset(out, 0, sizeof *out);
-  if (!m)
-    return gc__fail(d, GC_EINVAL, arg, "has no value");
-  switch (m->kind_case) {
-  case COMPILED__V1__ARGUMENT__KIND_AS_NONE:
-    out->kind = GC_ARG_NONE;
-    return 0;
-  case COMPILED__V1__ARGUMENT__KIND_AS_TENSOR:
-    out->kind = GC_ARG_TENSOR;
-    out->v = lookup(d, m->as_tensor->name, GC_VALUE_TENSOR, arg);
-    return out->v ? 0 : d->err->code;
-  case COMPILED__V1__ARGUMENT__KIND_AS_TENSORS: {
-    const Compiled__V1__TensorList *l = m->as_tensors;
-    LIST_CHECK(l->n_items, "the tensor list");
-    out->kind = GC_ARG_TENSORS;
-    out->n = (int)l->n_items;
-    out->vals = gc_arena_calloc(d->a, l->n_items + 1, sizeof *out->vals);
-    if (!out->vals)
-      return nomem(d);
-    for (size_t i = 0; i < l->n_items; i++)
-      if (!(out->vals[i] = lookup(d, l->items[i]->name, GC_VALUE_TENSOR, arg)))
-        return d->err->code;
-    return 0;
-  }
-  case COMPILED__V1__ARGUMENT__KIND_AS_OPTIONAL_TENSORS: {
-    const Compiled__V1__OptionalTensorList *l = m->as_optional_tensors;
-    LIST_CHECK(l->n_items, "the tensor list");
-    out->kind = GC_ARG_OPT_TENSORS;
-    out->n = (int)l->n_items;
-    out->vals = gc_arena_calloc(d->a, l->n_items + 1, sizeof *out->vals);
-    if (!out->vals)
-      return nomem(d);
-    for (size_t i = 0; i < l->n_items; i++) {
-      const Compiled__V1__OptionalTensorArgument *it = l->items[i];
-      if (it->kind_case ==
-          COMPILED__V1__OPTIONAL_TENSOR_ARGUMENT__KIND_AS_TENSOR) {
-        if (!(out->vals[i] =
-                  lookup(d, it->as_tensor->name, GC_VALUE_TENSOR, arg)))
-          return d->err->code;
-      } else if (it->kind_case !=
-                 COMPILED__V1__OPTIONAL_TENSOR_ARGUMENT__KIND_AS_NONE) {
-        return gc__fail(d, GC_EINVAL, arg,
-                        "list item %zu is neither a tensor nor None", i);
-      }
-    }
-    return 0;
-  }
-  case COMPILED__V1__ARGUMENT__KIND_AS_INT:
-    out->kind = GC_ARG_INT;
-    out->i = m->as_int;
-    return 0;
-  case COMPILED__V1__ARGUMENT__KIND_AS_INTS:
-    LIST_CHECK(m->as_ints->n_items, "the int list");
-    out->kind = GC_ARG_INTS;
-    out->n = (int)m->as_ints->n_items;
-    out->ints = m->as_ints->items;
-    return 0;
-  case COMPILED__V1__ARGUMENT__KIND_AS_FLOAT:
-    out->kind = GC_ARG_FLOAT;
-    out->f = m->as_float;
-    return 0;
-  case COMPILED__V1__ARGUMENT__KIND_AS_FLOATS:
-    LIST_CHECK(m->as_floats->n_items, "the float list");
-    out->kind = GC_ARG_FLOATS;
-    out->n = (int)m->as_floats->n_items;
-    out->floats = m->as_floats->items;
-    return 0;
-  case COMPILED__V1__ARGUMENT__KIND_AS_BOOL:
-    out->kind = GC_ARG_BOOL;
-    out->i = m->as_bool ? 1 : 0;
-    return 0;
-  case COMPILED__V1__ARGUMENT__KIND_AS_BOOLS: {
-    const Compiled__V1__BoolList *l = m->as_bools;
-    LIST_CHECK(l->n_items, "the bool list");
-    out->kind = GC_ARG_BOOLS;
-    out->n = (int)l->n_items;
-    out->ints = gc_arena_calloc(d->a, l->n_items + 1, sizeof *out->ints);
-    if (!out->ints)
-      return nomem(d);
-    for (size_t i = 0; i < l->n_items; i++)
-      out->ints[i] = l->items[i] ? 1 : 0;
-    return 0;
-  }
-  case COMPILED__V1__ARGUMENT__KIND_AS_STRING:
-    if (check_str(d, m->as_string, "the string"))
-      return d->err->code;
-    out->kind = GC_ARG_STRING;
-    out->s = m->as_string;
-    return 0;
-  case COMPILED__V1__ARGUMENT__KIND_AS_STRINGS:
-    LIST_CHECK(m->as_strings->n_items, "the string list");
-    for (size_t i = 0; i < m->as_strings->n_items; i++)
-      if (check_str(d, m->as_strings->items[i], "a string"))
-        return d->err->code;
-    out->kind = GC_ARG_STRINGS;
-    out->n = (int)m->as_strings->n_items;
-    out->strs = (const char **)m->as_strings->items;
-    return 0;
-  case COMPILED__V1__ARGUMENT__KIND_AS_SYM_INT:
-    out->kind = GC_ARG_SYM_INT;
-    return conv_sym(d, out, m->as_sym_int, GC_VALUE_SYM_INT, "SymInt", arg);
-  case COMPILED__V1__ARGUMENT__KIND_AS_SYM_INTS:
-    out->kind = GC_ARG_SYM_INTS;
-    return conv_sym_list(d, out, m->as_sym_ints->n_items,
-                         (void **)m->as_sym_ints->items, GC_VALUE_SYM_INT, arg);
-  case COMPILED__V1__ARGUMENT__KIND_AS_SYM_FLOAT:
-    out->kind = GC_ARG_SYM_FLOAT;
-    return conv_sym(d, out, m->as_sym_float, GC_VALUE_SYM_FLOAT, "SymFloat",
-                    arg);
-  case COMPILED__V1__ARGUMENT__KIND_AS_SYM_FLOATS:
-    out->kind = GC_ARG_SYM_FLOATS;
-    return conv_sym_list(d, out, m->as_sym_floats->n_items,
-                         (void **)m->as_sym_floats->items, GC_VALUE_SYM_FLOAT,
-                         arg);
-  case COMPILED__V1__ARGUMENT__KIND_AS_SYM_BOOL:
-    out->kind = GC_ARG_SYM_BOOL;
-    return conv_sym(d, out, m->as_sym_bool, GC_VALUE_SYM_BOOL, "SymBool", arg);
-
-  case COMPILED__V1__ARGUMENT__KIND_AS_SYM_BOOLS:
-    out->kind = GC_ARG_SYM_BOOLS;
-    return conv_sym_list(d, out, m->as_sym_bools->n_items,
-                         (void **)m->as_sym_bools->items, GC_VALUE_SYM_BOOL,
-                         arg);
-  case COMPILED__V1__ARGUMENT__KIND_AS_SCALAR_TYPE:
-    out->kind = GC_ARG_SCALAR_TYPE;
-    out->i = m->as_scalar_type;
-    if (!gc_dtype_size((gc_dtype)m->as_scalar_type))
-      return gc__fail(d, GC_EINVAL, arg, "unknown scalar type %d",
-                      (int)m->as_scalar_type);
-    return 0;
-  case COMPILED__V1__ARGUMENT__KIND_AS_MEMORY_FORMAT:
-    out->kind = GC_ARG_MEMORY_FORMAT;
-    out->i = m->as_memory_format;
-    return check_enum(d, (int)out->i, 1, 4, "memory format", arg);
-  case COMPILED__V1__ARGUMENT__KIND_AS_LAYOUT:
-    out->kind = GC_ARG_LAYOUT;
-    out->i = m->as_layout;
-    return check_enum(d, (int)out->i, 1, 7, "layout", arg);
-  case COMPILED__V1__ARGUMENT__KIND_AS_DEVICE:
-    out->kind = GC_ARG_DEVICE;
-    return decode_device(d, m->as_device, &out->dev, arg);
-  default:
-    return gc__fail(d, GC_EINVAL, arg, "argument has no kind set");
-  }
-}
-
 static int decode_inputs(gc_decoder *d, const Compiled__V1__Graph *pg) {
   gc_graph *g = d->g;
-  if (check_count(d, pg->n_inputs, d->lim->max_values, "the input list", NULL))
+  if (gc__check_count(d, pg->n_inputs, d->lim->max_values, "the input list",
+                      NULL))
     return d->err->code;
   g->ninputs = (int)pg->n_inputs;
   g->inputs = gc_arena_calloc(d->a, pg->n_inputs + 1, sizeof *g->inputs);
   if (!g->inputs)
-    return nomem(d);
+    return gc__nomem(d);
   for (size_t i = 0; i < pg->n_inputs; i++) {
     const Compiled__V1__InputSpec *ps = pg->inputs[i];
     gc_input *in = &g->inputs[i];
     char ctx[48];
     snprintf(ctx, sizeof ctx, "input %zu", i);
     d->where = ctx;
-    if (check_str(d, ps->target, "the input target"))
+    if (gc__check_str(d, ps->target, "the input target"))
       return d->err->code;
     in->kind = (gc_input_kind)ps->kind;
     in->target = ps->target;
@@ -796,7 +516,7 @@ static int decode_inputs(gc_decoder *d, const Compiled__V1__Graph *pg) {
     if (in->kind < GC_INPUT_USER || in->kind > GC_INPUT_CONSTANT)
       return gc__fail(d, GC_EINVAL, NULL, "unknown input kind %d",
                       (int)ps->kind);
-    if (gc__conv_arg(d, ps->arg, &in->arg, NULL))
+    if (gc__decode_arg(d, ps->arg, &in->arg, NULL))
       return d->err->code;
     gc_value *v = NULL;
     switch (in->arg.kind) {
@@ -832,8 +552,8 @@ static int decode_inputs(gc_decoder *d, const Compiled__V1__Graph *pg) {
 
 static int decode_storage_groups(gc_decoder *d, const Compiled__V1__Graph *pg) {
   gc_graph *g = d->g;
-  if (check_count(d, pg->n_storage_groups, d->lim->max_values,
-                  "the storage group list", NULL))
+  if (gc__check_count(d, pg->n_storage_groups, d->lim->max_values,
+                      "the storage group list", NULL))
     return d->err->code;
   g->ngroups = (int)pg->n_storage_groups;
   for (size_t gi = 0; gi < pg->n_storage_groups; gi++) {
@@ -913,14 +633,15 @@ static int decode_node_metadata(gc_decoder *d, const Compiled__V1__Node *pn,
   if (!pn->metadata)
     return 0;
   const Compiled__V1__NodeMetadata *md = pn->metadata;
-  if (check_str(d, md->stack_trace, "the stack trace") ||
-      check_str(d, md->module_path, "the module path"))
+  if (gc__check_str(d, md->stack_trace, "the stack trace") ||
+      gc__check_str(d, md->module_path, "the module path"))
     return d->err->code;
-  if (check_count(d, md->n_extra, d->lim->max_list, "the metadata list", NULL))
+  if (gc__check_count(d, md->n_extra, d->lim->max_list, "the metadata list",
+                      NULL))
     return d->err->code;
   for (size_t k = 0; k < md->n_extra; k++)
-    if (check_str(d, md->extra[k]->key, "a metadata key") ||
-        check_str(d, md->extra[k]->value, "a metadata value"))
+    if (gc__check_str(d, md->extra[k]->key, "a metadata key") ||
+        gc__check_str(d, md->extra[k]->value, "a metadata value"))
       return d->err->code;
   n->stack_trace = md->stack_trace;
   n->module_path = md->module_path;
@@ -949,17 +670,18 @@ static int resolve_target(gc_decoder *d, const Compiled__V1__Node *pn,
 /* Defines the values named by node `ni`'s outputs and sets its label. */
 static int define_outputs(gc_decoder *d, const Compiled__V1__Node *pn, int ni) {
   gc_node *n = &d->g->nodes[ni];
-  if (check_count(d, pn->n_outputs, d->lim->max_list, "the output list", NULL))
+  if (gc__check_count(d, pn->n_outputs, d->lim->max_list, "the output list",
+                      NULL))
     return d->err->code;
   n->noutputs = (int)pn->n_outputs;
   n->outputs = gc_arena_calloc(d->a, pn->n_outputs + 1, sizeof *n->outputs);
   if (!n->outputs)
-    return nomem(d);
+    return gc__nomem(d);
   for (size_t k = 0; k < pn->n_outputs; k++) {
     char arg[48];
     snprintf(arg, sizeof arg, "output %zu", k);
     gc_arg *o = &n->outputs[k];
-    if (gc__conv_arg(d, pn->outputs[k], o, arg))
+    if (gc__decode_arg(d, pn->outputs[k], o, arg))
       return d->err->code;
     switch (o->kind) {
     case GC_ARG_TENSOR:
@@ -993,20 +715,20 @@ static int define_outputs(gc_decoder *d, const Compiled__V1__Node *pn, int ni) {
 
 static int decode_nodes(gc_decoder *d, const Compiled__V1__Graph *pg) {
   gc_graph *g = d->g;
-  if (check_count(d, pg->n_nodes, d->lim->max_nodes, "the graph's node list",
-                  NULL))
+  if (gc__check_count(d, pg->n_nodes, d->lim->max_nodes,
+                      "the graph's node list", NULL))
     return d->err->code;
   g->nnodes = (int)pg->n_nodes;
   g->nodes = gc_arena_calloc(d->a, pg->n_nodes + 1, sizeof *g->nodes);
   if (!g->nodes)
-    return nomem(d);
+    return gc__nomem(d);
   /* Targets and outputs first: every definition is known before any use. */
   for (int i = 0; i < g->nnodes; i++) {
     const Compiled__V1__Node *pn = pg->nodes[i];
     gc_node *n = &g->nodes[i];
     n->id = i;
     d->node = i;
-    if (check_str(d, pn->target, "the target"))
+    if (gc__check_str(d, pn->target, "the target"))
       return d->err->code;
     n->target = pn->target;
     n->label = output_label(pn);
@@ -1018,17 +740,17 @@ static int decode_nodes(gc_decoder *d, const Compiled__V1__Graph *pg) {
     const Compiled__V1__Node *pn = pg->nodes[i];
     gc_node *n = &g->nodes[i];
     d->node = i;
-    if (check_count(d, pn->n_inputs, d->lim->max_list, "the argument list",
-                    NULL))
+    if (gc__check_count(d, pn->n_inputs, d->lim->max_list, "the argument list",
+                        NULL))
       return d->err->code;
     n->nargs = (int)pn->n_inputs;
     n->args = gc_arena_calloc(d->a, pn->n_inputs + 1, sizeof *n->args);
     if (!n->args)
-      return nomem(d);
+      return gc__nomem(d);
     for (size_t k = 0; k < pn->n_inputs; k++) {
       const Compiled__V1__NamedArgument *na = pn->inputs[k];
       gc_named_arg *a = &n->args[k];
-      if (check_str(d, na->name, "an argument name"))
+      if (gc__check_str(d, na->name, "an argument name"))
         return d->err->code;
       a->name = na->name;
       a->keyword =
@@ -1039,7 +761,7 @@ static int decode_nodes(gc_decoder *d, const Compiled__V1__Graph *pg) {
       if (na->kind > COMPILED__V1__ARGUMENT_KIND__ARGUMENT_KIND_KEYWORD)
         return gc__fail(d, GC_EINVAL, na->name, "unknown argument kind %d",
                         (int)na->kind);
-      if (gc__conv_arg(d, na->arg, &a->arg, na->name))
+      if (gc__decode_arg(d, na->arg, &a->arg, na->name))
         return d->err->code;
     }
   }
@@ -1055,18 +777,18 @@ static int decode_graph_outputs(gc_decoder *d, const Compiled__V1__Graph *pg) {
                     "has no outputs; a Python function always returns "
                     "something, and `return None` is one as_none output");
   }
-  if (check_count(d, pg->n_outputs, d->lim->max_list, "the graph output list",
-                  NULL))
+  if (gc__check_count(d, pg->n_outputs, d->lim->max_list,
+                      "the graph output list", NULL))
     return d->err->code;
   g->noutputs = (int)pg->n_outputs;
   g->outputs = gc_arena_calloc(d->a, pg->n_outputs + 1, sizeof *g->outputs);
   if (!g->outputs)
-    return nomem(d);
+    return gc__nomem(d);
   for (size_t i = 0; i < pg->n_outputs; i++) {
     char ctx[48];
     snprintf(ctx, sizeof ctx, "graph output %zu", i);
     d->where = ctx;
-    if (gc__conv_arg(d, pg->outputs[i], &g->outputs[i], NULL))
+    if (gc__decode_arg(d, pg->outputs[i], &g->outputs[i], NULL))
       return d->err->code;
   }
   d->where = NULL;
@@ -1119,13 +841,13 @@ int gc_graph_from_message(gc_arena *a, const Compiled__V1__GraphModule *m,
   if (!m->graph)
     return gc_errorf(err, GC_EINVAL, "GraphModule has no graph");
   d.where = "graph";
-  if (check_str(&d, m->torch_version, "torch_version") ||
-      check_str(&d, m->producer, "producer"))
+  if (gc__check_str(&d, m->torch_version, "torch_version") ||
+      gc__check_str(&d, m->producer, "producer"))
     return err->code;
   g->torch_version = m->torch_version;
   const Compiled__V1__Graph *pg = m->graph;
-  if (check_count(&d, pg->n_nodes, lim->max_nodes, "the graph's node list",
-                  NULL))
+  if (gc__check_count(&d, pg->n_nodes, lim->max_nodes, "the graph's node list",
+                      NULL))
     return err->code;
   if (decode_operators(&d, m) || decode_values(&d, pg) ||
       decode_inputs(&d, pg) || decode_storage_groups(&d, pg) ||

@@ -20,6 +20,7 @@
 
 #include "compiler/arena.h"
 #include "compiler/arg.h"
+#include "compiler/dtype.h"
 #include "compiler/error.h"
 #include "compiler/schema.h"
 #include "compiler/symexpr.h"
@@ -28,35 +29,6 @@
 /* The schema version this build reads and writes. */
 #define GC_SCHEMA_MAJOR 1
 #define GC_SCHEMA_MINOR 0
-
-/* Element types: X(NAME, proto enum number, bytes per element, torch name). */
-#define GC_DTYPES(X)                                                           \
-  X(UINT8, 1, 1, "uint8")                                                      \
-  X(INT8, 2, 1, "int8")                                                        \
-  X(INT16, 3, 2, "int16")                                                      \
-  X(INT32, 4, 4, "int32")                                                      \
-  X(INT64, 5, 8, "int64")                                                      \
-  X(FLOAT16, 7, 2, "float16")                                                  \
-  X(FLOAT32, 8, 4, "float32")                                                  \
-  X(FLOAT64, 9, 8, "float64")                                                  \
-  X(COMPLEX32, 10, 4, "complex32")                                             \
-  X(COMPLEX64, 11, 8, "complex64")                                             \
-  X(COMPLEX128, 12, 16, "complex128")                                          \
-  X(BOOL, 13, 1, "bool")                                                       \
-  X(BFLOAT16, 14, 2, "bfloat16")                                               \
-  X(UINT16, 28, 2, "uint16")
-
-typedef enum gc_dtype {
-  GC_DTYPE_UNKNOWN = 0,
-#define X(name, num, size, torch) GC_DTYPE_##name = num,
-  GC_DTYPES(X)
-#undef X
-} gc_dtype;
-
-/* Bytes per element of `d`; 0 for an unknown dtype. */
-int gc_dtype_size(gc_dtype d);
-/* "float32", ...; NULL for an unknown dtype. */
-const char *gc_dtype_name(gc_dtype d);
 
 /* Limits on what a graph may contain; a graph past one is refused with
  * GC_ELIMIT naming the limit. gc_limits_default() gives the defaults. */
@@ -85,17 +57,6 @@ typedef struct gc_symint {
                              known */
   bool has_hint;          /* symbolic: v holds the hint */
 } gc_symint;
-
-typedef enum gc_layout {
-  GC_LAYOUT_UNKNOWN = 0,
-  GC_LAYOUT_SPARSE_COO = 1,
-  GC_LAYOUT_SPARSE_CSR = 2,
-  GC_LAYOUT_SPARSE_CSC = 3,
-  GC_LAYOUT_SPARSE_BSR = 4,
-  GC_LAYOUT_SPARSE_BSC = 5,
-  GC_LAYOUT_MKLDNN = 6,
-  GC_LAYOUT_STRIDED = 7,
-} gc_layout;
 
 typedef struct gc_tensor_meta {
   gc_dtype dtype;

@@ -1,5 +1,6 @@
 /*
- * graph_internal.h: what graph.c (decoding) and validate.c (checking) share.
+ * graph_internal.h: what graph.c and graph_arg.c (decoding) and validate.c
+ * (checking) share.
  * Not part of the library's interface.
  */
 #ifndef GC_GRAPH_INTERNAL_H
@@ -28,9 +29,22 @@ typedef struct gc_decoder {
 int gc__fail(gc_decoder *d, int code, const char *arg, const char *fmt, ...)
     __attribute__((format(printf, 4, 5)));
 
-/* Converts an Argument message, resolving value names. */
-int gc__conv_arg(gc_decoder *d, const Compiled__V1__Argument *m, gc_arg *out,
-                 const char *arg);
+/* graph.c's checks and errors, shared with graph_arg.c: out of memory
+ * (naming the arena limit); a string longer than the string limit; a count
+ * over `limit` (`what` names the list). Each returns 0 or the error code. */
+int gc__nomem(gc_decoder *d);
+int gc__check_str(gc_decoder *d, const char *s, const char *what);
+int gc__check_count(gc_decoder *d, size_t n, int64_t limit, const char *what,
+                    const char *arg);
+
+/* A Device message: a known type and a non-negative index (-1: none). */
+int gc__decode_device(gc_decoder *d, const Compiled__V1__Device *pm,
+                      gc_device *out, const char *arg);
+
+/* graph_arg.c: decodes an Argument message into *out, resolving value
+ * names. */
+int gc__decode_arg(gc_decoder *d, const Compiled__V1__Argument *m, gc_arg *out,
+                   const char *arg);
 
 /* True for device types torch knows ("cpu", "cuda", ...). */
 bool gc__device_type_known(const char *type);

@@ -48,111 +48,26 @@
 #include <openssl/evp.h>
 
 #include "build_id.h"
+#include "compiler/key_internal.h"
 #include "compiler/opfacts.h"
 #include "compiler/ops.h"
 #include "compiler/strmap.h"
 #include "compiler/symexpr.h"
 
-/* ---- a buffered SHA-256 writer ---- */
-
-typedef struct hasher {
-  EVP_MD_CTX *ctx;
-  unsigned char buf[4096];
-  size_t len;
-  int failed; /* an OpenSSL call failed */
-} hasher;
-
-static void h_flush(hasher *h) {
-  if (h->len && EVP_DigestUpdate(h->ctx, h->buf, h->len) != 1)
-    h->failed = 1;
-  h->len = 0;
-}
-
-static void h_bytes(hasher *h, const void *p, size_t n) {
-  if (n > sizeof h->buf - h->len) {
-    h_flush(h);
-    if (n > sizeof h->buf) {
-      if (EVP_DigestUpdate(h->ctx, p, n) != 1)
-        h->failed = 1;
-      return;
-    }
-  }
-  memcpy(h->buf + h->len, p, n);
-  h->len += n;
-}
-
-static void h_u8(hasher *h, uint8_t v) {
-  h_bytes(h, &v, 1);
-}
-
-static void h_i64(hasher *h, int64_t v) {
-  uint8_t b[8];
-  for (int i = 0; i < 8; i++)
-    b[i] = (uint8_t)((uint64_t)v >> (8 * i));
-  h_bytes(h, b, 8);
-}
-
-static void h_str(hasher *h, const char *s) {
-  size_t n = s ? strlen(s) : 0;
-  h_i64(h, (int64_t)n);
-  h_bytes(h, s, n);
-}
-
-static void h_f64(hasher *h, double f) {
-  uint64_t bits;
-  if (f != f)
-    bits = 0x7ff8000000000000ull; /* one NaN for all NaNs */
-  else
-    memcpy(&bits, &f, sizeof bits);
-  h_i64(h, (int64_t)bits);
-}
-
-static void h_begin(hasher *h) {
-  h->len = 0;
-  if (EVP_DigestInit_ex(h->ctx, EVP_sha256(), NULL) != 1)
-    h->failed = 1;
-}
-
-static void h_end(hasher *h, uint8_t out[GC_DIGEST_LEN]) {
-  h_flush(h);
-  unsigned int n = 0;
-  if (EVP_DigestFinal_ex(h->ctx, out, &n) != 1 || n != GC_DIGEST_LEN)
-    h->failed = 1;
-}
-
-/* ---- shared state of one key computation ---- */
-
-typedef struct keyer {
-  const gc_graph *g;
-  gc_arena *a;
-  hasher h;
-  gc_strmap syms; /* symbol name -> 1 + first-appearance index */
-  int nsyms;
-  const char **symnames; /* symnames[i]: the symbol numbered i + 1 */
-  int capsyms;
-  uint8_t (*down)[GC_DIGEST_LEN]; /* per node, while ordering */
-  int *pos;         /* node index -> canonical position (stream phase) */
-  int phase;        /* PHASE_DOWN or PHASE_STREAM: how references encode */
-  bool freeze_syms; /* ordering phase: do not number new symbols */
-  const gc_arg **by_param; /* h_node's scratch: GC_SCHEMA_MAX_ARGS entries */
-} keyer;
-
-enum { PHASE_DOWN, PHASE_STREAM };
-
 /* ---- symbolic expressions, symbols renamed by first appearance ---- */
 
 /* Recursion is bounded: a parsed tree is at most GC_SYMEXPR_MAX_DEPTH high
  * (symexpr.h), and the decoder's limit is lower still. */
-static void h_symexpr(keyer *k, const gc_symexpr *e) {
+static void hash_symexpr(keyer *k, const gc_symexpr *e) {
   hasher *h = &k->h;
-  h_u8(h, (uint8_t)e->kind);
+  hash_u8(h, (uint8_t)e->kind);
   switch (e->kind) {
   case GC_SX_INT:
   case GC_SX_BOOL:
-    h_i64(h, e->i);
+    hash_i64(h, e->i);
     return;
   case GC_SX_FLOAT:
-    h_f64(h, e->f);
+    hash_f64(h, e->f);
     return;
   case GC_SX_SYM: {
     /* Symbols are numbered by first appearance: inputs first, then the
@@ -179,68 +94,68 @@ static void h_symexpr(keyer *k, const gc_symexpr *e) {
       if (k->nsyms <= k->capsyms)
         k->symnames[k->nsyms - 1] = e->name;
     }
-    h_i64(h, (int64_t)idx);
+    hash_i64(h, (int64_t)idx);
     return;
   }
   default:
-    h_i64(h, e->nargs);
+    hash_i64(h, e->nargs);
     for (int i = 0; i < e->nargs; i++)
-      h_symexpr(k, e->args[i]);
+      hash_symexpr(k, e->args[i]);
   }
 }
 
 /* A symbolic value: its tree, parsed (within the limits) by the decoder. */
-static void h_symint(keyer *k, const gc_symint *s) {
+static void hash_symint(keyer *k, const gc_symint *s) {
   if (s->tree) {
-    h_u8(&k->h, 'x');
-    h_symexpr(k, s->tree); /* the hint is not part of the key */
+    hash_u8(&k->h, 'x');
+    hash_symexpr(k, s->tree); /* the hint is not part of the key */
   } else {
-    h_u8(&k->h, 'i');
-    h_i64(&k->h, s->v);
+    hash_u8(&k->h, 'i');
+    hash_i64(&k->h, s->v);
   }
 }
 
 /* Tensor metadata; the device index is left out on purpose (see key.h). */
-static void h_meta(keyer *k, const gc_tensor_meta *t) {
+static void hash_meta(keyer *k, const gc_tensor_meta *t) {
   hasher *h = &k->h;
-  h_u8(h, 'm');
-  h_i64(h, t->dtype);
-  h_i64(h, t->rank);
+  hash_u8(h, 'm');
+  hash_i64(h, t->dtype);
+  hash_i64(h, t->rank);
   for (int i = 0; i < t->rank; i++)
-    h_symint(k, &t->sizes[i]);
+    hash_symint(k, &t->sizes[i]);
   for (int i = 0; i < t->rank; i++)
-    h_symint(k, &t->strides[i]);
-  h_symint(k, &t->offset);
-  h_str(h, t->device.type);
-  h_u8(h, t->requires_grad);
-  h_i64(h, t->layout);
+    hash_symint(k, &t->strides[i]);
+  hash_symint(k, &t->offset);
+  hash_str(h, t->device.type);
+  hash_u8(h, t->requires_grad);
+  hash_i64(h, t->layout);
 }
 
 /* A symbolic scalar value's own description (its expression, if any). */
-static void h_symvalue(keyer *k, const gc_value *v) {
-  h_u8(&k->h, (uint8_t)v->kind);
+static void hash_symvalue(keyer *k, const gc_value *v) {
+  hash_u8(&k->h, (uint8_t)v->kind);
   if (v->kind == GC_VALUE_SYM_INT)
-    h_symint(k, &v->sym);
+    hash_symint(k, &v->sym);
   else if (v->sym.tree)
-    h_symexpr(k, v->sym.tree);
+    hash_symexpr(k, v->sym.tree);
 }
 
 /* ---- references and arguments ---- */
 
-static void h_ref(keyer *k, const gc_value *v) {
+static void hash_ref(keyer *k, const gc_value *v) {
   hasher *h = &k->h;
   if (v->def_node < 0) {
-    h_u8(h, 'I');
-    h_i64(h, v->def_slot);
+    hash_u8(h, 'I');
+    hash_i64(h, v->def_slot);
     return;
   }
-  h_u8(h, 'N');
+  hash_u8(h, 'N');
   if (k->phase == PHASE_DOWN)
-    h_bytes(h, k->down[v->def_node], GC_DIGEST_LEN);
+    hash_bytes(h, k->down[v->def_node], GC_DIGEST_LEN);
   else
-    h_i64(h, k->pos[v->def_node]);
-  h_i64(h, v->def_slot);
-  h_i64(h, v->def_item);
+    hash_i64(h, k->pos[v->def_node]);
+  hash_i64(h, v->def_slot);
+  hash_i64(h, v->def_item);
 }
 
 /* The declared type with Optional stripped; NULL when unknown. */
@@ -256,152 +171,121 @@ static bool is_float_type(const gc_type *t) {
 }
 
 /* An integer literal, as the declared type `t` reads it. */
-static void h_int_as(keyer *k, const gc_type *t, int64_t v) {
+static void hash_int_as(keyer *k, const gc_type *t, int64_t v) {
   if (is_float_type(t)) {
-    h_u8(&k->h, 'f');
-    h_f64(&k->h, (double)v);
+    hash_u8(&k->h, 'f');
+    hash_f64(&k->h, (double)v);
   } else {
-    h_u8(&k->h, 'i');
-    h_i64(&k->h, v);
+    hash_u8(&k->h, 'i');
+    hash_i64(&k->h, v);
   }
 }
 
-static void h_symarg(keyer *k, const gc_type *elem, gc_arg_kind kind,
-                     const gc_symarg *s) {
+static void hash_symarg(keyer *k, const gc_type *elem, gc_arg_kind kind,
+                        const gc_symarg *s) {
   if (s->v) {
-    h_u8(&k->h, 's');
-    h_ref(k, s->v);
+    hash_u8(&k->h, 's');
+    hash_ref(k, s->v);
   } else if (kind == GC_ARG_SYM_INT || kind == GC_ARG_SYM_INTS) {
-    h_int_as(k, elem, s->i);
+    hash_int_as(k, elem, s->i);
   } else if (kind == GC_ARG_SYM_FLOAT || kind == GC_ARG_SYM_FLOATS) {
-    h_u8(&k->h, 'f');
-    h_f64(&k->h, s->f);
+    hash_u8(&k->h, 'f');
+    hash_f64(&k->h, s->f);
   } else {
-    h_u8(&k->h, 'b');
-    h_u8(&k->h, s->b);
+    hash_u8(&k->h, 'b');
+    hash_u8(&k->h, s->b);
   }
 }
 
-/* Writes argument `a` for a parameter of type `t` (NULL: no schema). */
-static void h_arg(keyer *k, const gc_type *t, const gc_arg *a) {
+/* Writes a single (not list) value `a` for the declared type `t` (Optional
+ * stripped; NULL: no schema): an int as `t` reads it. */
+static void hash_single(keyer *k, const gc_type *t, const gc_arg *a) {
   hasher *h = &k->h;
-  const gc_type *bt = base_type(t);
-  const gc_type *elem =
-      bt && bt->kind == GC_TY_LIST ? base_type(bt->elem) : NULL;
   switch (a->kind) {
   case GC_ARG_NONE:
-    h_u8(h, 'N');
+    hash_u8(h, 'N');
     return;
   case GC_ARG_TENSOR:
-    h_u8(h, 'T');
-    h_ref(k, a->v);
+    hash_u8(h, 'T');
+    hash_ref(k, a->v);
     return;
   case GC_ARG_INT:
-    /* A single int where int[N] is declared means N copies. */
-    if (bt && bt->kind == GC_TY_LIST && bt->fixed_len > 0) {
-      h_u8(h, 'L');
-      h_i64(h, bt->fixed_len);
-      for (int i = 0; i < bt->fixed_len; i++)
-        h_int_as(k, elem, a->i);
-      return;
-    }
-    h_int_as(k, bt, a->i);
+    hash_int_as(k, t, a->i);
     return;
   case GC_ARG_FLOAT:
-    h_u8(h, 'f');
-    h_f64(h, a->f);
+    hash_u8(h, 'f');
+    hash_f64(h, a->f);
     return;
   case GC_ARG_BOOL:
-    if (bt && bt->kind == GC_TY_LIST && bt->fixed_len > 0) {
-      h_u8(h, 'L');
-      h_i64(h, bt->fixed_len);
-      for (int i = 0; i < bt->fixed_len; i++) {
-        h_u8(h, 'b');
-        h_u8(h, (uint8_t)a->i);
-      }
-      return;
-    }
-    h_u8(h, 'b');
-    h_u8(h, (uint8_t)a->i);
+    hash_u8(h, 'b');
+    hash_u8(h, (uint8_t)a->i);
     return;
   case GC_ARG_STRING:
-    h_u8(h, 'S');
-    h_str(h, a->s);
+    hash_u8(h, 'S');
+    hash_str(h, a->s);
     return;
   case GC_ARG_SYM_INT:
   case GC_ARG_SYM_FLOAT:
   case GC_ARG_SYM_BOOL:
-    if (!a->sym.v && a->kind == GC_ARG_SYM_INT && bt &&
-        bt->kind == GC_TY_LIST && bt->fixed_len > 0) {
-      gc_arg lit = {.kind = GC_ARG_INT, .i = a->sym.i};
-      h_arg(k, t, &lit);
-      return;
-    }
-    h_symarg(k, bt, a->kind, &a->sym);
+    hash_symarg(k, t, a->kind, &a->sym);
     return;
   case GC_ARG_SCALAR_TYPE:
-    h_u8(h, 'D');
-    h_i64(h, a->i);
+    hash_u8(h, 'D');
+    hash_i64(h, a->i);
     return;
   case GC_ARG_MEMORY_FORMAT:
-    h_u8(h, 'M');
-    h_i64(h, a->i);
+    hash_u8(h, 'M');
+    hash_i64(h, a->i);
     return;
   case GC_ARG_LAYOUT:
-    h_u8(h, 'Y');
-    h_i64(h, a->i);
+    hash_u8(h, 'Y');
+    hash_i64(h, a->i);
     return;
   case GC_ARG_DEVICE:
     /* An explicit device argument is semantic: its index stays. */
-    h_u8(h, 'V');
-    h_str(h, a->dev.type);
-    h_i64(h, a->dev.index);
+    hash_u8(h, 'V');
+    hash_str(h, a->dev.type);
+    hash_i64(h, a->dev.index);
     return;
-  default:
-    break;
+  default: /* a list kind: not a single value */
+    h->failed = 1;
   }
-  /* Lists. An empty list is just "empty": the schema gives its type. */
-  if (a->n == 0) {
-    h_u8(h, 'E');
-    return;
-  }
-  h_u8(h, 'L');
-  h_i64(h, a->n);
-  for (int i = 0; i < a->n; i++) {
-    switch (a->kind) {
-    case GC_ARG_TENSORS:
-    case GC_ARG_OPT_TENSORS:
-      if (a->vals[i]) {
-        h_u8(h, 'T');
-        h_ref(k, a->vals[i]);
-      } else {
-        h_u8(h, 'N');
-      }
-      break;
-    case GC_ARG_INTS:
-      h_int_as(k, elem, a->ints[i]);
-      break;
-    case GC_ARG_BOOLS:
-      h_u8(h, 'b');
-      h_u8(h, (uint8_t)a->ints[i]);
-      break;
-    case GC_ARG_FLOATS:
-      h_u8(h, 'f');
-      h_f64(h, a->floats[i]);
-      break;
-    case GC_ARG_STRINGS:
-      h_u8(h, 'S');
-      h_str(h, a->strs[i]);
-      break;
-    case GC_ARG_SYM_INTS:
-    case GC_ARG_SYM_FLOATS:
-    case GC_ARG_SYM_BOOLS:
-      h_symarg(k, elem, a->kind, &a->syms[i]);
-      break;
-    default:
-      k->h.failed = 1;
+}
+
+/* Writes argument `a` for a parameter of type `t` (NULL: no schema). */
+static void hash_arg(keyer *k, const gc_type *t, const gc_arg *a) {
+  hasher *h = &k->h;
+  const gc_type *bt = base_type(t);
+  const gc_type *elem =
+      bt && bt->kind == GC_TY_LIST ? base_type(bt->elem) : NULL;
+  if (gc_arg_is_list(a->kind)) {
+    /* An empty list is just "empty": the schema gives its type. */
+    if (a->n == 0) {
+      hash_u8(h, 'E');
+      return;
     }
+    hash_u8(h, 'L');
+    hash_i64(h, a->n);
+    for (int i = 0; i < a->n; i++) {
+      gc_arg item = gc_arg_item(a, i);
+      hash_single(k, elem, &item);
+    }
+    return;
   }
+  /* A single int or bool (a literal SymInt is an int) where int[N] or
+   * bool[N] is declared means N copies. */
+  gc_arg item = *a;
+  if (a->kind == GC_ARG_SYM_INT && !a->sym.v)
+    item = (gc_arg){.kind = GC_ARG_INT, .i = a->sym.i};
+  if ((item.kind == GC_ARG_INT || item.kind == GC_ARG_BOOL) && bt &&
+      bt->kind == GC_TY_LIST && bt->fixed_len > 0) {
+    hash_u8(h, 'L');
+    hash_i64(h, bt->fixed_len);
+    for (int i = 0; i < bt->fixed_len; i++)
+      hash_single(k, elem, &item);
+    return;
+  }
+  hash_single(k, bt, a);
 }
 
 /* The argument bound to each parameter of n's schema (NULL: its default),
@@ -409,7 +293,7 @@ static void h_arg(keyer *k, const gc_type *t, const gc_arg *a) {
  * the arguments for each parameter made keying quadratic (a node of
  * 300,000 arguments to a schema of 1,000 parameters: 3.4 s). NULL when out
  * of memory. */
-static const gc_arg **param_table(keyer *k, const gc_node *n) {
+const gc_arg **gc__key_param_table(keyer *k, const gc_node *n) {
   const gc_schema *s = n->op->schema;
   if (!k->by_param)
     k->by_param = gc_arena_alloc(k->a, GC_SCHEMA_MAX_ARGS * sizeof(gc_arg *));
@@ -425,12 +309,12 @@ static const gc_arg **param_table(keyer *k, const gc_node *n) {
 
 /* A node: its target, each parameter's value in schema order (defaults
  * filled in), vararg extras, and its outputs with their metadata. */
-static void h_node(keyer *k, const gc_node *n) {
+void gc__key_hash_node(keyer *k, const gc_node *n) {
   hasher *h = &k->h;
   const gc_schema *s = n->op->schema;
-  h_u8(h, 'n');
-  h_str(h, n->target);
-  const gc_arg **bound = param_table(k, n);
+  hash_u8(h, 'n');
+  hash_str(h, n->target);
+  const gc_arg **bound = gc__key_param_table(k, n);
   if (!bound) {
     h->failed = 1;
     return;
@@ -438,514 +322,31 @@ static void h_node(keyer *k, const gc_node *n) {
   for (int p = 0; p < s->nargs; p++) {
     const gc_arg *a = bound[p];
     if (a)
-      h_arg(k, s->args[p].type, a);
+      hash_arg(k, s->args[p].type, a);
     else
-      h_arg(k, s->args[p].type, &s->args[p].def);
+      hash_arg(k, s->args[p].type, &s->args[p].def);
   }
   for (int i = 0; i < n->nargs; i++) {
     if (n->args[i].param < 0) {
-      h_u8(h, 'v');
-      h_str(h, n->args[i].name);
-      h_arg(k, NULL, &n->args[i].arg);
+      hash_u8(h, 'v');
+      hash_str(h, n->args[i].name);
+      hash_arg(k, NULL, &n->args[i].arg);
     }
   }
-  h_i64(h, n->noutputs);
+  hash_i64(h, n->noutputs);
   for (int o = 0; o < n->noutputs; o++) {
     const gc_arg *out = &n->outputs[o];
-    h_u8(h, (uint8_t)out->kind);
+    hash_u8(h, (uint8_t)out->kind);
     if (out->kind == GC_ARG_TENSOR) {
-      h_meta(k, &out->v->meta);
+      hash_meta(k, &out->v->meta);
     } else if (out->kind == GC_ARG_TENSORS) {
-      h_i64(h, out->n);
+      hash_i64(h, out->n);
       for (int j = 0; j < out->n; j++)
-        h_meta(k, &out->vals[j]->meta);
+        hash_meta(k, &out->vals[j]->meta);
     } else if (out->kind != GC_ARG_NONE) {
-      h_symvalue(k, out->sym.v);
+      hash_symvalue(k, out->sym.v);
     }
   }
-}
-
-/* ---- canonical order ---- */
-
-/* Union-find over value ids, plus one extra class for the RNG. */
-static int uf_find(int *parent, int x) {
-  while (parent[x] != x) {
-    parent[x] = parent[parent[x]];
-    x = parent[x];
-  }
-  return x;
-}
-
-static void uf_union(int *parent, int a, int b) {
-  a = uf_find(parent, a);
-  b = uf_find(parent, b);
-  if (a != b)
-    parent[a < b ? b : a] = a < b ? a : b;
-}
-
-/* A growable list of edges (from -> to). */
-typedef struct edges {
-  int *from, *to;
-  int n, cap;
-} edges;
-
-static int edge_add(gc_arena *a, edges *e, int from, int to) {
-  if (from < 0 || from == to)
-    return 0;
-  if (e->n == e->cap) {
-    int cap = e->cap ? e->cap * 2 : 256;
-    int *f = gc_arena_calloc(a, (size_t)cap, sizeof *f);
-    int *t = gc_arena_calloc(a, (size_t)cap, sizeof *t);
-    if (!f || !t)
-      return GC_ENOMEM;
-    if (e->n) {
-      memcpy(f, e->from, (size_t)e->n * sizeof *f);
-      memcpy(t, e->to, (size_t)e->n * sizeof *t);
-    }
-    e->from = f;
-    e->to = t;
-    e->cap = cap;
-  }
-  e->from[e->n] = from;
-  e->to[e->n] = to;
-  e->n++;
-  return 0;
-}
-
-/* Per storage class: the last writer and the readers since it (a linked
- * list threaded through a pool). */
-typedef struct access {
-  int *last_writer; /* per class; -1: none */
-  int *readers;     /* per class: head of pool list; -1: empty */
-  int *pool_node, *pool_next;
-  int pool_n, pool_cap;
-} access;
-
-static void each_tensor(const gc_arg *a, void (*fn)(const gc_value *, void *),
-                        void *ctx) {
-  if (a->kind == GC_ARG_TENSOR)
-    fn(a->v, ctx);
-  else if (a->kind == GC_ARG_TENSORS || a->kind == GC_ARG_OPT_TENSORS)
-    for (int i = 0; i < a->n; i++)
-      if (a->vals[i])
-        fn(a->vals[i], ctx);
-}
-
-/* The storage classes a node reads or writes, each once: mark[c] == stamp
- * when class c is in the set (a search of the set for each tensor was
- * quadratic in a node's tensor arguments). */
-typedef struct class_set {
-  int *cls;
-  int n, cap;
-  int *parent;
-  int *mark; /* per class */
-  int stamp; /* the node */
-} class_set;
-
-static void collect_class(const gc_value *v, void *ctx) {
-  class_set *cs = ctx;
-  int c = uf_find(cs->parent, v->id);
-  if (cs->mark[c] == cs->stamp)
-    return;
-  cs->mark[c] = cs->stamp;
-  if (cs->n < cs->cap)
-    cs->cls[cs->n++] = c;
-}
-
-static int read_class(gc_arena *ar, access *ac, edges *e, int cls, int node) {
-  if (edge_add(ar, e, ac->last_writer[cls], node))
-    return GC_ENOMEM;
-  if (ac->pool_n == ac->pool_cap) {
-    int cap = ac->pool_cap ? ac->pool_cap * 2 : 256;
-    int *pn = gc_arena_calloc(ar, (size_t)cap, sizeof *pn);
-    int *px = gc_arena_calloc(ar, (size_t)cap, sizeof *px);
-    if (!pn || !px)
-      return GC_ENOMEM;
-    if (ac->pool_n) {
-      memcpy(pn, ac->pool_node, (size_t)ac->pool_n * sizeof *pn);
-      memcpy(px, ac->pool_next, (size_t)ac->pool_n * sizeof *px);
-    }
-    ac->pool_node = pn;
-    ac->pool_next = px;
-    ac->pool_cap = cap;
-  }
-  ac->pool_node[ac->pool_n] = node;
-  ac->pool_next[ac->pool_n] = ac->readers[cls];
-  ac->readers[cls] = ac->pool_n++;
-  return 0;
-}
-
-static int write_class(gc_arena *ar, access *ac, edges *e, int cls, int node) {
-  if (edge_add(ar, e, ac->last_writer[cls], node))
-    return GC_ENOMEM;
-  for (int r = ac->readers[cls]; r >= 0; r = ac->pool_next[r])
-    if (edge_add(ar, e, ac->pool_node[r], node))
-      return GC_ENOMEM;
-  ac->readers[cls] = -1;
-  ac->last_writer[cls] = node;
-  return 0;
-}
-
-/* Per storage group, its first input (in one pass: a search of the
- * inputs before each input was quadratic, 2 s for 50,000 groups of two);
- * in the arena, NULL when out of memory. */
-static int *group_firsts(keyer *k) {
-  const gc_graph *g = k->g;
-  int *first = gc_arena_alloc(k->a, ((size_t)g->ngroups + 1) * sizeof *first);
-  if (!first)
-    return NULL;
-  for (int grp = 0; grp < g->ngroups; grp++)
-    first[grp] = -1;
-  for (int i = g->ninputs - 1; i >= 0; i--) {
-    int grp = g->inputs[i].storage_group;
-    if (grp >= 0 && grp < g->ngroups)
-      first[grp] = i;
-  }
-  return first;
-}
-
-/* Joins the storage classes that inputs and schema aliasing imply. */
-static int join_storage(keyer *k, int *parent) {
-  const gc_graph *g = k->g;
-  int *first = group_firsts(k);
-  if (!first)
-    return GC_ENOMEM;
-  for (int i = 0; i < g->ninputs; i++) {
-    const gc_input *in = &g->inputs[i];
-    int grp = in->storage_group;
-    if (grp >= 0 && grp < g->ngroups && first[grp] != i)
-      uf_union(parent, in->arg.v->id, g->inputs[first[grp]].arg.v->id);
-  }
-  /* Per parameter of the node at hand: the value its returns alias, its
-   * list joined once however many returns alias it (up to
-   * GC_SCHEMA_MAX_RETURNS; once per return was 8 s for 1,000 returns of a
-   * 300,000-tensor list). */
-  struct {
-    int node; /* whose parameter this entry describes; -1: none */
-    const gc_value *base;
-  } *seen = gc_arena_alloc(k->a, GC_SCHEMA_MAX_ARGS * sizeof *seen);
-  if (!seen)
-    return GC_ENOMEM;
-  for (int p = 0; p < GC_SCHEMA_MAX_ARGS; p++)
-    seen[p].node = -1;
-  for (int i = 0; i < g->nnodes; i++) {
-    const gc_node *n = &g->nodes[i];
-    const gc_schema *s = n->op->schema;
-    const gc_arg **bound = NULL;
-    for (int r = 0; r < n->noutputs && r < s->nrets; r++) {
-      int p = gc_schema_return_alias(s, r);
-      if (p < 0 || p >= GC_SCHEMA_MAX_ARGS)
-        continue;
-      if (seen[p].node != i) {
-        if (!bound && !(bound = param_table(k, n)))
-          return GC_ENOMEM;
-        const gc_arg *src = bound[p];
-        const gc_value *base = NULL;
-        if (src && src->kind == GC_ARG_TENSOR)
-          base = src->v;
-        else if (src && (src->kind == GC_ARG_TENSORS ||
-                         src->kind == GC_ARG_OPT_TENSORS))
-          for (int j = 0; j < src->n; j++) {
-            if (src->vals[j] && !base)
-              base = src->vals[j];
-            else if (src->vals[j])
-              uf_union(parent, base->id, src->vals[j]->id);
-          }
-        seen[p].node = i;
-        seen[p].base = base;
-      }
-      const gc_value *base = seen[p].base;
-      if (!base)
-        continue;
-      const gc_arg *out = &n->outputs[r];
-      if (out->kind == GC_ARG_TENSOR)
-        uf_union(parent, base->id, out->v->id);
-      else if (out->kind == GC_ARG_TENSORS)
-        for (int j = 0; j < out->n; j++)
-          uf_union(parent, base->id, out->vals[j]->id);
-    }
-  }
-  return 0;
-}
-
-/* Ordering edges between nodes touching a storage class that one of them
- * writes, in the graph's own (valid) order. */
-static int storage_edges(keyer *k, edges *e) {
-  const gc_graph *g = k->g;
-  gc_arena *ar = k->a;
-  int nv = g->nvalues, rng = nv;
-  int *parent = gc_arena_calloc(ar, (size_t)nv + 1, sizeof *parent);
-  access ac = {0};
-  ac.last_writer = gc_arena_calloc(ar, (size_t)nv + 1, sizeof(int));
-  ac.readers = gc_arena_calloc(ar, (size_t)nv + 1, sizeof(int));
-  int *rd_mark = gc_arena_alloc(ar, ((size_t)nv + 1) * sizeof(int));
-  int *wr_mark = gc_arena_alloc(ar, ((size_t)nv + 1) * sizeof(int));
-  if (!parent || !ac.last_writer || !ac.readers || !rd_mark || !wr_mark)
-    return GC_ENOMEM;
-  for (int i = 0; i <= nv; i++) {
-    parent[i] = i;
-    ac.last_writer[i] = -1;
-    ac.readers[i] = -1;
-    rd_mark[i] = wr_mark[i] = -1;
-  }
-  if (join_storage(k, parent))
-    return GC_ENOMEM;
-  for (int i = 0; i < g->nnodes; i++) {
-    const gc_node *n = &g->nodes[i];
-    const gc_schema *s = n->op->schema;
-    int cap = 1;
-    for (int j = 0; j < n->nargs; j++)
-      cap += n->args[j].arg.kind == GC_ARG_TENSOR ? 1 : n->args[j].arg.n;
-    class_set rd = {.cap = cap, .parent = parent, .mark = rd_mark, .stamp = i};
-    class_set wr = {.cap = cap, .parent = parent, .mark = wr_mark, .stamp = i};
-    rd.cls = gc_arena_calloc(ar, (size_t)cap, sizeof(int));
-    wr.cls = gc_arena_calloc(ar, (size_t)cap, sizeof(int));
-    if (!rd.cls || !wr.cls)
-      return GC_ENOMEM;
-    for (int j = 0; j < n->nargs; j++) {
-      const gc_named_arg *na = &n->args[j];
-      bool w = na->param >= 0 && gc_node_writes(n, na->param);
-      each_tensor(&na->arg, collect_class, w ? &wr : &rd);
-    }
-    for (int c = 0; c < rd.n; c++)
-      if (wr_mark[rd.cls[c]] != i && read_class(ar, &ac, e, rd.cls[c], i))
-        return GC_ENOMEM; /* a class also written counts as written */
-    for (int w = 0; w < wr.n; w++)
-      if (write_class(ar, &ac, e, wr.cls[w], i))
-        return GC_ENOMEM;
-    if (gc_opfacts_is_random(s) &&
-        write_class(ar, &ac, e, uf_find(parent, rng), i))
-      return GC_ENOMEM;
-  }
-  return 0;
-}
-
-/* One use of a node's output, for the up signatures. */
-typedef struct use {
-  int def;       /* producing node */
-  int user;      /* using node; -1 for a graph output */
-  int where;     /* parameter index (node) or output index (graph output) */
-  int item;      /* position inside a list argument */
-  int slot, sub; /* which output of the producer: slot and list item */
-} use;
-
-typedef struct use_list {
-  use *u;
-  int n, cap;
-  int user, where;
-  gc_arena *a;
-  int failed;
-} use_list;
-
-static void add_use(const gc_value *v, int item, void *ctx) {
-  use_list *ul = ctx;
-  if (v->def_node < 0)
-    return;
-  if (ul->n == ul->cap) {
-    int cap = ul->cap ? ul->cap * 2 : 256;
-    use *nu = gc_arena_calloc(ul->a, (size_t)cap, sizeof *nu);
-    if (!nu) {
-      ul->failed = 1;
-      return;
-    }
-    if (ul->n)
-      memcpy(nu, ul->u, (size_t)ul->n * sizeof *nu);
-    ul->u = nu;
-    ul->cap = cap;
-  }
-  ul->u[ul->n++] = (use){.def = v->def_node,
-                         .user = ul->user,
-                         .where = ul->where,
-                         .item = item,
-                         .slot = v->def_slot,
-                         .sub = v->def_item};
-}
-
-static int cmp_digest(const void *a, const void *b) {
-  return memcmp(a, b, GC_DIGEST_LEN);
-}
-
-/* Down signatures in the original (topological) order. */
-static int compute_down(keyer *k) {
-  const gc_graph *g = k->g;
-  k->phase = PHASE_DOWN;
-  for (int i = 0; i < g->nnodes; i++) {
-    h_begin(&k->h);
-    h_node(k, &g->nodes[i]);
-    h_end(&k->h, k->down[i]);
-  }
-  return k->h.failed ? GC_EINTERNAL : 0;
-}
-
-/* Up signatures, users before producers (reverse original order). */
-static int compute_up(keyer *k, uint8_t (*up)[GC_DIGEST_LEN]) {
-  const gc_graph *g = k->g;
-  use_list ul = {.a = k->a};
-  for (int i = 0; i < g->nnodes; i++)
-    for (int j = 0; j < g->nodes[i].nargs; j++) {
-      ul.user = i;
-      ul.where = g->nodes[i].args[j].param;
-      gc_arg_each_value(&g->nodes[i].args[j].arg, add_use, &ul);
-    }
-  for (int o = 0; o < g->noutputs; o++) {
-    ul.user = -1;
-    ul.where = o;
-    gc_arg_each_value(&g->outputs[o], add_use, &ul);
-  }
-  if (ul.failed)
-    return GC_ENOMEM;
-  /* Group uses by producer (counting sort). */
-  int *start = gc_arena_calloc(k->a, (size_t)g->nnodes + 2, sizeof(int));
-  use *sorted = gc_arena_calloc(k->a, (size_t)ul.n + 1, sizeof(use));
-  uint8_t(*contrib)[GC_DIGEST_LEN] =
-      gc_arena_calloc(k->a, (size_t)ul.n + 1, GC_DIGEST_LEN);
-  if (!start || !sorted || !contrib)
-    return GC_ENOMEM;
-  for (int i = 0; i < ul.n; i++)
-    start[ul.u[i].def + 1]++;
-  for (int i = 0; i < g->nnodes; i++)
-    start[i + 1] += start[i];
-  int *fill = gc_arena_calloc(k->a, (size_t)g->nnodes + 1, sizeof(int));
-  if (!fill)
-    return GC_ENOMEM;
-  for (int i = 0; i < ul.n; i++)
-    sorted[start[ul.u[i].def] + fill[ul.u[i].def]++] = ul.u[i];
-  for (int i = g->nnodes - 1; i >= 0; i--) {
-    int b = start[i], e = start[i + 1];
-    for (int j = b; j < e; j++) {
-      const use *u = &sorted[j];
-      h_begin(&k->h);
-      if (u->user >= 0) {
-        h_u8(&k->h, 'U');
-        h_bytes(&k->h, up[u->user], GC_DIGEST_LEN);
-      } else {
-        h_u8(&k->h, 'O');
-      }
-      h_i64(&k->h, u->where);
-      h_i64(&k->h, u->item);
-      h_i64(&k->h, u->slot);
-      h_i64(&k->h, u->sub);
-      h_end(&k->h, contrib[j]);
-    }
-    qsort(contrib + b, (size_t)(e - b), GC_DIGEST_LEN, cmp_digest);
-    h_begin(&k->h);
-    h_bytes(&k->h, k->down[i], GC_DIGEST_LEN);
-    h_i64(&k->h, e - b);
-    h_bytes(&k->h, contrib + b, (size_t)(e - b) * GC_DIGEST_LEN);
-    h_end(&k->h, up[i]);
-  }
-  return k->h.failed ? GC_EINTERNAL : 0;
-}
-
-/* A binary min-heap of node indices ordered by (up signature, index). */
-typedef struct heap {
-  int *items;
-  int n;
-  uint8_t (*sig)[GC_DIGEST_LEN];
-} heap;
-
-static bool heap_less(const heap *hp, int a, int b) {
-  int c = memcmp(hp->sig[a], hp->sig[b], GC_DIGEST_LEN);
-  return c < 0 || (c == 0 && a < b);
-}
-
-static void heap_push(heap *hp, int x) {
-  int i = hp->n++;
-  hp->items[i] = x;
-  while (i > 0) {
-    int p = (i - 1) / 2;
-    if (!heap_less(hp, hp->items[i], hp->items[p]))
-      break;
-    int t = hp->items[p];
-    hp->items[p] = hp->items[i];
-    hp->items[i] = t;
-    i = p;
-  }
-}
-
-static int heap_pop(heap *hp) {
-  int top = hp->items[0];
-  hp->items[0] = hp->items[--hp->n];
-  int i = 0;
-  for (;;) {
-    int l = 2 * i + 1, r = l + 1, m = i;
-    if (l < hp->n && heap_less(hp, hp->items[l], hp->items[m]))
-      m = l;
-    if (r < hp->n && heap_less(hp, hp->items[r], hp->items[m]))
-      m = r;
-    if (m == i)
-      break;
-    int t = hp->items[m];
-    hp->items[m] = hp->items[i];
-    hp->items[i] = t;
-    i = m;
-  }
-  return top;
-}
-
-typedef struct def_edge_ctx {
-  gc_arena *a;
-  edges *e;
-  int node;
-  int failed;
-} def_edge_ctx;
-
-static void add_def_edge(const gc_value *v, int item, void *ctx) {
-  (void)item;
-  def_edge_ctx *c = ctx;
-  if (v->def_node >= 0 && edge_add(c->a, c->e, v->def_node, c->node))
-    c->failed = 1;
-}
-
-static int order_nodes(keyer *k, int *order) {
-  const gc_graph *g = k->g;
-  int n = g->nnodes;
-  uint8_t(*up)[GC_DIGEST_LEN] =
-      gc_arena_calloc(k->a, (size_t)n + 1, GC_DIGEST_LEN);
-  if (!up)
-    return GC_ENOMEM;
-  int rc = compute_down(k);
-  if (!rc)
-    rc = compute_up(k, up);
-  if (rc)
-    return rc;
-  edges e = {0};
-  def_edge_ctx dc = {.a = k->a, .e = &e};
-  for (int i = 0; i < n; i++) {
-    dc.node = i;
-    for (int j = 0; j < g->nodes[i].nargs; j++)
-      gc_arg_each_value(&g->nodes[i].args[j].arg, add_def_edge, &dc);
-  }
-  if (dc.failed || storage_edges(k, &e))
-    return GC_ENOMEM;
-  int *indeg = gc_arena_calloc(k->a, (size_t)n + 1, sizeof(int));
-  int *sstart = gc_arena_calloc(k->a, (size_t)n + 2, sizeof(int));
-  int *succ = gc_arena_calloc(k->a, (size_t)e.n + 1, sizeof(int));
-  int *fill = gc_arena_calloc(k->a, (size_t)n + 1, sizeof(int));
-  heap hp = {.sig = up};
-  hp.items = gc_arena_calloc(k->a, (size_t)n + 1, sizeof(int));
-  if (!indeg || !sstart || !succ || !fill || !hp.items)
-    return GC_ENOMEM;
-  for (int i = 0; i < e.n; i++) {
-    indeg[e.to[i]]++;
-    sstart[e.from[i] + 1]++;
-  }
-  for (int i = 0; i < n; i++)
-    sstart[i + 1] += sstart[i];
-  for (int i = 0; i < e.n; i++)
-    succ[sstart[e.from[i]] + fill[e.from[i]]++] = e.to[i];
-  for (int i = 0; i < n; i++)
-    if (indeg[i] == 0)
-      heap_push(&hp, i);
-  int placed = 0;
-  while (hp.n > 0) {
-    int u = heap_pop(&hp);
-    order[placed++] = u;
-    for (int j = sstart[u]; j < sstart[u + 1]; j++)
-      if (--indeg[succ[j]] == 0)
-        heap_push(&hp, succ[j]);
-  }
-  return placed == n ? 0 : GC_EINTERNAL; /* validated graphs are acyclic */
 }
 
 /* ---- the components ---- */
@@ -976,7 +377,7 @@ static int canonical_order(keyer *k, int *order,
                            uint8_t inputs[GC_DIGEST_LEN]) {
   hash_inputs(k, inputs);
   k->freeze_syms = true;
-  int rc = order_nodes(k, order);
+  int rc = gc__key_order_nodes(k, order);
   k->freeze_syms = false;
   return rc;
 }
@@ -996,34 +397,34 @@ int gc_canonical_order(const gc_graph *g, int *order, gc_error *err) {
 static void hash_inputs(keyer *k, uint8_t out[GC_DIGEST_LEN]) {
   const gc_graph *g = k->g;
   hasher *h = &k->h;
-  h_begin(h);
-  h_str(h, "inputs-v1");
-  h_i64(h, g->ninputs);
+  hash_begin(h);
+  hash_str(h, "inputs-v1");
+  hash_i64(h, g->ninputs);
   for (int i = 0; i < g->ninputs; i++) {
     const gc_input *in = &g->inputs[i];
-    h_i64(h, in->kind);
+    hash_i64(h, in->kind);
     const gc_arg *a = &in->arg;
     if (a->kind == GC_ARG_TENSOR) {
-      h_u8(h, 'T');
-      h_meta(k, &a->v->meta);
+      hash_u8(h, 'T');
+      hash_meta(k, &a->v->meta);
     } else if ((a->kind == GC_ARG_SYM_INT || a->kind == GC_ARG_SYM_FLOAT ||
                 a->kind == GC_ARG_SYM_BOOL) &&
                a->sym.v) {
-      h_u8(h, 's');
-      h_symvalue(k, a->sym.v);
+      hash_u8(h, 's');
+      hash_symvalue(k, a->sym.v);
     } else {
-      h_arg(k, NULL, a);
+      hash_arg(k, NULL, a);
     }
   }
   /* Storage sharing: each input names the first input of its group. */
-  int *first = group_firsts(k);
+  int *first = gc__key_group_firsts(k);
   if (!first)
     h->failed = 1;
   for (int i = 0; i < g->ninputs && first; i++) {
     int grp = g->inputs[i].storage_group;
-    h_i64(h, grp >= 0 && grp < g->ngroups ? first[grp] : -1);
+    hash_i64(h, grp >= 0 && grp < g->ngroups ? first[grp] : -1);
   }
-  h_end(h, out);
+  hash_end(h, out);
 }
 
 /* Does any value of g have a symbolic size, stride, offset or value? */
@@ -1134,7 +535,7 @@ static void hash_operators(keyer *k) {
       used[n++] = op;
   }
   qsort(used, (size_t)n, sizeof *used, cmp_op_name);
-  h_i64(h, n);
+  hash_i64(h, n);
   for (int i = 0; i < n; i++) {
     size_t len = gc_schema_format(used[i]->schema, NULL, 0);
     char *text = gc_arena_alloc(k->a, len + 1);
@@ -1143,8 +544,8 @@ static void hash_operators(keyer *k) {
       return;
     }
     gc_schema_format(used[i]->schema, text, len + 1);
-    h_str(h, used[i]->name);
-    h_str(h, text);
+    hash_str(h, used[i]->name);
+    hash_str(h, text);
   }
 }
 
@@ -1154,32 +555,32 @@ static void hash_graph(keyer *k, const int *order, uint8_t out[GC_DIGEST_LEN]) {
   for (int i = 0; i < g->nnodes; i++)
     k->pos[order[i]] = i;
   k->phase = PHASE_STREAM;
-  h_begin(h);
-  h_str(h, "graph-v1");
-  h_i64(h, g->ninputs);
+  hash_begin(h);
+  hash_str(h, "graph-v1");
+  hash_i64(h, g->ninputs);
   hash_operators(k);
-  h_i64(h, g->nnodes);
+  hash_i64(h, g->nnodes);
   for (int i = 0; i < g->nnodes; i++)
-    h_node(k, &g->nodes[order[i]]);
-  h_i64(h, g->noutputs);
+    gc__key_hash_node(k, &g->nodes[order[i]]);
+  hash_i64(h, g->noutputs);
   for (int o = 0; o < g->noutputs; o++)
-    h_arg(k, NULL, &g->outputs[o]);
-  h_end(h, out);
+    hash_arg(k, NULL, &g->outputs[o]);
+  hash_end(h, out);
 }
 
 static void hash_options(keyer *k, const gc_options *o,
                          uint8_t out[GC_DIGEST_LEN]) {
   hasher *h = &k->h;
-  h_begin(h);
-  h_str(h, "options-v1");
-  h_i64(h, o->opt_level);
-  h_u8(h, o->keep_input_mutations);
-  h_u8(h, o->training);
+  hash_begin(h);
+  hash_str(h, "options-v1");
+  hash_i64(h, o->opt_level);
+  hash_u8(h, o->keep_input_mutations);
+  hash_u8(h, o->training);
   if (o->separate_temporaries) /* absent when false: older keys stay valid */
-    h_str(h, "separate-temporaries");
+    hash_str(h, "separate-temporaries");
   if (o->eager_random)
-    h_str(h, "eager-random");
-  h_end(h, out);
+    hash_str(h, "eager-random");
+  hash_end(h, out);
 }
 
 static int cmp_str(const void *a, const void *b) {
@@ -1187,7 +588,7 @@ static int cmp_str(const void *a, const void *b) {
 }
 
 /* The ISA feature list as a sorted, de-duplicated set. */
-static void h_isa(keyer *k, const char *isa) {
+static void hash_isa(keyer *k, const char *isa) {
   hasher *h = &k->h;
   char *copy = gc_arena_strdup(k->a, isa ? isa : "");
   if (!copy) {
@@ -1213,31 +614,31 @@ static void h_isa(keyer *k, const char *isa) {
   for (size_t i = 0; i < n; i++)
     if (i == 0 || strcmp(feat[i], feat[i - 1]) != 0)
       uniq++;
-  h_i64(h, (int64_t)uniq);
+  hash_i64(h, (int64_t)uniq);
   for (size_t i = 0; i < n; i++)
     if (i == 0 || strcmp(feat[i], feat[i - 1]) != 0)
-      h_str(h, feat[i]);
+      hash_str(h, feat[i]);
 }
 
 static void hash_target(keyer *k, const gc_target *t,
                         uint8_t out[GC_DIGEST_LEN]) {
   hasher *h = &k->h;
-  h_begin(h);
-  h_str(h, "target-v1");
-  h_str(h, t->arch);
-  h_isa(k, t->isa);
-  h_str(h, t->toolchain);
-  h_str(h, t->cflags);
-  h_str(h, t->torch_version ? t->torch_version : k->g->torch_version);
-  h_end(h, out);
+  hash_begin(h);
+  hash_str(h, "target-v1");
+  hash_str(h, t->arch);
+  hash_isa(k, t->isa);
+  hash_str(h, t->toolchain);
+  hash_str(h, t->cflags);
+  hash_str(h, t->torch_version ? t->torch_version : k->g->torch_version);
+  hash_end(h, out);
 }
 
 static void hash_text(keyer *k, const char *tag, const char *text,
                       uint8_t out[GC_DIGEST_LEN]) {
-  h_begin(&k->h);
-  h_str(&k->h, tag);
-  h_str(&k->h, text);
-  h_end(&k->h, out);
+  hash_begin(&k->h);
+  hash_str(&k->h, tag);
+  hash_str(&k->h, text);
+  hash_end(&k->h, out);
 }
 
 int gc_key_compute(const gc_graph *g, const gc_options *o, const gc_target *t,
@@ -1258,11 +659,11 @@ int gc_key_compute(const gc_graph *g, const gc_options *o, const gc_target *t,
     char major[16];
     snprintf(major, sizeof major, "%d", g->schema_major);
     hash_text(&k, "schema", major, out->part[GC_KEY_SCHEMA]);
-    h_begin(&k.h);
-    h_str(&k.h, "compiled-key-v1");
+    hash_begin(&k.h);
+    hash_str(&k.h, "compiled-key-v1");
     for (int c = 0; c < GC_KEY_NCOMPONENTS; c++)
-      h_bytes(&k.h, out->part[c], GC_DIGEST_LEN);
-    h_end(&k.h, out->key);
+      hash_bytes(&k.h, out->part[c], GC_DIGEST_LEN);
+    hash_end(&k.h, out->key);
     if (k.h.failed)
       rc = GC_EINTERNAL;
   }

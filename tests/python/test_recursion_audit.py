@@ -39,22 +39,22 @@ BOUNDED = {
         "tree height <= GC_SYMEXPR_MAX_DEPTH, checked while parsing",
     frozenset({"symexpr.c:fmt_at", "symexpr.c:fmt_node"}):
         "gc_symexpr_format of a parsed tree: height <= GC_SYMEXPR_MAX_DEPTH, checked while parsing",
-    frozenset({"key.c:h_symexpr"}):
+    frozenset({"key.c:hash_symexpr"}):
         "tree height <= max_nesting <= GC_SYMEXPR_MAX_DEPTH, checked while parsing",
-    frozenset({"key.c:h_arg"}):
-        "one level: a literal SymInt for int[N] re-enters once as an int",
+    frozenset({"gc_arg_print"}):
+        "one level: a list argument prints its items as single arguments",
     frozenset({"schema.c:parse_type", "schema.c:parse_base", "schema.c:parse_members",
                "schema.c:parse_composite"}):
         "type depth <= GC_SCHEMA_MAX_DEPTH, checked before descending",
-    frozenset({"schema.c:put_type", "schema.c:put_members"}):
+    frozenset({"schema_print.c:put_type", "schema_print.c:put_members"}):
         "parsed type depth <= GC_SCHEMA_MAX_DEPTH",
     frozenset({"schema.c:collect_sets"}): "parsed type depth <= GC_SCHEMA_MAX_DEPTH",
     frozenset({"schema.c:type_writes"}): "parsed type depth <= GC_SCHEMA_MAX_DEPTH",
     frozenset({"validate.c:accepts"}): "parsed type depth <= GC_SCHEMA_MAX_DEPTH",
     frozenset({"validate.c:returns_ok"}): "parsed type depth <= GC_SCHEMA_MAX_DEPTH",
-    frozenset({"functionalize.c:same_type"}): "parsed type depth <= GC_SCHEMA_MAX_DEPTH",
-    frozenset({"functionalize.c:read_obj", "functionalize.c:read_obj_at",
-               "functionalize.c:replay", "functionalize.c:map_arg"}):
+    frozenset({"fz_same_type"}): "parsed type depth <= GC_SCHEMA_MAX_DEPTH",
+    frozenset({"fz_read_obj", "functionalize_views.c:read_obj_at",
+               "functionalize_views.c:replay", "fz_map_arg"}):
         "read_obj nesting <= MAX_READ_NESTING (64); deeper keeps the eager form",
     frozenset({"wire.c:check_message"}):
         "message nesting <= GC_WIRE_MAX_DEPTH; the schemas are not recursive",
@@ -62,7 +62,7 @@ BOUNDED = {
 
 
 def short(title):
-    """"/path/compiler/key.c:h_arg" -> "key.c:h_arg" (a static function);
+    """"/path/compiler/key.c:hash_arg" -> "key.c:hash_arg" (a static function);
     external functions are titled by their bare name."""
     path, sep, func = title.rpartition(":")
     return os.path.basename(path) + sep + func if sep else title
