@@ -66,8 +66,8 @@ import torch.utils._pytree as pytree
 from . import CaptureError, UnsupportedCapture
 from . import codecache
 from . import client as client_module
-from . import native as _native
 from . import runtime
+from . import target as _target
 from . import training as _training
 from .errors import (ArtifactError, ArtifactWarning, CompileError, CompileFallbackWarning,
                      DaemonError,
@@ -696,7 +696,7 @@ class CompiledFunction:
         options = compiled_pb2.CompileOptions(
             opt_level=self._opt_level, return_input_mutations=not self._keep_input_mutations,
             mode=compiled_pb2.MODE_INFERENCE, eager_random=self._eager_random)
-        key, artifact = self._client.compile(data, options, target=_native.target_message(),
+        key, artifact = self._client.compile(data, options, target=_target.target_message(),
                                              label=_capture._describe(self._fn),
                                              entry_label=self._entry_label())
         self.compiles += 1
@@ -764,7 +764,7 @@ class CompiledFunction:
             eager_random=self._eager_random)
         try:
             key, data = self._client.compile(captured.graph_bytes, options,
-                                             target=_native.target_message(),
+                                             target=_target.target_message(),
                                              label=_capture._describe(self._fn),
                                              entry_label=self._entry_label())
         except CompileError:
@@ -810,7 +810,7 @@ class CompiledFunction:
             mode=compiled_pb2.MODE_INFERENCE, separate_temporaries=True,
             eager_random=self._eager_random)
         key, data = self._client.compile(captured.graph_bytes, options,
-                                         target=_native.target_message(),
+                                         target=_target.target_message(),
                                          label=f"{_capture._describe(self._fn)} ({role})",
                                          entry_label=self._entry_label(role))
         self.compiles += 1

@@ -35,7 +35,7 @@ the epilogue, generating only the body differently:
 
 Environment: ``COMPILED_NATIVE=0`` runs ATen programs only;
 ``COMPILED_TARGET=x86-64-v3`` (or another -march level) caps the ISA
-features reported as the compile target;
+features reported as the compile target (:mod:`compiled.target`);
 ``COMPILED_ARENA_REUSE=0`` frees every arena at the end of its call,
 ``=all`` keeps every arena between calls. ``COMPILED_PROFILE=1`` (read
 when a program is loaded) wraps each segment call in a
@@ -50,7 +50,6 @@ import ast
 import ctypes
 import logging
 import os
-import platform
 import re
 import tempfile
 import threading
@@ -59,10 +58,12 @@ from typing import Any, Dict, List, Optional
 
 import torch
 
+from . import formats
+from .target import MARCH_FEATURES, cpu_flags
 from .errors import ArtifactError, GuardFailure
 from .v1 import artifact_pb2
 
-__all__ = ["NativeUnavailable", "available", "build", "cpu_features", "source_of"]
+__all__ = ["NativeUnavailable", "available", "build", "source_of"]
 
 _log = logging.getLogger("compiled")
 
@@ -85,116 +86,10 @@ class _P:
 ABI_VERSION = 1
 ABI_SYMBOLIC = 2
 
-# CPU features each -march level needs (compiler/target.c).
-_LEVELS = {
-    "x86-64": set(),
-    "x86-64-v2": {"sse4.2"},
-    "x86-64-v3": {"sse4.2", "avx", "avx2", "fma", "bmi2"},
-    "x86-64-v4": {"sse4.2", "avx", "avx2", "fma", "bmi2", "avx512f", "avx512bw",
-                  "avx512vl", "avx512dq"},
-}
-
-# /proc/cpuinfo flag -> the feature name the daemon uses.
-_CPUINFO_NAMES = {"sse4_2": "sse4.2", "avx": "avx", "avx2": "avx2", "fma": "fma",
-                  "bmi2": "bmi2", "avx512f": "avx512f", "avx512bw": "avx512bw",
-                  "avx512vl": "avx512vl", "avx512dq": "avx512dq"}
-
-
 class NativeUnavailable(Exception):
     """This process cannot run an artifact's native code (missing runtime
     library, CPU without the features it was built for, disabled); the
     caller runs the ATen program instead."""
-
-
-_cpu: Optional[List[str]] = None
-
-
-def _cpu_flags() -> List[str]:
-    """This CPU's ISA features, named as the daemon names them."""
-    global _cpu
-    if _cpu is None:
-        flags = set()
-        try:
-            with open("/proc/cpuinfo") as f:
-                for line in f:
-                    if line.startswith("flags"):
-                        flags = set(line.split(":", 1)[1].split())
-                        break
-        except OSError:
-            pass
-        _cpu = [name for flag, name in _CPUINFO_NAMES.items() if flag in flags]
-    return _cpu
-
-
-def target_level() -> Optional[str]:
-    """``COMPILED_TARGET``: the highest -march level to build for, or None
-    (this CPU's best). A cluster whose nodes differ sets the level every
-    node has, so that one artifact per graph serves them all (the level is
-    part of the key). Only features this CPU has are ever reported, so a
-    level above this CPU's changes nothing."""
-    level = os.environ.get("COMPILED_TARGET", "").strip()
-    if not level:
-        return None
-    if level not in _LEVELS:
-        raise ValueError(f"COMPILED_TARGET={level!r} is not a target level; use one of "
-                         f"{', '.join(_LEVELS)} (or leave it unset for this CPU's best)")
-    return level
-
-
-def cpu_features() -> List[str]:
-    """The ISA features this process reports as its compile target: this
-    CPU's, capped at ``COMPILED_TARGET`` when that is set."""
-    level = target_level()
-    if level is None:
-        return _cpu_flags()
-    return [f for f in _cpu_flags() if f in _LEVELS[level]]
-
-
-_loaded_libs: Dict[str, bool] = {}
-
-
-def _already_loaded(soname: str, symbol: Optional[str] = None) -> bool:
-    """Whether this process has already loaded `soname` (and it exports
-    `symbol`), without loading it; remembered per process."""
-    key = f"{soname}:{symbol}"
-    if key not in _loaded_libs:
-        try:
-            lib = ctypes.CDLL(soname, mode=os.RTLD_NOLOAD | os.RTLD_LAZY)
-            _loaded_libs[key] = symbol is None or hasattr(lib, symbol)
-        except OSError:
-            _loaded_libs[key] = False
-    return _loaded_libs[key]
-
-
-def has_blas() -> bool:
-    """Whether this process has the system BLAS (libblas.so.3) loaded, as
-    Debian's torch has: generated code may then call it (a batched matrix
-    product's items in parallel, docs/codegen.md). Reported in the target
-    as the feature "blas"; a torch with its own BLAS (MKL) does not load
-    it, and its programs make those products ATen calls."""
-    return _already_loaded("libblas.so.3")
-
-
-def has_dnnl() -> bool:
-    """Whether this process has oneDNN 2 (libdnnl.so.2) loaded with its
-    sgemm, as Debian's torch has (its convolutions): generated code may
-    then make float32 matrix products through it on AVX-512 targets
-    (docs/codegen.md, "Matrix products through oneDNN"). Reported in the
-    target as the feature "dnnl"; a torch with oneDNN linked in statically
-    (PyPI's) does not export it, and its products stay ATen calls, as
-    with ``COMPILED_DNNL=0`` (eager's BLAS, and eager's bits)."""
-    if os.environ.get("COMPILED_DNNL", "1").lower() in ("0", "false", "no"):
-        return False
-    return _already_loaded("libdnnl.so.2", "dnnl_sgemm")
-
-
-def target_message():
-    """The compile target of this process (arch, ISA features, "blas" when
-    has_blas() and "dnnl" when has_dnnl())."""
-    from .v1 import compiled_pb2
-    isa = (cpu_features() + (["blas"] if has_blas() else []) +
-           (["dnnl"] if has_dnnl() else []))
-    return compiled_pb2.Target(arch=platform.machine(), isa=isa)
 
 
 def available() -> bool:
@@ -221,11 +116,11 @@ def _check_runtime(code) -> None:
             raise NativeUnavailable(f"the native code needs {lib}, which cannot be "
                                     f"loaded here ({_lib_checked[lib]}); on Debian, "
                                     "install libsleef3, libgomp1, libblas3 and libdnnl2")
-    want = _LEVELS.get(code.target)
+    want = MARCH_FEATURES.get(code.target)
     if code.target and want is None:
         raise NativeUnavailable(f"the native code was built for an unknown target "
                                 f"{code.target!r}")
-    missing = (want or set()) - set(_cpu_flags())
+    missing = (want or set()) - set(cpu_flags())
     if missing:
         raise NativeUnavailable(f"the native code was built for {code.target}, and this "
                                 f"CPU lacks {', '.join(sorted(missing))}")
@@ -791,8 +686,7 @@ class _NativeBody:
         if v.WhichOneof("kind") != "tensor":
             raise ArtifactError(f"native value {index} is not a tensor")
         t = v.tensor
-        from .runtime import _DTYPES
-        dtype = _DTYPES.get(t.dtype)
+        dtype = formats.DTYPE_OF.get(t.dtype)
         if dtype is None:
             raise ArtifactError(f"native value {index}: unknown dtype {t.dtype}")
         if any(x.WhichOneof("kind") == "as_expr" for x in list(t.sizes) + list(t.strides)):
