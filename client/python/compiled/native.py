@@ -67,18 +67,16 @@ __all__ = ["NativeUnavailable", "available", "build", "source_of"]
 
 _log = logging.getLogger("compiled")
 
-_A = artifact_pb2
 
-
-class _P:
+class _Placement:
     """The placement kinds as plain ints (an enum wrapper's attribute
     lookup costs a microsecond, thousands of times per load)."""
-    PLACEMENT_INPUT = _A.PlacementKind.PLACEMENT_INPUT
-    PLACEMENT_ARENA = _A.PlacementKind.PLACEMENT_ARENA
-    PLACEMENT_VIEW = _A.PlacementKind.PLACEMENT_VIEW
-    PLACEMENT_OUTPUT = _A.PlacementKind.PLACEMENT_OUTPUT
-    PLACEMENT_RESULT = _A.PlacementKind.PLACEMENT_RESULT
-    PLACEMENT_TEMP = _A.PlacementKind.PLACEMENT_TEMP
+    PLACEMENT_INPUT = artifact_pb2.PlacementKind.PLACEMENT_INPUT
+    PLACEMENT_ARENA = artifact_pb2.PlacementKind.PLACEMENT_ARENA
+    PLACEMENT_VIEW = artifact_pb2.PlacementKind.PLACEMENT_VIEW
+    PLACEMENT_OUTPUT = artifact_pb2.PlacementKind.PLACEMENT_OUTPUT
+    PLACEMENT_RESULT = artifact_pb2.PlacementKind.PLACEMENT_RESULT
+    PLACEMENT_TEMP = artifact_pb2.PlacementKind.PLACEMENT_TEMP
 
 
 # The ABI the generated code speaks (compiler/codegen/cgen.h): 1, or 2 for
@@ -746,29 +744,29 @@ class _NativeBody:
             raise ArtifactError(f"{where}: native value {index} out of range")
         pl = self.places[index]
         kind = pl.kind
-        if kind == _P.PLACEMENT_INPUT:
+        if kind == _Placement.PLACEMENT_INPUT:
             if not 0 <= pl.index < len(self.gen.input_expr):
                 raise ArtifactError(f"{where}: input {pl.index} out of range")
             if pl.index in self.dropped:
                 raise ArtifactError(f"{where}: reads input {pl.index} after its "
                                     "input_free_at")
             e = self.gen.input_expr[pl.index]
-        elif kind == _P.PLACEMENT_ARENA:
+        elif kind == _Placement.PLACEMENT_ARENA:
             e = self.arena_value(index)
-        elif kind == _P.PLACEMENT_VIEW:
+        elif kind == _Placement.PLACEMENT_VIEW:
             base = pl.index
             if not 0 <= base < len(self.values):
                 raise ArtifactError(f"{where}: view of value {base} out of range")
-            if self.places[base].kind == _P.PLACEMENT_ARENA:
+            if self.places[base].kind == _Placement.PLACEMENT_ARENA:
                 e = self.arena_value(index, base, self.offset_of(pl, where))
             else:
                 _, size, stride = self.meta(index)
                 offset = self.offset_of(pl, where)
                 # a view of a view: one as_strided of the first base (each
                 # level would make a tensor object at every use)
-                while self.places[base].kind == _P.PLACEMENT_VIEW and \
+                while self.places[base].kind == _Placement.PLACEMENT_VIEW and \
                         0 <= self.places[base].index < len(self.values) and \
-                        self.places[self.places[base].index].kind != _P.PLACEMENT_ARENA:
+                        self.places[self.places[base].index].kind != _Placement.PLACEMENT_ARENA:
                     more = self.offset_of(self.places[base], where)
                     offset = _Src(f"{offset} + {more}") if \
                         isinstance(offset, _Src) or isinstance(more, _Src) else offset + more
@@ -780,8 +778,8 @@ class _NativeBody:
                 self.gen.globals["_as_strided"] = torch.as_strided
                 e = f"_as_strided({b}, {size!r}, {stride!r}, {b}.storage_offset() + {offset})"
                 return e  # made at each use (cheap; never cached across frees)
-        elif kind == _P.PLACEMENT_OUTPUT or kind == _P.PLACEMENT_RESULT or \
-                kind == _P.PLACEMENT_TEMP:
+        elif kind == _Placement.PLACEMENT_OUTPUT or kind == _Placement.PLACEMENT_RESULT or \
+                kind == _Placement.PLACEMENT_TEMP:
             raise ArtifactError(f"{where}: native value {index} is read before it exists "
                                 "(or after it was freed)")
         else:
@@ -817,9 +815,9 @@ class _NativeBody:
             return {}
         kept = gen.inputs_kept()
         for v in np_.outputs:  # outputs that are inputs or views of them
-            while 0 <= v < len(self.places) and self.places[v].kind == _P.PLACEMENT_VIEW:
+            while 0 <= v < len(self.places) and self.places[v].kind == _Placement.PLACEMENT_VIEW:
                 v = self.places[v].index
-            if 0 <= v < len(self.places) and self.places[v].kind == _P.PLACEMENT_INPUT:
+            if 0 <= v < len(self.places) and self.places[v].kind == _Placement.PLACEMENT_INPUT:
                 kept.add(self.places[v].index)
         drops: Dict[int, List[int]] = {}
         for i, at in enumerate(free_at):
@@ -839,7 +837,7 @@ class _NativeBody:
         names = [self.gen.input_expr[i] for i in inputs]
         self.dropped.update(inputs)
         for v, pl in enumerate(self.places):
-            if pl.kind == _P.PLACEMENT_INPUT and pl.index in self.dropped:
+            if pl.kind == _Placement.PLACEMENT_INPUT and pl.index in self.dropped:
                 self.expr.pop(v, None)
         pairs = [f"({i}, {n})" for i, n in zip(inputs, names)]
         self.lines.append("    if _give is not None:")
@@ -906,13 +904,13 @@ class _NativeBody:
         # inputs and outputs fill their slots first
         ready = set()
         for i, v in enumerate(np_.inputs):
-            if self.places[v].kind == _P.PLACEMENT_INPUT:
+            if self.places[v].kind == _Placement.PLACEMENT_INPUT:
                 ready.add(v)
         # outputs an alloc instruction names are made there, the others now
         later = {v for ins in np_.instructions if ins.WhichOneof("kind") == "alloc"
                  for v in ins.alloc.items}
         for v in range(len(self.places)):
-            if self.places[v].kind == _P.PLACEMENT_OUTPUT and v not in later:
+            if self.places[v].kind == _Placement.PLACEMENT_OUTPUT and v not in later:
                 ready.add(self.new_output(v))
         self.fill_slots(ready)
         drops = self.input_drops()
@@ -934,10 +932,11 @@ class _NativeBody:
                 made = set()
                 for v in ins.alloc.items:
                     if not 0 <= v < len(self.places) or v in self.expr or \
-                            self.places[v].kind not in (_P.PLACEMENT_OUTPUT, _P.PLACEMENT_TEMP):
+                            self.places[v].kind not in (_Placement.PLACEMENT_OUTPUT,
+                                                        _Placement.PLACEMENT_TEMP):
                         raise ArtifactError(f"native instruction {n}: alloc of value {v}, "
                                             "not an output or temporary not yet made")
-                    made.add(self.new_output(v) if self.places[v].kind == _P.PLACEMENT_OUTPUT
+                    made.add(self.new_output(v) if self.places[v].kind == _Placement.PLACEMENT_OUTPUT
                              else self.new_temp(v))
                 self.fill_slots(made)
             elif kind == "free":
@@ -953,7 +952,7 @@ class _NativeBody:
         # counter must still move (autograd and tests check it): an in-place
         # op on an empty view shares the counter and touches no data.
         for i, info in enumerate(g.program.input_info):
-            if info.mutation_type == _A.MUTATION_TYPE_MUTATED_IN_GRAPH and \
+            if info.mutation_type == artifact_pb2.MUTATION_TYPE_MUTATED_IN_GRAPH and \
                     i < len(g.input_expr):
                 g.globals["_bump"] = _bump_version
                 self.lines.append(f"    _bump({g.input_expr[i]})")
@@ -1013,7 +1012,7 @@ class _NativeBody:
                 self.lines.append(f"_s{i} = int({a})")
             names.append(f"{y.name!r}: _s{i}")
         syms = "{" + ", ".join(names) + "}"
-        kinds = _A.GuardKind
+        kinds = artifact_pb2.GuardKind
         for k, gd in enumerate(np_.guards):
             cond = sym_python(gd.expr, self.nsyms, f"guard {k}")
             kind = kinds.Name(gd.kind).replace("GUARD_KIND_", "") \
@@ -1026,7 +1025,7 @@ class _NativeBody:
         g.globals["_check_input"] = _check_input
         for i, v in enumerate(np_.inputs):
             if i >= len(g.input_expr) or i in g.bound or \
-                    self.places[v].kind != _P.PLACEMENT_INPUT:
+                    self.places[v].kind != _Placement.PLACEMENT_INPUT:
                 continue
             _, size, stride = self.meta(v)
             if isinstance(size, _Src) or isinstance(stride, _Src):
@@ -1102,7 +1101,7 @@ class _NativeBody:
                         names.append(f"v{item}")
                         made.add(item)
                 targets.append("[" + ", ".join(names) + "]")
-            elif pl.kind == _P.PLACEMENT_RESULT:
+            elif pl.kind == _Placement.PLACEMENT_RESULT:
                 self.expr[o] = f"v{o}"
                 targets.append(f"v{o}")
                 made.add(o)

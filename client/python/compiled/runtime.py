@@ -63,14 +63,14 @@ _log = logging.getLogger("compiled.runtime")
 # add fields, so any minor is accepted).
 SUPPORTED_MAJOR = 0
 
-_A = artifact_pb2
-_MUTATED_OUT = _A.MUTATION_TYPE_MUTATED_OUT_GRAPH
-_KNOWN_MUTATION_TYPES = (_A.MUTATION_TYPE_NOT_MUTATED, _A.MUTATION_TYPE_MUTATED_IN_GRAPH,
-                         _A.MUTATION_TYPE_MUTATED_OUT_GRAPH)
-_AS_IS = (_A.OUTPUT_TYPE_NON_ALIAS, _A.OUTPUT_TYPE_UNSAFE_VIEW_ALIAS,
-          _A.OUTPUT_TYPE_CUSTOM_FUNCTION_VIEW)
-_OF_INTERMEDIATE = (_A.OUTPUT_TYPE_ALIAS_OF_INTERMEDIATE,
-                    _A.OUTPUT_TYPE_ALIAS_OF_INTERMEDIATE_SAVE_AS_OUTPUT)
+_MUTATED_OUT = artifact_pb2.MUTATION_TYPE_MUTATED_OUT_GRAPH
+_KNOWN_MUTATION_TYPES = (artifact_pb2.MUTATION_TYPE_NOT_MUTATED,
+                         artifact_pb2.MUTATION_TYPE_MUTATED_IN_GRAPH,
+                         artifact_pb2.MUTATION_TYPE_MUTATED_OUT_GRAPH)
+_AS_IS = (artifact_pb2.OUTPUT_TYPE_NON_ALIAS, artifact_pb2.OUTPUT_TYPE_UNSAFE_VIEW_ALIAS,
+          artifact_pb2.OUTPUT_TYPE_CUSTOM_FUNCTION_VIEW)
+_OF_INTERMEDIATE = (artifact_pb2.OUTPUT_TYPE_ALIAS_OF_INTERMEDIATE,
+                    artifact_pb2.OUTPUT_TYPE_ALIAS_OF_INTERMEDIATE_SAVE_AS_OUTPUT)
 
 
 # ---------------------------------------------------------------------------
@@ -674,11 +674,12 @@ class _Codegen:
         mutates, and bases of outputs that are inputs or their views."""
         kept = set()
         for i, info in enumerate(self.program.input_info):
-            if info.mutation_type != _A.MUTATION_TYPE_NOT_MUTATED or info.mutates_data \
+            if info.mutation_type != artifact_pb2.MUTATION_TYPE_NOT_MUTATED or info.mutates_data \
                     or info.mutates_metadata:
                 kept.add(i)
         for info in self.program.output_info:
-            if info.output_type in (_A.OUTPUT_TYPE_IS_INPUT, _A.OUTPUT_TYPE_ALIAS_OF_INPUT):
+            if info.output_type in (artifact_pb2.OUTPUT_TYPE_IS_INPUT,
+                                    artifact_pb2.OUTPUT_TYPE_ALIAS_OF_INPUT):
                 kept.add(info.base_index)
         return kept
 
@@ -866,7 +867,7 @@ class _Codegen:
                 info = infos[j]
                 where = f"user output {j}"
                 t = info.output_type
-                if t == _A.OUTPUT_TYPE_ALIAS_OF_INTERMEDIATE_BASE_IS_USER_OUTPUT:
+                if t == artifact_pb2.OUTPUT_TYPE_ALIAS_OF_INTERMEDIATE_BASE_IS_USER_OUTPUT:
                     b = info.base_index
                     if not 0 <= b < n_user or b == j:
                         raise ArtifactError(f"{where}: base user output {b} out of range")
@@ -878,9 +879,9 @@ class _Codegen:
                     if not 0 <= po < len(outs):
                         raise ArtifactError(f"{where}: program_output {po} out of range")
                     names[j] = outs[po]
-                elif t == _A.OUTPUT_TYPE_IS_INPUT:
+                elif t == artifact_pb2.OUTPUT_TYPE_IS_INPUT:
                     names[j] = self.input_base(info, n_inputs, where)
-                elif t == _A.OUTPUT_TYPE_ALIAS_OF_INPUT:
+                elif t == artifact_pb2.OUTPUT_TYPE_ALIAS_OF_INPUT:
                     self.view(names[j], self.input_base(info, n_inputs, where), info, where)
                 elif t in _OF_INTERMEDIATE:
                     b = info.base_index
