@@ -288,7 +288,7 @@ def test_arena_reuse_gives_the_same_answers(server, monkeypatch, mode):
     x = torch.randn(64, 64)
     cf = compiled.compile(f, (x,), server=server)
     # earlier tests' free output blocks (a process-wide pool) would count
-    sys.modules["compiled.native"].release_output_pool()
+    sys.modules["compiled.arena"].release_output_pool()
     with torch.no_grad():
         first = [t.clone() for t in cf(x)]
         for _ in range(3):

@@ -64,6 +64,7 @@ import torch
 import torch.utils._pytree as pytree
 
 from . import CaptureError, UnsupportedCapture
+from . import arena
 from . import codecache
 from . import client as client_module
 from . import runtime
@@ -466,15 +467,14 @@ class CompiledFunction:
     def release_memory(self) -> int:
         """Drops the memory kept between calls for reuse: the arenas of this
         function's native programs and the process's free recycled output
-        blocks (see compiled.native). The next call allocates afresh, paying
+        blocks (see compiled.arena). The next call allocates afresh, paying
         the page faults of new memory once. Returns the bytes released."""
-        from . import native as native_module
         released = 0
         for p in self.programs:
             pool = getattr(p.native_fn, "__globals__", {}).get("_pool")
             if isinstance(pool, list):  # arenas; their small pointer tables stay
                 released += sum(a.release() for a in pool)
-        return released + native_module.release_output_pool()
+        return released + arena.release_output_pool()
 
     # -- the hot path --------------------------------------------------------
 
