@@ -223,7 +223,7 @@ def encode_graph(gm: torch.fx.GraphModule, where: str,
             if node.target not in constants:
                 constants[node.target] = value
                 inputs.append(_encode.GraphInput(_capture.graph_pb2.INPUT_KIND_CONSTANT, value, "",
-                                              node.target, False, node))
+                                                 node.target, False, node))
                 metas[(node,)] = meta_of(value, f"constant {node.target}")
             attr_nodes[node] = node.target
         elif node.op == "call_function":

@@ -516,7 +516,7 @@ def encode_graph_module(fx_graph: torch.fx.Graph, inputs: List[GraphInput], attr
             for i in candidates:
                 groups.setdefault(storage_key(inputs[i].value), []).append(i)
     storage_groups = [_delimited(_GRAPH["storage_groups"],
-                          graph_pb2.StorageGroup(inputs=members).SerializeToString())
+                                 graph_pb2.StorageGroup(inputs=members).SerializeToString())
                       for members in sorted(groups.values()) if len(members) > 1]
 
     # Nodes.
@@ -537,13 +537,14 @@ def encode_graph_module(fx_graph: torch.fx.Graph, inputs: List[GraphInput], attr
                 if isinstance(value, torch.fx.Node):
                     data = encoder.encode(value, None, where)
                 elif isinstance(value, int) and not isinstance(value, bool):
-                    data = _delimited(_ARG_SYM_INT, _SYM_ARG_INT + wire.varint(_check_int64(value, where)))
+                    data = _delimited(_ARG_SYM_INT,
+                                      _SYM_ARG_INT + wire.varint(_check_int64(value, where)))
                 else:
                     raise CaptureError(f"{where}: {value!r} is not an integer")
                 parts.append(_delimited(_NODE_INPUTS, _delimited(_INPUT_NAME, pname.encode())
-                                 + _delimited(_INPUT_ARG, data) + _POSITIONAL))
-            parts.append(_delimited(_NODE_OUTPUTS, _delimited(_ARG_SYM_INT,
-                                                _delimited(_SYM_ARG_NAME, sym_names[node].encode()))))
+                                        + _delimited(_INPUT_ARG, data) + _POSITIONAL))
+            parts.append(_delimited(_NODE_OUTPUTS, _delimited(
+                _ARG_SYM_INT, _delimited(_SYM_ARG_NAME, sym_names[node].encode()))))
             nodes.append(_delimited(nodes_tag, b"".join(parts)))
             continue
         schema = op._schema
@@ -557,11 +558,12 @@ def encode_graph_module(fx_graph: torch.fx.Graph, inputs: List[GraphInput], attr
         module_path = node.meta.get(NODE_META_MODULE)
         if stack or module_path:
             parts.append(_delimited(_NODE_METADATA,
-                             # a file name Python could not decode holds surrogates
-                             (_delimited(_STACK_TRACE, stack.encode("utf-8", "replace"))
-                              if stack else b"")
-                             + (_delimited(_MODULE_PATH, module_path.encode("utf-8", "replace"))
-                                if module_path else b"")))
+                                    # a file name Python could not decode holds surrogates
+                                    (_delimited(_STACK_TRACE, stack.encode("utf-8", "replace"))
+                                     if stack else b"")
+                                    + (_delimited(_MODULE_PATH,
+                                                  module_path.encode("utf-8", "replace"))
+                                       if module_path else b"")))
         nodes.append(_delimited(nodes_tag, b"".join(parts)))
 
     # Outputs.
@@ -571,8 +573,8 @@ def encode_graph_module(fx_graph: torch.fx.Graph, inputs: List[GraphInput], attr
                for i, leaf in enumerate(leaves)]
 
     sym_int_values = [_delimited(_GRAPH["sym_int_values"],
-                          graph_pb2.SymIntValue(name=sym_names[node],
-                                                value=sym_values[node]).SerializeToString())
+                                 graph_pb2.SymIntValue(name=sym_names[node],
+                                                       value=sym_values[node]).SerializeToString())
                       for node in sorted(sym_names, key=lambda n: sym_names[n])]
     graph = b"".join(input_specs + nodes + outputs + values.encoded + sym_int_values
                      + storage_groups)
@@ -602,7 +604,8 @@ class _TensorValues:
         if data is None:
             data = self._meta_bytes[id(meta)] = meta.SerializeToString()
         self.encoded.append(_delimited(_GRAPH["tensor_values"],
-                                _delimited(_VALUE_NAME, name.encode()) + _delimited(_VALUE_META, data)))
+                                       _delimited(_VALUE_NAME, name.encode())
+                                       + _delimited(_VALUE_META, data)))
 
 
 _SCHEMA_ARGUMENTS: Dict[Any, Tuple[list, dict]] = {}

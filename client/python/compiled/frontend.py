@@ -352,7 +352,7 @@ class CompiledFunction:
             if entry is None and key is not None and self._entries:
                 _log.info("compiled %s: compiling again: %s", _capture._describe(self._fn),
                           what_changed(next(reversed(self._entries)), key,
-                                        self._layout.paths if self._layout else ()))
+                                       self._layout.paths if self._layout else ()))
             if entry is None or (entry.__class__ is _Eager
                                  and time.monotonic() >= entry.retry_at):
                 entry = self._compile_for(args, state, flat, entry, key=key)
