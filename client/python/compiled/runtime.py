@@ -50,7 +50,7 @@ from typing import Any, Dict, List, Optional, Sequence, Tuple, Union
 import torch
 import torch.utils._pytree as pytree
 
-from . import choice, codecache, formats
+from . import codecache, formats
 from . import native as native_module  # `native` is load()'s flag
 from .errors import ArtifactError, SpecializationError
 from .v1 import artifact_pb2, graph_pb2
@@ -382,6 +382,7 @@ def load(artifact: Union[bytes, artifact_pb2.Artifact], *,
         # native code or the ATen program, whichever is faster here
         # (compiled.choice); random programs keep native code, so that
         # their numbers under a seed do not depend on what was measured
+        from . import choice  # on first use: statistics imports decimal
 
         def build_aten():
             aten_fn, _ = _Codegen(artifact, bound, out_spec, boxed, recycle_outputs).build()
