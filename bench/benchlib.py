@@ -362,7 +362,7 @@ def release_backend_memory():
     reuse (their arenas, the free recycled output blocks), so that a
     measured call counts it as memory it needs, as Inductor's and eager's
     calls count their temporaries. Returns the bytes released."""
-    from compiled import dynamo, native
+    from compiled import arena, dynamo
     released = 0
     for g in dynamo.loaded_graphs():
         p = g.program
@@ -372,7 +372,7 @@ def release_backend_memory():
         pool = getattr(fn, "__globals__", {}).get("_pool")
         if isinstance(pool, list):
             released += sum(a.release() for a in pool)
-    return released + native.release_output_pool()
+    return released + arena.release_output_pool()
 
 
 def check_peakheap():

@@ -27,7 +27,7 @@ import benchlib  # noqa: E402
 import torch  # noqa: E402
 
 import compiled  # noqa: E402
-from compiled import native  # noqa: E402
+from compiled import target  # noqa: E402
 from compiled.capture import capture  # noqa: E402
 from compiled.client import Client  # noqa: E402
 from compiled.v1 import artifact_pb2  # noqa: E402
@@ -56,7 +56,7 @@ def compile_once(gm):
     with benchlib.Daemon() as d:
         client = Client(d.address, timeout=600)
         t0 = time.perf_counter()
-        out = client.compile_outcome(gm, target=native.target_message())
+        out = client.compile_outcome(gm, target=target.target_message())
         wall = time.perf_counter() - t0
     art = artifact_pb2.Artifact()
     art.ParseFromString(out.artifact)
@@ -74,8 +74,8 @@ def main():
     args = ap.parse_args()
     torch.set_num_threads(2)
     print(f"cc: {os.environ.get('CC', 'cc')}; {os.cpu_count()} CPUs; "
-          f"target {native.target_message().arch} "
-          f"{' '.join(f for f in native.cpu_features() if f.startswith('avx'))}")
+          f"target {target.target_message().arch} "
+          f"{' '.join(f for f in target.cpu_features() if f.startswith('avx'))}")
     rows = []
     for name in [n for n in args.only.split(",") if n]:
         model, inputs = CASES[name]()

@@ -57,7 +57,7 @@ import benchlib  # noqa: E402
 sys.path.insert(0, os.path.join(benchlib.REPO, "tests", "python"))
 import biggraph  # noqa: E402
 
-from compiled import native  # noqa: E402
+from compiled import target as target_module  # noqa: E402
 from compiled.client import Client  # noqa: E402
 from compiled.v1 import artifact_pb2, graph_pb2  # noqa: E402
 
@@ -118,7 +118,7 @@ def measure(name, data, daemon_args):
         warm = f.read()
     with benchlib.Daemon(*daemon_args) as d:
         client = Client(d.address, timeout=3600)
-        target = native.target_message()
+        target = target_module.target_message()
         client.compile_outcome(warm, target=target)  # loads what stays loaded
         pid = d.proc.pid
         with open("/proc/%d/clear_refs" % pid, "w") as f:

@@ -37,7 +37,7 @@ sys.path.insert(0, os.path.join(REPO, "client", "python"))
 import torch  # noqa: E402
 
 import compiled  # noqa: E402
-from compiled import frontend  # noqa: E402
+from compiled import frontend, signature  # noqa: E402
 
 BIN = os.path.join(os.environ.get("COMPILED_BUILD", os.path.join(REPO, "build")), "bin", "compiled")
 
@@ -110,9 +110,9 @@ def guard_cost(cf, args, reps):
             state, flags = cf._layout.read()
         else:
             state = flags = ()
-        flat, structure = frontend._flatten_args(args)
-        key = (torch.is_grad_enabled(), torch.is_inference_mode_enabled(), flags, structure,
-               frontend._signature(state, flat))
+        flat, structure = signature.flatten_args(args)
+        key = (torch.is_grad_enabled(), torch.is_inference_mode_enabled(),
+               signature.global_state(), flags, structure, signature.call_signature(state, flat))
         entry = cf._entries.get(key)
         times.append(time.perf_counter() - t0)
     assert entry is not None and entry.__class__ is not frontend._Eager, "signature miss"

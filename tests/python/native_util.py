@@ -19,7 +19,7 @@ import torch
 import torch.utils._pytree as pytree
 
 import compiled
-import compiled.native
+import compiled.target
 
 
 def onednn_products() -> bool:
@@ -28,7 +28,7 @@ def onednn_products() -> bool:
     has AVX-512 (the daemon's condition, sched/schedule.c sc_gemm_of).
     False on AVX2-only CPUs, which Debian's torch also offers "dnnl" on,
     and under COMPILED_TARGET=x86-64-v3 or COMPILED_DNNL=0."""
-    isa = compiled.native.target_message().isa
+    isa = compiled.target.target_message().isa
     return "dnnl" in isa and "avx512f" in isa
 
 

@@ -23,6 +23,7 @@ import torch.nn.functional as F
 
 import compiled
 import compiled.native
+import compiled.target
 import daemon_util
 import symgraph
 from compiled.v1 import artifact_pb2, compiled_pb2
@@ -45,7 +46,7 @@ def server(tmp_path_factory):
 def compile_graph(server, gm, **options):
     client = compiled.Client(server.address)
     outcome = client.compile_outcome(gm, compiled_pb2.CompileOptions(**options),
-                                     target=compiled.native.target_message())
+                                     target=compiled.target.target_message())
     art = artifact_pb2.Artifact.FromString(outcome.artifact)
     return outcome, art
 

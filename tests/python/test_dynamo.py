@@ -90,9 +90,9 @@ def test_inference_matches_eager_and_runs_native_code(server, how):
 
 def test_a_program_whose_arena_is_paged_in_at_load_runs_on_real_memory(server):
     # The backend loads programs while AOTAutograd traces, under its
-    # FakeTensorMode: an arena allocated at load time (compiled.native pages
+    # FakeTensorMode: an arena allocated at load time (compiled.arena pages
     # in arenas of PAGE_IN_BYTES and more) must still be a real tensor.
-    from compiled import native
+    from compiled import arena
     torch.manual_seed(0)
     model = torch.nn.Sequential(torch.nn.Conv2d(16, 16, 3, padding=1), torch.nn.ReLU(),
                                 torch.nn.Conv2d(16, 16, 3, padding=1), torch.nn.ReLU(),
@@ -106,7 +106,7 @@ def test_a_program_whose_arena_is_paged_in_at_load_runs_on_real_memory(server):
     torch.testing.assert_close(out, ref)
     graphs = _graphs_since(mark)
     assert len(graphs) == 1 and graphs[0].program is not None
-    assert graphs[0].program.summary["arena_bytes"] >= native.PAGE_IN_BYTES, \
+    assert graphs[0].program.summary["arena_bytes"] >= arena.PAGE_IN_BYTES, \
         graphs[0].program.summary
 
 

@@ -290,8 +290,8 @@ def assert_ops_stay_aten_calls(d, gm, want):
     """Compiles gm for this machine's target: if it is served (a refusal
     is fine too), its native program has exactly the fallback calls `want`
     (sorted)."""
-    from compiled import native
-    _, r = run_compile(d.stub(), compile_request(gm, target=native.target_message()))
+    from compiled import target
+    _, r = run_compile(d.stub(), compile_request(gm, target=target.target_message()))
     if r.served == SERVED.SERVED_COMPILED:
         art = artifact_pb2.Artifact()
         art.ParseFromString(r.artifact)
@@ -384,8 +384,8 @@ def test_output_sizes_larger_than_the_inputs_allow_get_no_native_code(daemon):
     for v in gm.graph.tensor_values:
         if v.name == "mul":
             v.meta.sizes[0].as_int = 400
-    from compiled import native
-    _, r = run_compile(d.stub(), compile_request(gm, target=native.target_message()))
+    from compiled import target
+    _, r = run_compile(d.stub(), compile_request(gm, target=target.target_message()))
     art = artifact_pb2.Artifact()
     art.ParseFromString(r.artifact)
     assert not art.HasField("native_program")
@@ -405,8 +405,8 @@ def test_a_computation_claiming_elements_of_an_empty_input_gets_no_native_code(d
     for v in gm.graph.tensor_values:
         if v.name in ("pow_1", "add"):
             v.meta.sizes[0].as_int = 3
-    from compiled import native
-    _, r = run_compile(d.stub(), compile_request(gm, target=native.target_message()))
+    from compiled import target
+    _, r = run_compile(d.stub(), compile_request(gm, target=target.target_message()))
     art = artifact_pb2.Artifact()
     art.ParseFromString(r.artifact)
     assert not art.HasField("native_program")

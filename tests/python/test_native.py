@@ -288,7 +288,7 @@ def test_arena_reuse_gives_the_same_answers(server, monkeypatch, mode):
     x = torch.randn(64, 64)
     cf = compiled.compile(f, (x,), server=server)
     # earlier tests' free output blocks (a process-wide pool) would count
-    sys.modules["compiled.native"].release_output_pool()
+    sys.modules["compiled.arena"].release_output_pool()
     with torch.no_grad():
         first = [t.clone() for t in cf(x)]
         for _ in range(3):
@@ -969,8 +969,8 @@ def test_batched_products_call_blas_from_generated_code(server, monkeypatch):
     threads (ATen's bmm loops over them on one thread). Operands
     transposed, sliced and computed, float32 and float64, agree with
     eager; a batch of one, and a client without BLAS, keep the ATen call."""
-    from compiled import native
-    if not native.has_blas():
+    from compiled import target
+    if not target.has_blas():
         # PyPI's torch 2 links MKL and never loads the system BLAS (Debian's
         # torch 1.13 did): load it, as such a torch would have, so that
         # the client reports "blas"
@@ -978,7 +978,7 @@ def test_batched_products_call_blas_from_generated_code(server, monkeypatch):
             ctypes.CDLL("libblas.so.3", mode=os.RTLD_GLOBAL)
         except OSError:
             pytest.skip("no system BLAS (libblas.so.3) to load")
-        monkeypatch.setattr(native, "has_blas", lambda: True)
+        monkeypatch.setattr(target, "has_blas", lambda: True)
     g = torch.Generator().manual_seed(11)
 
     def f(a, b, c):
@@ -1002,7 +1002,7 @@ def test_batched_products_call_blas_from_generated_code(server, monkeypatch):
     one = (torch.randn(1, 20, 30), torch.randn(1, 30, 25), torch.randn(1, 25, 30))
     check(f, one, server=server, fallback=0, atol=1e-5, rtol=1e-5)
     assert "gc_bmm" not in compiled.compile(f, one, server=server).programs[-1].c_source
-    monkeypatch.setattr(native, "has_blas", lambda: False)
+    monkeypatch.setattr(target, "has_blas", lambda: False)
     x = (torch.randn(3, 20, 30), torch.randn(3, 30, 25), torch.randn(3, 25, 30))
     check(f, x, server=server, fallback=0, atol=1e-5, rtol=1e-5)
     assert "gc_bmm" not in compiled.compile(f, x, server=server).programs[-1].c_source
@@ -1010,7 +1010,7 @@ def test_batched_products_call_blas_from_generated_code(server, monkeypatch):
 
 def _best_level(features):
     """The highest -march level whose features are all in `features`."""
-    levels = compiled.native._LEVELS
+    levels = compiled.target.MARCH_FEATURES
     return max((lv for lv, need in levels.items() if need <= set(features)),
                key=lambda lv: len(levels[lv]))
 
@@ -1020,10 +1020,10 @@ def test_compiled_target_caps_the_isa_the_code_is_built_for(server, monkeypatch,
     """COMPILED_TARGET: the client reports at most that level's features
     (only those this CPU has), the daemon builds for the best level they
     make up, and the program still computes eager's function."""
-    cpu = compiled.native._cpu_flags()
+    cpu = compiled.target.cpu_flags()
     monkeypatch.setenv("COMPILED_TARGET", level)
-    isa = set(compiled.native.target_message().isa) - {"blas", "dnnl"}
-    assert isa == set(cpu) & compiled.native._LEVELS[level], (isa, cpu)
+    isa = set(compiled.target.target_message().isa) - {"blas", "dnnl"}
+    assert isa == set(cpu) & compiled.target.MARCH_FEATURES[level], (isa, cpu)
     x = torch.randn(37, 300)
     f = lambda x: torch.softmax(x * 2, -1) + x.exp().sum(0, keepdim=True).log()  # noqa: E731
     s = check(f, (x,), server=server, atol=1e-5, rtol=1e-5)

@@ -34,11 +34,11 @@ def with_kernels(x, y):
 
 def compile_result(daemon, fn, args):
     """The daemon's CompileResult and the artifact of fn's graph."""
-    from compiled import client, native
+    from compiled import client, target
     captured = compiled.trace(fn, args)
     outcome = client.Client(daemon.address).compile_outcome(
         captured.graph_bytes, compiled_pb2.CompileOptions(opt_level=2),
-        target=native.target_message())
+        target=target.target_message())
     art = artifact_pb2.Artifact()
     art.ParseFromString(outcome.artifact)
     return outcome.result, art

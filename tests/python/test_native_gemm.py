@@ -19,6 +19,7 @@ import torch
 
 import compiled
 import compiled.native
+import compiled.target
 import daemon_util
 from native_util import check, onednn_products
 
@@ -172,7 +173,7 @@ def test_compiled_dnnl_0_keeps_eagers_blas(server, dnnl, monkeypatch):
     """COMPILED_DNNL=0: the client does not offer oneDNN, the target (and
     the key) differ, and products are ATen's calls: eager's bits."""
     monkeypatch.setenv("COMPILED_DNNL", "0")
-    assert "dnnl" not in compiled.native.target_message().isa
+    assert "dnnl" not in compiled.target.target_message().isa
     x, w = torch.randn(64, 96), torch.randn(96, 80)
     f = lambda a, b: (a @ b) * 2 - 1  # noqa: E731
     check(f, (x, w), server=server, fallback=0, **EXACT)

@@ -341,8 +341,8 @@ def test_corrupt_package_is_refused(packages, tmp_path):
 
 
 def test_cpu_without_target_features_is_refused(packages, monkeypatch):
-    from compiled import native
-    monkeypatch.setattr(native, "cpu_features", lambda: ["sse4.2"])
+    from compiled import target
+    monkeypatch.setattr(target, "cpu_features", lambda: ["sse4.2"])
     target = json.loads(open(packages["mlp"], "rb").read()[24:][:struct.unpack_from(
         "<Q", open(packages["mlp"], "rb").read(), 16)[0]])["target"]
     if target in ("x86-64", "x86-64-v2"):

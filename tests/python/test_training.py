@@ -605,7 +605,7 @@ def test_a_gradient_only_autograd_holds_serves_the_backward(daemon):
     """The incoming gradient of the compiled output (made by the loss's
     backward, held by autograd alone) is memory eager frees after its first
     backward node; the backward program reuses it once it has read it: the
-    weight's gradient is written into it (compiled/native.py Donation)."""
+    weight's gradient is written into it (compiled/arena.py Donation)."""
     model, x, proj = _linear_norm()
     cf = compiled.compile(model, (x,), server=daemon.address)
     expected = _eager_grads(model, x, proj)
@@ -660,11 +660,11 @@ def test_a_gradient_someone_else_can_see_is_left_alone(daemon):
 
 
 def test_donated_memory_is_carved_only_after_its_last_read():
-    """compiled.native.Donation on its own: only inputs named by the caller,
+    """compiled.arena.Donation on its own: only inputs named by the caller,
     only once dead; temporaries take 64-byte aligned pieces of any spare
     storage; outputs take pieces of a small storage, or the start of a
     large one at most a third larger than themselves."""
-    from compiled.native import Donation
+    from compiled.arena import Donation
     big = torch.zeros(300 << 10, dtype=torch.uint8)  # 300 KiB
     small = torch.zeros(1000)  # 4000 bytes
     d = Donation([0, 2])

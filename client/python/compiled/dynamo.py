@@ -71,6 +71,8 @@ import torch
 import torch.fx
 
 from . import CaptureError
+from . import encode as _encode
+from . import target as _target
 from .errors import (ArtifactWarning, CompileError, CompileFallbackWarning, DaemonError,
                      DaemonUnavailableWarning, GuardFailure)
 
@@ -130,10 +132,9 @@ class _Backend:
     def memo_context(self) -> Dict[str, Any]:
         """What decides the daemon's key of this backend's graphs besides
         the graph (:mod:`compiled.graphmemo`)."""
-        from . import native as _native
         o = self.options
         return {"native": o.native, "opt_level": o.opt_level, "eager_random": o.eager_random,
-                "target": _native.target_message().SerializeToString().hex()}
+                "target": _target.target_message().SerializeToString().hex()}
 
     def warn(self, category, message: str) -> None:
         with self.lock:
@@ -184,7 +185,7 @@ def encode_graph(gm: torch.fx.GraphModule, where: str,
         key = (t.dtype, tuple(t.shape), t.stride(), t.storage_offset())
         meta = cache.get(key)
         if meta is None:
-            meta = _capture._tensor_meta(t, f"{where}: {what}")
+            meta = _encode.tensor_meta(t, f"{where}: {what}")
             meta.requires_grad = False
             cache[key] = meta
         return meta
@@ -193,7 +194,7 @@ def encode_graph(gm: torch.fx.GraphModule, where: str,
     inputs = []
     attr_nodes: Dict[torch.fx.Node, str] = {}
     constants: Dict[str, torch.Tensor] = {}
-    names = _capture._Names()
+    names = _encode.ValueNames()
     user_inputs = []
     n_placeholders = 0
     for node in graph.nodes:
@@ -210,7 +211,7 @@ def encode_graph(gm: torch.fx.GraphModule, where: str,
             if input_kinds is not None:
                 kind = input_kinds[n_placeholders]
             n_placeholders += 1
-            user_inputs.append(_capture._Input(kind, val, node.name, "", False, node))
+            user_inputs.append(_encode.GraphInput(kind, val, node.name, "", False, node))
         elif node.op == "get_attr":
             value = _capture._fetch_attr(gm, node.target)
             if isinstance(value, torch.fx.GraphModule):
@@ -221,8 +222,8 @@ def encode_graph(gm: torch.fx.GraphModule, where: str,
                 raise Unencodable(f"{where}: attribute {node.target} is not a tensor")
             if node.target not in constants:
                 constants[node.target] = value
-                inputs.append(_capture._Input(_capture.graph_pb2.INPUT_KIND_CONSTANT, value, "",
-                                              node.target, False, node))
+                inputs.append(_encode.GraphInput(_capture.graph_pb2.INPUT_KIND_CONSTANT, value, "",
+                                                 node.target, False, node))
                 metas[(node,)] = meta_of(value, f"constant {node.target}")
             attr_nodes[node] = node.target
         elif node.op == "call_function":
@@ -263,8 +264,8 @@ def encode_graph(gm: torch.fx.GraphModule, where: str,
     all_inputs = inputs + user_inputs
     for inp in all_inputs:
         inp.name = names.take(inp.target.replace(".", "_") if inp.target else inp.name)
-    data = _capture._encode(graph, all_inputs, attr_nodes, metas, names, find_storage_groups=False,
-                            sym_values=sym_values)
+    data = _encode.encode_graph_module(graph, all_inputs, attr_nodes, metas, names,
+                                       find_storage_groups=False, sym_values=sym_values)
     return data, list(constants.values())
 
 
@@ -272,17 +273,17 @@ def _annotate(node: torch.fx.Node) -> None:
     """Stack trace and module path for the daemon's diagnostics, from what
     Dynamo recorded (never part of the key)."""
     meta = node.meta
-    if _capture._META_STACK not in meta:
+    if _encode.NODE_META_STACK not in meta:
         stack = meta.get("stack_trace")
         if stack:
-            meta[_capture._META_STACK] = stack.rstrip()
-    if _capture._META_MODULE not in meta:
+            meta[_encode.NODE_META_STACK] = stack.rstrip()
+    if _encode.NODE_META_MODULE not in meta:
         stack = meta.get("nn_module_stack")
         if stack:
             path = list(stack.values())[-1]
             if isinstance(path, tuple):
                 path = path[0]
-            meta[_capture._META_MODULE] = str(path)
+            meta[_encode.NODE_META_MODULE] = str(path)
 
 
 class _GraphFunction:
@@ -383,7 +384,6 @@ class _GraphFunction:
     def _fetch(self, data: bytes, constants: list, where: str):
         """The loaded program of ``data`` from the daemon, or None (see
         compile)."""
-        from . import native as _native
         from . import runtime
         from .v1 import compiled_pb2
         b = self.backend
@@ -393,7 +393,7 @@ class _GraphFunction:
             mode=compiled_pb2.MODE_INFERENCE, separate_temporaries=self.role != "inference",
             eager_random=opts.eager_random)
         try:
-            outcome = b.client.compile_outcome(data, options, target=_native.target_message(),
+            outcome = b.client.compile_outcome(data, options, target=_target.target_message(),
                                                timeout=opts.timeout, label=where,
                                                entry_label=self.entry_label)
             key, artifact = outcome.key, outcome.artifact

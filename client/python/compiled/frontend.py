@@ -8,9 +8,10 @@ How a call runs
    small generated function that also checks the module tree has not
    changed (a submodule replaced or removed) and returns every submodule's
    ``training`` flag;
-2. computes the **signature** of the call: grad mode, inference mode, the
-   training flags, the structure of the arguments and, per input, for a
-   tensor its dtype, shape, strides, storage offset, device, requires_grad
+2. computes the **signature** of the call (:mod:`compiled.signature`):
+   grad mode, inference mode, the training flags, the structure of the
+   arguments and, per input, for a tensor its dtype, shape, strides,
+   storage offset, device, requires_grad
    (for a user input requiring grad, also whether it is a leaf: parameters
    are leaves) and which earlier input it shares storage with, for anything
    else its type and value;
@@ -53,7 +54,6 @@ import inspect
 import itertools
 import os
 import logging
-import operator
 import sys
 import threading
 import time
@@ -64,14 +64,16 @@ import torch
 import torch.utils._pytree as pytree
 
 from . import CaptureError, UnsupportedCapture
-from . import codecache
+from . import arena
 from . import client as client_module
-from . import native as _native
 from . import runtime
+from . import target as _target
 from . import training as _training
 from .errors import (ArtifactError, ArtifactWarning, CompileError, CompileFallbackWarning,
                      DaemonError,
                      DaemonUnavailableWarning, GuardFailure)
+from .signature import (StateLayout, call_signature, flatten_args, global_state, sizeless,
+                        what_changed)
 from .v1 import compiled_pb2, graph_pb2
 
 __all__ = ["BackendFunction", "CompiledFunction", "backend", "compile"]
@@ -96,20 +98,6 @@ _OPT_LEVELS = {
 _Tensor = torch.Tensor
 _is_grad_enabled = torch.is_grad_enabled
 _is_inference_mode_enabled = torch.is_inference_mode_enabled
-_is_autocast_enabled = torch.is_autocast_enabled
-_get_autocast_dtype = torch.get_autocast_dtype
-_get_default_dtype = torch.get_default_dtype
-_deterministic = torch.are_deterministic_algorithms_enabled
-
-
-def _global_state() -> tuple:
-    """The process-wide settings that change what eager computes, as Dynamo
-    guards on them: CPU autocast (on, and to which dtype; its casts are
-    part of the captured graph), the default dtype (factories without a
-    dtype), and deterministic algorithms (which kernels eager picks). Grad
-    and inference mode are in the signature too, separately."""
-    return (_get_autocast_dtype("cpu") if _is_autocast_enabled("cpu") else None,
-            _get_default_dtype(), _deterministic())
 
 
 def _eager_random(eager_random: Optional[bool]) -> bool:
@@ -124,217 +112,6 @@ def _opt_level(opt_level) -> int:
         return _OPT_LEVELS[opt_level]
     except (KeyError, TypeError):
         raise ValueError(f"opt_level must be None, 0-3 or 'O0'-'O3', got {opt_level!r}") from None
-
-
-# ---------------------------------------------------------------------------
-# The signature of a call.
-# ---------------------------------------------------------------------------
-
-# Unbound accessors: map() over them runs the loop in C, with no attribute
-# lookup per tensor.
-_meta = operator.attrgetter("dtype", "shape", "device", "requires_grad")
-_stride = torch._C._TensorBase.stride
-_storage_offset = torch._C._TensorBase.storage_offset
-_data_ptr = torch._C._TensorBase.data_ptr
-
-
-def _signature(state: Sequence[torch.Tensor], flat: Sequence[Any]) -> tuple:
-    """The part of a call's signature that describes its inputs: module
-    state first, then the flattened user inputs; see the module docstring.
-
-    A tensor is described by dtype, shape, strides, storage offset, device,
-    requires_grad (for user inputs: 0, or 1 + is_leaf when it requires grad)
-    and the index of the first input with the same storage. The storage is
-    identified by its address, ``data_ptr() - storage_offset() *
-    element_size()``: the storage's own ``data_ptr()``, without building the
-    TypedStorage object ``Tensor.storage()`` makes in torch 1.13 (~1.5 us).
-
-    Module state (tensors by construction, often a hundred of them) is
-    described column by column with ``map`` over unbound accessors, and its
-    sharing pattern is None when no two state tensors share a storage.
-    """
-    n = len(state)
-    if n:
-        ptrs = tuple(map(_data_ptr, state))
-        offsets = tuple(map(_storage_offset, state))
-        if any(offsets):
-            bases = tuple(p - o * t.element_size() for p, o, t in zip(ptrs, offsets, state))
-        else:
-            bases = ptrs
-        # Reversed, so that a storage maps to the first tensor using it.
-        first = dict(zip(reversed(bases), range(n - 1, -1, -1)))
-        pattern = None if len(first) == n else tuple(map(first.__getitem__, bases))
-        state_sig = (tuple(map(_meta, state)), tuple(map(_stride, state)), offsets, pattern)
-    else:
-        first = {}
-        state_sig = None
-    setdefault = first.setdefault
-    sig = [state_sig]
-    append = sig.append
-    i = n
-    for t in flat:
-        if isinstance(t, _Tensor):
-            off = t.storage_offset()
-            append((t.dtype, t.shape, t.stride(), off, t.device,
-                    (t.is_leaf + 1) if t.requires_grad else 0,
-                    setdefault(t.data_ptr() - off * t.element_size(), i)))
-        elif t.__class__ in _SCALARS:
-            # A NaN is unequal to itself: give it a stable stand-in.
-            append((t.__class__, t if t == t else "nan"))
-        else:
-            append((t.__class__, id(t)))  # capture will refuse it
-        i += 1
-    return tuple(sig)
-
-
-_SCALARS = {int, float, bool, str, type(None)}
-
-
-_SETTINGS = ("autocast", "the default dtype", "deterministic algorithms")
-
-
-def _what_changed(old: tuple, new: tuple, state_paths: Sequence[str]) -> str:
-    """In words, the first difference between two call signatures (keys of
-    CompiledFunction._entries): the recompile reason logged at INFO."""
-    grad0, inf0, glob0, flags0, struct0, sig0 = old
-    grad1, inf1, glob1, flags1, struct1, sig1 = new
-    if grad0 != grad1:
-        return f"grad mode {'on' if grad1 else 'off'} (was {'on' if grad0 else 'off'})"
-    if inf0 != inf1:
-        return f"inference mode {'on' if inf1 else 'off'}"
-    for name, a, b in zip(_SETTINGS, glob0, glob1):
-        if a != b:
-            return f"{name} {b} (was {a})"
-    if flags0 != flags1:
-        return "the module's training flags or hooks"
-    if struct0 != struct1:
-        return "the structure of the arguments (their number, nesting or kinds)"
-    if sig0[0] != sig1[0]:
-        return _state_change(sig0[0], sig1[0], state_paths)
-    for i, (a, b) in enumerate(zip(sig0[1:], sig1[1:])):
-        if a == b:
-            continue
-        if len(a) == 7 and len(b) == 7:   # tensors
-            for what, x, y in zip(("dtype", "shape", "strides", "storage offset", "device",
-                                   "requires_grad", "storage sharing"), a, b):
-                if x != y:
-                    if what == "shape":
-                        x, y = tuple(x), tuple(y)
-                        if len(x) == len(y):  # which dimensions, old and new sizes
-                            dims = "; ".join(f"dimension {d} is {n} (was {o})" for d, (o, n)
-                                             in enumerate(zip(x, y)) if o != n)
-                            return f"argument {i}: shape {y} (was {x}): {dims}"
-                    return f"argument {i}: {what} {y} (was {x})"
-        return f"argument {i}: {b[1]!r} (was {a[1]!r})"
-    return "a new signature"
-
-
-def _sizeless(key: tuple) -> tuple:
-    """A call's signature (a key of CompiledFunction._entries) without the
-    sizes, strides and offsets of its user tensors (their ranks kept):
-    what a program with size symbols must match besides its guards."""
-    *head, sig = key
-    return (*head, sig[0], tuple((e[0], len(e[1]), e[4], e[5], e[6]) if len(e) == 7 else e
-                                 for e in sig[1:]))
-
-
-def _state_change(a, b, state_paths: Sequence[str]) -> str:
-    if a is None or b is None:
-        return "the module's parameters and buffers"
-    metas0, strides0, offsets0, _ = a
-    metas1, strides1, offsets1, _ = b
-    for i, (m0, m1, s0, s1) in enumerate(zip(metas0, metas1, strides0, strides1)):
-        if m0 != m1 or s0 != s1:
-            name = state_paths[i] if i < len(state_paths) else f"#{i}"
-            return (f"module state '{name}': {m1[0]} {tuple(m1[1])} (was {m0[0]} "
-                    f"{tuple(m0[1])})" if m0 != m1 else f"module state '{name}': strides")
-    return "how the module's parameters and buffers share storage"
-
-
-def _hashable_spec(spec: pytree.TreeSpec):
-    """A hashable description of a pytree structure (TreeSpec is not)."""
-    if spec.is_leaf():
-        return None
-    context = spec.context
-    if isinstance(context, list):
-        context = tuple(context)
-    try:
-        hash(context)
-    except TypeError:
-        context = repr(context)
-    return (spec.type, context, tuple(_hashable_spec(c) for c in spec.children()))
-
-
-def _flatten_args(args: tuple):
-    """(flat leaves, hashable structure). Positional tensors alone, the usual
-    case, are their own flattening."""
-    for a in args:
-        if not isinstance(a, _Tensor):
-            break
-    else:
-        return args, len(args)
-    leaves, spec = pytree.tree_flatten(args)
-    return leaves, _hashable_spec(spec)
-
-
-# ---------------------------------------------------------------------------
-# Module state: read parameters and buffers at call time, fast.
-# ---------------------------------------------------------------------------
-
-class _StateLayout:
-    """How to read a module's state in capture's order (parameters in
-    ``named_parameters()`` order, then buffers in ``named_buffers()``
-    order, tied tensors once).
-
-    ``state_paths`` maps every path reaching a state tensor (tied ones
-    included) to its index, as capture's ``_module_state`` returns it.
-
-    ``read()`` is generated code: it checks that every submodule is still
-    where it was (else returns None: the layout is stale) and returns
-    ``(state tensors, training flags of every submodule)``. It raises
-    KeyError when a parameter or buffer was deleted.
-    """
-
-    def __init__(self, module: torch.nn.Module):
-        owners: List[Any] = []
-        params, buffers, self.state_paths = _capture._module_state(module, owners)
-        self.paths = [path for path, _, _ in params] + [path for path, _, _ in buffers]
-        self.num_params = len(params)
-        scope: Dict[str, Any] = {}
-        names: Dict[int, str] = {}
-
-        def bind(obj, prefix):
-            name = names.get(id(obj))
-            if name is None:
-                name = f"{prefix}{len(scope)}"
-                scope[name] = obj
-                names[id(obj)] = name
-            return name
-
-        modules = list(module.modules())
-        checks = []
-        for m in modules:
-            for child_name, child in m._modules.items():
-                if child is not None:
-                    checks.append(f"{bind(m._modules, '_D')}[{child_name!r}] is not "
-                                  f"{bind(child, '_M')}")
-        reads = []
-        for i, (owner, attr) in enumerate(owners):
-            table = owner._parameters if i < self.num_params else owner._buffers
-            reads.append(f"{bind(table, '_T')}[{attr!r}]")
-        flags = [f"{bind(m, '_M')}.training" for m in modules]
-        lines = ["def read():"]
-        if checks:
-            lines.append("    if (" + "\n            or ".join(checks) + "):")
-            lines.append("        return None")
-        lines.append("    return ((" + "".join(r + ", " for r in reads) + "),")
-        lines.append("            (" + "".join(f + ", " for f in flags) + "))")
-        self.source = "\n".join(lines) + "\n"
-        exec(codecache.compile_cached(self.source, "<compiled state reader>"), scope)
-        self.read = scope["read"]
-        # What identifies the layout: the state tensors' names and kinds,
-        # and the module objects.
-        self.identity = (tuple(self.paths), self.num_params, tuple(id(m) for m in modules))
 
 
 # ---------------------------------------------------------------------------
@@ -400,7 +177,7 @@ class CompiledFunction:
         self._artifact_warned = False
 
         self._lock = threading.RLock()
-        self._layout = _StateLayout(self._module) if self._module is not None else None
+        self._layout = StateLayout(self._module) if self._module is not None else None
         self._layout_fresh = True  # built just now: the first lookup need not rebuild it
         self._bind_signature = None
         self._source = None  # (name, file, line) for the cache's labels, found once
@@ -466,15 +243,14 @@ class CompiledFunction:
     def release_memory(self) -> int:
         """Drops the memory kept between calls for reuse: the arenas of this
         function's native programs and the process's free recycled output
-        blocks (see compiled.native). The next call allocates afresh, paying
+        blocks (see compiled.arena). The next call allocates afresh, paying
         the page faults of new memory once. Returns the bytes released."""
-        from . import native as native_module
         released = 0
         for p in self.programs:
             pool = getattr(p.native_fn, "__globals__", {}).get("_pool")
             if isinstance(pool, list):  # arenas; their small pointer tables stay
                 released += sum(a.release() for a in pool)
-        return released + native_module.release_output_pool()
+        return released + arena.release_output_pool()
 
     # -- the hot path --------------------------------------------------------
 
@@ -489,10 +265,10 @@ class CompiledFunction:
                 state, flags = layout.read()
             else:
                 state = flags = ()
-            flat, structure = _flatten_args(args)
+            flat, structure = flatten_args(args)
             entry = self._entries.get((_is_grad_enabled(), _is_inference_mode_enabled(),
-                                       _global_state(), flags, structure,
-                                       _signature(state, flat)))
+                                       global_state(), flags, structure,
+                                       call_signature(state, flat)))
         except Exception:
             return self._call_slow(args)
         if entry is None:
@@ -523,9 +299,9 @@ class CompiledFunction:
                 state, flags = self._layout.read()
             else:
                 state = flags = ()
-            flat, structure = _flatten_args(args)
-            key = (_is_grad_enabled(), _is_inference_mode_enabled(), _global_state(),
-                   flags, structure, _signature(state, flat))
+            flat, structure = flatten_args(args)
+            key = (_is_grad_enabled(), _is_inference_mode_enabled(), global_state(),
+                   flags, structure, call_signature(state, flat))
             entry = self._compile_for(args, state, flat, None, dynamic=False)
             self._entries[key] = entry
         if entry.__class__ is _Eager:
@@ -552,7 +328,7 @@ class CompiledFunction:
         forgets every program."""
         with self._lock:
             if self._module is not None and not self._layout_fresh:
-                layout = _StateLayout(self._module)
+                layout = StateLayout(self._module)
                 if layout.identity != self._layout.identity:
                     self._layout = layout
                     self._entries.clear()
@@ -561,10 +337,10 @@ class CompiledFunction:
                 state, flags = self._layout.read()
             else:
                 state = flags = ()
-            flat, structure = _flatten_args(args)
+            flat, structure = flatten_args(args)
             try:
-                key = (_is_grad_enabled(), _is_inference_mode_enabled(), _global_state(),
-                       flags, structure, _signature(state, flat))
+                key = (_is_grad_enabled(), _is_inference_mode_enabled(), global_state(),
+                       flags, structure, call_signature(state, flat))
                 entry = self._entries.get(key)
             except Exception:  # unusual inputs: capture will explain
                 key = entry = None
@@ -575,8 +351,8 @@ class CompiledFunction:
                     return entry, state, flat
             if entry is None and key is not None and self._entries:
                 _log.info("compiled %s: compiling again: %s", _capture._describe(self._fn),
-                          _what_changed(next(reversed(self._entries)), key,
-                                        self._layout.paths if self._layout else ()))
+                          what_changed(next(reversed(self._entries)), key,
+                                       self._layout.paths if self._layout else ()))
             if entry is None or (entry.__class__ is _Eager
                                  and time.monotonic() >= entry.retry_at):
                 entry = self._compile_for(args, state, flat, entry, key=key)
@@ -624,7 +400,7 @@ class CompiledFunction:
         None."""
         if key is None or not self._symbolic_eligible(state, flat):
             return None
-        kind = _sizeless(key)
+        kind = sizeless(key)
         inputs = (*state, *flat)
         for fn, guards, k in self._symbolic:
             if k != kind:
@@ -671,7 +447,7 @@ class CompiledFunction:
                        _capture._describe(self._fn), type(e).__name__, e)
             self._symbolic_broken = f"{type(e).__name__}: {e}"
             return None
-        self._symbolic.insert(0, (fn, guards, _sizeless(key)))
+        self._symbolic.insert(0, (fn, guards, sizeless(key)))
         return fn
 
     def _compile_symbolic(self, args, state, flat, dims):
@@ -696,7 +472,7 @@ class CompiledFunction:
         options = compiled_pb2.CompileOptions(
             opt_level=self._opt_level, return_input_mutations=not self._keep_input_mutations,
             mode=compiled_pb2.MODE_INFERENCE, eager_random=self._eager_random)
-        key, artifact = self._client.compile(data, options, target=_native.target_message(),
+        key, artifact = self._client.compile(data, options, target=_target.target_message(),
                                              label=_capture._describe(self._fn),
                                              entry_label=self._entry_label())
         self.compiles += 1
@@ -764,7 +540,7 @@ class CompiledFunction:
             eager_random=self._eager_random)
         try:
             key, data = self._client.compile(captured.graph_bytes, options,
-                                             target=_native.target_message(),
+                                             target=_target.target_message(),
                                              label=_capture._describe(self._fn),
                                              entry_label=self._entry_label())
         except CompileError:
@@ -810,7 +586,7 @@ class CompiledFunction:
             mode=compiled_pb2.MODE_INFERENCE, separate_temporaries=True,
             eager_random=self._eager_random)
         key, data = self._client.compile(captured.graph_bytes, options,
-                                         target=_native.target_message(),
+                                         target=_target.target_message(),
                                          label=f"{_capture._describe(self._fn)} ({role})",
                                          entry_label=self._entry_label(role))
         self.compiles += 1

@@ -35,8 +35,9 @@ the epilogue, generating only the body differently:
 
 Environment: ``COMPILED_NATIVE=0`` runs ATen programs only;
 ``COMPILED_TARGET=x86-64-v3`` (or another -march level) caps the ISA
-features reported as the compile target;
-``COMPILED_ARENA_REUSE=0`` frees every arena at the end of its call,
+features reported as the compile target (:mod:`compiled.target`);
+``COMPILED_ARENA_REUSE=0`` frees every arena at the end of its call
+(arenas, the output pool and donations: :mod:`compiled.arena`),
 ``=all`` keeps every arena between calls. ``COMPILED_PROFILE=1`` (read
 when a program is loaded) wraps each segment call in a
 ``torch.profiler.record_function`` range named after the segment and its
@@ -50,7 +51,6 @@ import ast
 import ctypes
 import logging
 import os
-import platform
 import re
 import tempfile
 import threading
@@ -59,25 +59,25 @@ from typing import Any, Dict, List, Optional
 
 import torch
 
+from . import arena, formats
+from .target import MARCH_FEATURES, cpu_flags
 from .errors import ArtifactError, GuardFailure
 from .v1 import artifact_pb2
 
-__all__ = ["NativeUnavailable", "available", "build", "cpu_features", "source_of"]
+__all__ = ["NativeUnavailable", "available", "build", "source_of"]
 
 _log = logging.getLogger("compiled")
 
-_A = artifact_pb2
 
-
-class _P:
+class _Placement:
     """The placement kinds as plain ints (an enum wrapper's attribute
     lookup costs a microsecond, thousands of times per load)."""
-    PLACEMENT_INPUT = _A.PlacementKind.PLACEMENT_INPUT
-    PLACEMENT_ARENA = _A.PlacementKind.PLACEMENT_ARENA
-    PLACEMENT_VIEW = _A.PlacementKind.PLACEMENT_VIEW
-    PLACEMENT_OUTPUT = _A.PlacementKind.PLACEMENT_OUTPUT
-    PLACEMENT_RESULT = _A.PlacementKind.PLACEMENT_RESULT
-    PLACEMENT_TEMP = _A.PlacementKind.PLACEMENT_TEMP
+    PLACEMENT_INPUT = artifact_pb2.PlacementKind.PLACEMENT_INPUT
+    PLACEMENT_ARENA = artifact_pb2.PlacementKind.PLACEMENT_ARENA
+    PLACEMENT_VIEW = artifact_pb2.PlacementKind.PLACEMENT_VIEW
+    PLACEMENT_OUTPUT = artifact_pb2.PlacementKind.PLACEMENT_OUTPUT
+    PLACEMENT_RESULT = artifact_pb2.PlacementKind.PLACEMENT_RESULT
+    PLACEMENT_TEMP = artifact_pb2.PlacementKind.PLACEMENT_TEMP
 
 
 # The ABI the generated code speaks (compiler/codegen/cgen.h): 1, or 2 for
@@ -85,116 +85,10 @@ class _P:
 ABI_VERSION = 1
 ABI_SYMBOLIC = 2
 
-# CPU features each -march level needs (compiler/target.c).
-_LEVELS = {
-    "x86-64": set(),
-    "x86-64-v2": {"sse4.2"},
-    "x86-64-v3": {"sse4.2", "avx", "avx2", "fma", "bmi2"},
-    "x86-64-v4": {"sse4.2", "avx", "avx2", "fma", "bmi2", "avx512f", "avx512bw",
-                  "avx512vl", "avx512dq"},
-}
-
-# /proc/cpuinfo flag -> the feature name the daemon uses.
-_CPUINFO_NAMES = {"sse4_2": "sse4.2", "avx": "avx", "avx2": "avx2", "fma": "fma",
-                  "bmi2": "bmi2", "avx512f": "avx512f", "avx512bw": "avx512bw",
-                  "avx512vl": "avx512vl", "avx512dq": "avx512dq"}
-
-
 class NativeUnavailable(Exception):
     """This process cannot run an artifact's native code (missing runtime
     library, CPU without the features it was built for, disabled); the
     caller runs the ATen program instead."""
-
-
-_cpu: Optional[List[str]] = None
-
-
-def _cpu_flags() -> List[str]:
-    """This CPU's ISA features, named as the daemon names them."""
-    global _cpu
-    if _cpu is None:
-        flags = set()
-        try:
-            with open("/proc/cpuinfo") as f:
-                for line in f:
-                    if line.startswith("flags"):
-                        flags = set(line.split(":", 1)[1].split())
-                        break
-        except OSError:
-            pass
-        _cpu = [name for flag, name in _CPUINFO_NAMES.items() if flag in flags]
-    return _cpu
-
-
-def target_level() -> Optional[str]:
-    """``COMPILED_TARGET``: the highest -march level to build for, or None
-    (this CPU's best). A cluster whose nodes differ sets the level every
-    node has, so that one artifact per graph serves them all (the level is
-    part of the key). Only features this CPU has are ever reported, so a
-    level above this CPU's changes nothing."""
-    level = os.environ.get("COMPILED_TARGET", "").strip()
-    if not level:
-        return None
-    if level not in _LEVELS:
-        raise ValueError(f"COMPILED_TARGET={level!r} is not a target level; use one of "
-                         f"{', '.join(_LEVELS)} (or leave it unset for this CPU's best)")
-    return level
-
-
-def cpu_features() -> List[str]:
-    """The ISA features this process reports as its compile target: this
-    CPU's, capped at ``COMPILED_TARGET`` when that is set."""
-    level = target_level()
-    if level is None:
-        return _cpu_flags()
-    return [f for f in _cpu_flags() if f in _LEVELS[level]]
-
-
-_loaded_libs: Dict[str, bool] = {}
-
-
-def _already_loaded(soname: str, symbol: Optional[str] = None) -> bool:
-    """Whether this process has already loaded `soname` (and it exports
-    `symbol`), without loading it; remembered per process."""
-    key = f"{soname}:{symbol}"
-    if key not in _loaded_libs:
-        try:
-            lib = ctypes.CDLL(soname, mode=os.RTLD_NOLOAD | os.RTLD_LAZY)
-            _loaded_libs[key] = symbol is None or hasattr(lib, symbol)
-        except OSError:
-            _loaded_libs[key] = False
-    return _loaded_libs[key]
-
-
-def has_blas() -> bool:
-    """Whether this process has the system BLAS (libblas.so.3) loaded, as
-    Debian's torch has: generated code may then call it (a batched matrix
-    product's items in parallel, docs/codegen.md). Reported in the target
-    as the feature "blas"; a torch with its own BLAS (MKL) does not load
-    it, and its programs make those products ATen calls."""
-    return _already_loaded("libblas.so.3")
-
-
-def has_dnnl() -> bool:
-    """Whether this process has oneDNN 2 (libdnnl.so.2) loaded with its
-    sgemm, as Debian's torch has (its convolutions): generated code may
-    then make float32 matrix products through it on AVX-512 targets
-    (docs/codegen.md, "Matrix products through oneDNN"). Reported in the
-    target as the feature "dnnl"; a torch with oneDNN linked in statically
-    (PyPI's) does not export it, and its products stay ATen calls, as
-    with ``COMPILED_DNNL=0`` (eager's BLAS, and eager's bits)."""
-    if os.environ.get("COMPILED_DNNL", "1").lower() in ("0", "false", "no"):
-        return False
-    return _already_loaded("libdnnl.so.2", "dnnl_sgemm")
-
-
-def target_message():
-    """The compile target of this process (arch, ISA features, "blas" when
-    has_blas() and "dnnl" when has_dnnl())."""
-    from .v1 import compiled_pb2
-    isa = (cpu_features() + (["blas"] if has_blas() else []) +
-           (["dnnl"] if has_dnnl() else []))
-    return compiled_pb2.Target(arch=platform.machine(), isa=isa)
 
 
 def available() -> bool:
@@ -221,11 +115,11 @@ def _check_runtime(code) -> None:
             raise NativeUnavailable(f"the native code needs {lib}, which cannot be "
                                     f"loaded here ({_lib_checked[lib]}); on Debian, "
                                     "install libsleef3, libgomp1, libblas3 and libdnnl2")
-    want = _LEVELS.get(code.target)
+    want = MARCH_FEATURES.get(code.target)
     if code.target and want is None:
         raise NativeUnavailable(f"the native code was built for an unknown target "
                                 f"{code.target!r}")
-    missing = (want or set()) - set(_cpu_flags())
+    missing = (want or set()) - set(cpu_flags())
     if missing:
         raise NativeUnavailable(f"the native code was built for {code.target}, and this "
                                 f"CPU lacks {', '.join(sorted(missing))}")
@@ -269,263 +163,6 @@ def source_of(artifact) -> str:
     if not artifact.HasField("native_program") or not artifact.native_program.source_zlib:
         return ""
     return zlib.decompress(artifact.native_program.source_zlib).decode("utf-8", "replace")
-
-
-class _OutputPool:
-    """Recycled memory for large program outputs.
-
-    A program returns fresh tensors (the caller keeps them), and a fresh
-    large allocation is freshly mapped memory: on these machines that costs
-    about 2 ms per MiB of page faults on first touch, more than computing
-    the output. So outputs of at least MIN_BYTES live in blocks this pool
-    keeps: each output is a numpy view of a block, wrapped by
-    torch.from_numpy; when the last reference to the output's storage dies
-    (the tensor, its views, anything holding its storage), the view dies and
-    a weakref finalizer returns the block. A block is handed out again only
-    then, so a caller never sees its output change. Nothing else in the
-    process is affected (no allocator settings change). Free blocks are kept
-    per size, at most MAX_FREE of each.
-
-    The one difference from eager: such an output's storage cannot be
-    resized in place (Tensor.resize_ to a larger size raises). Set
-    COMPILED_RECYCLE_OUTPUTS=0 to allocate outputs with torch instead.
-    """
-
-    MIN_BYTES = 1 << 20
-    MAX_FREE = 2
-
-    def __init__(self):
-        self.free: Dict[int, List[Any]] = {}
-        self.lock = threading.Lock()
-        import numpy
-        import weakref
-        self.np = numpy
-        self.weakref = weakref
-
-    def _release(self, nbytes, block):
-        with self.lock:
-            blocks = self.free.setdefault(nbytes, [])
-            if len(blocks) < self.MAX_FREE:
-                blocks.append(block)
-
-    def empty_strided(self, size, stride, dtype, nbytes):
-        if nbytes < self.MIN_BYTES:
-            return torch.empty_strided(size, stride, dtype=dtype)
-        nbytes = (nbytes + 63) // 64 * 64
-        with self.lock:
-            blocks = self.free.get(nbytes)
-            block = blocks.pop() if blocks else None
-        if block is None:
-            raw = self.np.empty(nbytes + 64, dtype=self.np.uint8)
-            off = (-raw.ctypes.data) % 64
-            block = raw[off:off + nbytes]
-        view = block[:]  # dies with the output's storage
-        self.weakref.finalize(view, self._release, nbytes, block)
-        flat = torch.from_numpy(view).view(dtype)
-        return flat.as_strided(size, stride)
-
-
-_output_pool: Optional[_OutputPool] = None
-
-
-def release_output_pool() -> int:
-    """Drops the output pool's free blocks (outputs still in use keep
-    theirs); returns their bytes."""
-    pool = _output_pool
-    if pool is None:
-        return 0
-    with pool.lock:
-        n = sum(len(blocks) * size for size, blocks in pool.free.items())
-        pool.free.clear()
-    return n
-
-
-class Donation:
-    """Inputs whose memory the caller of a boxed program gives away.
-
-    A caller that holds the only reference to an input tensor besides the
-    argument list (the backward of a training step: the gradient autograd
-    passes in, docs/training.md "Memory") names its index in ``inputs``
-    and passes the object as the program's second argument. When the
-    program drops such an input after its last read, the input's storage
-    becomes spare memory for this call: later temporaries and outputs are
-    carved out of it (first fit, 64-byte aligned; see output() for which
-    outputs). Autograd keeps the gradient alive for the whole backward
-    call anyway, so this is memory eager would have freed after its first
-    backward node. Only inputs the caller names are used, and only after
-    the program no longer reads them."""
-
-    __slots__ = ("inputs", "spare")
-
-    def __init__(self, inputs):
-        self.inputs = frozenset(inputs)
-        self.spare: List[List[Any]] = []  # [tensor, its bytes, next free byte]
-
-    def dead(self, *items) -> None:
-        """(input index, tensor) pairs the program just stopped reading."""
-        for i, t in items:
-            if i in self.inputs and t.is_contiguous() and t.storage_offset() == 0 and \
-                    not t.requires_grad and t.numel():
-                self.spare.append([t, t.numel() * t.element_size(), 0])
-
-    # spare storages this small may hold outputs of any size (an output
-    # keeps its whole storage alive: at most this much more than needed)
-    SMALL = 64 << 10
-
-    def temp(self, size, stride, dtype, nbytes):
-        """A temporary carved out of spare memory, or a new one."""
-        t = self._carve(size, stride, dtype, nbytes, False) if self.spare else None
-        return t if t is not None else torch.empty_strided(size, stride, dtype=dtype)
-
-    def output(self, size, stride, dtype, nbytes, alloc):
-        """An output carved out of spare memory, or alloc(size, stride,
-        dtype, nbytes). An output outlives the call and keeps the whole
-        storage alive, so it takes a small storage's next bytes, or the
-        start of an untouched storage at most a third larger than itself."""
-        t = self._carve(size, stride, dtype, nbytes, True) if self.spare else None
-        return t if t is not None else alloc(size, stride, dtype, nbytes)
-
-    def _carve(self, size, stride, dtype, nbytes, output):
-        for entry in self.spare:
-            t, whole, at = entry
-            if not 0 < nbytes <= whole - at:
-                continue
-            if output and whole > self.SMALL and (at or whole > nbytes + nbytes // 3):
-                continue
-            entry[2] = (at + nbytes + 63) // 64 * 64
-            item = t.element_size()
-            if t.dtype == dtype and at % item == 0:  # no intermediate tensor
-                return torch.as_strided(t, size, stride, at // item)
-            flat = t.reshape(-1).view(torch.uint8)
-            return flat[at:at + nbytes].view(dtype).as_strided(size, stride)
-        return None
-
-
-def _extent_bytes(dtype, size, stride) -> int:
-    """The bytes a tensor of this layout spans in its storage."""
-    if 0 in size:
-        return 0
-    item = torch.empty((), dtype=dtype).element_size()
-    return item * (1 + sum((n - 1) * st for n, st in zip(size, stride)))
-
-
-def _plain_empty_strided(size, stride, dtype, nbytes):
-    return torch.empty_strided(size, stride, dtype=dtype)
-
-
-def _outputs_allocator():
-    """torch.empty_strided, or the recycling pool (the default)."""
-    global _output_pool
-    if os.environ.get("COMPILED_RECYCLE_OUTPUTS", "1") in ("0", "false", "no"):
-        return lambda size, stride, dtype, nbytes: torch.empty_strided(size, stride,
-                                                                        dtype=dtype)
-    if _output_pool is None:
-        try:
-            _output_pool = _OutputPool()
-        except ImportError:  # no numpy: plain allocations
-            return lambda size, stride, dtype, nbytes: torch.empty_strided(
-                size, stride, dtype=dtype)
-    return _output_pool.empty_strided
-
-
-class _PagedIn:
-    """A new arena buffer whose pages a thread touches now, while the
-    loader goes on generating the program: the first call finds the memory
-    mapped instead of faulting it in page by page (densenet121's 8 MB: 4 ms
-    of its first call). take() waits for the thread."""
-    __slots__ = ("buf", "thread")
-
-    def __init__(self, nbytes: int):
-        self.buf = _arena_buffer(nbytes)
-        # the thread holds the tensor until it is done, whoever drops this
-        self.thread = threading.Thread(target=_zero, args=(self.buf,), daemon=True,
-                                       name="compiled arena page-in")
-        self.thread.start()
-
-    def get(self) -> torch.Tensor:
-        self.thread.join()
-        return self.buf
-
-
-def _arena_buffer(nbytes: int) -> torch.Tensor:
-    # slack past the end: a zero-size view at the arena's end (or of an
-    # empty arena) still slices one element to view its dtype
-    return torch.empty(nbytes + 16, dtype=torch.uint8)
-
-
-def _zero(buf: torch.Tensor) -> None:
-    ctypes.memset(buf.data_ptr(), 0, buf.numel())  # ctypes lets go of the GIL
-
-
-# Arenas from this size on are paged in by a thread when a program loads
-# (a smaller one costs less than starting the thread), up to the largest:
-# until its first call, a program holds its arena, and one that is never
-# called (a backward nobody runs) would hold a large one for good.
-PAGE_IN_BYTES = 1 << 20
-PAGE_IN_MAX_BYTES = 64 << 20
-
-
-class _Arena:
-    """One call's memory: the arena tensor, its pointer table and the views
-    of it that ATen calls use. The pointer table lives as long as the
-    object (the pool keeps it); the arena itself is made by take(), when a
-    call first needs it (or taken from ``paged_in``, the first arena of a
-    program), and dropped by done() at the call's end unless `keep` (see
-    _keep_arena)."""
-    __slots__ = ("nbytes", "specs", "keep", "buf", "p", "views", "paged_in")
-
-    def __init__(self, nbytes: int, nslots: int, specs, keep: bool,
-                 paged_in: Optional[_PagedIn] = None):
-        self.nbytes, self.specs, self.keep = nbytes, specs, keep
-        self.buf = None
-        self.views = ()
-        self.p = (ctypes.c_void_p * max(nslots, 1))()
-        self.paged_in = paged_in
-
-    def take(self):
-        if self.buf is None:
-            if self.paged_in is not None:
-                self.buf, self.paged_in = self.paged_in.get(), None
-            else:
-                self.buf = _arena_buffer(self.nbytes)
-            self.p[0] = self.buf.data_ptr()
-            views = []
-            for dtype, offset, nbytes_v, size, stride, extra in self.specs:
-                item = torch.empty((), dtype=dtype).element_size()
-                flat = self.buf[offset:offset + max(nbytes_v, item)].view(dtype)
-                views.append(flat.as_strided(size, stride, flat.storage_offset() + extra))
-            self.views = tuple(views)
-        return self.views
-
-    def done(self):
-        if not self.keep:
-            self.release()
-
-    def release(self) -> int:
-        """Drops the arena (the next take() makes a new one), and the one
-        paged in for it if no call took it yet; their bytes."""
-        n = self.buf.numel() if self.buf is not None else 0
-        if self.paged_in is not None:  # its thread holds the buffer until done
-            n += self.paged_in.buf.numel()
-            self.paged_in = None
-        self.buf, self.views, self.p[0] = None, (), None
-        return n
-
-
-# glibc maps every allocation of at least this size afresh (its largest
-# mmap threshold): such an arena costs its page faults on every call unless
-# kept; a smaller one comes back from malloc's free lists, as eager's
-# temporaries do, and keeping it would only add to the process's memory.
-KEEP_ARENA_BYTES = 32 << 20
-
-
-def _keep_arena(nbytes: int) -> bool:
-    """Whether an arena of nbytes stays allocated between calls:
-    COMPILED_ARENA_REUSE=0 never, =all always, else from KEEP_ARENA_BYTES."""
-    mode = os.environ.get("COMPILED_ARENA_REUSE", "1").lower()
-    if mode in ("0", "false", "no"):
-        return False
-    return mode == "all" or nbytes >= KEEP_ARENA_BYTES
 
 
 def _bump_version(t: torch.Tensor) -> None:
@@ -650,47 +287,6 @@ def _check_input(t, size, stride, i: int, symbols, fail=GuardFailure) -> None:
                        f"for {stride} (dim {d})", symbols, i)
 
 
-class _SymArena:
-    """The arena of a program with size symbols: its size is an expression
-    evaluated per call. The buffer stays between calls when it is large
-    (KEEP_ARENA_BYTES, as _Arena) and grows when a call needs more; its
-    pointer table and symbol array live as long as the object (the
-    program's pool keeps it)."""
-    __slots__ = ("p", "s", "buf", "keep_all", "keep_none")
-
-    def __init__(self, nslots: int, nsyms: int):
-        self.p = (ctypes.c_void_p * max(nslots, 1))()
-        self.s = (ctypes.c_int64 * max(nsyms, 1))()
-        self.buf = None
-        # the COMPILED_ARENA_REUSE setting, read once (done() runs per call)
-        self.keep_all = _keep_arena(0)
-        self.keep_none = not _keep_arena(KEEP_ARENA_BYTES)
-
-    def take(self, nbytes: int) -> torch.Tensor:
-        if self.buf is None or self.buf.numel() < nbytes + 16:
-            self.buf = _arena_buffer(nbytes)
-        self.p[0] = self.buf.data_ptr()
-        return self.buf
-
-    def done(self):
-        buf = self.buf
-        if buf is not None and not self.keep_all and \
-                (self.keep_none or buf.numel() < KEEP_ARENA_BYTES):
-            self.buf, self.p[0] = None, None
-
-    def release(self) -> int:
-        n = self.buf.numel() if self.buf is not None else 0
-        self.buf, self.p[0] = None, None
-        return n
-
-
-def _arena_view(buf, offset: int, nbytes: int, dtype, size, stride, extra: int):
-    """A view of the arena's bytes [offset, offset + nbytes) as dtype."""
-    item = torch.empty((), dtype=dtype).element_size()
-    flat = buf[offset:offset + max(nbytes, item)].view(dtype)
-    return flat.as_strided(size, stride, flat.storage_offset() + extra)
-
-
 class NativeIndexError(IndexError, RuntimeError):
     """An index out of range in a native program. Eager raises IndexError
     (embedding, index_select, indexing) or RuntimeError (gather) depending
@@ -791,8 +387,7 @@ class _NativeBody:
         if v.WhichOneof("kind") != "tensor":
             raise ArtifactError(f"native value {index} is not a tensor")
         t = v.tensor
-        from .runtime import _DTYPES
-        dtype = _DTYPES.get(t.dtype)
+        dtype = formats.DTYPE_OF.get(t.dtype)
         if dtype is None:
             raise ArtifactError(f"native value {index}: unknown dtype {t.dtype}")
         if any(x.WhichOneof("kind") == "as_expr" for x in list(t.sizes) + list(t.strides)):
@@ -831,7 +426,7 @@ class _NativeBody:
             self.gen.globals["_nbytes"] = _nbytes
             item = torch.empty((), dtype=dtype).element_size()
             return _Src(f"_nbytes({item}, {size}, {stride})")
-        return _extent_bytes(dtype, size, stride)
+        return arena.extent_bytes(dtype, size, stride)
 
     def arena_value(self, index: int, base: Optional[int] = None, extra: int = 0) -> str:
         """A view of the arena (precomputed when the arena is made)."""
@@ -852,29 +447,29 @@ class _NativeBody:
             raise ArtifactError(f"{where}: native value {index} out of range")
         pl = self.places[index]
         kind = pl.kind
-        if kind == _P.PLACEMENT_INPUT:
+        if kind == _Placement.PLACEMENT_INPUT:
             if not 0 <= pl.index < len(self.gen.input_expr):
                 raise ArtifactError(f"{where}: input {pl.index} out of range")
             if pl.index in self.dropped:
                 raise ArtifactError(f"{where}: reads input {pl.index} after its "
                                     "input_free_at")
             e = self.gen.input_expr[pl.index]
-        elif kind == _P.PLACEMENT_ARENA:
+        elif kind == _Placement.PLACEMENT_ARENA:
             e = self.arena_value(index)
-        elif kind == _P.PLACEMENT_VIEW:
+        elif kind == _Placement.PLACEMENT_VIEW:
             base = pl.index
             if not 0 <= base < len(self.values):
                 raise ArtifactError(f"{where}: view of value {base} out of range")
-            if self.places[base].kind == _P.PLACEMENT_ARENA:
+            if self.places[base].kind == _Placement.PLACEMENT_ARENA:
                 e = self.arena_value(index, base, self.offset_of(pl, where))
             else:
                 _, size, stride = self.meta(index)
                 offset = self.offset_of(pl, where)
                 # a view of a view: one as_strided of the first base (each
                 # level would make a tensor object at every use)
-                while self.places[base].kind == _P.PLACEMENT_VIEW and \
+                while self.places[base].kind == _Placement.PLACEMENT_VIEW and \
                         0 <= self.places[base].index < len(self.values) and \
-                        self.places[self.places[base].index].kind != _P.PLACEMENT_ARENA:
+                        self.places[self.places[base].index].kind != _Placement.PLACEMENT_ARENA:
                     more = self.offset_of(self.places[base], where)
                     offset = _Src(f"{offset} + {more}") if \
                         isinstance(offset, _Src) or isinstance(more, _Src) else offset + more
@@ -886,8 +481,8 @@ class _NativeBody:
                 self.gen.globals["_as_strided"] = torch.as_strided
                 e = f"_as_strided({b}, {size!r}, {stride!r}, {b}.storage_offset() + {offset})"
                 return e  # made at each use (cheap; never cached across frees)
-        elif kind == _P.PLACEMENT_OUTPUT or kind == _P.PLACEMENT_RESULT or \
-                kind == _P.PLACEMENT_TEMP:
+        elif kind == _Placement.PLACEMENT_OUTPUT or kind == _Placement.PLACEMENT_RESULT or \
+                kind == _Placement.PLACEMENT_TEMP:
             raise ArtifactError(f"{where}: native value {index} is read before it exists "
                                 "(or after it was freed)")
         else:
@@ -923,9 +518,9 @@ class _NativeBody:
             return {}
         kept = gen.inputs_kept()
         for v in np_.outputs:  # outputs that are inputs or views of them
-            while 0 <= v < len(self.places) and self.places[v].kind == _P.PLACEMENT_VIEW:
+            while 0 <= v < len(self.places) and self.places[v].kind == _Placement.PLACEMENT_VIEW:
                 v = self.places[v].index
-            if 0 <= v < len(self.places) and self.places[v].kind == _P.PLACEMENT_INPUT:
+            if 0 <= v < len(self.places) and self.places[v].kind == _Placement.PLACEMENT_INPUT:
                 kept.add(self.places[v].index)
         drops: Dict[int, List[int]] = {}
         for i, at in enumerate(free_at):
@@ -945,7 +540,7 @@ class _NativeBody:
         names = [self.gen.input_expr[i] for i in inputs]
         self.dropped.update(inputs)
         for v, pl in enumerate(self.places):
-            if pl.kind == _P.PLACEMENT_INPUT and pl.index in self.dropped:
+            if pl.kind == _Placement.PLACEMENT_INPUT and pl.index in self.dropped:
                 self.expr.pop(v, None)
         pairs = [f"({i}, {n})" for i, n in zip(inputs, names)]
         self.lines.append("    if _give is not None:")
@@ -973,8 +568,8 @@ class _NativeBody:
     def emit(self) -> List[str]:
         np_ = self.np
         g = self.gen
-        g.globals["_new_output"] = (_outputs_allocator() if g.recycle_outputs
-                                    else _plain_empty_strided)
+        g.globals["_new_output"] = (arena.outputs_allocator() if g.recycle_outputs
+                                    else arena.plain_empty_strided)
         g.globals["_segment_error"] = _segment_error
         sym = self.nsyms > 0
         for i, name in enumerate(np_.code.entry_symbols):
@@ -995,7 +590,8 @@ class _NativeBody:
             paged_in = None
         else:
             nbytes = int(np_.memory_plan.arena_bytes)
-            paged_in = (_PagedIn(nbytes) if PAGE_IN_BYTES <= nbytes <= PAGE_IN_MAX_BYTES
+            paged_in = (arena.PagedIn(nbytes)
+                        if arena.PAGE_IN_BYTES <= nbytes <= arena.PAGE_IN_MAX_BYTES
                         and np_.code.entry_symbols else None)
         head = len(self.lines)
         self.lines.append("try:")
@@ -1012,13 +608,13 @@ class _NativeBody:
         # inputs and outputs fill their slots first
         ready = set()
         for i, v in enumerate(np_.inputs):
-            if self.places[v].kind == _P.PLACEMENT_INPUT:
+            if self.places[v].kind == _Placement.PLACEMENT_INPUT:
                 ready.add(v)
         # outputs an alloc instruction names are made there, the others now
         later = {v for ins in np_.instructions if ins.WhichOneof("kind") == "alloc"
                  for v in ins.alloc.items}
         for v in range(len(self.places)):
-            if self.places[v].kind == _P.PLACEMENT_OUTPUT and v not in later:
+            if self.places[v].kind == _Placement.PLACEMENT_OUTPUT and v not in later:
                 ready.add(self.new_output(v))
         self.fill_slots(ready)
         drops = self.input_drops()
@@ -1040,10 +636,11 @@ class _NativeBody:
                 made = set()
                 for v in ins.alloc.items:
                     if not 0 <= v < len(self.places) or v in self.expr or \
-                            self.places[v].kind not in (_P.PLACEMENT_OUTPUT, _P.PLACEMENT_TEMP):
+                            self.places[v].kind not in (_Placement.PLACEMENT_OUTPUT,
+                                                        _Placement.PLACEMENT_TEMP):
                         raise ArtifactError(f"native instruction {n}: alloc of value {v}, "
                                             "not an output or temporary not yet made")
-                    made.add(self.new_output(v) if self.places[v].kind == _P.PLACEMENT_OUTPUT
+                    made.add(self.new_output(v) if self.places[v].kind == _Placement.PLACEMENT_OUTPUT
                              else self.new_temp(v))
                 self.fill_slots(made)
             elif kind == "free":
@@ -1059,7 +656,7 @@ class _NativeBody:
         # counter must still move (autograd and tests check it): an in-place
         # op on an empty view shares the counter and touches no data.
         for i, info in enumerate(g.program.input_info):
-            if info.mutation_type == _A.MUTATION_TYPE_MUTATED_IN_GRAPH and \
+            if info.mutation_type == artifact_pb2.MUTATION_TYPE_MUTATED_IN_GRAPH and \
                     i < len(g.input_expr):
                 g.globals["_bump"] = _bump_version
                 self.lines.append(f"    _bump({g.input_expr[i]})")
@@ -1080,24 +677,24 @@ class _NativeBody:
         if sym:  # an arena of the call's size, its views made per call
             if take_at is not None:
                 take = [f"    _Ab = _A.take({nbytes_src})"]
-                g.globals["_arena_view"] = _arena_view
+                g.globals["_arena_view"] = arena.arena_view
                 for name, (dtype, off, nb, size, stride, extra) in \
                         zip(self.arena_names, self.arena_specs):
                     take.append(f"    {name} = _arena_view(_Ab, {off}, {nb}, "
                                 f"{self.gen.obj(dtype)}, {size!r}, {stride!r}, {extra})")
                 self.lines[take_at:take_at] = take
             nsyms = self.nsyms
-            g.globals["_new_arena"] = lambda: _SymArena(nslots, nsyms)
+            g.globals["_new_arena"] = lambda: arena.SymArena(nslots, nsyms)
             return outs
         if take_at is not None:
             names = ", ".join(self.arena_names) + ("," if len(self.arena_names) == 1 else "")
             self.lines.insert(take_at, f"    {names} = _A.take()" if self.arena_names
                               else "    _A.take()")
         specs = tuple(self.arena_specs)
-        keep = _keep_arena(nbytes)
-        g.globals["_new_arena"] = lambda: _Arena(nbytes, nslots, specs, keep)
+        keep = arena.keep_arena(nbytes)
+        g.globals["_new_arena"] = lambda: arena.Arena(nbytes, nslots, specs, keep)
         if paged_in is not None:
-            pool.append(_Arena(nbytes, nslots, specs, keep, paged_in))
+            pool.append(arena.Arena(nbytes, nslots, specs, keep, paged_in))
         return outs
 
     def read_symbols(self) -> None:
@@ -1119,7 +716,7 @@ class _NativeBody:
                 self.lines.append(f"_s{i} = int({a})")
             names.append(f"{y.name!r}: _s{i}")
         syms = "{" + ", ".join(names) + "}"
-        kinds = _A.GuardKind
+        kinds = artifact_pb2.GuardKind
         for k, gd in enumerate(np_.guards):
             cond = sym_python(gd.expr, self.nsyms, f"guard {k}")
             kind = kinds.Name(gd.kind).replace("GUARD_KIND_", "") \
@@ -1132,7 +729,7 @@ class _NativeBody:
         g.globals["_check_input"] = _check_input
         for i, v in enumerate(np_.inputs):
             if i >= len(g.input_expr) or i in g.bound or \
-                    self.places[v].kind != _P.PLACEMENT_INPUT:
+                    self.places[v].kind != _Placement.PLACEMENT_INPUT:
                 continue
             _, size, stride = self.meta(v)
             if isinstance(size, _Src) or isinstance(stride, _Src):
@@ -1208,7 +805,7 @@ class _NativeBody:
                         names.append(f"v{item}")
                         made.add(item)
                 targets.append("[" + ", ".join(names) + "]")
-            elif pl.kind == _P.PLACEMENT_RESULT:
+            elif pl.kind == _Placement.PLACEMENT_RESULT:
                 self.expr[o] = f"v{o}"
                 targets.append(f"v{o}")
                 made.add(o)

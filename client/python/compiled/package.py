@@ -26,7 +26,8 @@ from typing import Any, Dict, List, Optional
 import torch
 from torch.utils import _pytree as pytree
 
-from . import ArtifactError
+from . import ArtifactError, formats
+from . import target as target_module
 
 __all__ = ["PackageError", "LoadedPackage", "load_package", "MAGIC", "VERSION"]
 
@@ -35,18 +36,6 @@ VERSION = (1, 0)      # the major version this loader reads; minors add fields
 _PREFIX = 24          # magic, major, minor, header length
 _ALIGN = 64
 _DIGEST = 32
-
-_DTYPES = {
-    "SCALAR_TYPE_BYTE": torch.uint8, "SCALAR_TYPE_CHAR": torch.int8,
-    "SCALAR_TYPE_SHORT": torch.int16, "SCALAR_TYPE_INT": torch.int32,
-    "SCALAR_TYPE_LONG": torch.int64, "SCALAR_TYPE_HALF": torch.float16,
-    "SCALAR_TYPE_FLOAT": torch.float32, "SCALAR_TYPE_DOUBLE": torch.float64,
-    "SCALAR_TYPE_COMPLEXHALF": torch.complex32,
-    "SCALAR_TYPE_COMPLEXFLOAT": torch.complex64,
-    "SCALAR_TYPE_COMPLEXDOUBLE": torch.complex128,
-    "SCALAR_TYPE_BOOL": torch.bool, "SCALAR_TYPE_BFLOAT16": torch.bfloat16,
-    "SCALAR_TYPE_UINT16": torch.uint16,
-}
 
 
 class PackageError(ArtifactError):
@@ -208,11 +197,10 @@ def _blob(path, mm, data_start, data_end, entry: Dict[str, Any], what: str) -> m
 
 
 def _check_cpu(path: str, target: str) -> None:
-    from . import native
-    need = native._LEVELS.get(target)
+    need = target_module.MARCH_FEATURES.get(target)
     if need is None:
         raise PackageError(f"{path}: compiled for '{target}', a target this loader does not know")
-    have = set(native.cpu_features())
+    have = set(target_module.cpu_features())
     missing = sorted(need - have)
     if missing:
         raise PackageError(f"{path}: compiled for {target}, whose CPU features "
@@ -279,7 +267,7 @@ def _load(path, header, mm, data_start, data_end, trusted_keys, native) -> Loade
     state: Dict[str, torch.Tensor] = {}
     for i, t in enumerate(header.get("tensors", [])):
         meta = t.get("meta") or {}
-        dtype = _DTYPES.get(meta.get("dtype"))
+        dtype = formats.DTYPE_BY_ENUM_NAME.get(meta.get("dtype"))
         if dtype is None:
             raise PackageError(f"{path}: tensors[{i}] ({t.get('target')}): dtype "
                                f"{meta.get('dtype')!r} is not supported")

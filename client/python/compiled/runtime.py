@@ -50,7 +50,8 @@ from typing import Any, Dict, List, Optional, Sequence, Tuple, Union
 import torch
 import torch.utils._pytree as pytree
 
-from . import codecache
+from . import codecache, formats
+from . import native as native_module  # `native` is load()'s flag
 from .errors import ArtifactError, SpecializationError
 from .v1 import artifact_pb2, graph_pb2
 
@@ -62,51 +63,14 @@ _log = logging.getLogger("compiled.runtime")
 # add fields, so any minor is accepted).
 SUPPORTED_MAJOR = 0
 
-_A = artifact_pb2
-_MUTATED_OUT = _A.MUTATION_TYPE_MUTATED_OUT_GRAPH
-_KNOWN_MUTATION_TYPES = (_A.MUTATION_TYPE_NOT_MUTATED, _A.MUTATION_TYPE_MUTATED_IN_GRAPH,
-                         _A.MUTATION_TYPE_MUTATED_OUT_GRAPH)
-_AS_IS = (_A.OUTPUT_TYPE_NON_ALIAS, _A.OUTPUT_TYPE_UNSAFE_VIEW_ALIAS,
-          _A.OUTPUT_TYPE_CUSTOM_FUNCTION_VIEW)
-_OF_INTERMEDIATE = (_A.OUTPUT_TYPE_ALIAS_OF_INTERMEDIATE,
-                    _A.OUTPUT_TYPE_ALIAS_OF_INTERMEDIATE_SAVE_AS_OUTPUT)
-
-
-# ---------------------------------------------------------------------------
-# graph.proto enums -> torch objects.
-# ---------------------------------------------------------------------------
-
-def _table(pairs):
-    table = {}
-    for enum_value, attr in pairs:
-        obj = getattr(torch, attr, None)
-        if obj is not None:
-            table[enum_value] = obj
-    return table
-
-
-_DTYPES = _table([
-    (graph_pb2.SCALAR_TYPE_BYTE, "uint8"), (graph_pb2.SCALAR_TYPE_CHAR, "int8"),
-    (graph_pb2.SCALAR_TYPE_SHORT, "int16"), (graph_pb2.SCALAR_TYPE_INT, "int32"),
-    (graph_pb2.SCALAR_TYPE_LONG, "int64"), (graph_pb2.SCALAR_TYPE_HALF, "float16"),
-    (graph_pb2.SCALAR_TYPE_FLOAT, "float32"), (graph_pb2.SCALAR_TYPE_DOUBLE, "float64"),
-    (graph_pb2.SCALAR_TYPE_COMPLEXHALF, "complex32"),
-    (graph_pb2.SCALAR_TYPE_COMPLEXFLOAT, "complex64"),
-    (graph_pb2.SCALAR_TYPE_COMPLEXDOUBLE, "complex128"), (graph_pb2.SCALAR_TYPE_BOOL, "bool"),
-    (graph_pb2.SCALAR_TYPE_BFLOAT16, "bfloat16"), (graph_pb2.SCALAR_TYPE_UINT16, "uint16"),
-])
-_LAYOUTS = _table([
-    (graph_pb2.LAYOUT_SPARSE_COO, "sparse_coo"), (graph_pb2.LAYOUT_SPARSE_CSR, "sparse_csr"),
-    (graph_pb2.LAYOUT_SPARSE_CSC, "sparse_csc"), (graph_pb2.LAYOUT_SPARSE_BSR, "sparse_bsr"),
-    (graph_pb2.LAYOUT_SPARSE_BSC, "sparse_bsc"), (graph_pb2.LAYOUT_MKLDNN, "_mkldnn"),
-    (graph_pb2.LAYOUT_STRIDED, "strided"),
-])
-_MEMORY_FORMATS = _table([
-    (graph_pb2.MEMORY_FORMAT_CONTIGUOUS, "contiguous_format"),
-    (graph_pb2.MEMORY_FORMAT_CHANNELS_LAST, "channels_last"),
-    (graph_pb2.MEMORY_FORMAT_CHANNELS_LAST_3D, "channels_last_3d"),
-    (graph_pb2.MEMORY_FORMAT_PRESERVE, "preserve_format"),
-])
+_MUTATED_OUT = artifact_pb2.MUTATION_TYPE_MUTATED_OUT_GRAPH
+_KNOWN_MUTATION_TYPES = (artifact_pb2.MUTATION_TYPE_NOT_MUTATED,
+                         artifact_pb2.MUTATION_TYPE_MUTATED_IN_GRAPH,
+                         artifact_pb2.MUTATION_TYPE_MUTATED_OUT_GRAPH)
+_AS_IS = (artifact_pb2.OUTPUT_TYPE_NON_ALIAS, artifact_pb2.OUTPUT_TYPE_UNSAFE_VIEW_ALIAS,
+          artifact_pb2.OUTPUT_TYPE_CUSTOM_FUNCTION_VIEW)
+_OF_INTERMEDIATE = (artifact_pb2.OUTPUT_TYPE_ALIAS_OF_INTERMEDIATE,
+                    artifact_pb2.OUTPUT_TYPE_ALIAS_OF_INTERMEDIATE_SAVE_AS_OUTPUT)
 
 
 # ---------------------------------------------------------------------------
@@ -322,8 +286,7 @@ class LoadedProgram:
     @property
     def c_source(self) -> str:
         """The generated C of the artifact's native program ("" when none)."""
-        from .native import source_of
-        return source_of(self.artifact) if self.artifact is not None else ""
+        return native_module.source_of(self.artifact) if self.artifact is not None else ""
 
     def __call__(self, *inputs):
         return self.fn(*inputs)
@@ -392,7 +355,6 @@ def load(artifact: Union[bytes, artifact_pb2.Artifact], *,
         # ATen program runs (nothing to load, nothing to choose between)
         native_reason = _no_code_reason(artifact.native_program.summary)
     elif native and artifact.HasField("native_program"):
-        from . import native as native_module
         gen = _Codegen(artifact, bound, out_spec, boxed, recycle_outputs)
         try:
             fn, source = gen.build(native=True)
@@ -420,7 +382,7 @@ def load(artifact: Union[bytes, artifact_pb2.Artifact], *,
         # native code or the ATen program, whichever is faster here
         # (compiled.choice); random programs keep native code, so that
         # their numbers under a seed do not depend on what was measured
-        from . import choice
+        from . import choice  # on first use: statistics imports decimal
 
         def build_aten():
             aten_fn, _ = _Codegen(artifact, bound, out_spec, boxed, recycle_outputs).build()
@@ -641,11 +603,11 @@ class _Codegen:
         if kind in ("ints", "floats", "bools", "strings"):
             return list(getattr(v, kind).items)
         if kind == "scalar_type":
-            return self._enum(_DTYPES, v.scalar_type, "ScalarType", index)
+            return self._enum(formats.DTYPE_OF, v.scalar_type, "ScalarType", index)
         if kind == "layout":
-            return self._enum(_LAYOUTS, v.layout, "Layout", index)
+            return self._enum(formats.LAYOUT_OF, v.layout, "Layout", index)
         if kind == "memory_format":
-            return self._enum(_MEMORY_FORMATS, v.memory_format, "MemoryFormat", index)
+            return self._enum(formats.MEMORY_FORMAT_OF, v.memory_format, "MemoryFormat", index)
         if kind == "device":
             d = v.device
             return torch.device(d.type, d.index) if d.has_index else torch.device(d.type)
@@ -672,7 +634,6 @@ class _Codegen:
         params = self.bind_inputs()
         self.specialization_checks()
         if native:
-            from . import native as native_module
             outs = native_module.build(self, self.artifact)
             if len(outs) != len(program.outputs):
                 raise ArtifactError(f"the native program has {len(outs)} outputs, the program "
@@ -714,11 +675,12 @@ class _Codegen:
         mutates, and bases of outputs that are inputs or their views."""
         kept = set()
         for i, info in enumerate(self.program.input_info):
-            if info.mutation_type != _A.MUTATION_TYPE_NOT_MUTATED or info.mutates_data \
+            if info.mutation_type != artifact_pb2.MUTATION_TYPE_NOT_MUTATED or info.mutates_data \
                     or info.mutates_metadata:
                 kept.add(i)
         for info in self.program.output_info:
-            if info.output_type in (_A.OUTPUT_TYPE_IS_INPUT, _A.OUTPUT_TYPE_ALIAS_OF_INPUT):
+            if info.output_type in (artifact_pb2.OUTPUT_TYPE_IS_INPUT,
+                                    artifact_pb2.OUTPUT_TYPE_ALIAS_OF_INPUT):
                 kept.add(info.base_index)
         return kept
 
@@ -906,7 +868,7 @@ class _Codegen:
                 info = infos[j]
                 where = f"user output {j}"
                 t = info.output_type
-                if t == _A.OUTPUT_TYPE_ALIAS_OF_INTERMEDIATE_BASE_IS_USER_OUTPUT:
+                if t == artifact_pb2.OUTPUT_TYPE_ALIAS_OF_INTERMEDIATE_BASE_IS_USER_OUTPUT:
                     b = info.base_index
                     if not 0 <= b < n_user or b == j:
                         raise ArtifactError(f"{where}: base user output {b} out of range")
@@ -918,9 +880,9 @@ class _Codegen:
                     if not 0 <= po < len(outs):
                         raise ArtifactError(f"{where}: program_output {po} out of range")
                     names[j] = outs[po]
-                elif t == _A.OUTPUT_TYPE_IS_INPUT:
+                elif t == artifact_pb2.OUTPUT_TYPE_IS_INPUT:
                     names[j] = self.input_base(info, n_inputs, where)
-                elif t == _A.OUTPUT_TYPE_ALIAS_OF_INPUT:
+                elif t == artifact_pb2.OUTPUT_TYPE_ALIAS_OF_INPUT:
                     self.view(names[j], self.input_base(info, n_inputs, where), info, where)
                 elif t in _OF_INTERMEDIATE:
                     b = info.base_index

@@ -22,7 +22,7 @@ from typing import Any, Dict, List, Optional, Sequence
 
 import torch
 
-from . import CaptureError
+from . import CaptureError, formats
 
 __all__ = ["expr_text", "sym_meta", "SYM_OPERATORS", "trace_symbolic", "ShapeGuards"]
 
@@ -120,22 +120,18 @@ def set_symint(msg, value, where: str) -> None:
 def sym_meta(t: torch.Tensor, where: str):
     """graph_pb2.TensorMeta of a FakeTensor whose sizes, strides or offset
     may be SymInts."""
-    import sys
-    capture = sys.modules["compiled.capture"]
-    _layout, _scalar_type, _set_device = capture._layout, capture._scalar_type, \
-        capture._set_device
     from .v1 import graph_pb2
     meta = graph_pb2.TensorMeta()
-    meta.dtype = _scalar_type(t.dtype, where)
+    meta.dtype = formats.scalar_type(t.dtype, where)
     for d, size in enumerate(t.shape):
         set_symint(meta.sizes.add(), size, f"{where} size {d}")
     if t.layout == torch.strided:
         for d, stride in enumerate(t.stride()):
             set_symint(meta.strides.add(), stride, f"{where} stride {d}")
         set_symint(meta.storage_offset, t.storage_offset(), f"{where} storage offset")
-    _set_device(meta.device, t.device)
+    formats.set_device(meta.device, t.device)
     meta.requires_grad = False
-    meta.layout = _layout(t.layout, where)
+    meta.layout = formats.layout_enum(t.layout, where)
     return meta
 
 

@@ -50,7 +50,7 @@ import torch
 import torch.fx as fx
 import torch.utils._pytree as pytree
 
-from .native import Donation
+from .arena import Donation
 
 __all__ = ["NotSplittable", "Split", "split", "TrainingStep"]
 
@@ -421,7 +421,7 @@ def _save_masks_as_bools(graph: fx.Graph, saved: List[fx.Node], forward: Set[fx.
 # of the model's output is freed early; a compiled backward is one node,
 # so the gradient would stay for all of it. When nothing but autograd
 # refers to a gradient, its memory can serve the backward program instead
-# (compiled.native.Donation). "Nothing else" is read from the reference
+# (compiled.arena.Donation). "Nothing else" is read from the reference
 # counts of the gradient's TensorImpl and StorageImpl (a
 # c10::intrusive_ptr_target: a vtable pointer, then the strong count), as
 # autograd itself decides when it may steal a gradient, plus the Python

@@ -73,7 +73,7 @@ def tag(message_class, field_name: str) -> bytes:
     return varint(field.number << 3 | wire_type)
 
 
-def ld(field_tag: bytes, payload: bytes) -> bytes:
+def length_delimited(field_tag: bytes, payload: bytes) -> bytes:
     """A length-delimited field: a sub-message, a string or a packed list."""
     n = len(payload)
     return field_tag + (_SMALL[n] if n < 128 else varint(n)) + payload
@@ -88,9 +88,9 @@ def packed_varints(field_tag: bytes, items: Iterable[int]) -> bytes:
     """A packed repeated int64/int32/bool/enum field; nothing when empty
     (protobuf leaves an empty repeated field out)."""
     payload = b"".join(varint(int(i)) for i in items)
-    return ld(field_tag, payload) if payload else b""
+    return length_delimited(field_tag, payload) if payload else b""
 
 
 def packed_doubles(field_tag: bytes, items) -> bytes:
     """A packed repeated double field; nothing when empty."""
-    return ld(field_tag, struct.pack(f"<{len(items)}d", *items)) if items else b""
+    return length_delimited(field_tag, struct.pack(f"<{len(items)}d", *items)) if items else b""
