@@ -78,6 +78,20 @@ from .errors import (ArtifactWarning, CompileError, CompileFallbackWarning, Daem
 
 __all__ = ["BackendOptions", "compiled_backend", "encode_graph", "loaded_graphs"]
 
+
+def _install_precompile_hook() -> None:
+    # torch.compile resolves the backend (importing this module) before it
+    # reads a precompiled entry: the check of this backend's entries must be
+    # in place by then (compiled.precompile)
+    try:
+        from . import precompile
+        precompile.install_hook()
+    except Exception as e:   # a torch without caching precompile
+        logging.getLogger("compiled").debug("compiled precompile: not available: %s", e)
+
+
+_install_precompile_hook()
+
 _log = logging.getLogger("compiled")
 _capture = sys.modules["compiled.capture"]
 
@@ -311,7 +325,7 @@ class _GraphFunction:
         self.signature = ("", "")
         self.retry_at = 0.0
         self.delay = None   # after a failure: the wait before the next try
-        self.eager = gm.forward
+        self.eager = gm.forward if gm is not None else None  # None: precompiled
         self.serial = next(_SERIAL)
         # a symbolic graph's program refused a call (compiled.GuardFailure):
         # programs specialized to the sizes of such calls, by signature
@@ -461,7 +475,7 @@ def _names(source: Optional[tuple], gm: torch.fx.GraphModule, role: str) -> tupl
     """(where, entry label) of a graph: its text in messages and the label
     of its cache entry."""
     from .labels import make_label
-    name, file, line = source or (_graph_label(gm), "", 0)
+    name, file, line = source or (_graph_label(gm) if gm is not None else "a graph", "", 0)
     label = make_label(name if role == "inference" else f"{name} ({role})", file, line)
     return f"the {role} graph of {name}", label
 
@@ -483,11 +497,13 @@ def _remember(fn: _GraphFunction, gm: torch.fx.GraphModule, memo: str, inputs: i
     graphmemo.remember(memo, fn.key, fn.signature[0], fn.signature[1], inputs, outputs)
 
 
-def _from_memo(backend: _Backend, memo: str, gm: torch.fx.GraphModule, inputs: int,
+def _from_memo(backend: _Backend, memo: str, gm: Optional[torch.fx.GraphModule], inputs: int,
                source: Optional[tuple]) -> Optional[Callable]:
     """The Dynamo graph's program from the graph memo's entry, fetched from
     the daemon and loaded, as the callable Dynamo expects; None (the full
-    path then) when there is no entry or anything fails."""
+    path then) when there is no entry or anything fails. ``gm`` is None
+    when torch's precompile loads the graph without tracing it
+    (:mod:`compiled.precompile`)."""
     from . import graphmemo, runtime
     from .client import verify_signature
     entry = graphmemo.lookup(memo)
@@ -805,11 +821,12 @@ def compiled_backend(gm: torch.fx.GraphModule, example_inputs: Sequence[Any], *,
     if memo is not None:
         fn = _from_memo(backend, memo, gm, len(example_inputs), source)
         if fn is not None:
+            _precompile_record(gm, memo, len(example_inputs), source, options)
             return fn
     from torch._dynamo.backends.common import aot_autograd
     from torch._functorch.partitioners import min_cut_rematerialization_partition
     with _library_operators():
-        return aot_autograd(
+        fn = aot_autograd(
             fw_compiler=functools.partial(_compile_graph, backend, source, "forward"),
             bw_compiler=functools.partial(_compile_graph, backend, source, "backward"),
             inference_compiler=functools.partial(
@@ -819,3 +836,19 @@ def compiled_backend(gm: torch.fx.GraphModule, example_inputs: Sequence[Any], *,
             decompositions=_decompositions(),
             keep_inference_input_mutations=True,
         )(gm, example_inputs)
+    if memo is not None:
+        _precompile_record(gm, memo, len(example_inputs), source, options)
+    return fn
+
+
+def _precompile_record(gm, memo, inputs, source, options) -> None:
+    """With torch's caching precompile on, records what re-creates this
+    graph's callable in a new process without Dynamo's trace
+    (:mod:`compiled.precompile`); never fails the compile."""
+    if not getattr(torch._dynamo.config, "caching_precompile", False):
+        return
+    from . import precompile
+    try:
+        precompile.record(gm, memo, inputs, source, options)
+    except Exception as e:
+        _log.debug("compiled precompile: graph not recorded: %s: %s", type(e).__name__, e)
