@@ -42,14 +42,15 @@
 /* Output 0 (floating), and the gradient and the forward's value as g and
  * x in its dtype. */
 static int begin2(lower_ctx *L, const gc_node *n, const char *gname,
-                  const char *xname, L_pw *p, ir_expr **g, ir_expr **x) {
-  int rc = L__pw_begin(L, n, 0, p);
+                  const char *xname, L__elementwise *p, ir_expr **g,
+                  ir_expr **x) {
+  int rc = L__elementwise_begin(L, n, 0, p);
   if (rc)
     return rc;
   if (!L_is_float(p->dt))
     return GC_EUNSUPPORTED;
-  *g = L__pw_operand(L, n, p, gname, p->dt);
-  *x = L__pw_operand(L, n, p, xname, p->dt);
+  *g = L__operand_at(L, n, p, gname, p->dt);
+  *x = L__operand_at(L, n, p, xname, p->dt);
   return *g && *x ? 0 : GC_EUNSUPPORTED;
 }
 
@@ -59,45 +60,48 @@ static int begin2(lower_ctx *L, const gc_node *n, const char *gname,
  * threshold, else the gradient (relu's backward). */
 int lower_threshold_backward(lower_ctx *L, const gc_node *n, int unused) {
   (void)unused;
-  L_pw p;
-  int rc = L__pw_begin(L, n, 0, &p);
+  L__elementwise p;
+  int rc = L__elementwise_begin(L, n, 0, &p);
   if (rc)
     return rc;
   ir_graph *ir = L_ir(L);
   gc_dtype dt = p.dt;
-  ir_expr *g = L__pw_operand(L, n, &p, "grad_output", dt);
-  ir_expr *x = L__pw_operand(L, n, &p, "self", dt), *th = NULL;
+  ir_expr *g = L__operand_at(L, n, &p, "grad_output", dt);
+  ir_expr *x = L__operand_at(L, n, &p, "self", dt), *th = NULL;
   if (!g || !x || dt == GC_DTYPE_BOOL ||
-      !L__pw_scalar(L, n, "threshold", dt, &th))
+      !L__scalar_as(L, n, "threshold", dt, &th))
     return GC_EUNSUPPORTED;
-  return L__pw_finish(L, n, 0, &p,
-                      WHERE(OP2(LE, x, th), ir_const_i(ir, 0, dt), g));
+  return L__elementwise_finish(L, n, 0, &p,
+                               WHERE(OP2(LE, x, th), ir_const_i(ir, 0, dt), g));
 }
 
 /* gelu's derivative at x, exact ("none") form: cdf + x * pdf. */
 static ir_expr *gelu_grad_erf(lower_ctx *L, gc_dtype dt, ir_expr *x) {
   ir_graph *ir = L_ir(L);
-  ir_expr *cdf = OP2(
-      MUL, L__k(L, 0.5, dt),
-      OP2(ADD, L__k(L, 1, dt), OP1(ERF, OP2(MUL, x, L__k(L, M_SQRT1_2, dt)))));
-  ir_expr *pdf = OP2(MUL, L__k(L, M_2_SQRTPI * M_SQRT1_2 * 0.5, dt),
-                     OP1(EXP, OP2(MUL, OP2(MUL, x, x), L__k(L, -0.5, dt))));
+  ir_expr *cdf =
+      OP2(MUL, L__float_const(L, 0.5, dt),
+          OP2(ADD, L__float_const(L, 1, dt),
+              OP1(ERF, OP2(MUL, x, L__float_const(L, M_SQRT1_2, dt)))));
+  ir_expr *pdf =
+      OP2(MUL, L__float_const(L, M_2_SQRTPI * M_SQRT1_2 * 0.5, dt),
+          OP1(EXP, OP2(MUL, OP2(MUL, x, x), L__float_const(L, -0.5, dt))));
   return OP2(ADD, cdf, OP2(MUL, x, pdf));
 }
 
 /* gelu's derivative at x, tanh form, in ATen's steps. */
 static ir_expr *gelu_grad_tanh(lower_ctx *L, gc_dtype dt, ir_expr *x) {
   ir_graph *ir = L_ir(L);
-  ir_expr *beta = L__k(L, M_SQRT2 * M_2_SQRTPI * 0.5, dt);
-  ir_expr *kappa = L__k(L, 0.044715, dt);
-  ir_expr *one = L__k(L, 1, dt), *half = L__k(L, 0.5, dt);
+  ir_expr *beta = L__float_const(L, M_SQRT2 * M_2_SQRTPI * 0.5, dt);
+  ir_expr *kappa = L__float_const(L, 0.044715, dt);
+  ir_expr *one = L__float_const(L, 1, dt), *half = L__float_const(L, 0.5, dt);
   ir_expr *x_sq = OP2(MUL, x, x);
   ir_expr *x_cube = OP2(MUL, x_sq, x);
   ir_expr *t = OP1(TANH, OP2(MUL, beta, OP2(ADD, x, OP2(MUL, kappa, x_cube))));
   ir_expr *left = OP2(MUL, half, x);
   ir_expr *left_d = OP2(MUL, half, OP2(ADD, one, t));
   ir_expr *tanh_d = OP2(SUB, one, OP2(MUL, t, t));
-  ir_expr *k3 = L__k(L, 3 * kappa->k.f, dt); /* scalar_t(3) * kKappa */
+  ir_expr *k3 =
+      L__float_const(L, 3 * kappa->k.f, dt); /* scalar_t(3) * kKappa */
   ir_expr *inner_d = OP2(MUL, beta, OP2(ADD, one, OP2(MUL, k3, x_sq)));
   ir_expr *right_d = OP2(MUL, OP2(MUL, left, tanh_d), inner_d);
   return OP2(ADD, left_d, right_d);
@@ -106,7 +110,7 @@ static ir_expr *gelu_grad_tanh(lower_ctx *L, gc_dtype dt, ir_expr *x) {
 /* gelu_backward(grad_output, self, approximate) */
 int lower_gelu_backward(lower_ctx *L, const gc_node *n, int unused) {
   (void)unused;
-  L_pw p;
+  L__elementwise p;
   ir_expr *g, *x;
   int rc = begin2(L, n, "grad_output", "self", &p, &g, &x);
   if (rc)
@@ -118,7 +122,7 @@ int lower_gelu_backward(lower_ctx *L, const gc_node *n, int unused) {
   if (ap && ap->kind == GC_ARG_STRING && !th && strcmp(ap->s, "none"))
     return GC_EUNSUPPORTED;
   ir_expr *d = th ? gelu_grad_tanh(L, dt, x) : gelu_grad_erf(L, dt, x);
-  return L__pw_finish(L, n, 0, &p, OP2(MUL, g, d));
+  return L__elementwise_finish(L, n, 0, &p, OP2(MUL, g, d));
 }
 
 /* native_dropout_backward(grad_output, mask, scale): g * mask * scale, as
@@ -126,7 +130,7 @@ int lower_gelu_backward(lower_ctx *L, const gc_node *n, int unused) {
  * number in the gradient's dtype). */
 int lower_native_dropout_backward(lower_ctx *L, const gc_node *n, int unused) {
   (void)unused;
-  L_pw p;
+  L__elementwise p;
   ir_expr *g, *m;
   double scale;
   int rc = begin2(L, n, "grad_output", "mask", &p, &g, &m);
@@ -136,23 +140,23 @@ int lower_native_dropout_backward(lower_ctx *L, const gc_node *n, int unused) {
     return GC_EUNSUPPORTED;
   ir_graph *ir = L_ir(L);
   gc_dtype dt = p.dt;
-  return L__pw_finish(L, n, 0, &p,
-                      OP2(MUL, OP2(MUL, g, m), L__k(L, scale, dt)));
+  return L__elementwise_finish(
+      L, n, 0, &p, OP2(MUL, OP2(MUL, g, m), L__float_const(L, scale, dt)));
 }
 
 /* silu_backward(grad_output, self): g * s * (1 + x * (1 - s)), s the
  * sigmoid of x. */
 int lower_silu_backward(lower_ctx *L, const gc_node *n, int unused) {
   (void)unused;
-  L_pw p;
+  L__elementwise p;
   ir_expr *g, *x;
   int rc = begin2(L, n, "grad_output", "self", &p, &g, &x);
   if (rc)
     return rc;
   ir_graph *ir = L_ir(L);
   gc_dtype dt = p.dt;
-  ir_expr *one = L__k(L, 1, dt), *s = OP1(SIGMOID, x);
-  return L__pw_finish(
+  ir_expr *one = L__float_const(L, 1, dt), *s = OP1(SIGMOID, x);
+  return L__elementwise_finish(
       L, n, 0, &p,
       OP2(MUL, OP2(MUL, g, s), OP2(ADD, one, OP2(MUL, x, OP2(SUB, one, s)))));
 }
@@ -162,16 +166,16 @@ int lower_silu_backward(lower_ctx *L, const gc_node *n, int unused) {
  * keeps this operator in backward graphs; torch 1.13 decomposed it). */
 int lower_mish_backward(lower_ctx *L, const gc_node *n, int unused) {
   (void)unused;
-  L_pw p;
+  L__elementwise p;
   ir_expr *g, *x;
   int rc = begin2(L, n, "grad_output", "self", &p, &g, &x);
   if (rc)
     return rc;
   ir_graph *ir = L_ir(L);
   gc_dtype dt = p.dt;
-  ir_expr *one = L__k(L, 1, dt), *s = OP1(SIGMOID, x);
+  ir_expr *one = L__float_const(L, 1, dt), *s = OP1(SIGMOID, x);
   ir_expr *t = OP1(TANH, OP1(LOG1P, OP1(EXP, x)));
-  return L__pw_finish(
+  return L__elementwise_finish(
       L, n, 0, &p,
       OP2(MUL, g,
           OP2(ADD, t,
@@ -181,53 +185,55 @@ int lower_mish_backward(lower_ctx *L, const gc_node *n, int unused) {
 /* sigmoid_backward(grad_output, output): g * (1 - y) * y (param 0);
  * tanh_backward: g * (1 - y * y) (param 1). */
 int lower_sigmoid_backward(lower_ctx *L, const gc_node *n, int is_tanh) {
-  L_pw p;
+  L__elementwise p;
   ir_expr *g, *y;
   int rc = begin2(L, n, "grad_output", "output", &p, &g, &y);
   if (rc)
     return rc;
   ir_graph *ir = L_ir(L);
   gc_dtype dt = p.dt;
-  ir_expr *one = L__k(L, 1, dt);
-  return L__pw_finish(L, n, 0, &p,
-                      is_tanh ? OP2(MUL, g, OP2(SUB, one, OP2(MUL, y, y)))
-                              : OP2(MUL, OP2(MUL, g, OP2(SUB, one, y)), y));
+  ir_expr *one = L__float_const(L, 1, dt);
+  return L__elementwise_finish(
+      L, n, 0, &p,
+      is_tanh ? OP2(MUL, g, OP2(SUB, one, OP2(MUL, y, y)))
+              : OP2(MUL, OP2(MUL, g, OP2(SUB, one, y)), y));
 }
 
 /* hardtanh_backward(grad_output, self, min_val, max_val): g strictly
  * between the bounds, else 0 (NaN gives 0). */
 int lower_hardtanh_backward(lower_ctx *L, const gc_node *n, int unused) {
   (void)unused;
-  L_pw p;
+  L__elementwise p;
   ir_expr *g, *x, *lo, *hi;
   int rc = begin2(L, n, "grad_output", "self", &p, &g, &x);
   if (rc)
     return rc;
   ir_graph *ir = L_ir(L);
   gc_dtype dt = p.dt;
-  if (!L__pw_scalar(L, n, "min_val", dt, &lo) ||
-      !L__pw_scalar(L, n, "max_val", dt, &hi))
+  if (!L__scalar_as(L, n, "min_val", dt, &lo) ||
+      !L__scalar_as(L, n, "max_val", dt, &hi))
     return GC_EUNSUPPORTED;
-  return L__pw_finish(
+  return L__elementwise_finish(
       L, n, 0, &p,
-      WHERE(AND(OP2(GT, x, lo), OP2(LT, x, hi)), g, L__k(L, 0, dt)));
+      WHERE(AND(OP2(GT, x, lo), OP2(LT, x, hi)), g, L__float_const(L, 0, dt)));
 }
 
 /* leaky_relu_backward(grad_output, self, negative_slope, self_is_result):
  * self > 0 ? g : g * slope. */
 int lower_leaky_relu_backward(lower_ctx *L, const gc_node *n, int unused) {
   (void)unused;
-  L_pw p;
+  L__elementwise p;
   ir_expr *g, *x, *slope;
   int rc = begin2(L, n, "grad_output", "self", &p, &g, &x);
   if (rc)
     return rc;
   ir_graph *ir = L_ir(L);
   gc_dtype dt = p.dt;
-  if (!L__pw_scalar(L, n, "negative_slope", dt, &slope))
+  if (!L__scalar_as(L, n, "negative_slope", dt, &slope))
     return GC_EUNSUPPORTED;
-  return L__pw_finish(L, n, 0, &p,
-                      WHERE(OP2(GT, x, L__k(L, 0, dt)), g, OP2(MUL, g, slope)));
+  return L__elementwise_finish(
+      L, n, 0, &p,
+      WHERE(OP2(GT, x, L__float_const(L, 0, dt)), g, OP2(MUL, g, slope)));
 }
 
 /* elu_backward(grad_output, alpha, scale, input_scale, is_result,
@@ -236,7 +242,7 @@ int lower_leaky_relu_backward(lower_ctx *L, const gc_node *n, int unused) {
  * g * input_scale * (alpha * scale) * exp(b * input_scale). */
 int lower_elu_backward(lower_ctx *L, const gc_node *n, int unused) {
   (void)unused;
-  L_pw p;
+  L__elementwise p;
   ir_expr *g, *b;
   double alpha, scale, iscale;
   bool is_result;
@@ -249,58 +255,62 @@ int lower_elu_backward(lower_ctx *L, const gc_node *n, int unused) {
       !L_float(L, n, "input_scale", &iscale) ||
       !L_bool(L, n, "is_result", &is_result))
     return GC_EUNSUPPORTED;
-  ir_expr *pos = L__k(L, scale, dt), *ipt = L__k(L, iscale, dt);
-  ir_expr *neg = L__k(L, L__k(L, alpha, dt)->k.f * pos->k.f, dt);
+  ir_expr *pos = L__float_const(L, scale, dt),
+          *ipt = L__float_const(L, iscale, dt);
+  ir_expr *neg =
+      L__float_const(L, L__float_const(L, alpha, dt)->k.f * pos->k.f, dt);
   ir_expr *gi = OP2(MUL, g, ipt), *r;
   if (is_result)
     r = OP2(MUL, gi, OP2(ADD, b, neg));
   else
     r = OP2(MUL, OP2(MUL, gi, neg), OP1(EXP, OP2(MUL, b, ipt)));
-  return L__pw_finish(L, n, 0, &p,
-                      WHERE(OP2(GT, b, L__k(L, 0, dt)), OP2(MUL, g, pos), r));
+  return L__elementwise_finish(
+      L, n, 0, &p,
+      WHERE(OP2(GT, b, L__float_const(L, 0, dt)), OP2(MUL, g, pos), r));
 }
 
 /* softplus_backward(grad_output, self, beta, threshold): g where
  * x * beta > threshold, else g * z / (z + 1), z = exp(x * beta). */
 int lower_softplus_backward(lower_ctx *L, const gc_node *n, int unused) {
   (void)unused;
-  L_pw p;
+  L__elementwise p;
   ir_expr *g, *x, *beta, *th;
   int rc = begin2(L, n, "grad_output", "self", &p, &g, &x);
   if (rc)
     return rc;
   ir_graph *ir = L_ir(L);
   gc_dtype dt = p.dt;
-  if (!L__pw_scalar(L, n, "beta", dt, &beta) ||
-      !L__pw_scalar(L, n, "threshold", dt, &th))
+  if (!L__scalar_as(L, n, "beta", dt, &beta) ||
+      !L__scalar_as(L, n, "threshold", dt, &th))
     return GC_EUNSUPPORTED;
   ir_expr *xb = OP2(MUL, x, beta), *z = OP1(EXP, xb);
-  return L__pw_finish(
+  return L__elementwise_finish(
       L, n, 0, &p,
       WHERE(OP2(GT, xb, th), g,
-            OP2(DIV, OP2(MUL, g, z), OP2(ADD, z, L__k(L, 1, dt)))));
+            OP2(DIV, OP2(MUL, g, z), OP2(ADD, z, L__float_const(L, 1, dt)))));
 }
 
 /* hardsigmoid_backward (param 0): g / 6 (times 1.0f / 6.0f, as ATen)
  * strictly inside (-3, 3), else 0; hardswish_backward (param 1): 0 below
  * -3, g from 3 on, else g * (x / 3 + 0.5). */
 int lower_hardsigmoid_backward(lower_ctx *L, const gc_node *n, int swish) {
-  L_pw p;
+  L__elementwise p;
   ir_expr *g, *x;
   int rc = begin2(L, n, "grad_output", "self", &p, &g, &x);
   if (rc)
     return rc;
   ir_graph *ir = L_ir(L);
   gc_dtype dt = p.dt;
-  ir_expr *three = L__k(L, 3, dt), *m3 = L__k(L, -3, dt);
-  ir_expr *zero = L__k(L, 0, dt);
+  ir_expr *three = L__float_const(L, 3, dt), *m3 = L__float_const(L, -3, dt);
+  ir_expr *zero = L__float_const(L, 0, dt);
   if (!swish)
-    return L__pw_finish(L, n, 0, &p,
-                        WHERE(AND(OP2(GT, x, m3), OP2(LT, x, three)),
-                              OP2(MUL, g, L__k(L, (double)(1.0f / 6.0f), dt)),
-                              zero));
-  ir_expr *mid = OP2(MUL, g, OP2(ADD, OP2(DIV, x, three), L__k(L, 0.5, dt)));
-  return L__pw_finish(
+    return L__elementwise_finish(
+        L, n, 0, &p,
+        WHERE(AND(OP2(GT, x, m3), OP2(LT, x, three)),
+              OP2(MUL, g, L__float_const(L, (double)(1.0f / 6.0f), dt)), zero));
+  ir_expr *mid =
+      OP2(MUL, g, OP2(ADD, OP2(DIV, x, three), L__float_const(L, 0.5, dt)));
+  return L__elementwise_finish(
       L, n, 0, &p,
       WHERE(OP2(LT, x, m3), zero, WHERE(OP2(GE, x, three), g, mid)));
 }
@@ -309,7 +319,7 @@ int lower_hardsigmoid_backward(lower_ctx *L, const gc_node *n, int swish) {
  * [-lambd, lambd], else 0 (NaN gives 0). */
 int lower_shrink_backward(lower_ctx *L, const gc_node *n, int unused) {
   (void)unused;
-  L_pw p;
+  L__elementwise p;
   ir_expr *g, *x, *l;
   const char *gname = L_arg(L, n, "grad_out") ? "grad_out" : "grad_output";
   int rc = begin2(L, n, gname, "self", &p, &g, &x);
@@ -317,10 +327,11 @@ int lower_shrink_backward(lower_ctx *L, const gc_node *n, int unused) {
     return rc;
   ir_graph *ir = L_ir(L);
   gc_dtype dt = p.dt;
-  if (!L__pw_scalar(L, n, "lambd", dt, &l))
+  if (!L__scalar_as(L, n, "lambd", dt, &l))
     return GC_EUNSUPPORTED;
   ir_expr *out = OR(OP2(LT, x, OP1(NEG, l)), OP2(GT, x, l));
-  return L__pw_finish(L, n, 0, &p, WHERE(out, g, L__k(L, 0, dt)));
+  return L__elementwise_finish(L, n, 0, &p,
+                               WHERE(out, g, L__float_const(L, 0, dt)));
 }
 
 /* log_sigmoid_backward(grad_output, self, buffer):
@@ -328,21 +339,22 @@ int lower_shrink_backward(lower_ctx *L, const gc_node *n, int unused) {
  * x < 0 and 0, -1 otherwise. */
 int lower_log_sigmoid_backward(lower_ctx *L, const gc_node *n, int unused) {
   (void)unused;
-  L_pw p;
+  L__elementwise p;
   ir_expr *g, *x, *b;
   int rc = begin2(L, n, "grad_output", "self", &p, &g, &x);
   if (rc)
     return rc;
   ir_graph *ir = L_ir(L);
   gc_dtype dt = p.dt;
-  if (!(b = L__pw_operand(L, n, &p, "buffer", dt)))
+  if (!(b = L__operand_at(L, n, &p, "buffer", dt)))
     return GC_EUNSUPPORTED;
-  ir_expr *one = L__k(L, 1, dt), *neg = OP2(LT, x, L__k(L, 0, dt));
-  ir_expr *md = WHERE(neg, one, L__k(L, 0, dt));
-  ir_expr *sign = WHERE(neg, one, L__k(L, -1, dt));
+  ir_expr *one = L__float_const(L, 1, dt),
+          *neg = OP2(LT, x, L__float_const(L, 0, dt));
+  ir_expr *md = WHERE(neg, one, L__float_const(L, 0, dt));
+  ir_expr *sign = WHERE(neg, one, L__float_const(L, -1, dt));
   ir_expr *q = OP2(DIV, b, OP2(ADD, one, b));
-  return L__pw_finish(L, n, 0, &p,
-                      OP2(MUL, OP2(SUB, md, OP2(MUL, sign, q)), g));
+  return L__elementwise_finish(L, n, 0, &p,
+                               OP2(MUL, OP2(SUB, md, OP2(MUL, sign, q)), g));
 }
 
 /* logit_backward(grad_output, self, eps): g / (x * (1 - x)) inside the
@@ -350,7 +362,7 @@ int lower_log_sigmoid_backward(lower_ctx *L, const gc_node *n, int unused) {
  * 0. */
 int lower_logit_backward(lower_ctx *L, const gc_node *n, int unused) {
   (void)unused;
-  L_pw p;
+  L__elementwise p;
   ir_expr *g, *x;
   double eps = -1;
   int rc = begin2(L, n, "grad_output", "self", &p, &g, &x);
@@ -361,13 +373,13 @@ int lower_logit_backward(lower_ctx *L, const gc_node *n, int unused) {
   const gc_arg *a = L_arg(L, n, "eps");
   if (a && a->kind != GC_ARG_NONE && !L_float(L, n, "eps", &eps))
     return GC_EUNSUPPORTED;
-  ir_expr *one = L__k(L, 1, dt);
-  ir_expr *lo = L__k(L, eps < 0 ? 0 : eps, dt);
+  ir_expr *one = L__float_const(L, 1, dt);
+  ir_expr *lo = L__float_const(L, eps < 0 ? 0 : eps, dt);
   ir_expr *hi = eps < 0 ? one : OP2(SUB, one, lo);
   ir_expr *d = OP2(DIV, g, OP2(MUL, x, OP2(SUB, one, x)));
   ir_expr *in = AND(OP2(GE, x, lo), OP2(LE, x, hi));
-  return L__pw_finish(L, n, 0, &p,
-                      WHERE(in, d, L__k(L, eps < 0 ? NAN : 0, dt)));
+  return L__elementwise_finish(
+      L, n, 0, &p, WHERE(in, d, L__float_const(L, eps < 0 ? NAN : 0, dt)));
 }
 
 /* glu_backward(grad_output, self, dim): with a and b the halves of self
@@ -376,8 +388,8 @@ int lower_logit_backward(lower_ctx *L, const gc_node *n, int unused) {
  * shape reads both halves at the position modulo the half size. */
 int lower_glu_backward(lower_ctx *L, const gc_node *n, int unused) {
   (void)unused;
-  L_pw p;
-  int rc = L__pw_begin(L, n, 0, &p);
+  L__elementwise p;
+  int rc = L__elementwise_begin(L, n, 0, &p);
   if (rc)
     return rc;
   ir_graph *ir = L_ir(L);
@@ -393,7 +405,7 @@ int lower_glu_backward(lower_ctx *L, const gc_node *n, int unused) {
     return GC_EUNSUPPORTED;
   int64_t h = p.sizes[dim] / 2;
   if (h == 0)
-    return L__pw_finish(L, n, 0, &p, L__k(L, 0, dt));
+    return L__elementwise_finish(L, n, 0, &p, L__float_const(L, 0, dt));
   gc_sym *ai[IR_MAX_RANK], *bi[IR_MAX_RANK];
   for (int i = 0; i < p.rank; i++)
     ai[i] = bi[i] = p.vars[i];
@@ -402,19 +414,20 @@ int lower_glu_backward(lower_ctx *L, const gc_node *n, int unused) {
   ir_expr *a = ir_cast(ir, L_load(L, x, ai), dt);
   ir_expr *s = OP1(SIGMOID, ir_cast(ir, L_load(L, x, bi), dt));
   ir_expr *g = ir_cast(ir, L_load(L, gt, ai), dt);
-  ir_expr *second =
-      OP2(MUL, OP2(MUL, OP2(MUL, OP2(SUB, L__k(L, 1, dt), s), s), a), g);
+  ir_expr *second = OP2(
+      MUL, OP2(MUL, OP2(MUL, OP2(SUB, L__float_const(L, 1, dt), s), s), a), g);
   ir_expr *first_half = ir_op2(ir, IR_LT, GC_DTYPE_INT64,
                                ir_index(ir, p.vars[dim], GC_DTYPE_INT64),
                                ir_const_i(ir, h, GC_DTYPE_INT64));
-  return L__pw_finish(L, n, 0, &p, WHERE(first_half, OP2(MUL, s, g), second));
+  return L__elementwise_finish(L, n, 0, &p,
+                               WHERE(first_half, OP2(MUL, s, g), second));
 }
 
 /* mse_loss_backward(grad_output, self, target, reduction):
  * norm * (self - target) * g, norm 2 / numel for a mean, else 2. */
 int lower_mse_loss_backward(lower_ctx *L, const gc_node *n, int unused) {
   (void)unused;
-  L_pw p;
+  L__elementwise p;
   ir_expr *g, *x, *t;
   int64_t red;
   int rc = begin2(L, n, "grad_output", "self", &p, &g, &x);
@@ -423,15 +436,16 @@ int lower_mse_loss_backward(lower_ctx *L, const gc_node *n, int unused) {
   ir_graph *ir = L_ir(L);
   gc_dtype dt = p.dt;
   ir_tensor *self = L_tensor(L, n, "self");
-  if (!(t = L__pw_operand(L, n, &p, "target", dt)) ||
+  if (!(t = L__operand_at(L, n, &p, "target", dt)) ||
       !L_int(L, n, "reduction", &red) || red < 0 || red > 2 || !self)
     return GC_EUNSUPPORTED;
   int64_t numel = 1;
   for (int i = 0; i < self->rank; i++)
     numel *= self->sizes[i];
   double norm = red == 1 ? 2.0 / (double)numel : 2.0;
-  return L__pw_finish(L, n, 0, &p,
-                      OP2(MUL, OP2(MUL, L__k(L, norm, dt), OP2(SUB, x, t)), g));
+  return L__elementwise_finish(
+      L, n, 0, &p,
+      OP2(MUL, OP2(MUL, L__float_const(L, norm, dt), OP2(SUB, x, t)), g));
 }
 
 /* nll_loss_backward(grad_output, self, target, weight, reduction,
@@ -441,8 +455,8 @@ int lower_mse_loss_backward(lower_ctx *L, const gc_node *n, int unused) {
  * (eager's forward has already refused it). */
 int lower_nll_loss_backward(lower_ctx *L, const gc_node *n, int unused) {
   (void)unused;
-  L_pw p;
-  int rc = L__pw_begin(L, n, 0, &p);
+  L__elementwise p;
+  int rc = L__elementwise_begin(L, n, 0, &p);
   if (rc)
     return rc;
   ir_graph *ir = L_ir(L);
@@ -468,13 +482,15 @@ int lower_nll_loss_backward(lower_ctx *L, const gc_node *n, int unused) {
   g = ir_cast(ir, g, dt);
   if (red == 1)
     g = OP2(DIV, g, ir_cast(ir, L_load(L, tw, NULL), dt));
-  ir_expr *wv = w ? ir_cast(ir, L_load(L, w, &col), dt) : L__k(L, 1, dt);
+  ir_expr *wv =
+      w ? ir_cast(ir, L_load(L, w, &col), dt) : L__float_const(L, 1, dt);
   ir_expr *j = ir_index(ir, col, GC_DTYPE_INT64);
   ir_expr *hit = AND(ir_op2(ir, IR_EQ, GC_DTYPE_INT64, tv, j),
                      ir_op2(ir, IR_NE, GC_DTYPE_INT64, tv,
                             ir_const_i(ir, ignore, GC_DTYPE_INT64)));
-  return L__pw_finish(L, n, 0, &p,
-                      WHERE(hit, OP2(MUL, wv, OP1(NEG, g)), L__k(L, 0, dt)));
+  return L__elementwise_finish(
+      L, n, 0, &p,
+      WHERE(hit, OP2(MUL, wv, OP1(NEG, g)), L__float_const(L, 0, dt)));
 }
 
 /* ---- reductions for the normalization backwards ---- */
@@ -537,8 +553,8 @@ int lower_softmax_backward(lower_ctx *L, const gc_node *n, int is_log) {
   ir_tensor *gt = L_tensor(L, n, "grad_output"), *yt = L_tensor(L, n, "output");
   int64_t dim;
   gc_dtype in_dt;
-  L_pw p;
-  int rc = L__pw_begin(L, n, 0, &p);
+  L__elementwise p;
+  int rc = L__elementwise_begin(L, n, 0, &p);
   if (rc)
     return rc;
   gc_dtype dt = p.dt;
@@ -566,9 +582,9 @@ int lower_softmax_backward(lower_ctx *L, const gc_node *n, int is_log) {
   ir_expr *sum = L_load(L, s, ki);
   ir_expr *g = L_load_bcast(L, gt, p.rank, p.vars);
   ir_expr *y = L_load_bcast(L, yt, p.rank, p.vars);
-  return L__pw_finish(L, n, 0, &p,
-                      is_log ? OP2(SUB, g, OP2(MUL, OP1(EXP, y), sum))
-                             : OP2(MUL, OP2(SUB, g, sum), y));
+  return L__elementwise_finish(L, n, 0, &p,
+                               is_log ? OP2(SUB, g, OP2(MUL, OP1(EXP, y), sum))
+                                      : OP2(MUL, OP2(SUB, g, sum), y));
 }
 
 /* ---- native_layer_norm_backward ---- */
@@ -627,13 +643,13 @@ static int lnb_input(lower_ctx *L, const gc_node *n, lnb *b) {
                          ir_cast(ir, L_load(L, b->x, rs.xi), dt));
   ir_tensor *sc = rsum_end(L, n, &rs, dt, OP2(MUL, dy_w(L, b, rs.xi), centred));
   ir_tensor *db = rsum_end(L, n, &rb, dt, dy_w(L, b, rb.xi));
-  L_pw p;
-  if (!sc || !db || (rc = L__pw_begin(L, n, 0, &p)))
+  L__elementwise p;
+  if (!sc || !db || (rc = L__elementwise_begin(L, n, 0, &p)))
     return rc ? rc : GC_ENOMEM;
   gc_sym *ki[IR_MAX_RANK];
   kept_index(L, b->rank, reduced, p.vars, ki);
   ir_expr *a = row_stat(L, b, b->rstd, p.vars);
-  ir_expr *scale = L__k(L, 1.0 / (double)b->N, dt);
+  ir_expr *scale = L__float_const(L, 1.0 / (double)b->N, dt);
   ir_expr *bb =
       OP2(MUL, OP2(MUL, OP2(MUL, OP2(MUL, L_load(L, sc, ki), a), a), a), scale);
   ir_expr *mean_db = OP2(MUL, L_load(L, db, ki), scale);
@@ -641,7 +657,7 @@ static int lnb_input(lower_ctx *L, const gc_node *n, lnb *b) {
                    row_stat(L, b, b->mean, p.vars));
   ir_expr *dx = OP2(ADD, OP2(MUL, a, OP2(SUB, dy_w(L, b, p.vars), mean_db)),
                     OP2(MUL, bb, x));
-  return L__pw_finish(L, n, 0, &p, dx);
+  return L__elementwise_finish(L, n, 0, &p, dx);
 }
 
 /* grad_weight (k 1): sum over rows of dy * (x * rstd - rstd * mean);
@@ -780,23 +796,23 @@ static int bnb_input(lower_ctx *L, const gc_node *n, bnb *b, ir_tensor *sum,
                      ir_tensor *dotp) {
   ir_graph *ir = L_ir(L);
   gc_dtype dt = b->dt;
-  L_pw p;
-  int rc = L__pw_begin(L, n, 0, &p);
+  L__elementwise p;
+  int rc = L__elementwise_begin(L, n, 0, &p);
   if (rc)
     return rc;
   ir_expr *dy = ir_cast(ir, L_load(L, b->dy, p.vars), dt);
   ir_expr *is = invstd_at(L, b, p.vars);
-  ir_expr *w = b->w ? chan(L, b, b->w, p.vars) : L__k(L, 1, dt);
+  ir_expr *w = b->w ? chan(L, b, b->w, p.vars) : L__float_const(L, 1, dt);
   if (!b->train)
-    return L__pw_finish(L, n, 0, &p, OP2(MUL, OP2(MUL, dy, is), w));
-  ir_expr *cnt = L__k(L, (double)b->count, dt);
+    return L__elementwise_finish(L, n, 0, &p, OP2(MUL, OP2(MUL, dy, is), w));
+  ir_expr *cnt = L__float_const(L, (double)b->count, dt);
   ir_expr *k =
       OP2(DIV, OP2(MUL, OP2(MUL, L_load(L, dotp, &p.vars[1]), is), is), cnt);
   ir_expr *gm = OP2(DIV, L_load(L, sum, &p.vars[1]), cnt);
   ir_expr *xm = OP2(SUB, ir_cast(ir, L_load(L, b->x, p.vars), dt),
                     chan(L, b, b->mean, p.vars));
   ir_expr *gi = OP2(SUB, OP2(SUB, dy, gm), OP2(MUL, xm, k));
-  return L__pw_finish(L, n, 0, &p, OP2(MUL, OP2(MUL, gi, is), w));
+  return L__elementwise_finish(L, n, 0, &p, OP2(MUL, OP2(MUL, gi, is), w));
 }
 
 /* Reads the arguments of native_batch_norm_backward into b. */
@@ -851,16 +867,16 @@ int lower_batch_norm_backward(lower_ctx *L, const gc_node *n, int unused) {
   if (want[0] && (rc = bnb_input(L, n, &b, sum, dotp)))
     return rc;
   if (want[1]) {
-    L_pw p;
-    if ((rc = L__pw_begin(L, n, 1, &p)))
+    L__elementwise p;
+    if ((rc = L__elementwise_begin(L, n, 1, &p)))
       return rc;
     if (p.rank != 1)
       return GC_EUNSUPPORTED;
     gc_sym *xi[2] = {NULL, p.vars[0]};
     ir_graph *ir = L_ir(L);
     gc_dtype dt = b.dt;
-    rc = L__pw_finish(L, n, 1, &p,
-                      OP2(MUL, L_load(L, dotp, p.vars), invstd_at(L, &b, xi)));
+    rc = L__elementwise_finish(
+        L, n, 1, &p, OP2(MUL, L_load(L, dotp, p.vars), invstd_at(L, &b, xi)));
     if (rc)
       return rc;
   }

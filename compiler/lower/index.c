@@ -81,16 +81,16 @@ static ir_expr *gather_from(lower_ctx *L, ir_tensor *x, int64_t out,
 }
 
 /* The output of n is empty: a constant. */
-static int empty(lower_ctx *L, const gc_node *n, L_pw *p) {
-  return L__pw_finish(L, n, 0, p, ir_const_i(L_ir(L), 0, p->odt));
+static int empty(lower_ctx *L, const gc_node *n, L__elementwise *p) {
+  return L__elementwise_finish(L, n, 0, p, ir_const_i(L_ir(L), 0, p->odt));
 }
 
 /* embedding(weight, indices, padding_idx, scale_grad_by_freq, sparse):
  * out[..., j] = weight[indices[...], j]. */
 int lower_embedding(lower_ctx *L, const gc_node *n, int unused) {
   (void)unused;
-  L_pw p;
-  int rc = L__pw_begin(L, n, 0, &p);
+  L__elementwise p;
+  int rc = L__elementwise_begin(L, n, 0, &p);
   if (rc)
     return rc;
   ir_tensor *w = L_tensor(L, n, "weight"), *ix = L_tensor(L, n, "indices");
@@ -104,14 +104,14 @@ int lower_embedding(lower_ctx *L, const gc_node *n, int unused) {
   gc_sym *at[2] = {NULL, p.vars[p.rank - 1]};
   ir_expr *i = L_load(L, ix, p.vars);
   ir_expr *e = gather_from(L, w, numel(p.rank, p.sizes), at, 0, i, &rc);
-  return e ? L__pw_finish(L, n, 0, &p, e) : rc;
+  return e ? L__elementwise_finish(L, n, 0, &p, e) : rc;
 }
 
 /* index_select(self, dim, index): out[.., j, ..] = self[.., index[j], ..]. */
 int lower_index_select(lower_ctx *L, const gc_node *n, int unused) {
   (void)unused;
-  L_pw p;
-  int rc = L__pw_begin(L, n, 0, &p);
+  L__elementwise p;
+  int rc = L__elementwise_begin(L, n, 0, &p);
   if (rc)
     return rc;
   ir_tensor *x = L_tensor(L, n, "self"), *ix = L_tensor(L, n, "index");
@@ -130,15 +130,15 @@ int lower_index_select(lower_ctx *L, const gc_node *n, int unused) {
   ir_expr *i = L_load(L, ix, ix->rank ? &p.vars[dim] : NULL);
   ir_expr *e =
       gather_from(L, x, numel(p.rank, p.sizes), p.vars, (int)dim, i, &rc);
-  return e ? L__pw_finish(L, n, 0, &p, e) : rc;
+  return e ? L__elementwise_finish(L, n, 0, &p, e) : rc;
 }
 
 /* gather(self, dim, index, sparse_grad): out[i] = self[i with dim replaced
  * by index[i]]; out has index's shape. */
 int lower_gather(lower_ctx *L, const gc_node *n, int unused) {
   (void)unused;
-  L_pw p;
-  int rc = L__pw_begin(L, n, 0, &p);
+  L__elementwise p;
+  int rc = L__elementwise_begin(L, n, 0, &p);
   if (rc)
     return rc;
   ir_tensor *x = L_tensor(L, n, "self"), *ix = L_tensor(L, n, "index");
@@ -162,7 +162,7 @@ int lower_gather(lower_ctx *L, const gc_node *n, int unused) {
   ir_expr *i = L_load(L, ix, p.vars);
   ir_expr *e =
       gather_from(L, x, numel(p.rank, p.sizes), p.vars, (int)dim, i, &rc);
-  return e ? L__pw_finish(L, n, 0, &p, e) : rc;
+  return e ? L__elementwise_finish(L, n, 0, &p, e) : rc;
 }
 
 /* `e` clamped to [0, hi]. */
@@ -204,9 +204,9 @@ static ir_expr *cat_chain(lower_ctx *L, ir_tensor **parts, const int64_t *start,
  * than MAX_CAT loads. */
 /* cat's and stack's arguments: the output (p), the inputs (*ts, *nt) and
  * dim, made non-negative against the output's rank. */
-static int cat_args(lower_ctx *L, const gc_node *n, L_pw *p, ir_tensor ***ts,
-                    int *nt, int64_t *dim) {
-  int rc = L__pw_begin(L, n, 0, p);
+static int cat_args(lower_ctx *L, const gc_node *n, L__elementwise *p,
+                    ir_tensor ***ts, int *nt, int64_t *dim) {
+  int rc = L__elementwise_begin(L, n, 0, p);
   if (rc)
     return rc;
   *nt = L_tensors(L, n, "tensors", ts);
@@ -221,7 +221,7 @@ static int cat_args(lower_ctx *L, const gc_node *n, L_pw *p, ir_tensor ***ts,
 int lower_cat(lower_ctx *L, const gc_node *n, int unused) {
   (void)unused;
   ir_graph *ir = L_ir(L);
-  L_pw p;
+  L__elementwise p;
   ir_tensor **ts;
   int nt;
   int64_t dim;
@@ -298,7 +298,7 @@ int lower_cat(lower_ctx *L, const gc_node *n, int unused) {
     start[ng] = off;
     np = ng;
   }
-  return L__pw_finish(
+  return L__elementwise_finish(
       L, n, 0, &p,
       cat_chain(L, part, start, np, p.rank, (int)dim, p.vars, p.odt));
 }
@@ -332,7 +332,7 @@ static ir_expr *stack_chain(lower_ctx *L, ir_tensor **ts, int cnt, int rank,
 int lower_stack(lower_ctx *L, const gc_node *n, int unused) {
   (void)unused;
   ir_graph *ir = L_ir(L);
-  L_pw p;
+  L__elementwise p;
   ir_tensor **ts;
   int nt;
   int64_t dim; /* against the output's rank: the inputs' plus one */
@@ -351,7 +351,7 @@ int lower_stack(lower_ctx *L, const gc_node *n, int unused) {
   if (numel(p.rank, p.sizes) == 0)
     return empty(L, n, &p);
   if (nt <= MAX_CAT)
-    return L__pw_finish(
+    return L__elementwise_finish(
         L, n, 0, &p, stack_chain(L, ts, nt, p.rank, (int)dim, p.vars, p.odt));
   ir_tensor **part = gc_arena_calloc(ir->a, MAX_CAT + 1, sizeof *part);
   int64_t start[MAX_CAT + 1];
@@ -376,7 +376,7 @@ int lower_stack(lower_ctx *L, const gc_node *n, int unused) {
     start[ng++] = g;
   }
   start[ng] = nt;
-  return L__pw_finish(
+  return L__elementwise_finish(
       L, n, 0, &p,
       cat_chain(L, part, start, ng, p.rank, (int)dim, p.vars, p.odt));
 }
@@ -397,8 +397,8 @@ int lower_constant_pad(lower_ctx *L, const gc_node *n, int unused) {
   (void)unused;
   ir_graph *ir = L_ir(L);
   gc_symctx *s = &ir->sym;
-  L_pw p;
-  int rc = L__pw_begin(L, n, 0, &p);
+  L__elementwise p;
+  int rc = L__elementwise_begin(L, n, 0, &p);
   if (rc)
     return rc;
   ir_tensor *x = L_tensor(L, n, "self");
@@ -408,7 +408,7 @@ int lower_constant_pad(lower_ctx *L, const gc_node *n, int unused) {
   if (!x || !L_ints(L, n, "pad", &pad, &np) || np % 2 || np / 2 > x->rank ||
       p.rank != x->rank || p.odt != x->dtype)
     return GC_EUNSUPPORTED;
-  if (!L__pw_scalar(L, n, "value", p.odt, &value)) {
+  if (!L__scalar_as(L, n, "value", p.odt, &value)) {
     /* a float value of an integer tensor: exact integers only (the default
      * 0.0 is one) */
     double f;
@@ -419,7 +419,7 @@ int lower_constant_pad(lower_ctx *L, const gc_node *n, int unused) {
   if (numel(p.rank, p.sizes) == 0)
     return empty(L, n, &p);
   if (numel(x->rank, x->sizes) == 0)
-    return L__pw_finish(L, n, 0, &p, value);
+    return L__elementwise_finish(L, n, 0, &p, value);
   gc_sym *at[IR_MAX_RANK];
   ir_expr *inside = NULL;
   gc_dtype i64 = GC_DTYPE_INT64;
@@ -445,7 +445,7 @@ int lower_constant_pad(lower_ctx *L, const gc_node *n, int unused) {
   ir_expr *e = L_load(L, x, at);
   if (inside)
     e = ir_op3(ir, IR_WHERE, p.odt, inside, e, value);
-  return L__pw_finish(L, n, 0, &p, e);
+  return L__elementwise_finish(L, n, 0, &p, e);
 }
 
 /* ---- reflection and replication padding ---- */
@@ -487,11 +487,11 @@ static bool edge_pad_args(lower_ctx *L, const gc_node *n, int d, bool repl,
 
 /* A padding rule's start: its output (p), padded dims (*d) and mode (*repl)
  * from the table's param (d, plus 10 for replication). */
-static int edge_pad_begin(lower_ctx *L, const gc_node *n, int param, L_pw *p,
-                          int *d, bool *repl) {
+static int edge_pad_begin(lower_ctx *L, const gc_node *n, int param,
+                          L__elementwise *p, int *d, bool *repl) {
   *d = param % 10;
   *repl = param >= 10;
-  return L__pw_begin(L, n, 0, p);
+  return L__elementwise_begin(L, n, 0, p);
 }
 
 /* reflection_pad1d/2d/3d, replication_pad1d/2d/3d(self, padding): the last
@@ -502,7 +502,7 @@ static int edge_pad_begin(lower_ctx *L, const gc_node *n, int param, L_pw *p,
 int lower_edge_pad(lower_ctx *L, const gc_node *n, int param) {
   int d;
   bool repl;
-  L_pw p;
+  L__elementwise p;
   int rc = edge_pad_begin(L, n, param, &p, &d, &repl);
   if (rc)
     return rc;
@@ -535,7 +535,7 @@ int lower_edge_pad(lower_ctx *L, const gc_node *n, int param) {
     if (!at[k])
       return GC_ENOMEM;
   }
-  return L__pw_finish(L, n, 0, &p, L_load(L, x, at));
+  return L__elementwise_finish(L, n, 0, &p, L_load(L, x, at));
 }
 
 /* One output position that copied input element i of a padded axis: o =
@@ -601,7 +601,7 @@ static int pad_sources(lower_ctx *L, bool repl, gc_sym *v, int64_t in,
 int lower_edge_pad_backward(lower_ctx *L, const gc_node *n, int param) {
   int d;
   bool repl;
-  L_pw p;
+  L__elementwise p;
   int rc = edge_pad_begin(L, n, param, &p, &d, &repl);
   if (rc)
     return rc;
@@ -643,7 +643,7 @@ int lower_edge_pad_backward(lower_ctx *L, const gc_node *n, int param) {
     for (int k = p.rank - 1; k >= 0 && ++j[k] == cnt[k]; k--)
       j[k] = 0;
   }
-  return L__pw_finish(L, n, 0, &p, acc);
+  return L__elementwise_finish(L, n, 0, &p, acc);
 }
 #undef AND
 
@@ -657,9 +657,9 @@ int lower_edge_pad_backward(lower_ctx *L, const gc_node *n, int param) {
  * point (*base: zeros of input_sizes for the backwards, self for the
  * scatters). */
 static int view_place_begin(lower_ctx *L, const gc_node *n, bool scatter,
-                            int dropped, L_pw *p, ir_tensor **g, ir_expr **base,
-                            int64_t *dim) {
-  int rc = L__pw_begin(L, n, 0, p);
+                            int dropped, L__elementwise *p, ir_tensor **g,
+                            ir_expr **base, int64_t *dim) {
+  int rc = L__elementwise_begin(L, n, 0, p);
   if (rc)
     return rc;
   *g = L_tensor(L, n, scatter ? "src" : "grad_output");
@@ -699,7 +699,7 @@ static int view_place_begin(lower_ctx *L, const gc_node *n, bool scatter,
 int lower_slice_place(lower_ctx *L, const gc_node *n, int scatter) {
   ir_graph *ir = L_ir(L);
   gc_symctx *s = &ir->sym;
-  L_pw p;
+  L__elementwise p;
   ir_tensor *g;
   ir_expr *base;
   int64_t dim, start = 0, end = INT64_MAX, step = 1;
@@ -731,7 +731,7 @@ int lower_slice_place(lower_ctx *L, const gc_node *n, int scatter) {
   if (numel(p.rank, p.sizes) == 0)
     return empty(L, n, &p);
   if (len == 0)
-    return L__pw_finish(L, n, 0, &p, base);
+    return L__elementwise_finish(L, n, 0, &p, base);
   gc_sym *j = gc_sym_addc(s, p.vars[dim], -start); /* offset into the slice */
   if (!j)
     return GC_ENOMEM;
@@ -751,7 +751,7 @@ int lower_slice_place(lower_ctx *L, const gc_node *n, int scatter) {
     at[d] =
         d == dim ? clamp(s, gc_sym_floordiv(s, j, step), len - 1) : p.vars[d];
   ir_expr *e = ir_op3(ir, IR_WHERE, p.odt, inside, L_load(L, g, at), base);
-  return L__pw_finish(L, n, 0, &p, e);
+  return L__elementwise_finish(L, n, 0, &p, e);
 }
 
 /* select_backward(grad_output, input_sizes, dim, index) and
@@ -759,7 +759,7 @@ int lower_slice_place(lower_ctx *L, const gc_node *n, int scatter) {
  * at `index` of dim (negative counts from the end). */
 int lower_select_place(lower_ctx *L, const gc_node *n, int scatter) {
   ir_graph *ir = L_ir(L);
-  L_pw p;
+  L__elementwise p;
   ir_tensor *g;
   ir_expr *base;
   int64_t dim, index;
@@ -786,7 +786,7 @@ int lower_select_place(lower_ctx *L, const gc_node *n, int scatter) {
   ir_expr *here = ir_op2(ir, IR_EQ, i64, ir_index(ir, p.vars[dim], i64),
                          ir_const_i(ir, index, i64));
   ir_expr *e = ir_op3(ir, IR_WHERE, p.odt, here, L_load(L, g, at), base);
-  return L__pw_finish(L, n, 0, &p, e);
+  return L__elementwise_finish(L, n, 0, &p, e);
 }
 
 /* as_strided_scatter(self, src, size, stride, storage_offset=None): self
@@ -801,8 +801,8 @@ int lower_as_strided_scatter(lower_ctx *L, const gc_node *n, int unused) {
   (void)unused;
   ir_graph *ir = L_ir(L);
   gc_symctx *s = &ir->sym;
-  L_pw p;
-  int rc = L__pw_begin(L, n, 0, &p);
+  L__elementwise p;
+  int rc = L__elementwise_begin(L, n, 0, &p);
   if (rc)
     return rc;
   ir_tensor *self = L_tensor(L, n, "self"), *src = L_tensor(L, n, "src");
@@ -838,7 +838,7 @@ int lower_as_strided_scatter(lower_ctx *L, const gc_node *n, int unused) {
     return empty(L, n, &p);
   ir_expr *base = L_load(L, self, p.vars);
   if (numel_v == 0)
-    return L__pw_finish(L, n, 0, &p, base);
+    return L__elementwise_finish(L, n, 0, &p, base);
   gc_sym *j = gc_sym_const(s, -off); /* position in the view's block */
   for (int d = 0; d < p.rank; d++)
     j = gc_sym_add(s, j, gc_sym_scale(s, p.vars[d], os[d]));
@@ -855,7 +855,7 @@ int lower_as_strided_scatter(lower_ctx *L, const gc_node *n, int unused) {
              ir_op2(ir, IR_GE, i64, v, ir_const_i(ir, 0, i64)),
              ir_op2(ir, IR_LT, i64, v, ir_const_i(ir, numel_v, i64)));
   ir_expr *e = ir_op3(ir, IR_WHERE, p.odt, inside, L_load(L, src, at), base);
-  return L__pw_finish(L, n, 0, &p, e);
+  return L__elementwise_finish(L, n, 0, &p, e);
 }
 
 /* diagonal_scatter(self, src, offset=0, dim1=0, dim2=1): self with src on
@@ -864,8 +864,8 @@ int lower_as_strided_scatter(lower_ctx *L, const gc_node *n, int unused) {
 int lower_diagonal_scatter(lower_ctx *L, const gc_node *n, int unused) {
   (void)unused;
   ir_graph *ir = L_ir(L);
-  L_pw p;
-  int rc = L__pw_begin(L, n, 0, &p);
+  L__elementwise p;
+  int rc = L__elementwise_begin(L, n, 0, &p);
   if (rc)
     return rc;
   ir_tensor *self = L_tensor(L, n, "self"), *src = L_tensor(L, n, "src");
@@ -905,7 +905,7 @@ int lower_diagonal_scatter(lower_ctx *L, const gc_node *n, int unused) {
     return empty(L, n, &p);
   ir_expr *base = L_load(L, self, p.vars);
   if (len == 0)
-    return L__pw_finish(L, n, 0, &p, base);
+    return L__elementwise_finish(L, n, 0, &p, base);
   gc_symctx *s = &ir->sym;
   gc_sym *i = off >= 0 ? p.vars[d1] : p.vars[d2]; /* position on it */
   at[r - 2] = clamp(s, i, len - 1);
@@ -918,7 +918,7 @@ int lower_diagonal_scatter(lower_ctx *L, const gc_node *n, int unused) {
              ir_const_i(ir, off, i64)),
       ir_op2(ir, IR_LT, i64, ir_index(ir, i, i64), ir_const_i(ir, len, i64)));
   ir_expr *e = ir_op3(ir, IR_WHERE, p.odt, on, L_load(L, src, at), base);
-  return L__pw_finish(L, n, 0, &p, e);
+  return L__elementwise_finish(L, n, 0, &p, e);
 }
 
 /* index.Tensor with several index tensors (pos[0..m) the indexed dims):
@@ -927,8 +927,8 @@ int lower_diagonal_scatter(lower_ctx *L, const gc_node *n, int unused) {
  * rule). Each index is checked against its dim's size (and wrapped when
  * negative) by a gather from an iota buffer, the element read by one gather
  * at the sum of the checked indices times the dims' strides. */
-static int index_several(lower_ctx *L, const gc_node *n, L_pw *p, ir_tensor *x,
-                         ir_tensor **ix, const int *pos, int m) {
+static int index_several(lower_ctx *L, const gc_node *n, L__elementwise *p,
+                         ir_tensor *x, ir_tensor **ix, const int *pos, int m) {
   ir_graph *ir = L_ir(L);
   gc_symctx *s = &ir->sym;
   gc_dtype i64 = GC_DTYPE_INT64;
@@ -986,8 +986,8 @@ static int index_several(lower_ctx *L, const gc_node *n, L_pw *p, ir_tensor *x,
   }
   if (!base || !flat)
     return GC_ENOMEM;
-  return L__pw_finish(L, n, 0, p,
-                      ir_gather(ir, v.buf, base, flat, 1, span, false));
+  return L__elementwise_finish(
+      L, n, 0, p, ir_gather(ir, v.buf, base, flat, 1, span, false));
 }
 
 /* index.Tensor(self, indices): integer index tensors (any shapes that
@@ -998,8 +998,8 @@ static int index_several(lower_ctx *L, const gc_node *n, L_pw *p, ir_tensor *x,
  * back. */
 int lower_index_tensor(lower_ctx *L, const gc_node *n, int unused) {
   (void)unused;
-  L_pw p;
-  int rc = L__pw_begin(L, n, 0, &p);
+  L__elementwise p;
+  int rc = L__elementwise_begin(L, n, 0, &p);
   if (rc)
     return rc;
   ir_tensor *x = L_tensor(L, n, "self");
@@ -1047,7 +1047,7 @@ int lower_index_tensor(lower_ctx *L, const gc_node *n, int unused) {
   ir_expr *i = ir_cast(ir, L_load(L, t, &p.vars[d]), GC_DTYPE_INT64);
   if (!off || !i)
     return GC_ENOMEM;
-  return L__pw_finish(
+  return L__elementwise_finish(
       L, n, 0, &p,
       ir_gather(ir, v.buf, off, i, v.strides[d], v.sizes[d], true));
 }
@@ -1056,8 +1056,8 @@ int lower_index_tensor(lower_ctx *L, const gc_node *n, int unused) {
  * (a copy, as eager's: never a view of self). */
 int lower_flip(lower_ctx *L, const gc_node *n, int unused) {
   (void)unused;
-  L_pw p;
-  int rc = L__pw_begin(L, n, 0, &p);
+  L__elementwise p;
+  int rc = L__elementwise_begin(L, n, 0, &p);
   if (rc)
     return rc;
   ir_graph *ir = L_ir(L);
@@ -1085,8 +1085,8 @@ int lower_flip(lower_ctx *L, const gc_node *n, int unused) {
   ir_tensor *t = ir_tensor_strided(ir, v.buf, v.rank, v.sizes, strides, offset);
   if (!t)
     return GC_ENOMEM;
-  return L__pw_finish(L, n, 0, &p,
-                      ir_cast(ir, ir_tensor_load(ir, t, p.vars), p.odt));
+  return L__elementwise_finish(
+      L, n, 0, &p, ir_cast(ir, ir_tensor_load(ir, t, p.vars), p.odt));
 }
 
 /* roll(self, shifts, dims): out[i] = self[(i - shift) mod size] along each
@@ -1094,8 +1094,8 @@ int lower_flip(lower_ctx *L, const gc_node *n, int unused) {
  * kept). A copy, as eager's. */
 int lower_roll(lower_ctx *L, const gc_node *n, int unused) {
   (void)unused;
-  L_pw p;
-  int rc = L__pw_begin(L, n, 0, &p);
+  L__elementwise p;
+  int rc = L__elementwise_begin(L, n, 0, &p);
   if (rc)
     return rc;
   ir_graph *ir = L_ir(L);
@@ -1141,7 +1141,7 @@ int lower_roll(lower_ctx *L, const gc_node *n, int unused) {
   for (int k = 0; k < p.rank; k++)
     if (!xi[k])
       return GC_ENOMEM;
-  return L__pw_finish(L, n, 0, &p, L_load(L, x, xi));
+  return L__elementwise_finish(L, n, 0, &p, L_load(L, x, xi));
 }
 
 /* repeat(self, repeats): self tiled; output dim k of size
@@ -1149,8 +1149,8 @@ int lower_roll(lower_ctx *L, const gc_node *n, int unused) {
  * reads self at the output index modulo self's size. */
 int lower_repeat(lower_ctx *L, const gc_node *n, int unused) {
   (void)unused;
-  L_pw p;
-  int rc = L__pw_begin(L, n, 0, &p);
+  L__elementwise p;
+  int rc = L__elementwise_begin(L, n, 0, &p);
   if (rc)
     return rc;
   ir_graph *ir = L_ir(L);
@@ -1173,5 +1173,5 @@ int lower_repeat(lower_ctx *L, const gc_node *n, int unused) {
   for (int j = 0; j < x->rank; j++)
     if (!(xi[j] = gc_sym_mod(s, p.vars[j + lead], x->sizes[j])))
       return GC_ENOMEM;
-  return L__pw_finish(L, n, 0, &p, L_load(L, x, xi));
+  return L__elementwise_finish(L, n, 0, &p, L_load(L, x, xi));
 }

@@ -129,13 +129,13 @@ int lower_dropout(lower_ctx *L, const gc_node *n, int unused) {
   bool train = true;
   if (!x || !L_bool(L, n, "train", &train) || train)
     return GC_EUNSUPPORTED;
-  L_pw p;
-  int rc = L__pw_begin(L, n, 0, &p);
+  L__elementwise p;
+  int rc = L__elementwise_begin(L, n, 0, &p);
   if (rc)
     return rc;
   if (p.dt != x->dtype || p.rank != x->rank)
     return GC_EUNSUPPORTED;
-  return L__pw_finish(L, n, 0, &p, L_load(L, x, p.vars));
+  return L__elementwise_finish(L, n, 0, &p, L_load(L, x, p.vars));
 }
 
 /* native_dropout(input, p, train) -> (output, mask). train None counts as
