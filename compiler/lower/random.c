@@ -14,9 +14,9 @@
  *
  * where i is the element's row-major index and rand is a word of
  * Philox4x32-10 keyed by the seed (cexpr.c, gc_rand_u01; one call serves
- * four counters, filled a block at a time by cgen.c), a counter-based
- * generator: any element can be computed alone, in any order, on any
- * thread, so the kernel vectorizes and parallelizes like any other and the
+ * four counters, filled a block at a time by codegen/pointwise.c), a
+ * counter-based generator: any element can be computed alone, in any order, on
+ * any thread, so the kernel vectorizes and parallelizes like any other and the
  * mask is the same whatever the fusion or the thread count. The seed comes
  * from torch's default generator at every call, so torch.manual_seed makes
  * a run reproducible and every call draws a fresh mask.
