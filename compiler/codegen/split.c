@@ -17,7 +17,7 @@
  * with the padding's bounds. When that dim is an outer loop of a kernel
  * (whose outer points are independent), the loop splits at those bounds: one
  * loop nest per range, each with a variable whose range is that range, so the
- * comparisons fold to constants (ir.c's make_op), the where()s to one arm and
+ * comparisons fold to constants (expr.c's make_op), the where()s to one arm and
  * the clamps to the plain index (sym.c): each range loads only its own input.
  * densenet's cat + batch norm + relu kernels load 1 input per element instead
  * of up to 16. A padded window (max or average pooling) compares k*x + c

@@ -286,7 +286,7 @@ bool L_is_float(gc_dtype d);
  * opmath_type: float32 for float16 and bfloat16, d itself otherwise. A
  * rule computes a whole operator in it and rounds once, to the output's
  * dtype, as ATen's kernels do (a formula of several IR operations in a
- * half dtype would round after each, ir.c make_op). */
+ * half dtype would round after each, expr.c make_op). */
 gc_dtype L_opmath(gc_dtype d);
 /* t converted to dtype dt (t itself when it has it): an unrealized
  * pointwise cast (NULL when out of memory). */
