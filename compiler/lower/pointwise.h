@@ -60,6 +60,12 @@ ir_expr *L__clamp_hi(ir_graph *ir, gc_dtype dt, ir_expr *x, ir_expr *hi);
 /* A floating constant of dtype dt (shorthand). */
 ir_expr *L__float_const(lower_ctx *L, double v, gc_dtype dt);
 
+/* index.c: the number of elements of `sizes`; output 0 of n, which is
+ * empty, as a constant; index `e` clamped to [0, hi]. */
+int64_t L__numel(int rank, const int64_t *sizes);
+int L__empty_output(lower_ctx *L, const gc_node *n, L__elementwise *p);
+gc_sym *L__clamp_index(gc_symctx *s, gc_sym *e, int64_t hi);
+
 /* The names these had before (L_pw, L__pw_begin, L__pw_finish), for
  * norm.c and pool.c, which another branch (dyn2) edits this session:
  * after merging it, rename them there and in lower.c's symbolic_rules
