@@ -36,7 +36,7 @@ struct lower_ctx {
   int *prov;          /* graph nodes inlined into what cur builds */
   int nprov, capprov;
   bool channels_last; /* 4-D float32 intermediates channels-last (see
-                         chosen_layout) */
+                         L__chosen_layout) */
   bool *eager_layout; /* graph value id -> a program output or what one
                          views: keeps eager's layout */
   bool *call_reads;   /* graph value id -> an extern or fallback call reads
