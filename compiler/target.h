@@ -38,7 +38,7 @@
 
 /* Is `feat` one of the target's features (t->isa, comma-separated)? Besides
  * the ISA's, a client reports "blas" when its process has the system BLAS
- * (libblas.so.3) loaded: generated code may then call it (cgen.c, "BLAS
+ * (libblas.so.3) loaded: generated code may then call it (codegen/blas.c, "BLAS
  * calls in segments"). */
 bool gc_target_has(const gc_target *t, const char *feat);
 

@@ -1,7 +1,21 @@
 /*
- * cgen_internal.h: what the C generators share (cgen.c: kernels in their
- * natural loop order; tiled.c: kernels whose reductions run across a tile
- * of the innermost outer dim). Not part of the library's interface.
+ * cgen_internal.h: what the C generators share. Not part of the library's
+ * interface.
+ *
+ *   cgen.c      gc_codegen, and the helpers every generator uses (lines,
+ *               index expressions, comments, kernel parameters, loops)
+ *   segments.c  the program's segments and the slots of their buffers
+ *   kernel.c    one kernel as a C function: signature and loop nest
+ *   pointwise.c pointwise stages (random draws, hoisted loads)
+ *   stream.c    streamed (non-temporal) stores of a last stage
+ *   reduce.c    reduction stages, per-thread partials of big reductions
+ *   split.c     loops split into ranges where an index changes form
+ *   colsum.c    column sums as row-wise vector adds
+ *   dedup.c     kernels identical to an earlier one
+ *   blas.c      matrix products through BLAS and oneDNN
+ *   tiled.c     kernels whose reductions run across a tile of the
+ *               innermost outer dim, and 2-D tiles (transposes)
+ *   reuse.c, prefetch.c, scan.c, scatter.c, upsample.c: as below
  */
 #ifndef GC_CODEGEN_CGEN_INTERNAL_H
 #define GC_CODEGEN_CGEN_INTERNAL_H
@@ -19,6 +33,7 @@
 #define CG_MAX_PREFETCH 8     /* prefetched rows per kernel */
 #define CG_MAX_RAND 8         /* random draws filled per block, per stage */
 #define CG_MAX_HOIST 32       /* loads hoisted out of a stage's inner loop */
+#define CG_STREAM_BLOCK 256   /* streamed stores: elements per block */
 
 /* A sum's value that a later pointwise stage reads back (reuse.c). */
 #define CG_MAX_RANGE_MAPS 4
@@ -64,7 +79,7 @@ typedef struct cg {
   cg_reuse reuse[CG_MAX_REUSE]; /* of the kernel being generated */
   int nreuse;
   /* the variable maps of the loops split into ranges around the code being
-   * emitted (outermost first; cgen.c ranged_begin): reuse entries, found
+   * emitted (outermost first; split.c ranged_begin): reuse entries, found
    * before the split, are in the original variables */
   const gc_symmap *range_maps[CG_MAX_RANGE_MAPS];
   int nrange_maps;
@@ -73,7 +88,7 @@ typedef struct cg {
   const ir_expr *rand[CG_MAX_RAND];
   int nrand;
   /* loads of the current stage that the inner loop does not vary, read
-   * once before it into these temporaries (hoist_loads in cgen.c) */
+   * once before it into these temporaries (hoist_loads in pointwise.c) */
   const ir_expr *hoist[CG_MAX_HOIST];
   const char *hoist_name[CG_MAX_HOIST];
   int nhoist;
@@ -172,5 +187,61 @@ const cg_reuse *cg__reuse_of(const cg *g, const ir_node *red);
  * loops split into ranges around it. */
 gc_sym *cg__reuse_store_r(cg *g, const cg_reuse *u);
 void cg__bind_reused(cg *g, int stage, int ind);
+
+/* cgen.c: the graph nodes of id as comment text. */
+const char *cg__gnode_text(cg *g, int id);
+
+/* segments.c: gives each buffer a call kernel passes a slot, and writes
+ * the segments (runs of kernels between ATen calls). */
+void cg__assign_slots(cg *g);
+void cg__gen_segments(cg *g);
+
+/* kernel.c: kernel k as a C function; the loop nest of kernel k, outer
+ * dim `sd` (if >= 0) restricted to [lo, hi). */
+void cg__gen_kernel(cg *g, const sc_kernel *k);
+void cg__gen_nest(cg *g, const sc_kernel *k, bool par, bool inside, int sd,
+                  const char *lo, const char *hi);
+
+/* pointwise.c: a pointwise stage (par: OpenMP worksharing on its outermost
+ * loop), and its random draws filled a block at a time. */
+void cg__pointwise_stage(cg *g, const sc_stage *st, int ind, bool par);
+void cg__fill_rands(cg *g, const sc_stage *st, int ind);
+
+/* stream.c: which stores of kernel k stream (and forgetting it), the inner
+ * loop of a stage whose stores stream opened in blocks and closed, and the
+ * definition of gc_stream (for the prelude when a kernel streams). */
+void cg__find_streamed(cg *g, const sc_kernel *k);
+void cg__clear_streamed(cg *g, const sc_kernel *k);
+void cg__open_streamed_loop(cg *g, const sc_stage *st, const sc_dim *d, int ind,
+                            bool par);
+void cg__close_streamed_loop(cg *g, const sc_stage *st, const sc_dim *d,
+                             int ind);
+const char *cg__stream_text(void);
+
+/* reduce.c: a reduction stage; whether a stage's reductions combine from
+ * per-thread partials, and such a stage split between threads. */
+void cg__reduction_stage(cg *g, const sc_stage *st, int ind);
+bool cg__combinable(const sc_stage *st);
+void cg__parallel_reduction(cg *g, const sc_stage *st, int ind);
+
+/* dedup.c: the function kernel k wrote from `start` (signature ending at
+ * `sig`) replaced by a reference when an earlier one has the same code. */
+void cg__dedup_kernel(cg *g, const sc_kernel *k, size_t start, size_t sig);
+
+/* split.c: a stage's inner loop, or a kernel's outer loops, split into
+ * ranges; false (nothing emitted) when there is nothing to split. */
+bool cg__split_inner(cg *g, const sc_stage *st, int ind);
+bool cg__split_kernel(cg *g, const sc_kernel *k, bool par);
+
+/* colsum.c: should kernel k run as a column sum split by rows, and its
+ * code. */
+bool cg__colsum_kernel(cg *g, const sc_kernel *k, bool par);
+void cg__gen_colsum(cg *g, const sc_kernel *k);
+
+/* blas.c: the parameters of a call kernel generated code makes, and the
+ * functions of a BLAS batched product and of a oneDNN product. */
+void cg__call_params(cg *g, const sc_kernel *k, params *p);
+void cg__gen_blas(cg *g, const sc_kernel *k);
+void cg__gen_gemm(cg *g, const sc_kernel *k);
 
 #endif

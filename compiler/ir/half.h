@@ -6,7 +6,7 @@
  * computes in float32, as Inductor's CPU backend and ATen's kernels do: an
  * operation on half values reads them as float32 (exact), computes, and
  * rounds its result to the dtype (to nearest even, as c10 rounds). The loop
- * IR says so by construction (ir.c, make_op): an operation whose dtype or
+ * IR says so by construction (expr.c, make_op): an operation whose dtype or
  * operands are half is built as the float32 operation between casts, so the
  * only operations on half values themselves are loads, stores, constants,
  * casts and selects (where). docs/native-math.md, "Half precision".

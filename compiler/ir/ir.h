@@ -462,7 +462,7 @@ typedef struct ir_graph {
   int nexprs;
   bool oom;
   bool memory_first; /* lowering favours memory over recomputation
-                        (training programs: see maybe_realize) */
+                        (training programs: see L__maybe_realize) */
   bool eager_random; /* random operators stay ATen calls (compile option
                         eager_random; else lowered: lower/random.c) */
   bool blas;         /* the target has the system BLAS: batched products

@@ -5,7 +5,8 @@
  * Construction goes through a few normalizers: add_terms() builds ADD from a
  * list of (coefficient, term) pairs and a constant, mul_factors() builds MUL,
  * and the division operators apply their rules before interning. intern()
- * is the only place that allocates an expression; it hash-conses.
+ * is the only place that allocates an expression; it hash-conses. The
+ * printer is symfmt.c.
  */
 #include "compiler/ir/sym.h"
 
@@ -15,9 +16,9 @@
 #include <string.h>
 
 /* Expressions are small; a longer ADD or a deeper nesting means a bug or a
- * pathological graph, and is refused (NULL) rather than risking the stack. */
+ * pathological graph, and is refused (NULL) rather than risking the stack
+ * (GC_SYM_MAX_DEPTH, sym.h). */
 #define MAX_TERMS 256
-#define MAX_DEPTH 256
 
 /* ---- checked int64 arithmetic ---- */
 
@@ -711,7 +712,7 @@ gc_sym *gc_symmap_get(const gc_symmap *m, int var) {
 /* ---- substitution and queries ---- */
 
 static gc_sym *subst(gc_symctx *s, gc_sym *e, const gc_symmap *map, int depth) {
-  if (!e || depth > MAX_DEPTH) {
+  if (!e || depth > GC_SYM_MAX_DEPTH) {
     s->oom = true;
     return NULL;
   }
@@ -798,7 +799,7 @@ bool gc_sym_is_affine(const gc_sym *e) {
 /* ---- symbolic sizes ---- */
 
 static bool symbolic_in(const gc_symctx *s, const gc_sym *e, int depth) {
-  if (depth > MAX_DEPTH)
+  if (depth > GC_SYM_MAX_DEPTH)
     return true;
   if (e->kind == GC_SYM_VAR)
     return s->vars[e->var].size;
@@ -833,7 +834,7 @@ static gc_sym *extent_of(gc_symctx *s, const gc_sym *v) {
  * NULL when e has a form that is not (a product with a factor of unknown
  * sign). */
 static gc_sym *bound(gc_symctx *s, gc_sym *e, bool upper, int depth) {
-  if (!e || depth > MAX_DEPTH)
+  if (!e || depth > GC_SYM_MAX_DEPTH)
     return NULL;
   switch (e->kind) {
   case GC_SYM_CONST:
@@ -915,110 +916,4 @@ bool gc_sym_coef(gc_symctx *s, const gc_sym *e, int var, gc_sym **coef) {
     *coef = gc_sym_add(s, *coef, gc_sym_scale(s, c, coefs[i]));
   }
   return *coef != NULL;
-}
-
-/* ---- printing ---- */
-
-typedef struct out {
-  char *buf;
-  size_t size, len;
-} out;
-
-static void put(out *o, const char *fmt, ...)
-    __attribute__((format(printf, 2, 3)));
-static void put(out *o, const char *fmt, ...) {
-  va_list ap;
-  va_start(ap, fmt);
-  size_t room = o->len < o->size ? o->size - o->len : 0;
-  int n = vsnprintf(room ? o->buf + o->len : NULL, room, fmt, ap);
-  va_end(ap);
-  if (n > 0)
-    o->len += (size_t)n;
-}
-
-static void format(const gc_symctx *s, const gc_sym *e, out *o, int depth) {
-  if (depth > MAX_DEPTH) {
-    put(o, "0 /* too deep */");
-    return;
-  }
-  switch (e->kind) {
-  case GC_SYM_CONST:
-    if (e->c == INT64_MIN)
-      put(o, "INT64_MIN");
-    else
-      put(o, "%lld", (long long)e->c);
-    return;
-  case GC_SYM_VAR:
-    put(o, "%s", s->vars[e->var].name);
-    return;
-  case GC_SYM_ADD:
-    put(o, "(");
-    for (int i = 0; i < e->n; i++) {
-      int64_t k = e->coefs[i];
-      if (i)
-        put(o, k < 0 ? " - " : " + ");
-      else if (k < 0)
-        put(o, "-");
-      if (k != 1 && k != -1)
-        put(o, "%lld*", (long long)(k < 0 ? -k : k));
-      format(s, e->ops[i], o, depth + 1);
-    }
-    if (e->c)
-      put(o, " %s %lld", e->c < 0 ? "-" : "+",
-          (long long)(e->c < 0 ? -e->c : e->c));
-    put(o, ")");
-    return;
-  case GC_SYM_MUL:
-    put(o, "(");
-    for (int i = 0; i < e->n; i++) {
-      if (i)
-        put(o, " * ");
-      format(s, e->ops[i], o, depth + 1);
-    }
-    put(o, ")");
-    return;
-  case GC_SYM_FLOORDIV:
-  case GC_SYM_MOD: {
-    bool div = e->kind == GC_SYM_FLOORDIV;
-    if (e->ops[0]->lo >= 0) { /* C's / and % agree with floor here */
-      put(o, "(");
-      format(s, e->ops[0], o, depth + 1);
-      put(o, " %s %lld)", div ? "/" : "%", (long long)e->c);
-    } else {
-      put(o, "%s(", div ? "gc_floordiv" : "gc_mod");
-      format(s, e->ops[0], o, depth + 1);
-      put(o, ", %lld)", (long long)e->c);
-    }
-    return;
-  }
-  case GC_SYM_MIN:
-  case GC_SYM_MAX:
-    put(o, "%s(", e->kind == GC_SYM_MIN ? "gc_min" : "gc_max");
-    format(s, e->ops[0], o, depth + 1);
-    put(o, ", ");
-    format(s, e->ops[1], o, depth + 1);
-    put(o, ")");
-    return;
-  }
-}
-
-size_t gc_sym_format(const gc_symctx *s, const gc_sym *e, char *buf,
-                     size_t size) {
-  out o = {buf, size, 0};
-  if (size)
-    buf[0] = '\0';
-  if (!e) {
-    put(&o, "<null>");
-    return o.len;
-  }
-  format(s, e, &o, 0);
-  return o.len;
-}
-
-char *gc_sym_str(gc_symctx *s, const gc_sym *e) {
-  size_t n = gc_sym_format(s, e, NULL, 0);
-  char *b = gc_arena_alloc(s->a, n + 1);
-  if (b)
-    gc_sym_format(s, e, b, n + 1);
-  return b;
 }

@@ -91,6 +91,11 @@ struct gc_sym {
  * 2^40 exceeds the compiler's buffer limit anyway (IR_MAX_BUF_BYTES). */
 #define GC_SYM_SIZE_MAX ((int64_t)1 << 40)
 
+/* The deepest nesting an expression may have: a deeper one means a bug or
+ * a pathological graph, and is refused (NULL) rather than risking the
+ * stack (sym.c, symfmt.c). */
+#define GC_SYM_MAX_DEPTH 256
+
 /* A variable: a loop index or a size symbol. */
 typedef struct gc_symvar {
   const char *name;      /* "i0", "r1", "s0" */

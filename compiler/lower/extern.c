@@ -57,7 +57,7 @@ int lower_extern_call(lower_ctx *L, const gc_node *n, int unused) {
 }
 
 /* convolution: an ATen call with an ATen-allocated result, channels-last
- * in a program that lays its intermediates out channels-last (lower.c). */
+ * in a program that lays its intermediates out channels-last (layout.c). */
 int lower_conv(lower_ctx *L, const gc_node *n, int unused) {
   (void)unused;
   return L_extern_conv(L, n);

@@ -1,8 +1,8 @@
 /*
  * index.c: lowering of the operators that read their input at indices that
- * are data (embedding, index_select, gather) or piecewise (cat,
- * constant_pad_nd). All return unrealized pointwise values over the
- * output's shape.
+ * are data (embedding, index_select, gather, index.Tensor) or piecewise
+ * (cat, stack), and flip, roll, repeat. All return unrealized pointwise values
+ * over the output's shape.
  *
  * Indices read from data are IR_GATHER loads from a realized buffer (a
  * view of an input or an intermediate, through its strides): generated
@@ -19,10 +19,8 @@
  * concatenated in realized groups first.
  * Inputs that eager skips (1-D and empty) and inputs of size 0 along dim
  * take no part; each input is converted to the output's dtype (cat
- * promotes). constant_pad_nd reads the input where the padded index falls
- * inside it (negative pads crop) and the value elsewhere;
- * slice_backward and select_backward read the gradient where the slice or
- * select took its elements and give 0 elsewhere.
+ * promotes). Padding is pad.c; slice_backward, select_backward and the
+ * scatters into views are place.c.
  */
 #include <math.h>
 #include <string.h>
@@ -31,7 +29,7 @@
 
 #define MAX_CAT 16 /* cat inputs per where() chain (see lower_cat) */
 
-static int64_t numel(int rank, const int64_t *sizes) {
+int64_t L__numel(int rank, const int64_t *sizes) {
   int64_t n = 1;
   for (int i = 0; i < rank; i++)
     n *= sizes[i];
@@ -65,7 +63,7 @@ static ir_expr *gather_at(lower_ctx *L, ir_view *v, gc_sym **at, int dim,
 static ir_expr *gather_from(lower_ctx *L, ir_tensor *x, int64_t out,
                             gc_sym **at, int dim, ir_expr *i, int *rc) {
   ir_expr *e = NULL;
-  if (out <= numel(x->rank, x->sizes))
+  if (out <= L__numel(x->rank, x->sizes))
     e = L_gather_loop(L, x, at, dim, i, false); /* NULL: not a loop */
   if (!e) {
     ir_view v;
@@ -81,37 +79,37 @@ static ir_expr *gather_from(lower_ctx *L, ir_tensor *x, int64_t out,
 }
 
 /* The output of n is empty: a constant. */
-static int empty(lower_ctx *L, const gc_node *n, L_pw *p) {
-  return L__pw_finish(L, n, 0, p, ir_const_i(L_ir(L), 0, p->odt));
+int L__empty_output(lower_ctx *L, const gc_node *n, L__elementwise *p) {
+  return L__elementwise_finish(L, n, 0, p, ir_const_i(L_ir(L), 0, p->odt));
 }
 
 /* embedding(weight, indices, padding_idx, scale_grad_by_freq, sparse):
  * out[..., j] = weight[indices[...], j]. */
 int lower_embedding(lower_ctx *L, const gc_node *n, int unused) {
   (void)unused;
-  L_pw p;
-  int rc = L__pw_begin(L, n, 0, &p);
+  L__elementwise p;
+  int rc = L__elementwise_begin(L, n, 0, &p);
   if (rc)
     return rc;
   ir_tensor *w = L_tensor(L, n, "weight"), *ix = L_tensor(L, n, "indices");
   if (!w || !ix || w->rank != 2 || !index_dtype(ix->dtype) ||
       p.rank != ix->rank + 1 || p.odt != w->dtype)
     return GC_EUNSUPPORTED;
-  if (numel(p.rank, p.sizes) == 0)
-    return empty(L, n, &p);
+  if (L__numel(p.rank, p.sizes) == 0)
+    return L__empty_output(L, n, &p);
   if (w->sizes[0] == 0)
     return GC_EUNSUPPORTED;
   gc_sym *at[2] = {NULL, p.vars[p.rank - 1]};
   ir_expr *i = L_load(L, ix, p.vars);
-  ir_expr *e = gather_from(L, w, numel(p.rank, p.sizes), at, 0, i, &rc);
-  return e ? L__pw_finish(L, n, 0, &p, e) : rc;
+  ir_expr *e = gather_from(L, w, L__numel(p.rank, p.sizes), at, 0, i, &rc);
+  return e ? L__elementwise_finish(L, n, 0, &p, e) : rc;
 }
 
 /* index_select(self, dim, index): out[.., j, ..] = self[.., index[j], ..]. */
 int lower_index_select(lower_ctx *L, const gc_node *n, int unused) {
   (void)unused;
-  L_pw p;
-  int rc = L__pw_begin(L, n, 0, &p);
+  L__elementwise p;
+  int rc = L__elementwise_begin(L, n, 0, &p);
   if (rc)
     return rc;
   ir_tensor *x = L_tensor(L, n, "self"), *ix = L_tensor(L, n, "index");
@@ -123,22 +121,22 @@ int lower_index_select(lower_ctx *L, const gc_node *n, int unused) {
     dim += x->rank;
   if (dim < 0 || dim >= x->rank)
     return GC_EUNSUPPORTED;
-  if (numel(p.rank, p.sizes) == 0)
-    return empty(L, n, &p);
+  if (L__numel(p.rank, p.sizes) == 0)
+    return L__empty_output(L, n, &p);
   if (x->sizes[dim] == 0)
     return GC_EUNSUPPORTED;
   ir_expr *i = L_load(L, ix, ix->rank ? &p.vars[dim] : NULL);
   ir_expr *e =
-      gather_from(L, x, numel(p.rank, p.sizes), p.vars, (int)dim, i, &rc);
-  return e ? L__pw_finish(L, n, 0, &p, e) : rc;
+      gather_from(L, x, L__numel(p.rank, p.sizes), p.vars, (int)dim, i, &rc);
+  return e ? L__elementwise_finish(L, n, 0, &p, e) : rc;
 }
 
 /* gather(self, dim, index, sparse_grad): out[i] = self[i with dim replaced
  * by index[i]]; out has index's shape. */
 int lower_gather(lower_ctx *L, const gc_node *n, int unused) {
   (void)unused;
-  L_pw p;
-  int rc = L__pw_begin(L, n, 0, &p);
+  L__elementwise p;
+  int rc = L__elementwise_begin(L, n, 0, &p);
   if (rc)
     return rc;
   ir_tensor *x = L_tensor(L, n, "self"), *ix = L_tensor(L, n, "index");
@@ -155,18 +153,18 @@ int lower_gather(lower_ctx *L, const gc_node *n, int unused) {
   for (int k = 0; k < x->rank; k++)
     if (k != dim && ix->sizes[k] > x->sizes[k])
       return GC_EUNSUPPORTED; /* eager raises */
-  if (numel(p.rank, p.sizes) == 0)
-    return empty(L, n, &p);
+  if (L__numel(p.rank, p.sizes) == 0)
+    return L__empty_output(L, n, &p);
   if (x->sizes[dim] == 0)
     return GC_EUNSUPPORTED;
   ir_expr *i = L_load(L, ix, p.vars);
   ir_expr *e =
-      gather_from(L, x, numel(p.rank, p.sizes), p.vars, (int)dim, i, &rc);
-  return e ? L__pw_finish(L, n, 0, &p, e) : rc;
+      gather_from(L, x, L__numel(p.rank, p.sizes), p.vars, (int)dim, i, &rc);
+  return e ? L__elementwise_finish(L, n, 0, &p, e) : rc;
 }
 
 /* `e` clamped to [0, hi]. */
-static gc_sym *clamp(gc_symctx *s, gc_sym *e, int64_t hi) {
+gc_sym *L__clamp_index(gc_symctx *s, gc_sym *e, int64_t hi) {
   if (e->lo >= 0 && e->hi <= hi)
     return e;
   return gc_sym_max(s, gc_sym_min(s, e, gc_sym_const(s, hi)),
@@ -187,8 +185,8 @@ static ir_expr *cat_chain(lower_ctx *L, ir_tensor **parts, const int64_t *start,
   gc_sym *at[IR_MAX_RANK];
   memcpy(at, vars, (size_t)rank * sizeof *at);
   for (int k = np - 1; k >= 0; k--) {
-    at[dim] = clamp(s, gc_sym_addc(s, vars[dim], -start[k]),
-                    parts[k]->sizes[dim] - 1);
+    at[dim] = L__clamp_index(s, gc_sym_addc(s, vars[dim], -start[k]),
+                             parts[k]->sizes[dim] - 1);
     ir_expr *x = ir_cast(ir, L_load(L, parts[k], at), dt);
     e = !e ? x
            : ir_op3(
@@ -204,9 +202,9 @@ static ir_expr *cat_chain(lower_ctx *L, ir_tensor **parts, const int64_t *start,
  * than MAX_CAT loads. */
 /* cat's and stack's arguments: the output (p), the inputs (*ts, *nt) and
  * dim, made non-negative against the output's rank. */
-static int cat_args(lower_ctx *L, const gc_node *n, L_pw *p, ir_tensor ***ts,
-                    int *nt, int64_t *dim) {
-  int rc = L__pw_begin(L, n, 0, p);
+static int cat_args(lower_ctx *L, const gc_node *n, L__elementwise *p,
+                    ir_tensor ***ts, int *nt, int64_t *dim) {
+  int rc = L__elementwise_begin(L, n, 0, p);
   if (rc)
     return rc;
   *nt = L_tensors(L, n, "tensors", ts);
@@ -221,7 +219,7 @@ static int cat_args(lower_ctx *L, const gc_node *n, L_pw *p, ir_tensor ***ts,
 int lower_cat(lower_ctx *L, const gc_node *n, int unused) {
   (void)unused;
   ir_graph *ir = L_ir(L);
-  L_pw p;
+  L__elementwise p;
   ir_tensor **ts;
   int nt;
   int64_t dim;
@@ -265,8 +263,8 @@ int lower_cat(lower_ctx *L, const gc_node *n, int unused) {
   }
   if (off != p.sizes[dim])
     return GC_EUNSUPPORTED;
-  if ((!sym && numel(p.rank, p.sizes) == 0) || np == 0)
-    return empty(L, n, &p);
+  if ((!sym && L__numel(p.rank, p.sizes) == 0) || np == 0)
+    return L__empty_output(L, n, &p);
   start[np] = off;
   if (np > MAX_CAT && sym)
     return GC_EUNSUPPORTED; /* the groups are made with constant sizes */
@@ -298,7 +296,7 @@ int lower_cat(lower_ctx *L, const gc_node *n, int unused) {
     start[ng] = off;
     np = ng;
   }
-  return L__pw_finish(
+  return L__elementwise_finish(
       L, n, 0, &p,
       cat_chain(L, part, start, np, p.rank, (int)dim, p.vars, p.odt));
 }
@@ -332,7 +330,7 @@ static ir_expr *stack_chain(lower_ctx *L, ir_tensor **ts, int cnt, int rank,
 int lower_stack(lower_ctx *L, const gc_node *n, int unused) {
   (void)unused;
   ir_graph *ir = L_ir(L);
-  L_pw p;
+  L__elementwise p;
   ir_tensor **ts;
   int nt;
   int64_t dim; /* against the output's rank: the inputs' plus one */
@@ -348,10 +346,10 @@ int lower_stack(lower_ctx *L, const gc_node *n, int unused) {
       if (i != dim && ts[k]->sizes[j++] != p.sizes[i])
         return GC_EUNSUPPORTED;
   }
-  if (numel(p.rank, p.sizes) == 0)
-    return empty(L, n, &p);
+  if (L__numel(p.rank, p.sizes) == 0)
+    return L__empty_output(L, n, &p);
   if (nt <= MAX_CAT)
-    return L__pw_finish(
+    return L__elementwise_finish(
         L, n, 0, &p, stack_chain(L, ts, nt, p.rank, (int)dim, p.vars, p.odt));
   ir_tensor **part = gc_arena_calloc(ir->a, MAX_CAT + 1, sizeof *part);
   int64_t start[MAX_CAT + 1];
@@ -376,549 +374,9 @@ int lower_stack(lower_ctx *L, const gc_node *n, int unused) {
     start[ng++] = g;
   }
   start[ng] = nt;
-  return L__pw_finish(
+  return L__elementwise_finish(
       L, n, 0, &p,
       cat_chain(L, part, start, ng, p.rank, (int)dim, p.vars, p.odt));
-}
-
-/* Is in + lo + hi == out, pads within +-2^62 (so that neither the sum,
- * which overflowed for a hostile pad in fuzz_native, nor a pad's negation
- * can overflow)? */
-static bool padded_size_is(int64_t in, int64_t lo, int64_t hi, int64_t out) {
-  const int64_t big = INT64_C(1) << 62;
-  int64_t t;
-  return lo >= -big && lo <= big && hi >= -big && hi <= big &&
-         !__builtin_add_overflow(in, lo + hi, &t) && t == out;
-}
-
-/* constant_pad_nd(self, pad, value): pad pairs (before, after) from the
- * last dim backwards; negative pads crop. */
-int lower_constant_pad(lower_ctx *L, const gc_node *n, int unused) {
-  (void)unused;
-  ir_graph *ir = L_ir(L);
-  gc_symctx *s = &ir->sym;
-  L_pw p;
-  int rc = L__pw_begin(L, n, 0, &p);
-  if (rc)
-    return rc;
-  ir_tensor *x = L_tensor(L, n, "self");
-  const int64_t *pad;
-  int np;
-  ir_expr *value = NULL;
-  if (!x || !L_ints(L, n, "pad", &pad, &np) || np % 2 || np / 2 > x->rank ||
-      p.rank != x->rank || p.odt != x->dtype)
-    return GC_EUNSUPPORTED;
-  if (!L__pw_scalar(L, n, "value", p.odt, &value)) {
-    /* a float value of an integer tensor: exact integers only (the default
-     * 0.0 is one) */
-    double f;
-    if (!L_float(L, n, "value", &f) || !(fabs(f) <= 1e15) || f != trunc(f) ||
-        !(value = ir_const_i(ir, (int64_t)f, p.odt)))
-      return GC_EUNSUPPORTED;
-  }
-  if (numel(p.rank, p.sizes) == 0)
-    return empty(L, n, &p);
-  if (numel(x->rank, x->sizes) == 0)
-    return L__pw_finish(L, n, 0, &p, value);
-  gc_sym *at[IR_MAX_RANK];
-  ir_expr *inside = NULL;
-  gc_dtype i64 = GC_DTYPE_INT64;
-  for (int d = 0; d < p.rank; d++) {
-    int i = p.rank - 1 - d; /* pad pair i pads dim d */
-    int64_t lo = i < np / 2 ? pad[2 * i] : 0;
-    int64_t hi = i < np / 2 ? pad[2 * i + 1] : 0;
-    if (!padded_size_is(x->sizes[d], lo, hi, p.sizes[d]))
-      return GC_EUNSUPPORTED;
-    gc_sym *src = gc_sym_addc(s, p.vars[d], -lo);
-    if (!src)
-      return GC_ENOMEM;
-    if (src->lo < 0 || src->hi >= x->sizes[d]) {
-      ir_expr *v = ir_index(ir, src, i64);
-      ir_expr *c =
-          ir_op2(ir, IR_AND, GC_DTYPE_BOOL,
-                 ir_op2(ir, IR_GE, i64, v, ir_const_i(ir, 0, i64)),
-                 ir_op2(ir, IR_LT, i64, v, ir_const_i(ir, x->sizes[d], i64)));
-      inside = inside ? ir_op2(ir, IR_AND, GC_DTYPE_BOOL, inside, c) : c;
-    }
-    at[d] = clamp(s, src, x->sizes[d] - 1);
-  }
-  ir_expr *e = L_load(L, x, at);
-  if (inside)
-    e = ir_op3(ir, IR_WHERE, p.odt, inside, e, value);
-  return L__pw_finish(L, n, 0, &p, e);
-}
-
-/* ---- reflection and replication padding ---- */
-
-#define MAX_PAD_TERMS 64 /* a padding backward's summed terms per element */
-#define AND(a, b) ir_op2(ir, IR_AND, GC_DTYPE_BOOL, a, b)
-
-/* The pads (before, after) of dim k of a rank-`rank` value whose last d dims
- * are padded by `pad` (pairs from the last dim backwards); 0 for the
- * others. */
-static void edge_pads(const int64_t *pad, int d, int rank, int k, int64_t *lo,
-                      int64_t *hi) {
-  int i = rank - 1 - k;
-  *lo = i < d ? pad[2 * i] : 0;
-  *hi = i < d ? pad[2 * i + 1] : 0;
-}
-
-/* The padding (*pad) and the checks both directions share, for input
- * sizes `in` (self's; for a backward, its output's) and padded sizes `out`:
- * pads not negative, below the input's size for reflection (eager raises),
- * in + lo + hi = out. */
-static bool edge_pad_args(lower_ctx *L, const gc_node *n, int d, bool repl,
-                          int rank, const int64_t *in, const int64_t *out,
-                          const int64_t **pad) {
-  int np;
-  if (!L_ints(L, n, "padding", pad, &np) || np != 2 * d ||
-      (rank != d + 1 && rank != d + 2))
-    return false;
-  for (int k = 0; k < rank; k++) {
-    int64_t lo, hi;
-    edge_pads(*pad, d, rank, k, &lo, &hi);
-    if (lo < 0 || hi < 0 || !padded_size_is(in[k], lo, hi, out[k]) ||
-        (in[k] == 0 && out[k] != 0) ||
-        (!repl && (lo >= in[k] || hi >= in[k]) && (lo || hi)))
-      return false;
-  }
-  return true;
-}
-
-/* A padding rule's start: its output (p), padded dims (*d) and mode (*repl)
- * from the table's param (d, plus 10 for replication). */
-static int edge_pad_begin(lower_ctx *L, const gc_node *n, int param, L_pw *p,
-                          int *d, bool *repl) {
-  *d = param % 10;
-  *repl = param >= 10;
-  return L__pw_begin(L, n, 0, p);
-}
-
-/* reflection_pad1d/2d/3d, replication_pad1d/2d/3d(self, padding): the last
- * d dims padded with the input's own elements, reflected about the edge
- * (which is not repeated: source index |t| below 0, 2 (in - 1) - t above
- * in - 1, t = o - lo), or the edge repeated (t clamped). param: d, plus 10
- * for replication. */
-int lower_edge_pad(lower_ctx *L, const gc_node *n, int param) {
-  int d;
-  bool repl;
-  L_pw p;
-  int rc = edge_pad_begin(L, n, param, &p, &d, &repl);
-  if (rc)
-    return rc;
-  ir_tensor *x = L_tensor(L, n, "self");
-  const int64_t *pad;
-  if (!x || x->rank != p.rank || p.odt != x->dtype ||
-      !edge_pad_args(L, n, d, repl, p.rank, x->sizes, p.sizes, &pad))
-    return GC_EUNSUPPORTED;
-  if (numel(p.rank, p.sizes) == 0)
-    return empty(L, n, &p);
-  gc_symctx *s = &L_ir(L)->sym;
-  gc_sym *at[IR_MAX_RANK];
-  for (int k = 0; k < p.rank; k++) {
-    int64_t lo, hi, in = x->sizes[k];
-    edge_pads(pad, d, p.rank, k, &lo, &hi);
-    gc_sym *t = gc_sym_addc(s, p.vars[k], -lo);
-    if (lo == 0 && hi == 0)
-      at[k] = t;
-    else if (repl)
-      at[k] = clamp(s, t, in - 1);
-    else /* max(-t, min(t, 2 (in-1) - t)): min and max of affine terms,
-            which code generation splits into ranges; clamped too, as
-            interval ranges cannot show that it stays inside */
-      at[k] = clamp(s,
-                    gc_sym_max(s, gc_sym_scale(s, t, -1),
-                               gc_sym_min(s, t,
-                                          gc_sym_addc(s, gc_sym_scale(s, t, -1),
-                                                      2 * (in - 1)))),
-                    in - 1);
-    if (!at[k])
-      return GC_ENOMEM;
-  }
-  return L__pw_finish(L, n, 0, &p, L_load(L, x, at));
-}
-
-/* One output position that copied input element i of a padded axis: o =
- * `at` (a symbolic index), taken when `ok` (NULL: always). */
-typedef struct {
-  gc_sym *at;
-  ir_expr *ok;
-} pad_src;
-
-/* The output positions that copied input element i (variable v) of an axis
- * of `in` elements padded by (lo, hi) to `out`, in increasing order; their
- * count. Reflection: lo - i (for 1 <= i <= lo), i + lo, lo + 2 (in - 1) - i
- * (for in - 1 - hi <= i <= in - 2). Replication: i + lo, and for the edges
- * every padded position: o in [min(i + lo, i (lo + 1)), i + lo + (i == in -
- * 1) hi], m = (in == 1 ? lo + hi : max(lo, hi)) + 1 candidates. */
-static int pad_sources(lower_ctx *L, bool repl, gc_sym *v, int64_t in,
-                       int64_t out, int64_t lo, int64_t hi, pad_src *src) {
-  ir_graph *ir = L_ir(L);
-  gc_symctx *s = &ir->sym;
-  gc_dtype i64 = GC_DTYPE_INT64;
-  if (lo == 0 && hi == 0) {
-    src[0] = (pad_src){v, NULL};
-    return 1;
-  }
-  if (!repl) {
-    ir_expr *iv = ir_index(ir, v, i64);
-    src[0] =
-        (pad_src){clamp(s, gc_sym_addc(s, gc_sym_scale(s, v, -1), lo), out - 1),
-                  AND(ir_op2(ir, IR_GE, i64, iv, ir_const_i(ir, 1, i64)),
-                      ir_op2(ir, IR_LE, i64, iv, ir_const_i(ir, lo, i64)))};
-    src[1] = (pad_src){gc_sym_addc(s, v, lo), NULL};
-    src[2] = (pad_src){
-        clamp(s, gc_sym_addc(s, gc_sym_scale(s, v, -1), lo + 2 * (in - 1)),
-              out - 1),
-        AND(ir_op2(ir, IR_GE, i64, iv, ir_const_i(ir, in - 1 - hi, i64)),
-            ir_op2(ir, IR_LE, i64, iv, ir_const_i(ir, in - 2, i64)))};
-    return 3;
-  }
-  int64_t m = (in == 1 ? lo + hi : (lo > hi ? lo : hi)) + 1;
-  if (m > MAX_PAD_TERMS)
-    return -1;
-  gc_sym *first =
-      gc_sym_min(s, gc_sym_addc(s, v, lo), gc_sym_scale(s, v, lo + 1));
-  gc_sym *last = gc_sym_max(
-      s, gc_sym_addc(s, v, lo),
-      gc_sym_addc(s, gc_sym_scale(s, gc_sym_addc(s, v, -(in - 2)), hi + 1),
-                  in - 2 + lo));
-  for (int64_t j = 0; j < m; j++) {
-    gc_sym *o = gc_sym_addc(s, first, j);
-    src[j] = (pad_src){clamp(s, o, out - 1),
-                       j == 0 ? NULL
-                              : ir_op2(ir, IR_LE, i64, ir_index(ir, o, i64),
-                                       ir_index(ir, last, i64))};
-  }
-  return (int)m;
-}
-
-/* reflection_pad1d/2d/3d_backward, replication_pad1d/2d/3d_backward
- * (grad_output, self, padding): the gradient of each input element sums
- * grad_output over the positions that copied it (pad_sources), in ATen's
- * order (it adds every output position into zeros, first padded dim
- * outermost), from 0.0; positions not taken add 0.0. */
-int lower_edge_pad_backward(lower_ctx *L, const gc_node *n, int param) {
-  int d;
-  bool repl;
-  L_pw p;
-  int rc = edge_pad_begin(L, n, param, &p, &d, &repl);
-  if (rc)
-    return rc;
-  ir_graph *ir = L_ir(L);
-  ir_tensor *g = L_tensor(L, n, "grad_output"), *x = L_tensor(L, n, "self");
-  const int64_t *pad;
-  if (!g || !x || g->rank != p.rank || x->rank != p.rank || g->dtype != p.odt ||
-      !edge_pad_args(L, n, d, repl, p.rank, p.sizes, g->sizes, &pad))
-    return GC_EUNSUPPORTED;
-  for (int k = 0; k < p.rank; k++)
-    if (x->sizes[k] != p.sizes[k])
-      return GC_EUNSUPPORTED;
-  if (numel(p.rank, p.sizes) == 0)
-    return empty(L, n, &p);
-  pad_src src[IR_MAX_RANK][MAX_PAD_TERMS];
-  int cnt[IR_MAX_RANK], terms = 1;
-  for (int k = 0; k < p.rank; k++) {
-    int64_t lo, hi;
-    edge_pads(pad, d, p.rank, k, &lo, &hi);
-    cnt[k] = pad_sources(L, repl, p.vars[k], p.sizes[k], g->sizes[k], lo, hi,
-                         src[k]);
-    if (cnt[k] < 1 || (terms *= cnt[k]) > MAX_PAD_TERMS)
-      return GC_EUNSUPPORTED;
-  }
-  ir_expr *acc = ir_const_f(ir, 0, p.odt);
-  int j[IR_MAX_RANK] = {0};
-  gc_sym *at[IR_MAX_RANK];
-  for (int t = 0; t < terms; t++) {
-    ir_expr *ok = NULL;
-    for (int k = 0; k < p.rank; k++) {
-      at[k] = src[k][j[k]].at;
-      if (src[k][j[k]].ok)
-        ok = ok ? AND(ok, src[k][j[k]].ok) : src[k][j[k]].ok;
-    }
-    ir_expr *v = L_load(L, g, at);
-    if (ok)
-      v = ir_op3(ir, IR_WHERE, p.odt, ok, v, ir_const_f(ir, 0, p.odt));
-    acc = ir_op2(ir, IR_ADD, p.odt, acc, v);
-    for (int k = p.rank - 1; k >= 0 && ++j[k] == cnt[k]; k--)
-      j[k] = 0;
-  }
-  return L__pw_finish(L, n, 0, &p, acc);
-}
-#undef AND
-
-/* slice_backward and select_backward are zeros with grad_output where the
- * view took its elements; slice_scatter and select_scatter (what
- * functionalization makes of a write through the view: x[:, 0] = v) are
- * self with src there. One rule each way, over a base value. */
-
-/* The output (p), the tensor placed (*g, with `dropped` dims fewer: select
- * drops dim) of the output's dtype, dim normalized, and the base at p's
- * point (*base: zeros of input_sizes for the backwards, self for the
- * scatters). */
-static int view_place_begin(lower_ctx *L, const gc_node *n, bool scatter,
-                            int dropped, L_pw *p, ir_tensor **g, ir_expr **base,
-                            int64_t *dim) {
-  int rc = L__pw_begin(L, n, 0, p);
-  if (rc)
-    return rc;
-  *g = L_tensor(L, n, scatter ? "src" : "grad_output");
-  if (!*g || !L_int(L, n, "dim", dim) || (*g)->rank != p->rank - dropped ||
-      (*g)->dtype != p->odt)
-    return GC_EUNSUPPORTED;
-  if (scatter) {
-    ir_tensor *self = L_tensor(L, n, "self");
-    if (!self || self->rank != p->rank || self->dtype != p->odt)
-      return GC_EUNSUPPORTED;
-    for (int d = 0; d < p->rank; d++)
-      if (self->sizes[d] != p->sizes[d])
-        return GC_EUNSUPPORTED;
-    *base = p->rank ? L_load(L, self, p->vars) : NULL;
-  } else {
-    const int64_t *in_sizes;
-    int nin;
-    if (!L_ints(L, n, "input_sizes", &in_sizes, &nin) || nin != p->rank)
-      return GC_EUNSUPPORTED;
-    for (int d = 0; d < p->rank; d++)
-      if (in_sizes[d] != p->sizes[d])
-        return GC_EUNSUPPORTED;
-    *base = ir_const_i(L_ir(L), 0, p->odt);
-  }
-  if (*dim < 0)
-    *dim += p->rank;
-  if (*dim < 0 || *dim >= p->rank || !*base)
-    return GC_EUNSUPPORTED;
-  return 0;
-}
-
-/* slice_backward(grad_output, input_sizes, dim, start, end, step) and
- * slice_scatter(self, src, dim, start=None, end=None, step=1): the base
- * with grad_output (src) where the slice took its elements (start and end
- * normalized as slicing does: negative ones count from the end, both
- * clamped into the dim; None is the dim's start and end). */
-int lower_slice_place(lower_ctx *L, const gc_node *n, int scatter) {
-  ir_graph *ir = L_ir(L);
-  gc_symctx *s = &ir->sym;
-  L_pw p;
-  ir_tensor *g;
-  ir_expr *base;
-  int64_t dim, start = 0, end = INT64_MAX, step = 1;
-  int rc = view_place_begin(L, n, scatter, 0, &p, &g, &base, &dim);
-  if (rc)
-    return rc;
-  const gc_arg *a_start = L_arg(L, n, "start"), *a_end = L_arg(L, n, "end");
-  bool none_start = scatter && (!a_start || a_start->kind == GC_ARG_NONE);
-  bool none_end = scatter && (!a_end || a_end->kind == GC_ARG_NONE);
-  if ((!none_start && !L_int(L, n, "start", &start)) ||
-      (!none_end && !L_int(L, n, "end", &end)) || !L_int(L, n, "step", &step) ||
-      step <= 0)
-    return GC_EUNSUPPORTED;
-  for (int d = 0; d < p.rank; d++)
-    if (d != dim && g->sizes[d] != p.sizes[d])
-      return GC_EUNSUPPORTED;
-  int64_t size = p.sizes[dim];
-  if (start < 0)
-    start += size;
-  if (end < 0)
-    end += size;
-  start = start < 0 ? 0 : start > size ? size : start;
-  end = end < start ? start : end > size ? size : end;
-  /* (end - start + step - 1) / step would overflow for a step near
-   * INT64_MAX (fuzz_native) */
-  int64_t len = end > start ? (end - start - 1) / step + 1 : 0;
-  if (g->sizes[dim] != len)
-    return GC_EUNSUPPORTED;
-  if (numel(p.rank, p.sizes) == 0)
-    return empty(L, n, &p);
-  if (len == 0)
-    return L__pw_finish(L, n, 0, &p, base);
-  gc_sym *j = gc_sym_addc(s, p.vars[dim], -start); /* offset into the slice */
-  if (!j)
-    return GC_ENOMEM;
-  gc_dtype i64 = GC_DTYPE_INT64;
-  ir_expr *v = ir_index(ir, j, i64);
-  ir_expr *inside =
-      ir_op2(ir, IR_AND, GC_DTYPE_BOOL,
-             ir_op2(ir, IR_GE, i64, v, ir_const_i(ir, 0, i64)),
-             ir_op2(ir, IR_LE, i64, v, ir_const_i(ir, (len - 1) * step, i64)));
-  if (step > 1)
-    inside =
-        ir_op2(ir, IR_AND, GC_DTYPE_BOOL, inside,
-               ir_op2(ir, IR_EQ, i64, ir_index(ir, gc_sym_mod(s, j, step), i64),
-                      ir_const_i(ir, 0, i64)));
-  gc_sym *at[IR_MAX_RANK];
-  for (int d = 0; d < p.rank; d++)
-    at[d] =
-        d == dim ? clamp(s, gc_sym_floordiv(s, j, step), len - 1) : p.vars[d];
-  ir_expr *e = ir_op3(ir, IR_WHERE, p.odt, inside, L_load(L, g, at), base);
-  return L__pw_finish(L, n, 0, &p, e);
-}
-
-/* select_backward(grad_output, input_sizes, dim, index) and
- * select_scatter(self, src, dim, index): the base with grad_output (src)
- * at `index` of dim (negative counts from the end). */
-int lower_select_place(lower_ctx *L, const gc_node *n, int scatter) {
-  ir_graph *ir = L_ir(L);
-  L_pw p;
-  ir_tensor *g;
-  ir_expr *base;
-  int64_t dim, index;
-  int rc = view_place_begin(L, n, scatter, 1, &p, &g, &base, &dim);
-  if (rc)
-    return rc;
-  if (!L_int(L, n, "index", &index))
-    return GC_EUNSUPPORTED;
-  if (index < 0)
-    index += p.sizes[dim];
-  if (index < 0 || index >= p.sizes[dim])
-    return GC_EUNSUPPORTED;
-  gc_sym *at[IR_MAX_RANK];
-  for (int d = 0, k = 0; d < p.rank; d++) {
-    if (d == dim)
-      continue;
-    if (g->sizes[k] != p.sizes[d])
-      return GC_EUNSUPPORTED;
-    at[k++] = p.vars[d];
-  }
-  if (numel(p.rank, p.sizes) == 0)
-    return empty(L, n, &p);
-  gc_dtype i64 = GC_DTYPE_INT64;
-  ir_expr *here = ir_op2(ir, IR_EQ, i64, ir_index(ir, p.vars[dim], i64),
-                         ir_const_i(ir, index, i64));
-  ir_expr *e = ir_op3(ir, IR_WHERE, p.odt, here, L_load(L, g, at), base);
-  return L__pw_finish(L, n, 0, &p, e);
-}
-
-/* as_strided_scatter(self, src, size, stride, storage_offset=None): self
- * (its clone, eager's layout, the output's strides) with src written
- * through the view as_strided(size, stride, storage_offset) of its
- * memory, for a view that is dense (its strides dense for its sizes in
- * some dim order: what autograd's as_strided backward makes, a flat
- * buffer seen as the gradient's shape). Output element at memory position
- * e is in the view when 0 <= e - offset < numel(view), and is then src at
- * ((e - offset) / stride_k) mod size_k. */
-int lower_as_strided_scatter(lower_ctx *L, const gc_node *n, int unused) {
-  (void)unused;
-  ir_graph *ir = L_ir(L);
-  gc_symctx *s = &ir->sym;
-  L_pw p;
-  int rc = L__pw_begin(L, n, 0, &p);
-  if (rc)
-    return rc;
-  ir_tensor *self = L_tensor(L, n, "self"), *src = L_tensor(L, n, "src");
-  const gc_tensor_meta *m = L_out_meta(n, 0);
-  const int64_t *sz, *st;
-  int nsz, nst;
-  int64_t off = 0, os[IR_MAX_RANK];
-  const gc_arg *oa = L_arg(L, n, "storage_offset");
-  if (!self || !src || !m || self->rank != p.rank || self->dtype != p.odt ||
-      src->dtype != p.odt || !L_ints(L, n, "size", &sz, &nsz) ||
-      !L_ints(L, n, "stride", &st, &nst) || nsz != src->rank ||
-      nst != src->rank ||
-      (oa && oa->kind != GC_ARG_NONE && !L_int(L, n, "storage_offset", &off)) ||
-      m->offset.expr || m->offset.v != 0)
-    return GC_EUNSUPPORTED;
-  int64_t numel_out = 1, numel_v = 1;
-  for (int d = 0; d < p.rank; d++) {
-    if (m->strides[d].expr || self->sizes[d] != p.sizes[d])
-      return GC_EUNSUPPORTED;
-    os[d] = m->strides[d].v;
-    numel_out *= p.sizes[d];
-  }
-  for (int k = 0; k < src->rank; k++) {
-    if (sz[k] != src->sizes[k] || st[k] < 0)
-      return GC_EUNSUPPORTED;
-    numel_v *= sz[k];
-  }
-  if (!L_dense_strides(p.rank, p.sizes, os) ||
-      !L_dense_strides(src->rank, sz, st) || off < 0 ||
-      off + numel_v > numel_out)
-    return GC_EUNSUPPORTED;
-  if (numel_out == 0)
-    return empty(L, n, &p);
-  ir_expr *base = L_load(L, self, p.vars);
-  if (numel_v == 0)
-    return L__pw_finish(L, n, 0, &p, base);
-  gc_sym *j = gc_sym_const(s, -off); /* position in the view's block */
-  for (int d = 0; d < p.rank; d++)
-    j = gc_sym_add(s, j, gc_sym_scale(s, p.vars[d], os[d]));
-  if (!j)
-    return GC_ENOMEM;
-  gc_sym *at[IR_MAX_RANK];
-  for (int k = 0; k < src->rank; k++)
-    at[k] = sz[k] == 1 ? gc_sym_const(s, 0)
-                       : gc_sym_mod(s, gc_sym_floordiv(s, j, st[k]), sz[k]);
-  gc_dtype i64 = GC_DTYPE_INT64;
-  ir_expr *v = ir_index(ir, j, i64);
-  ir_expr *inside =
-      ir_op2(ir, IR_AND, GC_DTYPE_BOOL,
-             ir_op2(ir, IR_GE, i64, v, ir_const_i(ir, 0, i64)),
-             ir_op2(ir, IR_LT, i64, v, ir_const_i(ir, numel_v, i64)));
-  ir_expr *e = ir_op3(ir, IR_WHERE, p.odt, inside, L_load(L, src, at), base);
-  return L__pw_finish(L, n, 0, &p, e);
-}
-
-/* diagonal_scatter(self, src, offset=0, dim1=0, dim2=1): self with src on
- * the diagonal (src's last dim runs along it, its others are self's other
- * dims in order): where i2 - i1 == offset, src[..., offset >= 0 ? i1 : i2]. */
-int lower_diagonal_scatter(lower_ctx *L, const gc_node *n, int unused) {
-  (void)unused;
-  ir_graph *ir = L_ir(L);
-  L_pw p;
-  int rc = L__pw_begin(L, n, 0, &p);
-  if (rc)
-    return rc;
-  ir_tensor *self = L_tensor(L, n, "self"), *src = L_tensor(L, n, "src");
-  int64_t off = 0, d1 = 0, d2 = 1;
-  L_int(L, n, "offset", &off);
-  L_int(L, n, "dim1", &d1);
-  L_int(L, n, "dim2", &d2);
-  int r = p.rank;
-  if (d1 < 0)
-    d1 += r;
-  if (d2 < 0)
-    d2 += r;
-  if (!self || !src || r < 2 || d1 < 0 || d1 >= r || d2 < 0 || d2 >= r ||
-      d1 == d2 || self->rank != r || src->rank != r - 1 ||
-      self->dtype != p.odt || src->dtype != p.odt)
-    return GC_EUNSUPPORTED;
-  int64_t len = off >= 0 ? p.sizes[d2] - off : p.sizes[d1] + off;
-  if (p.sizes[d1] < len)
-    len = p.sizes[d1];
-  if (p.sizes[d2] < len)
-    len = p.sizes[d2];
-  if (len < 0)
-    len = 0;
-  gc_sym *at[IR_MAX_RANK];
-  for (int d = 0, k = 0; d < r; d++) {
-    if (self->sizes[d] != p.sizes[d])
-      return GC_EUNSUPPORTED;
-    if (d == d1 || d == d2)
-      continue;
-    if (src->sizes[k] != p.sizes[d])
-      return GC_EUNSUPPORTED;
-    at[k++] = p.vars[d];
-  }
-  if (src->sizes[r - 2] != len)
-    return GC_EUNSUPPORTED;
-  if (numel(r, p.sizes) == 0)
-    return empty(L, n, &p);
-  ir_expr *base = L_load(L, self, p.vars);
-  if (len == 0)
-    return L__pw_finish(L, n, 0, &p, base);
-  gc_symctx *s = &ir->sym;
-  gc_sym *i = off >= 0 ? p.vars[d1] : p.vars[d2]; /* position on it */
-  at[r - 2] = clamp(s, i, len - 1);
-  gc_dtype i64 = GC_DTYPE_INT64;
-  ir_expr *on = ir_op2(
-      ir, IR_AND, GC_DTYPE_BOOL,
-      ir_op2(ir, IR_EQ, i64,
-             ir_op2(ir, IR_SUB, i64, ir_index(ir, p.vars[d2], i64),
-                    ir_index(ir, p.vars[d1], i64)),
-             ir_const_i(ir, off, i64)),
-      ir_op2(ir, IR_LT, i64, ir_index(ir, i, i64), ir_const_i(ir, len, i64)));
-  ir_expr *e = ir_op3(ir, IR_WHERE, p.odt, on, L_load(L, src, at), base);
-  return L__pw_finish(L, n, 0, &p, e);
 }
 
 /* index.Tensor with several index tensors (pos[0..m) the indexed dims):
@@ -927,8 +385,8 @@ int lower_diagonal_scatter(lower_ctx *L, const gc_node *n, int unused) {
  * rule). Each index is checked against its dim's size (and wrapped when
  * negative) by a gather from an iota buffer, the element read by one gather
  * at the sum of the checked indices times the dims' strides. */
-static int index_several(lower_ctx *L, const gc_node *n, L_pw *p, ir_tensor *x,
-                         ir_tensor **ix, const int *pos, int m) {
+static int index_several(lower_ctx *L, const gc_node *n, L__elementwise *p,
+                         ir_tensor *x, ir_tensor **ix, const int *pos, int m) {
   ir_graph *ir = L_ir(L);
   gc_symctx *s = &ir->sym;
   gc_dtype i64 = GC_DTYPE_INT64;
@@ -957,10 +415,10 @@ static int index_several(lower_ctx *L, const gc_node *n, L_pw *p, ir_tensor *x,
       return GC_EUNSUPPORTED;
   }
   for (int d = 0; d < x->rank; d++)
-    if (indexed[d] && x->sizes[d] == 0 && numel(p->rank, p->sizes) != 0)
+    if (indexed[d] && x->sizes[d] == 0 && L__numel(p->rank, p->sizes) != 0)
       return GC_EUNSUPPORTED; /* eager raises */
-  if (numel(p->rank, p->sizes) == 0)
-    return empty(L, n, p);
+  if (L__numel(p->rank, p->sizes) == 0)
+    return L__empty_output(L, n, p);
   ir_view v;
   if (!L_as_buffer(L, x, &v))
     return GC_ENOMEM;
@@ -986,8 +444,8 @@ static int index_several(lower_ctx *L, const gc_node *n, L_pw *p, ir_tensor *x,
   }
   if (!base || !flat)
     return GC_ENOMEM;
-  return L__pw_finish(L, n, 0, p,
-                      ir_gather(ir, v.buf, base, flat, 1, span, false));
+  return L__elementwise_finish(
+      L, n, 0, p, ir_gather(ir, v.buf, base, flat, 1, span, false));
 }
 
 /* index.Tensor(self, indices): integer index tensors (any shapes that
@@ -998,8 +456,8 @@ static int index_several(lower_ctx *L, const gc_node *n, L_pw *p, ir_tensor *x,
  * back. */
 int lower_index_tensor(lower_ctx *L, const gc_node *n, int unused) {
   (void)unused;
-  L_pw p;
-  int rc = L__pw_begin(L, n, 0, &p);
+  L__elementwise p;
+  int rc = L__elementwise_begin(L, n, 0, &p);
   if (rc)
     return rc;
   ir_tensor *x = L_tensor(L, n, "self");
@@ -1029,8 +487,8 @@ int lower_index_tensor(lower_ctx *L, const gc_node *n, int unused) {
   for (int k = 0; k < t->rank; k++)
     if (p.sizes[d + k] != t->sizes[k])
       return GC_EUNSUPPORTED;
-  if (numel(p.rank, p.sizes) == 0)
-    return empty(L, n, &p);
+  if (L__numel(p.rank, p.sizes) == 0)
+    return L__empty_output(L, n, &p);
   if (x->sizes[d] == 0)
     return GC_EUNSUPPORTED;
   ir_view v;
@@ -1047,7 +505,7 @@ int lower_index_tensor(lower_ctx *L, const gc_node *n, int unused) {
   ir_expr *i = ir_cast(ir, L_load(L, t, &p.vars[d]), GC_DTYPE_INT64);
   if (!off || !i)
     return GC_ENOMEM;
-  return L__pw_finish(
+  return L__elementwise_finish(
       L, n, 0, &p,
       ir_gather(ir, v.buf, off, i, v.strides[d], v.sizes[d], true));
 }
@@ -1056,8 +514,8 @@ int lower_index_tensor(lower_ctx *L, const gc_node *n, int unused) {
  * (a copy, as eager's: never a view of self). */
 int lower_flip(lower_ctx *L, const gc_node *n, int unused) {
   (void)unused;
-  L_pw p;
-  int rc = L__pw_begin(L, n, 0, &p);
+  L__elementwise p;
+  int rc = L__elementwise_begin(L, n, 0, &p);
   if (rc)
     return rc;
   ir_graph *ir = L_ir(L);
@@ -1085,8 +543,8 @@ int lower_flip(lower_ctx *L, const gc_node *n, int unused) {
   ir_tensor *t = ir_tensor_strided(ir, v.buf, v.rank, v.sizes, strides, offset);
   if (!t)
     return GC_ENOMEM;
-  return L__pw_finish(L, n, 0, &p,
-                      ir_cast(ir, ir_tensor_load(ir, t, p.vars), p.odt));
+  return L__elementwise_finish(
+      L, n, 0, &p, ir_cast(ir, ir_tensor_load(ir, t, p.vars), p.odt));
 }
 
 /* roll(self, shifts, dims): out[i] = self[(i - shift) mod size] along each
@@ -1094,8 +552,8 @@ int lower_flip(lower_ctx *L, const gc_node *n, int unused) {
  * kept). A copy, as eager's. */
 int lower_roll(lower_ctx *L, const gc_node *n, int unused) {
   (void)unused;
-  L_pw p;
-  int rc = L__pw_begin(L, n, 0, &p);
+  L__elementwise p;
+  int rc = L__elementwise_begin(L, n, 0, &p);
   if (rc)
     return rc;
   ir_graph *ir = L_ir(L);
@@ -1107,15 +565,15 @@ int lower_roll(lower_ctx *L, const gc_node *n, int unused) {
       !L_ints(L, n, "shifts", &shifts, &ns) ||
       !L_ints(L, n, "dims", &dims, &nd))
     return GC_EUNSUPPORTED;
-  if (numel(p.rank, p.sizes) == 0)
-    return empty(L, n, &p);
+  if (L__numel(p.rank, p.sizes) == 0)
+    return L__empty_output(L, n, &p);
   gc_sym *xi[IR_MAX_RANK];
   for (int k = 0; k < p.rank; k++)
     xi[k] = p.vars[k];
   if (nd == 0) { /* the flattened tensor */
     if (ns != 1)
       return GC_EUNSUPPORTED;
-    int64_t total = numel(p.rank, p.sizes), st[IR_MAX_RANK], acc = 1;
+    int64_t total = L__numel(p.rank, p.sizes), st[IR_MAX_RANK], acc = 1;
     gc_sym *flat = gc_sym_const(s, 0);
     for (int k = p.rank - 1; k >= 0; k--) {
       st[k] = acc;
@@ -1141,7 +599,7 @@ int lower_roll(lower_ctx *L, const gc_node *n, int unused) {
   for (int k = 0; k < p.rank; k++)
     if (!xi[k])
       return GC_ENOMEM;
-  return L__pw_finish(L, n, 0, &p, L_load(L, x, xi));
+  return L__elementwise_finish(L, n, 0, &p, L_load(L, x, xi));
 }
 
 /* repeat(self, repeats): self tiled; output dim k of size
@@ -1149,8 +607,8 @@ int lower_roll(lower_ctx *L, const gc_node *n, int unused) {
  * reads self at the output index modulo self's size. */
 int lower_repeat(lower_ctx *L, const gc_node *n, int unused) {
   (void)unused;
-  L_pw p;
-  int rc = L__pw_begin(L, n, 0, &p);
+  L__elementwise p;
+  int rc = L__elementwise_begin(L, n, 0, &p);
   if (rc)
     return rc;
   ir_graph *ir = L_ir(L);
@@ -1167,11 +625,11 @@ int lower_repeat(lower_ctx *L, const gc_node *n, int unused) {
     if (reps[k] < 0 || p.sizes[k] != xs * reps[k])
       return GC_EUNSUPPORTED;
   }
-  if (numel(p.rank, p.sizes) == 0)
-    return empty(L, n, &p);
+  if (L__numel(p.rank, p.sizes) == 0)
+    return L__empty_output(L, n, &p);
   gc_sym *xi[IR_MAX_RANK];
   for (int j = 0; j < x->rank; j++)
     if (!(xi[j] = gc_sym_mod(s, p.vars[j + lead], x->sizes[j])))
       return GC_ENOMEM;
-  return L__pw_finish(L, n, 0, &p, L_load(L, x, xi));
+  return L__elementwise_finish(L, n, 0, &p, L_load(L, x, xi));
 }

@@ -82,10 +82,10 @@ int lower_nll_loss_forward(lower_ctx *L, const gc_node *n, int unused) {
   }
   if (w && !L_as_buffer(L, w, &wv))
     return GC_ENOMEM;
-  L_pw p0, p1;
-  int rc = L__pw_begin(L, n, 0, &p0);
+  L__elementwise p0, p1;
+  int rc = L__elementwise_begin(L, n, 0, &p0);
   if (!rc)
-    rc = L__pw_begin(L, n, 1, &p1);
+    rc = L__elementwise_begin(L, n, 1, &p1);
   if (rc)
     return rc;
   if (p0.dt != dt || p1.dt != dt || p1.rank != 0)
@@ -96,9 +96,9 @@ int lower_nll_loss_forward(lower_ctx *L, const gc_node *n, int unused) {
       return GC_EUNSUPPORTED;
     ir_expr *e =
         nll_row(L, x, xv, w ? &wv : NULL, t, p0.vars[0], ignore, dt, &wt);
-    if ((rc = L__pw_finish(L, n, 0, &p0, e)))
+    if ((rc = L__elementwise_finish(L, n, 0, &p0, e)))
       return rc;
-    return L__pw_finish(L, n, 1, &p1, ir_const_f(ir, 0, dt));
+    return L__elementwise_finish(L, n, 1, &p1, ir_const_f(ir, 0, dt));
   }
   if (p0.rank != 0)
     return GC_EUNSUPPORTED;
@@ -147,8 +147,8 @@ int lower_mse_loss(lower_ctx *L, const gc_node *n, int unused) {
   ir_graph *ir = L_ir(L);
   ir_tensor *x = L_tensor(L, n, "self"), *y = L_tensor(L, n, "target");
   int64_t red;
-  L_pw p;
-  int rc = L__pw_begin(L, n, 0, &p);
+  L__elementwise p;
+  int rc = L__elementwise_begin(L, n, 0, &p);
   if (rc)
     return rc;
   gc_dtype dt = p.dt;
@@ -166,7 +166,7 @@ int lower_mse_loss(lower_ctx *L, const gc_node *n, int unused) {
       return GC_EUNSUPPORTED;
     ir_expr *d = OP2(SUB, ir_cast(ir, L_load(L, x, p.vars), dt),
                      ir_cast(ir, L_load(L, y, p.vars), dt));
-    return L__pw_finish(L, n, 0, &p, OP2(MUL, d, d));
+    return L__elementwise_finish(L, n, 0, &p, OP2(MUL, d, d));
   }
   if (p.rank != 0 || (red == 1 && cnt == 0))
     return GC_EUNSUPPORTED; /* the mean of nothing: eager's NaN, left to it */

@@ -215,7 +215,7 @@ ir_buf *L_reduce(lower_ctx *L, const gc_node *n, ir_reduction red, gc_dtype dt,
 ir_buf *L_realize(lower_ctx *L, ir_tensor *t, const gc_tensor_meta *like);
 /* Realizes t in the layout lowering prefers for an intermediate whose
  * eager layout is `like` (channels-last in convolutional programs, see
- * lower.c; else like's, contiguous when NULL). */
+ * layout.c; else like's, contiguous when NULL). */
 ir_buf *L_realize_chosen(lower_ctx *L, ir_tensor *t,
                          const gc_tensor_meta *like);
 /* t as a strided view of a buffer (*v), realizing t when it is not one;
@@ -258,7 +258,7 @@ ir_node *L_out_call(lower_ctx *L, const gc_node *gn, const gc_op *op,
 /* Lowers convolution n as an extern call of its own operator: an ATen call
  * on realized inputs whose results ATen allocates (it has no .out overload
  * that writes in place), channels-last where the program's layout is
- * (lower.c). */
+ * (layout.c). */
 int L_extern_conv(lower_ctx *L, const gc_node *n);
 
 /* Lowers n as an extern call of its own operator on realized inputs, its
@@ -286,7 +286,7 @@ bool L_is_float(gc_dtype d);
  * opmath_type: float32 for float16 and bfloat16, d itself otherwise. A
  * rule computes a whole operator in it and rounds once, to the output's
  * dtype, as ATen's kernels do (a formula of several IR operations in a
- * half dtype would round after each, ir.c make_op). */
+ * half dtype would round after each, expr.c make_op). */
 gc_dtype L_opmath(gc_dtype d);
 /* t converted to dtype dt (t itself when it has it): an unrealized
  * pointwise cast (NULL when out of memory). */

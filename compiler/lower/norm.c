@@ -91,13 +91,13 @@ static ir_expr *fma_of(ir_graph *ir, gc_dtype dt, ir_expr *a, ir_expr *b,
 
 /* Outputs 1 and 2 of eval mode: empty tensors. */
 static int empty_out(lower_ctx *L, const gc_node *n, int k) {
-  L_pw p;
-  int rc = L__pw_begin(L, n, k, &p);
+  L__elementwise p;
+  int rc = L__elementwise_begin(L, n, k, &p);
   if (rc)
     return rc;
   for (int i = 0; i < p.rank; i++)
     if (p.sizes[i] == 0)
-      return L__pw_finish(L, n, k, &p, ir_const_f(L_ir(L), 0, p.dt));
+      return L__elementwise_finish(L, n, k, &p, ir_const_f(L_ir(L), 0, p.dt));
   return GC_EUNSUPPORTED;
 }
 
@@ -226,8 +226,8 @@ static int batch_norm_train(lower_ctx *L, const gc_node *n, ir_tensor *x,
                    OP1(SQRT, OP2(ADD, var, ir_const_f(ir, eps, dt)))));
   if (!invstd)
     return GC_ENOMEM;
-  L_pw p;
-  int rc = L__pw_begin(L, n, 0, &p);
+  L__elementwise p;
+  int rc = L__elementwise_begin(L, n, 0, &p);
   if (rc)
     return rc;
   gc_sym **ch = &p.vars[1];
@@ -238,7 +238,7 @@ static int batch_norm_train(lower_ctx *L, const gc_node *n, ir_tensor *x,
     y = OP2(MUL, y, L_load(L, w, ch));
   if (b)
     y = OP2(ADD, y, L_load(L, b, ch));
-  if ((rc = L__pw_finish(L, n, 0, &p, y)) ||
+  if ((rc = L__elementwise_finish(L, n, 0, &p, y)) ||
       (!composite &&
        ((rc = L_set(L, n, 1, mean)) || (rc = L_set(L, n, 2, invstd)))))
     return rc;
@@ -318,14 +318,14 @@ int lower_batch_norm(lower_ctx *L, const gc_node *n, int form) {
       fma_of(ir, dt, OP1(NEG, L_load(L, rm, bv)), L_load(L, at, bv), bias));
   if (!bt)
     return GC_ENOMEM;
-  L_pw p;
-  int rc = L__pw_begin(L, n, 0, &p);
+  L__elementwise p;
+  int rc = L__elementwise_begin(L, n, 0, &p);
   if (rc)
     return rc;
   gc_sym **ch = &p.vars[1];
-  rc = L__pw_finish(L, n, 0, &p,
-                    fma_of(ir, dt, L_load(L, x, p.vars), L_load(L, at, ch),
-                           L_load(L, bt, ch)));
+  rc = L__elementwise_finish(L, n, 0, &p,
+                             fma_of(ir, dt, L_load(L, x, p.vars),
+                                    L_load(L, at, ch), L_load(L, bt, ch)));
   if (!rc && form != BN_COMPOSITE)
     rc = empty_out(L, n, 1);
   if (!rc && form != BN_COMPOSITE)

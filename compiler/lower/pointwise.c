@@ -49,7 +49,8 @@
  * of k pointwise operations inlined into one loop would make k^2/2
  * expressions rather than k. Variables only name positions of a space, so
  * two computations over the same space may use the same ones. */
-static gc_sym **space_vars(lower_ctx *L, const gc_node *n, const L_pw *p) {
+static gc_sym **space_vars(lower_ctx *L, const gc_node *n,
+                           const L__elementwise *p) {
   for (int i = 0; i < n->nargs; i++) {
     const ir_tensor *t = L_tensor(L, n, n->args[i].name);
     if (!t || t->kind != IR_T_LOOP || t->realized || t->rank != p->rank ||
@@ -61,7 +62,8 @@ static gc_sym **space_vars(lower_ctx *L, const gc_node *n, const L_pw *p) {
   return NULL;
 }
 
-int L__pw_begin(lower_ctx *L, const gc_node *n, int k, L_pw *p) {
+int L__elementwise_begin(lower_ctx *L, const gc_node *n, int k,
+                         L__elementwise *p) {
   const gc_tensor_meta *m = L_out_meta(n, k);
   if (!m || m->rank > IR_MAX_RANK || !L_sym_sizes(L, m, p->ssizes))
     return GC_EUNSUPPORTED;
@@ -75,8 +77,8 @@ int L__pw_begin(lower_ctx *L, const gc_node *n, int k, L_pw *p) {
   return p->vars ? 0 : GC_ENOMEM;
 }
 
-int L__pw_finish(lower_ctx *L, const gc_node *n, int k, L_pw *p,
-                 ir_expr *body) {
+int L__elementwise_finish(lower_ctx *L, const gc_node *n, int k,
+                          L__elementwise *p, ir_expr *body) {
   if (!body)
     return L_ir(L)->oom ? GC_ENOMEM : GC_EUNSUPPORTED;
   return L_set(L, n, k,
@@ -84,7 +86,7 @@ int L__pw_finish(lower_ctx *L, const gc_node *n, int k, L_pw *p,
                             ir_cast(L_ir(L), body, p->odt)));
 }
 
-bool L__pw_scalar(lower_ctx *L, const gc_node *n, const char *name, gc_dtype dt,
+bool L__scalar_as(lower_ctx *L, const gc_node *n, const char *name, gc_dtype dt,
                   ir_expr **out) {
   double v;
   int64_t iv;
@@ -100,7 +102,7 @@ bool L__pw_scalar(lower_ctx *L, const gc_node *n, const char *name, gc_dtype dt,
   return *out != NULL;
 }
 
-ir_expr *L__pw_operand(lower_ctx *L, const gc_node *n, L_pw *p,
+ir_expr *L__operand_at(lower_ctx *L, const gc_node *n, L__elementwise *p,
                        const char *name, gc_dtype dt) {
   ir_tensor *t = L_tensor(L, n, name);
   if (t)
@@ -110,10 +112,10 @@ ir_expr *L__pw_operand(lower_ctx *L, const gc_node *n, L_pw *p,
    * (x + 0.1 adds bfloat16(0.1)) */
   gc_dtype kdt = ir_dtype_half(p->odt) && L_is_float(dt) ? p->odt : dt;
   ir_expr *k = NULL;
-  return L__pw_scalar(L, n, name, kdt, &k) ? ir_cast(L_ir(L), k, dt) : NULL;
+  return L__scalar_as(L, n, name, kdt, &k) ? ir_cast(L_ir(L), k, dt) : NULL;
 }
 
-ir_expr *L__k(lower_ctx *L, double v, gc_dtype dt) {
+ir_expr *L__float_const(lower_ctx *L, double v, gc_dtype dt) {
   return ir_const_f(L_ir(L), v, dt);
 }
 
@@ -169,8 +171,8 @@ static ir_expr *integral_unary(lower_ctx *L, ir_op op, gc_dtype cdt,
 /* One IR operation of the input, computed in the output dtype (math on an
  * integer tensor yields float32, the metadata says so). */
 int lower_unary(lower_ctx *L, const gc_node *n, int op) {
-  L_pw p;
-  int rc = L__pw_begin(L, n, 0, &p);
+  L__elementwise p;
+  int rc = L__elementwise_begin(L, n, 0, &p);
   if (rc)
     return rc;
   ir_graph *ir = L_ir(L);
@@ -184,7 +186,7 @@ int lower_unary(lower_ctx *L, const gc_node *n, int op) {
   if (!L_is_float(cdt) && op != IR_NOT) {
     ir_expr *r = integral_unary(L, (ir_op)op, cdt, a);
     if (r)
-      return L__pw_finish(L, n, 0, &p, r);
+      return L__elementwise_finish(L, n, 0, &p, r);
   }
   if (float_only((ir_op)op) && !L_is_float(cdt))
     return GC_EUNSUPPORTED;
@@ -194,7 +196,7 @@ int lower_unary(lower_ctx *L, const gc_node *n, int op) {
     return GC_EUNSUPPORTED; /* torch refuses */
   if (op == IR_NOT)
     a = ir_cast(ir, a, GC_DTYPE_BOOL);
-  return L__pw_finish(L, n, 0, &p, ir_op1(ir, (ir_op)op, cdt, a));
+  return L__elementwise_finish(L, n, 0, &p, ir_op1(ir, (ir_op)op, cdt, a));
 }
 
 /* ---- unary: formulas of a few operations ---- */
@@ -235,11 +237,12 @@ static ir_expr *nan_to_num(lower_ctx *L, const gc_node *n, gc_dtype dt,
   if ((a = L_arg(L, n, "neginf")) && a->kind != GC_ARG_NONE &&
       !L_float(L, n, "neginf", &ninf))
     return NULL;
-  ir_expr *r = ir_op3(ir, IR_WHERE, dt, OP2(EQ, x, L__k(L, -INFINITY, dt)),
-                      L__k(L, ninf, dt), x);
-  r = ir_op3(ir, IR_WHERE, dt, OP2(EQ, x, L__k(L, INFINITY, dt)),
-             L__k(L, pinf, dt), r);
-  return ir_op3(ir, IR_WHERE, dt, OP1(ISNAN, x), L__k(L, nan, dt), r);
+  ir_expr *r =
+      ir_op3(ir, IR_WHERE, dt, OP2(EQ, x, L__float_const(L, -INFINITY, dt)),
+             L__float_const(L, ninf, dt), x);
+  r = ir_op3(ir, IR_WHERE, dt, OP2(EQ, x, L__float_const(L, INFINITY, dt)),
+             L__float_const(L, pinf, dt), r);
+  return ir_op3(ir, IR_WHERE, dt, OP1(ISNAN, x), L__float_const(L, nan, dt), r);
 }
 
 /* logit(self, eps): log(x / (1 - x)), x clamped to [eps, 1 - eps] first
@@ -250,15 +253,15 @@ static ir_expr *logit(lower_ctx *L, const gc_node *n, gc_dtype dt, ir_expr *x) {
   const gc_arg *a = L_arg(L, n, "eps");
   if (a && a->kind != GC_ARG_NONE && !L_float(L, n, "eps", &eps))
     return NULL;
-  ir_expr *one = L__k(L, 1, dt);
+  ir_expr *one = L__float_const(L, 1, dt);
   if (eps >= 0) {
-    ir_expr *lo = L__k(L, eps, dt);
+    ir_expr *lo = L__float_const(L, eps, dt);
     ir_expr *hi = OP2(SUB, one, lo);
     const gc_tensor_meta *m = L_out_meta(n, 0);
     if (m && ir_dtype_half(m->dtype)) { /* ATen: the bounds in the dtype */
       double hlo = ir_half_round(eps, m->dtype);
-      lo = L__k(L, hlo, dt);
-      hi = L__k(L, ir_half_round(1 - hlo, m->dtype), dt);
+      lo = L__float_const(L, hlo, dt);
+      hi = L__float_const(L, ir_half_round(1 - hlo, m->dtype), dt);
     }
     x = ir_op3(ir, IR_WHERE, dt, OP2(LT, x, lo), lo,
                ir_op3(ir, IR_WHERE, dt, OP2(GT, x, hi), hi, x));
@@ -269,9 +272,9 @@ static ir_expr *logit(lower_ctx *L, const gc_node *n, gc_dtype dt, ir_expr *x) {
 /* sinc: sin(pi x) / (pi x), 1 at 0. */
 static ir_expr *sinc(lower_ctx *L, gc_dtype dt, ir_expr *x) {
   ir_graph *ir = L_ir(L);
-  ir_expr *px = OP2(MUL, L__k(L, M_PI, dt), x);
-  return ir_op3(ir, IR_WHERE, dt, OP2(EQ, x, L__k(L, 0, dt)), L__k(L, 1, dt),
-                OP2(DIV, OP1(SIN, px), px));
+  ir_expr *px = OP2(MUL, L__float_const(L, M_PI, dt), x);
+  return ir_op3(ir, IR_WHERE, dt, OP2(EQ, x, L__float_const(L, 0, dt)),
+                L__float_const(L, 1, dt), OP2(DIV, OP1(SIN, px), px));
 }
 
 /* The formula of `which` at x (in dt, the computation dtype); NULL to
@@ -291,17 +294,18 @@ static ir_expr *unary_formula(lower_ctx *L, const gc_node *n, int which,
   case L_MATH_ISNEGINF:
     if (!fl)
       return ir_const_i(ir, 0, GC_DTYPE_BOOL);
-    return OP2(EQ, x,
-               L__k(L, which == L_MATH_ISPOSINF ? INFINITY : -INFINITY, dt));
+    return OP2(
+        EQ, x,
+        L__float_const(L, which == L_MATH_ISPOSINF ? INFINITY : -INFINITY, dt));
   case L_MATH_ISFINITE:
     if (!fl)
       return ir_const_i(ir, 1, GC_DTYPE_BOOL);
     return ir_op2(ir, IR_AND, GC_DTYPE_BOOL, OP2(EQ, x, x),
-                  OP2(NE, OP1(ABS, x), L__k(L, INFINITY, dt)));
+                  OP2(NE, OP1(ABS, x), L__float_const(L, INFINITY, dt)));
   case L_MATH_DEG2RAD: /* x * (pi / 180) in the output dtype, as ATen */
-    return fl ? OP2(MUL, x, L__k(L, M_PI / 180.0, dt)) : NULL;
+    return fl ? OP2(MUL, x, L__float_const(L, M_PI / 180.0, dt)) : NULL;
   case L_MATH_RAD2DEG:
-    return fl ? OP2(MUL, x, L__k(L, 180.0 / M_PI, dt)) : NULL;
+    return fl ? OP2(MUL, x, L__float_const(L, 180.0 / M_PI, dt)) : NULL;
   case L_MATH_NAN_TO_NUM:
     return nan_to_num(L, n, dt, x);
   case L_MATH_LOGIT:
@@ -317,8 +321,8 @@ static ir_expr *unary_formula(lower_ctx *L, const gc_node *n, int which,
  * nan_to_num, logit, sinc (param: L_MATH_*). Bool results test the input
  * in its own dtype; others compute in the output's. */
 int lower_unary_math(lower_ctx *L, const gc_node *n, int which) {
-  L_pw p;
-  int rc = L__pw_begin(L, n, 0, &p);
+  L__elementwise p;
+  int rc = L__elementwise_begin(L, n, 0, &p);
   if (rc)
     return rc;
   ir_tensor *x = L_tensor(L, n, "self");
@@ -328,7 +332,7 @@ int lower_unary_math(lower_ctx *L, const gc_node *n, int which) {
   ir_expr *a = ir_cast(L_ir(L), L_load_bcast(L, x, p.rank, p.vars), cdt);
   if (!a)
     return GC_ENOMEM;
-  return L__pw_finish(L, n, 0, &p, unary_formula(L, n, which, cdt, a));
+  return L__elementwise_finish(L, n, 0, &p, unary_formula(L, n, which, cdt, a));
 }
 
 /* ---- binary arithmetic ---- */
@@ -339,7 +343,7 @@ int lower_unary_math(lower_ctx *L, const gc_node *n, int which) {
 static bool safe_int_divisor(lower_ctx *L, const gc_node *n, const char *name,
                              gc_dtype dt) {
   ir_expr *k = NULL;
-  if (L_tensor(L, n, name) || !L__pw_scalar(L, n, name, dt, &k))
+  if (L_tensor(L, n, name) || !L__scalar_as(L, n, name, dt, &k))
     return false;
   return k->k.i != 0 && k->k.i != -1;
 }
@@ -396,21 +400,22 @@ static ir_expr *times_alpha(lower_ctx *L, const gc_node *n, gc_dtype cdt,
   return ir_op2(ir, IR_MUL, cdt, k, b);
 }
 
-/* Argument `name` as L__pw_operand, a number converted to dt directly
+/* Argument `name` as L__operand_at, a number converted to dt directly
  * when `opmath`. */
-static ir_expr *opmath_operand(lower_ctx *L, const gc_node *n, L_pw *p,
-                               const char *name, gc_dtype dt, bool opmath) {
+static ir_expr *opmath_operand(lower_ctx *L, const gc_node *n,
+                               L__elementwise *p, const char *name, gc_dtype dt,
+                               bool opmath) {
   ir_expr *k = NULL;
   if (opmath && !L_tensor(L, n, name))
-    return L__pw_scalar(L, n, name, dt, &k) ? k : NULL;
-  return L__pw_operand(L, n, p, name, dt);
+    return L__scalar_as(L, n, name, dt, &k) ? k : NULL;
+  return L__operand_at(L, n, p, name, dt);
 }
 
 /* self OP other (times alpha for add/sub), in the output dtype. fmax/fmin
  * of integers are maximum/minimum. */
 int lower_binary(lower_ctx *L, const gc_node *n, int op) {
-  L_pw p;
-  int rc = L__pw_begin(L, n, 0, &p);
+  L__elementwise p;
+  int rc = L__elementwise_begin(L, n, 0, &p);
   if (rc)
     return rc;
   ir_graph *ir = L_ir(L);
@@ -421,7 +426,7 @@ int lower_binary(lower_ctx *L, const gc_node *n, int op) {
     op = op == IR_FMAX ? IR_MAXIMUM : IR_MINIMUM;
   /* a number in mul, div and floor division is taken in the computation's
    * dtype, as their ATen kernels read it (original_scalar_value<opmath>),
-   * not in the half dtype as other operators' (L__pw_operand) */
+   * not in the half dtype as other operators' (L__operand_at) */
   bool opmath = op == IR_MUL || op == IR_DIV || op == IR_FLOORDIV;
   ir_expr *a = opmath_operand(L, n, &p, "self", cdt, opmath);
   ir_expr *b = opmath_operand(L, n, &p, "other", cdt, opmath);
@@ -432,24 +437,24 @@ int lower_binary(lower_ctx *L, const gc_node *n, int op) {
     if (!b)
       return GC_EUNSUPPORTED;
   }
-  return L__pw_finish(L, n, 0, &p, ir_op2(ir, (ir_op)op, cdt, a, b));
+  return L__elementwise_finish(L, n, 0, &p, ir_op2(ir, (ir_op)op, cdt, a, b));
 }
 
 /* other - alpha * self */
 int lower_rsub(lower_ctx *L, const gc_node *n, int unused) {
   (void)unused;
-  L_pw p;
-  int rc = L__pw_begin(L, n, 0, &p);
+  L__elementwise p;
+  int rc = L__elementwise_begin(L, n, 0, &p);
   if (rc)
     return rc;
   if (p.dt == GC_DTYPE_BOOL)
     return GC_EUNSUPPORTED;
   ir_graph *ir = L_ir(L);
-  ir_expr *a = L__pw_operand(L, n, &p, "self", p.dt);
-  ir_expr *b = L__pw_operand(L, n, &p, "other", p.dt);
+  ir_expr *a = L__operand_at(L, n, &p, "self", p.dt);
+  ir_expr *b = L__operand_at(L, n, &p, "other", p.dt);
   if (!a || !b || !(a = times_alpha(L, n, p.dt, a)))
     return GC_EUNSUPPORTED;
-  return L__pw_finish(L, n, 0, &p, ir_op2(ir, IR_SUB, p.dt, b, a));
+  return L__elementwise_finish(L, n, 0, &p, ir_op2(ir, IR_SUB, p.dt, b, a));
 }
 
 /* div(self, other, rounding_mode): None is true division, "trunc" rounds
@@ -466,8 +471,8 @@ int lower_div_mode(lower_ctx *L, const gc_node *n, int unused) {
     return lower_binary(L, n, IR_FLOORDIV);
   if (strcmp(m->s, "trunc"))
     return GC_EUNSUPPORTED;
-  L_pw p;
-  int rc = L__pw_begin(L, n, 0, &p);
+  L__elementwise p;
+  int rc = L__elementwise_begin(L, n, 0, &p);
   if (rc)
     return rc;
   ir_graph *ir = L_ir(L);
@@ -480,7 +485,7 @@ int lower_div_mode(lower_ctx *L, const gc_node *n, int unused) {
   if (!a || !b)
     return GC_EUNSUPPORTED;
   ir_expr *q = OP2(DIV, a, b);
-  return L__pw_finish(L, n, 0, &p, L_is_float(dt) ? OP1(TRUNC, q) : q);
+  return L__elementwise_finish(L, n, 0, &p, L_is_float(dt) ? OP1(TRUNC, q) : q);
 }
 
 /* x ** e for a number e, as ATen's pow_tensor_scalar: 2, 3 and -2 are
@@ -502,14 +507,14 @@ static ir_expr *pow_scalar(lower_ctx *L, gc_dtype dt, ir_expr *x, double e,
   if (e == 3)
     return OP2(MUL, OP2(MUL, x, x), x);
   if (e == -2)
-    return OP2(DIV, L__k(L, 1, dt), OP2(MUL, x, x));
+    return OP2(DIV, L__float_const(L, 1, dt), OP2(MUL, x, x));
   if (e == 0.5)
     return OP1(SQRT, x);
   if (e == -0.5)
     return OP1(RSQRT, x);
   if (e == -1)
     return OP1(RECIP, x);
-  return OP2(POW, x, L__k(L, e, dt));
+  return OP2(POW, x, L__float_const(L, e, dt));
 }
 
 /* pow.Tensor_Scalar (param 0), pow.Scalar (param 1: a number to a tensor
@@ -517,8 +522,8 @@ static ir_expr *pow_scalar(lower_ctx *L, gc_dtype dt, ir_expr *x, double e,
  * of every pair, a wrapped-number exponent included, as ATen's tensor
  * kernel). Integer tensor powers fall back. */
 int lower_pow(lower_ctx *L, const gc_node *n, int form) {
-  L_pw p;
-  int rc = L__pw_begin(L, n, 0, &p);
+  L__elementwise p;
+  int rc = L__elementwise_begin(L, n, 0, &p);
   if (rc)
     return rc;
   ir_graph *ir = L_ir(L);
@@ -529,64 +534,67 @@ int lower_pow(lower_ctx *L, const gc_node *n, int form) {
   if (!L_dtype_ok(dt) || dt == GC_DTYPE_BOOL)
     return GC_EUNSUPPORTED;
   if (form == 0) {
-    ir_expr *x = L__pw_operand(L, n, &p, "self", dt);
+    ir_expr *x = L__operand_at(L, n, &p, "self", dt);
     if (!x || !L_scalar(L, n, "exponent", &e, &ie, &edt))
       return GC_EUNSUPPORTED;
     if (ir_dtype_half(p.odt)) /* ATen rounds the exponent to the dtype */
       e = ir_half_round(e, p.odt);
-    return L__pw_finish(L, n, 0, &p, pow_scalar(L, dt, x, e, ie, edt));
+    return L__elementwise_finish(L, n, 0, &p, pow_scalar(L, dt, x, e, ie, edt));
   }
   if (!L_is_float(dt))
     return GC_EUNSUPPORTED;
-  ir_expr *x = L__pw_operand(L, n, &p, "self", dt);
-  ir_expr *y = L__pw_operand(L, n, &p, "exponent", dt);
+  ir_expr *x = L__operand_at(L, n, &p, "self", dt);
+  ir_expr *y = L__operand_at(L, n, &p, "exponent", dt);
   if (!x || !y)
     return GC_EUNSUPPORTED;
   if (form == 1 && L_scalar(L, n, "self", &b, &ib, &bdt) && b == 1)
-    return L__pw_finish(L, n, 0, &p, L__k(L, 1, dt));
-  return L__pw_finish(L, n, 0, &p, OP2(POW, x, y));
+    return L__elementwise_finish(L, n, 0, &p, L__float_const(L, 1, dt));
+  return L__elementwise_finish(L, n, 0, &p, OP2(POW, x, y));
 }
 
 /* xlogy(x, y) (param 0): NaN if y is NaN, else 0 where x is 0, else
  * x * log(y); special_xlog1py (param 1) with log1p. */
 int lower_xlogy(lower_ctx *L, const gc_node *n, int log1p) {
-  L_pw p;
-  int rc = L__pw_begin(L, n, 0, &p);
+  L__elementwise p;
+  int rc = L__elementwise_begin(L, n, 0, &p);
   if (rc)
     return rc;
   ir_graph *ir = L_ir(L);
   gc_dtype dt = p.dt;
-  ir_expr *x = L__pw_operand(L, n, &p, "self", dt);
-  ir_expr *y = L__pw_operand(L, n, &p, "other", dt);
+  ir_expr *x = L__operand_at(L, n, &p, "self", dt);
+  ir_expr *y = L__operand_at(L, n, &p, "other", dt);
   if (!x || !y || !L_is_float(dt))
     return GC_EUNSUPPORTED;
   ir_expr *r = OP2(MUL, x, log1p ? OP1(LOG1P, y) : OP1(LOG, y));
-  r = ir_op3(ir, IR_WHERE, dt, OP2(EQ, x, L__k(L, 0, dt)), L__k(L, 0, dt), r);
-  return L__pw_finish(
+  r = ir_op3(ir, IR_WHERE, dt, OP2(EQ, x, L__float_const(L, 0, dt)),
+             L__float_const(L, 0, dt), r);
+  return L__elementwise_finish(
       L, n, 0, &p,
-      ir_op3(ir, IR_WHERE, dt, OP1(ISNAN, y), L__k(L, NAN, dt), r));
+      ir_op3(ir, IR_WHERE, dt, OP1(ISNAN, y), L__float_const(L, NAN, dt), r));
 }
 
 /* logaddexp (param 0): max + log(1 + exp(-|a - b|)), a itself when a and
  * b are the same infinity; logaddexp2 (param 1) with log2 and exp2 (ATen
  * 1.13 adds 1 rather than calling log1p). */
 int lower_logaddexp(lower_ctx *L, const gc_node *n, int base2) {
-  L_pw p;
-  int rc = L__pw_begin(L, n, 0, &p);
+  L__elementwise p;
+  int rc = L__elementwise_begin(L, n, 0, &p);
   if (rc)
     return rc;
   ir_graph *ir = L_ir(L);
   gc_dtype dt = p.dt;
-  ir_expr *a = L__pw_operand(L, n, &p, "self", dt);
-  ir_expr *b = L__pw_operand(L, n, &p, "other", dt);
+  ir_expr *a = L__operand_at(L, n, &p, "self", dt);
+  ir_expr *b = L__operand_at(L, n, &p, "other", dt);
   if (!a || !b || !L_is_float(dt))
     return GC_EUNSUPPORTED;
   ir_expr *d = OP1(NEG, OP1(ABS, OP2(SUB, a, b)));
-  ir_expr *s = OP2(ADD, L__k(L, 1, dt), base2 ? OP1(EXP2, d) : OP1(EXP, d));
+  ir_expr *s =
+      OP2(ADD, L__float_const(L, 1, dt), base2 ? OP1(EXP2, d) : OP1(EXP, d));
   ir_expr *r = OP2(ADD, OP2(MAXIMUM, a, b), base2 ? OP1(LOG2, s) : OP1(LOG, s));
   ir_expr *same_inf =
       ir_op2(ir, IR_AND, GC_DTYPE_BOOL, OP1(ISINF, a), OP2(EQ, a, b));
-  return L__pw_finish(L, n, 0, &p, ir_op3(ir, IR_WHERE, dt, same_inf, a, r));
+  return L__elementwise_finish(L, n, 0, &p,
+                               ir_op3(ir, IR_WHERE, dt, same_inf, a, r));
 }
 
 /* lerp(self, end, weight) with a Scalar or Tensor weight, as ATen's
@@ -596,91 +604,93 @@ int lower_logaddexp(lower_ctx *L, const gc_node *n, int base2) {
  *                  : (weight - 1) * (end - self) + end. */
 int lower_lerp(lower_ctx *L, const gc_node *n, int unused) {
   (void)unused;
-  L_pw p;
-  int rc = L__pw_begin(L, n, 0, &p);
+  L__elementwise p;
+  int rc = L__elementwise_begin(L, n, 0, &p);
   if (rc)
     return rc;
   ir_graph *ir = L_ir(L);
   gc_dtype dt = p.dt;
-  ir_expr *s = L__pw_operand(L, n, &p, "self", dt);
-  ir_expr *e = L__pw_operand(L, n, &p, "end", dt);
+  ir_expr *s = L__operand_at(L, n, &p, "self", dt);
+  ir_expr *e = L__operand_at(L, n, &p, "end", dt);
   ir_expr *w = opmath_operand(L, n, &p, "weight", dt, true); /* ATen's */
   if (!s || !e || !w || !L_is_float(dt))
     return GC_EUNSUPPORTED;
   ir_expr *diff = OP2(SUB, e, s);
   ir_expr *lo = OP2(ADD, OP2(MUL, w, diff), s);
-  ir_expr *hi = OP2(ADD, OP2(MUL, OP2(SUB, w, L__k(L, 1, dt)), diff), e);
+  ir_expr *hi =
+      OP2(ADD, OP2(MUL, OP2(SUB, w, L__float_const(L, 1, dt)), diff), e);
   if (w->op == IR_CONST) /* a Scalar weight: the branch is known */
-    return L__pw_finish(L, n, 0, &p, fabs(w->k.f) < 0.5 ? lo : hi);
-  return L__pw_finish(
+    return L__elementwise_finish(L, n, 0, &p, fabs(w->k.f) < 0.5 ? lo : hi);
+  return L__elementwise_finish(
       L, n, 0, &p,
-      ir_op3(ir, IR_WHERE, dt, OP2(LT, OP1(ABS, w), L__k(L, 0.5, dt)), lo, hi));
+      ir_op3(ir, IR_WHERE, dt, OP2(LT, OP1(ABS, w), L__float_const(L, 0.5, dt)),
+             lo, hi));
 }
 
 /* addcmul (param 0): self + value * tensor1 * tensor2; addcdiv (param 1):
  * self + value * tensor1 / tensor2 (floats only, as torch). */
 int lower_addcmul(lower_ctx *L, const gc_node *n, int div) {
-  L_pw p;
-  int rc = L__pw_begin(L, n, 0, &p);
+  L__elementwise p;
+  int rc = L__elementwise_begin(L, n, 0, &p);
   if (rc)
     return rc;
   ir_graph *ir = L_ir(L);
   gc_dtype dt = p.dt;
   if (!L_dtype_ok(dt) || dt == GC_DTYPE_BOOL || (div && !L_is_float(dt)))
     return GC_EUNSUPPORTED;
-  ir_expr *s = L__pw_operand(L, n, &p, "self", dt);
-  ir_expr *t1 = L__pw_operand(L, n, &p, "tensor1", dt);
-  ir_expr *t2 = L__pw_operand(L, n, &p, "tensor2", dt);
+  ir_expr *s = L__operand_at(L, n, &p, "self", dt);
+  ir_expr *t1 = L__operand_at(L, n, &p, "tensor1", dt);
+  ir_expr *t2 = L__operand_at(L, n, &p, "tensor2", dt);
   ir_expr *v = NULL;
-  if (!s || !t1 || !t2 || !L__pw_scalar(L, n, "value", dt, &v))
+  if (!s || !t1 || !t2 || !L__scalar_as(L, n, "value", dt, &v))
     return GC_EUNSUPPORTED;
   ir_expr *vt = OP2(MUL, t1, v); /* value * t1 (x * 1 folds away) */
-  return L__pw_finish(L, n, 0, &p,
-                      OP2(ADD, s, div ? OP2(DIV, vt, t2) : OP2(MUL, vt, t2)));
+  return L__elementwise_finish(
+      L, n, 0, &p, OP2(ADD, s, div ? OP2(DIV, vt, t2) : OP2(MUL, vt, t2)));
 }
 
 /* heaviside(self, values): values where self is 0, else self > 0. */
 int lower_heaviside(lower_ctx *L, const gc_node *n, int unused) {
   (void)unused;
-  L_pw p;
-  int rc = L__pw_begin(L, n, 0, &p);
+  L__elementwise p;
+  int rc = L__elementwise_begin(L, n, 0, &p);
   if (rc)
     return rc;
   ir_graph *ir = L_ir(L);
   gc_dtype dt = p.dt;
-  ir_expr *x = L__pw_operand(L, n, &p, "self", dt);
-  ir_expr *v = L__pw_operand(L, n, &p, "values", dt);
+  ir_expr *x = L__operand_at(L, n, &p, "self", dt);
+  ir_expr *v = L__operand_at(L, n, &p, "values", dt);
   if (!x || !v || !L_dtype_ok(dt))
     return GC_EUNSUPPORTED;
   ir_expr *zero = ir_const_i(ir, 0, dt);
-  return L__pw_finish(L, n, 0, &p,
-                      ir_op3(ir, IR_WHERE, dt, OP2(EQ, x, zero), v,
-                             ir_cast(ir, OP2(GT, x, zero), dt)));
+  return L__elementwise_finish(L, n, 0, &p,
+                               ir_op3(ir, IR_WHERE, dt, OP2(EQ, x, zero), v,
+                                      ir_cast(ir, OP2(GT, x, zero), dt)));
 }
 
 /* ---- comparisons and logical operators ---- */
 
 int lower_compare(lower_ctx *L, const gc_node *n, int op) {
-  L_pw p;
-  int rc = L__pw_begin(L, n, 0, &p);
+  L__elementwise p;
+  int rc = L__elementwise_begin(L, n, 0, &p);
   if (rc)
     return rc;
   static const char *const args[] = {"self", "other", NULL};
   gc_dtype cdt = L_result_type(L, n, args);
   if (!L_dtype_ok(cdt) || p.dt != GC_DTYPE_BOOL)
     return GC_EUNSUPPORTED;
-  ir_expr *a = L__pw_operand(L, n, &p, "self", cdt);
-  ir_expr *b = L__pw_operand(L, n, &p, "other", cdt);
+  ir_expr *a = L__operand_at(L, n, &p, "self", cdt);
+  ir_expr *b = L__operand_at(L, n, &p, "other", cdt);
   if (!a || !b)
     return GC_EUNSUPPORTED;
-  return L__pw_finish(L, n, 0, &p,
-                      ir_op2(L_ir(L), (ir_op)op, GC_DTYPE_BOOL, a, b));
+  return L__elementwise_finish(L, n, 0, &p,
+                               ir_op2(L_ir(L), (ir_op)op, GC_DTYPE_BOOL, a, b));
 }
 
 /* logical_and/or/xor: operands as booleans; the output may be any dtype. */
 int lower_logical(lower_ctx *L, const gc_node *n, int op) {
-  L_pw p;
-  int rc = L__pw_begin(L, n, 0, &p);
+  L__elementwise p;
+  int rc = L__elementwise_begin(L, n, 0, &p);
   if (rc)
     return rc;
   ir_graph *ir = L_ir(L);
@@ -689,15 +699,16 @@ int lower_logical(lower_ctx *L, const gc_node *n, int op) {
     return GC_EUNSUPPORTED;
   ir_expr *a = ir_cast(ir, L_load_bcast(L, x, p.rank, p.vars), GC_DTYPE_BOOL);
   ir_expr *b = ir_cast(ir, L_load_bcast(L, y, p.rank, p.vars), GC_DTYPE_BOOL);
-  return L__pw_finish(L, n, 0, &p, ir_op2(ir, (ir_op)op, GC_DTYPE_BOOL, a, b));
+  return L__elementwise_finish(L, n, 0, &p,
+                               ir_op2(ir, (ir_op)op, GC_DTYPE_BOOL, a, b));
 }
 
 /* where(condition, self, other): self and other tensors or numbers
  * (where.self, .ScalarSelf, .ScalarOther, .Scalar). */
 int lower_where(lower_ctx *L, const gc_node *n, int unused) {
   (void)unused;
-  L_pw p;
-  int rc = L__pw_begin(L, n, 0, &p);
+  L__elementwise p;
+  int rc = L__elementwise_begin(L, n, 0, &p);
   if (rc)
     return rc;
   ir_graph *ir = L_ir(L);
@@ -707,19 +718,20 @@ int lower_where(lower_ctx *L, const gc_node *n, int unused) {
   ir_expr *cond =
       ir_cast(ir, L_load_bcast(L, c, p.rank, p.vars), GC_DTYPE_BOOL);
   /* a select moves values: in the output's dtype, half ones included */
-  ir_expr *a = L__pw_operand(L, n, &p, "self", p.odt);
-  ir_expr *b = L__pw_operand(L, n, &p, "other", p.odt);
+  ir_expr *a = L__operand_at(L, n, &p, "self", p.odt);
+  ir_expr *b = L__operand_at(L, n, &p, "other", p.odt);
   if (!cond || !a || !b)
     return GC_EUNSUPPORTED;
-  return L__pw_finish(L, n, 0, &p, ir_op3(ir, IR_WHERE, p.odt, cond, a, b));
+  return L__elementwise_finish(L, n, 0, &p,
+                               ir_op3(ir, IR_WHERE, p.odt, cond, a, b));
 }
 
 /* masked_fill(self, mask, value): where(mask, value, self); value a
  * number (.Scalar) or a 0-d tensor (.Tensor), cast to self's dtype. */
 int lower_masked_fill(lower_ctx *L, const gc_node *n, int unused) {
   (void)unused;
-  L_pw p;
-  int rc = L__pw_begin(L, n, 0, &p);
+  L__elementwise p;
+  int rc = L__elementwise_begin(L, n, 0, &p);
   if (rc)
     return rc;
   ir_graph *ir = L_ir(L);
@@ -727,11 +739,12 @@ int lower_masked_fill(lower_ctx *L, const gc_node *n, int unused) {
   if (!m || m->dtype != GC_DTYPE_BOOL || !L_dtype_ok(p.odt))
     return GC_EUNSUPPORTED;
   ir_expr *mask = L_load_bcast(L, m, p.rank, p.vars);
-  ir_expr *x = L__pw_operand(L, n, &p, "self", p.odt);
-  ir_expr *v = L__pw_operand(L, n, &p, "value", p.odt);
+  ir_expr *x = L__operand_at(L, n, &p, "self", p.odt);
+  ir_expr *v = L__operand_at(L, n, &p, "value", p.odt);
   if (!mask || !x || !v)
     return GC_EUNSUPPORTED;
-  return L__pw_finish(L, n, 0, &p, ir_op3(ir, IR_WHERE, p.odt, mask, v, x));
+  return L__elementwise_finish(L, n, 0, &p,
+                               ir_op3(ir, IR_WHERE, p.odt, mask, v, x));
 }
 
 /* ---- clamps ---- */
@@ -765,12 +778,12 @@ ir_expr *L__clamp_hi(ir_graph *ir, gc_dtype dt, ir_expr *x, ir_expr *hi) {
  * min(max(x, lo), hi) with NaN-propagating min/max (a NaN bound gives
  * NaN, an equal bound wins over x). */
 int lower_clamp(lower_ctx *L, const gc_node *n, int which) {
-  L_pw p;
-  int rc = L__pw_begin(L, n, 0, &p);
+  L__elementwise p;
+  int rc = L__elementwise_begin(L, n, 0, &p);
   if (rc)
     return rc;
   ir_graph *ir = L_ir(L);
-  ir_expr *x = L__pw_operand(L, n, &p, "self", p.dt);
+  ir_expr *x = L__operand_at(L, n, &p, "self", p.dt);
   if (!x)
     return GC_EUNSUPPORTED;
   const char *lo_name = which == 2 ? NULL : "min";
@@ -787,7 +800,7 @@ int lower_clamp(lower_ctx *L, const gc_node *n, int which) {
     const gc_arg *a = L_arg(L, n, names[k]);
     if (!a || a->kind == GC_ARG_NONE)
       continue;
-    ir_expr *bound = L__pw_operand(L, n, &p, names[k], p.dt);
+    ir_expr *bound = L__operand_at(L, n, &p, names[k], p.dt);
     if (!bound)
       return GC_EUNSUPPORTED;
     if (L_tensor(L, n, names[k]))
@@ -796,7 +809,7 @@ int lower_clamp(lower_ctx *L, const gc_node *n, int which) {
       r = k == 0 ? L__clamp_lo(ir, p.dt, r, bound)
                  : L__clamp_hi(ir, p.dt, r, bound);
   }
-  return L__pw_finish(L, n, 0, &p, r);
+  return L__elementwise_finish(L, n, 0, &p, r);
 }
 
 /* ---- conversions and copies ---- */
@@ -806,8 +819,8 @@ int lower_clamp(lower_ctx *L, const gc_node *n, int which) {
  * then the metadata's layout is used. */
 int lower_copy(lower_ctx *L, const gc_node *n, int unused) {
   (void)unused;
-  L_pw p;
-  int rc = L__pw_begin(L, n, 0, &p);
+  L__elementwise p;
+  int rc = L__elementwise_begin(L, n, 0, &p);
   if (rc)
     return rc;
   ir_tensor *x = L_tensor(L, n, "self");
@@ -816,133 +829,21 @@ int lower_copy(lower_ctx *L, const gc_node *n, int unused) {
   const gc_arg *dev = L_arg(L, n, "device");
   if (dev && dev->kind == GC_ARG_DEVICE && strcmp(dev->dev.type, "cpu") != 0)
     return GC_EUNSUPPORTED;
-  return L__pw_finish(L, n, 0, &p, L_load_bcast(L, x, p.rank, p.vars));
+  return L__elementwise_finish(L, n, 0, &p, L_load_bcast(L, x, p.rank, p.vars));
 }
 
 /* copy(self, src): src broadcast to self's shape, in self's dtype. */
 int lower_copy_functional(lower_ctx *L, const gc_node *n, int unused) {
   (void)unused;
-  L_pw p;
-  int rc = L__pw_begin(L, n, 0, &p);
+  L__elementwise p;
+  int rc = L__elementwise_begin(L, n, 0, &p);
   if (rc)
     return rc;
   ir_tensor *src = L_tensor(L, n, "src");
   if (!src)
     return GC_EUNSUPPORTED;
-  return L__pw_finish(L, n, 0, &p, L_load_bcast(L, src, p.rank, p.vars));
-}
-
-/* ---- creation ---- */
-
-/* fill.Scalar(self, value), full(size, fill_value), full_like(self,
- * fill_value), zeros/ones(_like), new_zeros/new_ones/new_full(self, size,
- * ...), fill.Tensor(self, value) (param: 0 zeros, 1 ones, 2 "value", 3
- * "fill_value", 4 the 0-d tensor "value", which x[2:] = 0.5 makes). Only
- * the output's shape and dtype matter. */
-int lower_fill(lower_ctx *L, const gc_node *n, int which) {
-  L_pw p;
-  int rc = L__pw_begin(L, n, 0, &p);
-  if (rc)
-    return rc;
-  ir_graph *ir = L_ir(L);
-  if (which == 4) { /* fill.Tensor: a 0-d tensor's value, as value.item() */
-    ir_tensor *t = L_tensor(L, n, "value");
-    if (!t || t->rank != 0)
-      return GC_EUNSUPPORTED;
-    ir_expr *e = L_load_bcast(L, t, p.rank, p.vars);
-    return L__pw_finish(L, n, 0, &p, e ? ir_cast(ir, e, p.dt) : NULL);
-  }
-  double v = which;
-  int64_t iv = which;
-  gc_dtype sdt = GC_DTYPE_INT64;
-  if (which >= 2 &&
-      !L_scalar(L, n, which == 2 ? "value" : "fill_value", &v, &iv, &sdt))
-    return GC_EUNSUPPORTED;
-  const gc_arg *dev = L_arg(L, n, "device");
-  if (dev && dev->kind == GC_ARG_DEVICE && strcmp(dev->dev.type, "cpu") != 0)
-    return GC_EUNSUPPORTED;
-  ir_expr *k;
-  if (L_is_float(p.dt))
-    k = ir_const_f(ir, sdt == GC_DTYPE_FLOAT64 ? v : (double)iv, p.dt);
-  else if (sdt == GC_DTYPE_FLOAT64)
-    k = ir_cast(ir, ir_const_f(ir, v, GC_DTYPE_FLOAT64), p.dt);
-  else
-    k = ir_const_i(ir, iv, p.dt);
-  return L__pw_finish(L, n, 0, &p, k);
-}
-
-/* eye(n), eye.m(n, m): 1 where the row equals the column, else 0. */
-int lower_eye(lower_ctx *L, const gc_node *n, int unused) {
-  (void)unused;
-  L_pw p;
-  int rc = L__pw_begin(L, n, 0, &p);
-  if (rc)
-    return rc;
-  if (p.rank != 2)
-    return GC_EUNSUPPORTED;
-  ir_graph *ir = L_ir(L);
-  ir_expr *diag =
-      ir_op2(ir, IR_EQ, GC_DTYPE_BOOL, ir_index(ir, p.vars[0], GC_DTYPE_INT64),
-             ir_index(ir, p.vars[1], GC_DTYPE_INT64));
-  return L__pw_finish(L, n, 0, &p, ir_cast(ir, diag, p.dt));
-}
-
-/* scalar_tensor(s): a zero-dim tensor holding s. */
-int lower_scalar_tensor(lower_ctx *L, const gc_node *n, int unused) {
-  (void)unused;
-  L_pw p;
-  int rc = L__pw_begin(L, n, 0, &p);
-  if (rc)
-    return rc;
-  ir_graph *ir = L_ir(L);
-  double v;
-  int64_t iv;
-  gc_dtype sdt;
-  if (!L_scalar(L, n, "s", &v, &iv, &sdt))
-    return GC_EUNSUPPORTED;
-  ir_expr *k = sdt == GC_DTYPE_FLOAT64 ? ir_const_f(ir, v, GC_DTYPE_FLOAT64)
-                                       : ir_const_i(ir, iv, GC_DTYPE_INT64);
-  return L__pw_finish(L, n, 0, &p, ir_cast(ir, k, p.dt));
-}
-
-/* arange(start, end, step): element i is start + i * step, computed as
- * ATen does (in double for floating outputs, then converted). */
-int lower_arange(lower_ctx *L, const gc_node *n, int unused) {
-  (void)unused;
-  L_pw p;
-  int rc = L__pw_begin(L, n, 0, &p);
-  if (rc)
-    return rc;
-  ir_graph *ir = L_ir(L);
-  double start = 0, step = 1, v;
-  int64_t istart = 0, istep = 1, iv;
-  gc_dtype d1 = GC_DTYPE_INT64, d2 = GC_DTYPE_INT64;
-  if (p.rank != 1)
-    return GC_EUNSUPPORTED;
-  if (L_scalar(L, n, "start", &v, &iv, &d1)) {
-    start = v;
-    istart = iv;
-  }
-  if (L_scalar(L, n, "step", &v, &iv, &d2)) {
-    step = v;
-    istep = iv;
-  }
-  ir_expr *i = ir_index(ir, p.vars[0], GC_DTYPE_INT64);
-  ir_expr *r;
-  if (L_is_float(p.dt) || d1 == GC_DTYPE_FLOAT64 || d2 == GC_DTYPE_FLOAT64) {
-    gc_dtype acc = GC_DTYPE_FLOAT64;
-    r = ir_op2(ir, IR_ADD, acc, ir_const_f(ir, start, acc),
-               ir_op2(ir, IR_MUL, acc, ir_cast(ir, i, acc),
-                      ir_const_f(ir, step, acc)));
-    if (!L_is_float(p.dt))
-      return GC_EUNSUPPORTED; /* float steps into an integer tensor */
-  } else {
-    r = ir_op2(ir, IR_ADD, GC_DTYPE_INT64,
-               ir_const_i(ir, istart, GC_DTYPE_INT64),
-               ir_op2(ir, IR_MUL, GC_DTYPE_INT64, i,
-                      ir_const_i(ir, istep, GC_DTYPE_INT64)));
-  }
-  return L__pw_finish(L, n, 0, &p, r);
+  return L__elementwise_finish(L, n, 0, &p,
+                               L_load_bcast(L, src, p.rank, p.vars));
 }
 
 /* round.decimals(self, decimals): ATen's kernel with p = 10^|decimals| in
@@ -950,15 +851,15 @@ int lower_arange(lower_ctx *L, const gc_node *n, int unused) {
  * decimals (the same operations, so the same roundings). */
 int lower_round_decimals(lower_ctx *L, const gc_node *n, int unused) {
   (void)unused;
-  L_pw p;
-  int rc = L__pw_begin(L, n, 0, &p);
+  L__elementwise p;
+  int rc = L__elementwise_begin(L, n, 0, &p);
   if (rc)
     return rc;
   ir_graph *ir = L_ir(L);
   int64_t dec;
   if (!L_is_float(p.dt) || !L_int(L, n, "decimals", &dec))
     return GC_EUNSUPPORTED;
-  ir_expr *x = L__pw_operand(L, n, &p, "self", p.dt);
+  ir_expr *x = L__operand_at(L, n, &p, "self", p.dt);
   if (!x)
     return GC_EUNSUPPORTED;
   bool neg = dec < 0;
@@ -973,14 +874,14 @@ int lower_round_decimals(lower_ctx *L, const gc_node *n, int unused) {
           : ir_op2(ir, IR_DIV, p.dt,
                    ir_op1(ir, IR_ROUND, p.dt, ir_op2(ir, IR_MUL, p.dt, x, c)),
                    c);
-  return L__pw_finish(L, n, 0, &p, r);
+  return L__elementwise_finish(L, n, 0, &p, r);
 }
 
 /* tril/triu(self, diagonal): self where column - row <= diagonal (tril)
  * or >= diagonal (triu) over the last two dims, else 0. */
 int lower_tri(lower_ctx *L, const gc_node *n, int upper) {
-  L_pw p;
-  int rc = L__pw_begin(L, n, 0, &p);
+  L__elementwise p;
+  int rc = L__elementwise_begin(L, n, 0, &p);
   if (rc)
     return rc;
   ir_graph *ir = L_ir(L);
@@ -990,7 +891,7 @@ int lower_tri(lower_ctx *L, const gc_node *n, int upper) {
     return GC_EUNSUPPORTED;
   if (p.rank < 2 || !L_dtype_ok(p.odt))
     return GC_EUNSUPPORTED;
-  ir_expr *x = L__pw_operand(L, n, &p, "self", p.odt);
+  ir_expr *x = L__operand_at(L, n, &p, "self", p.odt);
   if (!x)
     return GC_EUNSUPPORTED;
   gc_dtype i64 = GC_DTYPE_INT64;
@@ -999,8 +900,9 @@ int lower_tri(lower_ctx *L, const gc_node *n, int upper) {
       ir_index(ir, gc_sym_sub(s, p.vars[p.rank - 1], p.vars[p.rank - 2]), i64);
   ir_expr *keep =
       ir_op2(ir, upper ? IR_GE : IR_LE, i64, d, ir_const_i(ir, diag, i64));
-  return L__pw_finish(L, n, 0, &p,
-                      ir_op3(ir, IR_WHERE, p.odt, keep, x,
-                             L_is_float(p.odt) ? ir_const_f(ir, 0, p.odt)
-                                               : ir_const_i(ir, 0, p.odt)));
+  return L__elementwise_finish(L, n, 0, &p,
+                               ir_op3(ir, IR_WHERE, p.odt, keep, x,
+                                      L_is_float(p.odt)
+                                          ? ir_const_f(ir, 0, p.odt)
+                                          : ir_const_i(ir, 0, p.odt)));
 }

@@ -65,7 +65,7 @@ typedef struct pool {
   int rank;     /* 3 or 4 */
   int64_t H, W; /* input plane */
   int64_t k[2], s[2], p[2], d[2];
-  L_pw out; /* output 0 */
+  L__elementwise out; /* output 0 */
 } pool;
 
 /* Are the input's and the output's planes static, and the output's leading
@@ -128,7 +128,7 @@ static int pool_args(lower_ctx *L, const gc_node *n, bool dilation, bool reads,
   P->rank = P->x->rank;
   P->H = P->x->sizes[P->rank - 2];
   P->W = P->x->sizes[P->rank - 1];
-  int rc = L__pw_begin(L, n, 0, &P->out);
+  int rc = L__elementwise_begin(L, n, 0, &P->out);
   if (rc)
     return rc;
   if (P->out.rank != P->rank || P->out.dt != P->x->dtype)
@@ -242,24 +242,25 @@ int lower_max_pool2d(lower_ctx *L, const gc_node *n, int unused) {
     return rc;
   if (P.k[0] * P.k[1] > MAX_WINDOW)
     return GC_EUNSUPPORTED;
-  L_pw pi;
+  L__elementwise pi;
   bool indices = n->noutputs > 1;
-  if (indices && (rc = L__pw_begin(L, n, 1, &pi)))
+  if (indices && (rc = L__elementwise_begin(L, n, 1, &pi)))
     return rc;
   if (indices && (pi.dt != GC_DTYPE_INT64 || pi.rank != P.rank))
     return GC_EUNSUPPORTED;
   if (has_zero(P.rank, P.out.sizes)) { /* nothing to read */
-    rc = L__pw_finish(L, n, 0, &P.out, ir_const_f(ir, 0, P.out.dt));
+    rc = L__elementwise_finish(L, n, 0, &P.out, ir_const_f(ir, 0, P.out.dt));
     return rc || !indices
                ? rc
-               : L__pw_finish(L, n, 1, &pi, ir_const_i(ir, 0, GC_DTYPE_INT64));
+               : L__elementwise_finish(L, n, 1, &pi,
+                                       ir_const_i(ir, 0, GC_DTYPE_INT64));
   }
   if (P.H == 0 || P.W == 0)
     return GC_EUNSUPPORTED;
-  rc = L__pw_finish(L, n, 0, &P.out, max_chain(L, &P, P.out.vars, 0));
-  return rc || !indices
-             ? rc
-             : L__pw_finish(L, n, 1, &pi, max_chain(L, &P, pi.vars, 1));
+  rc = L__elementwise_finish(L, n, 0, &P.out, max_chain(L, &P, P.out.vars, 0));
+  return rc || !indices ? rc
+                        : L__elementwise_finish(L, n, 1, &pi,
+                                                max_chain(L, &P, pi.vars, 1));
 }
 
 /* A sum over a window of x: output variables ov (P->out's shape), window
@@ -366,7 +367,7 @@ int lower_avg_pool2d(lower_ctx *L, const gc_node *n, int unused) {
   gc_dtype dt = P.out.dt;
   int r = P.rank;
   if (has_zero(r, P.out.sizes))
-    return L__pw_finish(L, n, 0, &P.out, ir_const_f(ir, 0, dt));
+    return L__elementwise_finish(L, n, 0, &P.out, ir_const_f(ir, 0, dt));
   if (P.H == 0 || P.W == 0)
     return GC_EUNSUPPORTED;
   gc_sym **ov = L_svars(L, r, P.out.ssizes);
@@ -392,7 +393,7 @@ int lower_avg_pool2d(lower_ctx *L, const gc_node *n, int unused) {
                                ir_index(ir, w.ws0, i64)));
     y = WHERE(empty, ir_const_f(ir, 0, dt), y);
   }
-  return L__pw_finish(L, n, 0, &P.out, y);
+  return L__elementwise_finish(L, n, 0, &P.out, y);
 }
 
 /* avg_pool2d_backward(grad_output, self, kernel_size, stride, padding,
@@ -427,7 +428,7 @@ int lower_avg_pool2d_backward(lower_ctx *L, const gc_node *n, int unused) {
           nw = (P.k[1] + P.s[1] - 1) / P.s[1];
   gc_dtype dt = P.out.dt, i64 = GC_DTYPE_INT64;
   if (numel(r, P.out.sizes) == 0 || OH == 0 || OW == 0)
-    return L__pw_finish(L, n, 0, &P.out, ir_const_f(ir, 0, dt));
+    return L__elementwise_finish(L, n, 0, &P.out, ir_const_f(ir, 0, dt));
   if (nh * nw > MAX_WINDOW)
     return GC_EUNSUPPORTED;
   gc_sym **v = P.out.vars;
@@ -467,7 +468,7 @@ int lower_avg_pool2d_backward(lower_ctx *L, const gc_node *n, int unused) {
       acc = OP2(ADD, acc, WHERE(covers, term, ir_const_f(ir, 0, dt)));
     }
   }
-  return L__pw_finish(L, n, 0, &P.out, acc);
+  return L__elementwise_finish(L, n, 0, &P.out, acc);
 }
 
 /* _adaptive_avg_pool2d(self, output_size). */
@@ -480,7 +481,7 @@ int lower_adaptive_avg_pool2d(lower_ctx *L, const gc_node *n, int unused) {
   P.x = L_tensor(L, n, "self");
   if (!P.x || (P.x->rank != 3 && P.x->rank != 4) || !L_is_float(P.x->dtype))
     return GC_EUNSUPPORTED;
-  int rc = L__pw_begin(L, n, 0, &P.out);
+  int rc = L__elementwise_begin(L, n, 0, &P.out);
   if (rc)
     return rc;
   int r = P.rank = P.x->rank;
@@ -490,7 +491,7 @@ int lower_adaptive_avg_pool2d(lower_ctx *L, const gc_node *n, int unused) {
   if (P.out.rank != r || dt != P.x->dtype || !static_planes(L, &P))
     return GC_EUNSUPPORTED;
   if (has_zero(r, P.out.sizes))
-    return L__pw_finish(L, n, 0, &P.out, ir_const_f(ir, 0, dt));
+    return L__elementwise_finish(L, n, 0, &P.out, ir_const_f(ir, 0, dt));
   int64_t in[2] = {P.H, P.W}, on[2] = {P.out.sizes[r - 2], P.out.sizes[r - 1]};
   int64_t kmax[2];
   bool uniform[2];
@@ -536,7 +537,7 @@ int lower_adaptive_avg_pool2d(lower_ctx *L, const gc_node *n, int unused) {
                     ir_index(ir, gc_sym_sub(s, end[1][a], start[1][a]),
                              GC_DTYPE_INT64),
                     dt));
-  return L__pw_finish(L, n, 0, &P.out, y);
+  return L__elementwise_finish(L, n, 0, &P.out, y);
 }
 
 /* Are ATen's adaptive window bounds, computed in float (start =
@@ -563,8 +564,8 @@ int lower_adaptive_avg_pool2d_backward(lower_ctx *L, const gc_node *n,
   (void)unused;
   ir_graph *ir = L_ir(L);
   gc_symctx *s = &ir->sym;
-  L_pw p;
-  int rc = L__pw_begin(L, n, 0, &p);
+  L__elementwise p;
+  int rc = L__elementwise_begin(L, n, 0, &p);
   if (rc)
     return rc;
   ir_tensor *g = L_tensor(L, n, "grad_output"), *x = L_tensor(L, n, "self");
@@ -577,7 +578,7 @@ int lower_adaptive_avg_pool2d_backward(lower_ctx *L, const gc_node *n,
     if (x->sizes[i] != p.sizes[i] || (i < r - 2 && g->sizes[i] != p.sizes[i]))
       return GC_EUNSUPPORTED;
   if (numel(r, p.sizes) == 0)
-    return L__pw_finish(L, n, 0, &p, ir_const_f(ir, 0, dt));
+    return L__elementwise_finish(L, n, 0, &p, ir_const_f(ir, 0, dt));
   int64_t in[2], out[2], m[2];
   gc_sym *lo[2], *hi[2];
   for (int a = 0; a < 2; a++) {
@@ -625,7 +626,7 @@ int lower_adaptive_avg_pool2d_backward(lower_ctx *L, const gc_node *n,
       acc = OP2(ADD, acc, WHERE(ok, term, ir_const_f(ir, 0, dt)));
     }
   }
-  return L__pw_finish(L, n, 0, &p, acc);
+  return L__elementwise_finish(L, n, 0, &p, acc);
 }
 
 /* The adaptive max-pool chain over output variables v (values: which 0,
@@ -701,10 +702,10 @@ int lower_adaptive_max_pool2d(lower_ctx *L, const gc_node *n, int unused) {
   int r = P.rank = P.x->rank;
   P.H = P.x->sizes[r - 2];
   P.W = P.x->sizes[r - 1];
-  L_pw pi;
-  int rc = L__pw_begin(L, n, 0, &P.out);
+  L__elementwise pi;
+  int rc = L__elementwise_begin(L, n, 0, &P.out);
   if (!rc)
-    rc = L__pw_begin(L, n, 1, &pi);
+    rc = L__elementwise_begin(L, n, 1, &pi);
   if (rc)
     return rc;
   if (P.out.rank != r || P.out.dt != P.x->dtype || pi.rank != r ||
@@ -737,10 +738,11 @@ int lower_adaptive_max_pool2d(lower_ctx *L, const gc_node *n, int unused) {
       P.x->nops > 0 &&
       !L_realize_chosen(L, P.x, P.x->value ? &P.x->value->meta : NULL))
     return GC_ENOMEM;
-  rc = L__pw_finish(L, n, 0, &P.out,
-                    adaptive_max_chain(L, &P, P.out.vars, on, kmax, kmin, 0));
+  rc = L__elementwise_finish(
+      L, n, 0, &P.out,
+      adaptive_max_chain(L, &P, P.out.vars, on, kmax, kmin, 0));
   return rc ? rc
-            : L__pw_finish(
+            : L__elementwise_finish(
                   L, n, 1, &pi,
                   adaptive_max_chain(L, &P, pi.vars, on, kmax, kmin, 1));
 }
@@ -819,8 +821,8 @@ int lower_upsample_nearest(lower_ctx *L, const gc_node *n, int unused) {
   (void)unused;
   ir_graph *ir = L_ir(L);
   gc_symctx *s = &ir->sym;
-  L_pw p;
-  int rc = L__pw_begin(L, n, 0, &p);
+  L__elementwise p;
+  int rc = L__elementwise_begin(L, n, 0, &p);
   if (rc)
     return rc;
   const char *xname = L_arg(L, n, "input") ? "input" : "self";
@@ -837,7 +839,7 @@ int lower_upsample_nearest(lower_ctx *L, const gc_node *n, int unused) {
       !L_upsample_out_sizes(L, n, d, x->sizes + 2, p.sizes + 2, has, sf))
     return GC_EUNSUPPORTED;
   if (numel(p.rank, p.sizes) == 0)
-    return L__pw_finish(L, n, 0, &p, ir_const_f(ir, 0, p.odt));
+    return L__elementwise_finish(L, n, 0, &p, ir_const_f(ir, 0, p.odt));
   gc_sym *at[5] = {p.vars[0], p.vars[1]};
   for (int i = 2; i < p.rank; i++) {
     int64_t in = x->sizes[i], out = p.sizes[i];
@@ -846,7 +848,7 @@ int lower_upsample_nearest(lower_ctx *L, const gc_node *n, int unused) {
       return GC_EUNSUPPORTED;
     at[i] = gc_sym_floordiv(s, gc_sym_scale(s, p.vars[i], num), den);
   }
-  return L__pw_finish(L, n, 0, &p, L_load(L, x, at));
+  return L__elementwise_finish(L, n, 0, &p, L_load(L, x, at));
 }
 
 /* upsample_nearest1d/2d/3d_backward(.vec): the gradient of input element
@@ -861,8 +863,8 @@ int lower_upsample_nearest_backward(lower_ctx *L, const gc_node *n,
   (void)unused;
   ir_graph *ir = L_ir(L);
   gc_symctx *s = &ir->sym;
-  L_pw p;
-  int rc = L__pw_begin(L, n, 0, &p);
+  L__elementwise p;
+  int rc = L__elementwise_begin(L, n, 0, &p);
   if (rc)
     return rc;
   ir_tensor *g = L_tensor(L, n, "grad_output");
@@ -884,7 +886,7 @@ int lower_upsample_nearest_backward(lower_ctx *L, const gc_node *n,
     if (isz[i] != p.sizes[i])
       return GC_EUNSUPPORTED;
   if (numel(p.rank, p.sizes) == 0)
-    return L__pw_finish(L, n, 0, &p, ir_const_f(ir, 0, dt));
+    return L__elementwise_finish(L, n, 0, &p, ir_const_f(ir, 0, dt));
   int64_t m[3], window = 1;
   gc_sym *lo[3];
   gc_sym *hi[3];
@@ -923,5 +925,5 @@ int lower_upsample_nearest_backward(lower_ctx *L, const gc_node *n,
     for (int a = d - 1; a >= 0 && ++j[a] == m[a]; a--)
       j[a] = 0;
   }
-  return L__pw_finish(L, n, 0, &p, acc);
+  return L__elementwise_finish(L, n, 0, &p, acc);
 }

@@ -14,9 +14,9 @@
  *
  * where i is the element's row-major index and rand is a word of
  * Philox4x32-10 keyed by the seed (cexpr.c, gc_rand_u01; one call serves
- * four counters, filled a block at a time by cgen.c), a counter-based
- * generator: any element can be computed alone, in any order, on any
- * thread, so the kernel vectorizes and parallelizes like any other and the
+ * four counters, filled a block at a time by codegen/pointwise.c), a
+ * counter-based generator: any element can be computed alone, in any order, on
+ * any thread, so the kernel vectorizes and parallelizes like any other and the
  * mask is the same whatever the fusion or the thread count. The seed comes
  * from torch's default generator at every call, so torch.manual_seed makes
  * a run reproducible and every call draws a fresh mask.
@@ -129,13 +129,13 @@ int lower_dropout(lower_ctx *L, const gc_node *n, int unused) {
   bool train = true;
   if (!x || !L_bool(L, n, "train", &train) || train)
     return GC_EUNSUPPORTED;
-  L_pw p;
-  int rc = L__pw_begin(L, n, 0, &p);
+  L__elementwise p;
+  int rc = L__elementwise_begin(L, n, 0, &p);
   if (rc)
     return rc;
   if (p.dt != x->dtype || p.rank != x->rank)
     return GC_EUNSUPPORTED;
-  return L__pw_finish(L, n, 0, &p, L_load(L, x, p.vars));
+  return L__elementwise_finish(L, n, 0, &p, L_load(L, x, p.vars));
 }
 
 /* native_dropout(input, p, train) -> (output, mask). train None counts as

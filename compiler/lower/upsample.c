@@ -392,8 +392,8 @@ static ir_expr *combine(lower_ctx *L, ir_tensor *x, const axis *A, gc_sym **at,
  * (input, output_size, align_corners, scales): param d, the spatial dims. */
 int lower_upsample_linear(lower_ctx *L, const gc_node *n, int d) {
   ir_graph *ir = L_ir(L);
-  L_pw p;
-  int rc = L__pw_begin(L, n, 0, &p);
+  L__elementwise p;
+  int rc = L__elementwise_begin(L, n, 0, &p);
   if (rc)
     return rc;
   const char *xname = L_arg(L, n, "input") ? "input" : "self";
@@ -424,7 +424,7 @@ int lower_upsample_linear(lower_ctx *L, const gc_node *n, int d) {
   for (int i = 0; i < p.rank; i++)
     total *= p.sizes[i];
   if (total == 0)
-    return L__pw_finish(L, n, 0, &p, ir_const_f(ir, 0, dt));
+    return L__elementwise_finish(L, n, 0, &p, ir_const_f(ir, 0, dt));
   for (int i = 0; i < d; i++) {
     A[i].in = x->sizes[i + 2];
     A[i].out = p.sizes[i + 2];
@@ -433,7 +433,7 @@ int lower_upsample_linear(lower_ctx *L, const gc_node *n, int d) {
   }
   gc_sym *at[5] = {p.vars[0], p.vars[1]};
   if (!cl)
-    return L__pw_finish(L, n, 0, &p, combine(L, x, A, at, 0, d, dt));
+    return L__elementwise_finish(L, n, 0, &p, combine(L, x, A, at, 0, d, dt));
   /* ATen's channels-last bilinear kernel: each value times the product of
    * its weights, summed left to right; its trilinear kernel is within a
    * rounding or two of the same form (its own order is not known here) */
@@ -448,7 +448,7 @@ int lower_upsample_linear(lower_ctx *L, const gc_node *n, int d) {
     ir_expr *t = OP2(MUL, w, L_load(L, x, at));
     body = body ? OP2(ADD, body, t) : t;
   }
-  return L__pw_finish(L, n, 0, &p, body);
+  return L__elementwise_finish(L, n, 0, &p, body);
 }
 
 /* ATen's indices and weights of the axis at every output position, as a

@@ -503,7 +503,7 @@ def test_softmax_reads_back_the_exponentials_it_summed(server):
 
 def test_a_read_back_value_in_loops_split_into_ranges(server):
     """The stored exponentials are read back inside loops that split into
-    ranges (cgen.c ranged_begin renames their variables): the inner loop
+    ranges (codegen/split.c ranged_begin renames their variables): the inner loop
     (the backward of log_softmax whose gradient is a slice's at rows 13..14:
     graphgen seed 910132 named an undeclared variable, and the C compiler
     failed) and the outer one (softmax of rows from two tensors)."""

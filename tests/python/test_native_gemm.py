@@ -1,5 +1,5 @@
 """Matrix products through oneDNN's sgemm (compiler/sched/schedule.c
-sc_gemm_of, compiler/codegen/cgen.c gen_gemm; docs/codegen.md).
+sc_gemm_of, compiler/codegen/blas.c cg__gen_gemm; docs/codegen.md).
 
 A float32 mm or addmm is a call of oneDNN's sgemm from generated code when
 the client's process has oneDNN loaded (Debian's torch does) and the CPU

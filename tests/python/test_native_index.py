@@ -190,7 +190,7 @@ def test_strided_window_loops_split_where_the_window_leaves_the_input(server):
     """A 3x3 stride-2 padded max pool (resnet's stem) in NCHW: the loops
     split where the window's first column and row fall outside the input
     (k*x + c compared with 0, k = 2), so the interior loop reads at affine
-    indices, no clamp, which gcc vectorizes (cgen.c, "loops split into
+    indices, no clamp, which gcc vectorizes (codegen/split.c, "loops split into
     ranges"). Values and indices match eager over rows wide enough for
     vector lanes, with NaN, infinities and ties inside and at the edges."""
     g = torch.Generator().manual_seed(3)

@@ -1,6 +1,6 @@
 """Channels-last intermediates in convolutional programs (compiler/lower/
-lower.c: chosen_layout, L_extern_conv; compiler/codegen/cgen.c:
-split_inner). Numerics against eager; layouts read off the program the
+layout.c: L__chosen_layout; calls.c: L_extern_conv; compiler/codegen/split.c:
+cg__split_inner). Numerics against eager; layouts read off the program the
 runtime built."""
 
 import re
