@@ -177,11 +177,7 @@ def main(argv=None):
         print(f"warm start-up compiled/Inductor: geomean {g:.2f}, largest {max(ratios):.2f} "
               f"(target <= 0.5: {benchlib.target_mark(max(ratios) <= 0.5)} for every model, "
               f"{benchlib.target_mark(g <= 0.5)} for the geomean)")
-    if problems:
-        print()
-        print("!!! PROBLEMS:")
-        for p_ in problems:
-            print("!!!   " + p_)
+    benchlib.print_problems(problems)
 
 
 if __name__ == "__main__":
