@@ -120,18 +120,12 @@ def interleaved(fns, rounds=4, seconds=1.0):
     return [statistics.median(p) for p in per]
 
 
-def _rss_kb():
+def _status_kb(field):
+    """A size line of /proc/self/status (VmRSS: resident now, VmHWM: its
+    peak) in kB; 0 where the kernel does not give it."""
     with open("/proc/self/status") as f:
         for line in f:
-            if line.startswith("VmRSS:"):
-                return int(line.split()[1])
-    return 0
-
-
-def _hwm_kb():
-    with open("/proc/self/status") as f:
-        for line in f:
-            if line.startswith("VmHWM:"):
+            if line.startswith(field + ":"):
                 return int(line.split()[1])
     return 0
 
@@ -183,10 +177,10 @@ def measure_peak(setup, run, calls=3, release=None, warmup=1):
     if heap is not None:
         heap.peakheap_reset()
         heap0 = heap.peakheap_current()
-    base = _rss_kb()
+    base = _status_kb("VmRSS")
     for _ in range(calls):
         run(state)
-    rss = (_hwm_kb() - base) / 1024.0
+    rss = (_status_kb("VmHWM") - base) / 1024.0
     heap_mib = (heap.peakheap_peak() - heap0) / 2**20 if heap is not None else None
     return {"rss_mib": rss, "heap_mib": heap_mib, "base_mib": base / 1024.0}
 
@@ -234,6 +228,40 @@ def case_arguments(description, seconds):
     ap.add_argument("--mode", help=argparse.SUPPRESS)
     ap.add_argument("--server", help=argparse.SUPPRESS)
     return ap.parse_args()
+
+
+def case_run(only, cases, name):
+    """The set-up of a case benchmark's main process: the names of `cases`
+    that --only (NAME,... or "" for all) picks, in their order (an unknown
+    name exits, listing the known ones), and a new temporary folder for
+    this run's caches, returned for the caller to remove. The caches'
+    variables (Inductor's and compiled's code cache) are set in this
+    process's environment, so that the memory and cold processes inherit
+    them; call before Inductor is imported, which reads them. Dynamo's
+    recompile limit is raised: every compile of a run's models is a new
+    torch.compile, and the cases must not run into the limit and silently
+    run eagerly."""
+    import torch
+    names = [n for n in cases if not only or n in only.split(",")]
+    unknown = set(only.split(",")) - set(cases) - {""}
+    if unknown:
+        raise SystemExit(f"unknown case(s) {', '.join(sorted(unknown))}; known: {', '.join(cases)}")
+    run_dir = tempfile.mkdtemp(prefix=f"compiled-bench-{name}-")
+    os.environ.update(inductor_env(os.path.join(run_dir, "inductor")))
+    os.environ["COMPILED_CODE_CACHE"] = os.path.join(run_dir, "code")
+    torch._dynamo.config.recompile_limit = 64
+    return names, run_dir
+
+
+def print_problems(problems, what=""):
+    """The end of a benchmark's report: its problems (each line marked
+    "!!!" to stand out in a log), under a heading that says what they are;
+    nothing when there are none."""
+    if problems:
+        print()
+        print(f"!!! PROBLEMS{what}:")
+        for p in problems:
+            print("!!!   " + p)
 
 
 def geomean(xs):

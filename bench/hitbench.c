@@ -73,6 +73,28 @@ static int64_t now_us(void) {
   return (int64_t)ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
 }
 
+/* The six operations of one unary call: send `req` and close, receive the
+ * initial metadata into `im`, one message into `reply`, the status into
+ * `st`, `det` and `tm`. */
+static void unary_ops(grpc_op ops[6], grpc_byte_buffer *req,
+                      grpc_metadata_array *im, grpc_byte_buffer **reply,
+                      grpc_status_code *st, grpc_slice *det,
+                      grpc_metadata_array *tm) {
+  memset(ops, 0, 6 * sizeof *ops);
+  ops[0].op = GRPC_OP_SEND_INITIAL_METADATA;
+  ops[1].op = GRPC_OP_SEND_MESSAGE;
+  ops[1].data.send_message.send_message = req;
+  ops[2].op = GRPC_OP_SEND_CLOSE_FROM_CLIENT;
+  ops[3].op = GRPC_OP_RECV_INITIAL_METADATA;
+  ops[3].data.recv_initial_metadata.recv_initial_metadata = im;
+  ops[4].op = GRPC_OP_RECV_MESSAGE;
+  ops[4].data.recv_message.recv_message = reply;
+  ops[5].op = GRPC_OP_RECV_STATUS_ON_CLIENT;
+  ops[5].data.recv_status_on_client.status = st;
+  ops[5].data.recv_status_on_client.status_details = det;
+  ops[5].data.recv_status_on_client.trailing_metadata = tm;
+}
+
 /* One call: send the request, receive one message and the status. */
 static int one_call(grpc_channel *ch, grpc_completion_queue *cq,
                     const run_cfg *c, grpc_slice method, char *why,
@@ -92,8 +114,7 @@ static int one_call(grpc_channel *ch, grpc_completion_queue *cq,
   grpc_status_code status;
   grpc_slice details;
   grpc_op ops[6];
-  memset(ops, 0, sizeof ops);
-  ops[0].op = GRPC_OP_SEND_INITIAL_METADATA;
+  unary_ops(ops, bb, &init_md, &reply, &status, &details, &trailing);
   if (c->reply_md >= 0) {
     snprintf(sizebuf, sizeof sizebuf, "%ld", c->reply_md);
     md.key = grpc_slice_from_static_string("x-size");
@@ -101,17 +122,6 @@ static int one_call(grpc_channel *ch, grpc_completion_queue *cq,
     ops[0].data.send_initial_metadata.count = 1;
     ops[0].data.send_initial_metadata.metadata = &md;
   }
-  ops[1].op = GRPC_OP_SEND_MESSAGE;
-  ops[1].data.send_message.send_message = bb;
-  ops[2].op = GRPC_OP_SEND_CLOSE_FROM_CLIENT;
-  ops[3].op = GRPC_OP_RECV_INITIAL_METADATA;
-  ops[3].data.recv_initial_metadata.recv_initial_metadata = &init_md;
-  ops[4].op = GRPC_OP_RECV_MESSAGE;
-  ops[4].data.recv_message.recv_message = &reply;
-  ops[5].op = GRPC_OP_RECV_STATUS_ON_CLIENT;
-  ops[5].data.recv_status_on_client.status = &status;
-  ops[5].data.recv_status_on_client.status_details = &details;
-  ops[5].data.recv_status_on_client.trailing_metadata = &trailing;
   int ok = grpc_call_start_batch(call, ops, 6, (void *)1, NULL) == GRPC_CALL_OK;
   if (ok) {
     grpc_event ev = grpc_completion_queue_pluck(
@@ -350,19 +360,7 @@ static size_t probe(const char *target, variant *v) {
     grpc_status_code st;
     grpc_slice det;
     grpc_op ops[6];
-    memset(ops, 0, sizeof ops);
-    ops[0].op = GRPC_OP_SEND_INITIAL_METADATA;
-    ops[1].op = GRPC_OP_SEND_MESSAGE;
-    ops[1].data.send_message.send_message = bb;
-    ops[2].op = GRPC_OP_SEND_CLOSE_FROM_CLIENT;
-    ops[3].op = GRPC_OP_RECV_INITIAL_METADATA;
-    ops[3].data.recv_initial_metadata.recv_initial_metadata = &im;
-    ops[4].op = GRPC_OP_RECV_MESSAGE;
-    ops[4].data.recv_message.recv_message = &reply;
-    ops[5].op = GRPC_OP_RECV_STATUS_ON_CLIENT;
-    ops[5].data.recv_status_on_client.status = &st;
-    ops[5].data.recv_status_on_client.status_details = &det;
-    ops[5].data.recv_status_on_client.trailing_metadata = &tm;
+    unary_ops(ops, bb, &im, &reply, &st, &det, &tm);
     grpc_call_start_batch(call, ops, 6, (void *)1, NULL);
     grpc_completion_queue_pluck(cq, (void *)1,
                                 gpr_inf_future(GPR_CLOCK_REALTIME), NULL);

@@ -263,18 +263,7 @@ def main():
         cold_main(args.cold_case, args.mode, args.server)
         return
     torch.set_num_threads(2)
-    names = [n for n in CASES if not args.only or n in args.only.split(",")]
-    unknown = set(args.only.split(",")) - set(CASES) - {""}
-    if unknown:
-        raise SystemExit(f"unknown case(s) {', '.join(sorted(unknown))}; known: {', '.join(CASES)}")
-    run_dir = tempfile.mkdtemp(prefix="compiled-bench-models-")
-    # this run's caches, inherited by the memory processes (warm there);
-    # set before Inductor is imported, which reads them
-    os.environ.update(benchlib.inductor_env(os.path.join(run_dir, "inductor")))
-    os.environ["COMPILED_CODE_CACHE"] = os.path.join(run_dir, "code")
-    # every compile of this run's models is a new torch.compile: the cases
-    # must not run into Dynamo's limit and silently run eagerly
-    torch._dynamo.config.recompile_limit = 64
+    names, run_dir = benchlib.case_run(args.only, CASES, "models")
     print(f"{benchlib.machine_line()}; "
           f"Inductor caches: {benchlib.inductor_cache_state()}")
     results, problems = [], []
@@ -438,11 +427,7 @@ def report(results, problems, args):
         print(f"cold compile compiled/Inductor: geomean {g:.2f}, largest {max(cold):.2f} "
               f"(target <= 0.5: {benchlib.target_mark(g <= 0.5)} for the geomean, "
               f"{sum(x <= 0.5 for x in cold)} of {len(cold)} cases)")
-    if problems:
-        print()
-        print("!!! PROBLEMS (outputs that differ from eager, sides that failed):")
-        for p in problems:
-            print("!!!   " + p)
+    benchlib.print_problems(problems, " (outputs that differ from eager, sides that failed)")
 
 
 if __name__ == "__main__":

@@ -23,12 +23,8 @@ Run from the repository root, after ``make``:
 
 import argparse
 import os
-import shutil
-import signal
 import statistics
-import subprocess
 import sys
-import tempfile
 import time
 
 REPO = os.path.abspath(os.path.join(os.path.dirname(__file__), ".."))
@@ -36,47 +32,15 @@ sys.path.insert(0, os.path.join(REPO, "client", "python"))
 
 import torch  # noqa: E402
 
+import benchlib  # noqa: E402
 import compiled  # noqa: E402
 from compiled import frontend, signature  # noqa: E402
-
-BIN = os.path.join(os.environ.get("COMPILED_BUILD", os.path.join(REPO, "build")), "bin", "compiled")
-
-
-class Daemon:
-    """The daemon on a free port, in a temporary directory."""
-
-    def __enter__(self):
-        self.dir = tempfile.mkdtemp(prefix="compiled-bench-")
-        port_file = os.path.join(self.dir, "port")
-        self.proc = subprocess.Popen(
-            [BIN, "--listen", "127.0.0.1:0", "--port-file", port_file,
-             "--cache-dir", os.path.join(self.dir, "cache"),
-             "--log-file", os.path.join(self.dir, "daemon.log")],
-            stdout=subprocess.DEVNULL, stderr=subprocess.STDOUT)
-        deadline = time.time() + 15
-        while time.time() < deadline:
-            if os.path.exists(port_file):
-                text = open(port_file).read().strip()
-                if text:
-                    self.address = f"127.0.0.1:{int(text)}"
-                    return self
-            if self.proc.poll() is not None:
-                raise RuntimeError("the daemon exited early")
-            time.sleep(0.02)
-        raise RuntimeError("the daemon did not start")
-
-    def __exit__(self, *exc):
-        self.proc.send_signal(signal.SIGTERM)
-        self.proc.wait(30)
-        shutil.rmtree(self.dir, ignore_errors=True)
-
 
 def tiny(x):
     return x * 2 + 1
 
 
 def cases(only):
-    import benchlib
     vision = benchlib.vision_models()
     all_cases = []
     all_cases.append(("tiny fn x*2+1 [16]", lambda: (tiny, (torch.randn(16),))))
@@ -166,7 +130,7 @@ def main():
     print(f"torch {torch.__version__}, {torch.get_num_threads()} threads, "
           f"python {sys.version.split()[0]}")
     rows = []
-    with Daemon() as daemon:
+    with benchlib.Daemon() as daemon:
         for name, make in cases(opts.only):
             for grad in (False, True):
                 rows.append(run_case(name, make, grad, daemon.address, opts.seconds))

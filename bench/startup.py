@@ -231,11 +231,7 @@ def main(argv=None):
                   f"{max(pc_ratios):.2f} (target <= 0.5: "
                   f"{benchlib.target_mark(max(pc_ratios) <= 0.5)} for every model, "
                   f"{benchlib.target_mark(g <= 0.5)} for the geomean)")
-    if problems:
-        print()
-        print("!!! PROBLEMS:")
-        for p_ in problems:
-            print("!!!   " + p_)
+    benchlib.print_problems(problems)
 
 
 if __name__ == "__main__":

@@ -52,7 +52,6 @@ import json
 import os
 import shutil
 import sys
-import tempfile
 import traceback
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
@@ -266,14 +265,7 @@ def main():
         memory_main(args.memory_case, args.mode, args.server)
         return
     torch.set_num_threads(2)
-    names = [n for n in CASES if not args.only or n in args.only.split(",")]
-    unknown = set(args.only.split(",")) - set(CASES) - {""}
-    if unknown:
-        raise SystemExit(f"unknown case(s) {', '.join(sorted(unknown))}; known: {', '.join(CASES)}")
-    run_dir = tempfile.mkdtemp(prefix="compiled-bench-train-")
-    os.environ.update(benchlib.inductor_env(os.path.join(run_dir, "inductor")))
-    os.environ["COMPILED_CODE_CACHE"] = os.path.join(run_dir, "code")
-    torch._dynamo.config.recompile_limit = 64
+    names, run_dir = benchlib.case_run(args.only, CASES, "train")
     print(f"{benchlib.machine_line()}; "
           f"resnet18 from {benchlib.vision_models().__name__}")
     results = []
@@ -321,12 +313,8 @@ def main():
         print(f"compiled vs Inductor, one training step: geomean {g:.2f}x over {len(speed)} "
               f"cases, slowest {min(speed):.2f}x (target: geomean >= 1.1x: "
               f"{benchlib.target_mark(g >= 1.1)})")
-    problems = [p for r in results for p in r["problems"]]
-    if problems:
-        print()
-        print("!!! PROBLEMS (steps that differ from eager, sides that failed):")
-        for p in problems:
-            print("!!!   " + p)
+    benchlib.print_problems([p for r in results for p in r["problems"]],
+                            " (steps that differ from eager, sides that failed)")
 
 
 if __name__ == "__main__":

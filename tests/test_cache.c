@@ -9,7 +9,6 @@
  */
 #include <criterion/criterion.h>
 #include <errno.h>
-#include <ftw.h>
 #include <openssl/evp.h>
 #include <pthread.h>
 #include <signal.h>
@@ -72,18 +71,9 @@ static void env_reopen(env *e) {
   env_open(e);
 }
 
-static int rm_one(const char *path, const struct stat *sb, int flag,
-                  struct FTW *ftw) {
-  (void)sb;
-  (void)flag;
-  (void)ftw;
-  remove(path);
-  return 0;
-}
-
 static void env_fini(env *e) {
   env_shut(e);
-  nftw(e->dir, rm_one, 16, FTW_DEPTH | FTW_PHYS);
+  tu_rm_tree(e->dir);
 }
 
 /* ---- data ---- */
@@ -1264,19 +1254,6 @@ Test(cache, survives_sigkill, .timeout = 300) {
 
 /* ---- schema and file trouble ---- */
 
-static uint8_t *slurp(const char *path, size_t *len) {
-  FILE *f = fopen(path, "rb");
-  if (!f)
-    return NULL;
-  fseek(f, 0, SEEK_END);
-  long n = ftell(f);
-  fseek(f, 0, SEEK_SET);
-  uint8_t *d = malloc((size_t)n + 1);
-  *len = fread(d, 1, (size_t)n, f);
-  fclose(f);
-  return d;
-}
-
 static int count_aside(const char *dir) {
   int n = 0;
   int tu_n;
@@ -1346,29 +1323,34 @@ Test(cache, signatures_stored_and_read) {
   env_fini(&e);
 }
 
+/* A store holding entry 3 (2000 bytes, 5 hits) taken back to an older
+ * schema by `sql` (run with sqlite3 directly, as an older daemon left it),
+ * then opened: the migration to version 4 must keep the entry. */
+static void env_migrated(env *e, const char *sql) {
+  env_init(e, 0);
+  put_random(e, 3, 2000, 5);
+  env_shut(e);
+  sqlite3 *db = raw_open(e);
+  cr_assert_eq(sqlite3_exec(db, sql, NULL, NULL, NULL), SQLITE_OK, "%s",
+               sqlite3_errmsg(db));
+  sqlite3_close(db);
+  env_open(e);
+  cr_assert_eq(raw_int(e, "PRAGMA user_version", UINT64_MAX), 4);
+  cr_assert_eq(get_key(e, 3, NULL, 0), 0);
+}
+
 Test(cache, version_1_database_migrates_with_its_entries) {
   env e;
-  env_init(&e, 0);
-  put_random(&e, 3, 2000, 5);
-  env_shut(&e);
   /* back to version 1: the columns versions 2 and 3 added are gone, and
    * the table version 4 added */
-  sqlite3 *db = raw_open(&e);
-  cr_assert_eq(sqlite3_exec(db,
-                            "DROP TABLE sources;"
-                            "ALTER TABLE entries DROP COLUMN sig;"
-                            "ALTER TABLE entries DROP COLUMN sig_key;"
-                            "ALTER TABLE entries DROP COLUMN label_name;"
-                            "ALTER TABLE entries DROP COLUMN label_file;"
-                            "ALTER TABLE entries DROP COLUMN label_line;"
-                            "ALTER TABLE entries DROP COLUMN label_host;"
-                            "PRAGMA user_version = 1;",
-                            NULL, NULL, NULL),
-               SQLITE_OK, "%s", sqlite3_errmsg(db));
-  sqlite3_close(db);
-  env_open(&e);
-  cr_assert_eq(raw_int(&e, "PRAGMA user_version", UINT64_MAX), 4);
-  cr_assert_eq(get_key(&e, 3, NULL, 0), 0);
+  env_migrated(&e, "DROP TABLE sources;"
+                   "ALTER TABLE entries DROP COLUMN sig;"
+                   "ALTER TABLE entries DROP COLUMN sig_key;"
+                   "ALTER TABLE entries DROP COLUMN label_name;"
+                   "ALTER TABLE entries DROP COLUMN label_file;"
+                   "ALTER TABLE entries DROP COLUMN label_line;"
+                   "ALTER TABLE entries DROP COLUMN label_host;"
+                   "PRAGMA user_version = 1;");
   cache_info info;
   uint8_t key[CACHE_KEY_LEN];
   make_key(3, key);
@@ -1477,25 +1459,14 @@ Test(cache, labels_stored_and_read) {
 
 Test(cache, version_2_database_migrates_with_its_entries) {
   env e;
-  env_init(&e, 0);
-  put_random(&e, 3, 2000, 5);
-  env_shut(&e);
   /* back to version 2: the label columns of version 3 are gone, and the
    * table version 4 added */
-  sqlite3 *db = raw_open(&e);
-  cr_assert_eq(sqlite3_exec(db,
-                            "DROP TABLE sources;"
-                            "ALTER TABLE entries DROP COLUMN label_name;"
-                            "ALTER TABLE entries DROP COLUMN label_file;"
-                            "ALTER TABLE entries DROP COLUMN label_line;"
-                            "ALTER TABLE entries DROP COLUMN label_host;"
-                            "PRAGMA user_version = 2;",
-                            NULL, NULL, NULL),
-               SQLITE_OK, "%s", sqlite3_errmsg(db));
-  sqlite3_close(db);
-  env_open(&e);
-  cr_assert_eq(raw_int(&e, "PRAGMA user_version", UINT64_MAX), 4);
-  cr_assert_eq(get_key(&e, 3, NULL, 0), 0);
+  env_migrated(&e, "DROP TABLE sources;"
+                   "ALTER TABLE entries DROP COLUMN label_name;"
+                   "ALTER TABLE entries DROP COLUMN label_file;"
+                   "ALTER TABLE entries DROP COLUMN label_line;"
+                   "ALTER TABLE entries DROP COLUMN label_host;"
+                   "PRAGMA user_version = 2;");
   cr_assert(!labelled(&e, 3));
   cache_error err;
   cache_label l = test_label("f", "/x.py", 7, "h");
@@ -1519,7 +1490,7 @@ static void refused_untouched(const char *sql, const char *why) {
   cr_assert_eq(sqlite3_exec(db, sql, NULL, NULL, NULL), SQLITE_OK);
   sqlite3_close(db);
   size_t n0, n1;
-  uint8_t *before = slurp(e.db, &n0);
+  uint8_t *before = tu_read(e.db, &n0);
   cache_error err;
   cache_store *s = (cache_store *)1;
   int rc = cache_store_open(&e.cfg, &s, &err);
@@ -1527,13 +1498,13 @@ static void refused_untouched(const char *sql, const char *why) {
   cr_assert_null(s);
   cr_assert(strstr(err.msg, why), "%s", err.msg);
   cr_assert(strstr(err.msg, "refusing"), "%s", err.msg);
-  uint8_t *after = slurp(e.db, &n1);
+  uint8_t *after = tu_read(e.db, &n1);
   cr_assert_not_null(after);
   cr_assert(n0 == n1 && memcmp(before, after, n0) == 0, "file modified");
   cr_assert_eq(count_aside(e.dir), 0, "nothing moved aside");
   free(before);
   free(after);
-  nftw(e.dir, rm_one, 16, FTW_DEPTH | FTW_PHYS);
+  tu_rm_tree(e.dir);
 }
 
 Test(cache, future_schema_refused_untouched) {
@@ -1559,7 +1530,7 @@ static void garbage_case(bool keep_header) {
     for (uint64_t k = 1; k <= 20; k++)
       put_random(&e, k, 2000, 1);
     env_shut(&e);
-    g = slurp(e.db, &len);
+    g = tu_read(e.db, &len);
     cr_assert_gt(len, 8192);
     uint8_t *noise = random_data(99, len);
     memcpy(g + 100, noise + 100, len - 100);
@@ -1584,7 +1555,7 @@ static void garbage_case(bool keep_header) {
     const char *p = strstr(list[i], "cache.db.corrupt-");
     if (p && !strstr(p, "-wal") && !strstr(p, "-shm")) {
       size_t n;
-      uint8_t *kept = slurp(list[i], &n);
+      uint8_t *kept = tu_read(list[i], &n);
       cr_assert_eq(n, len);
       cr_assert(memcmp(kept, g, len) == 0);
       free(kept);
@@ -1616,7 +1587,7 @@ Test(cache, runtime_malformed_checked_at_next_open) {
   int64_t page = raw_int(&e, "PRAGMA page_size", UINT64_MAX);
   env_shut(&e);
   size_t n;
-  uint8_t *file = slurp(e.db, &n);
+  uint8_t *file = tu_read(e.db, &n);
   cr_assert_gt(n, len);
   /* Pages in the middle of the file hold the blob's overflow chain; the
    * first 4 bytes of each is the next page's number. */
@@ -1696,5 +1667,5 @@ Test(cache, unopenable_directory_is_an_error) {
   cr_assert_eq(cache_store_open(&e.cfg, &s, &err), CACHE_EIO);
   cr_assert_null(s);
   cr_assert(strstr(err.msg, "plainfile"), "%s", err.msg);
-  nftw(e.dir, rm_one, 16, FTW_DEPTH | FTW_PHYS);
+  tu_rm_tree(e.dir);
 }

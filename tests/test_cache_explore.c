@@ -5,7 +5,6 @@
  */
 #include <criterion/criterion.h>
 #include <errno.h>
-#include <ftw.h>
 #include <sqlite3.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -14,6 +13,7 @@
 
 #include "cache/cache.h"
 #include "cache/explore.h"
+#include "tests/lib/testutil.h"
 
 typedef struct env {
   char dir[64];
@@ -34,19 +34,10 @@ static void env_init(env *e, uint64_t max_bytes) {
   cr_assert_eq(cache_conn_open(e->s, &e->c, &err), 0, "%s", err.msg);
 }
 
-static int rm_one(const char *path, const struct stat *sb, int flag,
-                  struct FTW *ftw) {
-  (void)sb;
-  (void)flag;
-  (void)ftw;
-  remove(path);
-  return 0;
-}
-
 static void env_fini(env *e) {
   cache_conn_close(e->c);
   cache_store_close(e->s);
-  nftw(e->dir, rm_one, 16, FTW_DEPTH | FTW_PHYS);
+  tu_rm_tree(e->dir);
 }
 
 static void key_of(int n, uint8_t key[CACHE_KEY_LEN]) {

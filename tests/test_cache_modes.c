@@ -6,7 +6,6 @@
  * world-readable is narrowed at open.
  */
 #include <criterion/criterion.h>
-#include <ftw.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -14,15 +13,7 @@
 #include <unistd.h>
 
 #include "cache/cache.h"
-
-static int rm_one(const char *path, const struct stat *sb, int flag,
-                  struct FTW *ftw) {
-  (void)sb;
-  (void)flag;
-  (void)ftw;
-  remove(path);
-  return 0;
-}
+#include "tests/lib/testutil.h"
 
 static mode_t mode_of(const char *dir, const char *name) {
   char p[256];
@@ -65,7 +56,7 @@ Test(cache_modes, new_cache_is_private) {
   cr_expect_eq(mode_of(dir, ""), 0700, "cache dir is %o",
                (unsigned)mode_of(dir, ""));
   cr_expect_eq(mode_of(top, "a"), 0700);
-  nftw(top, rm_one, 16, FTW_DEPTH | FTW_PHYS);
+  tu_rm_tree(top);
 }
 
 Test(cache_modes, older_open_cache_is_narrowed) {
@@ -79,5 +70,5 @@ Test(cache_modes, older_open_cache_is_narrowed) {
   snprintf(p, sizeof p, "%s/cache.db.lock", dir);
   cr_assert_eq(chmod(p, 0666), 0);
   open_write_check(dir);
-  nftw(dir, rm_one, 16, FTW_DEPTH | FTW_PHYS);
+  tu_rm_tree(dir);
 }

@@ -18,20 +18,10 @@
 #include "compiler/codegen/cexpr.h"
 #include "compiler/ir/half.h"
 #include "compiler/ir/ir.h"
+#include "tests/lib/irbuild.h"
 
-static gc_arena *a;
-static ir_graph IR;
-
-static void setup(void) {
-  a = gc_arena_new(0);
-  cr_assert_eq(ir_graph_init(&IR, a, NULL), 0);
-}
-
-static void teardown(void) {
-  gc_arena_free(a);
-}
-
-TestSuite(ir_half, .init = setup, .fini = teardown);
+/* The graph every test builds in: ib_ir (tests/lib/irbuild.h). */
+TestSuite(ir_half, .init = ib_setup, .fini = ib_teardown);
 
 static const gc_dtype BF16 = GC_DTYPE_BFLOAT16, F16 = GC_DTYPE_FLOAT16,
                       F32 = GC_DTYPE_FLOAT32;
@@ -73,24 +63,24 @@ Test(ir_half, every_half_value_round_trips) {
 }
 
 Test(ir_half, constants_of_half_dtypes_hold_rounded_values) {
-  ir_expr *k = ir_const_f(&IR, 0.1, BF16);
+  ir_expr *k = ir_const_f(&ib_ir, 0.1, BF16);
   cr_assert_eq(k->k.f, 0.10009765625);
   /* a float32 constant cast to bfloat16 folds to the rounded constant */
-  ir_expr *c = ir_cast(&IR, ir_const_f(&IR, 0.1, F32), BF16);
+  ir_expr *c = ir_cast(&ib_ir, ir_const_f(&ib_ir, 0.1, F32), BF16);
   cr_assert_eq(c->op, IR_CONST);
   cr_assert_eq(c, k);
 }
 
 static ir_expr *load(gc_dtype d) {
   int64_t sizes[1] = {8}, strides[1] = {1};
-  ir_buf *b = ir_buf_new(&IR, IR_BUF_ARENA, d, 1, sizes, strides);
+  ir_buf *b = ir_buf_new(&ib_ir, IR_BUF_ARENA, d, 1, sizes, strides);
   cr_assert_not_null(b);
-  return ir_load(&IR, b, gc_sym_const(&IR.sym, 0));
+  return ir_load(&ib_ir, b, gc_sym_const(&ib_ir.sym, 0));
 }
 
 Test(ir_half, operations_on_half_values_compute_in_float32) {
   ir_expr *x = load(BF16), *y = load(BF16);
-  ir_expr *s = ir_op2(&IR, IR_ADD, BF16, x, y);
+  ir_expr *s = ir_op2(&ib_ir, IR_ADD, BF16, x, y);
   /* cast(bf16) of an add of float32 casts */
   cr_assert_eq(s->op, IR_CAST);
   cr_assert_eq(s->dtype, BF16);
@@ -101,37 +91,38 @@ Test(ir_half, operations_on_half_values_compute_in_float32) {
   cr_assert_eq(add->args[0]->dtype, F32);
   cr_assert_eq(add->args[0]->args[0], x);
   /* a comparison: bool of float32 operands */
-  ir_expr *lt = ir_op2(&IR, IR_LT, BF16, x, ir_const_f(&IR, 0.5, BF16));
+  ir_expr *lt = ir_op2(&ib_ir, IR_LT, BF16, x, ir_const_f(&ib_ir, 0.5, BF16));
   cr_assert_eq(lt->dtype, GC_DTYPE_BOOL);
   cr_assert_eq(lt->args[0]->dtype, F32);
   cr_assert_eq(lt->args[1]->dtype, F32);
   /* a select of half values stays one; its operands take its dtype */
-  ir_expr *w = ir_op3(&IR, IR_WHERE, BF16, lt, x, ir_const_f(&IR, 2, F32));
+  ir_expr *w =
+      ir_op3(&ib_ir, IR_WHERE, BF16, lt, x, ir_const_f(&ib_ir, 2, F32));
   cr_assert_eq(w->op, IR_WHERE);
   cr_assert_eq(w->args[1], x);
   cr_assert_eq(w->args[2]->dtype, BF16);
   /* float32 operations on half operands read them as float32 */
-  ir_expr *m = ir_op2(&IR, IR_MUL, F32, x, load(GC_DTYPE_FLOAT16));
+  ir_expr *m = ir_op2(&ib_ir, IR_MUL, F32, x, load(GC_DTYPE_FLOAT16));
   cr_assert_eq(m->op, IR_MUL);
   cr_assert_eq(m->args[0]->op, IR_CAST);
   cr_assert_eq(m->args[1]->op, IR_CAST);
   /* an index of a half dtype is the rounded integer */
-  gc_sym *i = gc_sym_newvar(&IR.sym, "i", 0, 1000);
-  ir_expr *ix = ir_index(&IR, i, BF16);
+  gc_sym *i = gc_sym_newvar(&ib_ir.sym, "i", 0, 1000);
+  ir_expr *ix = ir_index(&ib_ir, i, BF16);
   cr_assert_eq(ix->op, IR_CAST);
   cr_assert_eq(ix->args[0]->dtype, GC_DTYPE_INT64);
 }
 
 Test(ir_half, a_half_value_made_float_and_back_is_itself) {
   ir_expr *x = load(BF16), *f = load(F32);
-  cr_assert_eq(ir_cast(&IR, ir_cast(&IR, x, F32), BF16), x);
-  cr_assert_eq(ir_cast(&IR, ir_cast(&IR, x, GC_DTYPE_FLOAT64), BF16), x);
+  cr_assert_eq(ir_cast(&ib_ir, ir_cast(&ib_ir, x, F32), BF16), x);
+  cr_assert_eq(ir_cast(&ib_ir, ir_cast(&ib_ir, x, GC_DTYPE_FLOAT64), BF16), x);
   /* a float32 rounded to bfloat16 and back is not the float32 */
-  ir_expr *r = ir_cast(&IR, ir_cast(&IR, f, BF16), F32);
+  ir_expr *r = ir_cast(&ib_ir, ir_cast(&ib_ir, f, BF16), F32);
   cr_assert_neq(r, f);
   cr_assert_eq(r->args[0]->op, IR_CAST);
   /* bfloat16 to float16 goes through float32 rounding: not folded */
-  ir_expr *h = ir_cast(&IR, ir_cast(&IR, x, F16), BF16);
+  ir_expr *h = ir_cast(&ib_ir, ir_cast(&ib_ir, x, F16), BF16);
   cr_assert_neq(h, x);
 }
 

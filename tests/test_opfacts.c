@@ -12,20 +12,9 @@
 #include "compiler/opfacts.h"
 #include "compiler/schema.h"
 #include "compiler/torchops.h"
+#include "tests/lib/testutil.h"
 
-static gc_arena *arena;
-
-static void setup(void) {
-  arena = gc_arena_new(0);
-  cr_assert_not_null(arena);
-}
-
-static void teardown(void) {
-  gc_arena_free(arena);
-  arena = NULL;
-}
-
-TestSuite(opfacts, .init = setup, .fini = teardown);
+TestSuite(opfacts, .init = tu_arena_setup, .fini = tu_arena_teardown);
 
 /* The parsed torch schema of `qualified` (which must exist). */
 static gc_schema *torch_schema(const char *qualified) {
@@ -33,7 +22,7 @@ static gc_schema *torch_schema(const char *qualified) {
   cr_assert_not_null(text, "torch %s has no operator %s",
                      GC_TORCH_TABLE_VERSION, qualified);
   gc_schema *s = NULL;
-  cr_assert_eq(gc_schema_parse(arena, text, &s, NULL), 0, "%s", text);
+  cr_assert_eq(gc_schema_parse(tu_arena, text, &s, NULL), 0, "%s", text);
   return s;
 }
 
@@ -51,7 +40,7 @@ static bool has_generator(const gc_schema *s) {
 /* Counts overloads; checks each is random without the table's help. */
 static int random_by_rule(const char *text, void *ctx) {
   gc_schema *s = NULL;
-  cr_assert_eq(gc_schema_parse(arena, text, &s, NULL), 0, "%s", text);
+  cr_assert_eq(gc_schema_parse(tu_arena, text, &s, NULL), 0, "%s", text);
   cr_expect(has_generator(s) || gc_opfacts_random_name(s->name),
             "%s is a RANDOM row but neither its schema nor its name says so "
             "(the key would change for it)",

@@ -24,20 +24,9 @@
 
 #include "compiler/schema.h"
 #include "compiler/torchops.h"
+#include "tests/lib/testutil.h"
 
 /* ---- fixtures and helpers ---- */
-
-static gc_arena *arena;
-
-static void setup(void) {
-  arena = gc_arena_new(0);
-  cr_assert_not_null(arena);
-}
-
-static void teardown(void) {
-  gc_arena_free(arena);
-  arena = NULL;
-}
 
 /* The corpus file, read whole; malloc'd, NUL-terminated; NULL if absent. */
 static char *read_corpus(size_t *len) {
@@ -77,7 +66,7 @@ static gc_schema *real(const char *qualified) {
   for (char *l = corpus; l && *l;) {
     char *end = strchr(l, '\n');
     if (strncmp(l, qualified, qn) == 0 && l[qn] == '(') {
-      line = gc_arena_strndup(arena, l, end ? (size_t)(end - l) : strlen(l));
+      line = gc_arena_strndup(tu_arena, l, end ? (size_t)(end - l) : strlen(l));
       break;
     }
     l = end ? end + 1 : NULL;
@@ -87,7 +76,7 @@ static gc_schema *real(const char *qualified) {
   gc_schema *s = NULL;
   gc_error err;
   gc_error_clear(&err);
-  int rc = gc_schema_parse(arena, line, &s, &err);
+  int rc = gc_schema_parse(tu_arena, line, &s, &err);
   cr_assert_eq(rc, 0, "%s: %s", line, err.msg);
   return s;
 }
@@ -97,7 +86,7 @@ static gc_schema *parse(const char *text) {
   gc_schema *s = NULL;
   gc_error err;
   gc_error_clear(&err);
-  int rc = gc_schema_parse(arena, text, &s, &err);
+  int rc = gc_schema_parse(tu_arena, text, &s, &err);
   cr_assert_eq(rc, 0, "%s: %s", text, err.msg);
   return s;
 }
@@ -200,7 +189,7 @@ Test(schema_corpus, torch_table_covers_2_13_only) {
     cr_assert(!gc_torch_table_covers(no[i]), "%s", no[i] ? no[i] : "NULL");
 }
 
-TestSuite(schema, .init = setup, .fini = teardown);
+TestSuite(schema, .init = tu_arena_setup, .fini = tu_arena_teardown);
 
 Test(schema, format_counts_like_snprintf) {
   gc_schema *s = real("aten::add_.Tensor");
@@ -780,7 +769,7 @@ Test(schema, depth_limit_boundary) {
 
 Test(schema, null_error_and_small_arena) {
   gc_schema *s = NULL;
-  cr_assert_eq(gc_schema_parse(arena, "f(", &s, NULL), GC_ESCHEMA);
+  cr_assert_eq(gc_schema_parse(tu_arena, "f(", &s, NULL), GC_ESCHEMA);
   cr_assert_null(s);
   gc_arena *tiny = gc_arena_new(1);
   gc_error err;
@@ -903,12 +892,12 @@ ParameterizedTestParameters(schema_malformed, refused) {
   return cr_make_param_array(struct bad, cases, sizeof cases / sizeof *cases);
 }
 
-ParameterizedTest(struct bad *b, schema_malformed, refused, .init = setup,
-                  .fini = teardown) {
+ParameterizedTest(struct bad *b, schema_malformed, refused,
+                  .init = tu_arena_setup, .fini = tu_arena_teardown) {
   gc_schema *s = NULL;
   gc_error err;
   gc_error_clear(&err);
-  int rc = gc_schema_parse(arena, b->text, &s, &err);
+  int rc = gc_schema_parse(tu_arena, b->text, &s, &err);
   cr_assert_eq(rc, GC_ESCHEMA, "%s: rc %d (%s)", b->text, rc, err.msg);
   cr_assert_eq(err.code, GC_ESCHEMA);
   cr_assert_str_eq(err.msg, b->msg, "for %s", b->text);
@@ -932,8 +921,8 @@ static char *nested(const char *open, const char *close, int depth) {
   return t;
 }
 
-Test(schema_malformed, too_many_arguments_or_returns, .init = setup,
-     .fini = teardown) {
+Test(schema_malformed, too_many_arguments_or_returns, .init = tu_arena_setup,
+     .fini = tu_arena_teardown) {
   for (int rets = 0; rets < 2; rets++) {
     int most = rets ? GC_SCHEMA_MAX_RETURNS : GC_SCHEMA_MAX_ARGS;
     char *text = malloc(16 * ((size_t)most + 2));
@@ -945,7 +934,7 @@ Test(schema_malformed, too_many_arguments_or_returns, .init = setup,
     gc_schema *s = NULL;
     gc_error err;
     gc_error_clear(&err);
-    cr_assert_eq(gc_schema_parse(arena, text, &s, &err), GC_ESCHEMA);
+    cr_assert_eq(gc_schema_parse(tu_arena, text, &s, &err), GC_ESCHEMA);
     cr_assert(strstr(err.msg, rets ? "more than 1024 returns"
                                    : "more than 64 arguments"),
               "%s", err.msg);
@@ -955,8 +944,8 @@ Test(schema_malformed, too_many_arguments_or_returns, .init = setup,
 
 /* The timeout also guards against walks that meet a node twice, which at
  * 31 levels of Future(...) would take 2^31 steps. */
-Test(schema_malformed, deep_nesting_hits_the_limit, .init = setup,
-     .fini = teardown, .timeout = 10) {
+Test(schema_malformed, deep_nesting_hits_the_limit, .init = tu_arena_setup,
+     .fini = tu_arena_teardown, .timeout = 10) {
   const struct {
     const char *open, *close;
     int depth;
@@ -974,7 +963,7 @@ Test(schema_malformed, deep_nesting_hits_the_limit, .init = setup,
     gc_schema *s = NULL;
     gc_error err;
     gc_error_clear(&err);
-    cr_assert_eq(gc_schema_parse(arena, text, &s, &err), GC_ESCHEMA);
+    cr_assert_eq(gc_schema_parse(tu_arena, text, &s, &err), GC_ESCHEMA);
     char want[128];
     snprintf(want, sizeof want,
              "schema: at offset %zu: type nested deeper than 32 levels",

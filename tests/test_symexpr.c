@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "compiler/symexpr.h"
+#include "tests/lib/testutil.h"
 
 static gc_arena *a;
 static void setup(void) {
@@ -70,20 +71,6 @@ static char *repeat(const char *item, const char *op, int n) {
     memcpy(p, item, li);
     p += li;
   }
-  *p = '\0';
-  return s;
-}
-
-/* `open` n times, `mid`, `close` n times (malloc'd). */
-static char *nest(const char *open, const char *mid, const char *close, int n) {
-  size_t lo = strlen(open), lm = strlen(mid), lc = strlen(close);
-  char *s = malloc((size_t)n * (lo + lc) + lm + 1), *p = s;
-  for (int i = 0; i < n; i++, p += lo)
-    memcpy(p, open, lo);
-  memcpy(p, mid, lm);
-  p += lm;
-  for (int i = 0; i < n; i++, p += lc)
-    memcpy(p, close, lc);
   *p = '\0';
   return s;
 }
@@ -157,17 +144,17 @@ CASE(literal_zero_divisor) {
 /* The depth limit is exact: 64 levels pass, 65 do not, for parentheses,
  * prefix operators, calls and left-nested chains alike. */
 CASE(depth_limit_is_the_documented_one) {
-  char *ok = nest("(", "s0", ")", 64), *deep = nest("(", "s0", ")", 65);
+  char *ok = tu_nest("(", "s0", ")", 64), *deep = tu_nest("(", "s0", ")", 65);
   tree(ok);
   refused(deep, &LIM, GC_ELIMIT, "nests deeper than 64 levels, the limit");
   free(ok), free(deep);
-  ok = nest("-", "s0", "", 63); /* 63 NEG nodes over a leaf: height 64 */
-  deep = nest("-", "s0", "", 64);
+  ok = tu_nest("-", "s0", "", 63); /* 63 NEG nodes over a leaf: height 64 */
+  deep = tu_nest("-", "s0", "", 64);
   tree(ok);
   refused(deep, &LIM, GC_ELIMIT, "nests deeper than 64 levels");
   free(ok), free(deep);
-  ok = nest("abs(", "s0", ")", 63);
-  deep = nest("abs(", "s0", ")", 64);
+  ok = tu_nest("abs(", "s0", ")", 63);
+  deep = tu_nest("abs(", "s0", ")", 64);
   tree(ok);
   refused(deep, &LIM, GC_ELIMIT, "nests deeper than 64 levels");
   free(ok), free(deep);
@@ -184,7 +171,7 @@ CASE(hostile_depth_never_exhausts_the_stack) {
                              {"s0 ** ", "2", ""}, {"(s0 + ", "1", ")"}};
   gc_symexpr_limits big = {.max_depth = 1 << 20, .max_nodes = 0};
   for (size_t i = 0; i < sizeof shapes / sizeof shapes[0]; i++) {
-    char *t = nest(shapes[i][0], shapes[i][1], shapes[i][2], 100000);
+    char *t = tu_nest(shapes[i][0], shapes[i][1], shapes[i][2], 100000);
     refused(t, &LIM, GC_ELIMIT, "nests deeper than 64 levels");
     /* A caller's limit never lifts the hard bound. */
     refused(t, &big, GC_ELIMIT, "nests deeper than 256 levels");

@@ -10,6 +10,7 @@
  */
 #include <criterion/criterion.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "compiler/graph.h"
@@ -621,31 +622,19 @@ static void set_size_expr(module *m, size_t tv, size_t dim, const char *e) {
   s->as_expr->expr = gc_arena_strdup(a, e);
 }
 
-/* `open` n times, `mid`, `close` n times, in the arena. */
-static char *nested(const char *open, const char *mid, const char *close,
-                    int n) {
-  size_t lo = strlen(open), lm = strlen(mid), lc = strlen(close);
-  char *s = gc_arena_alloc(a, (size_t)n * (lo + lc) + lm + 1), *p = s;
-  for (int i = 0; i < n; i++, p += lo)
-    memcpy(p, open, lo);
-  memcpy(p, mid, lm);
-  p += lm;
-  for (int i = 0; i < n; i++, p += lc)
-    memcpy(p, close, lc);
-  *p = '\0';
-  return s;
-}
-
 /* The documented limit is the effective one: 64 nested parentheses pass
  * (the old parser counted three levels per parenthesis and stopped at 21),
  * 65 are refused with a message stating the limit. */
 CASE(symbolic_nesting_limit_is_64) {
   module *m = build(a, "x: f32[4]\nreturn x\n");
-  set_size_expr(m, 0, 0, nested("(", "s0 + 1", ")", 64));
+  char *ok = tu_nest("(", "s0 + 1", ")", 64),
+       *deep = tu_nest("(", "s0 + 1", ")", 65);
+  set_size_expr(m, 0, 0, ok);
   int rc;
   gc_error err = decode(a, m, NULL, &rc);
   cr_assert_eq(rc, 0, "%s", err.msg);
-  set_size_expr(m, 0, 0, nested("(", "s0 + 1", ")", 65));
+  set_size_expr(m, 0, 0, deep);
+  free(ok), free(deep);
   EXPECT(m, NULL, GC_ELIMIT, "tensor_values[0] 'x'", "size 0",
          "nests deeper than 64 levels, the limit");
 }

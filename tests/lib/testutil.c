@@ -5,9 +5,12 @@
 
 #include <dirent.h>
 #include <errno.h>
+#include <ftw.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+
+#include <criterion/criterion.h>
 
 const char *tu_src_dir(void) {
   const char *s = getenv("COMPILED_SRC");
@@ -94,4 +97,43 @@ uint64_t tu_rng_next(tu_rng *r) {
 
 int tu_rng_below(tu_rng *r, int n) {
   return (int)(tu_rng_next(r) % (uint64_t)n);
+}
+
+static int rm_one(const char *path, const struct stat *sb, int flag,
+                  struct FTW *ftw) {
+  (void)sb;
+  (void)flag;
+  (void)ftw;
+  remove(path);
+  return 0;
+}
+
+void tu_rm_tree(const char *dir) {
+  nftw(dir, rm_one, 16, FTW_DEPTH | FTW_PHYS);
+}
+
+gc_arena *tu_arena;
+
+void tu_arena_setup(void) {
+  tu_arena = gc_arena_new(0);
+  cr_assert_not_null(tu_arena);
+}
+
+void tu_arena_teardown(void) {
+  gc_arena_free(tu_arena);
+  tu_arena = NULL;
+}
+
+char *tu_nest(const char *open, const char *mid, const char *close, int n) {
+  size_t lo = strlen(open), lm = strlen(mid), lc = strlen(close);
+  char *s = malloc((size_t)n * (lo + lc) + lm + 1), *p = s;
+  cr_assert_not_null(s);
+  for (int i = 0; i < n; i++, p += lo)
+    memcpy(p, open, lo);
+  memcpy(p, mid, lm);
+  p += lm;
+  for (int i = 0; i < n; i++, p += lc)
+    memcpy(p, close, lc);
+  *p = '\0';
+  return s;
 }

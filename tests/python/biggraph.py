@@ -39,6 +39,17 @@ def _meta(sizes=(4,)):
     return m
 
 
+def _head(tag, *operators):
+    """The GraphModule's fields other than the graph: `tag` goes into
+    torch_version; operators are (name, schema) pairs."""
+    head = graph_pb2.GraphModule()
+    head.schema_version.major = 1
+    head.torch_version = "1.13.1" + ("+" + tag if tag else "")
+    for name, schema in operators:
+        head.operators.add(name=name, schema=schema)
+    return head
+
+
 def _cached(path):
     if os.path.exists(path):
         with open(path, "rb") as f:
@@ -62,12 +73,7 @@ def chain_graph_bytes(n, tag=""):
     data = _cached(path)
     if data is not None:
         return data
-    head = graph_pb2.GraphModule()
-    head.schema_version.major = 1
-    head.torch_version = "1.13.1" + ("+" + tag if tag else "")
-    op = head.operators.add()
-    op.name = "aten::relu"
-    op.schema = "aten::relu(Tensor self) -> Tensor"
+    head = _head(tag, ("aten::relu", "aten::relu(Tensor self) -> Tensor"))
     meta = _meta()
     g = graph_pb2.Graph()
     inp = g.inputs.add()
@@ -102,16 +108,10 @@ def wide_graph_bytes(n, tag=""):
     if data is not None:
         return data
     m = max(2, n // 2)
-    head = graph_pb2.GraphModule()
-    head.schema_version.major = 1
-    head.torch_version = "1.13.1" + ("+" + tag if tag else "")
-    for name, schema in (
-            ("aten::mul.Scalar", "aten::mul.Scalar(Tensor self, Scalar other) -> Tensor"),
-            ("aten::add.Tensor",
-             "aten::add.Tensor(Tensor self, Tensor other, *, Scalar alpha=1) -> Tensor")):
-        op = head.operators.add()
-        op.name = name
-        op.schema = schema
+    head = _head(tag,
+                 ("aten::mul.Scalar", "aten::mul.Scalar(Tensor self, Scalar other) -> Tensor"),
+                 ("aten::add.Tensor",
+                  "aten::add.Tensor(Tensor self, Tensor other, *, Scalar alpha=1) -> Tensor"))
     tv = graph_pb2.TensorValue(name="x", meta=_meta())
     parts = [None, _field(4, tv.SerializeToString())]  # parts[0]: the head
     mul = graph_pb2.Node(target="aten::mul.Scalar")
@@ -169,12 +169,7 @@ def mm_graph_bytes(n, tag=""):
     data = _cached(path)
     if data is not None:
         return data
-    head = graph_pb2.GraphModule()
-    head.schema_version.major = 1
-    head.torch_version = "1.13.1" + ("+" + tag if tag else "")
-    op = head.operators.add()
-    op.name = "aten::mm"
-    op.schema = "aten::mm(Tensor self, Tensor mat2) -> Tensor"
+    head = _head(tag, ("aten::mm", "aten::mm(Tensor self, Tensor mat2) -> Tensor"))
     g = graph_pb2.Graph()
     for name in ("x", "w"):
         inp = g.inputs.add()

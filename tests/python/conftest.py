@@ -29,3 +29,25 @@ def daemon(tmp_path):
     for d in ds:
         if d.proc is not None:
             d.stop()
+
+
+@pytest.fixture(scope="module")
+def server(request, tmp_path_factory):
+    """The address of one daemon that all tests of a file share, started with
+    the file's SERVER_ARGS (by default --verify-ir: the IR verifier after
+    every pass); stopped (and checked for a clean exit) after the file."""
+    args = getattr(request.module, "SERVER_ARGS", ("--verify-ir",))
+    name = request.module.__name__.rpartition(".")[2]
+    d = Daemon(tmp_path_factory.mktemp(name), *args).start()
+    yield d.address
+    d.stop()
+
+
+@pytest.fixture
+def fresh_dynamo():
+    """Resets torch._dynamo's caches before and after the test, so that each
+    test sees its own graphs (pytestmark = usefixtures("fresh_dynamo"))."""
+    import torch
+    torch._dynamo.reset()
+    yield
+    torch._dynamo.reset()

@@ -17,6 +17,7 @@ import re
 import resource
 import shlex
 import signal
+import socket
 import subprocess
 import time
 
@@ -32,6 +33,20 @@ GRAPHS = os.path.join(SRC, "tests", "data", "graphs")
 BAD_OUTPUT = re.compile(
     r"ERROR: (AddressSanitizer|LeakSanitizer)|runtime error:|"
     r"ERROR SUMMARY: [1-9]|definitely lost: [1-9]")
+
+
+def free_port():
+    """A TCP port of 127.0.0.1 that nothing listens on (free when asked: a
+    test that starts a listener on it, or needs an address that refuses
+    connections)."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def closed_address():
+    """A 127.0.0.1 address that refuses connections (no daemon there)."""
+    return "127.0.0.1:%d" % free_port()
 
 
 def load_graph(name):

@@ -520,20 +520,21 @@ def report(results, seconds, out):
         print("\nclient notes (values match; OpInfo operators affected):", file=out)
         for n, k in notes.most_common():
             print(f"  {k:>4}  {n}", file=out)
-    imprecise = [r for r in results if r.get("imprecise")]
-    if imprecise:
-        print("\nimprecise (beyond float32 defaults, within rtol=atol=1e-4):", file=out)
-        for r in imprecise:
-            for w in r["imprecise"]:
+    _print_samples(out, "imprecise (beyond float32 defaults, within rtol=atol=1e-4)",
+                   [r for r in results if r.get("imprecise")], "imprecise", 300)
+    _print_samples(out, "WRONG results",
+                   [r for r in results if r["status"] == "wrong"], "wrong", 600)
+
+
+def _print_samples(out, title, results, field, width):
+    """Each sample listed under results' `field`: the operator, the sample
+    and its input, and the mismatch on one line of at most `width`."""
+    if results:
+        print(f"\n{title}:", file=out)
+        for r in results:
+            for w in r[field]:
                 print(f"  {r['op']} sample {w['sample']}: {w['input']}\n"
-                      f"      {_one_line(w['mismatch'], 300)}", file=out)
-    wrong = [r for r in results if r["status"] == "wrong"]
-    if wrong:
-        print("\nWRONG results:", file=out)
-        for r in wrong:
-            for w in r["wrong"]:
-                print(f"  {r['op']} sample {w['sample']}: {w['input']}\n"
-                      f"      {_one_line(w['mismatch'], 600)}", file=out)
+                      f"      {_one_line(w['mismatch'], width)}", file=out)
 
 
 def main(argv=None):

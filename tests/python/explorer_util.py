@@ -24,7 +24,7 @@ import urllib.request
 
 sys.path.insert(0, os.path.dirname(__file__))
 
-from daemon_util import Daemon, compile_request, load_graph  # noqa: E402
+from daemon_util import Daemon, compile_request, free_port, load_graph  # noqa: E402
 
 TOKENS = {
     "read": "read-token-0123456789abcdef",
@@ -43,13 +43,6 @@ EVIL = {
     "client": "<script>window.__xss=7</script>",
     "producer": "<body onload=\"window.__xss=8\">",
 }
-
-
-def free_port():
-    import socket
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def tokens_file(folder):

@@ -192,19 +192,9 @@ def symbolize(fn: Callable, make_args: Callable[..., tuple],
     order = sorted(traces)
     f = _Fitter(names, lo, hi, check, dict(zip(order, msgs)), check_trace)
 
-    def symint_fields(path, meta_msgs, meta_ref):
-        for fname in ("sizes", "strides"):
-            for i in range(len(getattr(meta_ref, fname))):
-                sub = path + [(fname, i)]
-                p = f.poly(lambda gm, sub=sub: _all([gm], sub)[0].as_int, str(sub))
-                if p is not None:
-                    s = _all([ref], sub)[0]
-                    hint = s.as_int
-                    s.ClearField("as_int")
-                    s.as_expr.expr = expr_text(p)
-                    s.as_expr.has_hint = True
-                    s.as_expr.hint = hint
-        sub = path + [("storage_offset", None)]
+    def symbolize(sub):
+        """Where the SymInt at `sub` follows a polynomial of the sizes, it
+        becomes that expression, its value the hint."""
         p = f.poly(lambda gm: _all([gm], sub)[0].as_int, str(sub))
         if p is not None:
             s = _all([ref], sub)[0]
@@ -213,6 +203,12 @@ def symbolize(fn: Callable, make_args: Callable[..., tuple],
             s.as_expr.expr = expr_text(p)
             s.as_expr.has_hint = True
             s.as_expr.hint = hint
+
+    def symint_fields(path, meta_msgs, meta_ref):
+        for fname in ("sizes", "strides"):
+            for i in range(len(getattr(meta_ref, fname))):
+                symbolize(path + [(fname, i)])
+        symbolize(path + [("storage_offset", None)])
 
     for vi, tv in enumerate(ref.graph.tensor_values):
         symint_fields([("graph", None), ("tensor_values", vi), ("meta", None)], None, tv.meta)

@@ -11,16 +11,12 @@ import pytest
 import torch
 
 import compiled
-import daemon_util
 from compiled import client as client_module
 from compiled.v1 import artifact_pb2
 
 
-@pytest.fixture(scope="module")
-def server(tmp_path_factory):
-    d = daemon_util.Daemon(tmp_path_factory.mktemp("bad_artifact")).start()
-    yield d.address
-    d.stop()
+# The shared daemon (conftest.py's server) without --verify-ir.
+SERVER_ARGS = ()
 
 
 def _fn(x):

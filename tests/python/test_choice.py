@@ -8,15 +8,11 @@ import pytest
 import torch
 
 import compiled
-import daemon_util
 from compiled import choice
 
 
-@pytest.fixture(scope="module")
-def server(tmp_path_factory):
-    d = daemon_util.Daemon(tmp_path_factory.mktemp("choice")).start()
-    yield d.address
-    d.stop()
+# The shared daemon (conftest.py's server) without --verify-ir.
+SERVER_ARGS = ()
 
 
 @pytest.fixture(autouse=True)

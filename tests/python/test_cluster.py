@@ -17,7 +17,7 @@ import grpc
 import pytest
 
 from compiled.v1 import compiled_pb2
-from daemon_util import BIN, compile_request, load_graph, run_compile, variant
+from daemon_util import BIN, compile_request, free_port, load_graph, run_compile, variant
 
 REDIS = shutil.which("redis-server")
 REDIS_CLI = shutil.which("redis-cli")
@@ -25,12 +25,6 @@ pytestmark = pytest.mark.skipif(REDIS is None, reason="redis-server is not insta
                                 "(deploy/bootstrap.sh installs it)")
 
 KEYS = ("k1", "5e" * 32)
-
-
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 class Redis:

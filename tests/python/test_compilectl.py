@@ -26,6 +26,7 @@ import pytest
 from google.protobuf import json_format
 
 from compiled.v1 import artifact_pb2, compiled_pb2, health_pb2
+from daemon_util import closed_address
 
 SRC = os.environ.get(
     "COMPILED_SRC", os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
@@ -551,7 +552,7 @@ def test_each_command_returns_the_exit_codes_its_help_lists(daemon, tmp_path):
     assert set(cases) == set(COMMANDS)
     try:
         with EmptyServer() as empty:
-            addrs = {A: daemon.addr, T: guarded.addr, E: empty, X: closed_port()}
+            addrs = {A: daemon.addr, T: guarded.addr, E: empty, X: closed_address()}
             for cmd, by_code in cases.items():
                 assert set(by_code) == documented_exit_codes(cmd), cmd
                 for code, (who, args) in by_code.items():
@@ -561,14 +562,6 @@ def test_each_command_returns_the_exit_codes_its_help_lists(daemon, tmp_path):
                     assert "internal error" not in r.stderr, r.stderr
     finally:
         guarded.stop()
-
-
-def closed_port():
-    s = socket.socket()
-    s.bind(("127.0.0.1", 0))
-    port = s.getsockname()[1]
-    s.close()
-    return "127.0.0.1:%d" % port
 
 
 def test_no_answer_is_unreachable():
@@ -586,7 +579,7 @@ def test_no_answer_is_unreachable():
 
 
 def test_unreachable_server():
-    addr = closed_port()
+    addr = closed_address()
     for args in (["stats"], ["health"], ["submit", MLP], ["ls"],
                  ["lookup", "0" * 64]):
         r = run_ctl("--server", addr, *args, "--timeout", "5")

@@ -16,22 +16,11 @@ import torch
 import torch.nn.functional as F
 
 import compiled
-import daemon_util
 from compiled import dynamo
 
 
-@pytest.fixture(scope="module")
-def server(tmp_path_factory):
-    d = daemon_util.Daemon(tmp_path_factory.mktemp("dynclient"), "--verify-ir").start()
-    yield d.address
-    d.stop()
-
-
-@pytest.fixture(autouse=True)
-def fresh_dynamo():
-    torch._dynamo.reset()
-    yield
-    torch._dynamo.reset()
+# Each test sees only its own graphs.
+pytestmark = pytest.mark.usefixtures("fresh_dynamo")
 
 
 def _mark():

@@ -5,7 +5,6 @@ Dynamo's recompiles, options, and a daemon that is away.
 
 Every result is compared with eager PyTorch on the same inputs."""
 
-import socket
 import time
 import warnings
 
@@ -18,18 +17,8 @@ import daemon_util
 from compiled import dynamo
 
 
-@pytest.fixture(scope="module")
-def server(tmp_path_factory):
-    d = daemon_util.Daemon(tmp_path_factory.mktemp("dynamo"), "--verify-ir").start()
-    yield d.address
-    d.stop()
-
-
-@pytest.fixture(autouse=True)
-def fresh_dynamo():
-    torch._dynamo.reset()
-    yield
-    torch._dynamo.reset()
+# Each test sees only its own graphs.
+pytestmark = pytest.mark.usefixtures("fresh_dynamo")
 
 
 def _graphs_since(mark):
@@ -39,12 +28,6 @@ def _graphs_since(mark):
 def _mark():
     graphs = dynamo.loaded_graphs()
     return graphs[-1].serial + 1 if graphs else 0
-
-
-def _free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 class Net(torch.nn.Module):
@@ -190,7 +173,7 @@ def test_unknown_option_is_refused():
 
 def test_an_unreachable_daemon_runs_eagerly_with_one_warning_then_compiles(tmp_path,
                                                                           monkeypatch):
-    port = _free_port()
+    port = daemon_util.free_port()
     address = f"127.0.0.1:{port}"
     monkeypatch.setattr(compiled.frontend, "RETRY_FIRST", 0.0)
 

@@ -12,7 +12,6 @@ import pytest
 import torch
 
 import aot_ops
-import daemon_util
 
 # Operators that stay ATen calls, and why.
 ALLOWED_FALLBACKS = {
@@ -26,13 +25,6 @@ ALLOWED_FALLBACKS = {
 # With the eager_random option random draws stay ATen calls (eager's
 # numbers under the same seed): what the value checks of dropout use.
 EAGER_RANDOM_FALLBACKS = {"aten::native_dropout"}
-
-
-@pytest.fixture(scope="module")
-def server(tmp_path_factory):
-    d = daemon_util.Daemon(tmp_path_factory.mktemp("dynamo_ops"), "--verify-ir").start()
-    yield d.address
-    d.stop()
 
 
 def _check_compiled(result, allowed):

@@ -11,14 +11,10 @@ import pytest
 import torch
 
 import compiled
-import daemon_util
 
 
-@pytest.fixture(scope="module")
-def server(tmp_path_factory):
-    d = daemon_util.Daemon(tmp_path_factory.mktemp("fallbacks")).start()
-    yield d.address
-    d.stop()
+# The shared daemon (conftest.py's server) without --verify-ir.
+SERVER_ARGS = ()
 
 
 def _warnings_of(fn, *args, **kwargs):

@@ -2,19 +2,9 @@
 fixed set of 32 seeds in the regular suite; `make fuzz-graphs` runs
 thousands."""
 
-import pytest
-
-import daemon_util
 import graphgen
 
 SEEDS = list(range(20261123, 20261123 + 32))
-
-
-@pytest.fixture(scope="module")
-def server(tmp_path_factory):
-    d = daemon_util.Daemon(tmp_path_factory.mktemp("graphgen"), "--verify-ir").start()
-    yield d.address
-    d.stop()
 
 
 def test_generation_is_reproducible():

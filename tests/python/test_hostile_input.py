@@ -27,27 +27,11 @@ import pytest
 import compiled  # noqa: F401  (makes compiled.v1 importable)
 from compiled.v1 import artifact_pb2, compiled_pb2, graph_pb2
 
-from daemon_util import (BUILD, Daemon, compile_request, load_graph, run_compile,
+from daemon_util import (BUILD, compile_request, load_graph, run_compile,
                          variant)
 
 SERVED = compiled_pb2.Served
 CTL = os.path.join(BUILD, "bin", "compilectl")
-
-
-@pytest.fixture
-def daemon(tmp_path):
-    ds = []
-
-    def make(*args, **kw):
-        d = Daemon(tmp_path / ("d%d" % len(ds)), *args, **kw)
-        os.makedirs(d.dir, exist_ok=True)
-        ds.append(d)
-        return d.start()
-
-    yield make
-    for d in ds:
-        if d.proc is not None:
-            d.stop()  # asserts a clean exit: no crash, no sanitizer report
 
 
 def refused(call):

@@ -82,11 +82,8 @@ def request(gm, label=None, **kw):
     return req
 
 
-@pytest.fixture(autouse=True)
-def fresh_dynamo():
-    torch._dynamo.reset()
-    yield
-    torch._dynamo.reset()
+# Each test sees only its own graphs.
+pytestmark = pytest.mark.usefixtures("fresh_dynamo")
 
 
 def test_compiled_compile_labels_its_entries(daemon):

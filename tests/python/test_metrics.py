@@ -13,13 +13,7 @@ import grpc
 import pytest
 
 from compiled.v1 import compiled_pb2
-from daemon_util import compile_request, load_graph, run_compile, variant
-
-
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+from daemon_util import compile_request, free_port, load_graph, run_compile, variant
 
 
 def scrape(port, path="/metrics"):

@@ -25,13 +25,6 @@ import daemon_util
 from native_util import SHAPES, check, layouts, onednn_products
 
 
-@pytest.fixture(scope="module")
-def server(tmp_path_factory):
-    d = daemon_util.Daemon(tmp_path_factory.mktemp("native"), "--verify-ir").start()
-    yield d.address
-    d.stop()
-
-
 # ---- pointwise ----
 
 UNARY = [torch.abs, torch.neg, torch.exp, torch.expm1, torch.log1p, torch.sqrt,

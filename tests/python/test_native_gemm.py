@@ -20,17 +20,9 @@ import torch
 import compiled
 import compiled.native
 import compiled.target
-import daemon_util
 from native_util import check, onednn_products
 
 EXACT = dict(atol=0, rtol=0)
-
-
-@pytest.fixture(scope="module")
-def server(tmp_path_factory):
-    d = daemon_util.Daemon(tmp_path_factory.mktemp("native_gemm"), "--verify-ir").start()
-    yield d.address
-    d.stop()
 
 
 @pytest.fixture(scope="module")

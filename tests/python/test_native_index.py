@@ -18,16 +18,8 @@ import torch
 import torch.nn.functional as F
 
 import compiled
-import daemon_util
 import visionmodels
 from native_util import assert_raises_like_eager, check, check_backward, clone_inputs, layouts
-
-
-@pytest.fixture(scope="module")
-def server(tmp_path_factory):
-    d = daemon_util.Daemon(tmp_path_factory.mktemp("native_index"), "--verify-ir").start()
-    yield d.address
-    d.stop()
 
 
 def compiled_fn(fn, args, server):

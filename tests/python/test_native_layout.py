@@ -5,21 +5,12 @@ runtime built."""
 
 import re
 
-import pytest
 import torch
 
 import compiled
-import daemon_util
 from native_util import check
 
 torch.manual_seed(0)
-
-
-@pytest.fixture(scope="module")
-def server(tmp_path_factory):
-    d = daemon_util.Daemon(tmp_path_factory.mktemp("layout"), "--verify-ir").start()
-    yield d.address
-    d.stop()
 
 
 def program(fn, args, server):

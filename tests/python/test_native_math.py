@@ -21,17 +21,9 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-import daemon_util
 from native_util import check, layouts
 
 A = torch.ops.aten
-
-
-@pytest.fixture(scope="module")
-def server(tmp_path_factory):
-    d = daemon_util.Daemon(tmp_path_factory.mktemp("native_math"), "--verify-ir").start()
-    yield d.address
-    d.stop()
 
 
 def sign_bits(ys):

@@ -14,15 +14,7 @@ import math
 import pytest
 import torch
 
-import daemon_util
 from native_util import check, layouts
-
-
-@pytest.fixture(scope="module")
-def server(tmp_path_factory):
-    d = daemon_util.Daemon(tmp_path_factory.mktemp("native_more"), "--verify-ir").start()
-    yield d.address
-    d.stop()
 
 
 DTYPES = [torch.float32, torch.float64, torch.int64, torch.int32, torch.bool]

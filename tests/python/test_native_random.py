@@ -16,17 +16,9 @@ import pytest
 import torch
 
 import compiled
-import daemon_util
 
 F = torch.nn.functional
 MASK32 = 0xFFFFFFFF
-
-
-@pytest.fixture(scope="module")
-def server(tmp_path_factory):
-    d = daemon_util.Daemon(tmp_path_factory.mktemp("random"), "--verify-ir").start()
-    yield d.address
-    d.stop()
 
 
 def philox4x32_10(key, ctr):

@@ -13,17 +13,9 @@ import pytest
 import torch
 
 import compiled
-import daemon_util
 from native_util import check, layouts
 
 EXACT = dict(atol=0, rtol=0)
-
-
-@pytest.fixture(scope="module")
-def server(tmp_path_factory):
-    d = daemon_util.Daemon(tmp_path_factory.mktemp("native_scan"), "--verify-ir").start()
-    yield d.address
-    d.stop()
 
 
 def scans(x):

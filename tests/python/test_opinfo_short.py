@@ -8,20 +8,12 @@ node.
 
 import pytest
 
-import daemon_util
 import difftest
 
 OPS = ["add", "mul", "sub", "div.no_rounding_mode", "abs", "neg", "exp", "log", "sqrt",
        "tanh", "sigmoid", "pow", "where", "clamp", "sum", "mean", "amax", "argmax", "var",
        "nn.functional.layer_norm", "nn.functional.gelu", "nn.functional.silu",
        "nn.functional.leaky_relu", "addmm", "permute"]
-
-
-@pytest.fixture(scope="module")
-def server(tmp_path_factory):
-    d = daemon_util.Daemon(tmp_path_factory.mktemp("opinfo"), "--verify-ir").start()
-    yield d.address
-    d.stop()
 
 
 @pytest.fixture(scope="module")

@@ -4,19 +4,14 @@ reason for a recompile at INFO, naming what changed."""
 
 import logging
 
-import pytest
 import torch
 
 import compiled
 import compiled.progress
-import daemon_util
 
 
-@pytest.fixture(scope="module")
-def server(tmp_path_factory):
-    d = daemon_util.Daemon(tmp_path_factory.mktemp("progress")).start()
-    yield d.address
-    d.stop()
+# The shared daemon (conftest.py's server) without --verify-ir.
+SERVER_ARGS = ()
 
 
 def _fn(x):

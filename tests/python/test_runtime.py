@@ -19,7 +19,6 @@ Run: cd /work/main && COMPILED_SRC=$PWD COMPILED_BUILD=$PWD/build \\
 
 import collections
 import os
-import socket
 import sys
 import warnings
 
@@ -660,14 +659,6 @@ def daemon(tmp_path_factory):
     d.stop()
 
 
-def _dead_address():
-    s = socket.socket()
-    s.bind(("127.0.0.1", 0))
-    port = s.getsockname()[1]
-    s.close()
-    return f"127.0.0.1:{port}"
-
-
 def _requests(daemon):
     return daemon.stats().requests
 
@@ -707,7 +698,7 @@ def test_client_fetches_large_artifacts_with_digest_check(tmp_path):
 def test_client_maps_errors(daemon):
     gm = compiled.capture(lambda x: x.relu(), (torch.randn(3),))
     with pytest.raises(compiled.DaemonUnavailable):
-        compiled.Client(_dead_address(), timeout=10).compile(gm)
+        compiled.Client(daemon_util.closed_address(), timeout=10).compile(gm)
     broken = graph_pb2.GraphModule()
     broken.CopyFrom(gm)
     broken.graph.nodes[0].target = "aten::nope"
@@ -974,7 +965,7 @@ def test_daemon_unreachable_runs_eagerly_and_warns_once():
         return x * 2
 
     x = torch.zeros(3)
-    address = _dead_address()
+    address = daemon_util.closed_address()
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         cf = compiled.compile(f, (x,), server=address)
@@ -993,7 +984,7 @@ def test_compile_is_retried_when_the_daemon_comes_back(daemon, monkeypatch):
     monkeypatch.setattr(frontend, "RETRY_FIRST", 0.0)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", compiled.DaemonUnavailableWarning)
-        cf = compiled.compile(lambda x: x - 1, (torch.ones(2),), server=_dead_address())
+        cf = compiled.compile(lambda x: x - 1, (torch.ones(2),), server=daemon_util.closed_address())
     assert cf.compiles == 0
     cf._client = compiled.Client(daemon.address)  # the daemon is back
     assert torch.equal(cf(torch.ones(2)), torch.zeros(2))
