@@ -2,6 +2,10 @@
 fixed set of 32 seeds in the regular suite; `make fuzz-graphs` runs
 thousands."""
 
+import os
+import subprocess
+import sys
+
 import graphgen
 
 SEEDS = list(range(20261123, 20261123 + 32))
@@ -185,3 +189,16 @@ def test_a_std_over_one_element_is_left_out_of_gradient_runs():
     _, inputs = program.build()
     assert "torch.std(" in "\n".join(program.body)
     assert graphgen._zero_spread(program, inputs)
+
+
+def test_the_command_tests_native_code_whatever_the_default_choice(server):
+    # `make fuzz-graphs` runs graphgen.py as a command, outside this suite's
+    # conftest (which sets COMPILED_CHOOSE=0). With the runtime's default
+    # choice a tiny program may time faster as the ATen program; the command
+    # reported every such program as failing ("did not run native code").
+    env = {k: v for k, v in os.environ.items() if k != "COMPILED_CHOOSE"}
+    run = subprocess.run([sys.executable, graphgen.__file__, "-n", "4", "--seed", "7",
+                          "--server", server], env=env, capture_output=True, text=True,
+                         timeout=600)
+    assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
+    assert "0 failing" in run.stdout, run.stdout[-3000:]
