@@ -36,11 +36,9 @@ static sqlite3_stmt *prepare(cache_conn *c, const char *sql, cache_error *err) {
 /* Runs a statement that returns no row, then finalizes it. */
 static int run(cache_conn *c, sqlite3_stmt *st, const char *what,
                cache_error *err) {
-  int rc = sqlite3_step(st);
+  int rc = cache__step_done(c, st, what, err);
   sqlite3_finalize(st);
-  if (rc != SQLITE_DONE)
-    return cache__sqlite_error(c, rc, what, err);
-  return 0;
+  return rc;
 }
 
 /* The id of entry `key`, or CACHE_EMISS. Inside a transaction. */
