@@ -252,6 +252,16 @@ int cache__decode(cache_conn *c, const void *blob, int blob_len, int64_t size,
  * and returns the row id. Parts are not read. */
 int64_t cache__row_info(sqlite3_stmt *st, cache_info *info);
 
+/* Reads entry `key` with the prepared statement `stmt_id` (?1: the key; its
+ * first columns CACHE__INFO_COLS) in a read transaction: `row` gets the
+ * entry's row, info filled from it, and returns 0 or an error; no row is
+ * CACHE_EMISS. On success the entry's pending touches are laid over *info. */
+typedef int (*cache__row_fn)(cache_conn *c, sqlite3_stmt *st, int64_t id,
+                             cache_info *info, void *ctx, cache_error *err);
+int cache__entry_read(cache_conn *c, int stmt_id,
+                      const uint8_t key[CACHE_KEY_LEN], cache_info *info,
+                      cache__row_fn row, void *ctx, cache_error *err);
+
 /* ---- touches (touch.c) ---- */
 
 /* Records a hit of key at now_ms. Returns CACHE_ENOMEM if the table could
