@@ -245,10 +245,8 @@ int cache__entry_read(cache_conn *c, int stmt_id,
   if (step == SQLITE_ROW) {
     int64_t id = cache__row_info(st, info);
     rc = row(c, st, id, info, ctx, err);
-  } else if (step == SQLITE_DONE) {
-    rc = cache__errorf(err, CACHE_EMISS, "no such entry");
   } else {
-    rc = cache__sqlite_error(c, step, "reading an entry", err);
+    rc = cache__no_row(c, step, "no such entry", "reading an entry", err);
   }
   sqlite3_reset(st);
   cache__end_read(c);

@@ -227,10 +227,9 @@ int cache_source_get(cache_conn *c, const uint8_t key[CACHE_KEY_LEN],
         rc = cache__errorf(err, CACHE_ENOMEM, "out of memory");
       }
     }
-  } else if (step == SQLITE_DONE) {
-    rc = cache__errorf(err, CACHE_EMISS, "no source kept for this entry");
   } else {
-    rc = cache__sqlite_error(c, step, "reading a source", err);
+    rc = cache__no_row(c, step, "no source kept for this entry",
+                       "reading a source", err);
   }
   sqlite3_finalize(st);
   cache__end_read(c);

@@ -179,6 +179,12 @@ int cache__code_of(int sqlite_rc);
 int cache__sqlite_error(cache_conn *c, int rc, const char *what,
                         cache_error *err);
 
+/* The error of a lookup whose step (`step`) gave no row: CACHE_EMISS saying
+ * `miss` when there is none (SQLITE_DONE), else the sqlite error of
+ * `what`. */
+int cache__no_row(cache_conn *c, int step, const char *miss, const char *what,
+                  cache_error *err);
+
 /* ---- connections (conn.c) ---- */
 
 /* Opens a connection to s->path with the pragmas every connection needs
