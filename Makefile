@@ -220,7 +220,22 @@ $(NODE_STAMP): package.json package-lock.json | $(CONFIG_MK)
 	$(Q)npm ci --ignore-scripts --no-audit --no-fund --loglevel=error
 	@touch $@
 HLJS := node_modules/@highlightjs/cdn-assets
-EXPLORER_FILES := $(sort $(wildcard daemon/explorer/*.html daemon/explorer/*.js daemon/explorer/*.css))
+# The read-only pages share one skeleton, page.html.in: NAME.html gets the
+# title EXPLORER_TITLE_NAME (the <title> and the <h1> that stands until its
+# script, EXPLORER_SCRIPT_NAME.js, draws the page).
+EXPLORER_PAGES := index miss program programs requests
+EXPLORER_TITLE_index := Overview
+EXPLORER_SCRIPT_index := overview
+EXPLORER_TITLE_miss := Why a request missed
+EXPLORER_TITLE_program := Program
+EXPLORER_TITLE_programs := Programs
+EXPLORER_TITLE_requests := Recent requests
+$(BUILD)/gen/explorer/%.html: daemon/explorer/page.html.in Makefile
+	@mkdir -p $(dir $@)
+	$(Q)sed -e 's|@TITLE@|$(EXPLORER_TITLE_$*)|g' \
+	  -e 's|@SCRIPT@|$(or $(EXPLORER_SCRIPT_$*),$*)|g' $< > $@.tmp && mv $@.tmp $@
+EXPLORER_FILES := $(sort $(wildcard daemon/explorer/*.html daemon/explorer/*.js daemon/explorer/*.css) \
+  $(patsubst %,$(BUILD)/gen/explorer/%.html,$(EXPLORER_PAGES)))
 EXPLORER_VENDOR := /explorer/vendor/highlight-core.js=$(HLJS)/es/core.min.js \
   /explorer/vendor/highlight-c.js=$(HLJS)/es/languages/c.min.js \
   /explorer/vendor/highlight-github.css=$(HLJS)/styles/github.min.css \

@@ -80,6 +80,13 @@ int cache__sqlite_error(cache_conn *c, int rc, const char *what,
                        msg, rc);
 }
 
+int cache__no_row(cache_conn *c, int step, const char *miss, const char *what,
+                  cache_error *err) {
+  if (step == SQLITE_DONE)
+    return cache__errorf(err, CACHE_EMISS, "%s", miss);
+  return cache__sqlite_error(c, step, what, err);
+}
+
 sqlite3_stmt *cache__stmt(cache_conn *c, int id, cache_error *err) {
   sqlite3_stmt *st = c->stmt[id];
   if (st) {

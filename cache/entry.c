@@ -229,14 +229,13 @@ int cache_get(cache_conn *c, const uint8_t key[CACHE_KEY_LEN], uint8_t **data,
   return 0;
 }
 
-int cache_info_get(cache_conn *c, const uint8_t key[CACHE_KEY_LEN],
-                   cache_info *info, cache_error *err) {
-  if (!c || !key || !info)
-    return cache__errorf(err, CACHE_EINVAL, "cache_info_get: NULL argument");
+int cache__entry_read(cache_conn *c, int stmt_id,
+                      const uint8_t key[CACHE_KEY_LEN], cache_info *info,
+                      cache__row_fn row, void *ctx, cache_error *err) {
   int rc = cache__begin_read(c, err);
   if (rc != 0)
     return rc;
-  sqlite3_stmt *st = cache__stmt(c, CACHE__STMT_ENTRY_INFO, err);
+  sqlite3_stmt *st = cache__stmt(c, stmt_id, err);
   if (!st) {
     cache__end_read(c);
     return err ? err->code : CACHE_EIO;
@@ -244,19 +243,32 @@ int cache_info_get(cache_conn *c, const uint8_t key[CACHE_KEY_LEN],
   sqlite3_bind_blob(st, 1, key, CACHE_KEY_LEN, SQLITE_STATIC);
   int step = sqlite3_step(st);
   if (step == SQLITE_ROW) {
-    bool bad = false;
     int64_t id = cache__row_info(st, info);
-    rc = read_parts(c, id, info, &bad, err);
-  } else if (step == SQLITE_DONE) {
-    rc = cache__errorf(err, CACHE_EMISS, "no such entry");
+    rc = row(c, st, id, info, ctx, err);
   } else {
-    rc = cache__sqlite_error(c, step, "reading an entry", err);
+    rc = cache__no_row(c, step, "no such entry", "reading an entry", err);
   }
   sqlite3_reset(st);
   cache__end_read(c);
   if (rc == 0)
     cache__touch_overlay(c->store, info);
   return rc;
+}
+
+/* cache_info_get's row: the entry's parts. */
+static int info_row(cache_conn *c, sqlite3_stmt *st, int64_t id,
+                    cache_info *info, void *ctx, cache_error *err) {
+  (void)st, (void)ctx;
+  bool bad = false;
+  return read_parts(c, id, info, &bad, err);
+}
+
+int cache_info_get(cache_conn *c, const uint8_t key[CACHE_KEY_LEN],
+                   cache_info *info, cache_error *err) {
+  if (!c || !key || !info)
+    return cache__errorf(err, CACHE_EINVAL, "cache_info_get: NULL argument");
+  return cache__entry_read(c, CACHE__STMT_ENTRY_INFO, key, info, info_row, NULL,
+                           err);
 }
 
 static int check_parts(const cache_part *parts, int nparts, cache_error *err) {

@@ -36,11 +36,9 @@ static sqlite3_stmt *prepare(cache_conn *c, const char *sql, cache_error *err) {
 /* Runs a statement that returns no row, then finalizes it. */
 static int run(cache_conn *c, sqlite3_stmt *st, const char *what,
                cache_error *err) {
-  int rc = sqlite3_step(st);
+  int rc = cache__step_done(c, st, what, err);
   sqlite3_finalize(st);
-  if (rc != SQLITE_DONE)
-    return cache__sqlite_error(c, rc, what, err);
-  return 0;
+  return rc;
 }
 
 /* The id of entry `key`, or CACHE_EMISS. Inside a transaction. */
@@ -229,10 +227,9 @@ int cache_source_get(cache_conn *c, const uint8_t key[CACHE_KEY_LEN],
         rc = cache__errorf(err, CACHE_ENOMEM, "out of memory");
       }
     }
-  } else if (step == SQLITE_DONE) {
-    rc = cache__errorf(err, CACHE_EMISS, "no source kept for this entry");
   } else {
-    rc = cache__sqlite_error(c, step, "reading a source", err);
+    rc = cache__no_row(c, step, "no source kept for this entry",
+                       "reading a source", err);
   }
   sqlite3_finalize(st);
   cache__end_read(c);
@@ -260,39 +257,31 @@ int cache_source_totals(cache_conn *c, uint64_t *count, uint64_t *stored,
   return rc == SQLITE_ROW ? 0 : cache__sqlite_error(c, rc, "counting", err);
 }
 
+/* cache_peek's row: the entry's bytes, decoded. */
+struct peek_out {
+  uint8_t **data;
+  size_t *len;
+};
+static int peek_row(cache_conn *c, sqlite3_stmt *st, int64_t id,
+                    cache_info *info, void *ctx, cache_error *err) {
+  (void)id, (void)info;
+  struct peek_out *out = ctx;
+  return cache__decode(c, sqlite3_column_blob(st, CACHE__INFO_NCOLS),
+                       sqlite3_column_bytes(st, CACHE__INFO_NCOLS),
+                       sqlite3_column_int64(st, 3), sqlite3_column_int64(st, 4),
+                       sqlite3_column_blob(st, 2), sqlite3_column_bytes(st, 2),
+                       out->data, out->len, err);
+}
+
 int cache_peek(cache_conn *c, const uint8_t key[CACHE_KEY_LEN], uint8_t **data,
                size_t *len, cache_info *info, cache_error *err) {
   if (!c || !key || !data || !len || !info)
     return cache__errorf(err, CACHE_EINVAL, "cache_peek: NULL argument");
   *data = NULL;
   *len = 0;
-  int rc = cache__begin_read(c, err);
-  if (rc != 0)
-    return rc;
-  sqlite3_stmt *st = cache__stmt(c, CACHE__STMT_ENTRY_GET, err);
-  if (!st) {
-    cache__end_read(c);
-    return err ? err->code : CACHE_EIO;
-  }
-  sqlite3_bind_blob(st, 1, key, CACHE_KEY_LEN, SQLITE_STATIC);
-  int step = sqlite3_step(st);
-  if (step == SQLITE_ROW) {
-    cache__row_info(st, info);
-    rc = cache__decode(c, sqlite3_column_blob(st, CACHE__INFO_NCOLS),
-                       sqlite3_column_bytes(st, CACHE__INFO_NCOLS),
-                       sqlite3_column_int64(st, 3), sqlite3_column_int64(st, 4),
-                       sqlite3_column_blob(st, 2), sqlite3_column_bytes(st, 2),
-                       data, len, err);
-  } else if (step == SQLITE_DONE) {
-    rc = cache__errorf(err, CACHE_EMISS, "no such entry");
-  } else {
-    rc = cache__sqlite_error(c, step, "reading an entry", err);
-  }
-  sqlite3_reset(st);
-  cache__end_read(c);
-  if (rc == 0)
-    cache__touch_overlay(c->store, info);
-  return rc;
+  struct peek_out out = {data, len};
+  return cache__entry_read(c, CACHE__STMT_ENTRY_GET, key, info, peek_row, &out,
+                           err);
 }
 
 /* ---- browsing ---- */

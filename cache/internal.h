@@ -179,6 +179,12 @@ int cache__code_of(int sqlite_rc);
 int cache__sqlite_error(cache_conn *c, int rc, const char *what,
                         cache_error *err);
 
+/* The error of a lookup whose step (`step`) gave no row: CACHE_EMISS saying
+ * `miss` when there is none (SQLITE_DONE), else the sqlite error of
+ * `what`. */
+int cache__no_row(cache_conn *c, int step, const char *miss, const char *what,
+                  cache_error *err);
+
 /* ---- connections (conn.c) ---- */
 
 /* Opens a connection to s->path with the pragmas every connection needs
@@ -251,6 +257,16 @@ int cache__decode(cache_conn *c, const void *blob, int blob_len, int64_t size,
 /* Fills info from the CACHE__INFO_COLS columns of st (starting at column 0)
  * and returns the row id. Parts are not read. */
 int64_t cache__row_info(sqlite3_stmt *st, cache_info *info);
+
+/* Reads entry `key` with the prepared statement `stmt_id` (?1: the key; its
+ * first columns CACHE__INFO_COLS) in a read transaction: `row` gets the
+ * entry's row, info filled from it, and returns 0 or an error; no row is
+ * CACHE_EMISS. On success the entry's pending touches are laid over *info. */
+typedef int (*cache__row_fn)(cache_conn *c, sqlite3_stmt *st, int64_t id,
+                             cache_info *info, void *ctx, cache_error *err);
+int cache__entry_read(cache_conn *c, int stmt_id,
+                      const uint8_t key[CACHE_KEY_LEN], cache_info *info,
+                      cache__row_fn row, void *ctx, cache_error *err);
 
 /* ---- touches (touch.c) ---- */
 

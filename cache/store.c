@@ -57,6 +57,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "common/monocond.h"
+
 /* ---- schema ---- */
 
 /* Migration i takes a database from user_version i to i + 1. Append only:
@@ -712,14 +714,10 @@ static int store_new(const cache_config *cfg, cache_store **out,
   s->dir = strdup(cfg->dir);
   s->path = malloc(n);
   s->sha256 = EVP_MD_fetch(NULL, "SHA256", NULL);
-  pthread_condattr_t ca;
-  pthread_condattr_init(&ca);
-  pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
   pthread_mutex_init(&s->sizes_mu, NULL);
   pthread_mutex_init(&s->touch_mu, NULL);
   pthread_mutex_init(&s->flush_mu, NULL);
-  pthread_cond_init(&s->flush_cv, &ca);
-  pthread_condattr_destroy(&ca);
+  monocond_init(&s->flush_cv);
   *out = s;
   if (!s->dir || !s->path)
     return cache__errorf(err, CACHE_ENOMEM, "out of memory");

@@ -15,6 +15,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "common/text.h"
 #include "compiler/key.h"
 
 typedef enum { T_STR, T_SIZE, T_INT, T_LEVEL, T_FORMAT, T_BOOL } opt_type;
@@ -348,15 +349,6 @@ static const opt *find(const char *name) {
   return NULL;
 }
 
-static char *trim(char *s) {
-  while (isspace((unsigned char)*s))
-    s++;
-  char *e = s + strlen(s);
-  while (e > s && isspace((unsigned char)e[-1]))
-    *--e = '\0';
-  return s;
-}
-
 static int read_file(config *c, const char *path) {
   FILE *f = fopen(path, "r");
   if (!f) {
@@ -370,20 +362,20 @@ static int read_file(config *c, const char *path) {
     char *hash = strchr(line, '#');
     if (hash)
       *hash = '\0';
-    char *s = trim(line);
+    char *s = text_trim(line);
     if (!*s)
       continue;
     char *sep = strpbrk(s, "= \t");
     char *value = "";
     if (sep) {
       *sep = '\0';
-      value = trim(sep + 1);
+      value = text_trim(sep + 1);
       if (*value == '=')
-        value = trim(value + 1);
+        value = text_trim(value + 1);
     }
     char where[1100];
     snprintf(where, sizeof where, "%s:%d", path, lineno);
-    const opt *o = find(trim(s));
+    const opt *o = find(text_trim(s));
     if (!o) {
       fprintf(stderr, "compiled: %s: unknown setting '%s'\n", where, s);
       rc = -1;

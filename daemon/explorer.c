@@ -38,6 +38,7 @@
 #include <time.h>
 
 #include "cache/explore.h"
+#include "common/monocond.h"
 #include "compiler/pipeline.h"
 #include "daemon/explorer_internal.h"
 #include "daemon/log.h"
@@ -885,11 +886,7 @@ int explorer_init(daemon_ctx *d) {
     return -1;
   }
   pthread_mutex_init(&x->mu, NULL);
-  pthread_condattr_t ca;
-  pthread_condattr_init(&ca);
-  pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
-  pthread_cond_init(&x->done, &ca);
-  pthread_condattr_destroy(&ca);
+  monocond_init(&x->done);
   d->explorer = x;
   return 0;
 }

@@ -40,6 +40,7 @@
 #include <sys/socket.h>
 #include <time.h>
 
+#include "common/monocond.h"
 #include "common/rpcwire.h"
 #include "daemon/daemon.h"
 #include "daemon/explorer.h"
@@ -421,11 +422,7 @@ int metrics_start(daemon_ctx *d, char *err, size_t errlen) {
     return -1;
   }
   pthread_mutex_init(&hp->mu, NULL);
-  pthread_condattr_t ca;
-  pthread_condattr_init(&ca);
-  pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
-  pthread_cond_init(&hp->cv, &ca);
-  pthread_condattr_destroy(&ca);
+  monocond_init(&hp->cv);
   hp->timeout_ms = d->cfg.metrics_timeout * 1000;
   for (int i = 0; i < PEERS_MAX; i++)
     hp->slot[i].fd = -1;

@@ -197,6 +197,16 @@ static bool write_all(int fd, const unsigned char *p, size_t n) {
   return true;
 }
 
+/* After an SSL_read or SSL_write that returned `ret` <= 0: whether the
+ * connection is still good and only waits for tcp, noting in *want_tcp_out
+ * when it waits to write to it. */
+static bool ssl_waits(SSL *ssl, int ret, bool *want_tcp_out) {
+  int e = SSL_get_error(ssl, ret);
+  if (e == SSL_ERROR_WANT_WRITE)
+    *want_tcp_out = true;
+  return e == SSL_ERROR_WANT_WRITE || e == SSL_ERROR_WANT_READ;
+}
+
 /* Copies between the TLS connection on non-blocking `tcp` and the plain
  * socket (blocking; read only when poll says so) until either side ends,
  * or until bytes for the peer have waited stall_ms (0: no limit) without
@@ -221,10 +231,7 @@ static void pump(SSL *ssl, int tcp, int plain, int stall_ms) {
         waiting_since = now_ms();
         continue;
       }
-      int e = SSL_get_error(ssl, w);
-      if (e == SSL_ERROR_WANT_WRITE)
-        want_tcp_out = true;
-      else if (e != SSL_ERROR_WANT_READ)
+      if (!ssl_waits(ssl, w, &want_tcp_out))
         goto done;
       break;
     }
@@ -238,10 +245,7 @@ static void pump(SSL *ssl, int tcp, int plain, int stall_ms) {
           goto done;
         continue;
       }
-      int e = SSL_get_error(ssl, n);
-      if (e == SSL_ERROR_WANT_WRITE)
-        want_tcp_out = true;
-      else if (e != SSL_ERROR_WANT_READ)
+      if (!ssl_waits(ssl, n, &want_tcp_out))
         goto done;
       break;
     }

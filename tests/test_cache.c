@@ -171,8 +171,10 @@ static sqlite3 *raw_open(env *e) {
   return db;
 }
 
-/* Runs sql with ?1 bound to key k (if k != UINT64_MAX). */
-static void raw_exec(env *e, const char *sql, uint64_t k) {
+/* Runs sql with ?1 bound to key k (if k != UINT64_MAX). With `out`, sql must
+ * yield a row and *out is its first column; without, it may yield rows or
+ * none. */
+static void raw_run(env *e, const char *sql, uint64_t k, int64_t *out) {
   sqlite3 *db = raw_open(e);
   sqlite3_stmt *st;
   cr_assert_eq(sqlite3_prepare_v2(db, sql, -1, &st, NULL), SQLITE_OK, "%s: %s",
@@ -183,27 +185,25 @@ static void raw_exec(env *e, const char *sql, uint64_t k) {
     sqlite3_bind_blob(st, 1, key, CACHE_KEY_LEN, SQLITE_STATIC);
   }
   int rc = sqlite3_step(st);
-  cr_assert(rc == SQLITE_DONE || rc == SQLITE_ROW, "%s: %s", sql,
-            sqlite3_errmsg(db));
+  if (out) {
+    cr_assert_eq(rc, SQLITE_ROW, "%s", sql);
+    *out = sqlite3_column_int64(st, 0);
+  } else {
+    cr_assert(rc == SQLITE_DONE || rc == SQLITE_ROW, "%s: %s", sql,
+              sqlite3_errmsg(db));
+  }
   sqlite3_finalize(st);
   sqlite3_close(db);
 }
 
+static void raw_exec(env *e, const char *sql, uint64_t k) {
+  raw_run(e, sql, k, NULL);
+}
+
 /* The integer result of sql with ?1 bound to key k. */
 static int64_t raw_int(env *e, const char *sql, uint64_t k) {
-  sqlite3 *db = raw_open(e);
-  sqlite3_stmt *st;
-  cr_assert_eq(sqlite3_prepare_v2(db, sql, -1, &st, NULL), SQLITE_OK, "%s: %s",
-               sql, sqlite3_errmsg(db));
-  uint8_t key[CACHE_KEY_LEN];
-  if (k != UINT64_MAX) {
-    make_key(k, key);
-    sqlite3_bind_blob(st, 1, key, CACHE_KEY_LEN, SQLITE_STATIC);
-  }
-  cr_assert_eq(sqlite3_step(st), SQLITE_ROW, "%s", sql);
-  int64_t v = sqlite3_column_int64(st, 0);
-  sqlite3_finalize(st);
-  sqlite3_close(db);
+  int64_t v;
+  raw_run(e, sql, k, &v);
   return v;
 }
 

@@ -87,12 +87,20 @@ static int source_get(env *e, int n, uint8_t **d, size_t *len, char **sum) {
   return cache_source_get(e->c, key, d, len, sum, &err);
 }
 
+/* Opens `e` with entry 1 and a source of `len` noise bytes (returned, for
+ * the caller to free) and summary `sum` beside it. */
+static uint8_t *env_with_source(env *e, size_t len, unsigned seed,
+                                const char *sum) {
+  env_init(e, 0);
+  put(e, 1, 100, 10);
+  uint8_t *d = noise(len, seed);
+  cr_assert_eq(source_put(e, 1, d, len, sum, 0), 0);
+  return d;
+}
+
 Test(explore, source_round_trip_and_goes_with_its_entry) {
   env e;
-  env_init(&e, 0);
-  put(&e, 1, 100, 10);
-  uint8_t *d = noise(5000, 1);
-  cr_assert_eq(source_put(&e, 1, d, 5000, "{\"nodes\":3}", 0), 0);
+  uint8_t *d = env_with_source(&e, 5000, 1, "{\"nodes\":3}");
   uint8_t *got;
   size_t len;
   char *sum;
@@ -151,10 +159,7 @@ Test(explore, budget_drops_oldest_sources_never_entries) {
 
 Test(explore, corrupt_source_is_dropped_and_entry_kept) {
   env e;
-  env_init(&e, 0);
-  put(&e, 1, 50, 10);
-  uint8_t *d = noise(3000, 3);
-  cr_assert_eq(source_put(&e, 1, d, 3000, "{}", 0), 0);
+  uint8_t *d = env_with_source(&e, 3000, 3, "{}");
   char path[128];
   snprintf(path, sizeof path, "%s/cache.db", e.dir);
   sqlite3 *db;

@@ -198,20 +198,15 @@ static void random_expr(gc_sym **vars, int depth, ref *out) {
       out->v[p] = x.v[p] * k;
     return;
   }
-  case 5: {
+  case 5:   /* x // d */
+  case 6: { /* x % d, Python's: x - d * (x // d) */
     int64_t d = (int64_t)(next() % 6) + 1;
     random_expr(vars, depth + 1, &x);
-    out->e = gc_sym_floordiv(&S, x.e, d);
-    for (int p = 0; p < 64; p++)
-      out->v[p] = fdiv(x.v[p], d);
-    return;
-  }
-  case 6: {
-    int64_t m = (int64_t)(next() % 6) + 1;
-    random_expr(vars, depth + 1, &x);
-    out->e = gc_sym_mod(&S, x.e, m);
-    for (int p = 0; p < 64; p++)
-      out->v[p] = x.v[p] - m * fdiv(x.v[p], m);
+    out->e = op == 5 ? gc_sym_floordiv(&S, x.e, d) : gc_sym_mod(&S, x.e, d);
+    for (int p = 0; p < 64; p++) {
+      int64_t q = fdiv(x.v[p], d);
+      out->v[p] = op == 5 ? q : x.v[p] - d * q;
+    }
     return;
   }
   default:

@@ -27,6 +27,8 @@ import os
 import sys
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "..", "client", "python"))
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "python"))
+import biggraph  # noqa: E402  (tests/python: view_chain, shared with its test)
 from compiled.v1 import graph_pb2  # noqa: E402
 
 ROOT = os.path.normpath(os.path.join(os.path.dirname(__file__), "..", ".."))
@@ -47,49 +49,6 @@ def with_size(expr):
     s.as_expr.expr = expr
     s.as_expr.hint = 16
     s.as_expr.has_hint = True
-    return gm
-
-
-def view_chain(n):
-    """x viewed n times, each view_as(x, previous view), x.add_(1), then a
-    read of the last view (as in tests/python/test_hostile_input.py)."""
-    gm = graph_pb2.GraphModule(torch_version="1.13.0a0")
-    gm.schema_version.major = 1
-    for name, schema in [
-            ("aten::view_as", "aten::view_as(Tensor(a) self, Tensor other) -> Tensor(a)"),
-            ("aten::add_.Tensor", "aten::add_.Tensor(Tensor(a!) self, Tensor other, *, "
-                                  "Scalar alpha=1) -> Tensor(a!)"),
-            ("aten::mul.Tensor", "aten::mul.Tensor(Tensor self, Tensor other) -> Tensor")]:
-        gm.operators.add(name=name, schema=schema)
-    g = gm.graph
-
-    def node(target, out, *args):
-        nd = g.nodes.add(target=target)
-        for pname, a in args:
-            arg = nd.inputs.add(name=pname, kind=graph_pb2.ARGUMENT_KIND_POSITIONAL).arg
-            if isinstance(a, str):
-                arg.as_tensor.name = a
-            else:
-                arg.as_int = a
-        value(out)
-        nd.outputs.add().as_tensor.name = out
-
-    def value(name):
-        m = g.tensor_values.add(name=name).meta
-        m.dtype = graph_pb2.SCALAR_TYPE_FLOAT
-        m.sizes.add().as_int = 4
-        m.strides.add().as_int = 1
-        m.device.type = "cpu"
-
-    value("x")
-    g.inputs.add(kind=graph_pb2.INPUT_KIND_USER_INPUT).arg.as_tensor.name = "x"
-    prev = "x"
-    for i in range(n):
-        node("aten::view_as", "v%d" % i, ("self", "x"), ("other", prev))
-        prev = "v%d" % i
-    node("aten::add_.Tensor", "w", ("self", "x"), ("other", 1))
-    node("aten::mul.Tensor", "y", ("self", prev), ("other", 2))
-    g.outputs.add().as_tensor.name = "y"
     return gm
 
 
@@ -127,7 +86,7 @@ def main():
         "mixed": with_size("max(s0, 2) * -s1 // 3 % 5 + 2 ** abs(s2) - ceil(s0 / 2.0)"
                            " + min(floor(s3), 7)"),
         "symfloat_symbool": sym_values(),
-        "view_chain_300": view_chain(300),
+        "view_chain_300": biggraph.view_chain(300),
         "strings_utf8": utf8_names(),
     }
     for name, gm in seeds.items():

@@ -37,6 +37,18 @@ gm_module *gm_clone(gc_arena *a, const gm_module *m) {
   return gm_unpack(a, buf, len);
 }
 
+/* Appends `item` to the repeated field `field` of message `msg` (its count
+ * n_<field>): a protobuf-c array has no spare room, so it is copied into a
+ * one-longer one from arena `a`. */
+#define APPEND(a, msg, field, item)                                            \
+  do {                                                                         \
+    void *grown_ =                                                             \
+        gc_arena_calloc((a), (msg)->n_##field + 1, sizeof *(msg)->field);      \
+    memcpy(grown_, (msg)->field, (msg)->n_##field * sizeof *(msg)->field);     \
+    (msg)->field = grown_;                                                     \
+    (msg)->field[(msg)->n_##field++] = (item);                                 \
+  } while (0)
+
 /* ---- visiting value names ---- */
 
 typedef void (*name_fn)(char **name, void *ctx);
@@ -367,11 +379,7 @@ int gm_spell_defaults(gc_arena *a, gm_module *m, tu_rng *r) {
       na->name = (char *)s->args[p].name;
       na->arg = lit;
       na->kind = COMPILED__V1__ARGUMENT_KIND__ARGUMENT_KIND_KEYWORD;
-      Compiled__V1__NamedArgument **ni =
-          gc_arena_calloc(a, n->n_inputs + 1, sizeof *ni);
-      memcpy(ni, n->inputs, n->n_inputs * sizeof *ni);
-      ni[n->n_inputs++] = na;
-      n->inputs = ni;
+      APPEND(a, n, inputs, na);
       added++;
     }
   }
@@ -444,11 +452,7 @@ static const char *edit_op(gc_arena *a, gm_module *m, tu_rng *r) {
   compiled__v1__operator__init(op);
   op->name = nname;
   op->schema = nschema;
-  Compiled__V1__Operator **ops =
-      gc_arena_calloc(a, m->n_operators + 1, sizeof *ops);
-  memcpy(ops, m->operators, m->n_operators * sizeof *ops);
-  ops[m->n_operators++] = op;
-  m->operators = ops;
+  APPEND(a, m, operators, op);
   const char *old = n->target;
   n->target = nname;
   return gc_arena_printf(a, "operator %s -> %s", old, nname);
@@ -472,10 +476,7 @@ static const char *edit_outputs(gc_arena *a, gm_module *m, tu_rng *r) {
   for (size_t i = 0; i < g->n_inputs; i++)
     if (g->inputs[i]->arg->kind_case ==
         COMPILED__V1__ARGUMENT__KIND_AS_TENSOR) {
-      pb_arg **outs = gc_arena_calloc(a, g->n_outputs + 1, sizeof *outs);
-      memcpy(outs, g->outputs, g->n_outputs * sizeof *outs);
-      outs[g->n_outputs++] = g->inputs[i]->arg;
-      g->outputs = outs;
+      APPEND(a, g, outputs, g->inputs[i]->arg);
       return "added a graph output";
     }
   (void)r;

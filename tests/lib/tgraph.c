@@ -15,6 +15,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/text.h"
 #include "compiler/schema.h"
 #include "tests/lib/testutil.h"
 
@@ -98,15 +99,6 @@ static const char *op_schema(builder *b, const char *name) {
 
 /* ---- small lexing helpers ---- */
 
-static char *trim(char *s) {
-  while (isspace((unsigned char)*s))
-    s++;
-  char *e = s + strlen(s);
-  while (e > s && isspace((unsigned char)e[-1]))
-    *--e = '\0';
-  return s;
-}
-
 /* Splits `s` at top-level commas (outside brackets, parens and quotes). */
 static int split_top(char *s, char **parts, int max) {
   int n = 0, depth = 0, quote = 0;
@@ -121,7 +113,7 @@ static int split_top(char *s, char **parts, int max) {
     if (*p == '\0' || (*p == ',' && depth == 0 && !quote)) {
       int end = *p == '\0';
       *p = '\0';
-      char *t = trim(start);
+      char *t = text_trim(start);
       if (*t && n < max)
         parts[n++] = t;
       if (end)
@@ -161,7 +153,7 @@ static Compiled__V1__SymInt *symint(gc_arena *a, int64_t v) {
  * with an optional hint ("s0", "s0=5", "2*s0+1=11"). */
 static Compiled__V1__SymInt *symitem(gc_arena *a, const char *text) {
   char *t = gc_arena_strdup(a, text);
-  t = trim(t);
+  t = text_trim(t);
   const char *p = *t == '-' ? t + 1 : t;
   bool numeric = *p != '\0';
   for (; *p; p++)
@@ -179,14 +171,14 @@ static Compiled__V1__SymInt *symitem(gc_arena *a, const char *text) {
     s->as_expr->has_hint = 1;
     s->as_expr->hint = strtoll(eq + 1, NULL, 10);
   }
-  s->as_expr->expr = trim(t);
+  s->as_expr->expr = text_trim(t);
   return s;
 }
 
 /* Parses "[4, s0, 2*s1=6]" into items (the text of each; NULL-free);
  * returns the count or -1. */
 static int parse_items(char *s, char **out, int max) {
-  s = trim(s);
+  s = text_trim(s);
   if (*s != '[')
     return -1;
   char *close = strchr(s, ']');
@@ -210,13 +202,13 @@ static const char *item_expr(gc_arena *a, const char *item) {
 static Compiled__V1__TensorMeta *parse_meta(builder *b, char *s, int input) {
   Compiled__V1__TensorMeta *t = gc_arena_zalloc(b->a, sizeof *t);
   compiled__v1__tensor_meta__init(t);
-  s = trim(s);
+  s = text_trim(s);
   char *br = strchr(s, '[');
   if (!br)
     return fail(b, "expected dtype[sizes] in '%s'", s), NULL;
   char dname[32];
   snprintf(dname, sizeof dname, "%.*s", (int)(br - s), s);
-  int dt = dtype_of(trim(dname));
+  int dt = dtype_of(text_trim(dname));
   if (dt < 0)
     return fail(b, "unknown dtype '%s'", dname), NULL;
   t->dtype = (Compiled__V1__ScalarType)dt;
@@ -241,7 +233,7 @@ static Compiled__V1__TensorMeta *parse_meta(builder *b, char *s, int input) {
     const char *it = item_expr(b->a, sizes[i]);
     char *end;
     long long v = strtoll(it, &end, 10);
-    if (*trim(end) == '\0' && end != it)
+    if (*text_trim(end) == '\0' && end != it)
       /* Wrapping on purpose: tests build tensors whose sizes overflow. */
       st = (int64_t)((uint64_t)st * (uint64_t)(v > 0 ? v : 1));
     else
@@ -425,7 +417,7 @@ static pb_arg *parse_list(builder *b, char *s) {
 }
 
 static pb_arg *parse_value(builder *b, char *s) {
-  s = trim(s);
+  s = text_trim(s);
   pb_arg *x = new_arg(b);
   if (*s == '[')
     return parse_list(b, s);
@@ -468,7 +460,7 @@ static pb_arg *parse_value(builder *b, char *s) {
 }
 
 static int parse_input(builder *b, char *name, char *rest) {
-  name = trim(name);
+  name = text_trim(name);
   int idx = b->ninputs;
   Compiled__V1__TensorMeta *meta = parse_meta(b, rest, idx);
   if (!meta)
@@ -491,12 +483,12 @@ static int parse_input(builder *b, char *name, char *rest) {
 }
 
 static int parse_node(builder *b, char *lhs, char *rhs) {
-  rhs = trim(rhs);
+  rhs = text_trim(rhs);
   char *open = strchr(rhs, '(');
   if (!open)
     return fail(b, "expected target(args)");
   *open = '\0';
-  const char *target = trim(rhs);
+  const char *target = text_trim(rhs);
   const char *stext = op_schema(b, target);
   if (!stext)
     return fail(b, "no schema for '%s' (add an 'op' line)", target);
@@ -547,7 +539,7 @@ static int parse_node(builder *b, char *lhs, char *rhs) {
   }
   /* outputs: one metadata for all, or one per output separated by ';'
    * (the last repeated) */
-  lhs = trim(lhs);
+  lhs = text_trim(lhs);
   Compiled__V1__TensorMeta *metas[64] = {NULL}, *meta = NULL;
   int nmetas = 0;
   for (char *mt = meta_text ? meta_text + 1 : NULL; mt && nmetas < 64;) {
@@ -607,11 +599,11 @@ Compiled__V1__GraphModule *tg_build(gc_arena *a, const char *spec, char *err,
   for (char *line = strtok_r(text, "\n", &save); line;
        line = strtok_r(NULL, "\n", &save)) {
     b.line++;
-    line = trim(line);
+    line = text_trim(line);
     if (!*line || *line == '#')
       continue;
     if (strncmp(line, "op ", 3) == 0) {
-      char *rest = trim(line + 3);
+      char *rest = text_trim(line + 3);
       char *sp = strchr(rest, ' ');
       if (!sp)
         return fail(&b, "op NAME SCHEMA"), NULL;
@@ -619,7 +611,7 @@ Compiled__V1__GraphModule *tg_build(gc_arena *a, const char *spec, char *err,
       Compiled__V1__Operator *op = gc_arena_zalloc(a, sizeof *op);
       compiled__v1__operator__init(op);
       op->name = gc_arena_strdup(a, rest);
-      op->schema = gc_arena_strdup(a, trim(sp + 1));
+      op->schema = gc_arena_strdup(a, text_trim(sp + 1));
       b.ops[b.nops++] = op;
       continue;
     }

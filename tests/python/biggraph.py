@@ -8,7 +8,8 @@ a buffer of its own). wide(n) is
 as broad as chain(n) is deep: n/2 `aten::mul.Scalar` nodes reading the
 input (each by its own factor, so that no two are the same expression) and
 a balanced tree of `aten::add.Tensor` nodes summing them, n - 1 nodes in
-all, log2(n) deep. Building them with the protobuf API takes seconds, so the
+all, log2(n) deep. view_chain(n) is n views of views of an input written
+in place. Building them with the protobuf API takes seconds, so the
 serialized bytes are built from one serialized node and tensor value per
 position (repeated fields may be concatenated) and cached per size in a
 temporary directory.
@@ -66,6 +67,20 @@ def _store(path, data):
     return data
 
 
+def _chain(parts, node, tv, prefix, n):
+    """Appends to `parts` (a Graph's serialized fields) n copies of `node`,
+    each taking the one before's output as its first input (the first
+    copy takes x), and their values like `tv`: prefix0 .. prefix{n-1}."""
+    a = node.inputs[0]
+    out = node.outputs.add()
+    for i in range(n):
+        a.arg.as_tensor.name = "x" if i == 0 else "%s%d" % (prefix, i - 1)
+        out.as_tensor.name = "%s%d" % (prefix, i)
+        parts.append(_field(2, node.SerializeToString()))  # nodes
+        tv.name = "%s%d" % (prefix, i)
+        parts.append(_field(4, tv.SerializeToString()))  # tensor_values
+
+
 def chain_graph_bytes(n, tag=""):
     """Serialized GraphModule: input x, n chained relus, output the last.
     `tag` goes into torch_version so that variants have distinct keys."""
@@ -84,18 +99,9 @@ def chain_graph_bytes(n, tag=""):
     tv = graph_pb2.TensorValue(name="x", meta=meta)
     parts.append(_field(4, tv.SerializeToString()))  # tensor_values
     node = graph_pb2.Node(target="aten::relu")
-    a = node.inputs.add()
-    a.name = "self"
-    a.kind = graph_pb2.ARGUMENT_KIND_POSITIONAL
-    out = node.outputs.add()
-    for i in range(n):
-        a.arg.as_tensor.name = "x" if i == 0 else "r%d" % (i - 1)
-        out.as_tensor.name = "r%d" % i
-        parts.append(_field(2, node.SerializeToString()))  # nodes
-        tv.name = "r%d" % i
-        parts.append(_field(4, tv.SerializeToString()))
-    graph = b"".join(parts)
-    return _store(path, head.SerializeToString() + _field(2, graph))
+    node.inputs.add(name="self", kind=graph_pb2.ARGUMENT_KIND_POSITIONAL)
+    _chain(parts, node, tv, "r", n)
+    return _store(path, head.SerializeToString() + _field(2, b"".join(parts)))
 
 
 def wide_graph_bytes(n, tag=""):
@@ -157,6 +163,52 @@ def wide_graph_bytes(n, tag=""):
     return _store(path, head.SerializeToString() + _field(2, b"".join(parts)))
 
 
+def view_chain(n, torch_version="1.13.0a0"):
+    """GraphModule: x viewed n times, each view_as(x, previous view), then
+    x.add_(1) and a read of the last view, which replays the chain of stale
+    `other` arguments (functionalization's recursion). Built with the
+    protobuf API, not cached: the hostile-input test and the fuzz seeds
+    (tests/fuzz/make_graph_seeds.py) change it further."""
+    gm = graph_pb2.GraphModule(torch_version=torch_version)
+    gm.schema_version.major = 1
+    for name, schema in [
+            ("aten::view_as", "aten::view_as(Tensor(a) self, Tensor other) -> Tensor(a)"),
+            ("aten::add_.Tensor", "aten::add_.Tensor(Tensor(a!) self, Tensor other, *, "
+                                  "Scalar alpha=1) -> Tensor(a!)"),
+            ("aten::mul.Tensor", "aten::mul.Tensor(Tensor self, Tensor other) -> Tensor")]:
+        gm.operators.add(name=name, schema=schema)
+    g = gm.graph
+
+    def value(name):
+        m = g.tensor_values.add(name=name).meta
+        m.dtype = graph_pb2.SCALAR_TYPE_FLOAT
+        m.sizes.add().as_int = 4
+        m.strides.add().as_int = 1
+        m.device.type = "cpu"
+
+    def node(target, out, *args):
+        nd = g.nodes.add(target=target)
+        for pname, a in args:
+            arg = nd.inputs.add(name=pname, kind=graph_pb2.ARGUMENT_KIND_POSITIONAL).arg
+            if isinstance(a, str):
+                arg.as_tensor.name = a
+            else:
+                arg.as_int = a
+        value(out)
+        nd.outputs.add().as_tensor.name = out
+
+    value("x")
+    g.inputs.add(kind=graph_pb2.INPUT_KIND_USER_INPUT).arg.as_tensor.name = "x"
+    prev = "x"
+    for i in range(n):
+        node("aten::view_as", "v%d" % i, ("self", "x"), ("other", prev))
+        prev = "v%d" % i
+    node("aten::add_.Tensor", "w", ("self", "x"), ("other", 1))
+    node("aten::mul.Tensor", "y", ("self", prev), ("other", 2))
+    g.outputs.add().as_tensor.name = "y"
+    return gm
+
+
 def chain_request_bytes(n, tag=""):
     """A serialized CompileRequest carrying chain_graph_bytes(n, tag)."""
     return _field(1, chain_graph_bytes(n, tag))
@@ -182,13 +234,7 @@ def mm_graph_bytes(n, tag=""):
         tv.name = name
         parts.append(_field(4, tv.SerializeToString()))  # tensor_values
     node = graph_pb2.Node(target="aten::mm")
-    a = node.inputs.add(name="self", kind=graph_pb2.ARGUMENT_KIND_POSITIONAL)
+    node.inputs.add(name="self", kind=graph_pb2.ARGUMENT_KIND_POSITIONAL)
     node.inputs.add(name="mat2", kind=graph_pb2.ARGUMENT_KIND_POSITIONAL).arg.as_tensor.name = "w"
-    out = node.outputs.add()
-    for i in range(n):
-        a.arg.as_tensor.name = "x" if i == 0 else "p%d" % (i - 1)
-        out.as_tensor.name = "p%d" % i
-        parts.append(_field(2, node.SerializeToString()))  # nodes
-        tv.name = "p%d" % i
-        parts.append(_field(4, tv.SerializeToString()))
+    _chain(parts, node, tv, "p", n)
     return _store(path, head.SerializeToString() + _field(2, b"".join(parts)))

@@ -145,6 +145,20 @@ def assert_raises_like_eager(cf, fn, args):
         cf(*args)
 
 
+def one_warning(category, fast, fn, inputs):
+    """Runs ``fast`` on each of ``inputs`` against eager ``fn`` and checks
+    that the calls together gave exactly one warning of ``category`` (a
+    fallback says so once, not at every call); returns it."""
+    import warnings
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        for x in inputs:
+            torch.testing.assert_close(fast(x), fn(x))
+    relevant = [w for w in caught if issubclass(w.category, category)]
+    assert len(relevant) == 1, [str(w.message) for w in caught]
+    return relevant[0]
+
+
 def layouts(shape, dtype=torch.float32, seed=0):
     """The same logical tensor in several layouts: contiguous, transposed
     (last two dims), sliced with a step, expanded from size 1, and (4-D)

@@ -11,6 +11,7 @@ import pytest
 import torch
 
 import compiled
+import native_util
 from compiled import client as client_module
 from compiled.v1 import artifact_pb2
 
@@ -70,10 +71,5 @@ def test_the_backend_runs_aten_with_one_artifact_warning(server, monkeypatch, sp
     torch._dynamo.reset()
     fast = torch.compile(_fn, backend="compiled", options={"server": server})
     x = torch.randn(8)
-    with warnings.catch_warnings(record=True) as caught:
-        warnings.simplefilter("always")
-        for _ in range(3):
-            torch.testing.assert_close(fast(x), _fn(x))
-    bad = [w for w in caught if issubclass(w.category, compiled.ArtifactWarning)]
-    assert len(bad) == 1, [str(w.message) for w in caught]
+    native_util.one_warning(compiled.ArtifactWarning, fast, _fn, (x, x, x))
     torch._dynamo.reset()

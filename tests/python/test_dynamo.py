@@ -6,7 +6,6 @@ Dynamo's recompiles, options, and a daemon that is away.
 Every result is compared with eager PyTorch on the same inputs."""
 
 import time
-import warnings
 
 import pytest
 import torch
@@ -14,6 +13,7 @@ import torch
 import compiled
 import compiled.frontend
 import daemon_util
+import native_util
 from compiled import dynamo
 
 
@@ -183,12 +183,7 @@ def test_an_unreachable_daemon_runs_eagerly_with_one_warning_then_compiles(tmp_p
     fast = torch.compile(f, backend="compiled", options={"server": address, "timeout": 5})
     x = torch.randn(8)
     mark = _mark()
-    with warnings.catch_warnings(record=True) as caught:
-        warnings.simplefilter("always")
-        for _ in range(3):
-            torch.testing.assert_close(fast(x), f(x))
-    relevant = [w for w in caught if issubclass(w.category, compiled.DaemonUnavailableWarning)]
-    assert len(relevant) == 1, [str(w.message) for w in caught]
+    native_util.one_warning(compiled.DaemonUnavailableWarning, fast, f, (x, x, x))
     graph, = _graphs_since(mark)
     assert graph.program is None
     # A daemon appears on the address: the next call compiles.

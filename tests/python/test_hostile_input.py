@@ -25,8 +25,9 @@ import grpc
 import pytest
 
 import compiled  # noqa: F401  (makes compiled.v1 importable)
-from compiled.v1 import artifact_pb2, compiled_pb2, graph_pb2
+from compiled.v1 import artifact_pb2, compiled_pb2
 
+import biggraph
 from daemon_util import (BUILD, compile_request, load_graph, run_compile,
                          variant)
 
@@ -98,52 +99,10 @@ def test_nesting_limit_is_64_and_stated(daemon):
     assert "nests deeper than 64 levels, the limit" in details, details
 
 
-def view_chain(n):
-    """x viewed n times, each view_as(x, previous view), then x.add_(1): a
-    read of the last view replays the chain of stale `other` arguments."""
-    gm = graph_pb2.GraphModule(torch_version="1.13.0a0+chain%d" % n)
-    gm.schema_version.major = 1
-    for name, schema in [
-            ("aten::view_as", "aten::view_as(Tensor(a) self, Tensor other) -> Tensor(a)"),
-            ("aten::add_.Tensor", "aten::add_.Tensor(Tensor(a!) self, Tensor other, *, "
-                                  "Scalar alpha=1) -> Tensor(a!)"),
-            ("aten::mul.Tensor", "aten::mul.Tensor(Tensor self, Tensor other) -> Tensor")]:
-        gm.operators.add(name=name, schema=schema)
-    g = gm.graph
-
-    def value(name):
-        m = g.tensor_values.add(name=name).meta
-        m.dtype = graph_pb2.SCALAR_TYPE_FLOAT
-        m.sizes.add().as_int = 4
-        m.strides.add().as_int = 1
-        m.device.type = "cpu"
-
-    def node(target, out, *args):
-        nd = g.nodes.add(target=target)
-        for pname, a in args:
-            arg = nd.inputs.add(name=pname, kind=graph_pb2.ARGUMENT_KIND_POSITIONAL).arg
-            if isinstance(a, str):
-                arg.as_tensor.name = a
-            else:
-                arg.as_int = a
-        value(out)
-        nd.outputs.add().as_tensor.name = out
-
-    value("x")
-    g.inputs.add(kind=graph_pb2.INPUT_KIND_USER_INPUT).arg.as_tensor.name = "x"
-    prev = "x"
-    for i in range(n):
-        node("aten::view_as", "v%d" % i, ("self", "x"), ("other", prev))
-        prev = "v%d" % i
-    node("aten::add_.Tensor", "w", ("self", "x"), ("other", 1))
-    node("aten::mul.Tensor", "y", ("self", prev), ("other", 2))
-    g.outputs.add().as_tensor.name = "y"
-    return gm
-
-
 def test_long_chain_of_views_of_views_does_not_crash_a_worker(daemon):
     d = daemon()
-    req = compile_request(view_chain(100000), max_inline_bytes=64 << 20)
+    req = compile_request(biggraph.view_chain(100000, "1.13.0a0+chain100000"),
+                          max_inline_bytes=64 << 20)
     _, r = run_compile(d.stub(), req, timeout=300)
     assert r.served == SERVED.SERVED_COMPILED and r.artifact_inline
     # Too deep to replay: kept in eager form, with the reason.

@@ -88,17 +88,17 @@ def choose(key: str, native_fn: Callable, build_aten: Callable[[], Callable],
     if setting == "0":
         return native_fn
     if setting == "aten":
-        summary["runs"] = "aten"
-        summary["reason"] = "COMPILED_CHOOSE=aten"
-        return build_aten()
-    choice = recorded(key) if setting != "measure" else None
-    if choice == "native":
-        return native_fn
-    if choice == "aten":
-        summary["runs"] = "aten"
-        summary["reason"] = "the ATen program measured faster here (recorded choice)"
-        return build_aten()
-    return _Trial(key, native_fn, build_aten, summary).call
+        reason = "COMPILED_CHOOSE=aten"
+    else:
+        choice = recorded(key) if setting != "measure" else None
+        if choice == "native":
+            return native_fn
+        if choice != "aten":
+            return _Trial(key, native_fn, build_aten, summary).call
+        reason = "the ATen program measured faster here (recorded choice)"
+    summary["runs"] = "aten"
+    summary["reason"] = reason
+    return build_aten()
 
 
 class _Trial:

@@ -77,32 +77,31 @@ MEMORY_FORMAT_ENUM_OF, MEMORY_FORMAT_OF = _both_ways(_MEMORY_FORMAT_PAIRS)
 DTYPE_BY_ENUM_NAME = {graph_pb2.ScalarType.Name(value): dtype for value, dtype in DTYPE_OF.items()}
 
 
+def _enum_of(table: dict, value, where: str, what: str, proto_enum: str) -> int:
+    """table[value], a graph.proto enum; CaptureError naming ``where`` (and
+    ``what`` the value is) when the enum has no such member."""
+    try:
+        return table[value]
+    except KeyError:
+        raise CaptureError(f"{where}: {what} {value} has no graph.proto {proto_enum}") from None
+
+
 def scalar_type(dtype: torch.dtype, where: str) -> int:
     """graph.proto's ScalarType of ``dtype``; CaptureError naming ``where``
     when it has none."""
-    try:
-        return SCALAR_TYPE_OF[dtype]
-    except KeyError:
-        raise CaptureError(f"{where}: dtype {dtype} has no graph.proto ScalarType") from None
+    return _enum_of(SCALAR_TYPE_OF, dtype, where, "dtype", "ScalarType")
 
 
 def layout_enum(layout: torch.layout, where: str) -> int:
     """graph.proto's Layout of ``layout``; CaptureError naming ``where``
     when it has none."""
-    try:
-        return LAYOUT_ENUM_OF[layout]
-    except KeyError:
-        raise CaptureError(f"{where}: layout {layout} has no graph.proto Layout") from None
+    return _enum_of(LAYOUT_ENUM_OF, layout, where, "layout", "Layout")
 
 
 def memory_format_enum(memory_format: torch.memory_format, where: str) -> int:
     """graph.proto's MemoryFormat of ``memory_format``; CaptureError naming
     ``where`` when it has none."""
-    try:
-        return MEMORY_FORMAT_ENUM_OF[memory_format]
-    except KeyError:
-        raise CaptureError(f"{where}: memory format {memory_format} has no graph.proto "
-                           "MemoryFormat") from None
+    return _enum_of(MEMORY_FORMAT_ENUM_OF, memory_format, where, "memory format", "MemoryFormat")
 
 
 def set_device(msg: graph_pb2.Device, device: torch.device) -> None:
