@@ -443,35 +443,38 @@ T(accepts_a_scan) {
   expect_ok();
 }
 
+static const char *const SCAN_NEEDS =
+    "a scan needs a self view, and indices exactly when it is cummax or "
+    "cummin";
+
 T(rejects_a_scan_without_self) {
   ir_node *n = scan(input());
   n->args[0].name = "other";
   ib_append(ir, n);
-  expect("a scan needs a self view, and indices exactly when it is cummax "
-         "or cummin");
+  expect(SCAN_NEEDS);
+}
+
+/* scan(input) as `op`, with int64 indices when `indices`; appended */
+static void append_scan(ir_scan_op op, bool indices) {
+  ir_node *n = scan(input());
+  n->scan.op = op;
+  if (indices)
+    n->out2 = ir_buf_new(ir, IR_BUF_ARENA, I64, 2, S48, NULL);
+  ib_append(ir, n);
 }
 
 T(rejects_a_cumsum_with_indices) {
-  ir_node *n = scan(input());
-  n->out2 = ir_buf_new(ir, IR_BUF_ARENA, I64, 2, S48, NULL);
-  ib_append(ir, n);
-  expect("a scan needs a self view, and indices exactly when it is cummax "
-         "or cummin");
+  append_scan(IR_SCAN_SUM, true);
+  expect(SCAN_NEEDS);
 }
 
 T(rejects_a_cummax_without_indices) {
-  ir_node *n = scan(input());
-  n->scan.op = IR_SCAN_MAX;
-  ib_append(ir, n);
-  expect("a scan needs a self view, and indices exactly when it is cummax "
-         "or cummin");
+  append_scan(IR_SCAN_MAX, false);
+  expect(SCAN_NEEDS);
 }
 
 T(accepts_a_cummax_with_indices) {
-  ir_node *n = scan(input());
-  n->scan.op = IR_SCAN_MAX;
-  n->out2 = ir_buf_new(ir, IR_BUF_ARENA, I64, 2, S48, NULL);
-  ib_append(ir, n);
+  append_scan(IR_SCAN_MAX, true);
   expect_ok();
 }
 
