@@ -73,13 +73,14 @@ static ir_view *view_of(ir_buf *b) {
   return v;
 }
 
-/* An EXTERN node writing a new arena buffer of `dt`[sizes] with room for
- * four arguments (add_arg); not appended. */
-static ir_node *extern_node(gc_dtype dt, int rank, const int64_t *sizes) {
-  ir_node *n = ir_node_new(ir, IR_EXTERN);
+/* A call node of `kind` (SCAN, SCATTER, INTERP) writing a new arena buffer
+ * of `dt`[sizes] with room for four arguments (add_arg); not appended. */
+static ir_node *call_node(ir_node_kind kind, gc_dtype dt, int rank,
+                          const int64_t *sizes) {
+  ir_node *n = ir_node_new(ir, kind);
   n->out = ir_buf_new(ir, IR_BUF_ARENA, dt, rank, sizes, NULL);
   n->args = gc_arena_calloc(ir->a, 4, sizeof *n->args);
-  n->what = "extern";
+  n->what = ir_node_kind_name(kind);
   cr_assert(n->out && n->args);
   return n;
 }
@@ -420,9 +421,9 @@ T(rejects_a_call_reading_a_buffer_before_it_is_written) {
 
 T(rejects_a_generated_scan_of_half_values) {
   ir_buf *h = ib_input(ir, 0, F16, 2, S48);
-  ir_node *n = extern_node(F16, 2, S48);
-  n->scan = IR_SCAN_SUM;
-  n->dim = 1;
+  ir_node *n = call_node(IR_SCAN, F16, 2, S48);
+  n->scan.op = IR_SCAN_SUM;
+  n->scan.dim = 1;
   add_arg(n, "self", h);
   ib_append(ir, n);
   expect("generated scans, scatters and interpolations take no half values");
@@ -430,9 +431,9 @@ T(rejects_a_generated_scan_of_half_values) {
 
 /* cumsum(x, dim 1) as generated code makes it */
 static ir_node *scan(ir_buf *x) {
-  ir_node *n = extern_node(F32, 2, S48);
-  n->scan = IR_SCAN_SUM;
-  n->dim = 1;
+  ir_node *n = call_node(IR_SCAN, F32, 2, S48);
+  n->scan.op = IR_SCAN_SUM;
+  n->scan.dim = 1;
   add_arg(n, "self", x);
   return n;
 }
@@ -442,17 +443,75 @@ T(accepts_a_scan) {
   expect_ok();
 }
 
+static const char *const SCAN_NEEDS =
+    "a scan needs a self view, and indices exactly when it is cummax or "
+    "cummin";
+
 T(rejects_a_scan_without_self) {
   ir_node *n = scan(input());
   n->args[0].name = "other";
   ib_append(ir, n);
-  expect("a scan needs an extern node writing its buffer (and indices), "
-         "and a self view");
+  expect(SCAN_NEEDS);
+}
+
+/* scan(input) as `op`, with int64 indices when `indices`; appended */
+static void append_scan(ir_scan_op op, bool indices) {
+  ir_node *n = scan(input());
+  n->scan.op = op;
+  if (indices)
+    n->out2 = ir_buf_new(ir, IR_BUF_ARENA, I64, 2, S48, NULL);
+  ib_append(ir, n);
+}
+
+T(rejects_a_cumsum_with_indices) {
+  append_scan(IR_SCAN_SUM, true);
+  expect(SCAN_NEEDS);
+}
+
+T(rejects_a_cummax_without_indices) {
+  append_scan(IR_SCAN_MAX, false);
+  expect(SCAN_NEEDS);
+}
+
+T(accepts_a_cummax_with_indices) {
+  append_scan(IR_SCAN_MAX, true);
+  expect_ok();
+}
+
+T(rejects_a_cummax_reading_another_dtype) {
+  ir_node *n = call_node(IR_SCAN, F32, 2, S48);
+  n->scan.op = IR_SCAN_MIN;
+  n->scan.dim = 0;
+  n->out2 = ir_buf_new(ir, IR_BUF_ARENA, I64, 2, S48, NULL);
+  add_arg(n, "self", ib_input(ir, 0, I64, 2, S48));
+  ib_append(ir, n);
+  expect("a cummax/cummin scan reads int64 values into a float32 buffer");
+}
+
+T(rejects_a_scan_of_an_unknown_operation) {
+  ir_node *n = scan(input());
+  n->scan.op = (ir_scan_op)7;
+  ib_append(ir, n);
+  expect("scan operation 7");
+}
+
+T(rejects_a_scan_with_a_loop_body) {
+  ir_node *n = scan(input());
+  n->body = ir_const_f(ir, 0, F32);
+  ib_append(ir, n);
+  expect("a scan node has no loop body, iteration space or other output");
+}
+
+T(rejects_a_scan_writing_a_call_result) {
+  ir_node *n = scan(input());
+  n->out = ir_buf_new(ir, IR_BUF_RESULT, F32, 2, S48, NULL);
+  ib_append(ir, n);
+  expect("a scan node writes a buffer of the program's (out=)");
 }
 
 T(rejects_a_scan_along_a_dim_it_lacks) {
   ir_node *n = scan(input());
-  n->dim = 2;
+  n->scan.dim = 2;
   ib_append(ir, n);
   expect("scans dim 2 of a rank-2 buffer reading a rank-2 view");
 }
@@ -465,10 +524,10 @@ T(rejects_a_scan_of_another_size) {
 
 /* scatter_add(self, 1, index, src) over [4, 8] */
 static ir_node *scatter(int64_t index_cols) {
-  ir_node *n = extern_node(F32, 2, S48);
-  n->scatter = IR_SCATTER_ADD;
-  n->dim = 1;
-  n->alpha = 1;
+  ir_node *n = call_node(IR_SCATTER, F32, 2, S48);
+  n->scatter.op = IR_SCATTER_ADD;
+  n->scatter.dim = 1;
+  n->scatter.alpha = 1;
   add_arg(n, "self", input());
   add_arg(n, "index", ib_input(ir, 1, I64, 2, (int64_t[]){4, index_cols}));
   add_arg(n, "src", ib_input(ir, 2, F32, 2, S48));
@@ -484,8 +543,56 @@ T(rejects_a_scatter_without_index) {
   ir_node *n = scatter(8);
   n->args[1].name = "indices";
   ib_append(ir, n);
-  expect("a scatter needs an extern node writing its buffer along one of its "
-         "dims");
+  expect("a scatter needs a dim of its buffer, an index, a source, and self "
+         "or a constant");
+}
+
+T(accepts_a_scatter_onto_a_constant) {
+  ir_node *n = scatter(8);
+  n->args[0].bufs = NULL; /* self is not read */
+  n->args[0].views = NULL;
+  n->scatter.fill = ir_const_f(ir, 0, F32);
+  ib_append(ir, n);
+  expect_ok();
+}
+
+T(rejects_a_scatter_onto_a_constant_that_reads_self) {
+  ir_node *n = scatter(8);
+  n->scatter.fill = ir_const_f(ir, 0, F32);
+  ib_append(ir, n);
+  expect("a scatter needs a dim of its buffer, an index, a source, and self "
+         "or a constant (not both");
+}
+
+T(rejects_a_scatter_onto_a_constant_of_another_dtype) {
+  ir_node *n = scatter(8);
+  n->args[0].bufs = NULL;
+  n->args[0].views = NULL;
+  n->scatter.fill = ir_const_i(ir, 0, I64);
+  ib_append(ir, n);
+  expect("a scatter's base, self and source have its buffer's dtype");
+}
+
+T(rejects_a_scatter_of_a_source_of_another_dtype) {
+  ir_node *n = scatter(8);
+  n->args[2].bufs[0] = ib_input(ir, 3, I64, 2, S48);
+  n->args[2].views[0] = view_of(n->args[2].bufs[0]);
+  ib_append(ir, n);
+  expect("a scatter's base, self and source have its buffer's dtype");
+}
+
+T(rejects_a_scatter_add_with_an_alpha) {
+  ir_node *n = scatter(8);
+  n->scatter.alpha = 2; /* only index_add scales */
+  ib_append(ir, n);
+  expect("a scatter node has odims, an alpha or a first dim it does not use");
+}
+
+T(rejects_a_scatter_of_an_unknown_operation) {
+  ir_node *n = scatter(8);
+  n->scatter.op = (ir_scatter_op)-1;
+  ib_append(ir, n);
+  expect("scatter operation -1");
 }
 
 T(rejects_a_scatter_whose_sizes_disagree) {
@@ -497,7 +604,7 @@ T(rejects_a_scatter_whose_sizes_disagree) {
 /* upsample_linear1d_backward: out [1, 2, in] from grad_output [1, 2, out],
  * each output position reading input positions i0 <= i1 */
 static ir_node *interp(int64_t in, int64_t out, int64_t i1_last) {
-  ir_node *n = extern_node(F32, 3, (int64_t[]){1, 2, in});
+  ir_node *n = call_node(IR_INTERP, F32, 3, (int64_t[]){1, 2, in});
   add_arg(n, "grad_output", ib_input(ir, 0, F32, 3, (int64_t[]){1, 2, out}));
   ir_interp *t = gc_arena_zalloc(ir->a, sizeof *t);
   t->in = in;
@@ -510,7 +617,8 @@ static ir_node *interp(int64_t in, int64_t out, int64_t i1_last) {
     t->i0[o] = o * (in - 1) / (out > 1 ? out - 1 : 1);
     t->i1[o] = o == out - 1 ? i1_last : t->i0[o];
   }
-  n->interp = t;
+  n->interp.axes = t;
+  n->interp.naxes = 1;
   return n;
 }
 
@@ -523,13 +631,28 @@ T(rejects_a_linear_upsampling_backward_without_grad_output) {
   ir_node *n = interp(3, 5, 2);
   n->args[0].name = "grad";
   ib_append(ir, n);
-  expect("a linear upsampling backward needs an extern node writing a "
-         "rank-3 to 5 buffer");
+  expect("a linear upsampling backward needs a float32 or float64 rank-3 to "
+         "5 buffer and a grad_output view");
+}
+
+T(rejects_a_linear_upsampling_backward_with_a_table_too_many) {
+  ir_node *n = interp(3, 5, 2);
+  n->interp.naxes = 2;
+  ib_append(ir, n);
+  expect("a linear upsampling backward of a rank-3 buffer has 2 axis tables");
+}
+
+T(rejects_a_linear_upsampling_backward_of_integers) {
+  ir_node *n = call_node(IR_INTERP, I64, 3, (int64_t[]){1, 2, 3});
+  add_arg(n, "grad_output", ib_input(ir, 0, I64, 3, (int64_t[]){1, 2, 5}));
+  n->interp = interp(3, 5, 2)->interp;
+  ib_append(ir, n);
+  expect("a linear upsampling backward needs a float32 or float64");
 }
 
 T(rejects_a_linear_upsampling_backward_of_other_sizes) {
   ir_node *n = interp(3, 5, 2);
-  n->interp->out = 4;
+  n->interp.axes[0].out = 4;
   ib_append(ir, n);
   expect("linear upsampling backward dim 2: grad_output 5 (want 4)");
 }

@@ -30,21 +30,38 @@
  * grad_output and out. */
 void cg__call_params(cg *g, const sc_kernel *k, params *p) {
   const ir_node *c = k->call;
-  const ir_view *a, *b, *self = NULL;
-  if (c->scatter)
+  const ir_view *a = NULL, *b = NULL, *self = NULL;
+  bool two = false; /* a and b (else a alone) */
+  switch (c->kind) {
+  case IR_SCAN:
+    a = ir_call_view(c, "self");
+    break;
+  case IR_SCATTER:
     ir_scatter_views(c, &self, &a, &b);
-  else if (c->interp)
-    a = ir_call_view(c, "grad_output"), b = NULL;
-  else if (k->gemm) {
-    a = k->gemm->a, b = k->gemm->b;
-    /* beta 0: self is not read */
-    self = k->gemm->beta != 0 ? k->gemm->bias : NULL;
-  } else
-    sc_bmm_operands(c, &a, &b);
+    two = true;
+    break;
+  case IR_INTERP:
+    a = ir_call_view(c, "grad_output");
+    break;
+  case IR_EXTERN:
+    if (k->gemm) {
+      a = k->gemm->a, b = k->gemm->b;
+      /* beta 0: self is not read */
+      self = k->gemm->beta != 0 ? k->gemm->bias : NULL;
+    } else {
+      sc_bmm_operands(c, &a, &b);
+    }
+    two = true;
+    break;
+  case IR_POINTWISE: /* (loop kernels: cg__kernel_params) */
+  case IR_REDUCTION:
+  case IR_FALLBACK: /* (ATen's) */
+    break;
+  }
   /* in the compile's arena: daemon workers generate code concurrently */
   ir_buf **bufs = gc_arena_calloc(cg__arena(g), 4, sizeof *bufs);
   bool *written = gc_arena_calloc(cg__arena(g), 4, sizeof *written);
-  if (!bufs || !written || (c->scatter && (!a || !b)) || (c->interp && !a)) {
+  if (!bufs || !written || !a || (two && !b)) {
     g->out.failed = true;
     *p = (params){0};
     return;
@@ -55,11 +72,11 @@ void cg__call_params(cg *g, const sc_kernel *k, params *p) {
   if (self)
     bufs[n++] = ir_buf_storage(self->buf);
   bufs[n++] = ir_buf_storage(a->buf);
-  if (!c->scan && !c->interp)
+  if (two)
     bufs[n++] = ir_buf_storage(b->buf);
   written[n] = true;
   bufs[n++] = ir_buf_storage(c->out);
-  if (c->scan && c->out2) {
+  if (c->kind == IR_SCAN && c->out2) { /* cummax, cummin: the indices */
     written[n] = true;
     bufs[n++] = ir_buf_storage(c->out2);
   }

@@ -204,6 +204,35 @@ void cg__open_loop(cg *g, int ind, const sc_dim *d, const char *lo,
              cg__dim_size(g, d), v);
 }
 
+/* The function of call kernel k that generated code makes (in_c). */
+static void gen_call(cg *g, const sc_kernel *k, gc_csource *out) {
+  switch (k->call->kind) {
+  case IR_SCAN:
+    cg__gen_scan(g, k);
+    out->nkernels++;
+    break;
+  case IR_SCATTER:
+    cg__gen_scatter(g, k);
+    out->nkernels++;
+    break;
+  case IR_INTERP:
+    cg__gen_interp_backward(g, k);
+    out->nkernels++;
+    break;
+  case IR_EXTERN: /* a product */
+    if (k->gemm)
+      cg__gen_gemm(g, k);
+    else
+      cg__gen_blas(g, k);
+    break;
+  case IR_POINTWISE: /* (not call nodes) */
+  case IR_REDUCTION:
+  case IR_FALLBACK: /* (ATen's) */
+    g->out.failed = true;
+    break;
+  }
+}
+
 int gc_codegen(ir_graph *ir, const sc_schedule *s, const char *key_hex,
                gc_csource *out, gc_error *err) {
   memset(out, 0, sizeof *out);
@@ -238,19 +267,7 @@ int gc_codegen(ir_graph *ir, const sc_schedule *s, const char *key_hex,
       cg__gen_kernel(&g, s->kernels[k]);
       out->nkernels++;
     } else if (s->kernels[k]->in_c) {
-      if (s->kernels[k]->call->scan) {
-        cg__gen_scan(&g, s->kernels[k]);
-        out->nkernels++;
-      } else if (s->kernels[k]->call->scatter) {
-        cg__gen_scatter(&g, s->kernels[k]);
-        out->nkernels++;
-      } else if (s->kernels[k]->call->interp) {
-        cg__gen_interp_backward(&g, s->kernels[k]);
-        out->nkernels++;
-      } else if (s->kernels[k]->gemm)
-        cg__gen_gemm(&g, s->kernels[k]);
-      else
-        cg__gen_blas(&g, s->kernels[k]);
+      gen_call(&g, s->kernels[k], out);
     }
   cg__gen_segments(&g);
   out->uses_vector_math = g.x.vector_math;

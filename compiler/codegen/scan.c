@@ -58,7 +58,7 @@ typedef struct scan_c {
 static scan_c scan_kind(const ir_node *n, const char *tin, const char *tout) {
   bool fl =
       n->out->dtype == GC_DTYPE_FLOAT32 || n->out->dtype == GC_DTYPE_FLOAT64;
-  switch (n->scan) {
+  switch (n->scan.op) {
   case IR_SCAN_SUM:
     return (scan_c){fl ? "double" : "int64_t", "0", false, true};
   case IR_SCAN_PROD:
@@ -79,10 +79,10 @@ static void scan_step(cg *g, int ind, const ir_node *n, const char *tout,
                       const char *ye, const char *ie) {
   bool fl =
       n->out->dtype == GC_DTYPE_FLOAT32 || n->out->dtype == GC_DTYPE_FLOAT64;
-  switch (n->scan) {
+  switch (n->scan.op) {
   case IR_SCAN_SUM:
   case IR_SCAN_PROD: {
-    const char *op = n->scan == IR_SCAN_PROD ? "*" : "+";
+    const char *op = n->scan.op == IR_SCAN_PROD ? "*" : "+";
     cg__line(g, ind, "const %s v = (%s)%s;", tout, tout, xe);
     if (fl)
       cg__line(g, ind, "%s %s= (double)v;", a, op);
@@ -105,7 +105,7 @@ static void scan_step(cg *g, int ind, const ir_node *n, const char *tout,
     cg__line(g, ind, "%s = (%s)%s;", ye, tout, a);
     break;
   default: { /* cummax (>=), cummin (<=): NaN wins, ties move the index */
-    const char *cmp = n->scan == IR_SCAN_MAX ? ">=" : "<=";
+    const char *cmp = n->scan.op == IR_SCAN_MAX ? ">=" : "<=";
     cg__line(g, ind, "const %s v = %s;", tout, xe);
     if (fl)
       cg__line(g, ind, "if (isnan(v) || (!isnan(%s) && v %s %s)) {", a, cmp, a);
@@ -122,12 +122,11 @@ static void scan_step(cg *g, int ind, const ir_node *n, const char *tout,
 
 void cg__gen_scan(cg *g, const sc_kernel *k) {
   const ir_node *n = k->call;
-  const ir_view *x, *unused;
-  sc_bmm_operands(n, &x, &unused);
+  const ir_view *x = ir_call_view(n, "self");
   const ir_buf *o = n->out, *oi = n->out2;
   const char *tin = cx_ctype(x->buf->dtype), *tout = cx_ctype(o->dtype);
   scan_c sk = scan_kind(n, tin, tout);
-  int d = n->dim;
+  int d = n->scan.dim;
   int64_t N = o->sizes[d], xsd = x->strides[d], ysd = o->strides[d];
   int64_t isd = sk.index ? oi->strides[d] : 0;
   cg_odim dims[IR_MAX_RANK];
@@ -144,7 +143,7 @@ void cg__gen_scan(cg *g, const sc_kernel *k) {
     nd++;
   }
   gc_arena *ar = cg__arena(g);
-  if (n->scan == IR_SCAN_LOGSUMEXP && !g->scan_math) {
+  if (n->scan.op == IR_SCAN_LOGSUMEXP && !g->scan_math) {
     /* The prelude declares exp and log1p simd: a loop over lanes calling
      * them would call vector versions, which differ from libm's in the
      * last bit. Through these (not inlined, not simd) every call is

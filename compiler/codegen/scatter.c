@@ -41,9 +41,10 @@ typedef struct pdim {
 static void base(cg *g, const ir_node *n, const ir_view *self) {
   const ir_buf *o = n->out;
   if (!self) {
+    const ir_expr *fill = n->scatter.fill;
     const char *k =
-        n->body && n->body->op == IR_CONST
-            ? cx_literal(cg__arena(g), n->body->k.f, n->body->k.i, o->dtype)
+        fill && fill->op == IR_CONST
+            ? cx_literal(cg__arena(g), fill->k.f, fill->k.i, o->dtype)
             : "0";
     if (o->numel >= CG_PARALLEL_MIN)
       cg__line(g, 2, "#pragma omp parallel for simd schedule(static)");
@@ -81,47 +82,49 @@ static void base(cg *g, const ir_node *n, const ir_view *self) {
 
 void cg__gen_scatter(cg *g, const sc_kernel *k) {
   const ir_node *n = k->call;
+  const ir_scatter_op op = n->scatter.op;
+  const int dim = n->scatter.dim, first = n->scatter.first;
+  const int *odims = n->scatter.odims;
   const ir_view *self, *ix, *src;
   ir_scatter_views(n, &self, &ix, &src);
   const ir_buf *o = n->out;
   gc_arena *ar = cg__arena(g);
   const char *t = cx_ctype(o->dtype), *ti = cx_ctype(ix->buf->dtype);
-  bool emb = n->scatter == IR_SCATTER_EMBEDDING, tok = ir_scatter_by_token(n);
+  bool emb = op == IR_SCATTER_EMBEDDING, tok = ir_scatter_by_token(n);
   /* the position space */
   pdim p[IR_MAX_RANK + 1] = {{0}};
   /* the token forms: the source's dims are the output's before `first`,
    * the index's (sequential), then the output's after dims first..dim,
    * whose row (one run of memory) the index names */
-  int np = src->rank, tdim = tok ? n->first : n->dim, ns = tok ? ix->rank : 0;
-  int f = tok ? n->first : 0;
+  int np = src->rank, tdim = tok ? first : dim, ns = tok ? ix->rank : 0;
+  int f = tok ? first : 0;
   for (int d = 0; d < np; d++) {
-    p[d].size = n->scatter == IR_SCATTER_ADD || n->scatter == IR_SCATTER_SET
-                    ? ix->sizes[d]
-                    : src->sizes[d];
+    p[d].size = op == IR_SCATTER_ADD || op == IR_SCATTER_SET ? ix->sizes[d]
+                                                             : src->sizes[d];
     p[d].xs = src->strides[d];
-    p[d].seq = tok ? d >= f && d < f + ns : d == n->dim;
+    p[d].seq = tok ? d >= f && d < f + ns : d == dim;
     if (tok)
       p[d].is = p[d].seq ? ix->strides[d - f] : 0;
-    else if (n->scatter == IR_SCATTER_INDEX_ADD)
-      p[d].is = d == n->dim && ix->rank ? ix->strides[0] : 0;
+    else if (op == IR_SCATTER_INDEX_ADD)
+      p[d].is = d == dim && ix->rank ? ix->strides[0] : 0;
     else
       p[d].is = ix->strides[d];
     p[d].ys = p[d].seq        ? 0
-              : n->odims      ? o->strides[n->odims[d < f ? d : d - ns]]
+              : odims         ? o->strides[odims[d < f ? d : d - ns]]
               : !tok || d < f ? o->strides[d]
-                              : o->strides[d - f - ns + n->dim + 1];
+                              : o->strides[d - f - ns + dim + 1];
   }
-  int64_t tsize = o->sizes[tdim], tstride = o->strides[tok ? n->dim : tdim];
-  for (int d = tdim + 1; tok && d <= n->dim; d++)
+  int64_t tsize = o->sizes[tdim], tstride = o->strides[tok ? dim : tdim];
+  for (int d = tdim + 1; tok && d <= dim; d++)
     tsize *= o->sizes[d];
-  if (n->odims) {
+  if (odims) {
     /* element offsets: below the extent of the indexed dims, so a write
      * stays inside the buffer whatever the offsets are */
     bool indexed[IR_MAX_RANK];
     for (int d = 0; d < o->rank; d++)
       indexed[d] = true;
     for (int j = 0; j < np - ns; j++)
-      indexed[n->odims[j]] = false;
+      indexed[odims[j]] = false;
     tsize = 1;
     tstride = 1;
     for (int d = 0; d < o->rank; d++)
@@ -206,14 +209,15 @@ void cg__gen_scatter(cg *g, const sc_kernel *k) {
   cg__line(g, ind, "for (int64_t c = 0; c < nc; c++) {");
   /* advanced indexing: negative indices count from the end (element
    * offsets were checked and wrapped when they were made) */
-  bool wrap = n->scatter == IR_SCATTER_INDEX_PUT && !n->odims;
+  bool wrap = op == IR_SCATTER_INDEX_PUT && !odims;
   cg__line(g, ind + 2, "const int64_t k%s = (int64_t)ix[%s + c * %lld];",
            wrap ? "0" : "", is, lane >= 0 ? (long long)p[lane].is : 0LL);
   if (wrap)
     cg__line(g, ind + 2, "const int64_t k = k0 < 0 ? k0 + %lld : k0;",
              (long long)tsize);
   if (emb)
-    cg__line(g, ind + 2, "if (k == %lld) /* padding */", (long long)n->padding);
+    cg__line(g, ind + 2, "if (k == %lld) /* padding */",
+             (long long)n->scatter.padding);
   if (emb)
     cg__line(g, ind + 4, "continue;");
   cg__line(g, ind + 2, "if (k < 0 || k >= %lld) {", (long long)tsize);
@@ -221,13 +225,14 @@ void cg__gen_scatter(cg *g, const sc_kernel *k) {
   cg__line(g, ind + 4, "continue;");
   cg__line(g, ind + 2, "}");
   const char *scale =
-      n->alpha == 1 ? ""
-                    : gc_arena_printf(ar, "(%s)%s * ", t,
-                                      cx_literal(ar, n->alpha,
-                                                 (int64_t)n->alpha, o->dtype));
+      n->scatter.alpha == 1
+          ? ""
+          : gc_arena_printf(ar, "(%s)%s * ", t,
+                            cx_literal(ar, n->scatter.alpha,
+                                       (int64_t)n->scatter.alpha, o->dtype));
   cg__line(g, ind + 2, "y[yo + c * %lld + k * %lld] %s %sx[%s + c * %lld];",
            lane >= 0 ? (long long)p[lane].ys : 0LL, (long long)tstride,
-           n->scatter == IR_SCATTER_SET ? "=" : "+=", scale, xs,
+           op == IR_SCATTER_SET ? "=" : "+=", scale, xs,
            lane >= 0 ? (long long)p[lane].xs : 0LL);
   cg__line(g, ind, "}");
   for (; ind > 4; ind -= 2)

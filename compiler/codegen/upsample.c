@@ -57,7 +57,7 @@ void cg__gen_interp_backward(cg *g, const sc_kernel *k) {
   const ir_node *n = k->call;
   const ir_view *x = ir_call_view(n, "grad_output");
   const ir_buf *o = n->out;
-  int d = o->rank - 2; /* spatial axes, 1-3 */
+  int d = n->interp.naxes; /* spatial axes, 1-3 (out->rank - 2) */
   bool f64 = o->dtype == GC_DTYPE_FLOAT64;
   const char *t = f64 ? "double" : "float";
   gc_arena *ar = cg__arena(g);
@@ -67,8 +67,8 @@ void cg__gen_interp_backward(cg *g, const sc_kernel *k) {
   long long planes = N * C;
   int64_t in = 1, out = 1;
   for (int a = 0; a < d; a++) {
-    in *= n->interp[a].in;
-    out *= n->interp[a].out;
+    in *= n->interp.axes[a].in;
+    out *= n->interp.axes[a].out;
   }
   gc_buf_printf(&g->out,
                 "/* %s: %s, %lld planes of %lld from %lld positions over %d "
@@ -78,7 +78,7 @@ void cg__gen_interp_backward(cg *g, const sc_kernel *k) {
   const char *tab[3];
   for (int a = 0; a < d; a++) {
     tab[a] = gc_arena_printf(ar, "gc_interp%d_%c", k->id, "abc"[a]);
-    tables(g, tab[a], &n->interp[a], o->strides[a + 2], f64);
+    tables(g, tab[a], &n->interp.axes[a], o->strides[a + 2], f64);
   }
   gc_buf_printf(&g->out,
                 "#if defined(__FMA__)\n"
@@ -109,7 +109,7 @@ void cg__gen_interp_backward(cg *g, const sc_kernel *k) {
   gc_buf_puts(&zo, "0");
   for (int a = 0; a < d; a++) {
     cg__line(g, 4 + 2 * a, "for (int64_t i%d = 0; i%d < %lld; i%d++)", a, a,
-             (long long)n->interp[a].in, a);
+             (long long)n->interp.axes[a].in, a);
     gc_buf_printf(&zo, " + i%d * %lld", a, (long long)o->strides[a + 2]);
   }
   cg__line(g, 4 + 2 * d, "yp[%s] = 0;", zo.data ? zo.data : "0");
@@ -118,7 +118,7 @@ void cg__gen_interp_backward(cg *g, const sc_kernel *k) {
   int ind = 4;
   for (int a = 0; a < d; a++) {
     cg__line(g, ind, "for (int64_t o%d = 0; o%d < %lld; o%d++) {", a, a,
-             (long long)n->interp[a].out, a);
+             (long long)n->interp.axes[a].out, a);
     cg__line(g, ind + 2, "const int64_t a%d0 = %s0[o%d], a%d1 = %s1[o%d];", a,
              tab[a], a, a, tab[a], a);
     cg__line(g, ind + 2, "const %s l%d0 = %sl0[o%d], l%d1 = %sl1[o%d];", t, a,

@@ -245,20 +245,71 @@ const ir_view *ir_call_view(const ir_node *n, const char *name) {
   return NULL;
 }
 
+bool ir_node_is_call(const ir_node *n) {
+  switch (n->kind) {
+  case IR_POINTWISE:
+  case IR_REDUCTION:
+    return false;
+  case IR_EXTERN:
+  case IR_FALLBACK:
+  case IR_SCAN:
+  case IR_SCATTER:
+  case IR_INTERP:
+    return true;
+  }
+  return false;
+}
+
+bool ir_node_is_generated(const ir_node *n) {
+  switch (n->kind) {
+  case IR_POINTWISE:
+  case IR_REDUCTION:
+  case IR_EXTERN: /* (generated code may make some: sc_kernel.in_c) */
+  case IR_FALLBACK:
+    return false;
+  case IR_SCAN:
+  case IR_SCATTER:
+  case IR_INTERP:
+    return true;
+  }
+  return false;
+}
+
+const char *ir_node_kind_name(ir_node_kind kind) {
+  switch (kind) {
+  case IR_POINTWISE:
+    return "pointwise";
+  case IR_REDUCTION:
+    return "reduce";
+  case IR_EXTERN:
+    return "extern";
+  case IR_FALLBACK:
+    return "fallback";
+  case IR_SCAN:
+    return "scan";
+  case IR_SCATTER:
+    return "scatter";
+  case IR_INTERP:
+    return "interp";
+  }
+  return "?";
+}
+
 bool ir_scatter_by_token(const ir_node *n) {
-  return n->scatter == IR_SCATTER_EMBEDDING ||
-         n->scatter == IR_SCATTER_INDEX_PUT;
+  return n->kind == IR_SCATTER && (n->scatter.op == IR_SCATTER_EMBEDDING ||
+                                   n->scatter.op == IR_SCATTER_INDEX_PUT);
 }
 
 void ir_scatter_views(const ir_node *n, const ir_view **self,
                       const ir_view **index, const ir_view **src) {
-  bool emb = n->scatter == IR_SCATTER_EMBEDDING;
-  *self = emb ? NULL : ir_call_view(n, "self");
+  ir_scatter_op op = n->scatter.op;
+  bool emb = op == IR_SCATTER_EMBEDDING;
+  *self = emb || n->scatter.fill ? NULL : ir_call_view(n, "self");
   *index = ir_call_view(n, ir_scatter_by_token(n) ? "indices" : "index");
-  *src = ir_call_view(n, emb                                  ? "grad_output"
-                         : n->scatter == IR_SCATTER_INDEX_PUT ? "values"
-                         : n->scatter == IR_SCATTER_INDEX_ADD ? "source"
-                                                              : "src");
+  *src = ir_call_view(n, emb                          ? "grad_output"
+                         : op == IR_SCATTER_INDEX_PUT ? "values"
+                         : op == IR_SCATTER_INDEX_ADD ? "source"
+                                                      : "src");
 }
 
 ir_buf *ir_buf_storage(ir_buf *b) {

@@ -225,12 +225,24 @@ struct ir_buf {
 /* The buffer whose memory b lives in (b itself unless computed in place). */
 ir_buf *ir_buf_storage(ir_buf *b);
 
+/* Node kinds. SCAN, SCATTER and INTERP are computations generated code
+ * makes that are neither pointwise nor reductions; they are described as
+ * the call of an ATen .out overload (op, args with their views, `out`),
+ * which names their operands and prints them, but no ATen call is made.
+ * EXTERN, FALLBACK and these three are call nodes (ir_node_is_call): each
+ * gets a kernel of its own, reading its arguments' buffers from memory. */
 typedef enum ir_node_kind {
   IR_POINTWISE, /* out[layout(vars)] = body(vars) for every point */
   IR_REDUCTION, /* out[layout(vars)] = reduce over rvars of body(vars, rvars) */
   IR_EXTERN,    /* an ATen library call (mm, conv...) writing `out` or
                    returning RESULT buffers */
   IR_FALLBACK,  /* any other ATen call, on realized inputs */
+  IR_SCAN,      /* a scan along a dim (ir_node.scan; lower/scan.c,
+                   codegen/scan.c) */
+  IR_SCATTER,   /* a scatter along a dim (ir_node.scatter; lower/scatter.c,
+                   codegen/scatter.c) */
+  IR_INTERP,    /* a linear interpolation's backward (ir_node.interp;
+                   lower/upsample.c, codegen/upsample.c) */
 } ir_node_kind;
 
 /* Reductions: X(NAME, "name"). */
@@ -254,11 +266,10 @@ typedef enum ir_reduction {
 
 const char *ir_reduction_name(ir_reduction r);
 
-/* Scatters (EXTERN nodes generated code makes): out starts as self (or a
- * constant), then along `dim` each element of src goes to the position its
- * index names, in ATen's order (ascending position along dim). */
-typedef enum ir_scatter {
-  IR_SCATTER_NONE,      /* not a scatter */
+/* What a SCATTER node does: out starts as self (or a constant), then
+ * along `dim` each element of src goes to the position its index names,
+ * in ATen's order (ascending position along dim). */
+typedef enum ir_scatter_op {
   IR_SCATTER_ADD,       /* scatter_add: out[.., index[p], ..] += src[p] */
   IR_SCATTER_SET,       /* scatter.src: out[.., index[p], ..] = src[p] */
   IR_SCATTER_INDEX_ADD, /* index_add: out.select(dim, index[j]) +=
@@ -270,18 +281,17 @@ typedef enum ir_scatter {
                            ..] += values[.., j, ..], negative indices
                            counting from the end; with several (odims):
                            out[offset[j] + rest] += values[.., j, ..] */
-} ir_scatter;
+} ir_scatter_op;
 
-/* Scans (EXTERN nodes generated code makes): cumsum, cumprod,
- * logcumsumexp, cummax, cummin. */
-typedef enum ir_scan {
-  IR_SCAN_NONE, /* not a scan */
+/* What a SCAN node computes: cumsum, cumprod, logcumsumexp, cummax,
+ * cummin. */
+typedef enum ir_scan_op {
   IR_SCAN_SUM,
   IR_SCAN_PROD,
   IR_SCAN_LOGSUMEXP,
   IR_SCAN_MAX, /* values and indices; NaN wins, ties take the later index */
   IR_SCAN_MIN,
-} ir_scan;
+} ir_scan_op;
 
 /* An argument of an extern or fallback call: a value of the original
  * graph's node, with tensors replaced by IR tensors. */
@@ -322,7 +332,8 @@ struct ir_node {
   int id;
   ir_node_kind kind;
   const char *name; /* "k3_layernorm_gelu"-style; set by the scheduler */
-  ir_buf *out;      /* POINTWISE, REDUCTION: the buffer written */
+  ir_buf *out;      /* the buffer written: POINTWISE, REDUCTION, and a call
+                       node through its .out overload (out_variant) */
   /* iteration space: one variable per dimension of `out` */
   int rank;
   int64_t *ranges;
@@ -335,46 +346,59 @@ struct ir_node {
   ir_reduction red;
   ir_buf *out2, *out3; /* REDUCTION: argmax/argmin's value buffer is `out`
                           and the index `out2`; WELFORD: mean `out`, m2
-                          `out2`, count `out3` (any may be NULL); a
-                          cummax/cummin scan: the indices in `out2` */
-  ir_expr *body;       /* value at (vars, rvars) */
-  /* EXTERN, FALLBACK: the ATen call */
+                          `out2`, count `out3` (any may be NULL); SCAN
+                          (cummax, cummin): the indices in `out2` */
+  ir_expr *body;       /* POINTWISE, REDUCTION: value at (vars, rvars) */
+  /* call nodes (ir_node_is_call): the ATen call (SCAN, SCATTER, INTERP:
+   * the one they compute as) */
   const gc_node *gnode; /* the functional graph's node */
   const gc_op *op;      /* the operator called */
   ir_call_arg *args;
   int nargs;
   ir_buf **results; /* one per schema return (NULL: unused/none) */
   int nresults;
-  bool out_variant;   /* EXTERN: op is the .out overload writing `out` */
-  ir_scan scan;       /* EXTERN: a scan along dimension `dim` of `out`,
-                         reading the call's `self`, that generated code
-                         makes (lower/scan.c, codegen/scan.c); cummax and
-                         cummin write their indices into out2 */
-  ir_scatter scatter; /* EXTERN: a scatter along `dim` of `out` that
-                         generated code makes (lower/scatter.c,
-                         codegen/scatter.c); `body`, when set, is the
-                         constant `out` starts from (its self is not
-                         read), and an embedding backward skips the rows
-                         of index `padding` */
-  ir_interp *interp;  /* EXTERN: the backward of upsample_linear1d,
-                         bilinear2d or trilinear3d, which generated code
-                         makes (lower/upsample.c, codegen/upsample.c): `out`
-                         [N, C, in...] (1-3 spatial dims) gets each
-                         `grad_output` [N, C, out...] element times its 2^d
-                         weights, in ATen's order; interp[k] is spatial
-                         axis k (out->rank - 2 of them) */
-  int dim;
-  int first;        /* a token-form scatter (embedding backward, index_put): its
-                       index names a row of dims first..dim of `out` */
-  const int *odims; /* index_put's element form (several index tensors):
-                       the index is an element offset of `out` (checked
-                       indices times strides), the source's dims are its
-                       `first` dims, the index's, then the rest, and
-                       odims[j] is the output dim of the source's j-th dim
-                       that is not an index dim; NULL otherwise */
-  int64_t padding;
-  double alpha; /* index_add: source times alpha (1 for the others; a float
-                   alpha is 0 or a power of two: exact products) */
+  bool out_variant; /* EXTERN, SCAN, SCATTER, INTERP: op is the .out
+                       overload writing `out` */
+  union {
+    /* SCAN: along dimension `dim` of `out`, reading the call's `self` (of
+     * out's sizes), in ATen's order; cummax and cummin write their indices
+     * into out2 */
+    struct {
+      ir_scan_op op;
+      int dim;
+    } scan;
+    /* SCATTER: into `out` along `dim` */
+    struct {
+      ir_scatter_op op;
+      int dim;
+      int first;        /* a token-form scatter (embedding backward,
+                           index_put: ir_scatter_by_token): its index names
+                           a row of dims first..dim of `out` */
+      const int *odims; /* index_put's element form (several index
+                           tensors): the index is an element offset of
+                           `out` (checked indices times strides), the
+                           source's dims are its `first` dims, the
+                           index's, then the rest, and odims[j] is the
+                           output dim of the source's j-th dim that is not
+                           an index dim; NULL otherwise */
+      int64_t padding;  /* the embedding backward skips the rows of index
+                           `padding` */
+      double alpha;     /* index_add: source times alpha (1 for the
+                           others; a float alpha is 0 or a power of two:
+                           exact products) */
+      ir_expr *fill;    /* a constant `out` starts from (its self is not
+                           read); NULL: from self (none for the embedding
+                           backward: zeros) */
+    } scatter;
+    /* INTERP: the backward of upsample_linear1d, bilinear2d or
+     * trilinear3d: `out` [N, C, in...] (1-3 spatial dims) gets each
+     * `grad_output` [N, C, out...] element times its 2^d weights, in
+     * ATen's order; axes[k] is spatial axis k (naxes = out->rank - 2) */
+    struct {
+      ir_interp *axes;
+      int naxes;
+    } interp;
+  };
   /* provenance, for comments and dumps */
   int *gnodes; /* graph node ids it computes */
   int ngnodes;
@@ -598,15 +622,25 @@ bool ir_tensor_as_strided(ir_graph *ir, ir_tensor *t, ir_view *v);
 
 /* ---- call nodes ---- */
 
+/* Is n a call node: EXTERN, FALLBACK, SCAN, SCATTER or INTERP (a kernel
+ * of its own, arguments in memory), rather than a loop (POINTWISE,
+ * REDUCTION)? */
+bool ir_node_is_call(const ir_node *n);
+/* Does generated code make call node n itself: SCAN, SCATTER, INTERP
+ * (never an ATen call)? */
+bool ir_node_is_generated(const ir_node *n);
+/* The kind's name, as dumps print it ("pointwise", "scan"...). */
+const char *ir_node_kind_name(ir_node_kind kind);
+
 /* A call node's argument `name` as the view its buffer is passed through
  * (a list's first item); NULL when absent, None or not a tensor. */
 const ir_view *ir_call_view(const ir_node *n, const char *name);
-/* Does scatter n read its index along the tokens' dims (embedding
- * backward, index_put: the index names a row of the output's dim 0),
- * rather than along dim? */
+/* Is n a SCATTER reading its index along the tokens' dims (embedding
+ * backward, index_put: the index names a row of dims first..dim of the
+ * output), rather than along dim? */
 bool ir_scatter_by_token(const ir_node *n);
-/* The views scatter n reads: self (NULL: the node's constant `body`, or
- * none for the embedding backward), index and source. */
+/* The views SCATTER n reads: self (NULL: the constant scatter.fill, or
+ * zeros for the embedding backward), index and source. */
 void ir_scatter_views(const ir_node *n, const ir_view **self,
                       const ir_view **index, const ir_view **src);
 

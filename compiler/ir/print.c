@@ -309,6 +309,93 @@ char *ir_sym_text(ir_graph *ir, const gc_sym *e) {
   return p.s ? p.s : gc_arena_strdup(ir->a, "");
 }
 
+/* A call node's call: the operator, its arguments and what it writes. */
+static void pcall(ir_graph *ir, pbuf *p, const ir_node *n) {
+  pf(p, "%s(", n->op ? n->op->name : "?");
+  for (int a = 0; a < n->nargs; a++) {
+    const ir_call_arg *ca = &n->args[a];
+    pf(p, "%s%s=", a ? ", " : "", ca->name);
+    if (ca->bufs) {
+      int cnt = ca->arg.kind == GC_ARG_TENSOR ? 1 : ca->arg.n;
+      for (int k = 0; k < cnt; k++)
+        pf(p, "%s%s", k ? "|" : "",
+           ca->bufs[k] ? gc_arena_printf(ir->a, "buf%d", ca->bufs[k]->id)
+                       : "None");
+    } else {
+      pf(p, "%s", gc_arg_kind_name(ca->arg.kind));
+    }
+  }
+  pf(p, ")\n");
+  for (int k = 0; k < n->nresults; k++)
+    if (n->results[k]) {
+      pf(p, "  -> ");
+      pbufdecl(ir, p, n->results[k]);
+      pf(p, "\n");
+    }
+  const ir_buf *outs[2] = {n->out, n->out2};
+  for (int k = 0; k < 2; k++)
+    if (outs[k]) {
+      pf(p, "  -> ");
+      pbufdecl(ir, p, outs[k]);
+      pf(p, " (out=)\n");
+    }
+}
+
+static const char *scan_op_name(ir_scan_op op) {
+  switch (op) {
+  case IR_SCAN_SUM:
+    return "sum";
+  case IR_SCAN_PROD:
+    return "prod";
+  case IR_SCAN_LOGSUMEXP:
+    return "logsumexp";
+  case IR_SCAN_MAX:
+    return "max";
+  case IR_SCAN_MIN:
+    return "min";
+  }
+  return "?";
+}
+
+static const char *scatter_op_name(ir_scatter_op op) {
+  switch (op) {
+  case IR_SCATTER_ADD:
+    return "add";
+  case IR_SCATTER_SET:
+    return "set";
+  case IR_SCATTER_INDEX_ADD:
+    return "index_add";
+  case IR_SCATTER_EMBEDDING:
+    return "embedding_backward";
+  case IR_SCATTER_INDEX_PUT:
+    return "index_put";
+  }
+  return "?";
+}
+
+/* "  scatter add along dim 1 ... as ": what a SCATTER node does. */
+static void pscatter(ir_graph *ir, pbuf *p, const ir_node *n) {
+  pf(p, "  scatter %s along dim %d", scatter_op_name(n->scatter.op),
+     n->scatter.dim);
+  if (ir_scatter_by_token(n))
+    pf(p, " from dim %d", n->scatter.first);
+  if (n->scatter.odims) { /* one per source dim that is not an index dim */
+    const ir_view *self, *ix, *src;
+    ir_scatter_views(n, &self, &ix, &src);
+    for (int j = 0; ix && src && j < src->rank - ix->rank; j++)
+      pf(p, "%s%d", j ? ", " : " other dims to ", n->scatter.odims[j]);
+  }
+  if (n->scatter.op == IR_SCATTER_EMBEDDING)
+    pf(p, " padding %lld", (long long)n->scatter.padding);
+  if (n->scatter.alpha != 1)
+    pf(p, " alpha %.17g", n->scatter.alpha);
+  if (n->scatter.fill) {
+    pf(p, " onto ");
+    pexpr_shared(ir, p, n->scatter.fill);
+  }
+  pf(p, " as ");
+}
+
 char *ir_print(ir_graph *ir) {
   pbuf p = {.a = ir->a};
   for (int i = 0; i < ir->nbufs; i++)
@@ -332,7 +419,7 @@ char *ir_print(ir_graph *ir) {
     case IR_REDUCTION:
       pf(&p, "  ");
       pbufdecl(ir, &p, n->out);
-      pf(&p, "\n  %s over [", n->kind == IR_POINTWISE ? "pointwise" : "reduce");
+      pf(&p, "\n  %s over [", ir_node_kind_name(n->kind));
       pvars(ir, &p, n->vars, n->ranges, n->sranges, n->rank);
       pf(&p, "]");
       if (n->kind == IR_REDUCTION) {
@@ -354,38 +441,25 @@ char *ir_print(ir_graph *ir) {
       break;
     case IR_EXTERN:
     case IR_FALLBACK:
-      pf(&p, "  %s %s(",
-         n->scan                ? "scan"
-         : n->scatter           ? "scatter"
-         : n->interp            ? "interp"
-         : n->kind == IR_EXTERN ? "extern"
-                                : "fallback",
-         n->op ? n->op->name : "?");
-      for (int a = 0; a < n->nargs; a++) {
-        const ir_call_arg *ca = &n->args[a];
-        pf(&p, "%s%s=", a ? ", " : "", ca->name);
-        if (ca->bufs) {
-          int cnt = ca->arg.kind == GC_ARG_TENSOR ? 1 : ca->arg.n;
-          for (int k = 0; k < cnt; k++)
-            pf(&p, "%s%s", k ? "|" : "",
-               ca->bufs[k] ? gc_arena_printf(ir->a, "buf%d", ca->bufs[k]->id)
-                           : "None");
-        } else {
-          pf(&p, "%s", gc_arg_kind_name(ca->arg.kind));
-        }
-      }
-      pf(&p, ")\n");
-      for (int k = 0; k < n->nresults; k++)
-        if (n->results[k]) {
-          pf(&p, "  -> ");
-          pbufdecl(ir, &p, n->results[k]);
-          pf(&p, "\n");
-        }
-      if (n->out) {
-        pf(&p, "  -> ");
-        pbufdecl(ir, &p, n->out);
-        pf(&p, " (out=)\n");
-      }
+      pf(&p, "  %s ", ir_node_kind_name(n->kind));
+      pcall(ir, &p, n);
+      break;
+    case IR_SCAN:
+      pf(&p, "  scan %s along dim %d as ", scan_op_name(n->scan.op),
+         n->scan.dim);
+      pcall(ir, &p, n);
+      break;
+    case IR_SCATTER:
+      pscatter(ir, &p, n);
+      pcall(ir, &p, n);
+      break;
+    case IR_INTERP:
+      pf(&p, "  interp (");
+      for (int k = 0; k < n->interp.naxes; k++)
+        pf(&p, "%s%lld to %lld", k ? ", " : "",
+           (long long)n->interp.axes[k].out, (long long)n->interp.axes[k].in);
+      pf(&p, ") as ");
+      pcall(ir, &p, n);
       break;
     }
   }

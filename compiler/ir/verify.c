@@ -17,7 +17,11 @@
  *     a reduction body has a dtype its reduction accepts);
  *   - half values (float16, bfloat16) are only loaded, stored, selected,
  *     cast and written as constants (half.h): arithmetic on them is
- *     float32 arithmetic between casts, and reductions are not half.
+ *     float32 arithmetic between casts, and reductions are not half;
+ *   - a scan, scatter or interpolation node (the call nodes generated code
+ *     makes) writes only its out= buffer (a scan's indices too), has no
+ *     loop of its own, takes no half values, and the operands its code
+ *     trusts have the sizes, dtypes and tables it assumes.
  */
 #include "compiler/ir/ir.h"
 
@@ -188,22 +192,61 @@ static void vexpr(vctx *v, const ir_expr *e) {
     vfail(v, "expression nested too deep");
 }
 
+/* Do generated code's call nodes take no half values (codegen computes
+ * in the element type)? */
+static bool no_half_args(const ir_node *n) {
+  bool half = n->out && ir_dtype_half(n->out->dtype);
+  for (int a = 0; a < n->nargs; a++)
+    for (int i = 0;
+         n->args[a].bufs &&
+         i < (n->args[a].arg.kind == GC_ARG_TENSOR ? 1 : n->args[a].arg.n);
+         i++)
+      half |= n->args[a].bufs[i] && ir_dtype_half(n->args[a].bufs[i]->dtype);
+  return !half;
+}
+
 /* A scatter's generated code (codegen/scatter.c) trusts these sizes: the
  * base is the output's shape; scatter's positions (the index's) lie in the
  * source and, but for dim, in the output; index_add's source is the output
  * but for dim; the token forms' source is the index's dims then the
  * output's after the first (index_put's element form: the output's dims
- * odims names around the index's). */
+ * odims names around the index's). Source and self are of the output's
+ * dtype, the index int32 or int64, the base a constant of the output's
+ * dtype when self is not read. */
 static void vscatter(vctx *v, const ir_node *n) {
-  bool emb = n->scatter == IR_SCATTER_EMBEDDING, tok = ir_scatter_by_token(n);
+  ir_scatter_op op = n->scatter.op;
+  if (op < IR_SCATTER_ADD || op > IR_SCATTER_INDEX_PUT) {
+    vfail(v, "scatter operation %d", (int)op);
+    return;
+  }
+  const int dim = n->scatter.dim, first = n->scatter.first;
+  const int *odims = n->scatter.odims;
+  const ir_expr *fill = n->scatter.fill;
+  bool emb = op == IR_SCATTER_EMBEDDING, tok = ir_scatter_by_token(n);
   const ir_buf *o = n->out;
   const ir_view *self, *ix, *src;
   ir_scatter_views(n, &self, &ix, &src);
-  if (n->kind != IR_EXTERN || !o || o->def != n || n->scan || !ix || !src ||
-      n->dim < 0 || n->dim >= o->rank || (!self && !emb && !n->body) ||
-      (n->body && n->body->op != IR_CONST)) {
-    vfail(v, "a scatter needs an extern node writing its buffer along one "
-             "of its dims, an index, a source, and self or a constant");
+  if (!ix || !src || dim < 0 || dim >= o->rank || (!self && !emb && !fill) ||
+      (fill && (emb || ir_call_view(n, "self")))) {
+    vfail(v, "a scatter needs a dim of its buffer, an index, a source, and "
+             "self or a constant (not both; neither: an embedding "
+             "backward)");
+    return;
+  }
+  if ((fill && (fill->op != IR_CONST || fill->dtype != o->dtype)) ||
+      src->buf->dtype != o->dtype || (self && self->buf->dtype != o->dtype) ||
+      (ix->buf->dtype != GC_DTYPE_INT64 && ix->buf->dtype != GC_DTYPE_INT32)) {
+    vfail(v, "a scatter's base, self and source have its buffer's dtype, its "
+             "index int32 or int64");
+    return;
+  }
+  if ((odims && op != IR_SCATTER_INDEX_PUT) ||
+      (n->scatter.alpha != 1 && op != IR_SCATTER_INDEX_ADD) ||
+      (!tok && first != 0)) {
+    vfail(v,
+          "a scatter %s has odims, an alpha or a first dim it does not "
+          "use",
+          emb ? "backward" : "node");
     return;
   }
   bool ok = true;
@@ -212,60 +255,75 @@ static void vscatter(vctx *v, const ir_node *n) {
     for (int d = 0; ok && d < o->rank; d++)
       ok = self->sizes[d] == o->sizes[d];
   }
-  if (ok && tok && n->odims) { /* element offsets (index_put) */
-    int f = n->first, nrest = src->rank - ix->rank;
+  if (ok && tok && odims) { /* element offsets (index_put) */
+    int nrest = src->rank - ix->rank;
     bool used[IR_MAX_RANK] = {false};
-    ok = f >= 0 && f <= nrest && nrest < o->rank;
+    ok = first >= 0 && first <= nrest && nrest < o->rank;
     for (int j = 0; ok && j < nrest; j++) {
-      int od = n->odims[j];
+      int od = odims[j];
       ok = od >= 0 && od < o->rank && !used[od] &&
-           src->sizes[j < f ? j : j + ix->rank] == o->sizes[od];
+           src->sizes[j < first ? j : j + ix->rank] == o->sizes[od];
       if (ok)
         used[od] = true;
     }
     for (int t = 0; ok && t < ix->rank; t++)
-      ok = src->sizes[f + t] == ix->sizes[t];
+      ok = src->sizes[first + t] == ix->sizes[t];
   } else if (ok && tok) { /* the index names a row of dims first..dim */
-    int f = n->first, after = n->dim + 1; /* source: out's dims before f, */
-    ok = f >= 0 && f <= n->dim &&         /* the index's, out's from after on */
-         src->rank == f + ix->rank + o->rank - after;
+    int after = dim + 1;  /* source: out's dims before first, the index's, */
+    ok = first >= 0 && first <= dim && /* out's from after on */
+         src->rank == first + ix->rank + o->rank - after;
     for (int d = 0; ok && d < src->rank; d++)
-      ok = src->sizes[d] == (d < f ? o->sizes[d]
-                             : d < f + ix->rank
-                                 ? ix->sizes[d - f]
-                                 : o->sizes[d - f - ix->rank + after]);
-    for (int d = f; ok && d < n->dim; d++)
+      ok = src->sizes[d] == (d < first ? o->sizes[d]
+                             : d < first + ix->rank
+                                 ? ix->sizes[d - first]
+                                 : o->sizes[d - first - ix->rank + after]);
+    for (int d = first; ok && d < dim; d++)
       ok = o->strides[d] == o->strides[d + 1] * o->sizes[d + 1];
-  } else if (ok && n->scatter == IR_SCATTER_INDEX_ADD) {
+  } else if (ok && op == IR_SCATTER_INDEX_ADD) {
     ok = src->rank == o->rank && ix->rank <= 1 &&
-         src->sizes[n->dim] == (ix->rank ? ix->sizes[0] : 1);
+         src->sizes[dim] == (ix->rank ? ix->sizes[0] : 1);
     for (int d = 0; ok && d < o->rank; d++)
-      ok = d == n->dim || src->sizes[d] == o->sizes[d];
+      ok = d == dim || src->sizes[d] == o->sizes[d];
   } else if (ok) {
     ok = src->rank == o->rank && ix->rank == o->rank;
     for (int d = 0; ok && d < o->rank; d++)
       ok = ix->sizes[d] <= src->sizes[d] &&
-           (d == n->dim || ix->sizes[d] <= o->sizes[d]);
+           (d == dim || ix->sizes[d] <= o->sizes[d]);
   }
   if (!ok)
     vfail(v, "a scatter's self, index and source sizes disagree with its "
              "output's");
 }
 
-/* A scan reads its `self` view, of the output's sizes, along dim. */
+/* A scan reads its `self` view, of the output's sizes, along dim; cummax
+ * and cummin also write int64 indices of its shape to out2, and compare
+ * in the input's dtype (logcumsumexp computes in it). */
 static void vscan(vctx *v, const ir_node *n) {
-  const ir_view *x = ir_call_view(n, "self");
-  const ir_buf *o = n->out;
-  bool idx = n->scan == IR_SCAN_MAX || n->scan == IR_SCAN_MIN;
-  if (n->kind != IR_EXTERN || !o || o->def != n || !x ||
-      (idx && (!n->out2 || n->out2->def != n ||
-               n->out2->dtype != GC_DTYPE_INT64 || n->out2->rank != o->rank))) {
-    vfail(v, "a scan needs an extern node writing its buffer (and indices), "
-             "and a self view");
+  ir_scan_op op = n->scan.op;
+  if (op < IR_SCAN_SUM || op > IR_SCAN_MIN) {
+    vfail(v, "scan operation %d", (int)op);
     return;
   }
-  if (n->dim < 0 || n->dim >= o->rank || x->rank != o->rank)
-    vfail(v, "scans dim %d of a rank-%d buffer reading a rank-%d view", n->dim,
+  const ir_view *x = ir_call_view(n, "self");
+  const ir_buf *o = n->out;
+  bool idx = op == IR_SCAN_MAX || op == IR_SCAN_MIN;
+  if (!x ||
+      (idx && (!n->out2 || n->out2->def != n ||
+               n->out2->dtype != GC_DTYPE_INT64 || n->out2->rank != o->rank)) ||
+      (!idx && n->out2)) {
+    vfail(v, "a scan needs a self view, and indices exactly when it is "
+             "cummax or cummin");
+    return;
+  }
+  if ((idx || op == IR_SCAN_LOGSUMEXP) && x->buf->dtype != o->dtype) {
+    vfail(v, "a %s scan reads %s values into a %s buffer",
+          idx ? "cummax/cummin" : "logcumsumexp", gc_dtype_name(x->buf->dtype),
+          gc_dtype_name(o->dtype));
+    return;
+  }
+  int dim = n->scan.dim;
+  if (dim < 0 || dim >= o->rank || x->rank != o->rank)
+    vfail(v, "scans dim %d of a rank-%d buffer reading a rank-%d view", dim,
           o->rank, x->rank);
   for (int i = 0; i < o->rank && i < x->rank; i++)
     if (x->sizes[i] != o->sizes[i] || (idx && n->out2->sizes[i] != o->sizes[i]))
@@ -273,20 +331,29 @@ static void vscan(vctx *v, const ir_node *n) {
             (long long)x->sizes[i], (long long)o->sizes[i]);
 }
 
-/* A bilinear backward reads `grad_output` [N, C, OH, OW] and writes `out`
- * [N, C, IH, IW]; every table index is inside its axis. */
+/* A linear interpolation's backward reads `grad_output` [N, C, out...]
+ * and writes `out` [N, C, in...], float32 or float64, with one table per
+ * spatial axis (1-3); every table index is inside its axis. */
 static void vinterp(vctx *v, const ir_node *n) {
   const ir_view *g = ir_call_view(n, "grad_output");
   const ir_buf *o = n->out;
-  if (n->kind != IR_EXTERN || !o || o->def != n || !g || o->rank < 3 ||
-      o->rank > 5 || g->rank != o->rank || g->buf->dtype != o->dtype) {
-    vfail(v, "a linear upsampling backward needs an extern node writing a "
+  if (!g || o->rank < 3 || o->rank > 5 || g->rank != o->rank ||
+      g->buf->dtype != o->dtype ||
+      (o->dtype != GC_DTYPE_FLOAT32 && o->dtype != GC_DTYPE_FLOAT64)) {
+    vfail(v, "a linear upsampling backward needs a float32 or float64 "
              "rank-3 to 5 buffer and a grad_output view of its rank and "
              "dtype");
     return;
   }
+  if (!n->interp.axes || n->interp.naxes != o->rank - 2) {
+    vfail(v,
+          "a linear upsampling backward of a rank-%d buffer has %d axis "
+          "tables",
+          o->rank, n->interp.axes ? n->interp.naxes : 0);
+    return;
+  }
   for (int d = 0; d < o->rank; d++) {
-    const ir_interp *a = d >= 2 ? &n->interp[d - 2] : NULL;
+    const ir_interp *a = d >= 2 ? &n->interp.axes[d - 2] : NULL;
     int64_t gin = a ? a->out : o->sizes[d], oin = a ? a->in : o->sizes[d];
     if (g->sizes[d] != gin || o->sizes[d] != oin)
       vfail(v,
@@ -308,69 +375,116 @@ static void vinterp(vctx *v, const ir_node *n) {
   }
 }
 
-static void vnode(vctx *v, const ir_node *n) {
-  if (n->kind == IR_POINTWISE || n->kind == IR_REDUCTION) {
-    if (!n->out || n->out->def != n) {
-      vfail(v, "its output buffer is not marked as written by it");
-      return;
-    }
-    if (n->rank != n->out->rank) {
-      vfail(v, "iterates %d dimensions, writes a rank-%d buffer", n->rank,
-            n->out->rank);
-      return;
-    }
-    for (int i = 0; i < n->rank; i++)
-      if (n->sranges ? n->sranges[i] != n->out->ssizes[i]
-                     : n->ranges[i] != n->out->sizes[i])
-        vfail(v, "range %d is %s, the buffer's size %s", i,
-              n->sranges
-                  ? gc_sym_str((gc_symctx *)&v->ir->sym, n->sranges[i])
-                  : gc_arena_printf(v->ir->a, "%lld", (long long)n->ranges[i]),
-              gc_sym_str((gc_symctx *)&v->ir->sym, n->out->ssizes[i]));
-    if (!n->body)
-      vfail(v, "no body");
-    vexpr(v, n->body);
-    if (n->kind == IR_POINTWISE && n->body && n->body->dtype != n->out->dtype)
-      vfail(v, "body is %s, the buffer %s", gc_dtype_name(n->body->dtype),
-            gc_dtype_name(n->out->dtype));
-    if (n->kind == IR_REDUCTION &&
-        (ir_dtype_half(n->out->dtype) ||
-         (n->out2 && ir_dtype_half(n->out2->dtype)) ||
-         (n->out3 && ir_dtype_half(n->out3->dtype)) ||
-         (n->body && ir_dtype_half(n->body->dtype))))
-      vfail(v, "a reduction of %s values (they accumulate as float32)",
-            gc_dtype_name(n->out->dtype));
-  } else {
-    if (n->scan || n->scatter || n->interp) {
-      bool half = n->out && ir_dtype_half(n->out->dtype);
-      for (int a = 0; a < n->nargs; a++)
-        for (int i = 0;
-             n->args[a].bufs &&
-             i < (n->args[a].arg.kind == GC_ARG_TENSOR ? 1 : n->args[a].arg.n);
-             i++)
-          half |=
-              n->args[a].bufs[i] && ir_dtype_half(n->args[a].bufs[i]->dtype);
-      if (half)
-        vfail(v, "generated scans, scatters and interpolations take no half "
-                 "values");
-    }
-    for (int a = 0; a < n->nargs; a++)
-      for (int i = 0;
-           n->args[a].bufs &&
-           i < (n->args[a].arg.kind == GC_ARG_TENSOR ? 1 : n->args[a].arg.n);
-           i++) {
-        const ir_buf *b = n->args[a].bufs[i];
-        if (b && b->kind != IR_BUF_INPUT && v->defined_at[b->id] >= n->id)
-          vfail(v, "argument %s reads buf%d before it is written",
-                n->args[a].name, b->id);
-      }
-    if (n->scan)
-      vscan(v, n);
-    if (n->scatter)
-      vscatter(v, n);
-    if (n->interp)
-      vinterp(v, n);
+/* What SCAN, SCATTER and INTERP nodes share: the .out call they are
+ * described as writes `out` (and a scan's out2) and nothing else, no loop
+ * of their own, no half values; then their own kind's invariants. */
+static void vgenerated(vctx *v, const ir_node *n) {
+  const char *kind = ir_node_kind_name(n->kind);
+  if (!n->out || n->out->def != n || n->out->kind == IR_BUF_INPUT ||
+      n->out->kind == IR_BUF_RESULT) {
+    vfail(v, "a %s node writes a buffer of the program's (out=)", kind);
+    return;
   }
+  for (int k = 0; k < n->nresults; k++)
+    if (n->results[k]) {
+      vfail(v, "a %s node returns no ATen result (buf%d)", kind,
+            n->results[k]->id);
+      return;
+    }
+  if (n->body || n->rank || n->rrank || n->out3 ||
+      (n->out2 && n->kind != IR_SCAN)) {
+    vfail(v, "a %s node has no loop body, iteration space or other output",
+          kind);
+    return;
+  }
+  if (!no_half_args(n)) {
+    vfail(v, "generated scans, scatters and interpolations take no half "
+             "values");
+    return;
+  }
+  switch (n->kind) {
+  case IR_SCAN:
+    vscan(v, n);
+    break;
+  case IR_SCATTER:
+    vscatter(v, n);
+    break;
+  case IR_INTERP:
+    vinterp(v, n);
+    break;
+  case IR_POINTWISE: /* (not made by generated code as calls) */
+  case IR_REDUCTION:
+  case IR_EXTERN:
+  case IR_FALLBACK:
+    break;
+  }
+}
+
+/* A loop node: its iteration space is its buffer's, its body in range. */
+static void vloop(vctx *v, const ir_node *n) {
+  if (!n->out || n->out->def != n) {
+    vfail(v, "its output buffer is not marked as written by it");
+    return;
+  }
+  if (n->rank != n->out->rank) {
+    vfail(v, "iterates %d dimensions, writes a rank-%d buffer", n->rank,
+          n->out->rank);
+    return;
+  }
+  for (int i = 0; i < n->rank; i++)
+    if (n->sranges ? n->sranges[i] != n->out->ssizes[i]
+                   : n->ranges[i] != n->out->sizes[i])
+      vfail(v, "range %d is %s, the buffer's size %s", i,
+            n->sranges
+                ? gc_sym_str((gc_symctx *)&v->ir->sym, n->sranges[i])
+                : gc_arena_printf(v->ir->a, "%lld", (long long)n->ranges[i]),
+            gc_sym_str((gc_symctx *)&v->ir->sym, n->out->ssizes[i]));
+  if (!n->body)
+    vfail(v, "no body");
+  vexpr(v, n->body);
+  if (n->kind == IR_POINTWISE && n->body && n->body->dtype != n->out->dtype)
+    vfail(v, "body is %s, the buffer %s", gc_dtype_name(n->body->dtype),
+          gc_dtype_name(n->out->dtype));
+  if (n->kind == IR_REDUCTION && (ir_dtype_half(n->out->dtype) ||
+                                  (n->out2 && ir_dtype_half(n->out2->dtype)) ||
+                                  (n->out3 && ir_dtype_half(n->out3->dtype)) ||
+                                  (n->body && ir_dtype_half(n->body->dtype))))
+    vfail(v, "a reduction of %s values (they accumulate as float32)",
+          gc_dtype_name(n->out->dtype));
+}
+
+/* A call node's arguments are written before it reads them. */
+static void vargs(vctx *v, const ir_node *n) {
+  for (int a = 0; a < n->nargs; a++)
+    for (int i = 0;
+         n->args[a].bufs &&
+         i < (n->args[a].arg.kind == GC_ARG_TENSOR ? 1 : n->args[a].arg.n);
+         i++) {
+      const ir_buf *b = n->args[a].bufs[i];
+      if (b && b->kind != IR_BUF_INPUT && v->defined_at[b->id] >= n->id)
+        vfail(v, "argument %s reads buf%d before it is written",
+              n->args[a].name, b->id);
+    }
+}
+
+static void vnode(vctx *v, const ir_node *n) {
+  switch (n->kind) {
+  case IR_POINTWISE:
+  case IR_REDUCTION:
+    vloop(v, n);
+    return;
+  case IR_EXTERN:
+  case IR_FALLBACK:
+    vargs(v, n);
+    return;
+  case IR_SCAN:
+  case IR_SCATTER:
+  case IR_INTERP:
+    vargs(v, n);
+    vgenerated(v, n);
+    return;
+  }
+  vfail(v, "unknown node kind %d", (int)n->kind);
 }
 
 int ir_verify(const ir_graph *ir, gc_error *err) {

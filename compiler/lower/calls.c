@@ -266,10 +266,10 @@ int L_extern_call(lower_ctx *L, const gc_node *gn) {
   return call_node_as(L, gn, IR_EXTERN, false);
 }
 
-ir_node *L_out_call(lower_ctx *L, const gc_node *gn, const gc_op *op,
-                    ir_buf *out, int nargs) {
+static ir_node *out_call_as(lower_ctx *L, const gc_node *gn, ir_node_kind kind,
+                            const gc_op *op, ir_buf *out, int nargs) {
   ir_graph *ir = L->ir;
-  ir_node *n = ir_node_new(ir, IR_EXTERN);
+  ir_node *n = ir_node_new(ir, kind);
   ir_call_arg *args = gc_arena_calloc(ir->a, (size_t)nargs + 1, sizeof *args);
   int *gnodes = gc_arena_calloc(ir->a, 1, sizeof *gnodes);
   if (!n || !args || !gnodes)
@@ -286,6 +286,11 @@ ir_node *L_out_call(lower_ctx *L, const gc_node *gn, const gc_op *op,
   n->ngnodes = 1;
   out->def = n;
   return n;
+}
+
+ir_node *L_out_call(lower_ctx *L, const gc_node *gn, const gc_op *op,
+                    ir_buf *out, int nargs) {
+  return out_call_as(L, gn, IR_EXTERN, op, out, nargs);
 }
 
 /* An arena buffer in eager's layout for output k of gn (*b NULL when out
@@ -328,11 +333,11 @@ static int out_buffer(lower_ctx *L, const gc_node *gn, int k, ir_buf **b) {
  * writes the second into out2). The buffers are arena buffers in eager's
  * layout, so BLAS writes where the planner put them. */
 int L_extern_out(lower_ctx *L, const gc_node *gn, const char *out_op) {
-  return L_extern_out_skip(L, gn, out_op, NULL);
+  return L_out_node(L, gn, IR_EXTERN, out_op, NULL, NULL);
 }
 
-int L_extern_out_skip(lower_ctx *L, const gc_node *gn, const char *out_op,
-                      const char *skip) {
+int L_out_node(lower_ctx *L, const gc_node *gn, ir_node_kind kind,
+               const char *out_op, const char *skip, ir_node **node) {
   ir_graph *ir = L->ir;
   const gc_op *op = op_named(L, out_op);
   bool two = gn->noutputs == 2;
@@ -344,9 +349,12 @@ int L_extern_out_skip(lower_ctx *L, const gc_node *gn, const char *out_op,
     rc = out_buffer(L, gn, 1, &b2);
   if (rc)
     return rc;
-  ir_node *n = b && (b2 || !two) ? L_out_call(L, gn, op, b, gn->nargs) : NULL;
+  ir_node *n =
+      b && (b2 || !two) ? out_call_as(L, gn, kind, op, b, gn->nargs) : NULL;
   if (!n)
     return GC_ENOMEM;
+  if (node)
+    *node = n;
   if (two) {
     n->out2 = b2;
     b2->def = n;

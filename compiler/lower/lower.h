@@ -242,11 +242,13 @@ const gc_op *L_op(lower_ctx *L, const char *name);
  * have two). GC_EUNSUPPORTED when a layout is not dense or the operator
  * unknown. */
 int L_extern_out(lower_ctx *L, const gc_node *n, const char *out_op);
-/* The same, without a buffer for argument `skip` (a parameter name): for
- * calls generated code makes that do not read it (a scatter into a
- * constant). */
-int L_extern_out_skip(lower_ctx *L, const gc_node *n, const char *out_op,
-                      const char *skip);
+/* The same for a node of `kind` (IR_EXTERN, or IR_SCAN, IR_SCATTER,
+ * IR_INTERP: generated code makes it, as a call of out_op), without a
+ * buffer for argument `skip` (a parameter name, or NULL: generated code
+ * does not read it, as a scatter into a constant); *node: the node, for
+ * the caller to fill its kind's fields. */
+int L_out_node(lower_ctx *L, const gc_node *n, ir_node_kind kind,
+               const char *out_op, const char *skip, ir_node **node);
 
 /* A new extern node for graph node gn calling the .out overload `op` with
  * `out` as out= (out->def is set), with room for nargs arguments (zeroed:

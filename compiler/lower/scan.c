@@ -3,12 +3,12 @@
  * and cummin.
  *
  * A scan is neither pointwise (element i of a row depends on elements 0..i)
- * nor a reduction (it keeps every partial result), so it is its own node:
- * an extern node of the operator's .out overload on a realized input,
- * marked `scan`, which generated code makes itself (codegen/scan.c) rather
- * than ATen: one pass along the scanned dimension per point of the others,
- * in ATen's order and with ATen's accumulator (double for float32, int64
- * for integers: ATen's CPU acc_type; cummax and cummin compare in the
+ * nor a reduction (it keeps every partial result), so it is its own node
+ * kind: an IR_SCAN node, described as a call of the operator's .out
+ * overload on a realized input, which generated code makes (codegen/scan.c)
+ * rather than ATen: one pass along the scanned dimension per point of the
+ * others, in ATen's order and with ATen's accumulator (double for float32,
+ * int64 for integers: ATen's CPU acc_type; cummax and cummin compare in the
  * input's type), so the results are eager's bit for bit. No segment ends at a
  * scan, and prod's backward (an exclusive cumprod each way) has no ATen call
  * left.
@@ -29,12 +29,12 @@ static const char *const out_ops[] = {
     [IR_SCAN_MIN] = "aten::cummin.out",
 };
 
-/* which: the ir_scan. */
+/* which: the ir_scan_op. */
 int lower_scan(lower_ctx *L, const gc_node *n, int which) {
   const gc_tensor_meta *m = L_out_meta(n, 0);
   ir_tensor *x = L_tensor(L, n, "self");
   int64_t dim;
-  if (which <= IR_SCAN_NONE || which > IR_SCAN_MIN || !m || !x ||
+  if (which < IR_SCAN_SUM || which > IR_SCAN_MIN || !m || !x ||
       !L_int(L, n, "dim", &dim) || m->rank < 1 || x->rank != m->rank)
     return GC_EUNSUPPORTED;
   int64_t sz[IR_MAX_RANK];
@@ -75,15 +75,11 @@ int lower_scan(lower_ctx *L, const gc_node *n, int which) {
         return GC_EUNSUPPORTED;
   }
   }
-  ir_graph *ir = L_ir(L);
-  int rc = L_extern_out(L, n, out_ops[which]);
+  ir_node *call;
+  int rc = L_out_node(L, n, IR_SCAN, out_ops[which], NULL, &call);
   if (rc)
     return rc;
-  /* the call is the last node appended (after its input's realization) */
-  ir_node *call = ir->nodes[ir->nnodes - 1];
-  if (call->kind != IR_EXTERN || call->gnode != n)
-    return GC_EINTERNAL;
-  call->scan = (ir_scan)which;
-  call->dim = (int)dim;
+  call->scan.op = (ir_scan_op)which;
+  call->scan.dim = (int)dim;
   return 0;
 }

@@ -8,8 +8,9 @@
  *
  * A scatter writes where its index says, so it is not a function of its
  * output's index and cannot be a loop of the IR: like a scan (scan.c) it is
- * an extern node of the operator's .out overload, marked `scatter`, that
- * generated code makes itself (codegen/scatter.c), inside its segment. The
+ * a node kind of its own, IR_SCATTER, described as a call of the
+ * operator's .out overload, that generated code makes itself
+ * (codegen/scatter.c), inside its segment. The
  * output starts as `self` (a copy) or, when self is an unrealized constant
  * (the zeros a backward scatters into), as that constant without reading
  * anything; then every element goes to its position in ATen's order: for
@@ -140,12 +141,12 @@ static int element_index(lower_ctx *L, const gc_node *n, ir_tensor **ixs,
   return 0;
 }
 
-/* which: the ir_scatter. */
+/* which: the ir_scatter_op. */
 int lower_scatter(lower_ctx *L, const gc_node *n, int which) {
   ir_graph *ir = L_ir(L);
   const gc_tensor_meta *m = L_out_meta(n, 0);
   int64_t sz[IR_MAX_RANK];
-  if (which <= IR_SCATTER_NONE || which > IR_SCATTER_INDEX_PUT || !m ||
+  if (which < IR_SCATTER_ADD || which > IR_SCATTER_INDEX_PUT || !m ||
       m->rank < 1 || m->rank > IR_MAX_RANK || !L_static_sizes(m, sz) ||
       !L_dtype_ok(m->dtype) || L_opmath(m->dtype) != m->dtype)
     return GC_EUNSUPPORTED; /* codegen/scatter.c computes in the dtype */
@@ -283,13 +284,10 @@ int lower_scatter(lower_ctx *L, const gc_node *n, int which) {
       skip = "self";
     }
   }
-  int rc = L_extern_out_skip(L, n, out_ops[which], skip);
+  ir_node *call;
+  int rc = L_out_node(L, n, IR_SCATTER, out_ops[which], skip, &call);
   if (rc)
     return rc;
-  /* the call is the last node appended (after its inputs' realization) */
-  ir_node *call = ir->nodes[ir->nnodes - 1];
-  if (call->kind != IR_EXTERN || call->gnode != n || !fill != !skip)
-    return GC_EINTERNAL;
   if (which == IR_SCATTER_INDEX_PUT) {
     /* generated code reads the index as the list's first item: the index
      * tensor, or the element offsets, computed for the output's strides */
@@ -325,12 +323,12 @@ int lower_scatter(lower_ctx *L, const gc_node *n, int which) {
       }
     }
   }
-  call->scatter = (ir_scatter)which;
-  call->dim = (int)dim;
-  call->first = first;
-  call->odims = odims;
-  call->padding = padding;
-  call->alpha = alpha;
-  call->body = fill;
+  call->scatter.op = (ir_scatter_op)which;
+  call->scatter.dim = (int)dim;
+  call->scatter.first = first;
+  call->scatter.odims = odims;
+  call->scatter.padding = padding;
+  call->scatter.alpha = alpha;
+  call->scatter.fill = fill;
   return 0;
 }

@@ -482,7 +482,8 @@ static bool axis_table(lower_ctx *L, const axis *A, gc_dtype dt, ir_interp *t) {
 
 /* upsample_linear1d, _bilinear2d, _trilinear3d_backward (and .vec)
  * (grad_output, output_size, input_size, align_corners, scales): param d,
- * the spatial dims. An extern node generated code makes in ATen's order
+ * the spatial dims. An IR_INTERP node, which generated code makes in
+ * ATen's order
  * (codegen/upsample.c), with ATen's tables. ATen's backward kernel has one
  * order of operations for every layout (unlike its forward): channels-last
  * gradients are eager's bits too. */
@@ -530,13 +531,11 @@ int lower_upsample_linear_backward(lower_ctx *L, const gc_node *n, int d) {
       return GC_EUNSUPPORTED;
   }
   const char *out_op = ops[d - 1][L_arg(L, n, "scale_factors") ? 1 : 0];
-  int rc = L_extern_out(L, n, out_op);
+  ir_node *call;
+  int rc = L_out_node(L, n, IR_INTERP, out_op, NULL, &call);
   if (rc)
     return rc;
-  /* the call is the last node appended (after its input's realization) */
-  ir_node *call = ir->nodes[ir->nnodes - 1];
-  if (call->kind != IR_EXTERN || call->gnode != n)
-    return GC_EINTERNAL;
-  call->interp = t;
+  call->interp.axes = t;
+  call->interp.naxes = d;
   return 0;
 }

@@ -3,7 +3,9 @@
  * planning (where each intermediate buffer lives in the call's arena).
  *
  * A kernel is either a call (an extern or fallback ATen call, run by the
- * client) or a loop kernel of generated code:
+ * client, or a call node generated code makes: a product, a scan, a
+ * scatter, an interpolation's backward) or a loop kernel of generated
+ * code:
  *
  *   for each point of the outer dims          (parallel, OpenMP)
  *     stage 1: for each point of its inner dims: its nodes   (a loop nest)
@@ -60,11 +62,11 @@ typedef struct sc_place {
 typedef struct sc_kernel {
   int id;
   const char *name; /* "k3_layer_norm" */
-  ir_node *call;    /* a call kernel: the extern/fallback node */
+  ir_node *call;    /* a call kernel: the call node (ir_node_is_call) */
   bool in_c;        /* a call kernel that generated code makes (a batched
                        product through BLAS, see sc_blas_call; a product
-                       through oneDNN, .gemm; a scan or a scatter,
-                       ir_node.scan and .scatter) */
+                       through oneDNN, .gemm; a SCAN, SCATTER or INTERP
+                       node, ir_node_is_generated) */
   const struct sc_gemm *gemm; /* in_c through oneDNN's sgemm (sc_gemm_of),
                                  decided once here; else NULL */
   sc_dim *dims;               /* outer dims (loop kernels) */

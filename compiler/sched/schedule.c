@@ -444,28 +444,30 @@ static sc_kernel *new_kernel(sctx *c) {
   return k;
 }
 
-static int schedule_node(sctx *c, ir_node *n) {
-  if (n->kind == IR_EXTERN || n->kind == IR_FALLBACK) {
-    c->open = NULL;
-    sc_kernel *k = new_kernel(c);
-    if (!k)
+/* A call node: a kernel of its own, which ends the open loop kernel. */
+static int schedule_call(sctx *c, ir_node *n) {
+  c->open = NULL;
+  sc_kernel *k = new_kernel(c);
+  if (!k)
+    return GC_ENOMEM;
+  k->call = n;
+  sc_gemm g;
+  if (sc_gemm_of(c->ir, n, &g)) {
+    sc_gemm *kept = gc_arena_alloc(c->ir->a, sizeof *kept);
+    if (!kept)
       return GC_ENOMEM;
-    k->call = n;
-    sc_gemm g;
-    if (sc_gemm_of(c->ir, n, &g)) {
-      sc_gemm *kept = gc_arena_alloc(c->ir->a, sizeof *kept);
-      if (!kept)
-        return GC_ENOMEM;
-      *kept = g;
-      k->gemm = kept;
-    }
-    k->in_c =
-        n->scan || n->scatter || n->interp || k->gemm || sc_blas_call(c->ir, n);
-    c->s->place[n->id].kernel = k;
-    return grow_ptrs(c->ir->a, (void ***)&k->nodes, &k->nnodes, &k->capnodes, n)
-               ? 0
-               : GC_ENOMEM;
+    *kept = g;
+    k->gemm = kept;
   }
+  k->in_c = ir_node_is_generated(n) || k->gemm || sc_blas_call(c->ir, n);
+  c->s->place[n->id].kernel = k;
+  return grow_ptrs(c->ir->a, (void ***)&k->nodes, &k->nnodes, &k->capnodes, n)
+             ? 0
+             : GC_ENOMEM;
+}
+
+/* A loop node: into the open kernel if it fits, else a new one. */
+static int schedule_loop(sctx *c, ir_node *n) {
   if (c->open && place(c, c->open, n))
     return 0;
   if (c->ir->oom || c->ir->sym.oom)
@@ -481,6 +483,22 @@ static int schedule_node(sctx *c, ir_node *n) {
                            "schedule: node %d does not fit an empty kernel",
                            n->id);
   return 0;
+}
+
+static int schedule_node(sctx *c, ir_node *n) {
+  switch (n->kind) {
+  case IR_POINTWISE:
+  case IR_REDUCTION:
+    return schedule_loop(c, n);
+  case IR_EXTERN:   /* ATen's, or generated code's product (in_c) */
+  case IR_FALLBACK: /* ATen's */
+  case IR_SCAN:     /* generated code's, reading their arguments */
+  case IR_SCATTER:  /* from memory */
+  case IR_INTERP:
+    return schedule_call(c, n);
+  }
+  return gc_errorf(c->err, GC_EINTERNAL, "schedule: node %d of kind %d", n->id,
+                   (int)n->kind);
 }
 
 /* ---- merging adjacent dims ---- */
@@ -695,7 +713,7 @@ static int find_locals(sctx *c) {
     return GC_ENOMEM;
   for (int i = 0; i < ir->nnodes; i++) {
     ir_node *n = ir->nodes[i];
-    if (n->kind == IR_EXTERN || n->kind == IR_FALLBACK) {
+    if (ir_node_is_call(n)) { /* arguments are read from memory */
       for (int a = 0; a < n->nargs; a++) {
         int cnt = n->args[a].arg.kind == GC_ARG_TENSOR ? 1 : n->args[a].arg.n;
         for (int j = 0; n->args[a].bufs && j < cnt; j++)

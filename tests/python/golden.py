@@ -29,9 +29,11 @@ GOLDEN = os.path.join(SRC, "tests", "data", "golden")
 
 # Small graphs that between them reach every pass and most lowering paths:
 # products (addmm, bmm), pointwise chains, reductions, normalization,
-# in-place updates of inputs, indexing, a convolution.
+# in-place updates of inputs, indexing, a convolution, and every node kind
+# (scatters, scans, an interpolation's backward).
 GRAPHS = ["mlp", "add_inplace", "layer_norm", "reduction_keepdim",
-          "index_tensor", "attention", "conv_bn_relu"]
+          "index_tensor", "attention", "conv_bn_relu", "scatter", "index_put",
+          "scan_interp"]
 
 TARGET = ["--arch", "x86_64", "--isa", "sse4.2,avx,avx2,fma,bmi2"]
 BUILD_ID = re.compile(r"\(compiler build [0-9a-f]+\)")

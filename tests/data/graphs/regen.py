@@ -240,6 +240,13 @@ class MLPBlock(nn.Module):
         return x + self.fc2(F.gelu(self.fc1(self.ln(x))))
 
 
+def scan_interp(x, g):
+    """Scans and a bilinear upsampling's backward (as a training graph's
+    backward calls it); below the others, as MLPBlock."""
+    return (torch.cumsum(x, 1), *torch.cummax(x, 0),
+            torch.ops.aten.upsample_bilinear2d_backward(g, [6, 8], [1, 2, 3, 4], False, None))
+
+
 CASES = {
     "mlp": lambda: (MLP(), (torch.randn(2, 8),)),
     "layer_norm": lambda: (nn.LayerNorm(8), (torch.randn(3, 8),)),
@@ -279,6 +286,7 @@ CASES = {
     "channels_last_conv": lambda: (channels_last_conv, (
         torch.randn(1, 2, 5, 5).contiguous(memory_format=torch.channels_last), torch.randn(3, 2, 3, 3))),
     "expanded_input": lambda: (expanded_input, (torch.randn(3, 1).expand(3, 4), torch.randn(3, 4))),
+    "scan_interp": lambda: (scan_interp, (torch.randn(4, 6), torch.randn(1, 2, 6, 8))),
 }
 
 # visionmodels, for the resnet18 case (here, below every traced line: stack
