@@ -10,6 +10,7 @@
  */
 #include "compiler/arena.h"
 
+#include <limits.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -191,6 +192,22 @@ void *gc_arena_calloc(gc_arena *a, size_t count, size_t size) {
   if (size && count > SIZE_MAX / size)
     return NULL;
   return gc_arena_zalloc(a, count * size);
+}
+
+void *gc_arena_grow(gc_arena *a, void *arr, int n, int *cap, int first,
+                    size_t size) {
+  if (n < *cap)
+    return arr;
+  if (*cap > INT_MAX / 2)
+    return NULL;
+  int nc = *cap ? *cap * 2 : first;
+  void *na = gc_arena_calloc(a, (size_t)nc, size);
+  if (!na)
+    return NULL;
+  if (n)
+    memcpy(na, arr, (size_t)n * size);
+  *cap = nc;
+  return na;
 }
 
 char *gc_arena_strndup(gc_arena *a, const char *s, size_t n) {

@@ -76,6 +76,14 @@ void *gc_arena_zalloc(gc_arena *a, size_t n);
 /* `count * size` zero-filled bytes; NULL on overflow of the product. */
 void *gc_arena_calloc(gc_arena *a, size_t count, size_t size);
 
+/* Room for one more element of a growing array of `size`-byte elements
+ * that holds `n` in room for *cap: arr itself while n < *cap, else a
+ * zero-filled copy of its n elements in room for twice *cap (`first` when
+ * *cap is 0), *cap then updated. NULL out of memory or past INT_MAX
+ * elements, *cap and arr unchanged (arrays in an arena are never freed). */
+void *gc_arena_grow(gc_arena *a, void *arr, int n, int *cap, int first,
+                    size_t size);
+
 /* Copies `n` bytes of `s` and a terminating NUL into the arena. */
 char *gc_arena_strndup(gc_arena *a, const char *s, size_t n);
 

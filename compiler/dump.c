@@ -118,36 +118,24 @@ void gc_arg_print(const gc_arg *a, gc_buf *out) {
   gc_buf_puts(out, "]");
 }
 
-/* Are the strides the contiguous strides of the sizes? */
-static bool contiguous(const gc_tensor_meta *t) {
-  int64_t expect = 1;
-  for (int i = t->rank - 1; i >= 0; i--) {
-    if (t->sizes[i].expr || t->strides[i].expr)
-      return false;
-    if (t->sizes[i].v != 1 && t->strides[i].v != expect)
-      return false;
-    expect *= t->sizes[i].v;
+/* "[a, b, ...]" of n values. */
+static void print_symints(const gc_symint *v, int n, gc_buf *out) {
+  gc_buf_puts(out, "[");
+  for (int i = 0; i < n; i++) {
+    if (i)
+      gc_buf_puts(out, ", ");
+    print_symint(&v[i], out);
   }
-  return true;
+  gc_buf_puts(out, "]");
 }
 
 void gc_meta_print(const gc_tensor_meta *t, gc_buf *out) {
   const char *dn = gc_dtype_name(t->dtype);
-  gc_buf_printf(out, "%s[", dn ? dn : "?");
-  for (int i = 0; i < t->rank; i++) {
-    if (i)
-      gc_buf_puts(out, ", ");
-    print_symint(&t->sizes[i], out);
-  }
-  gc_buf_puts(out, "]");
-  if (!contiguous(t)) {
-    gc_buf_puts(out, " strides [");
-    for (int i = 0; i < t->rank; i++) {
-      if (i)
-        gc_buf_puts(out, ", ");
-      print_symint(&t->strides[i], out);
-    }
-    gc_buf_puts(out, "]");
+  gc_buf_puts(out, dn ? dn : "?");
+  print_symints(t->sizes, t->rank, out);
+  if (!gc_meta_contiguous(t)) {
+    gc_buf_puts(out, " strides ");
+    print_symints(t->strides, t->rank, out);
   }
   if (t->offset.expr || t->offset.v) {
     gc_buf_puts(out, " offset ");

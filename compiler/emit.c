@@ -53,19 +53,14 @@ static int add_value(emitter *e, pb_value *v) {
     e->failed = 1;
     return -1;
   }
-  if (e->nvalues == e->cap) {
-    int cap = e->cap ? e->cap * 2 : 64;
-    pb_value **nv = gc_arena_calloc(e->a, (size_t)cap, sizeof *nv);
-    if (!nv) {
-      e->failed = 1;
-      return -1;
-    }
-    if (e->nvalues)
-      memcpy(nv, e->values, (size_t)e->nvalues * sizeof *nv);
-    e->values = nv;
-    e->cap = cap;
+  pb_value **nv =
+      gc_arena_grow(e->a, e->values, e->nvalues, &e->cap, 64, sizeof *nv);
+  if (!nv) {
+    e->failed = 1;
+    return -1;
   }
-  e->values[e->nvalues] = v;
+  e->values = nv;
+  nv[e->nvalues] = v;
   return e->nvalues++;
 }
 

@@ -58,17 +58,9 @@
 /* ---- growing arrays ---- */
 
 static void *grow(fz *z, void *arr, int n, int *cap, size_t elem) {
-  if (n < *cap)
-    return arr;
-  int nc = *cap ? *cap * 2 : 64;
-  void *na = gc_arena_calloc(z->a, (size_t)nc, elem);
-  if (!na) {
+  void *na = gc_arena_grow(z->a, arr, n, cap, 64, elem);
+  if (!na)
     z->oom = true;
-    return NULL;
-  }
-  if (n)
-    memcpy(na, arr, (size_t)n * elem);
-  *cap = nc;
   return na;
 }
 

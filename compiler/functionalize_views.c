@@ -161,17 +161,7 @@ static bool same_sizes(const gc_tensor_meta *a, const gc_tensor_meta *b) {
 }
 
 static bool dense_contiguous(const gc_tensor_meta *m) {
-  if (m->offset.expr || m->offset.v != 0)
-    return false;
-  int64_t expect = 1;
-  for (int i = m->rank - 1; i >= 0; i--) {
-    if (m->sizes[i].expr || m->strides[i].expr)
-      return false;
-    if (m->sizes[i].v != 1 && m->strides[i].v != expect)
-      return false;
-    expect *= m->sizes[i].v;
-  }
-  return true;
+  return !m->offset.expr && m->offset.v == 0 && gc_meta_contiguous(m);
 }
 
 static gc_arg sizes_arg(fz *z, const gc_tensor_meta *m) {

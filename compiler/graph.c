@@ -81,6 +81,18 @@ const char *gc_node_describe(const gc_graph *g, int node, char *buf,
   return buf;
 }
 
+bool gc_meta_contiguous(const gc_tensor_meta *m) {
+  int64_t expect = 1;
+  for (int i = m->rank - 1; i >= 0; i--) {
+    if (m->sizes[i].expr || m->strides[i].expr)
+      return false;
+    if (m->sizes[i].v != 1 && m->strides[i].v != expect)
+      return false;
+    expect *= m->sizes[i].v;
+  }
+  return true;
+}
+
 /* ---- the decoder and its error reporting ---- */
 
 /* Formats "<where>: [argument 'x': ]<msg>" into the error. `where` is the

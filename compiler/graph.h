@@ -170,4 +170,8 @@ int gc_graph_from_message(gc_arena *a, const Compiled__V1__GraphModule *m,
 const char *gc_node_describe(const gc_graph *g, int node, char *buf,
                              size_t size);
 
+/* Are m's sizes and strides static, the strides contiguous (a dim of size
+ * 1 may have any stride)? The offset is not looked at. */
+bool gc_meta_contiguous(const gc_tensor_meta *m);
+
 #endif

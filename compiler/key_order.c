@@ -36,23 +36,25 @@ typedef struct edges {
   int n, cap;
 } edges;
 
+/* Room for one more element in two int arrays of n elements that grow
+ * together (room for *cap in each). */
+static bool grow_pair(gc_arena *a, int **x, int **y, int n, int *cap) {
+  int cx = *cap, cy = *cap;
+  int *nx = gc_arena_grow(a, *x, n, &cx, 256, sizeof *nx);
+  int *ny = nx ? gc_arena_grow(a, *y, n, &cy, 256, sizeof *ny) : NULL;
+  if (!ny)
+    return false;
+  *x = nx;
+  *y = ny;
+  *cap = cx;
+  return true;
+}
+
 static int edge_add(gc_arena *a, edges *e, int from, int to) {
   if (from < 0 || from == to)
     return 0;
-  if (e->n == e->cap) {
-    int cap = e->cap ? e->cap * 2 : 256;
-    int *f = gc_arena_calloc(a, (size_t)cap, sizeof *f);
-    int *t = gc_arena_calloc(a, (size_t)cap, sizeof *t);
-    if (!f || !t)
-      return GC_ENOMEM;
-    if (e->n) {
-      memcpy(f, e->from, (size_t)e->n * sizeof *f);
-      memcpy(t, e->to, (size_t)e->n * sizeof *t);
-    }
-    e->from = f;
-    e->to = t;
-    e->cap = cap;
-  }
+  if (!grow_pair(a, &e->from, &e->to, e->n, &e->cap))
+    return GC_ENOMEM;
   e->from[e->n] = from;
   e->to[e->n] = to;
   e->n++;
@@ -102,20 +104,8 @@ static void collect_class(const gc_value *v, void *ctx) {
 static int read_class(gc_arena *ar, access *ac, edges *e, int cls, int node) {
   if (edge_add(ar, e, ac->last_writer[cls], node))
     return GC_ENOMEM;
-  if (ac->pool_n == ac->pool_cap) {
-    int cap = ac->pool_cap ? ac->pool_cap * 2 : 256;
-    int *pn = gc_arena_calloc(ar, (size_t)cap, sizeof *pn);
-    int *px = gc_arena_calloc(ar, (size_t)cap, sizeof *px);
-    if (!pn || !px)
-      return GC_ENOMEM;
-    if (ac->pool_n) {
-      memcpy(pn, ac->pool_node, (size_t)ac->pool_n * sizeof *pn);
-      memcpy(px, ac->pool_next, (size_t)ac->pool_n * sizeof *px);
-    }
-    ac->pool_node = pn;
-    ac->pool_next = px;
-    ac->pool_cap = cap;
-  }
+  if (!grow_pair(ar, &ac->pool_node, &ac->pool_next, ac->pool_n, &ac->pool_cap))
+    return GC_ENOMEM;
   ac->pool_node[ac->pool_n] = node;
   ac->pool_next[ac->pool_n] = ac->readers[cls];
   ac->readers[cls] = ac->pool_n++;
@@ -288,18 +278,12 @@ static void add_use(const gc_value *v, int item, void *ctx) {
   use_list *ul = ctx;
   if (v->def_node < 0)
     return;
-  if (ul->n == ul->cap) {
-    int cap = ul->cap ? ul->cap * 2 : 256;
-    use *nu = gc_arena_calloc(ul->a, (size_t)cap, sizeof *nu);
-    if (!nu) {
-      ul->failed = 1;
-      return;
-    }
-    if (ul->n)
-      memcpy(nu, ul->u, (size_t)ul->n * sizeof *nu);
-    ul->u = nu;
-    ul->cap = cap;
+  use *nu = gc_arena_grow(ul->a, ul->u, ul->n, &ul->cap, 256, sizeof *nu);
+  if (!nu) {
+    ul->failed = 1;
+    return;
   }
+  ul->u = nu;
   ul->u[ul->n++] = (use){.def = v->def_node,
                          .user = ul->user,
                          .where = ul->where,

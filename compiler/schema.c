@@ -149,21 +149,13 @@ int sp_dup(parser *p, const char *s, size_t n, const char **out) {
  * moved to a twice larger arena block when full; the old block stays in the
  * arena. NULL on failure, with p->rc set. */
 void *sp_reserve(parser *p, void *items, int n, int *cap, size_t size) {
-  if (n < *cap)
-    return items;
-  if (*cap > INT_MAX / 2) {
+  if (n == *cap && *cap > INT_MAX / 2) {
     sp_fail_at(p, p->p, "too many items");
     return NULL;
   }
-  int ncap = *cap ? *cap * 2 : 4;
-  void *fresh = gc_arena_calloc(p->a, (size_t)ncap, size);
-  if (!fresh) {
+  void *fresh = gc_arena_grow(p->a, items, n, cap, 4, size);
+  if (!fresh)
     sp_nomem(p);
-    return NULL;
-  }
-  if (n)
-    memcpy(fresh, items, (size_t)n * size);
-  *cap = ncap;
   return fresh;
 }
 

@@ -95,3 +95,25 @@ Test(arena, budget_is_thread_safe) {
     pthread_join(t[i], NULL);
   cr_assert_eq(gc_budget_used(&b), 0);
 }
+
+Test(arena, grow_keeps_elements_and_doubles_room) {
+  gc_arena *a = gc_arena_new(1 << 20);
+  int *v = NULL, n = 0, cap = 0;
+  for (int i = 0; i < 100; i++) {
+    int *g = gc_arena_grow(a, v, n, &cap, 8, sizeof *v);
+    cr_assert_not_null(g);
+    cr_assert(i < 8 ? cap == 8 : cap >= n + 1 && cap <= 2 * (n + 1));
+    v = g;
+    v[n++] = i * 3;
+  }
+  for (int i = 0; i < 100; i++)
+    cr_assert_eq(v[i], i * 3);
+  cr_assert_eq(cap, 128);
+  /* with room left, the array itself */
+  cr_assert_eq(gc_arena_grow(a, v, n, &cap, 8, sizeof *v), v);
+  /* out of memory: NULL, room unchanged */
+  int big = 1 << 17;
+  cr_assert_null(gc_arena_grow(a, v, big, &big, 8, sizeof *v));
+  cr_assert_eq(big, 1 << 17);
+  gc_arena_free(a);
+}

@@ -118,20 +118,15 @@ static void add_unique(cg *g, ir_buf ***bufs, bool **written, int *n, int *cap,
       (*written)[i] |= write;
       return;
     }
-  if (*n == *cap) {
-    int nc = *cap ? *cap * 2 : 16;
-    ir_buf **nb = gc_arena_calloc(cg__arena(g), (size_t)nc, sizeof *nb);
-    bool *nw = gc_arena_calloc(cg__arena(g), (size_t)nc, sizeof *nw);
-    if (!nb || !nw)
-      return;
-    if (*n) {
-      memcpy(nb, *bufs, (size_t)*n * sizeof *nb);
-      memcpy(nw, *written, (size_t)*n * sizeof *nw);
-    }
-    *bufs = nb;
-    *written = nw;
-    *cap = nc;
-  }
+  int cb = *cap, cw = *cap; /* the two arrays grow together */
+  ir_buf **nb = gc_arena_grow(cg__arena(g), *bufs, *n, &cb, 16, sizeof *nb);
+  bool *nw = nb ? gc_arena_grow(cg__arena(g), *written, *n, &cw, 16, sizeof *nw)
+                : NULL;
+  if (!nw)
+    return;
+  *bufs = nb;
+  *written = nw;
+  *cap = cb;
   (*bufs)[*n] = b;
   (*written)[*n] = write;
   (*n)++;

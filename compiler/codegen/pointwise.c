@@ -9,10 +9,20 @@
 #include "compiler/codegen/cexpr.h"
 #include "compiler/codegen/cgen_internal.h"
 
-typedef struct rand_find {
+/* The search for random draws or loads to take out of the inner loop. */
+typedef struct var_find {
   cg *g;
   int var; /* the inner variable */
-} rand_find;
+} var_find;
+
+/* Adds e to set (*n entries, room for max) unless it is there. */
+static void add_once(const ir_expr **set, int *n, int max, const ir_expr *e) {
+  for (int i = 0; i < *n; i++)
+    if (set[i] == e)
+      return;
+  if (*n < max)
+    set[(*n)++] = e;
+}
 
 static int uses_var(const ir_expr *e, void *ctx) {
   int var = *(const int *)ctx;
@@ -23,7 +33,7 @@ static int uses_var(const ir_expr *e, void *ctx) {
 }
 
 static int find_rand(const ir_expr *e, void *ctx) {
-  rand_find *f = ctx;
+  var_find *f = ctx;
   cg *g = f->g;
   int64_t coef;
   if (e->op != IR_RAND || e->args[1]->op != IR_INDEX ||
@@ -32,11 +42,7 @@ static int find_rand(const ir_expr *e, void *ctx) {
   int var = f->var;
   if (ir_expr_walk(e->args[0], uses_var, &var) != 0)
     return 0;
-  for (int i = 0; i < g->nrand; i++)
-    if (g->rand[i] == e)
-      return 0;
-  if (g->nrand < CG_MAX_RAND)
-    g->rand[g->nrand++] = e;
+  add_once(g->rand, &g->nrand, CG_MAX_RAND, e);
   return 0;
 }
 
@@ -47,7 +53,7 @@ static void find_rands(cg *g, const sc_stage *st) {
   const gc_sym *v = st->dims[st->ndims - 1].var;
   if (v->kind != GC_SYM_VAR)
     return;
-  rand_find f = {g, v->var};
+  var_find f = {g, v->var};
   for (int i = 0; i < st->nnodes; i++)
     ir_expr_walk(g->s->place[st->nodes[i]->id].body, find_rand, &f);
 }
@@ -88,13 +94,8 @@ static void bind_rands(cg *g, const sc_stage *st) {
 
 /* ---- loads the inner loop does not vary ---- */
 
-typedef struct hoist_find {
-  cg *g;
-  int var; /* the inner variable */
-} hoist_find;
-
 static int find_hoistable(const ir_expr *e, void *ctx) {
-  hoist_find *f = ctx;
+  var_find *f = ctx;
   cg *g = f->g;
   for (int i = 0; i < g->nrand; i++) /* filled a block at a time */
     if (g->rand[i] == e)
@@ -104,11 +105,7 @@ static int find_hoistable(const ir_expr *e, void *ctx) {
   if (e->op != IR_LOAD || g->s->local[e->load.buf->id] ||
       gc_sym_uses(e->load.index, f->var))
     return 0;
-  for (int i = 0; i < g->nhoist; i++)
-    if (g->hoist[i] == e)
-      return 0;
-  if (g->nhoist < CG_MAX_HOIST)
-    g->hoist[g->nhoist++] = e;
+  add_once(g->hoist, &g->nhoist, CG_MAX_HOIST, e);
   return 0;
 }
 
@@ -128,7 +125,7 @@ static void hoist_loads(cg *g, const sc_stage *st, const sc_dim *d, int ind) {
    * loads and the loop in a test, hoist_open) */
   if ((d->size <= 0 && d->size != IR_SYMBOLIC) || d->var->kind != GC_SYM_VAR)
     return;
-  hoist_find f = {g, d->var->var};
+  var_find f = {g, d->var->var};
   for (int i = 0; i < st->nnodes; i++)
     if (ir_expr_walk(g->s->place[st->nodes[i]->id].body, find_hoistable, &f) <
         0)

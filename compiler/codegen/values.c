@@ -22,22 +22,19 @@ static int add_value(pe *e, pb_value *v, Compiled__V1__PlacementKind kind,
                      int index, int64_t offset) {
   if (!v || e->failed)
     return -1;
-  if (e->nvalues == e->cap) {
-    int cap = e->cap ? e->cap * 2 : 64;
-    pb_value **nv = gc_arena_calloc(e->a, (size_t)cap, sizeof *nv);
-    pb_place **np = gc_arena_calloc(e->a, (size_t)cap, sizeof *np);
-    if (!nv || !np) {
-      e->failed = true;
-      return -1;
-    }
-    if (e->nvalues) {
-      memcpy(nv, e->values, (size_t)e->nvalues * sizeof *nv);
-      memcpy(np, e->places, (size_t)e->nvalues * sizeof *np);
-    }
-    e->values = nv;
-    e->places = np;
-    e->cap = cap;
+  int cv = e->cap, cp = e->cap; /* the two arrays grow together */
+  pb_value **nv =
+      gc_arena_grow(e->a, e->values, e->nvalues, &cv, 64, sizeof *nv);
+  pb_place **np =
+      nv ? gc_arena_grow(e->a, e->places, e->nvalues, &cp, 64, sizeof *np)
+         : NULL;
+  if (!np) {
+    e->failed = true;
+    return -1;
   }
+  e->values = nv;
+  e->places = np;
+  e->cap = cv;
   pb_place *pl = NEW(e, pb_place, compiled__v1__placement__descriptor);
   if (!pl)
     return -1;

@@ -5,15 +5,8 @@
  */
 #include "compiler/lower/ctx.h"
 
-#include <math.h>
-#include <stdio.h>
-#include <stdlib.h>
 #include <string.h>
 
-#include "compiler/ir/half.h"
-#include "compiler/opfacts.h"
-#include "compiler/ops.h"
-#include "compiler/schema.h"
 #include "compiler/torchops.h"
 
 /* ---- operators introduced by lowering (extern .out overloads) ---- */
@@ -100,14 +93,7 @@ static int call_view(lower_ctx *L, ir_tensor *t, const gc_tensor_meta *meta,
       if (!b)
         return GC_ENOMEM;
     }
-    v = (ir_view){.buf = b,
-                  .rank = t->rank,
-                  .sizes = t->sizes,
-                  .strides = b->strides,
-                  .offset = 0,
-                  .ssizes = L__sym_sizes_of(L, t),
-                  .sstrides = b->sstrides,
-                  .soffset = gc_sym_const(&ir->sym, 0)};
+    v = L__whole_buf(L, t, b);
   }
   ir_view_sym(ir, &v);
   ir_view *pv = gc_arena_alloc(ir->a, sizeof *pv);

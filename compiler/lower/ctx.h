@@ -87,6 +87,8 @@ ir_buf *L__materialize(lower_ctx *L, ir_tensor *t, ir_buf_kind kind,
                        const int64_t *strides, const gc_tensor_meta *like);
 ir_buf *L__smaterialize(lower_ctx *L, ir_tensor *t, ir_buf_kind kind,
                         gc_sym *const *strides, const gc_tensor_meta *like);
+/* t's value as the whole of buffer b (t realized into b). */
+ir_view L__whole_buf(lower_ctx *L, ir_tensor *t, ir_buf *b);
 /* Realizes the result of value v when it is shared and costly, or too big
  * to keep inlining (0, or GC_ENOMEM). */
 int L__maybe_realize(lower_ctx *L, const gc_value *v);

@@ -19,7 +19,9 @@
 
 /* ---- IR helpers ---- */
 
-gc_sym **L_vars(lower_ctx *L, int rank, const int64_t *sizes) {
+/* New loop variables i<n> over `sizes`, or over `ssizes` when symbolic. */
+static gc_sym **new_vars(lower_ctx *L, int rank, const int64_t *sizes,
+                         gc_sym *const *ssizes) {
   gc_symctx *s = &L->ir->sym;
   gc_sym **v = gc_arena_calloc(L->ir->a, (size_t)rank + 1, sizeof *v);
   if (!v)
@@ -27,24 +29,20 @@ gc_sym **L_vars(lower_ctx *L, int rank, const int64_t *sizes) {
   for (int i = 0; i < rank; i++) {
     char name[24];
     snprintf(name, sizeof name, "i%d", s->nvars);
-    if (!(v[i] = gc_sym_newvar(s, name, 0, sizes[i] > 0 ? sizes[i] - 1 : 0)))
+    v[i] = ssizes ? gc_sym_loopvar(s, name, ssizes[i])
+                  : gc_sym_newvar(s, name, 0, sizes[i] > 0 ? sizes[i] - 1 : 0);
+    if (!v[i])
       return NULL;
   }
   return v;
 }
 
+gc_sym **L_vars(lower_ctx *L, int rank, const int64_t *sizes) {
+  return new_vars(L, rank, sizes, NULL);
+}
+
 gc_sym **L_svars(lower_ctx *L, int rank, gc_sym *const *sizes) {
-  gc_symctx *s = &L->ir->sym;
-  gc_sym **v = gc_arena_calloc(L->ir->a, (size_t)rank + 1, sizeof *v);
-  if (!v)
-    return NULL;
-  for (int i = 0; i < rank; i++) {
-    char name[24];
-    snprintf(name, sizeof name, "i%d", s->nvars);
-    if (!(v[i] = gc_sym_loopvar(s, name, sizes[i])))
-      return NULL;
-  }
-  return v;
+  return new_vars(L, rank, NULL, sizes);
 }
 
 /* The extent of loop variable x (NULL: not a variable). */
@@ -65,17 +63,12 @@ static void add_prov(lower_ctx *L, const int *ids, int n) {
       seen = L->prov[k] == ids[i];
     if (seen)
       continue;
-    if (L->nprov == L->capprov) {
-      int cap = L->capprov ? L->capprov * 2 : 16;
-      int *p = gc_arena_calloc(L->ir->a, (size_t)cap, sizeof *p);
-      if (!p)
-        return;
-      if (L->nprov)
-        memcpy(p, L->prov, (size_t)L->nprov * sizeof *p);
-      L->prov = p;
-      L->capprov = cap;
-    }
-    L->prov[L->nprov++] = ids[i];
+    int *p =
+        gc_arena_grow(L->ir->a, L->prov, L->nprov, &L->capprov, 16, sizeof *p);
+    if (!p)
+      return;
+    L->prov = p;
+    p[L->nprov++] = ids[i];
   }
 }
 
@@ -250,10 +243,9 @@ ir_expr *L_checked_index(lower_ctx *L, const gc_node *n, ir_expr *i,
                    ir_cast(ir, i, GC_DTYPE_INT64), v.strides[0], size, true);
 }
 
-bool L_dense_strides(int rank, const int64_t *sizes, const int64_t *strides) {
-  int order[IR_MAX_RANK]; /* dims by decreasing stride */
-  if (rank > IR_MAX_RANK)
-    return false;
+/* The dims by decreasing stride, equal strides in dim order (a stable
+ * insertion sort). */
+static void order_by_stride(int rank, const int64_t *strides, int *order) {
   for (int i = 0; i < rank; i++)
     order[i] = i;
   for (int i = 1; i < rank; i++) {
@@ -264,6 +256,13 @@ bool L_dense_strides(int rank, const int64_t *sizes, const int64_t *strides) {
     }
     order[j + 1] = d;
   }
+}
+
+bool L_dense_strides(int rank, const int64_t *sizes, const int64_t *strides) {
+  int order[IR_MAX_RANK]; /* dims by decreasing stride */
+  if (rank > IR_MAX_RANK)
+    return false;
+  order_by_stride(rank, strides, order);
   int64_t dense = 1;
   for (int i = rank - 1; i >= 0; i--) {
     int d = order[i];
@@ -284,16 +283,7 @@ void L__dense_like(int rank, const int64_t *sizes, const gc_tensor_meta *like,
     return;
   }
   int order[IR_MAX_RANK]; /* dims from outermost to innermost */
-  for (int i = 0; i < rank; i++)
-    order[i] = i;
-  for (int i = 1; i < rank; i++) { /* stable insertion sort, stride desc */
-    int d = order[i], j = i - 1;
-    while (j >= 0 && ls[order[j]] < ls[d]) {
-      order[j + 1] = order[j];
-      j--;
-    }
-    order[j + 1] = d;
-  }
+  order_by_stride(rank, ls, order);
   int64_t s = 1;
   for (int i = rank - 1; i >= 0; i--) {
     strides[order[i]] = s;

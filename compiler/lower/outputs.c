@@ -95,6 +95,22 @@ static bool relaid(const lower_ctx *L, const ir_view *v, const int64_t *st) {
   return L->channels_last && restrided(v, st);
 }
 
+/* Does output value o stay v, a view of a buffer (static strides st, else
+ * symbolic sst)? A view of an input only where eager's output aliases an
+ * input; of another buffer only where eager's output views that buffer's
+ * value, or, of a buffer of no known value, with eager's strides (and,
+ * static, eager's layout). */
+static bool stays_view(const lower_ctx *L, const gc_value *o, const ir_view *v,
+                       bool sym, const int64_t *st, gc_sym *const *sst) {
+  if (v->buf->kind == IR_BUF_INPUT)
+    return aliases(L, o, NULL);
+  if (v->buf->value ? !aliases(L, o, v->buf->value)
+      : sym         ? srestrided(v, sst)
+                    : restrided(v, st))
+    return false;
+  return sym || !relaid(L, v, st);
+}
+
 /* Program outputs. An output that eager returns as a view of something
  * (an input, another output, an intermediate: chunks of one tensor share
  * its storage) stays a view here: the buffer it views becomes a per-call
@@ -149,42 +165,7 @@ int L__lower_outputs(lower_ctx *L) {
     bool strided = !computed && ir_tensor_as_strided(ir, t, &v);
     if (strided && sym)
       ir_view_sym(ir, &v);
-    if (strided && sym && v.buf->kind != IR_BUF_INPUT &&
-        (v.buf->value ? !aliases(L, o->v, v.buf->value) : srestrided(&v, sst)))
-      strided = false;
-    if (strided && sym && v.buf->kind == IR_BUF_INPUT &&
-        !aliases(L, o->v, NULL))
-      strided = false;
-    if (strided && sym) {
-      if (v.buf->kind == IR_BUF_ARENA) {
-        v.buf->kind = IR_BUF_OUTPUT;
-        v.buf->index = i;
-      }
-      if (set_output(L, i, &v))
-        return GC_ENOMEM;
-      continue;
-    }
-    if (sym) {
-      ir_buf *b = L__smaterialize(L, t, IR_BUF_OUTPUT, sst, NULL);
-      if (!b)
-        return GC_ENOMEM;
-      b->index = i;
-      b->value = o->v;
-      if (t->kind == IR_T_LOOP && !t->realized) {
-        t->realized = b;
-        L__log_realized(L, t);
-      }
-      ir_view whole = {b, b->rank,   b->sizes,    b->strides,
-                       0, b->ssizes, b->sstrides, gc_sym_const(&ir->sym, 0)};
-      if (set_output(L, i, &whole))
-        return GC_ENOMEM;
-      continue;
-    }
-    if (strided && (v.buf->kind != IR_BUF_INPUT || aliases(L, o->v, NULL)) &&
-        (v.buf->kind == IR_BUF_INPUT ||
-         (v.buf->value ? aliases(L, o->v, v.buf->value)
-                       : !restrided(&v, st))) &&
-        (v.buf->kind == IR_BUF_INPUT || !relaid(L, &v, st))) {
+    if (strided && stays_view(L, o->v, &v, sym, st, sst)) {
       if (v.buf->kind == IR_BUF_ARENA) {
         /* the call's result lives in the buffer it views (fresh per call) */
         v.buf->kind = IR_BUF_OUTPUT;
@@ -194,7 +175,8 @@ int L__lower_outputs(lower_ctx *L) {
         return GC_ENOMEM;
       continue;
     }
-    ir_buf *b = L__materialize(L, t, IR_BUF_OUTPUT, st, NULL);
+    ir_buf *b = sym ? L__smaterialize(L, t, IR_BUF_OUTPUT, sst, NULL)
+                    : L__materialize(L, t, IR_BUF_OUTPUT, st, NULL);
     if (!b)
       return GC_ENOMEM;
     b->index = i;

@@ -145,21 +145,6 @@ static bool has_zero(int rank, const int64_t *sizes) {
   return false;
 }
 
-static int64_t numel(int rank, const int64_t *sizes) {
-  int64_t n = 1;
-  for (int i = 0; i < rank; i++)
-    n *= sizes[i];
-  return n;
-}
-
-/* `e` clamped to [0, hi]. */
-static gc_sym *clamp(gc_symctx *s, gc_sym *e, int64_t hi) {
-  if (e->lo >= 0 && e->hi <= hi)
-    return e;
-  return gc_sym_max(s, gc_sym_min(s, e, gc_sym_const(s, hi)),
-                    gc_sym_const(s, 0));
-}
-
 /* 0 <= e < size as a bool expression; NULL when always true. */
 static ir_expr *in_range(ir_graph *ir, gc_sym *e, int64_t size) {
   if (e->lo >= 0 && e->hi < size)
@@ -200,8 +185,8 @@ static ir_expr *max_chain(lower_ctx *L, pool *P, gc_sym **v, int which) {
         continue;
       ir_expr *inb =
           and_opt(ir, in_range(ir, ih, P->H), in_range(ir, iw, P->W));
-      xi[r - 2] = clamp(s, ih, P->H - 1);
-      xi[r - 1] = clamp(s, iw, P->W - 1);
+      xi[r - 2] = L__clamp_index(s, ih, P->H - 1);
+      xi[r - 1] = L__clamp_index(s, iw, P->W - 1);
       ir_expr *val = L_load(L, P->x, xi);
       ir_expr *at = ir_index(ir, gc_sym_add(s, gc_sym_scale(s, ih, P->W), iw),
                              GC_DTYPE_INT64);
@@ -282,8 +267,8 @@ static ir_tensor *window_sum(lower_ctx *L, const gc_node *n, pool *P,
   gc_sym *xi[4];
   for (int i = 0; i < r - 2; i++)
     xi[i] = ov[i];
-  xi[r - 2] = clamp(s, ih, P->H - 1);
-  xi[r - 1] = clamp(s, iw, P->W - 1);
+  xi[r - 2] = L__clamp_index(s, ih, P->H - 1);
+  xi[r - 1] = L__clamp_index(s, iw, P->W - 1);
   ir_expr *inb = and_opt(ir, in_range(ir, ih, P->H), in_range(ir, iw, P->W));
   gc_dtype i64 = GC_DTYPE_INT64;
   if (hend)
@@ -427,7 +412,7 @@ int lower_avg_pool2d_backward(lower_ctx *L, const gc_node *n, int unused) {
   int64_t nh = (P.k[0] + P.s[0] - 1) / P.s[0],
           nw = (P.k[1] + P.s[1] - 1) / P.s[1];
   gc_dtype dt = P.out.dt, i64 = GC_DTYPE_INT64;
-  if (numel(r, P.out.sizes) == 0 || OH == 0 || OW == 0)
+  if (L__numel(r, P.out.sizes) == 0 || OH == 0 || OW == 0)
     return L__elementwise_finish(L, n, 0, &P.out, ir_const_f(ir, 0, dt));
   if (nh * nw > MAX_WINDOW)
     return GC_EUNSUPPORTED;
@@ -461,8 +446,8 @@ int lower_avg_pool2d_backward(lower_ctx *L, const gc_node *n, int unused) {
                               gc_sym_addc(s, gc_sym_scale(s, ow, P.s[1]),
                                           P.k[1] - P.p[1]),
                               i64))));
-      at[r - 2] = clamp(s, oh, OH - 1);
-      at[r - 1] = clamp(s, ow, OW - 1);
+      at[r - 2] = L__clamp_index(s, oh, OH - 1);
+      at[r - 1] = L__clamp_index(s, ow, OW - 1);
       ir_expr *term =
           OP2(DIV, L_load(L, g, at), divisor(ir, &w, incl, div, dt));
       acc = OP2(ADD, acc, WHERE(covers, term, ir_const_f(ir, 0, dt)));
@@ -577,7 +562,7 @@ int lower_adaptive_avg_pool2d_backward(lower_ctx *L, const gc_node *n,
   for (int i = 0; i < r; i++)
     if (x->sizes[i] != p.sizes[i] || (i < r - 2 && g->sizes[i] != p.sizes[i]))
       return GC_EUNSUPPORTED;
-  if (numel(r, p.sizes) == 0)
+  if (L__numel(r, p.sizes) == 0)
     return L__elementwise_finish(L, n, 0, &p, ir_const_f(ir, 0, dt));
   int64_t in[2], out[2], m[2];
   gc_sym *lo[2], *hi[2];
@@ -613,7 +598,7 @@ int lower_adaptive_avg_pool2d_backward(lower_ctx *L, const gc_node *n,
                                 ir_index(ir, hi[a], i64)),
                          ir_op2(ir, IR_LT, i64, ir_index(ir, o, i64),
                                 ir_const_i(ir, out[a], i64))));
-        gc_sym *oc = clamp(s, o, out[a] - 1);
+        gc_sym *oc = L__clamp_index(s, o, out[a] - 1);
         at[r - 2 + a] = oc;
         /* the window's size: end - start, as the forward's */
         gc_sym *st = gc_sym_floordiv(s, gc_sym_scale(s, oc, in[a]), out[a]);
@@ -660,8 +645,8 @@ static ir_expr *adaptive_max_chain(lower_ctx *L, pool *P, gc_sym **v,
       gc_sym *iw = gc_sym_addc(s, st[1], kw);
       if (!ih || !iw)
         return NULL;
-      xi[r - 2] = clamp(s, ih, P->H - 1);
-      xi[r - 1] = clamp(s, iw, P->W - 1);
+      xi[r - 2] = L__clamp_index(s, ih, P->H - 1);
+      xi[r - 1] = L__clamp_index(s, iw, P->W - 1);
       ir_expr *val = L_load(L, P->x, xi);
       ir_expr *at =
           ir_index(ir, gc_sym_add(s, gc_sym_scale(s, ih, P->W), iw), i64);
@@ -709,7 +694,7 @@ int lower_adaptive_max_pool2d(lower_ctx *L, const gc_node *n, int unused) {
   if (rc)
     return rc;
   if (P.out.rank != r || P.out.dt != P.x->dtype || pi.rank != r ||
-      pi.dt != GC_DTYPE_INT64 || numel(r, P.out.sizes) == 0)
+      pi.dt != GC_DTYPE_INT64 || L__numel(r, P.out.sizes) == 0)
     return GC_EUNSUPPORTED;
   for (int i = 0; i < r; i++)
     if (pi.sizes[i] != P.out.sizes[i] ||
@@ -838,7 +823,7 @@ int lower_upsample_nearest(lower_ctx *L, const gc_node *n, int unused) {
       !L_upsample_scales(L, n, d, has, sf) ||
       !L_upsample_out_sizes(L, n, d, x->sizes + 2, p.sizes + 2, has, sf))
     return GC_EUNSUPPORTED;
-  if (numel(p.rank, p.sizes) == 0)
+  if (L__numel(p.rank, p.sizes) == 0)
     return L__elementwise_finish(L, n, 0, &p, ir_const_f(ir, 0, p.odt));
   gc_sym *at[5] = {p.vars[0], p.vars[1]};
   for (int i = 2; i < p.rank; i++) {
@@ -885,7 +870,7 @@ int lower_upsample_nearest_backward(lower_ctx *L, const gc_node *n,
   for (int i = 0; i < p.rank; i++)
     if (isz[i] != p.sizes[i])
       return GC_EUNSUPPORTED;
-  if (numel(p.rank, p.sizes) == 0)
+  if (L__numel(p.rank, p.sizes) == 0)
     return L__elementwise_finish(L, n, 0, &p, ir_const_f(ir, 0, dt));
   int64_t m[3], window = 1;
   gc_sym *lo[3];
@@ -919,7 +904,7 @@ int lower_upsample_nearest_backward(lower_ctx *L, const gc_node *n,
                        ir_op2(ir, IR_LT, i64, ir_index(ir, o, i64),
                               ir_const_i(ir, out, i64)));
       ok = and_opt(ir, ok, c);
-      at[a + 2] = clamp(s, o, out - 1);
+      at[a + 2] = L__clamp_index(s, o, out - 1);
     }
     acc = OP2(ADD, acc, WHERE(ok, L_load(L, g, at), ir_const_f(ir, 0, dt)));
     for (int a = d - 1; a >= 0 && ++j[a] == m[a]; a--)

@@ -6,16 +6,9 @@
  */
 #include "compiler/lower/ctx.h"
 
-#include <math.h>
-#include <stdio.h>
-#include <stdlib.h>
 #include <string.h>
 
 #include "compiler/ir/half.h"
-#include "compiler/opfacts.h"
-#include "compiler/ops.h"
-#include "compiler/schema.h"
-#include "compiler/torchops.h"
 
 /* Inlining limits (Inductor's realization heuristics, see lower.h). */
 #define REALIZE_READS_SHARED 4 /* a multi-user value with more loads */
@@ -24,22 +17,15 @@
 #define REALIZE_OPS_ANY 96     /* ... or more operations */
 
 bool L__log_realized(lower_ctx *L, ir_tensor *t) {
-  if (L->nrealized == L->caprealized) {
-    int cap = L->caprealized ? L->caprealized * 2 : 64;
-    ir_tensor **n = gc_arena_calloc(L->ir->a, (size_t)cap, sizeof *n);
-    if (!n)
-      return false;
-    if (L->nrealized)
-      memcpy(n, L->realized_log, (size_t)L->nrealized * sizeof *n);
-    L->realized_log = n;
-    L->caprealized = cap;
-  }
-  L->realized_log[L->nrealized++] = t;
+  ir_tensor **log = gc_arena_grow(L->ir->a, L->realized_log, L->nrealized,
+                                  &L->caprealized, 64, sizeof *log);
+  if (!log)
+    return false;
+  L->realized_log = log;
+  log[L->nrealized++] = t;
   return true;
 }
 
-/* A pointwise node computing t into a new buffer of `kind` with `strides`
- * (NULL: dense like `like`). */
 /* The tensor's sizes as expressions. */
 gc_sym **L__sym_sizes_of(lower_ctx *L, ir_tensor *t) {
   if (!t->ssizes)
@@ -47,19 +33,12 @@ gc_sym **L__sym_sizes_of(lower_ctx *L, ir_tensor *t) {
   return t->ssizes;
 }
 
-ir_buf *L__materialize(lower_ctx *L, ir_tensor *t, ir_buf_kind kind,
-                       const int64_t *strides, const gc_tensor_meta *like) {
+/* A pointwise node computing t into b, a new buffer of t's sizes (`ss`
+ * when symbolic, the loop then over them; NULL: t->sizes). NULL when b is
+ * (out of memory). */
+static ir_buf *compute_into(lower_ctx *L, ir_tensor *t, ir_buf *b,
+                            gc_sym *const *ss) {
   ir_graph *ir = L->ir;
-  if (ir->nsyms) {
-    gc_sym **ss = strides ? ir_syms_of(ir, t->rank, strides) : NULL;
-    return strides && !ss ? NULL : L__smaterialize(L, t, kind, ss, like);
-  }
-  int64_t st[IR_MAX_RANK];
-  if (strides)
-    memcpy(st, strides, (size_t)t->rank * 8);
-  else
-    L__dense_like(t->rank, t->sizes, like, st);
-  ir_buf *b = ir_buf_new(ir, kind, t->dtype, t->rank, t->sizes, st);
   ir_node *n = ir_node_new(ir, IR_POINTWISE);
   if (!b || !n)
     return NULL;
@@ -73,7 +52,7 @@ ir_buf *L__materialize(lower_ctx *L, ir_tensor *t, ir_buf_kind kind,
     n->gnodes = t->gnodes;
     n->ngnodes = t->ngnodes;
   } else {
-    n->vars = L_vars(L, t->rank, t->sizes);
+    n->vars = ss ? L_svars(L, t->rank, ss) : L_vars(L, t->rank, t->sizes);
     if (!n->vars)
       return NULL;
     n->body = ir_tensor_load(ir, t, n->vars);
@@ -85,6 +64,24 @@ ir_buf *L__materialize(lower_ctx *L, ir_tensor *t, ir_buf_kind kind,
   if (ir_node_append(ir, n) != 0)
     return NULL;
   return b;
+}
+
+/* A pointwise node computing t into a new buffer of `kind` with `strides`
+ * (NULL: dense like `like`). */
+ir_buf *L__materialize(lower_ctx *L, ir_tensor *t, ir_buf_kind kind,
+                       const int64_t *strides, const gc_tensor_meta *like) {
+  ir_graph *ir = L->ir;
+  if (ir->nsyms) {
+    gc_sym **ss = strides ? ir_syms_of(ir, t->rank, strides) : NULL;
+    return strides && !ss ? NULL : L__smaterialize(L, t, kind, ss, like);
+  }
+  int64_t st[IR_MAX_RANK];
+  if (strides)
+    memcpy(st, strides, (size_t)t->rank * 8);
+  else
+    L__dense_like(t->rank, t->sizes, like, st);
+  return compute_into(
+      L, t, ir_buf_new(ir, kind, t->dtype, t->rank, t->sizes, st), NULL);
 }
 
 /* L__materialize with symbolic sizes: strides given, or dense like `like`. */
@@ -99,32 +96,8 @@ ir_buf *L__smaterialize(lower_ctx *L, ir_tensor *t, ir_buf_kind kind,
     memcpy(st, strides, (size_t)t->rank * sizeof *st);
   else
     L__sdense_like(L, t->rank, sz, like, st);
-  ir_buf *b = ir_buf_new_s(ir, kind, t->dtype, t->rank, sz, st);
-  ir_node *n = ir_node_new(ir, IR_POINTWISE);
-  if (!b || !n)
-    return NULL;
-  n->out = b;
-  n->rank = t->rank;
-  n->ranges = b->sizes;
-  n->sranges = b->ssizes;
-  if (t->kind == IR_T_LOOP && !t->realized) {
-    n->vars = t->vars; /* the node owns the value's variables */
-    n->body = t->body;
-    n->gnodes = t->gnodes;
-    n->ngnodes = t->ngnodes;
-  } else {
-    n->vars = L_svars(L, t->rank, sz);
-    if (!n->vars)
-      return NULL;
-    n->body = ir_tensor_load(ir, t, n->vars);
-  }
-  if (!n->body)
-    return NULL;
-  n->what = "pointwise";
-  b->def = n;
-  if (ir_node_append(ir, n) != 0)
-    return NULL;
-  return b;
+  return compute_into(L, t, ir_buf_new_s(ir, kind, t->dtype, t->rank, sz, st),
+                      sz);
 }
 
 ir_buf *L_realize(lower_ctx *L, ir_tensor *t, const gc_tensor_meta *like) {
@@ -157,15 +130,19 @@ bool L_as_buffer(lower_ctx *L, ir_tensor *t, ir_view *v) {
   ir_buf *b = L_realize_chosen(L, t, t->value ? &t->value->meta : NULL);
   if (!b)
     return false;
-  *v = (ir_view){.buf = b,
-                 .rank = t->rank,
-                 .sizes = t->sizes,
-                 .strides = b->strides,
-                 .offset = 0,
-                 .ssizes = L__sym_sizes_of(L, t),
-                 .sstrides = b->sstrides,
-                 .soffset = gc_sym_const(&L->ir->sym, 0)};
+  *v = L__whole_buf(L, t, b);
   return true;
+}
+
+ir_view L__whole_buf(lower_ctx *L, ir_tensor *t, ir_buf *b) {
+  return (ir_view){.buf = b,
+                   .rank = t->rank,
+                   .sizes = t->sizes,
+                   .strides = b->strides,
+                   .offset = 0,
+                   .ssizes = L__sym_sizes_of(L, t),
+                   .sstrides = b->sstrides,
+                   .soffset = gc_sym_const(&L->ir->sym, 0)};
 }
 
 /* b (a float32 result of a reduction) rounded to half dtype dt, in a new
@@ -183,6 +160,20 @@ static ir_buf *rounded_copy(lower_ctx *L, ir_buf *b, gc_dtype dt) {
     return NULL;
   return L->ir->nsyms ? L__smaterialize(L, t, IR_BUF_ARENA, b->sstrides, NULL)
                       : L__materialize(L, t, IR_BUF_ARENA, b->strides, NULL);
+}
+
+/* A further output of reduction node n, in dt (also set in *out when out
+ * is not NULL). */
+static ir_buf *extra_out(ir_graph *ir, ir_node *n, gc_dtype dt, int rank,
+                         gc_sym *const *sizes, gc_sym *const *strides,
+                         ir_buf **out) {
+  ir_buf *b = ir_buf_new_s(ir, IR_BUF_ARENA, dt, rank, sizes, strides);
+  if (!b)
+    return NULL;
+  b->def = n;
+  if (out)
+    *out = b;
+  return b;
 }
 
 ir_buf *L_reduce(lower_ctx *L, const gc_node *gn, ir_reduction red, gc_dtype dt,
@@ -265,25 +256,13 @@ ir_buf *L_sreduce(lower_ctx *L, const gc_node *gn, ir_reduction red,
   n->what = ir_reduction_name(red);
   n->ngnodes = L__provenance(L, &n->gnodes);
   b->def = n;
-  if (arg || red == IR_RED_WELFORD) {
-    gc_dtype d2 = arg ? dt : dt;
-    ir_buf *b2 = ir_buf_new_s(ir, IR_BUF_ARENA, d2, rank, ranges, st);
-    if (!b2)
-      return NULL;
-    b2->def = n;
-    n->out2 = b2;
-    if (out2)
-      *out2 = b2;
-    if (red == IR_RED_WELFORD) {
-      ir_buf *b3 = ir_buf_new_s(ir, IR_BUF_ARENA, dt, rank, ranges, st);
-      if (!b3)
-        return NULL;
-      b3->def = n;
-      n->out3 = b3;
-      if (out3)
-        *out3 = b3;
-    }
-  }
+  /* out2 of an arg reduction, and of a Welford with out3 (ir.h) */
+  if ((arg || red == IR_RED_WELFORD) &&
+      !(n->out2 = extra_out(ir, n, dt, rank, ranges, st, out2)))
+    return NULL;
+  if (red == IR_RED_WELFORD &&
+      !(n->out3 = extra_out(ir, n, dt, rank, ranges, st, out3)))
+    return NULL;
   if (ir_node_append(ir, n) != 0)
     return NULL;
   return b;

@@ -22,6 +22,20 @@ bool L_symbolic(lower_ctx *L) {
   return L->ir->nsyms > 0;
 }
 
+/* a + b, a * b, max(a, b) or min(a, b) as `kind` says. */
+static gc_sym *combine(gc_symctx *s, gc_sx_kind kind, gc_sym *a, gc_sym *b) {
+  switch (kind) {
+  case GC_SX_ADD:
+    return gc_sym_add(s, a, b);
+  case GC_SX_MUL:
+    return gc_sym_mul(s, a, b);
+  case GC_SX_MAX:
+    return gc_sym_max(s, a, b);
+  default:
+    return gc_sym_min(s, a, b);
+  }
+}
+
 /* A parsed expression as a gc_sym over the size symbols (recursion
  * bounded by the parser's depth limit). */
 static gc_sym *sx_sym(lower_ctx *L, const gc_symexpr *e) {
@@ -39,10 +53,11 @@ static gc_sym *sx_sym(lower_ctx *L, const gc_symexpr *e) {
     return gc_sym_scale(s, sx_sym(L, e->args[0]), -1);
   case GC_SX_ADD:
   case GC_SX_MUL:
+  case GC_SX_MAX:
+  case GC_SX_MIN:
     r = sx_sym(L, e->args[0]);
     for (int i = 1; i < e->nargs && r; i++)
-      r = e->kind == GC_SX_ADD ? gc_sym_add(s, r, sx_sym(L, e->args[i]))
-                               : gc_sym_mul(s, r, sx_sym(L, e->args[i]));
+      r = combine(s, e->kind, r, sx_sym(L, e->args[i]));
     return r;
   case GC_SX_FLOORDIV:
   case GC_SX_MOD:
@@ -52,13 +67,6 @@ static gc_sym *sx_sym(lower_ctx *L, const gc_symexpr *e) {
       return NULL;
     return e->kind == GC_SX_FLOORDIV ? gc_sym_floordiv(s, r, k)
                                      : gc_sym_mod(s, r, k);
-  case GC_SX_MAX:
-  case GC_SX_MIN:
-    r = sx_sym(L, e->args[0]);
-    for (int i = 1; i < e->nargs && r; i++)
-      r = e->kind == GC_SX_MAX ? gc_sym_max(s, r, sx_sym(L, e->args[i]))
-                               : gc_sym_min(s, r, sx_sym(L, e->args[i]));
-    return r;
   default:
     return NULL; /* true division, powers, comparisons... */
   }
@@ -70,22 +78,22 @@ gc_sym *L_symint(lower_ctx *L, const gc_symint *v) {
   return v->tree && L->ir->nsyms ? sx_sym(L, v->tree) : NULL;
 }
 
-bool L_sym_sizes(lower_ctx *L, const gc_tensor_meta *m, gc_sym **sizes) {
-  if (m->rank > IR_MAX_RANK)
+/* The rank values v as gc_syms (false past IR_MAX_RANK). */
+static bool syms_of(lower_ctx *L, int rank, const gc_symint *v, gc_sym **out) {
+  if (rank > IR_MAX_RANK)
     return false;
-  for (int i = 0; i < m->rank; i++)
-    if (!(sizes[i] = L_symint(L, &m->sizes[i])))
+  for (int i = 0; i < rank; i++)
+    if (!(out[i] = L_symint(L, &v[i])))
       return false;
   return true;
 }
 
+bool L_sym_sizes(lower_ctx *L, const gc_tensor_meta *m, gc_sym **sizes) {
+  return syms_of(L, m->rank, m->sizes, sizes);
+}
+
 bool L_sym_strides(lower_ctx *L, const gc_tensor_meta *m, gc_sym **strides) {
-  if (m->rank > IR_MAX_RANK)
-    return false;
-  for (int i = 0; i < m->rank; i++)
-    if (!(strides[i] = L_symint(L, &m->strides[i])))
-      return false;
-  return true;
+  return syms_of(L, m->rank, m->strides, strides);
 }
 
 bool L_symints(lower_ctx *L, const gc_node *n, const char *name, gc_sym **out,

@@ -45,17 +45,11 @@ typedef struct sctx {
 /* ---- small arrays ---- */
 
 static bool grow_ptrs(gc_arena *a, void ***arr, int *n, int *cap, void *p) {
-  if (*n == *cap) {
-    int nc = *cap ? *cap * 2 : 8;
-    void **na = gc_arena_calloc(a, (size_t)nc, sizeof *na);
-    if (!na)
-      return false;
-    if (*n)
-      memcpy(na, *arr, (size_t)*n * sizeof *na);
-    *arr = na;
-    *cap = nc;
-  }
-  (*arr)[(*n)++] = p;
+  void **na = gc_arena_grow(a, *arr, *n, cap, 8, sizeof *na);
+  if (!na)
+    return false;
+  *arr = na;
+  na[(*n)++] = p;
   return true;
 }
 
@@ -296,17 +290,12 @@ static bool try_stage(sctx *c, sc_kernel *k, const ir_node *n, gc_symmap *map,
 
 static bool add_stage(sctx *c, sc_kernel *k, bool reduction, const sc_dim *dims,
                       int ndims) {
-  if (k->nstages == k->capstages) {
-    int cap = k->capstages ? k->capstages * 2 : 4;
-    sc_stage *ns = gc_arena_calloc(c->ir->a, (size_t)cap, sizeof *ns);
-    if (!ns)
-      return false;
-    if (k->nstages)
-      memcpy(ns, k->stages, (size_t)k->nstages * sizeof *ns);
-    k->stages = ns;
-    k->capstages = cap;
-  }
-  sc_stage *st = &k->stages[k->nstages++];
+  sc_stage *ns = gc_arena_grow(c->ir->a, k->stages, k->nstages, &k->capstages,
+                               4, sizeof *ns);
+  if (!ns)
+    return false;
+  k->stages = ns;
+  sc_stage *st = &ns[k->nstages++];
   memset(st, 0, sizeof *st);
   st->reduction = reduction;
   st->dims = (sc_dim *)dims;
