@@ -297,6 +297,28 @@ def test_arena_reuse_gives_the_same_answers(server, monkeypatch, mode):
         assert all(torch.equal(a, b) for a, b in zip(first, cf(x)))
 
 
+def test_a_large_output_block_is_not_kept_between_calls(server):
+    """A large output (1 MiB or more: the output pool's numpy block) is
+    freed with its last reference: the pool keeps no free block for the
+    next call, which would hold it during the next call's layers before
+    its output is written (peak heap above Inductor's in `make
+    bench-models`). Calls still give eager's answers."""
+    arena_mod = sys.modules["compiled.arena"]
+
+    def f(x):
+        return torch.relu(x) * 2
+    x = torch.randn(512, 1024)  # 2 MiB
+    cf = compiled.compile(f, (x,), server=server)
+    arena_mod.release_output_pool()  # earlier tests' blocks
+    with torch.no_grad():
+        for _ in range(3):
+            out = cf(x)
+            torch.testing.assert_close(out, f(x))
+            del out
+    assert cf.summary()["runs"] == "native"
+    assert arena_mod.release_output_pool() == 0, "a free block was kept"
+
+
 def test_transcendentals_use_vector_math(server, tmp_path):
     """exp, tanh, erf in a vectorizable loop call vector functions, not the
     scalar C library: tanh and erf glibc's libmvec (the GNU vector ABI names
