@@ -188,6 +188,35 @@ T(large_intermediates_become_temporaries_when_asked) {
   cr_assert_eq(S.arena_bytes, 256, "A and B only");
 }
 
+/* Without separate temporaries (an inference program), a buffer of
+ * SC_TEMP_MIN_BYTES or more still gets its own memory for its live range:
+ * in the arena, which lives for the whole call, a large buffer read only
+ * by the first kernels would be held through all the later ones (a
+ * network's input copied to channels-last for its first convolution). The
+ * arena then holds only the small buffers: here the peak of the live ones
+ * that stay in it, computed from their sizes, not the large one's. */
+T(large_intermediates_get_their_own_memory_in_any_program) {
+  const int64_t big[2] = {512, 1024}; /* f32: 2 MiB */
+  ir_buf *x = ib_input(ir, 0, F32, 2, big);
+  ir_node *A = exp_of(x);                     /* 2 MiB, live at kernels 0-1 */
+  ir_node *B = transposed(A->out, F32);       /* 2 MiB [1024, 512], 1-2 */
+  ir_node *C = ib_pointwise(ir, F32, 2, S48); /* 128 B from B, 2-3 */
+  C->body = ir_load(ir, B->out, gc_sym_const(&ir->sym, 7));
+  ib_append(ir, C);
+  ir_node *D = transposed(C->out, F32); /* 128 B, 3-4 */
+  output(transposed(D->out, F32));
+  schedule();
+  S.temp_min_bytes = 0;
+  plan();
+  cr_assert_geq(sc_buf_bytes(A->out), SC_TEMP_MIN_BYTES);
+  cr_assert_eq(A->out->kind, IR_BUF_TEMP, "2 MiB: its own memory");
+  cr_assert_eq(B->out->kind, IR_BUF_TEMP, "2 MiB: its own memory");
+  cr_assert_eq(C->out->kind, IR_BUF_ARENA);
+  cr_assert_eq(D->out->kind, IR_BUF_ARENA);
+  int64_t small = sc_buf_bytes(C->out) + sc_buf_bytes(D->out);
+  cr_assert_eq(S.arena_bytes, small, "C and D, live together at kernel 3");
+}
+
 /* Random graphs: every node reads one or two earlier buffers (at element
  * 0: it starts a kernel) and writes a buffer of a random size. The plan
  * never overlaps two live buffers (plan() checks), and reuses memory: the

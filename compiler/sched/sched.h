@@ -102,8 +102,14 @@ typedef struct sc_schedule {
   int64_t temp_min_bytes; /* > 0: arena intermediates at least this large
                              become TEMP buffers (own memory, allocated at
                              their first write, dropped after their last
-                             use); 0: every intermediate in the arena */
+                             use); 0: from SC_TEMP_MIN_BYTES */
 } sc_schedule;
+
+/* Intermediates at least this large get their own memory in every program
+ * (IR_BUF_TEMP, as eager's temporaries): one in the arena would be held
+ * for the whole call. Below it a buffer is small against a call's peak,
+ * and its own memory would cost an allocation and a free per call. */
+#define SC_TEMP_MIN_BYTES ((int64_t)1 << 20)
 
 /* Groups ir's nodes into kernels. */
 int sc_schedule_build(ir_graph *ir, sc_schedule *s, gc_error *err);

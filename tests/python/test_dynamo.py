@@ -75,12 +75,23 @@ def test_a_program_whose_arena_is_paged_in_at_load_runs_on_real_memory(server):
     # The backend loads programs while AOTAutograd traces, under its
     # FakeTensorMode: an arena allocated at load time (compiled.arena pages
     # in arenas of PAGE_IN_BYTES and more) must still be a real tensor.
+    # (Buffers of 1 MiB or more have their own memory: two products of
+    # 0.95 MiB live together make the arena.)
     from compiled import arena
+
+    class Products(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.w = torch.nn.Parameter(torch.randn(496, 496))
+
+        def forward(self, x):
+            p = x @ self.w
+            q = self.w.t() @ x
+            return torch.relu(p * q).sum(0)
+
     torch.manual_seed(0)
-    model = torch.nn.Sequential(torch.nn.Conv2d(16, 16, 3, padding=1), torch.nn.ReLU(),
-                                torch.nn.Conv2d(16, 16, 3, padding=1), torch.nn.ReLU(),
-                                torch.nn.Conv2d(16, 4, 3, padding=1)).eval()
-    x = torch.randn(4, 16, 64, 64)
+    model = Products().eval()
+    x = torch.randn(496, 496)
     mark = _mark()
     fast = torch.compile(model, backend="compiled", options={"server": server})
     with torch.no_grad():
