@@ -298,6 +298,17 @@ static int simple_options(int argc, char **argv, const char *text, int maxpos) {
 
 static int run(const ctl_command *c, int argc, char **argv);
 
+/* The command called `name`; else NULL after saying so (the message
+ * starts with `who`) and printing the usage on stderr. */
+static const ctl_command *known_command(const char *name, const char *who) {
+  const ctl_command *c = find_command(name);
+  if (!c) {
+    ctl_errorf("%sunknown command '%s'", who, name);
+    fputs(usage, stderr);
+  }
+  return c;
+}
+
 /* `compilectl help [COMMAND]`: COMMAND's help is `COMMAND --help`. */
 static int cmd_help(int argc, char **argv) {
   int rc = simple_options(argc, argv, help_usage, 1);
@@ -307,12 +318,9 @@ static int cmd_help(int argc, char **argv) {
     fputs(usage, stdout);
     return CTL_OK;
   }
-  const ctl_command *c = find_command(argv[optind]);
-  if (!c) {
-    ctl_errorf("help: unknown command '%s'", argv[optind]);
-    fputs(usage, stderr);
+  const ctl_command *c = known_command(argv[optind], "help: ");
+  if (!c)
     return CTL_EUSAGE;
-  }
   char *args[] = {argv[optind], "--help", NULL};
   return run(c, 2, args);
 }
@@ -366,11 +374,8 @@ int main(int argc, char **argv) {
     fputs(usage, stderr);
     return CTL_EUSAGE;
   }
-  const ctl_command *cmd = find_command(argv[optind]);
-  if (!cmd) {
-    ctl_errorf("unknown command '%s'", argv[optind]);
-    fputs(usage, stderr);
+  const ctl_command *cmd = known_command(argv[optind], "");
+  if (!cmd)
     return CTL_EUSAGE;
-  }
   return run(cmd, argc - optind, argv + optind);
 }
