@@ -317,8 +317,6 @@ CASE(wrong_value_kind) {
          "'s0' is a SymInt, expected a tensor");
 }
 
-/* ---- order ---- */
-
 /* ---- operators ---- */
 
 CASE(operator_missing_from_table) {
@@ -403,8 +401,6 @@ CASE(argument_without_kind) {
   EXPECT(m, NULL, GC_EINVAL, "node 0 (%mm = aten::mm)", "argument 'mat2'",
          "argument has no kind set");
 }
-
-/* ---- returns ---- */
 
 /* ---- tensor metadata ---- */
 
