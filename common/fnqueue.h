@@ -6,7 +6,7 @@
 #ifndef COMMON_FNQUEUE_H
 #define COMMON_FNQUEUE_H
 
-#include <stddef.h>
+#include <stdlib.h>
 
 /* One call: fn(arg). */
 typedef struct fnq_item {
@@ -18,6 +18,18 @@ typedef struct fnq_item {
 typedef struct fnq {
   fnq_item *head, *tail; /* both NULL when empty */
 } fnq;
+
+/* A new call fn(arg) to queue (free it once made), or NULL when out of
+ * memory: allocated before taking the owner's lock. */
+static inline fnq_item *fnq_item_new(void (*fn)(void *arg), void *arg) {
+  fnq_item *it = malloc(sizeof *it);
+  if (it) {
+    it->fn = fn;
+    it->arg = arg;
+    it->next = NULL;
+  }
+  return it;
+}
 
 /* Appends `it` (its `next` is overwritten). */
 static inline void fnq_push(fnq *q, fnq_item *it) {

@@ -72,11 +72,9 @@ pool *pool_new(int threads, int nice) {
 }
 
 int pool_submit(pool *p, void (*fn)(void *arg), void *arg) {
-  fnq_item *j = malloc(sizeof *j);
+  fnq_item *j = fnq_item_new(fn, arg);
   if (!j)
     return -1;
-  j->fn = fn;
-  j->arg = arg;
   pthread_mutex_lock(&p->mu);
   fnq_push(&p->jobs, j);
   pthread_cond_signal(&p->cv);

@@ -170,13 +170,11 @@ static void drain_posts(uv_async_t *a) {
 }
 
 void srv_post(srv *s, void (*fn)(void *arg), void *arg) {
-  fnq_item *p = malloc(sizeof *p);
+  fnq_item *p = fnq_item_new(fn, arg);
   if (!p) {
     LOG(LOG_ERROR, "out of memory posting to the loop");
     abort(); /* losing a loop message would strand a call */
   }
-  p->fn = fn;
-  p->arg = arg;
   pthread_mutex_lock(&s->post_mu);
   fnq_push(&s->posts, p);
   pthread_mutex_unlock(&s->post_mu);
