@@ -3,6 +3,8 @@
  */
 #include "daemon/pool.h"
 
+#include "common/fnqueue.h"
+
 #include <pthread.h>
 #include <signal.h>
 #include <stdbool.h>
@@ -11,16 +13,10 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
-typedef struct job {
-  void (*fn)(void *arg);
-  void *arg;
-  struct job *next;
-} job;
-
 struct pool {
   pthread_mutex_t mu; /* guards the queue and `stopping` */
   pthread_cond_t cv;  /* a job was queued, or the pool is stopping */
-  job *head, *tail;   /* FIFO of waiting jobs */
+  fnq jobs;           /* waiting jobs */
   bool stopping;      /* pool_free was called */
   int nice;           /* niceness each thread sets for itself */
   pthread_t *threads;
@@ -34,14 +30,11 @@ static void *worker(void *arg) {
     setpriority(PRIO_PROCESS, (id_t)syscall(SYS_gettid), p->nice);
   pthread_mutex_lock(&p->mu);
   for (;;) {
-    while (!p->head && !p->stopping)
+    while (!p->jobs.head && !p->stopping)
       pthread_cond_wait(&p->cv, &p->mu);
-    job *j = p->head;
+    fnq_item *j = fnq_pop(&p->jobs);
     if (!j)
       break; /* stopping, and nothing left to run */
-    p->head = j->next;
-    if (!p->head)
-      p->tail = NULL;
     pthread_mutex_unlock(&p->mu);
     j->fn(j->arg);
     free(j);
@@ -79,18 +72,11 @@ pool *pool_new(int threads, int nice) {
 }
 
 int pool_submit(pool *p, void (*fn)(void *arg), void *arg) {
-  job *j = malloc(sizeof *j);
+  fnq_item *j = fnq_item_new(fn, arg);
   if (!j)
     return -1;
-  j->fn = fn;
-  j->arg = arg;
-  j->next = NULL;
   pthread_mutex_lock(&p->mu);
-  if (p->tail)
-    p->tail->next = j;
-  else
-    p->head = j;
-  p->tail = j;
+  fnq_push(&p->jobs, j);
   pthread_cond_signal(&p->cv);
   pthread_mutex_unlock(&p->mu);
   return 0;

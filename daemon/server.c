@@ -41,6 +41,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "common/fnqueue.h"
 #include "daemon/listen.h"
 #include "daemon/log.h"
 #include "daemon/tls.h"
@@ -61,12 +62,6 @@ typedef struct method {
   void *registered; /* grpc_server_register_method's handle */
   atomic_uint_fast64_t answered[NCODES]; /* calls finished, by status */
 } method;
-
-typedef struct post {
-  void (*fn)(void *arg);
-  void *arg;
-  struct post *next;
-} post;
 
 struct srv {
   uv_loop_t *loop;
@@ -94,7 +89,7 @@ struct srv {
   /* loop bridge */
   uv_async_t async;
   pthread_mutex_t post_mu;
-  post *post_head, *post_tail;
+  fnq posts; /* srv_post's calls for the loop; guarded by post_mu */
   /* shutdown */
   atomic_int live; /* calls armed and not yet freed */
   atomic_bool shutting_down;
@@ -164,11 +159,10 @@ static int64_t now_us(void) {
 static void drain_posts(uv_async_t *a) {
   srv *s = a->data;
   pthread_mutex_lock(&s->post_mu);
-  post *p = s->post_head;
-  s->post_head = s->post_tail = NULL;
+  fnq_item *p = fnq_take(&s->posts);
   pthread_mutex_unlock(&s->post_mu);
   while (p) {
-    post *next = p->next;
+    fnq_item *next = p->next;
     p->fn(p->arg);
     free(p);
     p = next;
@@ -176,20 +170,13 @@ static void drain_posts(uv_async_t *a) {
 }
 
 void srv_post(srv *s, void (*fn)(void *arg), void *arg) {
-  post *p = malloc(sizeof *p);
+  fnq_item *p = fnq_item_new(fn, arg);
   if (!p) {
     LOG(LOG_ERROR, "out of memory posting to the loop");
     abort(); /* losing a loop message would strand a call */
   }
-  p->fn = fn;
-  p->arg = arg;
-  p->next = NULL;
   pthread_mutex_lock(&s->post_mu);
-  if (s->post_tail)
-    s->post_tail->next = p;
-  else
-    s->post_head = p;
-  s->post_tail = p;
+  fnq_push(&s->posts, p);
   pthread_mutex_unlock(&s->post_mu);
   uv_async_send(&s->async);
 }

@@ -105,9 +105,9 @@ typedef struct admin_opts {
 
 enum { O_JSON = 256, O_LIMIT, O_ALL, O_OLDER, O_SERVICE, O_SOURCE };
 
-/* Handles one option of any of these commands. Returns 0, 1 for --help,
- * or CTL_EUSAGE. */
-static int handle_opt(int c, admin_opts *o, const char *usage) {
+/* Handles one of the own options of any of these commands (ctl_getopt
+ * takes the others). Returns 0, or CTL_EUSAGE after saying why. */
+static int handle_opt(int c, admin_opts *o) {
   char *end;
   switch (c) {
   case O_JSON:
@@ -138,18 +138,8 @@ static int handle_opt(int c, admin_opts *o, const char *usage) {
   case O_SERVICE:
     o->service = optarg;
     return 0;
-  case 'h':
-    ctl_help(stdout, usage);
-    return 1;
   default:
-    switch (ctl_global_option(c, optarg)) {
-    case 1:
-      return 0;
-    case 0:
-      ctl_help(stderr, usage);
-      break;
-    }
-    return CTL_EUSAGE;
+    return 0;
   }
 }
 
@@ -160,13 +150,16 @@ static int parse(int argc, char **argv, const struct option *opts,
                  const char *shortopts, const char *usage, int npos,
                  admin_opts *o) {
   *o = (admin_opts){.older_than = -1};
-  int c;
+  int c, stop;
   optind = 0; /* afresh: see CTL_GLOBAL_OPTIONS */
-  while ((c = getopt_long(argc, argv, shortopts, opts, NULL)) != -1) {
-    int rc = handle_opt(c, o, usage);
+  while ((c = ctl_getopt(argc, argv, shortopts, opts, NULL, usage, &stop)) !=
+         -1) {
+    int rc = handle_opt(c, o);
     if (rc)
       return rc;
   }
+  if (stop)
+    return stop < 0 ? 1 : stop;
   o->timeout_ms = ctl_timeout(CTL_DEFAULT_TIMEOUT_MS);
   if (npos >= 0 && argc - optind != npos) {
     const char *name = strrchr(argv[0], ' ');

@@ -424,10 +424,11 @@ static int parse_bench(int argc, char **argv, bench_cfg *cfg) {
       {"json", no_argument, NULL, O_JSON},
       CTL_GLOBAL_OPTIONS,
       {NULL, 0, NULL, 0}};
-  int c, bad = 0;
+  int c, bad = 0, stop = 0;
   double clients = 4;
   optind = 0; /* afresh: see CTL_GLOBAL_OPTIONS */
-  while (!bad && (c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
+  while (!bad && (c = ctl_getopt(argc, argv, "h", opts, NULL, bench_usage,
+                                 &stop)) != -1) {
     if (c == O_CLIENTS) {
       bad = parse_num("--clients", optarg, 1, 1024, &clients);
       if (!bad && clients != floor(clients)) {
@@ -442,17 +443,9 @@ static int parse_bench(int argc, char **argv, bench_cfg *cfg) {
       bad = parse_num("--warmup", optarg, 0, 3600, &cfg->warmup_s);
     else if (c == O_JSON)
       cfg->json = true;
-    else if (c == 'h') {
-      ctl_help(stdout, bench_usage);
-      return -1;
-    } else {
-      int g = ctl_global_option(c, optarg);
-      if (g == 0)
-        ctl_help(stderr, bench_usage);
-      if (g <= 0)
-        return CTL_EUSAGE;
-    }
   }
+  if (stop)
+    return stop;
   cfg->timeout_ms = ctl_timeout(CTL_DEFAULT_TIMEOUT_MS);
   if (bad || optind != argc - 1) {
     if (!bad)

@@ -83,6 +83,18 @@ enum {
  * its value is wrong. */
 int ctl_global_option(int c, const char *arg);
 
+/* getopt_long over a command's options `opts` (which end with
+ * CTL_GLOBAL_OPTIONS and the zero entry), `longindex` as getopt_long's:
+ * takes the global options itself, and -h/--help (prints `help`, the
+ * command's help text, on stdout) and mistakes (an unknown option or a
+ * missing value: `help` on stderr) end the scan. Returns the next of the
+ * command's own options, or -1 when the scan ends; *stop is then 0 with optind
+ * at the arguments, -1 after the help, or CTL_EUSAGE after saying what is
+ * wrong. */
+int ctl_getopt(int argc, char **argv, const char *shortopts,
+               const struct option *opts, int *longindex, const char *help,
+               int *stop);
+
 /* --timeout in milliseconds, else `dflt` (the command's default). */
 int64_t ctl_timeout(int64_t dflt);
 

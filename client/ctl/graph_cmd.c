@@ -75,40 +75,17 @@ static const char graph_usage[] =
     "      --to json|pb           output format (default: by OUT's extension,\n"
     "                             else the other one)\n";
 
-/* An option that no graph command has of its own: -h/--help, a global
- * option (accepted, its value checked, for a command line that names a
- * server anyway), or a mistake. Returns 0 to go on, -1 after printing the
- * help, or CTL_EUSAGE after saying why. */
-static int other_option(int c) {
-  if (c == 'h') {
-    ctl_help(stdout, graph_usage);
-    return -1;
-  }
-  int g = ctl_global_option(c, optarg);
-  if (g > 0)
-    return 0;
-  if (g == 0)
-    ctl_help(stderr, graph_usage);
-  return CTL_EUSAGE;
-}
-
 /* A graph command's options that are only flags: sets *flags[i] for
  * opts[i]. Returns CTL_OK with optind at the files, -1 after the help, or
  * CTL_EUSAGE. `opts` ends with CTL_GLOBAL_OPTIONS and the zero entry. */
 static int flag_options(int argc, char **argv, const struct option *opts,
                         bool *const *flags, int nflags) {
-  int c, i;
+  int c, i, stop;
   optind = 0; /* afresh: see CTL_GLOBAL_OPTIONS */
-  while ((c = getopt_long(argc, argv, "h", opts, &i)) != -1) {
-    if (c == 0 && i < nflags) {
+  while ((c = ctl_getopt(argc, argv, "h", opts, &i, graph_usage, &stop)) != -1)
+    if (c == 0 && i < nflags)
       *flags[i] = true;
-      continue;
-    }
-    int r = other_option(c);
-    if (r)
-      return r;
-  }
-  return CTL_OK;
+  return stop;
 }
 
 /* One FILE after the flags; otherwise a usage error. */
@@ -246,7 +223,8 @@ static int cmd_hash(int argc, char **argv) {
   const char *cc = getenv("CC") && *getenv("CC") ? getenv("CC") : "cc";
   int c, rc = CTL_OK;
   optind = 0; /* afresh: see CTL_GLOBAL_OPTIONS */
-  while (rc == CTL_OK && (c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
+  while (rc == CTL_OK && (c = ctl_getopt(argc, argv, "h", opts, NULL,
+                                         graph_usage, &rc)) != -1) {
     char *end;
     switch (c) {
     case O_JSON:
@@ -286,8 +264,6 @@ static int cmd_hash(int argc, char **argv) {
     case O_CC:
       cc = optarg;
       break;
-    default:
-      rc = other_option(c);
     }
   }
   if (rc < 0) { /* --help */
@@ -390,19 +366,17 @@ static int cmd_convert(int argc, char **argv) {
                                        CTL_GLOBAL_OPTIONS,
                                        {NULL, 0, NULL, 0}};
   const char *out = "-", *to = NULL;
-  int c;
+  int c, stop;
   optind = 0; /* afresh: see CTL_GLOBAL_OPTIONS */
-  while ((c = getopt_long(argc, argv, "o:h", opts, NULL)) != -1) {
+  while ((c = ctl_getopt(argc, argv, "o:h", opts, NULL, graph_usage, &stop)) !=
+         -1) {
     if (c == 'o')
       out = optarg;
     else if (c == 't')
       to = optarg;
-    else {
-      int r = other_option(c);
-      if (r)
-        return r < 0 ? CTL_OK : r;
-    }
   }
+  if (stop)
+    return stop < 0 ? CTL_OK : stop;
   int frc = one_file(argc, argv);
   if (frc)
     return frc;
@@ -544,7 +518,8 @@ static int cmd_native(const char *cmd, int argc, char **argv) {
   }
   int c, rc;
   optind = 0; /* afresh: see CTL_GLOBAL_OPTIONS */
-  while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
+  while ((c = ctl_getopt(argc, argv, "h", opts, NULL, graph_usage, &rc)) !=
+         -1) {
     const gc_pass *p;
     switch (c) {
     case O_RETMUT:
@@ -587,12 +562,10 @@ static int cmd_native(const char *cmd, int argc, char **argv) {
       }
       dump[p - gc_passes] = true;
       break;
-    default:
-      rc = other_option(c);
-      if (rc)
-        return rc < 0 ? CTL_OK : rc;
     }
   }
+  if (rc)
+    return rc < 0 ? CTL_OK : rc;
   rc = one_file(argc, argv);
   if (rc)
     return rc;
@@ -643,13 +616,11 @@ static int cmd_native(const char *cmd, int argc, char **argv) {
 int ctl_cmd_graph(int argc, char **argv) {
   /* the options before the graph command: global ones, --help */
   static const struct option opts[] = {CTL_GLOBAL_OPTIONS, {NULL, 0, NULL, 0}};
-  int c;
+  int stop;
   optind = 0; /* afresh: see CTL_GLOBAL_OPTIONS */
-  while ((c = getopt_long(argc, argv, "+h", opts, NULL)) != -1) {
-    int r = other_option(c);
-    if (r)
-      return r < 0 ? CTL_OK : r;
-  }
+  ctl_getopt(argc, argv, "+h", opts, NULL, graph_usage, &stop);
+  if (stop)
+    return stop < 0 ? CTL_OK : stop;
   if (optind >= argc) {
     ctl_help(stderr, graph_usage);
     return CTL_EUSAGE;

@@ -233,6 +233,31 @@ int ctl_global_option(int c, const char *arg) {
   }
 }
 
+int ctl_getopt(int argc, char **argv, const char *shortopts,
+               const struct option *opts, int *longindex, const char *help,
+               int *stop) {
+  int c;
+  *stop = 0;
+  while ((c = getopt_long(argc, argv, shortopts, opts, longindex)) != -1) {
+    int g = ctl_global_option(c, optarg);
+    if (g > 0)
+      continue;
+    if (g < 0) {
+      *stop = CTL_EUSAGE;
+    } else if (c == 'h') {
+      ctl_help(stdout, help);
+      *stop = -1;
+    } else if (c == '?' || c == ':') {
+      ctl_help(stderr, help);
+      *stop = CTL_EUSAGE;
+    } else {
+      return c;
+    }
+    return -1;
+  }
+  return -1;
+}
+
 /* The environment's defaults for the global options. */
 static void global_env(void) {
   static const struct {
@@ -257,21 +282,11 @@ static void global_env(void) {
  * CTL_EUSAGE. */
 static int simple_options(int argc, char **argv, const char *text, int maxpos) {
   static const struct option opts[] = {CTL_GLOBAL_OPTIONS, {NULL, 0, NULL, 0}};
-  int c;
+  int stop;
   optind = 0; /* afresh: see CTL_GLOBAL_OPTIONS */
-  while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
-    int g = ctl_global_option(c, optarg);
-    if (g < 0)
-      return CTL_EUSAGE;
-    if (g > 0)
-      continue;
-    if (c == 'h') {
-      ctl_help(stdout, text);
-      return 1;
-    }
-    ctl_help(stderr, text);
-    return CTL_EUSAGE;
-  }
+  ctl_getopt(argc, argv, "h", opts, NULL, text, &stop);
+  if (stop)
+    return stop < 0 ? 1 : stop;
   if (argc - optind > maxpos) {
     ctl_errorf("%s: unexpected argument '%s'", ctl_cmd->name,
                argv[optind + maxpos]);
@@ -283,6 +298,17 @@ static int simple_options(int argc, char **argv, const char *text, int maxpos) {
 
 static int run(const ctl_command *c, int argc, char **argv);
 
+/* The command called `name`; else NULL after saying so (the message
+ * starts with `who`) and printing the usage on stderr. */
+static const ctl_command *known_command(const char *name, const char *who) {
+  const ctl_command *c = find_command(name);
+  if (!c) {
+    ctl_errorf("%sunknown command '%s'", who, name);
+    fputs(usage, stderr);
+  }
+  return c;
+}
+
 /* `compilectl help [COMMAND]`: COMMAND's help is `COMMAND --help`. */
 static int cmd_help(int argc, char **argv) {
   int rc = simple_options(argc, argv, help_usage, 1);
@@ -292,12 +318,9 @@ static int cmd_help(int argc, char **argv) {
     fputs(usage, stdout);
     return CTL_OK;
   }
-  const ctl_command *c = find_command(argv[optind]);
-  if (!c) {
-    ctl_errorf("help: unknown command '%s'", argv[optind]);
-    fputs(usage, stderr);
+  const ctl_command *c = known_command(argv[optind], "help: ");
+  if (!c)
     return CTL_EUSAGE;
-  }
   char *args[] = {argv[optind], "--help", NULL};
   return run(c, 2, args);
 }
@@ -339,32 +362,20 @@ int main(int argc, char **argv) {
                                        {NULL, 0, NULL, 0}};
   global_env();
   argv[0] = "compilectl"; /* getopt's messages */
-  int c;
-  /* "+": stop at the command; what follows is the command's */
-  while ((c = getopt_long(argc, argv, "+h", opts, NULL)) != -1) {
-    int g = ctl_global_option(c, optarg);
-    if (g < 0)
-      return CTL_EUSAGE;
-    if (g > 0)
-      continue;
-    if (c == 'h') {
-      fputs(usage, stdout);
-      return CTL_OK;
-    }
+  int c, stop;
+  /* "+": stop at the command; what follows is the command's. No command
+   * runs yet (ctl_cmd is NULL): ctl_help prints just `usage`. */
+  while ((c = ctl_getopt(argc, argv, "+h", opts, NULL, usage, &stop)) != -1)
     if (c == 'V')
       return run(find_command("version"), 1, (char *[]){"version", NULL});
-    fputs(usage, stderr);
-    return CTL_EUSAGE;
-  }
+  if (stop)
+    return stop < 0 ? CTL_OK : stop;
   if (optind >= argc) {
     fputs(usage, stderr);
     return CTL_EUSAGE;
   }
-  const ctl_command *cmd = find_command(argv[optind]);
-  if (!cmd) {
-    ctl_errorf("unknown command '%s'", argv[optind]);
-    fputs(usage, stderr);
+  const ctl_command *cmd = known_command(argv[optind], "");
+  if (!cmd)
     return CTL_EUSAGE;
-  }
   return run(cmd, argc - optind, argv + optind);
 }

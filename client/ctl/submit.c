@@ -117,7 +117,7 @@ enum {
 #define LABEL_FILE_MAX 1024
 #define LABEL_HOST_MAX 255
 
-/* Handles an option both commands take (the global ones included). Returns
+/* Handles an option both commands take. Returns
  * 1 if it was one, 0 if not, -1 on a bad value (after printing why). */
 static int common_opt(int c, submit_opts *o) {
   char *end;
@@ -139,7 +139,7 @@ static int common_opt(int c, submit_opts *o) {
     o->return_mut = true;
     return 1;
   default:
-    return ctl_global_option(c, optarg);
+    return 0;
   }
 }
 
@@ -496,9 +496,10 @@ static int parse_submit(int argc, char **argv, submit_opts *o) {
       {"quiet", no_argument, NULL, 'q'},
       CTL_GLOBAL_OPTIONS,
       {NULL, 0, NULL, 0}};
-  int c;
+  int c, stop;
   optind = 0; /* afresh: see CTL_GLOBAL_OPTIONS */
-  while ((c = getopt_long(argc, argv, "o:qh", opts, NULL)) != -1) {
+  while ((c = ctl_getopt(argc, argv, "o:qh", opts, NULL, submit_usage,
+                         &stop)) != -1) {
     int r = common_opt(c, o);
     if (r < 0)
       return CTL_EUSAGE;
@@ -519,14 +520,10 @@ static int parse_submit(int argc, char **argv, submit_opts *o) {
     } else if (c == O_INLINE) {
       if (ctl_parse_size("--max-inline", optarg, &o->max_inline))
         return CTL_EUSAGE;
-    } else if (c == 'h') {
-      ctl_help(stdout, submit_usage);
-      return -1;
-    } else {
-      ctl_help(stderr, submit_usage);
-      return CTL_EUSAGE;
     }
   }
+  if (stop)
+    return stop;
   o->timeout_ms = ctl_timeout(600 * 1000);
   if (optind >= argc) {
     ctl_errorf("submit: no graph file given");
@@ -600,21 +597,14 @@ static int parse_explain(int argc, char **argv, submit_opts *o) {
       {"return-input-mutations", no_argument, NULL, O_RETMUT},
       CTL_GLOBAL_OPTIONS,
       {NULL, 0, NULL, 0}};
-  int c;
+  int c, stop;
   optind = 0; /* afresh: see CTL_GLOBAL_OPTIONS */
-  while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
-    int r = common_opt(c, o);
-    if (r < 0)
+  while ((c = ctl_getopt(argc, argv, "h", opts, NULL, explain_usage, &stop)) !=
+         -1)
+    if (common_opt(c, o) < 0)
       return CTL_EUSAGE;
-    if (r > 0)
-      continue;
-    if (c == 'h') {
-      ctl_help(stdout, explain_usage);
-      return -1;
-    }
-    ctl_help(stderr, explain_usage);
-    return CTL_EUSAGE;
-  }
+  if (stop)
+    return stop;
   o->timeout_ms = ctl_timeout(CTL_DEFAULT_TIMEOUT_MS);
   if (optind != argc - 1) {
     ctl_errorf("explain: wants exactly one graph file");
