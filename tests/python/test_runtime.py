@@ -156,6 +156,48 @@ def test_fallback_program_positional_and_keyword_arguments():
     torch.testing.assert_close(out[1], xs + 2 * ys)
 
 
+def test_intermediates_are_freed_after_their_last_use():
+    """The ATen program drops each intermediate when its last reader has
+    run, as eager does; kept to the end, a chain of n steps held n
+    temporaries at once. Counted through a dispatch mode: while each
+    operator runs, how many earlier results are still alive."""
+    import weakref
+
+    from torch.utils._python_dispatch import TorchDispatchMode
+
+    b = Builder()
+    x = b.input()
+    v = x
+    for _ in range(8):
+        v = b.call("aten::mul.Tensor", v, b.const(float=1.5))
+    kept = b.call("aten::neg", x)            # an output computed early
+    b.output(b.call("aten::add.Tensor", v, kept), kept)
+    prog = b.load()
+
+    alive_at_call = []
+
+    class Count(TorchDispatchMode):
+        refs = []
+
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+            alive_at_call.append(sum(r() is not None for r in self.refs))
+            out = func(*args, **(kwargs or {}))
+            self.refs.append(weakref.ref(out))
+            return out
+
+    xs = torch.randn(16)
+    with Count():
+        got = prog(xs)
+    want = xs.clone()
+    for _ in range(8):
+        want = want * 1.5
+    torch.testing.assert_close(got[0], want + -xs)
+    torch.testing.assert_close(got[1], -xs)
+    # while a step runs: its input, and nothing older (the last call also
+    # sees `kept`, an output, which stays)
+    assert max(alive_at_call) <= 2, alive_at_call
+
+
 def test_direct_bindings_only_where_they_mean_the_overload():
     """A call goes through torch's Python binding only when that binding
     cannot pick another overload or another default: an aten function whose

@@ -43,6 +43,7 @@ import keyword
 import linecache
 import logging
 import math
+import re
 import itertools
 import operator
 from typing import Any, Dict, List, Optional, Sequence, Tuple, Union
@@ -456,6 +457,10 @@ def _summary(artifact, native: bool, reason: Optional[str] = None) -> Dict[str, 
 _program_counter = itertools.count()
 
 
+# The names the ATen program gives its intermediates (output_target).
+_INTERMEDIATE = re.compile(r"\bv\d+\b")
+
+
 class _Codegen:
     """Generates the source of one program's function.
 
@@ -639,10 +644,12 @@ class _Codegen:
                 raise ArtifactError(f"the native program has {len(outs)} outputs, the program "
                                     f"{len(program.outputs)}")
         else:
+            body = len(self.lines)
             for n, ins in enumerate(program.instructions):
                 self.kernel(n, ins.kernel)
             outs = [self.value(o.value, f"program output {i}")
                     for i, o in enumerate(program.outputs)]
+            self.free_after_last_use(body, outs)
         user = self.epilogue(outs)
         self.num_user_outputs = len(user)
         self.lines.append(f"return {self.output_expr(user)}")
@@ -669,6 +676,28 @@ class _Codegen:
         if _log.isEnabledFor(logging.DEBUG):
             _log.debug("loaded %s:\n%s", filename, source)
         return scope["program"], source
+
+    def free_after_last_use(self, body: int, outs: List[str]) -> None:
+        """Deletes each intermediate of the ATen program (``v<index>``, the
+        names output_target gives results) right after the last line of the
+        body that reads it, as eager frees a temporary when its last user
+        returns: without it, every intermediate lived until the program
+        returned (a segmentation network at batch 8: 548 MiB at its peak
+        against eager's 61). Outputs, which the epilogue reads, stay."""
+        assigned = {e for e in self.expr.values() if _INTERMEDIATE.fullmatch(e)}
+        kept = {m for e in outs for m in _INTERMEDIATE.findall(e)}
+        last: Dict[str, int] = {}
+        for i in range(body, len(self.lines)):
+            code = self.lines[i].split("  # ", 1)[0]
+            for name in _INTERMEDIATE.findall(code):
+                last[name] = i
+        ends: Dict[int, List[str]] = {}
+        for name, i in last.items():
+            if name in assigned and name not in kept:
+                ends.setdefault(i, []).append(name)
+        for i in sorted(ends, reverse=True):
+            names = sorted(ends[i], key=lambda v: int(v[1:]))
+            self.lines.insert(i + 1, "del " + ", ".join(names))
 
     def inputs_kept(self) -> set:
         """Program inputs the epilogue reads after the body: inputs it
