@@ -665,7 +665,7 @@ static char *half_cast(cx *c, const ir_expr *e, const char *a) {
     f = gc_arena_printf(ar, "gc_%s_f32(%s)",
                         ad == GC_DTYPE_BFLOAT16 ? "bf16" : "f16", a);
   else if (src->op == IR_CAST && src->args[0] && is_f(src->args[0]->dtype) &&
-           !is_f(ad)) /* an integer made from a float: see spell's CAST */
+           !is_f(ad)) /* an integer made from a float: see c_of_op's CAST */
     f = gc_arena_printf(ar, "(float)(%s + gc_izero)", a);
   else if (ad != GC_DTYPE_FLOAT32)
     f = gc_arena_printf(ar, "(float)%s", a);
@@ -680,7 +680,7 @@ static char *half_cast(cx *c, const ir_expr *e, const char *a) {
 }
 
 /* The C expression of operation e applied to the named operands. */
-static char *spell(cx *c, const ir_expr *e, const char *a, const char *b,
+static char *c_of_op(cx *c, const ir_expr *e, const char *a, const char *b,
                    const char *x) {
   gc_arena *ar = c->ir->a;
   gc_dtype d = e->dtype;
@@ -883,7 +883,7 @@ const char *cx_emit(cx *c, const ir_expr *e) {
     const char *a[3] = {NULL, NULL, NULL};
     for (int i = 0; i < ir_op_arity(e->op); i++)
       a[i] = cx_emit(c, e->args[i]);
-    val = spell(c, e, a[0], a[1], a[2]);
+    val = c_of_op(c, e, a[0], a[1], a[2]);
     if (!val)
       val = gc_arena_printf(ar, "0 /* %s? */", ir_op_name(e->op));
   }

@@ -11,7 +11,7 @@
  *
  * The C spelling of each operation depends on the dtype and follows
  * PyTorch's semantics (NaN-propagating maximum, Python's floor division,
- * uint8 conversions through int64, ...); see spell() in cexpr.c.
+ * uint8 conversions through int64, ...); see c_of_op() in cexpr.c.
  */
 #ifndef GC_CODEGEN_CEXPR_H
 #define GC_CODEGEN_CEXPR_H

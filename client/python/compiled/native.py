@@ -324,7 +324,7 @@ def profiling() -> bool:
     return os.environ.get("COMPILED_PROFILE", "0").lower() in ("1", "true", "yes")
 
 
-_USES_P = re.compile(r"\b_P\b")  # a line of a program body using the pointer table
+_USES_PTRS = re.compile(r"\b_ptrs\b")  # a line of a program body using the pointer table
 _SEGMENT_RE = re.compile(r"^int gc_seg(\d+)\(void \*\*p(?:, const int64_t \*s)?\) \{\n(.*?)^\}",
                          re.M | re.S)
 _KERNEL_CALL_RE = re.compile(r"\b((?:k|gc_[a-z]+)\d+\w*)\(")
@@ -561,7 +561,7 @@ class _NativeBody:
         slots = sorted(i for v in set(indices) for i in by_value.get(v, ()))
         for i in slots:
             v = self.np.slots[i]
-            self.lines.append(f"    _P[{i}] = {self.value(v, f'slot {i}')}.data_ptr()")
+            self.lines.append(f"    _ptrs[{i}] = {self.value(v, f'slot {i}')}.data_ptr()")
 
     # -- the body ------------------------------------------------------------
 
@@ -600,10 +600,10 @@ class _NativeBody:
         self.lines.append("    _A = _new_arena()")
         self.lines.append("try:")
         if sym:  # the pointer table, and the symbols for the segments
-            self.lines.append("    _P = _A.p; _S = _A.s; " +
-                              "; ".join(f"_S[{i}] = _s{i}" for i in range(self.nsyms)))
+            self.lines.append("    _ptrs = _A.p; _syms = _A.s; " +
+                              "; ".join(f"_syms[{i}] = _s{i}" for i in range(self.nsyms)))
         else:
-            self.lines.append("    _P = _A.p")
+            self.lines.append("    _ptrs = _A.p")
         take_at = None  # the arena is made before the first instruction using it
         # inputs and outputs fill their slots first
         ready = set()
@@ -626,7 +626,7 @@ class _NativeBody:
                 if not 0 <= ins.segment < len(np_.code.entry_symbols):
                     raise ArtifactError(f"native instruction {n}: segment {ins.segment} "
                                         "out of range")
-                self.lines.append(f"    _rc = _seg{ins.segment}(_P{', _S' if sym else ''})")
+                self.lines.append(f"    _rc = _seg{ins.segment}(_ptrs{', _syms' if sym else ''})")
                 self.lines.append("    if _rc:")
                 self.lines.append("        raise _segment_error(_rc)")
             elif kind == "kernel":
@@ -665,7 +665,7 @@ class _NativeBody:
         if take_at is None and len(self.arena_names) > named:
             take_at = len(self.lines)
         body = self.lines[head + 6:]
-        if take_at is None and not any(_USES_P.search(line) for line in body):
+        if take_at is None and not any(_USES_PTRS.search(line) for line in body):
             # no generated code and no arena view (a program of ATen calls
             # only): no arena, not even its pointer table
             self.lines[head:] = [line[4:] for line in body]
